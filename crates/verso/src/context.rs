@@ -1,0 +1,238 @@
+//! The request context that travels with every call (oslo.context's `RequestContext`).
+//!
+//! On the wire the context is the dictionary `oslo_context.RequestContext.to_dict()`
+//! produces; oslo.messaging prefixes each key with `_context_`. [`RequestContext::to_dict`]
+//! writes the same keys, and [`RequestContext::from_dict`] keeps any key it does not know
+//! in [`RequestContext::extra`], so nothing a Python peer sends is lost on the way through.
+
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// Who is asking, and for which request. Cheap to clone; passed by reference.
+///
+/// ```
+/// use verso::RequestContext;
+/// let ctx = RequestContext::new("req-1").with_user("alice").with_project("demo").with_role("admin");
+/// let dict = ctx.to_dict();
+/// assert_eq!(dict["user"], "alice");
+/// assert_eq!(dict["project_id"], "demo");
+/// assert_eq!(RequestContext::from_dict(&dict), ctx);
+/// ```
+#[derive(Clone, PartialEq, Default)]
+pub struct RequestContext {
+    /// The request id (`req-<uuid>` in OpenStack).
+    pub request_id: String,
+    /// The global request id that spans services, if the caller set one.
+    pub global_request_id: Option<String>,
+    /// The user id.
+    pub user: Option<String>,
+    /// The project (tenant) id.
+    pub project: Option<String>,
+    /// The domain ids, as oslo.context carries them.
+    pub domain: Option<String>,
+    /// The user's domain id.
+    pub user_domain: Option<String>,
+    /// The project's domain id.
+    pub project_domain: Option<String>,
+    /// Role names granted to the user.
+    pub roles: Vec<String>,
+    /// Whether the caller acts as an administrator.
+    pub is_admin: bool,
+    /// oslo.context `read_only`.
+    pub read_only: bool,
+    /// oslo.context `show_deleted`.
+    pub show_deleted: bool,
+    /// The Keystone token, never printed by `Debug`.
+    pub auth_token: Option<String>,
+    /// Any other key of the serialized context (service-specific keys, or keys a newer
+    /// oslo.context adds), kept and sent back as they came.
+    pub extra: Map<String, Value>,
+}
+
+/// The keys oslo.context writes that are derived from the others; they are written by
+/// [`RequestContext::to_dict`] and recomputed, not stored, when read back.
+const DERIVED_KEYS: &[&str] = &["project_id", "user_identity", "is_admin_project", "tenant"];
+
+impl RequestContext {
+    /// A context for one request, with no user (an internal or anonymous call).
+    pub fn new(request_id: impl Into<String>) -> Self {
+        RequestContext {
+            request_id: request_id.into(),
+            ..Default::default()
+        }
+    }
+
+    /// A context with a fresh `req-<uuid4>` request id.
+    pub fn generate() -> Self {
+        Self::new(format!("req-{}", uuid::Uuid::new_v4()))
+    }
+
+    /// Sets the user id.
+    pub fn with_user(mut self, user: impl Into<String>) -> Self {
+        self.user = Some(user.into());
+        self
+    }
+
+    /// Sets the project id.
+    pub fn with_project(mut self, project: impl Into<String>) -> Self {
+        self.project = Some(project.into());
+        self
+    }
+
+    /// Adds a role.
+    pub fn with_role(mut self, role: impl Into<String>) -> Self {
+        self.roles.push(role.into());
+        self
+    }
+
+    /// Marks the context as an administrator's.
+    pub fn with_admin(mut self, is_admin: bool) -> Self {
+        self.is_admin = is_admin;
+        self
+    }
+
+    /// Whether the user holds `role`.
+    pub fn has_role(&self, role: &str) -> bool {
+        self.roles.iter().any(|r| r == role)
+    }
+
+    /// The dictionary oslo.context's `to_dict()` writes (same keys, same derived values).
+    pub fn to_dict(&self) -> Map<String, Value> {
+        fn opt(v: &Option<String>) -> Value {
+            v.as_ref().map_or(Value::Null, |s| Value::String(s.clone()))
+        }
+        let mut d = Map::new();
+        d.insert("user".into(), opt(&self.user));
+        d.insert("project_id".into(), opt(&self.project));
+        d.insert("system_scope".into(), Value::Null);
+        d.insert("project".into(), opt(&self.project));
+        d.insert("domain".into(), opt(&self.domain));
+        d.insert("user_domain".into(), opt(&self.user_domain));
+        d.insert("project_domain".into(), opt(&self.project_domain));
+        d.insert("is_admin".into(), Value::Bool(self.is_admin));
+        d.insert("read_only".into(), Value::Bool(self.read_only));
+        d.insert("show_deleted".into(), Value::Bool(self.show_deleted));
+        d.insert("auth_token".into(), opt(&self.auth_token));
+        d.insert("request_id".into(), Value::String(self.request_id.clone()));
+        d.insert("global_request_id".into(), opt(&self.global_request_id));
+        d.insert("resource_uuid".into(), Value::Null);
+        d.insert(
+            "roles".into(),
+            Value::Array(self.roles.iter().cloned().map(Value::String).collect()),
+        );
+        let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+        d.insert(
+            "user_identity".into(),
+            Value::String(format!(
+                "{} {} {} {} {}",
+                dash(&self.user),
+                dash(&self.project),
+                dash(&self.domain),
+                dash(&self.user_domain),
+                dash(&self.project_domain)
+            )),
+        );
+        d.insert("is_admin_project".into(), Value::Bool(true));
+        for (k, v) in &self.extra {
+            d.insert(k.clone(), v.clone());
+        }
+        d
+    }
+
+    /// Rebuilds a context from a dictionary in oslo.context's form. Unknown keys go to
+    /// [`extra`](Self::extra); values of the wrong JSON type are treated as absent.
+    pub fn from_dict(d: &Map<String, Value>) -> Self {
+        let s = |k: &str| d.get(k).and_then(Value::as_str).map(str::to_owned);
+        let b = |k: &str| d.get(k).and_then(Value::as_bool).unwrap_or(false);
+        const KNOWN: &[&str] = &[
+            "user",
+            "system_scope",
+            "project",
+            "domain",
+            "user_domain",
+            "project_domain",
+            "is_admin",
+            "read_only",
+            "show_deleted",
+            "auth_token",
+            "request_id",
+            "global_request_id",
+            "resource_uuid",
+            "roles",
+        ];
+        let extra = d
+            .iter()
+            .filter(|(k, _)| !KNOWN.contains(&k.as_str()) && !DERIVED_KEYS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        RequestContext {
+            request_id: s("request_id").unwrap_or_default(),
+            global_request_id: s("global_request_id"),
+            user: s("user").or_else(|| s("user_id")),
+            project: s("project").or_else(|| s("project_id")).or_else(|| s("tenant")),
+            domain: s("domain"),
+            user_domain: s("user_domain"),
+            project_domain: s("project_domain"),
+            roles: d
+                .get("roles")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                .unwrap_or_default(),
+            is_admin: b("is_admin"),
+            read_only: b("read_only"),
+            show_deleted: b("show_deleted"),
+            auth_token: s("auth_token"),
+            extra,
+        }
+    }
+}
+
+impl fmt::Debug for RequestContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RequestContext")
+            .field("request_id", &self.request_id)
+            .field("user", &self.user)
+            .field("project", &self.project)
+            .field("roles", &self.roles)
+            .field("is_admin", &self.is_admin)
+            .field("auth_token", &self.auth_token.as_ref().map(|_| "***"))
+            .field("extra", &self.extra)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dict_round_trip_keeps_unknown_keys() {
+        let mut ctx = RequestContext::new("req-1").with_user("u").with_project("p").with_role("member");
+        ctx.extra.insert("service_catalog".into(), Value::Array(vec![]));
+        let back = RequestContext::from_dict(&ctx.to_dict());
+        assert_eq!(back, ctx);
+    }
+
+    #[test]
+    fn python_dict_is_understood() {
+        let d: Map<String, Value> = serde_json::from_str(
+            r#"{"user": "demo-user", "project_id": "demo-project", "project": "demo-project",
+                "is_admin": false, "request_id": "req-11", "roles": ["reader"],
+                "user_identity": "demo-user demo-project - - -", "is_admin_project": true}"#,
+        )
+        .expect("valid json");
+        let ctx = RequestContext::from_dict(&d);
+        assert_eq!(ctx.user.as_deref(), Some("demo-user"));
+        assert_eq!(ctx.project.as_deref(), Some("demo-project"));
+        assert!(ctx.has_role("reader"));
+        assert!(ctx.extra.is_empty());
+        assert_eq!(ctx.to_dict()["user_identity"], "demo-user demo-project - - -");
+    }
+
+    #[test]
+    fn debug_hides_token() {
+        let mut ctx = RequestContext::new("r");
+        ctx.auth_token = Some("secret".into());
+        assert!(!format!("{ctx:?}").contains("secret"));
+    }
+}

@@ -1,0 +1,259 @@
+//! `Version`: dotted integers (`major.minor`, optionally `.patch`), compared as integer
+//! tuples the way `oslo_utils.versionutils.convert_version_to_tuple` does (`1.10 > 1.2`).
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::str::FromStr;
+
+/// A version such as `1.2` or `1.1.5`. On the wire and in config it is always a string.
+///
+/// ```
+/// use verso::Version;
+/// let v: Version = "1.10".parse()?;
+/// assert!(v > "1.2".parse()?);
+/// assert!(Version::new(1, 2).accepts(&"1.1.5".parse()?));
+/// assert_eq!(v.to_string(), "1.10");
+/// # Ok::<(), verso::VersionError>(())
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Version {
+    major: u32,
+    minor: u32,
+    patch: Option<u32>,
+}
+
+/// A version string that is not dotted integers.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VersionError {
+    /// A part is not a non-negative integer; `part` is the offending text, as Python's
+    /// `int()` would name it.
+    #[error("invalid literal for int() with base 10: '{part}' (in version '{text}')")]
+    NotAnInteger {
+        /// The whole version text.
+        text: String,
+        /// The part that is not an integer.
+        part: String,
+    },
+    /// Fewer than two or more than three parts.
+    #[error("version '{text}' must be MAJOR.MINOR or MAJOR.MINOR.PATCH")]
+    WrongShape {
+        /// The whole version text.
+        text: String,
+    },
+}
+
+impl Version {
+    /// `major.minor`.
+    pub const fn new(major: u32, minor: u32) -> Self {
+        Version {
+            major,
+            minor,
+            patch: None,
+        }
+    }
+
+    /// `major.minor.patch` (the `.Z` OVO reserves for stable-branch backports).
+    pub const fn with_patch(major: u32, minor: u32, patch: u32) -> Self {
+        Version {
+            major,
+            minor,
+            patch: Some(patch),
+        }
+    }
+
+    /// The major part.
+    pub const fn major(&self) -> u32 {
+        self.major
+    }
+
+    /// The minor part.
+    pub const fn minor(&self) -> u32 {
+        self.minor
+    }
+
+    /// The patch part, if the version has three parts.
+    pub const fn patch(&self) -> Option<u32> {
+        self.patch
+    }
+
+    /// This version with any `.patch` part removed.
+    pub const fn major_minor(&self) -> Version {
+        Version::new(self.major, self.minor)
+    }
+
+    /// Whether an implementation at `self` can take something at `requested`: same major,
+    /// and `requested <= self` (OVO's and oslo.messaging's `is_compatible`).
+    pub fn accepts(&self, requested: &Version) -> bool {
+        self.major == requested.major && requested <= self
+    }
+
+    fn parts(&self) -> ([u32; 3], usize) {
+        match self.patch {
+            Some(p) => ([self.major, self.minor, p], 3),
+            None => ([self.major, self.minor, 0], 2),
+        }
+    }
+}
+
+impl Ord for Version {
+    /// Tuple order: `1.1 < 1.1.0 < 1.1.5 < 1.2 < 1.10`.
+    fn cmp(&self, other: &Self) -> Ordering {
+        let (a, la) = self.parts();
+        let (b, lb) = other.parts();
+        a[..la].cmp(&b[..lb])
+    }
+}
+
+impl PartialOrd for Version {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl FromStr for Version {
+    type Err = VersionError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let mut parts = [0u32; 3];
+        let mut n = 0;
+        for part in text.split('.') {
+            if n == 3 {
+                return Err(VersionError::WrongShape { text: text.into() });
+            }
+            // Python's int() accepts surrounding whitespace and a sign; a version never
+            // needs either, so only plain digits are taken.
+            if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(VersionError::NotAnInteger {
+                    text: text.into(),
+                    part: part.into(),
+                });
+            }
+            parts[n] = part.parse().map_err(|_| VersionError::NotAnInteger {
+                text: text.into(),
+                part: part.into(),
+            })?;
+            n += 1;
+        }
+        if n < 2 {
+            return Err(VersionError::WrongShape { text: text.into() });
+        }
+        Ok(Version {
+            major: parts[0],
+            minor: parts[1],
+            patch: (n == 3).then_some(parts[2]),
+        })
+    }
+}
+
+impl TryFrom<&str> for Version {
+    type Error = VersionError;
+    fn try_from(s: &str) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.patch {
+            Some(p) => write!(f, "{}.{}.{}", self.major, self.minor, p),
+            None => write!(f, "{}.{}", self.major, self.minor),
+        }
+    }
+}
+
+impl fmt::Debug for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Version({self})")
+    }
+}
+
+impl serde::Serialize for Version {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Version {
+    /// Only strings: a bare number (`1.1` in TOML or JSON) is refused, since `1.10` would
+    /// read as `1.1`.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Version;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a quoted version string such as \"1.1\"")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Version, E> {
+                s.parse().map_err(E::custom)
+            }
+            fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<Version, E> {
+                Err(E::custom(format!(
+                    "version {n} is a bare number; quote it (\"{n}\"), since 1.10 would read as 1.1"
+                )))
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Version, E> {
+                Err(E::custom(format!(
+                    "version {n} is a bare number; write a quoted MAJOR.MINOR string such as \"{n}.0\""
+                )))
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Version, E> {
+                Err(E::custom(format!(
+                    "version {n} is a bare number; write a quoted MAJOR.MINOR string"
+                )))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &str) -> Version {
+        s.parse().expect("valid version")
+    }
+
+    #[test]
+    fn orders_as_integer_tuples() {
+        assert!(v("1.10") > v("1.2"));
+        assert!(v("1.1") < v("1.1.0"));
+        assert!(v("1.1.5") < v("1.2"));
+        assert!(v("2.0") > v("1.99"));
+    }
+
+    #[test]
+    fn accepts_older_minor_of_same_major_only() {
+        assert!(v("1.2").accepts(&v("1.0")));
+        assert!(v("1.2").accepts(&v("1.2")));
+        assert!(v("1.2").accepts(&v("1.1.5")));
+        assert!(!v("1.2").accepts(&v("1.2.1")));
+        assert!(!v("1.2").accepts(&v("1.3")));
+        assert!(!v("1.2").accepts(&v("0.9")));
+        assert!(!v("2.0").accepts(&v("1.0")));
+    }
+
+    #[test]
+    fn rejects_malformed_text() {
+        assert!(matches!("1.x".parse::<Version>(), Err(VersionError::NotAnInteger { part, .. }) if part == "x"));
+        assert!(matches!("1".parse::<Version>(), Err(VersionError::WrongShape { .. })));
+        assert!("".parse::<Version>().is_err());
+        assert!("1.2.3.4".parse::<Version>().is_err());
+        assert!("1.-2".parse::<Version>().is_err());
+        assert!("1. 2".parse::<Version>().is_err());
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for s in ["1.0", "1.10", "1.1.5", "0.9"] {
+            assert_eq!(v(s).to_string(), s);
+        }
+    }
+
+    #[test]
+    fn serde_refuses_bare_numbers() {
+        assert_eq!(serde_json::from_str::<Version>("\"1.1\"").ok(), Some(v("1.1")));
+        let err = serde_json::from_str::<Version>("1.1").expect_err("float refused");
+        assert!(err.to_string().contains("quote"), "{err}");
+    }
+}
