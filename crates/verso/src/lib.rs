@@ -1,9 +1,71 @@
 //! verso: versioned objects for services that upgrade one node at a time.
 //!
-//! (crate docs are filled in as the modules land)
+//! A versioned object is a struct of typed [`Field`]s with a version, change tracking,
+//! and a JSON *primitive* form that is the same JSON oslo.versionedobjects writes, so a
+//! Rust service and a Python one exchange objects across versions. An object can be
+//! backported to an older version, contained objects and list members included, in one
+//! pass guided by a [`VersionManifest`] of what the receiver knows.
+//!
+//! ```
+//! use verso::{DateTime, Field, ObjectMeta, VersionedEnum, VersionedObject};
+//!
+//! #[derive(VersionedEnum, Clone, Copy, Debug, PartialEq, Eq)]
+//! pub enum Mode {
+//!     #[verso(value = "managed")]
+//!     Managed,
+//!     #[verso(value = "unmanaged")]
+//!     Unmanaged,
+//! }
+//!
+//! #[derive(VersionedObject, Clone, Debug, PartialEq)]
+//! #[verso(namespace = "demo", name = "Device", version = "1.2")]
+//! pub struct Device {
+//!     pub id: Field<i64>,
+//!     pub hostname: Field<String>,
+//!     #[verso(since = "1.1")]
+//!     pub vendor_board_info: Field<Option<String>>,
+//!     #[verso(since = "1.2", default = Mode::Unmanaged)]
+//!     pub managed_mode: Field<Mode>,
+//!     pub created_at: Field<Option<DateTime>>,
+//!     pub meta: ObjectMeta,
+//! }
+//!
+//! let dev = Device {
+//!     id: 1.into(),
+//!     hostname: "host1".into(),
+//!     managed_mode: Mode::Managed.into(),
+//!     ..Device::blank()
+//! };
+//! let p = dev.to_primitive_for("1.1".parse()?)?;
+//! assert_eq!(p["versioned_object.version"], "1.1");
+//! assert!(p["versioned_object.data"].get("managed_mode").is_none());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod context;
+pub mod datetime;
+pub mod error;
+pub mod field;
+pub mod list;
+pub mod manifest;
+pub mod object;
+pub mod primitive;
+pub mod registry;
 pub mod version;
 
 pub use context::RequestContext;
+pub use datetime::{DateTime, DateTimeError};
+pub use error::{Error, Result};
+pub use field::{DynField, Field, FieldType, FieldValue, PrimitiveData, VersionedEnum};
+pub use list::ObjectList;
+pub use manifest::{default_make_compatible, VersionManifest};
+pub use object::{ArgSchema, FieldSchema, MethodKind, MethodSchema, ObjectMeta, ObjectSchema, VersionedObject};
+pub use registry::{AnyObject, Registry};
+pub use verso_derive::{VersionedEnum, VersionedObject};
 pub use version::{Version, VersionError};
+
+/// Items the derive macros refer to; not part of the public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use serde_json::Value;
+}

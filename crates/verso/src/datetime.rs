@@ -1,0 +1,221 @@
+//! `DateTime`: the value of a DateTime field, with OVO's exact text form.
+//!
+//! OVO writes `%Y-%m-%dT%H:%M:%S` (fraction dropped, not rounded) followed by `Z` when the
+//! value's time zone is named UTC (parsed from `Z` or from no offset at all), otherwise the
+//! value's own offset as `+HH:MM`. An explicit `+00:00` therefore stays `+00:00`. The
+//! instant is never converted. This type remembers which of the two the value is, so a
+//! value read from a Python peer is written back to it unchanged.
+
+use chrono::{FixedOffset, NaiveDate, NaiveDateTime, NaiveTime, Offset, TimeZone, Utc};
+use std::fmt;
+
+/// A timezone-aware instant with microsecond precision, as a Python `datetime`.
+///
+/// ```
+/// use verso::DateTime;
+/// let t: DateTime = "2024-03-01T12:34:56.5+0200".parse()?;
+/// assert_eq!(t.to_ovo_string(), "2024-03-01T12:34:56+02:00");
+/// assert_eq!(t.to_isoformat(), "2024-03-01T12:34:56.500000+02:00");
+/// let z: DateTime = "2024-03-01T12:34:56".parse()?;
+/// assert_eq!(z.to_ovo_string(), "2024-03-01T12:34:56Z");
+/// # Ok::<(), verso::DateTimeError>(())
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DateTime {
+    value: chrono::DateTime<FixedOffset>,
+    /// The zone is UTC by name (`Z`, no offset, or made from `chrono::Utc`), written `Z`.
+    utc_named: bool,
+}
+
+/// Text that is not an ISO 8601 date and time.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("Unable to parse date string '{text}'")]
+pub struct DateTimeError {
+    /// The text that did not parse.
+    pub text: String,
+}
+
+impl DateTime {
+    /// The current time, in UTC.
+    pub fn now() -> Self {
+        Utc::now().into()
+    }
+
+    /// A value at a fixed offset (written with that offset, even `+00:00`).
+    pub fn from_fixed(value: chrono::DateTime<FixedOffset>) -> Self {
+        DateTime {
+            value,
+            utc_named: false,
+        }
+    }
+
+    /// The instant with its offset.
+    pub fn as_chrono(&self) -> chrono::DateTime<FixedOffset> {
+        self.value
+    }
+
+    /// Whether the zone is UTC by name (written `Z`).
+    pub fn is_utc_named(&self) -> bool {
+        self.utc_named
+    }
+
+    /// OVO's wire text (`DateTime.to_primitive`): no fraction, `Z` or `+HH:MM`.
+    pub fn to_ovo_string(&self) -> String {
+        let mut s = self.value.format("%Y-%m-%dT%H:%M:%S").to_string();
+        if self.utc_named {
+            s.push('Z');
+        } else {
+            push_offset(&mut s, self.value.offset().local_minus_utc());
+        }
+        s
+    }
+
+    /// Python's `datetime.isoformat()`: `.ffffff` only when there are microseconds, and the
+    /// offset always as `+HH:MM` (UTC is `+00:00`).
+    pub fn to_isoformat(&self) -> String {
+        let mut s = self.value.format("%Y-%m-%dT%H:%M:%S").to_string();
+        let micros = self.value.timestamp_subsec_micros();
+        if micros != 0 {
+            s.push_str(&format!(".{micros:06}"));
+        }
+        push_offset(&mut s, self.value.offset().local_minus_utc());
+        s
+    }
+}
+
+fn push_offset(s: &mut String, seconds: i32) {
+    let sign = if seconds < 0 { '-' } else { '+' };
+    let m = seconds.unsigned_abs() / 60;
+    s.push_str(&format!("{sign}{:02}:{:02}", m / 60, m % 60));
+}
+
+impl From<chrono::DateTime<Utc>> for DateTime {
+    fn from(value: chrono::DateTime<Utc>) -> Self {
+        DateTime {
+            value: value.with_timezone(&Utc.fix()),
+            utc_named: true,
+        }
+    }
+}
+
+impl std::str::FromStr for DateTime {
+    type Err = DateTimeError;
+
+    /// Parses what the `iso8601` package accepts for OVO: `YYYY-MM-DD`, optionally `T` (or
+    /// a space) and `HH:MM[:SS[.fraction]]`, optionally `Z`, `±HH:MM`, `±HHMM` or `±HH`.
+    /// No offset means UTC. The fraction is kept to microseconds (truncated).
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        parse(text).ok_or_else(|| DateTimeError { text: text.into() })
+    }
+}
+
+fn parse(text: &str) -> Option<DateTime> {
+    let b = text.as_bytes();
+    let num = |s: &[u8]| -> Option<u32> {
+        if s.is_empty() || !s.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        std::str::from_utf8(s).ok()?.parse().ok()
+    };
+    if b.len() < 10 || b[4] != b'-' || b[7] != b'-' {
+        return None;
+    }
+    let date = NaiveDate::from_ymd_opt(num(&b[0..4])? as i32, num(&b[5..7])?, num(&b[8..10])?)?;
+    let mut rest = &b[10..];
+    let (mut h, mut mi, mut s, mut micros) = (0, 0, 0, 0);
+    if let Some((&sep, tail)) = rest.split_first() {
+        if sep == b'T' || sep == b't' || sep == b' ' {
+            if tail.len() < 5 || tail[2] != b':' {
+                return None;
+            }
+            h = num(&tail[0..2])?;
+            mi = num(&tail[3..5])?;
+            rest = &tail[5..];
+            if rest.first() == Some(&b':') {
+                if rest.len() < 3 {
+                    return None;
+                }
+                s = num(&rest[1..3])?;
+                rest = &rest[3..];
+                if matches!(rest.first(), Some(b'.') | Some(b',')) {
+                    let digits = rest[1..].iter().take_while(|c| c.is_ascii_digit()).count();
+                    if digits == 0 {
+                        return None;
+                    }
+                    let frac = &rest[1..1 + digits];
+                    let six: Vec<u8> = frac.iter().copied().chain(std::iter::repeat(b'0')).take(6).collect();
+                    micros = num(&six)?;
+                    rest = &rest[1 + digits..];
+                }
+            }
+        }
+    }
+    let time = NaiveTime::from_hms_micro_opt(h, mi, s, micros)?;
+    let naive = NaiveDateTime::new(date, time);
+    let (offset, utc_named) = match rest {
+        [] | [b'Z'] | [b'z'] => (0, true),
+        [sign @ (b'+' | b'-'), tz @ ..] => {
+            let (hh, mm) = match tz {
+                [a, b] => (num(&[*a, *b])?, 0),
+                [a, b, c, d] => (num(&[*a, *b])?, num(&[*c, *d])?),
+                [a, b, b':', c, d] => (num(&[*a, *b])?, num(&[*c, *d])?),
+                _ => return None,
+            };
+            if hh > 23 || mm > 59 {
+                return None;
+            }
+            let secs = (hh * 3600 + mm * 60) as i32;
+            (if *sign == b'-' { -secs } else { secs }, false)
+        }
+        _ => return None,
+    };
+    let tz = FixedOffset::east_opt(offset)?;
+    let value = tz.from_local_datetime(&naive).single()?;
+    Some(DateTime { value, utc_named })
+}
+
+impl fmt::Display for DateTime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_ovo_string())
+    }
+}
+
+impl fmt::Debug for DateTime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DateTime({})", self.to_isoformat())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dt(s: &str) -> DateTime {
+        s.parse().expect("parses")
+    }
+
+    #[test]
+    fn ovo_text_forms() {
+        assert_eq!(dt("2024-03-01T12:34:56Z").to_ovo_string(), "2024-03-01T12:34:56Z");
+        assert_eq!(dt("2024-03-01T12:34:56.999999Z").to_ovo_string(), "2024-03-01T12:34:56Z");
+        assert_eq!(dt("2024-03-01T12:34:56").to_ovo_string(), "2024-03-01T12:34:56Z");
+        assert_eq!(dt("2024-03-01T12:34:56+00:00").to_ovo_string(), "2024-03-01T12:34:56+00:00");
+        assert_eq!(dt("2024-03-01T12:34:56+0200").to_ovo_string(), "2024-03-01T12:34:56+02:00");
+        assert_eq!(dt("2024-03-01T12:34:56-05:30").to_ovo_string(), "2024-03-01T12:34:56-05:30");
+        assert_eq!(dt("2024-03-01").to_ovo_string(), "2024-03-01T00:00:00Z");
+    }
+
+    #[test]
+    fn isoformat_keeps_micros() {
+        assert_eq!(dt("2024-03-01T12:34:56.123456Z").to_isoformat(), "2024-03-01T12:34:56.123456+00:00");
+        assert_eq!(dt("2024-03-01T12:34:56.1Z").to_isoformat(), "2024-03-01T12:34:56.100000+00:00");
+        assert_eq!(dt("2024-03-01T12:34:56Z").to_isoformat(), "2024-03-01T12:34:56+00:00");
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        for bad in ["", "yesterday", "2024-13-01", "2024-03-01T25:00:00", "2024-03-01T12:34:56+2", "2024-03-01T12:34:56Zjunk", "2024-03-01T12:3"] {
+            assert!(bad.parse::<DateTime>().is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,621 @@
+//! Field types and field slots.
+//!
+//! A field of a versioned object is declared as `Field<T>` where `T` is a
+//! [`FieldValue`]: `String`, `i64`, `f64`, `bool`, `Uuid`, [`DateTime`], an enum with
+//! `#[derive(VersionedEnum)]`, `BTreeMap<String, V>` (OVO `Dict`), `Vec<V>` (`List`, or
+//! `ListOfObjects` when `V` is an object), another versioned object (`Object`), and
+//! `Option<V>` for a nullable field.
+//!
+//! A [`Field`] is *unset* until assigned (as in OVO, an unset field is absent from the
+//! primitive and [`Field::get`] returns `None`); assigning marks it changed.
+
+use crate::error::{Error, Result};
+use crate::{DateTime, Version, VersionManifest};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::fmt;
+use uuid::Uuid;
+
+/// The OVO field type class of a field, as fingerprints and the lint see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FieldType {
+    /// `String`.
+    String,
+    /// `Integer`.
+    Integer,
+    /// `Float`.
+    Float,
+    /// `Boolean`.
+    Boolean,
+    /// `UUID`.
+    Uuid,
+    /// `DateTime` (timezone-aware).
+    DateTime,
+    /// `Enum` with its valid values, in declaration order.
+    Enum(&'static [&'static str]),
+    /// `Dict` of a value type (keys are strings).
+    Dict(Box<FieldType>),
+    /// `List` of an element type.
+    List(Box<FieldType>),
+    /// `Object` of the named class.
+    Object(&'static str),
+    /// `ListOfObjects` of the named class.
+    ListOfObjects(&'static str),
+}
+
+impl FieldType {
+    /// OVO's field type class name (`String`, `Dict`, `Object`, ...), as it appears in
+    /// fingerprints.
+    pub fn ovo_class(&self) -> &'static str {
+        match self {
+            FieldType::String => "String",
+            FieldType::Integer => "Integer",
+            FieldType::Float => "Float",
+            FieldType::Boolean => "Boolean",
+            FieldType::Uuid => "UUID",
+            FieldType::DateTime => "DateTime",
+            FieldType::Enum(_) => "Enum",
+            FieldType::Dict(_) => "Dict",
+            FieldType::List(_) => "List",
+            FieldType::Object(_) => "Object",
+            FieldType::ListOfObjects(_) => "List",
+        }
+    }
+
+    /// The class an `Object` or `ListOfObjects` field holds.
+    pub fn child_object(&self) -> Option<&'static str> {
+        match self {
+            FieldType::Object(n) | FieldType::ListOfObjects(n) => Some(n),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for FieldType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FieldType::Dict(v) => write!(f, "Dict({v})"),
+            FieldType::List(v) => write!(f, "List({v})"),
+            FieldType::Object(n) => write!(f, "Object({n})"),
+            FieldType::ListOfObjects(n) => write!(f, "ListOfObjects({n})"),
+            FieldType::Enum(v) => write!(f, "Enum({})", v.join(",")),
+            other => f.write_str(other.ovo_class()),
+        }
+    }
+}
+
+/// A Rust type that can be the value of an object field.
+///
+/// Scalars convert to and from their OVO primitive; objects and lists of objects also
+/// take part in change tracking and backports, through the methods with defaults.
+pub trait FieldValue: Clone + fmt::Debug + PartialEq + Send + Sync + 'static {
+    /// The OVO type of the field.
+    fn field_type() -> FieldType;
+    /// Whether `None` is a value (true only for `Option<T>`).
+    fn nullable() -> bool {
+        false
+    }
+    /// The schema of the object this field holds, if it holds objects.
+    fn child_schema() -> Option<fn() -> &'static crate::ObjectSchema> {
+        None
+    }
+    /// The primitive (JSON) form, as OVO's `field.to_primitive`.
+    fn to_primitive(&self) -> Value;
+    /// Reads the primitive form; `Err(reason)` when the field rejects it. `null` only
+    /// reaches this for nullable fields.
+    fn from_primitive(value: &Value) -> Result<Self>;
+    /// A JSON view for people and tests: like the primitive, but DateTimes in Python's
+    /// `isoformat()` and objects as descriptions.
+    fn describe(&self) -> Value {
+        self.to_primitive()
+    }
+    /// Whether a contained object reports changes.
+    fn has_changes(&self) -> bool {
+        false
+    }
+    /// Resets the changes of contained objects, recursively.
+    fn reset_changes_recursive(&mut self) {}
+    /// Backports the contained object(s), whose primitive is `primitive`, to `to`.
+    fn backport(&self, primitive: &mut Value, to: &Version, manifest: Option<&VersionManifest>) -> Result<()> {
+        let _ = (primitive, to, manifest);
+        Ok(())
+    }
+}
+
+fn invalid(reason: impl Into<String>) -> Error {
+    // The object and field names are filled in by the caller that knows them.
+    Error::InvalidField {
+        object: "",
+        field: String::new(),
+        reason: reason.into(),
+    }
+}
+
+fn type_error(expected: &str, value: &Value) -> Error {
+    invalid(format!("A {expected} is required, not {value}"))
+}
+
+impl FieldValue for String {
+    fn field_type() -> FieldType {
+        FieldType::String
+    }
+    fn to_primitive(&self) -> Value {
+        Value::String(self.clone())
+    }
+    /// Like OVO's `String.coerce`, numbers and booleans are turned into their text.
+    fn from_primitive(value: &Value) -> Result<Self> {
+        match value {
+            Value::String(s) => Ok(s.clone()),
+            Value::Number(n) => Ok(n.to_string()),
+            Value::Bool(b) => Ok(if *b { "True" } else { "False" }.into()),
+            other => Err(type_error("string", other)),
+        }
+    }
+}
+
+impl FieldValue for i64 {
+    fn field_type() -> FieldType {
+        FieldType::Integer
+    }
+    fn to_primitive(&self) -> Value {
+        Value::from(*self)
+    }
+    /// Like OVO's `Integer.coerce` (`int(value)`): integral strings are accepted.
+    fn from_primitive(value: &Value) -> Result<Self> {
+        match value {
+            Value::Number(n) => n
+                .as_i64()
+                .or_else(|| n.as_f64().filter(|f| f.is_finite() && f.abs() < 9.2e18).map(|f| f as i64))
+                .ok_or_else(|| type_error("integer", value)),
+            Value::String(s) => s.trim().parse().map_err(|_| invalid(format!("invalid literal for int() with base 10: '{s}'"))),
+            other => Err(type_error("integer", other)),
+        }
+    }
+}
+
+impl FieldValue for f64 {
+    fn field_type() -> FieldType {
+        FieldType::Float
+    }
+    fn to_primitive(&self) -> Value {
+        // JSON has no NaN or infinity; OVO would write them as bare words no parser reads.
+        serde_json::Number::from_f64(*self).map_or(Value::Null, Value::Number)
+    }
+    fn from_primitive(value: &Value) -> Result<Self> {
+        match value {
+            Value::Number(n) => n.as_f64().ok_or_else(|| type_error("float", value)),
+            Value::String(s) => s.trim().parse().map_err(|_| invalid(format!("could not convert string to float: '{s}'"))),
+            other => Err(type_error("float", other)),
+        }
+    }
+}
+
+impl FieldValue for bool {
+    fn field_type() -> FieldType {
+        FieldType::Boolean
+    }
+    fn to_primitive(&self) -> Value {
+        Value::Bool(*self)
+    }
+    fn from_primitive(value: &Value) -> Result<Self> {
+        value.as_bool().ok_or_else(|| type_error("boolean", value))
+    }
+}
+
+impl FieldValue for Uuid {
+    fn field_type() -> FieldType {
+        FieldType::Uuid
+    }
+    fn to_primitive(&self) -> Value {
+        Value::String(self.hyphenated().to_string())
+    }
+    fn from_primitive(value: &Value) -> Result<Self> {
+        let s = value.as_str().ok_or_else(|| type_error("UUID string", value))?;
+        Uuid::parse_str(s).map_err(|_| invalid(format!("{s} is not a valid UUID")))
+    }
+}
+
+impl FieldValue for DateTime {
+    fn field_type() -> FieldType {
+        FieldType::DateTime
+    }
+    fn to_primitive(&self) -> Value {
+        Value::String(self.to_ovo_string())
+    }
+    fn from_primitive(value: &Value) -> Result<Self> {
+        let s = value.as_str().ok_or_else(|| type_error("datetime string", value))?;
+        s.parse().map_err(|e: crate::DateTimeError| invalid(e.to_string()))
+    }
+    fn describe(&self) -> Value {
+        Value::String(self.to_isoformat())
+    }
+}
+
+impl<T: FieldValue> FieldValue for Option<T> {
+    fn field_type() -> FieldType {
+        T::field_type()
+    }
+    fn nullable() -> bool {
+        true
+    }
+    fn child_schema() -> Option<fn() -> &'static crate::ObjectSchema> {
+        T::child_schema()
+    }
+    fn to_primitive(&self) -> Value {
+        self.as_ref().map_or(Value::Null, T::to_primitive)
+    }
+    fn from_primitive(value: &Value) -> Result<Self> {
+        match value {
+            Value::Null => Ok(None),
+            v => T::from_primitive(v).map(Some),
+        }
+    }
+    fn describe(&self) -> Value {
+        self.as_ref().map_or(Value::Null, T::describe)
+    }
+    fn has_changes(&self) -> bool {
+        self.as_ref().is_some_and(T::has_changes)
+    }
+    fn reset_changes_recursive(&mut self) {
+        if let Some(v) = self {
+            v.reset_changes_recursive();
+        }
+    }
+    fn backport(&self, primitive: &mut Value, to: &Version, manifest: Option<&VersionManifest>) -> Result<()> {
+        match self {
+            Some(v) => v.backport(primitive, to, manifest),
+            None => Ok(()),
+        }
+    }
+}
+
+impl<T: FieldValue> FieldValue for Vec<T> {
+    fn field_type() -> FieldType {
+        match T::field_type() {
+            FieldType::Object(name) => FieldType::ListOfObjects(name),
+            other => FieldType::List(Box::new(other)),
+        }
+    }
+    fn child_schema() -> Option<fn() -> &'static crate::ObjectSchema> {
+        T::child_schema()
+    }
+    fn to_primitive(&self) -> Value {
+        Value::Array(self.iter().map(T::to_primitive).collect())
+    }
+    fn from_primitive(value: &Value) -> Result<Self> {
+        let items = value.as_array().ok_or_else(|| type_error("list", value))?;
+        items.iter().map(T::from_primitive).collect()
+    }
+    fn describe(&self) -> Value {
+        Value::Array(self.iter().map(T::describe).collect())
+    }
+    fn has_changes(&self) -> bool {
+        self.iter().any(T::has_changes)
+    }
+    fn reset_changes_recursive(&mut self) {
+        self.iter_mut().for_each(T::reset_changes_recursive);
+    }
+    fn backport(&self, primitive: &mut Value, to: &Version, manifest: Option<&VersionManifest>) -> Result<()> {
+        let Some(items) = primitive.as_array_mut() else {
+            return Ok(());
+        };
+        for (item, prim) in self.iter().zip(items.iter_mut()) {
+            item.backport(prim, to, manifest)?;
+        }
+        Ok(())
+    }
+}
+
+impl<V: FieldValue> FieldValue for BTreeMap<String, V> {
+    fn field_type() -> FieldType {
+        FieldType::Dict(Box::new(V::field_type()))
+    }
+    fn to_primitive(&self) -> Value {
+        Value::Object(self.iter().map(|(k, v)| (k.clone(), v.to_primitive())).collect())
+    }
+    fn from_primitive(value: &Value) -> Result<Self> {
+        let map = value.as_object().ok_or_else(|| type_error("dict", value))?;
+        map.iter().map(|(k, v)| Ok((k.clone(), V::from_primitive(v)?))).collect()
+    }
+    fn describe(&self) -> Value {
+        Value::Object(self.iter().map(|(k, v)| (k.clone(), v.describe())).collect())
+    }
+}
+
+/// A field enum: a Rust enum whose variants are an OVO `Enum` field's valid values.
+/// Implemented by `#[derive(VersionedEnum)]`.
+pub trait VersionedEnum: Copy + Eq + fmt::Debug + Send + Sync + 'static {
+    /// The valid values, in declaration order.
+    const VALUES: &'static [&'static str];
+    /// The wire text of this value.
+    fn as_str(&self) -> &'static str;
+    /// The value for a wire text.
+    fn from_str(s: &str) -> Option<Self>;
+}
+
+/// Implements [`FieldValue`] for a [`VersionedEnum`]; used by the derive.
+#[doc(hidden)]
+pub fn enum_from_primitive<E: VersionedEnum>(value: &Value) -> Result<E> {
+    match value {
+        Value::String(s) => E::from_str(s).ok_or_else(|| invalid(format!("Field value {s} is invalid"))),
+        other => Err(invalid(format!("Field value {other} is invalid"))),
+    }
+}
+
+/// One field of an object: unset, or set to a value; and whether it changed.
+///
+/// ```
+/// use verso::Field;
+/// let mut f: Field<String> = Field::unset();
+/// assert_eq!(f.get(), None);
+/// f.set("host1".to_string());
+/// assert_eq!(f.get().map(String::as_str), Some("host1"));
+/// assert!(f.is_changed());
+/// ```
+#[derive(Clone, PartialEq)]
+pub struct Field<T> {
+    value: Option<T>,
+    changed: bool,
+}
+
+impl<T> Field<T> {
+    /// An unset field.
+    pub const fn unset() -> Self {
+        Field {
+            value: None,
+            changed: false,
+        }
+    }
+
+    /// A field set to `value` and marked changed (as after OVO's constructor).
+    pub fn new(value: T) -> Self {
+        Field {
+            value: Some(value),
+            changed: true,
+        }
+    }
+
+    /// The value, or `None` while the field is unset.
+    pub fn get(&self) -> Option<&T> {
+        self.value.as_ref()
+    }
+
+    /// Mutable access to the value; marks the field changed (even if nothing is written).
+    pub fn get_mut(&mut self) -> Option<&mut T> {
+        if self.value.is_some() {
+            self.changed = true;
+        }
+        self.value.as_mut()
+    }
+
+    /// Assigns and marks the field changed, even when the value is equal (as OVO does).
+    pub fn set(&mut self, value: T) {
+        self.value = Some(value);
+        self.changed = true;
+    }
+
+    /// Makes the field unset again (OVO's `delattr`) and forgets its change.
+    pub fn clear(&mut self) {
+        self.value = None;
+        self.changed = false;
+    }
+
+    /// Whether the field has a value.
+    pub fn is_set(&self) -> bool {
+        self.value.is_some()
+    }
+
+    /// Whether the field itself was assigned since the last reset (contained objects'
+    /// own changes are reported by the object's `what_changed`).
+    pub fn is_changed(&self) -> bool {
+        self.changed
+    }
+
+    /// Sets or clears the changed mark without touching the value.
+    pub fn set_changed(&mut self, changed: bool) {
+        self.changed = changed;
+    }
+
+    /// The value, leaving the field unset.
+    pub fn take(&mut self) -> Option<T> {
+        self.changed = false;
+        self.value.take()
+    }
+}
+
+impl<T> Default for Field<T> {
+    fn default() -> Self {
+        Field::unset()
+    }
+}
+
+impl<T> From<T> for Field<T> {
+    fn from(value: T) -> Self {
+        Field::new(value)
+    }
+}
+
+impl From<&str> for Field<String> {
+    fn from(value: &str) -> Self {
+        Field::new(value.to_owned())
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for Field<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.value {
+            None => f.write_str("<unset>"),
+            Some(v) if self.changed => write!(f, "{v:?} (changed)"),
+            Some(v) => v.fmt(f),
+        }
+    }
+}
+
+/// A field slot seen without its type: what the object machinery needs of each field.
+/// Implemented for every `Field<T: FieldValue>`; objects expose their fields as
+/// `&dyn DynField` in schema order.
+pub trait DynField {
+    /// Whether the field has a value.
+    fn is_set(&self) -> bool;
+    /// Whether the field itself was assigned since the last reset.
+    fn is_changed(&self) -> bool;
+    /// Sets the changed mark.
+    fn set_changed(&mut self, changed: bool);
+    /// The primitive of the value, if set.
+    fn to_primitive(&self) -> Option<Value>;
+    /// The description of the value, if set.
+    fn describe(&self) -> Option<Value>;
+    /// Assigns from a primitive (marks changed). `default` is the field's default in
+    /// primitive form, which a `null` takes on a non-nullable field (OVO's coerce).
+    fn set_from_primitive(&mut self, value: &Value, default: Option<&Value>) -> Result<()>;
+    /// Whether a contained object reports changes.
+    fn has_child_changes(&self) -> bool;
+    /// Resets contained objects' changes, recursively.
+    fn reset_children(&mut self);
+    /// Backports contained objects in `primitive` to `to`.
+    fn backport_children(&self, primitive: &mut Value, to: &Version, manifest: Option<&VersionManifest>) -> Result<()>;
+    /// Makes the field unset.
+    fn clear(&mut self);
+}
+
+impl<T: FieldValue> DynField for Field<T> {
+    fn is_set(&self) -> bool {
+        self.value.is_some()
+    }
+    fn is_changed(&self) -> bool {
+        self.changed
+    }
+    fn set_changed(&mut self, changed: bool) {
+        self.changed = changed;
+    }
+    fn to_primitive(&self) -> Option<Value> {
+        self.value.as_ref().map(T::to_primitive)
+    }
+    fn describe(&self) -> Option<Value> {
+        self.value.as_ref().map(T::describe)
+    }
+    fn set_from_primitive(&mut self, value: &Value, default: Option<&Value>) -> Result<()> {
+        let v = if value.is_null() && !T::nullable() {
+            match default {
+                Some(d) => T::from_primitive(d)?,
+                None => return Err(invalid("cannot be None")),
+            }
+        } else {
+            T::from_primitive(value)?
+        };
+        self.set(v);
+        Ok(())
+    }
+    fn has_child_changes(&self) -> bool {
+        self.value.as_ref().is_some_and(T::has_changes)
+    }
+    fn reset_children(&mut self) {
+        if let Some(v) = &mut self.value {
+            v.reset_changes_recursive();
+        }
+    }
+    fn backport_children(&self, primitive: &mut Value, to: &Version, manifest: Option<&VersionManifest>) -> Result<()> {
+        match &self.value {
+            Some(v) => v.backport(primitive, to, manifest),
+            None => Ok(()),
+        }
+    }
+    fn clear(&mut self) {
+        Field::clear(self);
+    }
+}
+
+/// Names an error from a field with the object and field it belongs to.
+pub(crate) fn locate(err: Error, object: &'static str, field: &str) -> Error {
+    match err {
+        Error::InvalidField { object: "", reason, .. } => {
+            let reason = if reason == "cannot be None" {
+                format!("Field `{field}' cannot be None")
+            } else {
+                reason
+            };
+            Error::InvalidField {
+                object,
+                field: field.to_owned(),
+                reason,
+            }
+        }
+        other => other,
+    }
+}
+
+/// The primitive of a default value, for schemas; used by the derive.
+#[doc(hidden)]
+pub fn default_primitive<T: FieldValue>(value: T) -> Value {
+    value.to_primitive()
+}
+
+/// Renders a primitive as Python's `str()` would render the value (for fingerprints):
+/// `True`, `0.0`, `{}`, `[]`, `unmanaged`.
+pub fn python_str(value: &Value) -> String {
+    fn repr(v: &Value) -> String {
+        match v {
+            Value::String(s) => format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'")),
+            other => python_str(other),
+        }
+    }
+    match value {
+        Value::Null => "None".into(),
+        Value::Bool(true) => "True".into(),
+        Value::Bool(false) => "False".into(),
+        Value::Number(n) if n.is_f64() => {
+            let f = n.as_f64().unwrap_or_default();
+            if f.fract() == 0.0 && f.abs() < 1e16 {
+                format!("{f:.1}")
+            } else {
+                f.to_string()
+            }
+        }
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => s.clone(),
+        Value::Array(a) => format!("[{}]", a.iter().map(repr).collect::<Vec<_>>().join(", ")),
+        Value::Object(m) => format!(
+            "{{{}}}",
+            m.iter().map(|(k, v)| format!("'{k}': {}", repr(v))).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+/// A data map from a primitive, for hooks that work on `versioned_object.data`.
+pub type PrimitiveData = Map<String, Value>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coercions_follow_ovo() {
+        assert_eq!(String::from_primitive(&Value::from(5)).ok(), Some("5".to_string()));
+        assert_eq!(i64::from_primitive(&Value::from("7")).ok(), Some(7));
+        assert!(i64::from_primitive(&Value::from("seven")).is_err());
+        assert!(bool::from_primitive(&Value::from("yes")).is_err());
+        assert!(Uuid::from_primitive(&Value::from("nope")).is_err());
+    }
+
+    #[test]
+    fn null_takes_default_or_fails() {
+        let mut f: Field<String> = Field::unset();
+        let err = f.set_from_primitive(&Value::Null, None).expect_err("no default");
+        assert_eq!(locate(err, "Device", "hostname").to_string(), "Device.hostname: Field `hostname' cannot be None");
+        f.set_from_primitive(&Value::Null, Some(&Value::from("d"))).expect("default applies");
+        assert_eq!(f.get().map(String::as_str), Some("d"));
+        let mut n: Field<Option<String>> = Field::unset();
+        n.set_from_primitive(&Value::Null, None).expect("nullable");
+        assert_eq!(n.get(), Some(&None));
+    }
+
+    #[test]
+    fn python_str_matches_python() {
+        assert_eq!(python_str(&Value::from(0.0)), "0.0");
+        assert_eq!(python_str(&Value::from(true)), "True");
+        assert_eq!(python_str(&serde_json::json!({})), "{}");
+        assert_eq!(python_str(&serde_json::json!([])), "[]");
+        assert_eq!(python_str(&Value::from("unmanaged")), "unmanaged");
+        assert_eq!(python_str(&serde_json::json!(["a", 1])), "['a', 1]");
+    }
+}

@@ -1,0 +1,188 @@
+//! The object registry: resolves a primitive's namespace, name and version to a class.
+//!
+//! There is no process-global registry: a service builds one at startup (two services,
+//! or two tests, in one process each have their own).
+
+use crate::error::{Error, Result};
+use crate::object::ObjectSchema;
+use crate::primitive::{decode_body, header, Header};
+use crate::{RequestContext, Version, VersionManifest, VersionedObject};
+use serde_json::Value;
+use std::any::Any;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+/// An object of any registered class, seen through what every class can do.
+pub trait AnyObject: fmt::Debug + Send + Sync + 'static {
+    /// The class schema.
+    fn obj_schema(&self) -> &'static ObjectSchema;
+    /// The instance version.
+    fn obj_version(&self) -> Version;
+    /// `obj_to_primitive(target_version, version_manifest)`.
+    fn obj_to_primitive(&self, target: Option<Version>, manifest: Option<&VersionManifest>) -> Result<Value>;
+    /// See [`VersionedObject::describe`].
+    fn obj_describe(&self) -> Value;
+    /// See [`VersionedObject::what_changed`].
+    fn obj_what_changed(&self) -> BTreeSet<&'static str>;
+    /// See [`VersionedObject::reset_changes_of`].
+    fn obj_reset_changes(&mut self, fields: &[&str], recursive: bool);
+    /// See [`VersionedObject::set_defaults`].
+    fn obj_set_defaults(&mut self, fields: &[&str]) -> Result<()>;
+    /// See [`VersionedObject::set_field_primitive`].
+    fn obj_set_field(&mut self, name: &str, value: &Value) -> Result<()>;
+    /// Stores a request context on the object.
+    fn obj_set_context(&mut self, ctx: Option<RequestContext>);
+    /// For downcasting to the concrete class.
+    fn as_any(&self) -> &dyn Any;
+    /// For downcasting to the concrete class.
+    fn into_any(self: Box<Self>) -> Box<dyn Any>;
+}
+
+impl<O: VersionedObject> AnyObject for O {
+    fn obj_schema(&self) -> &'static ObjectSchema {
+        O::schema()
+    }
+    fn obj_version(&self) -> Version {
+        self.version()
+    }
+    fn obj_to_primitive(&self, target: Option<Version>, manifest: Option<&VersionManifest>) -> Result<Value> {
+        crate::primitive::encode(self, target, manifest)
+    }
+    fn obj_describe(&self) -> Value {
+        self.describe()
+    }
+    fn obj_what_changed(&self) -> BTreeSet<&'static str> {
+        self.what_changed()
+    }
+    fn obj_reset_changes(&mut self, fields: &[&str], recursive: bool) {
+        self.reset_changes_of(fields, recursive);
+    }
+    fn obj_set_defaults(&mut self, fields: &[&str]) -> Result<()> {
+        self.set_defaults(fields)
+    }
+    fn obj_set_field(&mut self, name: &str, value: &Value) -> Result<()> {
+        self.set_field_primitive(name, value)
+    }
+    fn obj_set_context(&mut self, ctx: Option<RequestContext>) {
+        self.meta_mut().context = ctx;
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+impl dyn AnyObject {
+    /// The concrete object, if it is an `O`.
+    pub fn downcast<O: VersionedObject>(self: Box<Self>) -> Result<O, Box<dyn AnyObject>> {
+        if self.as_any().is::<O>() {
+            match self.into_any().downcast::<O>() {
+                Ok(o) => Ok(*o),
+                Err(_) => unreachable!("type checked just above"),
+            }
+        } else {
+            Err(self)
+        }
+    }
+
+    /// The concrete object by reference, if it is an `O`.
+    pub fn downcast_ref<O: VersionedObject>(&self) -> Option<&O> {
+        self.as_any().downcast_ref()
+    }
+}
+
+type DecodeFn = fn(&Header<'_>) -> Result<Box<dyn AnyObject>>;
+
+#[derive(Clone, Copy)]
+struct Entry {
+    schema: fn() -> &'static ObjectSchema,
+    decode: DecodeFn,
+}
+
+fn decode_as<O: VersionedObject>(h: &Header<'_>) -> Result<Box<dyn AnyObject>> {
+    Ok(Box::new(decode_body::<O>(h)?))
+}
+
+/// The classes one service knows.
+///
+/// ```
+/// use verso::{Field, ObjectMeta, Registry, VersionedObject};
+/// #[derive(VersionedObject, Clone, Debug, PartialEq)]
+/// #[verso(namespace = "demo", version = "1.0")]
+/// pub struct Widget { pub id: Field<i64>, pub meta: ObjectMeta }
+///
+/// let mut registry = Registry::new();
+/// registry.register::<Widget>();
+/// let prim = Widget { id: 3.into(), ..Widget::blank() }.to_primitive();
+/// let any = registry.from_primitive(&prim)?;
+/// assert_eq!(any.obj_schema().name, "Widget");
+/// let w: Widget = any.downcast().expect("a Widget");
+/// assert_eq!(w.id.get(), Some(&3));
+/// # Ok::<(), verso::Error>(())
+/// ```
+#[derive(Clone, Default)]
+pub struct Registry {
+    entries: BTreeMap<&'static str, Entry>,
+    namespaces: BTreeSet<&'static str>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a class. Register every class a peer may send at the top level.
+    /// Registering a newer build of the same name replaces the older one.
+    pub fn register<O: VersionedObject>(&mut self) -> &mut Self {
+        self.entries.insert(
+            O::NAME,
+            Entry {
+                schema: O::schema,
+                decode: decode_as::<O>,
+            },
+        );
+        self.namespaces.insert(O::NAMESPACE);
+        self
+    }
+
+    /// The schema of the class called `name`.
+    pub fn schema(&self, name: &str) -> Option<&'static ObjectSchema> {
+        self.entries.get(name).map(|e| (e.schema)())
+    }
+
+    /// Every registered schema, in name order.
+    pub fn schemas(&self) -> impl Iterator<Item = &'static ObjectSchema> + '_ {
+        self.entries.values().map(|e| (e.schema)())
+    }
+
+    /// The manifest of the class called `name` (`obj_tree_get_versions`).
+    pub fn manifest(&self, name: &str) -> Option<VersionManifest> {
+        self.schema(name).map(VersionManifest::for_schema)
+    }
+
+    /// Decodes a primitive of any registered class (`obj_from_primitive`): the namespace
+    /// must be one of the registered classes', the name registered, and the version an
+    /// older or equal minor of the same major.
+    pub fn from_primitive(&self, primitive: &Value) -> Result<Box<dyn AnyObject>> {
+        let h = header(primitive)?;
+        if !self.namespaces.contains(h.namespace) {
+            return Err(h.unsupported_namespace());
+        }
+        let entry = self.entries.get(h.name).ok_or_else(|| Error::UnsupportedObject {
+            objtype: h.name.to_owned(),
+        })?;
+        if (entry.schema)().namespace != h.namespace {
+            return Err(h.unsupported_namespace());
+        }
+        (entry.decode)(&h)
+    }
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.schemas().map(|s| format!("{}.{} {}", s.namespace, s.name, s.version))).finish()
+    }
+}
