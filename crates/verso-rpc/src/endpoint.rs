@@ -1,0 +1,617 @@
+//! Endpoints: a namespace and version, and methods declared with their arguments.
+//!
+//! A method is declared with a [`MethodSpec`] (its name, the version that added it, and
+//! each [`ArgSpec`]: name, [`ArgType`], required or optional with a default, and the
+//! version that added it) plus an async handler. The declarations are plain data
+//! ([`EndpointSpec`] is `Serialize`), so a tool can list every method and argument of an
+//! RPC API, e.g. for a lock file.
+//!
+//! The rules every rolling upgrade relies on are checked when the endpoint is registered
+//! ([`Endpoint::validate`]): an argument added after its method must be optional, and a
+//! default must match its argument's type.
+
+use crate::message::json_type;
+use crate::{RemoteError, RpcError};
+use futures::future::BoxFuture;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use verso::{RequestContext, Version};
+
+/// The JSON type an argument must have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ArgType {
+    /// Any JSON value.
+    Any,
+    /// `true` / `false`.
+    Bool,
+    /// An integer.
+    Int,
+    /// A number (integers are accepted).
+    Float,
+    /// A string.
+    String,
+    /// A list.
+    List,
+    /// An object (dict).
+    Dict,
+    /// A versioned object primitive (an object with `versioned_object.name`).
+    Object,
+}
+
+impl ArgType {
+    /// Whether `v` has this type (`null` is handled by [`ArgSpec::nullable`]).
+    pub fn matches(self, v: &Value) -> bool {
+        match self {
+            ArgType::Any => true,
+            ArgType::Bool => v.is_boolean(),
+            ArgType::Int => v.is_i64() || v.is_u64(),
+            ArgType::Float => v.is_number(),
+            ArgType::String => v.is_string(),
+            ArgType::List => v.is_array(),
+            ArgType::Dict => v.is_object(),
+            ArgType::Object => v
+                .as_object()
+                .is_some_and(|o| o.get("versioned_object.name").is_some_and(Value::is_string)),
+        }
+    }
+}
+
+impl fmt::Display for ArgType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ArgType::Any => "any value",
+            ArgType::Bool => "a boolean",
+            ArgType::Int => "an integer",
+            ArgType::Float => "a number",
+            ArgType::String => "a string",
+            ArgType::List => "a list",
+            ArgType::Dict => "an object",
+            ArgType::Object => "a versioned object primitive",
+        })
+    }
+}
+
+/// Whether an argument must be sent, or else what the server fills in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Requirement {
+    /// The caller must send it.
+    Required,
+    /// The server fills `default` when the caller does not send it.
+    Optional {
+        /// The value used when the argument is absent.
+        default: Value,
+    },
+}
+
+/// One argument of a method.
+///
+/// ```
+/// use serde_json::json;
+/// use verso::Version;
+/// use verso_rpc::{ArgSpec, ArgType};
+/// let a = ArgSpec::optional("verbose", ArgType::Bool, json!(false)).since(Version::new(1, 2));
+/// assert!(!a.is_required());
+/// assert_eq!(a.since, Some(Version::new(1, 2)));
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArgSpec {
+    /// The argument's name.
+    pub name: String,
+    /// Its JSON type.
+    #[serde(rename = "type")]
+    pub ty: ArgType,
+    /// Whether `null` is accepted.
+    #[serde(default)]
+    pub nullable: bool,
+    /// Required, or optional with a default.
+    pub requirement: Requirement,
+    /// The version that added it; `None` means it came with the method.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Version>,
+}
+
+impl ArgSpec {
+    /// A required argument.
+    pub fn required(name: impl Into<String>, ty: ArgType) -> Self {
+        ArgSpec {
+            name: name.into(),
+            ty,
+            nullable: false,
+            requirement: Requirement::Required,
+            since: None,
+        }
+    }
+
+    /// An optional argument, filled with `default` when absent.
+    pub fn optional(name: impl Into<String>, ty: ArgType, default: impl Into<Value>) -> Self {
+        ArgSpec {
+            name: name.into(),
+            ty,
+            nullable: false,
+            requirement: Requirement::Optional {
+                default: default.into(),
+            },
+            since: None,
+        }
+    }
+
+    /// Accepts `null` as well.
+    pub fn nullable(mut self) -> Self {
+        self.nullable = true;
+        self
+    }
+
+    /// Records the version that added the argument (it must then be optional).
+    pub fn since(mut self, version: Version) -> Self {
+        self.since = Some(version);
+        self
+    }
+
+    /// Whether the caller must send it.
+    pub fn is_required(&self) -> bool {
+        matches!(self.requirement, Requirement::Required)
+    }
+
+    fn accepts(&self, v: &Value) -> bool {
+        (self.nullable && v.is_null()) || self.ty.matches(v)
+    }
+}
+
+/// One method: name, the version that added it, and its arguments.
+///
+/// ```
+/// use verso::Version;
+/// use verso_rpc::{ArgSpec, ArgType, MethodSpec};
+/// let m = MethodSpec::new("get_by_hostname", Version::new(1, 0))
+///     .arg(ArgSpec::required("hostname", ArgType::String));
+/// assert_eq!(m.args[0].name, "hostname");
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MethodSpec {
+    /// The method's name on the wire.
+    pub name: String,
+    /// The endpoint version that added the method.
+    pub since: Version,
+    /// Its arguments, in declaration order.
+    pub args: Vec<ArgSpec>,
+}
+
+impl MethodSpec {
+    /// A method with no arguments yet.
+    pub fn new(name: impl Into<String>, since: Version) -> Self {
+        MethodSpec {
+            name: name.into(),
+            since,
+            args: Vec::new(),
+        }
+    }
+
+    /// Adds an argument.
+    pub fn arg(mut self, arg: ArgSpec) -> Self {
+        self.args.push(arg);
+        self
+    }
+
+    /// The version that added `arg`: its own `since`, or the method's.
+    pub fn arg_since(&self, arg: &ArgSpec) -> Version {
+        arg.since.unwrap_or(self.since).max(self.since)
+    }
+
+    /// Checks a call's arguments against the declaration, for a call sent at `version`:
+    /// unknown, missing-required, added-later and wrongly-typed arguments are refused;
+    /// absent optional ones are filled with their default.
+    pub fn check_args(
+        &self,
+        version: Version,
+        mut args: Map<String, Value>,
+    ) -> Result<Map<String, Value>, RpcError> {
+        if let Some(unknown) = args
+            .keys()
+            .find(|k| !self.args.iter().any(|a| &a.name == *k))
+        {
+            return Err(RpcError::UnknownArgument {
+                method: self.name.clone(),
+                argument: unknown.clone(),
+            });
+        }
+        for spec in &self.args {
+            match args.get(&spec.name) {
+                Some(v) => {
+                    let since = self.arg_since(spec);
+                    if version < since {
+                        return Err(RpcError::ArgumentNotInVersion {
+                            method: self.name.clone(),
+                            argument: spec.name.clone(),
+                            since,
+                            requested: version,
+                        });
+                    }
+                    if !spec.accepts(v) {
+                        return Err(RpcError::InvalidArgument {
+                            method: self.name.clone(),
+                            argument: spec.name.clone(),
+                            expected: expected(spec),
+                            found: json_type(v).into(),
+                        });
+                    }
+                }
+                None => match &spec.requirement {
+                    Requirement::Required => {
+                        return Err(RpcError::MissingArgument {
+                            method: self.name.clone(),
+                            argument: spec.name.clone(),
+                        })
+                    }
+                    Requirement::Optional { default } => {
+                        args.insert(spec.name.clone(), default.clone());
+                    }
+                },
+            }
+        }
+        Ok(args)
+    }
+}
+
+fn expected(spec: &ArgSpec) -> String {
+    if spec.nullable {
+        format!("{} or null", spec.ty)
+    } else {
+        spec.ty.to_string()
+    }
+}
+
+/// The declaration of an endpoint: namespace, version, methods. Plain data for listing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EndpointSpec {
+    /// The namespace, or `None`.
+    pub namespace: Option<String>,
+    /// The version the endpoint serves (it accepts the same major, minor <= this).
+    pub version: Version,
+    /// Its methods, in declaration order.
+    pub methods: Vec<MethodSpec>,
+}
+
+/// The arguments a handler receives, already checked and with defaults filled.
+///
+/// ```
+/// use serde_json::json;
+/// use verso_rpc::Args;
+/// let args = Args::from(json!({"n": 2, "name": "x"}).as_object().cloned().unwrap_or_default());
+/// assert_eq!(args.get::<u32>("n")?, 2);
+/// assert!(args.get::<u32>("name").is_err()); // a typed error, not a panic
+/// # Ok::<(), verso_rpc::RemoteError>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Args(Map<String, Value>);
+
+impl Args {
+    /// The argument `name` decoded as `T`; an error the caller sees if it does not decode.
+    pub fn get<T: DeserializeOwned>(&self, name: &str) -> Result<T, RemoteError> {
+        let v = self.0.get(name).cloned().unwrap_or(Value::Null);
+        serde_json::from_value(v).map_err(|e| {
+            RemoteError::new(
+                "InvalidArgument",
+                crate::error::VERSO_DISPATCHER,
+                format!("argument '{name}': {e}"),
+            )
+            .with_field("argument", name)
+        })
+    }
+
+    /// The raw value of argument `name`.
+    pub fn value(&self, name: &str) -> Option<&Value> {
+        self.0.get(name)
+    }
+
+    /// All arguments.
+    pub fn into_map(self) -> Map<String, Value> {
+        self.0
+    }
+}
+
+impl From<Map<String, Value>> for Args {
+    fn from(m: Map<String, Value>) -> Self {
+        Args(m)
+    }
+}
+
+/// What a handler returns: the result, or an error for the caller.
+pub type HandlerResult = Result<Value, RemoteError>;
+
+/// An endpoint method's body. Implemented for every
+/// `Fn(RequestContext, Args) -> impl Future<Output = HandlerResult>`.
+pub trait Handler: Send + Sync + 'static {
+    /// Runs the method.
+    fn call(&self, ctx: RequestContext, args: Args) -> BoxFuture<'static, HandlerResult>;
+}
+
+impl<F, Fut> Handler for F
+where
+    F: Fn(RequestContext, Args) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = HandlerResult> + Send + 'static,
+{
+    fn call(&self, ctx: RequestContext, args: Args) -> BoxFuture<'static, HandlerResult> {
+        Box::pin(self(ctx, args))
+    }
+}
+
+pub(crate) struct Method {
+    pub(crate) spec: MethodSpec,
+    pub(crate) handler: Arc<dyn Handler>,
+}
+
+/// An endpoint: a namespace, a version, and methods with their handlers.
+///
+/// ```
+/// use serde_json::json;
+/// use verso::Version;
+/// use verso_rpc::{ArgSpec, ArgType, Args, Endpoint, MethodSpec};
+///
+/// let ep = Endpoint::new(Version::new(1, 1))
+///     .method(
+///         MethodSpec::new("ping", Version::new(1, 0))
+///             .arg(ArgSpec::required("arg", ArgType::Any))
+///             .arg(ArgSpec::optional("loud", ArgType::Bool, false).since(Version::new(1, 1))),
+///         |_ctx, args: Args| async move {
+///             Ok(json!({"arg": args.value("arg"), "loud": args.get::<bool>("loud")?}))
+///         },
+///     );
+/// assert!(ep.validate().is_ok());
+/// assert_eq!(ep.spec().methods[0].name, "ping");
+/// ```
+pub struct Endpoint {
+    namespace: Option<String>,
+    version: Version,
+    methods: Vec<Method>,
+    index: HashMap<String, usize>,
+}
+
+impl Endpoint {
+    /// An endpoint without a namespace serving `version`.
+    pub fn new(version: Version) -> Self {
+        Endpoint {
+            namespace: None,
+            version,
+            methods: Vec::new(),
+            index: HashMap::new(),
+        }
+    }
+
+    /// Puts the endpoint in a namespace.
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// Adds a method. Rules are checked by [`validate`](Self::validate), which the server
+    /// runs on registration.
+    pub fn method(mut self, spec: MethodSpec, handler: impl Handler) -> Self {
+        self.index
+            .entry(spec.name.clone())
+            .or_insert(self.methods.len());
+        self.methods.push(Method {
+            spec,
+            handler: Arc::new(handler),
+        });
+        self
+    }
+
+    /// The endpoint's namespace.
+    pub fn namespace_name(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+
+    /// The version the endpoint serves.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// The declaration, as data.
+    pub fn spec(&self) -> EndpointSpec {
+        EndpointSpec {
+            namespace: self.namespace.clone(),
+            version: self.version,
+            methods: self.methods.iter().map(|m| m.spec.clone()).collect(),
+        }
+    }
+
+    /// Checks the declaration: method names unique and not added after the endpoint's
+    /// version; argument names unique; an argument added after its method is optional
+    /// (an older client does not send it); defaults match their types.
+    pub fn validate(&self) -> Result<(), RpcError> {
+        let bad = |detail: String| Err(RpcError::InvalidEndpoint { detail });
+        for (i, m) in self.methods.iter().enumerate() {
+            let spec = &m.spec;
+            if self.index.get(&spec.name) != Some(&i) {
+                return bad(format!("method '{}' is declared twice", spec.name));
+            }
+            if !self.version.accepts(&spec.since) {
+                return bad(format!(
+                    "method '{}' is added in {}, which endpoint version {} does not serve",
+                    spec.name, spec.since, self.version
+                ));
+            }
+            for (j, a) in spec.args.iter().enumerate() {
+                if spec.args[..j].iter().any(|b| b.name == a.name) {
+                    return bad(format!(
+                        "argument '{}' of '{}' is declared twice",
+                        a.name, spec.name
+                    ));
+                }
+                let since = spec.arg_since(a);
+                if !self.version.accepts(&since) {
+                    return bad(format!(
+                        "argument '{}' of '{}' is added in {since}, which endpoint version {} does not serve",
+                        a.name, spec.name, self.version
+                    ));
+                }
+                match &a.requirement {
+                    Requirement::Required if since > spec.since => {
+                        return bad(format!(
+                            "argument '{}' of '{}' was added in {since}, after the method ({}): \
+                             it must be optional with a default, so older clients keep working",
+                            a.name, spec.name, spec.since
+                        ));
+                    }
+                    Requirement::Optional { default } if !a.accepts(default) => {
+                        return bad(format!(
+                            "default {default} of argument '{}' of '{}' is not {}",
+                            a.name,
+                            spec.name,
+                            expected(a)
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn find(&self, method: &str) -> Option<&Method> {
+        self.index.get(method).and_then(|&i| self.methods.get(i))
+    }
+}
+
+impl fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("namespace", &self.namespace)
+            .field("version", &self.version)
+            .field(
+                "methods",
+                &self
+                    .methods
+                    .iter()
+                    .map(|m| &m.spec.name)
+                    .collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn v(major: u32, minor: u32) -> Version {
+        Version::new(major, minor)
+    }
+
+    fn obj(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().expect("object")
+    }
+
+    fn spec() -> MethodSpec {
+        MethodSpec::new("update", v(1, 0))
+            .arg(ArgSpec::required("id", ArgType::Int))
+            .arg(ArgSpec::optional("note", ArgType::String, "").nullable())
+            .arg(ArgSpec::optional("force", ArgType::Bool, false).since(v(1, 2)))
+    }
+
+    #[test]
+    fn missing_optional_is_filled_with_default() {
+        let args = spec()
+            .check_args(v(1, 0), obj(json!({"id": 1})))
+            .expect("ok");
+        assert_eq!(args["note"], "");
+        assert_eq!(args["force"], false);
+    }
+
+    #[test]
+    fn missing_required_unknown_and_wrong_type_are_typed() {
+        let s = spec();
+        assert!(matches!(
+            s.check_args(v(1, 2), obj(json!({}))),
+            Err(RpcError::MissingArgument { argument, .. }) if argument == "id"
+        ));
+        assert!(matches!(
+            s.check_args(v(1, 2), obj(json!({"id": 1, "colour": "red"}))),
+            Err(RpcError::UnknownArgument { argument, .. }) if argument == "colour"
+        ));
+        assert!(matches!(
+            s.check_args(v(1, 2), obj(json!({"id": "1"}))),
+            Err(RpcError::InvalidArgument { argument, found, .. }) if argument == "id" && found == "string"
+        ));
+        assert!(s
+            .check_args(v(1, 2), obj(json!({"id": 1, "note": null})))
+            .is_ok());
+    }
+
+    #[test]
+    fn argument_newer_than_the_call_version_is_refused() {
+        let s = spec();
+        assert!(matches!(
+            s.check_args(v(1, 1), obj(json!({"id": 1, "force": true}))),
+            Err(RpcError::ArgumentNotInVersion { argument, since, requested, .. })
+                if argument == "force" && since == v(1, 2) && requested == v(1, 1)
+        ));
+        assert!(s
+            .check_args(v(1, 2), obj(json!({"id": 1, "force": true})))
+            .is_ok());
+    }
+
+    fn noop(_: RequestContext, _: Args) -> futures::future::Ready<HandlerResult> {
+        futures::future::ready(Ok(Value::Null))
+    }
+
+    #[test]
+    fn validate_enforces_the_upgrade_rules() {
+        let later_required = Endpoint::new(v(1, 2)).method(
+            MethodSpec::new("m", v(1, 0)).arg(ArgSpec::required("x", ArgType::Int).since(v(1, 1))),
+            noop,
+        );
+        let err = later_required.validate().expect_err("refused");
+        assert!(err.to_string().contains("must be optional"), "{err}");
+
+        let bad_default = Endpoint::new(v(1, 0)).method(
+            MethodSpec::new("m", v(1, 0)).arg(ArgSpec::optional("x", ArgType::Int, "no")),
+            noop,
+        );
+        assert!(bad_default.validate().is_err());
+
+        let dup = Endpoint::new(v(1, 0))
+            .method(MethodSpec::new("m", v(1, 0)), noop)
+            .method(MethodSpec::new("m", v(1, 0)), noop);
+        assert!(dup.validate().is_err());
+
+        let too_new = Endpoint::new(v(1, 0)).method(MethodSpec::new("m", v(1, 1)), noop);
+        assert!(too_new.validate().is_err());
+
+        let ok = Endpoint::new(v(1, 2)).method(spec(), noop);
+        assert!(ok.validate().is_ok());
+    }
+
+    #[test]
+    fn spec_serializes_for_listing() {
+        let ep = Endpoint::new(v(1, 2))
+            .namespace("conductor")
+            .method(spec(), noop);
+        let listed = serde_json::to_value(ep.spec()).expect("serializes");
+        assert_eq!(listed["version"], "1.2");
+        assert_eq!(listed["methods"][0]["args"][2]["since"], "1.2");
+        assert_eq!(
+            listed["methods"][0]["args"][1]["requirement"],
+            json!({"kind": "optional", "default": ""})
+        );
+        let back: EndpointSpec = serde_json::from_value(listed).expect("deserializes");
+        assert_eq!(back, ep.spec());
+    }
+
+    #[test]
+    fn object_type_needs_a_primitive() {
+        assert!(ArgType::Object.matches(&json!({"versioned_object.name": "Device"})));
+        assert!(!ArgType::Object.matches(&json!({"name": "Device"})));
+        assert!(ArgType::Float.matches(&json!(1)));
+        assert!(!ArgType::Int.matches(&json!(1.5)));
+    }
+}

@@ -1,0 +1,562 @@
+//! [`RpcError`]: everything that can go wrong in this crate, one enum.
+//!
+//! Errors come in three families, and each variant says what the user can do:
+//! - **local**, raised before anything is sent (`VersionCap`, `InvalidVersion`, ...);
+//! - **dispatch**, raised by the server's dispatcher and carried back over the wire, so a
+//!   caller can match on them (`UnsupportedVersion`, `MissingArgument`, ...);
+//! - **config**, raised while reading `[upgrade_levels]` (`Cap*`, `ConfigFile`).
+//!
+//! Errors raised by an endpoint's own code arrive as [`RpcError::Remote`], holding the
+//! [`RemoteError`] in oslo.messaging's failure form.
+
+use crate::remote::RemoteError;
+use serde_json::{Map, Value};
+use std::time::Duration;
+use verso::{Version, VersionError};
+
+/// The module name a Python peer uses for the dispatcher's own errors; `UnsupportedVersion`
+/// and `NoSuchMethod` keep it so a Python client recognises them.
+pub(crate) const OSLO_DISPATCHER: &str = "oslo_messaging.rpc.dispatcher";
+/// The module name of the dispatcher errors verso adds (argument checking).
+pub(crate) const VERSO_DISPATCHER: &str = "verso_rpc.dispatcher";
+
+/// An error from an RPC client, server, transport or the `[upgrade_levels]` config.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RpcError {
+    // ---- local, before sending -------------------------------------------------------
+    /// The call's version is above the operator's version cap; nothing was sent.
+    #[error(
+        "requested message version {requested} is incompatible with the version cap {cap}: \
+         it needs the same major version and a minor version <= the cap's; nothing was sent \
+         (check can_send_version() and send the older form, or raise [upgrade_levels] once \
+         every server runs the newer code)"
+    )]
+    VersionCap {
+        /// The version the call asked for.
+        requested: Version,
+        /// The client's cap.
+        cap: Version,
+    },
+    /// The call's version is newer than the API version of the client's own target.
+    #[error(
+        "message version {requested} is not supported by this client, which speaks up to \
+         {local}; nothing was sent (this is a bug in the calling code)"
+    )]
+    VersionAboveLocal {
+        /// The version the call asked for.
+        requested: Version,
+        /// The client target's version.
+        local: Version,
+    },
+    /// A version string could not be parsed.
+    #[error("invalid version '{text}': {source}; write MAJOR.MINOR such as \"1.1\"")]
+    InvalidVersion {
+        /// The text given.
+        text: String,
+        /// Why it is not a version.
+        source: VersionError,
+    },
+    /// The arguments of a call are not a JSON object (keyword arguments).
+    #[error("arguments of '{method}' must be a JSON object of named arguments, got {found}")]
+    ArgumentsNotAnObject {
+        /// The method called.
+        method: String,
+        /// The JSON type given instead.
+        found: &'static str,
+    },
+    /// No reply came within the call's timeout.
+    #[error(
+        "no reply to '{method}' on topic '{topic}' within {timeout:?}; the server may be down \
+         or busy (raise the timeout with prepare().timeout() if the method is slow)"
+    )]
+    Timeout {
+        /// The method called.
+        method: String,
+        /// The target's topic.
+        topic: String,
+        /// The timeout that expired.
+        timeout: Duration,
+    },
+    /// No server listens on the target.
+    #[error("no server listens on topic '{topic}'{}; start one or check the target", server.as_ref().map(|s| format!(", server '{s}'")).unwrap_or_default())]
+    Unreachable {
+        /// The target's topic.
+        topic: String,
+        /// The target's server, if the call was directed to one.
+        server: Option<String>,
+    },
+    /// The transport failed (connection lost, server stopped before replying, ...).
+    #[error("transport error: {detail}")]
+    Transport {
+        /// What failed.
+        detail: String,
+    },
+    /// A serializer hook could not convert an argument or result.
+    #[error("serialization failed: {detail}")]
+    Serialization {
+        /// What failed.
+        detail: String,
+    },
+
+    // ---- dispatch: raised by the server, carried back to the caller ------------------
+    /// No endpoint of the server's namespace serves the requested version (the major
+    /// differs, or the minor is newer than every endpoint's).
+    #[error(
+        "Endpoint does not support RPC version {requested}. Attempted method: {method}. \
+         Server endpoint versions: [{}]; send an older version or upgrade the server",
+        available.iter().map(Version::to_string).collect::<Vec<_>>().join(", ")
+    )]
+    UnsupportedVersion {
+        /// The method called.
+        method: String,
+        /// The version the call asked for.
+        requested: Version,
+        /// The versions of the server's endpoints in the call's namespace (empty when the
+        /// server did not say, as a Python server does not).
+        available: Vec<Version>,
+    },
+    /// A compatible endpoint exists but has no such method.
+    #[error("Endpoint does not support RPC method {method}")]
+    NoSuchMethod {
+        /// The method called.
+        method: String,
+    },
+    /// The method exists but was added in a later version than the call was sent at.
+    #[error(
+        "method '{method}' was added in version {since}; a call at {requested} cannot use it \
+         (send it at {since} or later, guarded by can_send_version)"
+    )]
+    MethodNotInVersion {
+        /// The method called.
+        method: String,
+        /// The version that added the method.
+        since: Version,
+        /// The version the call was sent at.
+        requested: Version,
+    },
+    /// A required argument is missing.
+    #[error("'{method}' is missing the required argument '{argument}'")]
+    MissingArgument {
+        /// The method called.
+        method: String,
+        /// The missing argument.
+        argument: String,
+    },
+    /// The call named an argument the method does not have.
+    #[error("'{method}' got an unexpected argument '{argument}'")]
+    UnknownArgument {
+        /// The method called.
+        method: String,
+        /// The unexpected argument.
+        argument: String,
+    },
+    /// The call used an argument added after the version it was sent at.
+    #[error(
+        "argument '{argument}' of '{method}' was added in version {since}; a call at \
+         {requested} cannot send it (build the older form, or send at {since})"
+    )]
+    ArgumentNotInVersion {
+        /// The method called.
+        method: String,
+        /// The argument.
+        argument: String,
+        /// The version that added the argument.
+        since: Version,
+        /// The version the call was sent at.
+        requested: Version,
+    },
+    /// An argument has the wrong JSON type.
+    #[error("argument '{argument}' of '{method}' must be {expected}, got {found}")]
+    InvalidArgument {
+        /// The method called.
+        method: String,
+        /// The argument.
+        argument: String,
+        /// The type the method declares.
+        expected: String,
+        /// The JSON type received.
+        found: String,
+    },
+    /// A message could not be understood (missing `method`, version not a string, ...).
+    #[error("malformed RPC message: {detail}")]
+    MalformedMessage {
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// The endpoint's method raised an error; match on [`RemoteError::kind`] or use
+    /// [`RemoteError::downcast`] to get your own error type back.
+    #[error("remote error: {0}")]
+    Remote(Box<RemoteError>),
+
+    // ---- server setup ----------------------------------------------------------------
+    /// An endpoint declaration breaks a rule (see [`crate::Endpoint`]).
+    #[error("invalid endpoint: {detail}")]
+    InvalidEndpoint {
+        /// The rule broken.
+        detail: String,
+    },
+
+    // ---- [upgrade_levels] config ------------------------------------------------------
+    /// A cap is not a `major.minor` string.
+    #[error(
+        "[upgrade_levels] {option} = \"{value}\" (from {origin}) is not a version: {detail}; \
+         write MAJOR.MINOR such as \"1.0\""
+    )]
+    CapMalformed {
+        /// The option (`conductor`, `agent`).
+        option: String,
+        /// The value given.
+        value: String,
+        /// Where the value came from.
+        origin: String,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// A cap of `auto`.
+    #[error(
+        "[upgrade_levels] {option} = \"auto\" (from {origin}): automatic version discovery is \
+         not supported; pin a version such as \"1.0\" and raise it once every node is upgraded"
+    )]
+    CapAuto {
+        /// The option.
+        option: String,
+        /// Where the value came from.
+        origin: String,
+    },
+    /// A cap written as a bare TOML number.
+    #[error(
+        "[upgrade_levels] {option} = {value} (from {origin}) is a bare number; quote it, as in \
+         {option} = \"{suggestion}\", since a number like 1.10 would read as 1.1"
+    )]
+    CapBareNumber {
+        /// The option.
+        option: String,
+        /// The number as the TOML parser read it.
+        value: String,
+        /// The quoted form to write instead (check it: the number may have lost digits).
+        suggestion: String,
+        /// Where the value came from.
+        origin: String,
+    },
+    /// A cap of another TOML type (boolean, table, ...).
+    #[error("[upgrade_levels] {option} (from {origin}) must be a quoted version string such as \"1.0\", got {found}")]
+    CapWrongType {
+        /// The option.
+        option: String,
+        /// Where the value came from.
+        origin: String,
+        /// The TOML type given.
+        found: String,
+    },
+    /// A cap above what the local client can send, or of another major version.
+    #[error(
+        "[upgrade_levels] {option} = \"{value}\" (from {origin}) is not supported here: this \
+         {option} client speaks up to {local_max}; use a version of major {} at most {local_max}",
+        local_max.major()
+    )]
+    CapNotSupported {
+        /// The option.
+        option: String,
+        /// The cap given.
+        value: Version,
+        /// The newest version the local client speaks.
+        local_max: Version,
+        /// Where the value came from.
+        origin: String,
+    },
+    /// An option that `[upgrade_levels]` does not have (likely a typo).
+    #[error("[upgrade_levels] has no option '{option}' (from {origin}); known options: {known}")]
+    CapUnknownOption {
+        /// The option given.
+        option: String,
+        /// Where it came from.
+        origin: String,
+        /// The options that exist.
+        known: String,
+    },
+    /// The config file could not be read or is not TOML.
+    #[error("config file {path}: {detail}")]
+    ConfigFile {
+        /// The file.
+        path: String,
+        /// What failed.
+        detail: String,
+    },
+}
+
+impl RpcError {
+    /// The error in oslo.messaging's failure form, for sending back to a caller.
+    ///
+    /// Dispatch errors keep their fields in `kwargs` so a verso client rebuilds the typed
+    /// variant; [`RpcError::Remote`] is sent as it is; any other error (which a server
+    /// only meets in a serializer hook) travels as `class = "RpcError"`.
+    pub fn to_remote(&self) -> RemoteError {
+        use RpcError as E;
+        let (module, class, fields): (&str, &str, Map<String, Value>) = match self {
+            E::Remote(r) => return (**r).clone(),
+            E::UnsupportedVersion {
+                method,
+                requested,
+                available,
+            } => (
+                OSLO_DISPATCHER,
+                "UnsupportedVersion",
+                fields([
+                    ("method", method.as_str().into()),
+                    ("requested", requested.to_string().into()),
+                    (
+                        "available",
+                        available
+                            .iter()
+                            .map(|v| Value::from(v.to_string()))
+                            .collect(),
+                    ),
+                ]),
+            ),
+            E::NoSuchMethod { method } => (
+                OSLO_DISPATCHER,
+                "NoSuchMethod",
+                fields([("method", method.as_str().into())]),
+            ),
+            E::MethodNotInVersion {
+                method,
+                since,
+                requested,
+            } => (
+                VERSO_DISPATCHER,
+                "MethodNotInVersion",
+                fields([
+                    ("method", method.as_str().into()),
+                    ("since", since.to_string().into()),
+                    ("requested", requested.to_string().into()),
+                ]),
+            ),
+            E::MissingArgument { method, argument } => (
+                VERSO_DISPATCHER,
+                "MissingArgument",
+                fields([
+                    ("method", method.as_str().into()),
+                    ("argument", argument.as_str().into()),
+                ]),
+            ),
+            E::UnknownArgument { method, argument } => (
+                VERSO_DISPATCHER,
+                "UnknownArgument",
+                fields([
+                    ("method", method.as_str().into()),
+                    ("argument", argument.as_str().into()),
+                ]),
+            ),
+            E::ArgumentNotInVersion {
+                method,
+                argument,
+                since,
+                requested,
+            } => (
+                VERSO_DISPATCHER,
+                "ArgumentNotInVersion",
+                fields([
+                    ("method", method.as_str().into()),
+                    ("argument", argument.as_str().into()),
+                    ("since", since.to_string().into()),
+                    ("requested", requested.to_string().into()),
+                ]),
+            ),
+            E::InvalidArgument {
+                method,
+                argument,
+                expected,
+                found,
+            } => (
+                VERSO_DISPATCHER,
+                "InvalidArgument",
+                fields([
+                    ("method", method.as_str().into()),
+                    ("argument", argument.as_str().into()),
+                    ("expected", expected.as_str().into()),
+                    ("found", found.as_str().into()),
+                ]),
+            ),
+            E::MalformedMessage { detail } => (
+                VERSO_DISPATCHER,
+                "MalformedMessage",
+                fields([("detail", detail.as_str().into())]),
+            ),
+            _ => (VERSO_DISPATCHER, "RpcError", Map::new()),
+        };
+        RemoteError::new(class, module, self.to_string()).with_fields(fields)
+    }
+
+    /// Rebuilds the typed error from a failure received in reply to `method` sent at
+    /// `requested`. Dispatch errors (from a verso or a Python server) become their
+    /// variant; everything else becomes [`RpcError::Remote`].
+    pub fn from_remote(remote: RemoteError, method: &str, requested: Version) -> RpcError {
+        let s = |k: &str| {
+            remote
+                .fields
+                .get(k)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let v = |k: &str| s(k).and_then(|t| t.parse::<Version>().ok());
+        let method_ = || s("method").unwrap_or_else(|| method.to_owned());
+        let arg = || s("argument");
+        let known = matches!(remote.module.as_str(), OSLO_DISPATCHER | VERSO_DISPATCHER);
+        if !known {
+            return RpcError::Remote(Box::new(remote));
+        }
+        let typed = match remote.kind.as_str() {
+            // A Python server sends these with empty kwargs: fill in what the caller knows.
+            "UnsupportedVersion" => Some(RpcError::UnsupportedVersion {
+                method: method_(),
+                requested: v("requested").unwrap_or(requested),
+                available: remote
+                    .fields
+                    .get("available")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .filter_map(|t| t.parse().ok())
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            }),
+            "NoSuchMethod" => Some(RpcError::NoSuchMethod { method: method_() }),
+            "MethodNotInVersion" => v("since").map(|since| RpcError::MethodNotInVersion {
+                method: method_(),
+                since,
+                requested: v("requested").unwrap_or(requested),
+            }),
+            "MissingArgument" => arg().map(|argument| RpcError::MissingArgument {
+                method: method_(),
+                argument,
+            }),
+            "UnknownArgument" => arg().map(|argument| RpcError::UnknownArgument {
+                method: method_(),
+                argument,
+            }),
+            "ArgumentNotInVersion" => match (arg(), v("since")) {
+                (Some(argument), Some(since)) => Some(RpcError::ArgumentNotInVersion {
+                    method: method_(),
+                    argument,
+                    since,
+                    requested: v("requested").unwrap_or(requested),
+                }),
+                _ => None,
+            },
+            "InvalidArgument" => arg().map(|argument| RpcError::InvalidArgument {
+                method: method_(),
+                argument,
+                expected: s("expected").unwrap_or_default(),
+                found: s("found").unwrap_or_default(),
+            }),
+            "MalformedMessage" => Some(RpcError::MalformedMessage {
+                detail: s("detail").unwrap_or_else(|| remote.message.clone()),
+            }),
+            _ => None,
+        };
+        typed.unwrap_or_else(|| RpcError::Remote(Box::new(remote)))
+    }
+
+    /// The remote error, when the endpoint's own code raised it.
+    pub fn as_remote(&self) -> Option<&RemoteError> {
+        match self {
+            RpcError::Remote(r) => Some(r),
+            _ => None,
+        }
+    }
+}
+
+impl From<RemoteError> for RpcError {
+    fn from(r: RemoteError) -> Self {
+        RpcError::Remote(Box::new(r))
+    }
+}
+
+fn fields<const N: usize>(kv: [(&str, Value); N]) -> Map<String, Value> {
+    kv.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dispatch_errors_round_trip_through_the_failure_form() {
+        let cases = [
+            RpcError::UnsupportedVersion {
+                method: "ping".into(),
+                requested: Version::new(2, 0),
+                available: vec![Version::new(1, 1)],
+            },
+            RpcError::NoSuchMethod {
+                method: "nope".into(),
+            },
+            RpcError::MissingArgument {
+                method: "m".into(),
+                argument: "a".into(),
+            },
+            RpcError::UnknownArgument {
+                method: "m".into(),
+                argument: "zz".into(),
+            },
+            RpcError::ArgumentNotInVersion {
+                method: "m".into(),
+                argument: "b".into(),
+                since: Version::new(1, 2),
+                requested: Version::new(1, 1),
+            },
+            RpcError::MethodNotInVersion {
+                method: "m".into(),
+                since: Version::new(1, 2),
+                requested: Version::new(1, 1),
+            },
+            RpcError::InvalidArgument {
+                method: "m".into(),
+                argument: "a".into(),
+                expected: "string".into(),
+                found: "number".into(),
+            },
+        ];
+        for e in cases {
+            let wire = e.to_remote().to_failure_string();
+            let back = RemoteError::from_failure_str(&wire).expect("own failure parses");
+            let typed = RpcError::from_remote(back, "other", Version::new(9, 9));
+            assert_eq!(typed.to_string(), e.to_string(), "{wire}");
+        }
+    }
+
+    #[test]
+    fn python_unsupported_version_is_typed_with_the_callers_version() {
+        // As captured from oslo.messaging 18.3.1 (kwargs empty, tb shortened).
+        let failure = r#"{"class": "UnsupportedVersion", "module": "oslo_messaging.rpc.dispatcher",
+            "message": "Endpoint does not support RPC version 1.2. Attempted method: ping",
+            "tb": ["Traceback (most recent call last):\n"],
+            "args": ["Endpoint does not support RPC version 1.2. Attempted method: ping"],
+            "kwargs": {}}"#;
+        let remote = RemoteError::from_failure_str(failure).expect("python failure parses");
+        match RpcError::from_remote(remote, "ping", Version::new(1, 2)) {
+            RpcError::UnsupportedVersion {
+                method,
+                requested,
+                available,
+            } => {
+                assert_eq!(method, "ping");
+                assert_eq!(requested, Version::new(1, 2));
+                assert!(available.is_empty());
+            }
+            other => panic!("expected UnsupportedVersion, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn application_errors_stay_remote() {
+        let r = RemoteError::new("DeviceNotFound", "accel.errors", "no device 7");
+        match RpcError::from_remote(r, "get", Version::new(1, 0)) {
+            RpcError::Remote(r) => assert_eq!(r.kind, "DeviceNotFound"),
+            other => panic!("expected Remote, got {other:?}"),
+        }
+    }
+}

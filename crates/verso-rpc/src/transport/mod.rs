@@ -1,0 +1,112 @@
+//! The [`Transport`] trait: how message dicts move between clients and servers.
+//!
+//! A transport knows nothing about versions, endpoints or errors of the application: it
+//! carries [`Message`] dicts to a [`Target`] and brings replies back. The client and server
+//! are written against this trait only, so the embedded [`memory`] transport and a broker
+//! transport (RabbitMQ, later) are interchangeable.
+//!
+//! A server receives everything through one [`Listener`]: calls and casts to its topic (one
+//! server of the topic gets each), to `topic.server`, and fanout casts. Each received
+//! message is an [`Incoming`]; a call carries a [`ReplySink`] for its one reply.
+
+pub mod memory;
+
+use crate::message::Message;
+use crate::{RpcError, Target};
+use async_trait::async_trait;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// Moves message dicts. Implement it for a new broker; the client and server stay as
+/// they are.
+#[async_trait]
+pub trait Transport: Send + Sync + 'static {
+    /// Sends a call and awaits its reply dict. `timeout` is what the caller will wait (a
+    /// broker transport sets the message's expiration from it); the client enforces it.
+    async fn call(
+        &self,
+        target: &Target,
+        message: Message,
+        timeout: Duration,
+    ) -> Result<Message, RpcError>;
+
+    /// Sends a cast to one server of the topic, or to `target.server`.
+    async fn cast(&self, target: &Target, message: Message) -> Result<(), RpcError>;
+
+    /// Sends a cast to every server listening on `target.topic`.
+    async fn fanout(&self, target: &Target, message: Message) -> Result<(), RpcError>;
+
+    /// Starts receiving, for a server at `target` (its topic, `topic.server` when
+    /// `target.server` is set, and the topic's fanout).
+    async fn listen(&self, target: &Target) -> Result<Listener, RpcError>;
+}
+
+/// Where the one reply to a call goes.
+#[async_trait]
+pub trait ReplySink: Send + 'static {
+    /// Sends the reply dict (`result`, `failure`, `ending`).
+    async fn send(self: Box<Self>, reply: Message) -> Result<(), RpcError>;
+}
+
+/// One received message: a call (with its reply sink) or a cast.
+pub struct Incoming {
+    /// The request dict.
+    pub message: Message,
+    reply: Option<Box<dyn ReplySink>>,
+}
+
+impl Incoming {
+    /// A call, answered through `reply`.
+    pub fn call(message: Message, reply: Box<dyn ReplySink>) -> Self {
+        Incoming {
+            message,
+            reply: Some(reply),
+        }
+    }
+
+    /// A cast: nobody waits for a reply.
+    pub fn cast(message: Message) -> Self {
+        Incoming {
+            message,
+            reply: None,
+        }
+    }
+
+    /// Whether the sender waits for a reply.
+    pub fn is_call(&self) -> bool {
+        self.reply.is_some()
+    }
+
+    /// Splits into the request and, for a call, its reply sink.
+    pub fn into_parts(self) -> (Message, Option<Box<dyn ReplySink>>) {
+        (self.message, self.reply)
+    }
+}
+
+impl std::fmt::Debug for Incoming {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Incoming")
+            .field("message", &self.message)
+            .field("is_call", &self.is_call())
+            .finish()
+    }
+}
+
+/// A server's stream of [`Incoming`] messages. A transport feeds the sending half of the
+/// channel; dropping the listener stops the subscription.
+#[derive(Debug)]
+pub struct Listener {
+    rx: mpsc::UnboundedReceiver<Incoming>,
+}
+
+impl Listener {
+    /// A listener fed by `rx`.
+    pub fn new(rx: mpsc::UnboundedReceiver<Incoming>) -> Self {
+        Listener { rx }
+    }
+
+    /// The next message; `None` once the transport has closed the subscription.
+    pub async fn next(&mut self) -> Option<Incoming> {
+        self.rx.recv().await
+    }
+}
