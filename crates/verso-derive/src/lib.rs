@@ -6,7 +6,10 @@
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
 use quote::quote;
-use syn::{ext::IdentExt, parse_macro_input, spanned::Spanned, Data, DeriveInput, Error, Expr, Fields, GenericArgument, Ident, LitStr, PathArguments, Type};
+use syn::{
+    ext::IdentExt, parse_macro_input, spanned::Spanned, Data, DeriveInput, Error, Expr, Fields,
+    GenericArgument, Ident, LitStr, PathArguments, Type,
+};
 
 /// Derives `verso::VersionedObject` for a struct of `Field<T>` fields and one
 /// `ObjectMeta` field.
@@ -25,7 +28,9 @@ use syn::{ext::IdentExt, parse_macro_input, spanned::Spanned, Data, DeriveInput,
 #[proc_macro_derive(VersionedObject, attributes(verso))]
 pub fn derive_versioned_object(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
-    expand_object(&input).unwrap_or_else(Error::into_compile_error).into()
+    expand_object(&input)
+        .unwrap_or_else(Error::into_compile_error)
+        .into()
 }
 
 /// Derives `verso::VersionedEnum` (and `FieldValue`, `Display`) for a fieldless enum whose
@@ -34,7 +39,9 @@ pub fn derive_versioned_object(input: TokenStream) -> TokenStream {
 #[proc_macro_derive(VersionedEnum, attributes(verso))]
 pub fn derive_versioned_enum(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
-    expand_enum(&input).unwrap_or_else(Error::into_compile_error).into()
+    expand_enum(&input)
+        .unwrap_or_else(Error::into_compile_error)
+        .into()
 }
 
 fn parse_version(lit: &LitStr) -> syn::Result<TokenStream2> {
@@ -43,14 +50,20 @@ fn parse_version(lit: &LitStr) -> syn::Result<TokenStream2> {
     match parts.as_deref() {
         Ok([a, b]) => Ok(quote!(::verso::Version::new(#a, #b))),
         Ok([a, b, c]) => Ok(quote!(::verso::Version::with_patch(#a, #b, #c))),
-        _ => Err(Error::new(lit.span(), format!("version \"{text}\" must be MAJOR.MINOR or MAJOR.MINOR.PATCH"))),
+        _ => Err(Error::new(
+            lit.span(),
+            format!("version \"{text}\" must be MAJOR.MINOR or MAJOR.MINOR.PATCH"),
+        )),
     }
 }
 
 /// `[("1.0", "1.0"), ("1.1", "1.2")]` -> `vec![(Version, Version), ...]`.
 fn parse_pairs(expr: &Expr) -> syn::Result<TokenStream2> {
     let Expr::Array(arr) = expr else {
-        return Err(Error::new(expr.span(), "expected [(\"parent\", \"child\"), ...]"));
+        return Err(Error::new(
+            expr.span(),
+            "expected [(\"parent\", \"child\"), ...]",
+        ));
     };
     let mut pairs = Vec::new();
     for elem in &arr.elems {
@@ -61,7 +74,10 @@ fn parse_pairs(expr: &Expr) -> syn::Result<TokenStream2> {
             .elems
             .iter()
             .filter_map(|e| match e {
-                Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) => Some(s),
+                Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Str(s),
+                    ..
+                }) => Some(s),
                 _ => None,
             })
             .collect();
@@ -118,7 +134,10 @@ fn is_meta(ty: &Type) -> bool {
 fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
     let ident = &input.ident;
     if !input.generics.params.is_empty() {
-        return Err(Error::new(input.generics.span(), "versioned objects cannot be generic"));
+        return Err(Error::new(
+            input.generics.span(),
+            "versioned objects cannot be generic",
+        ));
     }
     let mut attrs = ObjectAttrs::default();
     for attr in input.attrs.iter().filter(|a| a.path().is_ident("verso")) {
@@ -152,13 +171,21 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
         .version
         .ok_or_else(|| Error::new(Span::call_site(), "missing #[verso(version = \"X.Y\")]"))?;
     let version = parse_version(&version_lit)?;
-    let name = attrs.name.unwrap_or_else(|| LitStr::new(&ident.to_string(), ident.span()));
+    let name = attrs
+        .name
+        .unwrap_or_else(|| LitStr::new(&ident.to_string(), ident.span()));
 
     let Data::Struct(data) = &input.data else {
-        return Err(Error::new(input.span(), "VersionedObject can only be derived for structs"));
+        return Err(Error::new(
+            input.span(),
+            "VersionedObject can only be derived for structs",
+        ));
     };
     let Fields::Named(named) = &data.fields else {
-        return Err(Error::new(input.span(), "VersionedObject needs named fields"));
+        return Err(Error::new(
+            input.span(),
+            "VersionedObject needs named fields",
+        ));
     };
     let mut meta_field = None;
     let mut fields = Vec::new();
@@ -197,7 +224,12 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
         }
         fields.push(info);
     }
-    let meta_field = meta_field.ok_or_else(|| Error::new(input.span(), "a versioned object needs one field of type verso::ObjectMeta"))?;
+    let meta_field = meta_field.ok_or_else(|| {
+        Error::new(
+            input.span(),
+            "a versioned object needs one field of type verso::ObjectMeta",
+        )
+    })?;
 
     let field_schemas = fields.iter().map(|f| {
         let fname = &f.wire_name;
@@ -219,7 +251,9 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
             }
         }
     });
-    let child_versions = attrs.child_versions.unwrap_or_else(|| quote!(::std::vec::Vec::new()));
+    let child_versions = attrs
+        .child_versions
+        .unwrap_or_else(|| quote!(::std::vec::Vec::new()));
     let is_list = attrs.list;
     let test_only = attrs.test_only;
     let custom = attrs.make_compatible.is_some();
@@ -257,9 +291,15 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
         let objects = fields
             .iter()
             .find(|f| f.ident == "objects")
-            .ok_or_else(|| Error::new(input.span(), "a list object needs a field `objects: Field<Vec<Member>>`"))?;
-        let item = generic_arg(&objects.inner, "Vec")
-            .ok_or_else(|| Error::new(objects.inner.span(), "`objects` must be Field<Vec<Member>>"))?;
+            .ok_or_else(|| {
+                Error::new(
+                    input.span(),
+                    "a list object needs a field `objects: Field<Vec<Member>>`",
+                )
+            })?;
+        let item = generic_arg(&objects.inner, "Vec").ok_or_else(|| {
+            Error::new(objects.inner.span(), "`objects` must be Field<Vec<Member>>")
+        })?;
         quote! {
             impl ::verso::ObjectList for #ident {
                 type Item = #item;
@@ -387,7 +427,10 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
 fn expand_enum(input: &DeriveInput) -> syn::Result<TokenStream2> {
     let ident = &input.ident;
     let Data::Enum(data) = &input.data else {
-        return Err(Error::new(input.span(), "VersionedEnum can only be derived for enums"));
+        return Err(Error::new(
+            input.span(),
+            "VersionedEnum can only be derived for enums",
+        ));
     };
     let mut variants = Vec::new();
     let mut values = Vec::new();

@@ -169,14 +169,21 @@ impl RequestContext {
             request_id: s("request_id").unwrap_or_default(),
             global_request_id: s("global_request_id"),
             user: s("user").or_else(|| s("user_id")),
-            project: s("project").or_else(|| s("project_id")).or_else(|| s("tenant")),
+            project: s("project")
+                .or_else(|| s("project_id"))
+                .or_else(|| s("tenant")),
             domain: s("domain"),
             user_domain: s("user_domain"),
             project_domain: s("project_domain"),
             roles: d
                 .get("roles")
                 .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
                 .unwrap_or_default(),
             is_admin: b("is_admin"),
             read_only: b("read_only"),
@@ -207,8 +214,12 @@ mod tests {
 
     #[test]
     fn dict_round_trip_keeps_unknown_keys() {
-        let mut ctx = RequestContext::new("req-1").with_user("u").with_project("p").with_role("member");
-        ctx.extra.insert("service_catalog".into(), Value::Array(vec![]));
+        let mut ctx = RequestContext::new("req-1")
+            .with_user("u")
+            .with_project("p")
+            .with_role("member");
+        ctx.extra
+            .insert("service_catalog".into(), Value::Array(vec![]));
         let back = RequestContext::from_dict(&ctx.to_dict());
         assert_eq!(back, ctx);
     }
@@ -226,7 +237,10 @@ mod tests {
         assert_eq!(ctx.project.as_deref(), Some("demo-project"));
         assert!(ctx.has_role("reader"));
         assert!(ctx.extra.is_empty());
-        assert_eq!(ctx.to_dict()["user_identity"], "demo-user demo-project - - -");
+        assert_eq!(
+            ctx.to_dict()["user_identity"],
+            "demo-user demo-project - - -"
+        );
     }
 
     #[test]

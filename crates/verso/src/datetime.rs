@@ -61,7 +61,7 @@ impl DateTime {
 
     /// OVO's wire text (`DateTime.to_primitive`): no fraction, `Z` or `+HH:MM`.
     pub fn to_ovo_string(&self) -> String {
-        let mut s = self.value.format("%Y-%m-%dT%H:%M:%S").to_string();
+        let mut s = self.seconds_text();
         if self.utc_named {
             s.push('Z');
         } else {
@@ -73,12 +73,33 @@ impl DateTime {
     /// Python's `datetime.isoformat()`: `.ffffff` only when there are microseconds, and the
     /// offset always as `+HH:MM` (UTC is `+00:00`).
     pub fn to_isoformat(&self) -> String {
-        let mut s = self.value.format("%Y-%m-%dT%H:%M:%S").to_string();
+        let mut s = self.seconds_text();
         let micros = self.value.timestamp_subsec_micros();
         if micros != 0 {
             s.push_str(&format!(".{micros:06}"));
         }
         push_offset(&mut s, self.value.offset().local_minus_utc());
+        s
+    }
+}
+
+impl DateTime {
+    /// `%Y-%m-%dT%H:%M:%S` of the local time, written without a format-string parse.
+    fn seconds_text(&self) -> String {
+        use chrono::{Datelike, Timelike};
+        use std::fmt::Write;
+        let t = self.value;
+        let mut s = String::with_capacity(32);
+        let _ = write!(
+            s,
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+            t.year(),
+            t.month(),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second()
+        );
         s
     }
 }
@@ -111,11 +132,14 @@ impl std::str::FromStr for DateTime {
 
 fn parse(text: &str) -> Option<DateTime> {
     let b = text.as_bytes();
+    // Hand-rolled digit reading: this runs for every DateTime field of every decode.
     let num = |s: &[u8]| -> Option<u32> {
-        if s.is_empty() || !s.iter().all(u8::is_ascii_digit) {
+        if s.is_empty() || s.len() > 9 {
             return None;
         }
-        std::str::from_utf8(s).ok()?.parse().ok()
+        s.iter().try_fold(0u32, |acc, c| {
+            c.is_ascii_digit().then(|| acc * 10 + u32::from(c - b'0'))
+        })
     };
     if b.len() < 10 || b[4] != b'-' || b[7] != b'-' {
         return None;
@@ -142,9 +166,8 @@ fn parse(text: &str) -> Option<DateTime> {
                     if digits == 0 {
                         return None;
                     }
-                    let frac = &rest[1..1 + digits];
-                    let six: Vec<u8> = frac.iter().copied().chain(std::iter::repeat(b'0')).take(6).collect();
-                    micros = num(&six)?;
+                    let frac = &rest[1..1 + digits.min(6)];
+                    micros = num(frac)? * 10u32.pow(6 - frac.len() as u32);
                     rest = &rest[1 + digits..];
                 }
             }
@@ -196,25 +219,60 @@ mod tests {
 
     #[test]
     fn ovo_text_forms() {
-        assert_eq!(dt("2024-03-01T12:34:56Z").to_ovo_string(), "2024-03-01T12:34:56Z");
-        assert_eq!(dt("2024-03-01T12:34:56.999999Z").to_ovo_string(), "2024-03-01T12:34:56Z");
-        assert_eq!(dt("2024-03-01T12:34:56").to_ovo_string(), "2024-03-01T12:34:56Z");
-        assert_eq!(dt("2024-03-01T12:34:56+00:00").to_ovo_string(), "2024-03-01T12:34:56+00:00");
-        assert_eq!(dt("2024-03-01T12:34:56+0200").to_ovo_string(), "2024-03-01T12:34:56+02:00");
-        assert_eq!(dt("2024-03-01T12:34:56-05:30").to_ovo_string(), "2024-03-01T12:34:56-05:30");
+        assert_eq!(
+            dt("2024-03-01T12:34:56Z").to_ovo_string(),
+            "2024-03-01T12:34:56Z"
+        );
+        assert_eq!(
+            dt("2024-03-01T12:34:56.999999Z").to_ovo_string(),
+            "2024-03-01T12:34:56Z"
+        );
+        assert_eq!(
+            dt("2024-03-01T12:34:56").to_ovo_string(),
+            "2024-03-01T12:34:56Z"
+        );
+        assert_eq!(
+            dt("2024-03-01T12:34:56+00:00").to_ovo_string(),
+            "2024-03-01T12:34:56+00:00"
+        );
+        assert_eq!(
+            dt("2024-03-01T12:34:56+0200").to_ovo_string(),
+            "2024-03-01T12:34:56+02:00"
+        );
+        assert_eq!(
+            dt("2024-03-01T12:34:56-05:30").to_ovo_string(),
+            "2024-03-01T12:34:56-05:30"
+        );
         assert_eq!(dt("2024-03-01").to_ovo_string(), "2024-03-01T00:00:00Z");
     }
 
     #[test]
     fn isoformat_keeps_micros() {
-        assert_eq!(dt("2024-03-01T12:34:56.123456Z").to_isoformat(), "2024-03-01T12:34:56.123456+00:00");
-        assert_eq!(dt("2024-03-01T12:34:56.1Z").to_isoformat(), "2024-03-01T12:34:56.100000+00:00");
-        assert_eq!(dt("2024-03-01T12:34:56Z").to_isoformat(), "2024-03-01T12:34:56+00:00");
+        assert_eq!(
+            dt("2024-03-01T12:34:56.123456Z").to_isoformat(),
+            "2024-03-01T12:34:56.123456+00:00"
+        );
+        assert_eq!(
+            dt("2024-03-01T12:34:56.1Z").to_isoformat(),
+            "2024-03-01T12:34:56.100000+00:00"
+        );
+        assert_eq!(
+            dt("2024-03-01T12:34:56Z").to_isoformat(),
+            "2024-03-01T12:34:56+00:00"
+        );
     }
 
     #[test]
     fn rejects_garbage() {
-        for bad in ["", "yesterday", "2024-13-01", "2024-03-01T25:00:00", "2024-03-01T12:34:56+2", "2024-03-01T12:34:56Zjunk", "2024-03-01T12:3"] {
+        for bad in [
+            "",
+            "yesterday",
+            "2024-13-01",
+            "2024-03-01T25:00:00",
+            "2024-03-01T12:34:56+2",
+            "2024-03-01T12:34:56Zjunk",
+            "2024-03-01T12:3",
+        ] {
             assert!(bad.parse::<DateTime>().is_err(), "{bad}");
         }
     }

@@ -116,7 +116,12 @@ pub trait FieldValue: Clone + fmt::Debug + PartialEq + Send + Sync + 'static {
     /// Resets the changes of contained objects, recursively.
     fn reset_changes_recursive(&mut self) {}
     /// Backports the contained object(s), whose primitive is `primitive`, to `to`.
-    fn backport(&self, primitive: &mut Value, to: &Version, manifest: Option<&VersionManifest>) -> Result<()> {
+    fn backport(
+        &self,
+        primitive: &mut Value,
+        to: &Version,
+        manifest: Option<&VersionManifest>,
+    ) -> Result<()> {
         let _ = (primitive, to, manifest);
         Ok(())
     }
@@ -165,9 +170,16 @@ impl FieldValue for i64 {
         match value {
             Value::Number(n) => n
                 .as_i64()
-                .or_else(|| n.as_f64().filter(|f| f.is_finite() && f.abs() < 9.2e18).map(|f| f as i64))
+                .or_else(|| {
+                    n.as_f64()
+                        .filter(|f| f.is_finite() && f.abs() < 9.2e18)
+                        .map(|f| f as i64)
+                })
                 .ok_or_else(|| type_error("integer", value)),
-            Value::String(s) => s.trim().parse().map_err(|_| invalid(format!("invalid literal for int() with base 10: '{s}'"))),
+            Value::String(s) => s
+                .trim()
+                .parse()
+                .map_err(|_| invalid(format!("invalid literal for int() with base 10: '{s}'"))),
             other => Err(type_error("integer", other)),
         }
     }
@@ -184,7 +196,10 @@ impl FieldValue for f64 {
     fn from_primitive(value: &Value) -> Result<Self> {
         match value {
             Value::Number(n) => n.as_f64().ok_or_else(|| type_error("float", value)),
-            Value::String(s) => s.trim().parse().map_err(|_| invalid(format!("could not convert string to float: '{s}'"))),
+            Value::String(s) => s
+                .trim()
+                .parse()
+                .map_err(|_| invalid(format!("could not convert string to float: '{s}'"))),
             other => Err(type_error("float", other)),
         }
     }
@@ -210,7 +225,9 @@ impl FieldValue for Uuid {
         Value::String(self.hyphenated().to_string())
     }
     fn from_primitive(value: &Value) -> Result<Self> {
-        let s = value.as_str().ok_or_else(|| type_error("UUID string", value))?;
+        let s = value
+            .as_str()
+            .ok_or_else(|| type_error("UUID string", value))?;
         Uuid::parse_str(s).map_err(|_| invalid(format!("{s} is not a valid UUID")))
     }
 }
@@ -223,8 +240,11 @@ impl FieldValue for DateTime {
         Value::String(self.to_ovo_string())
     }
     fn from_primitive(value: &Value) -> Result<Self> {
-        let s = value.as_str().ok_or_else(|| type_error("datetime string", value))?;
-        s.parse().map_err(|e: crate::DateTimeError| invalid(e.to_string()))
+        let s = value
+            .as_str()
+            .ok_or_else(|| type_error("datetime string", value))?;
+        s.parse()
+            .map_err(|e: crate::DateTimeError| invalid(e.to_string()))
     }
     fn describe(&self) -> Value {
         Value::String(self.to_isoformat())
@@ -261,7 +281,12 @@ impl<T: FieldValue> FieldValue for Option<T> {
             v.reset_changes_recursive();
         }
     }
-    fn backport(&self, primitive: &mut Value, to: &Version, manifest: Option<&VersionManifest>) -> Result<()> {
+    fn backport(
+        &self,
+        primitive: &mut Value,
+        to: &Version,
+        manifest: Option<&VersionManifest>,
+    ) -> Result<()> {
         match self {
             Some(v) => v.backport(primitive, to, manifest),
             None => Ok(()),
@@ -295,7 +320,12 @@ impl<T: FieldValue> FieldValue for Vec<T> {
     fn reset_changes_recursive(&mut self) {
         self.iter_mut().for_each(T::reset_changes_recursive);
     }
-    fn backport(&self, primitive: &mut Value, to: &Version, manifest: Option<&VersionManifest>) -> Result<()> {
+    fn backport(
+        &self,
+        primitive: &mut Value,
+        to: &Version,
+        manifest: Option<&VersionManifest>,
+    ) -> Result<()> {
         let Some(items) = primitive.as_array_mut() else {
             return Ok(());
         };
@@ -311,14 +341,24 @@ impl<V: FieldValue> FieldValue for BTreeMap<String, V> {
         FieldType::Dict(Box::new(V::field_type()))
     }
     fn to_primitive(&self) -> Value {
-        Value::Object(self.iter().map(|(k, v)| (k.clone(), v.to_primitive())).collect())
+        Value::Object(
+            self.iter()
+                .map(|(k, v)| (k.clone(), v.to_primitive()))
+                .collect(),
+        )
     }
     fn from_primitive(value: &Value) -> Result<Self> {
         let map = value.as_object().ok_or_else(|| type_error("dict", value))?;
-        map.iter().map(|(k, v)| Ok((k.clone(), V::from_primitive(v)?))).collect()
+        map.iter()
+            .map(|(k, v)| Ok((k.clone(), V::from_primitive(v)?)))
+            .collect()
     }
     fn describe(&self) -> Value {
-        Value::Object(self.iter().map(|(k, v)| (k.clone(), v.describe())).collect())
+        Value::Object(
+            self.iter()
+                .map(|(k, v)| (k.clone(), v.describe()))
+                .collect(),
+        )
     }
 }
 
@@ -337,7 +377,9 @@ pub trait VersionedEnum: Copy + Eq + fmt::Debug + Send + Sync + 'static {
 #[doc(hidden)]
 pub fn enum_from_primitive<E: VersionedEnum>(value: &Value) -> Result<E> {
     match value {
-        Value::String(s) => E::from_str(s).ok_or_else(|| invalid(format!("Field value {s} is invalid"))),
+        Value::String(s) => {
+            E::from_str(s).ok_or_else(|| invalid(format!("Field value {s} is invalid")))
+        }
         other => Err(invalid(format!("Field value {other} is invalid"))),
     }
 }
@@ -473,7 +515,12 @@ pub trait DynField {
     /// Resets contained objects' changes, recursively.
     fn reset_children(&mut self);
     /// Backports contained objects in `primitive` to `to`.
-    fn backport_children(&self, primitive: &mut Value, to: &Version, manifest: Option<&VersionManifest>) -> Result<()>;
+    fn backport_children(
+        &self,
+        primitive: &mut Value,
+        to: &Version,
+        manifest: Option<&VersionManifest>,
+    ) -> Result<()>;
     /// Makes the field unset.
     fn clear(&mut self);
 }
@@ -514,7 +561,12 @@ impl<T: FieldValue> DynField for Field<T> {
             v.reset_changes_recursive();
         }
     }
-    fn backport_children(&self, primitive: &mut Value, to: &Version, manifest: Option<&VersionManifest>) -> Result<()> {
+    fn backport_children(
+        &self,
+        primitive: &mut Value,
+        to: &Version,
+        manifest: Option<&VersionManifest>,
+    ) -> Result<()> {
         match &self.value {
             Some(v) => v.backport(primitive, to, manifest),
             None => Ok(()),
@@ -528,7 +580,9 @@ impl<T: FieldValue> DynField for Field<T> {
 /// Names an error from a field with the object and field it belongs to.
 pub(crate) fn locate(err: Error, object: &'static str, field: &str) -> Error {
     match err {
-        Error::InvalidField { object: "", reason, .. } => {
+        Error::InvalidField {
+            object: "", reason, ..
+        } => {
             let reason = if reason == "cannot be None" {
                 format!("Field `{field}' cannot be None")
             } else {
@@ -576,7 +630,10 @@ pub fn python_str(value: &Value) -> String {
         Value::Array(a) => format!("[{}]", a.iter().map(repr).collect::<Vec<_>>().join(", ")),
         Value::Object(m) => format!(
             "{{{}}}",
-            m.iter().map(|(k, v)| format!("'{k}': {}", repr(v))).collect::<Vec<_>>().join(", ")
+            m.iter()
+                .map(|(k, v)| format!("'{k}': {}", repr(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     }
 }
@@ -590,7 +647,10 @@ mod tests {
 
     #[test]
     fn coercions_follow_ovo() {
-        assert_eq!(String::from_primitive(&Value::from(5)).ok(), Some("5".to_string()));
+        assert_eq!(
+            String::from_primitive(&Value::from(5)).ok(),
+            Some("5".to_string())
+        );
         assert_eq!(i64::from_primitive(&Value::from("7")).ok(), Some(7));
         assert!(i64::from_primitive(&Value::from("seven")).is_err());
         assert!(bool::from_primitive(&Value::from("yes")).is_err());
@@ -600,9 +660,15 @@ mod tests {
     #[test]
     fn null_takes_default_or_fails() {
         let mut f: Field<String> = Field::unset();
-        let err = f.set_from_primitive(&Value::Null, None).expect_err("no default");
-        assert_eq!(locate(err, "Device", "hostname").to_string(), "Device.hostname: Field `hostname' cannot be None");
-        f.set_from_primitive(&Value::Null, Some(&Value::from("d"))).expect("default applies");
+        let err = f
+            .set_from_primitive(&Value::Null, None)
+            .expect_err("no default");
+        assert_eq!(
+            locate(err, "Device", "hostname").to_string(),
+            "Device.hostname: Field `hostname' cannot be None"
+        );
+        f.set_from_primitive(&Value::Null, Some(&Value::from("d")))
+            .expect("default applies");
         assert_eq!(f.get().map(String::as_str), Some("d"));
         let mut n: Field<Option<String>> = Field::unset();
         n.set_from_primitive(&Value::Null, None).expect("nullable");

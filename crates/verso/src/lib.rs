@@ -59,10 +59,12 @@ pub use error::{Error, Result};
 pub use field::{DynField, Field, FieldType, FieldValue, PrimitiveData, VersionedEnum};
 pub use list::ObjectList;
 pub use manifest::{default_make_compatible, VersionManifest};
-pub use object::{ArgSchema, FieldSchema, MethodKind, MethodSchema, ObjectMeta, ObjectSchema, VersionedObject};
+pub use object::{
+    ArgSchema, FieldSchema, MethodKind, MethodSchema, ObjectMeta, ObjectSchema, VersionedObject,
+};
 pub use registry::{AnyObject, Registry};
-pub use verso_derive::{VersionedEnum, VersionedObject};
 pub use version::{Version, VersionError};
+pub use verso_derive::{VersionedEnum, VersionedObject};
 
 /// Items the derive macros refer to; not part of the public API.
 #[doc(hidden)]

@@ -88,7 +88,9 @@ impl VersionManifest {
 
 impl fmt::Debug for VersionManifest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_map().entries(self.0.iter().map(|(k, v)| (k, v.to_string()))).finish()
+        f.debug_map()
+            .entries(self.0.iter().map(|(k, v)| (k, v.to_string())))
+            .finish()
     }
 }
 
@@ -112,7 +114,11 @@ enum Rule {
 fn lookup(target: &Version, table: &[(Version, Version)]) -> Rule {
     for (i, (parent, child)) in table.iter().enumerate() {
         if target < parent {
-            return if i == 0 { Rule::Remove } else { Rule::To(table[i - 1].1) };
+            return if i == 0 {
+                Rule::Remove
+            } else {
+                Rule::To(table[i - 1].1)
+            };
         }
         if target == parent {
             return Rule::To(*child);
@@ -121,13 +127,16 @@ fn lookup(target: &Version, table: &[(Version, Version)]) -> Rule {
     Rule::Keep
 }
 
+/// `(parent_version, child_version)` pairs, borrowed from the schema or made for a call.
+type Table<'a> = Cow<'a, [(Version, Version)]>;
+
 /// The rule table for one object field, or `None` for "leave it alone".
 fn table_for<'a>(
     schema: &'a ObjectSchema,
     f: &'a FieldSchema,
     target: &Version,
     manifest: Option<&VersionManifest>,
-) -> Result<Option<Cow<'a, [(Version, Version)]>>> {
+) -> Result<Option<Table<'a>>> {
     let is_members = schema.is_list && f.name == "objects";
     if is_members && !schema.child_versions.is_empty() {
         return Ok(Some(Cow::Borrowed(&schema.child_versions)));
@@ -135,7 +144,11 @@ fn table_for<'a>(
     let from_rules = match manifest {
         None if !f.relationships.is_empty() => Some(Cow::Borrowed(f.relationships.as_slice())),
         None => None,
-        Some(m) => f.ty.child_object().and_then(|c| m.get(c)).map(|v| Cow::Owned(vec![(*target, v)])),
+        Some(m) => {
+            f.ty.child_object()
+                .and_then(|c| m.get(c))
+                .map(|v| Cow::Owned(vec![(*target, v)]))
+        }
     };
     match (from_rules, is_members) {
         (Some(t), _) => Ok(Some(t)),
@@ -152,7 +165,7 @@ fn table_for<'a>(
 /// OVO's default `obj_make_compatible`, plus the drop of fields added after `target`
 /// (the rule every OVO model writes by hand). Call it from a custom hook to keep the
 /// default behaviour and add to it.
-pub fn default_make_compatible<O: VersionedObject + ?Sized>(
+pub fn default_make_compatible<O: VersionedObject>(
     obj: &O,
     data: &mut PrimitiveData,
     target: &Version,
@@ -172,7 +185,8 @@ pub fn default_make_compatible<O: VersionedObject + ?Sized>(
             }
             Rule::To(child_version) => {
                 if let Some(p) = data.get_mut(f.name) {
-                    obj.field(i).backport_children(p, &child_version, manifest)?;
+                    obj.field(i)
+                        .backport_children(p, &child_version, manifest)?;
                 }
             }
             Rule::Keep => {}
@@ -189,7 +203,12 @@ pub fn default_make_compatible<O: VersionedObject + ?Sized>(
 /// Backports one contained object whose primitive is `primitive` to `to`, and labels
 /// it `to` (OVO's `_do_subobject_backport`). Used by the derive's `FieldValue` impl.
 #[doc(hidden)]
-pub fn backport_object<O: VersionedObject>(obj: &O, primitive: &mut Value, to: &Version, manifest: Option<&VersionManifest>) -> Result<()> {
+pub fn backport_object<O: VersionedObject>(
+    obj: &O,
+    primitive: &mut Value,
+    to: &Version,
+    manifest: Option<&VersionManifest>,
+) -> Result<()> {
     let Some(map) = primitive.as_object_mut() else {
         return Ok(());
     };

@@ -173,7 +173,12 @@ pub trait VersionedObject: Clone + fmt::Debug + PartialEq + Send + Sync + 'stati
     /// backports object fields by their relationship rules or the manifest and drops
     /// fields added after `target`. Override it with `#[verso(make_compatible = path)]`;
     /// the override usually calls the default too.
-    fn make_compatible(&self, data: &mut PrimitiveData, target: &Version, manifest: Option<&VersionManifest>) -> Result<()> {
+    fn make_compatible(
+        &self,
+        data: &mut PrimitiveData,
+        target: &Version,
+        manifest: Option<&VersionManifest>,
+    ) -> Result<()> {
         crate::manifest::default_make_compatible(self, data, target, manifest)
     }
 
@@ -189,7 +194,9 @@ pub trait VersionedObject: Clone + fmt::Debug + PartialEq + Send + Sync + 'stati
 
     /// Whether the named field is set (`obj_attr_is_set`).
     fn is_set(&self, name: &str) -> Result<bool> {
-        let i = Self::schema().index_of(name).ok_or_else(|| unknown::<Self>(name))?;
+        let i = Self::schema()
+            .index_of(name)
+            .ok_or_else(|| unknown::<Self>(name))?;
         Ok(self.field(i).is_set())
     }
 
@@ -203,7 +210,8 @@ pub trait VersionedObject: Clone + fmt::Debug + PartialEq + Send + Sync + 'stati
             .enumerate()
             .filter(|(i, f)| {
                 let slot = self.field(*i);
-                slot.is_changed() || (propagates_child_changes(schema, f) && slot.has_child_changes())
+                slot.is_changed()
+                    || (propagates_child_changes(schema, f) && slot.has_child_changes())
             })
             .map(|(_, f)| f.name)
             .collect()

@@ -41,7 +41,11 @@ fn data_of<O: VersionedObject>(obj: &O) -> PrimitiveData {
 }
 
 fn envelope<O: VersionedObject>(obj: &O, version: &Version, data: PrimitiveData) -> Value {
-    let mut changes: Vec<&str> = obj.what_changed().into_iter().filter(|f| data.contains_key(*f)).collect();
+    let mut changes: Vec<&str> = obj
+        .what_changed()
+        .into_iter()
+        .filter(|f| data.contains_key(*f))
+        .collect();
     changes.sort_unstable();
     let mut p = Map::new();
     p.insert(KEY_NAME.into(), Value::String(O::NAME.into()));
@@ -51,7 +55,12 @@ fn envelope<O: VersionedObject>(obj: &O, version: &Version, data: PrimitiveData)
     if !changes.is_empty() {
         p.insert(
             KEY_CHANGES.into(),
-            Value::Array(changes.into_iter().map(|c| Value::String(c.into())).collect()),
+            Value::Array(
+                changes
+                    .into_iter()
+                    .map(|c| Value::String(c.into()))
+                    .collect(),
+            ),
         );
     }
     Value::Object(p)
@@ -63,7 +72,11 @@ pub(crate) fn encode_own<O: VersionedObject>(obj: &O) -> Value {
 }
 
 /// `obj_to_primitive(target_version, version_manifest)`.
-pub(crate) fn encode<O: VersionedObject>(obj: &O, target: Option<Version>, manifest: Option<&VersionManifest>) -> Result<Value> {
+pub(crate) fn encode<O: VersionedObject>(
+    obj: &O,
+    target: Option<Version>,
+    manifest: Option<&VersionManifest>,
+) -> Result<Value> {
     let own = obj.version();
     let target = target.unwrap_or(own);
     if target > own {
@@ -79,13 +92,16 @@ pub(crate) fn encode<O: VersionedObject>(obj: &O, target: Option<Version>, manif
 }
 
 fn required<'a>(map: &'a Map<String, Value>, key: &str) -> Result<&'a Value> {
-    map.get(key).ok_or_else(|| Error::MissingKey { key: key.into() })
+    map.get(key)
+        .ok_or_else(|| Error::MissingKey { key: key.into() })
 }
 
 fn required_str<'a>(map: &'a Map<String, Value>, key: &str) -> Result<&'a str> {
-    required(map, key)?.as_str().ok_or_else(|| Error::Malformed {
-        what: format!("'{key}' is not a string"),
-    })
+    required(map, key)?
+        .as_str()
+        .ok_or_else(|| Error::Malformed {
+            what: format!("'{key}' is not a string"),
+        })
 }
 
 /// The namespace, name and version of a primitive, read in OVO's order (a missing
@@ -127,9 +143,11 @@ pub(crate) fn decode_body<O: VersionedObject>(h: &Header<'_>) -> Result<O> {
             supported: O::VERSION,
         });
     }
-    let data = required(h.map, KEY_DATA)?.as_object().ok_or_else(|| Error::Malformed {
-        what: format!("'{KEY_DATA}' is not an object"),
-    })?;
+    let data = required(h.map, KEY_DATA)?
+        .as_object()
+        .ok_or_else(|| Error::Malformed {
+            what: format!("'{KEY_DATA}' is not an object"),
+        })?;
     let mut obj = O::blank();
     obj.meta_mut().version = (version != O::VERSION).then_some(version);
     let schema = O::schema();

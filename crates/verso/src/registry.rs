@@ -19,7 +19,11 @@ pub trait AnyObject: fmt::Debug + Send + Sync + 'static {
     /// The instance version.
     fn obj_version(&self) -> Version;
     /// `obj_to_primitive(target_version, version_manifest)`.
-    fn obj_to_primitive(&self, target: Option<Version>, manifest: Option<&VersionManifest>) -> Result<Value>;
+    fn obj_to_primitive(
+        &self,
+        target: Option<Version>,
+        manifest: Option<&VersionManifest>,
+    ) -> Result<Value>;
     /// See [`VersionedObject::describe`].
     fn obj_describe(&self) -> Value;
     /// See [`VersionedObject::what_changed`].
@@ -45,7 +49,11 @@ impl<O: VersionedObject> AnyObject for O {
     fn obj_version(&self) -> Version {
         self.version()
     }
-    fn obj_to_primitive(&self, target: Option<Version>, manifest: Option<&VersionManifest>) -> Result<Value> {
+    fn obj_to_primitive(
+        &self,
+        target: Option<Version>,
+        manifest: Option<&VersionManifest>,
+    ) -> Result<Value> {
         crate::primitive::encode(self, target, manifest)
     }
     fn obj_describe(&self) -> Value {
@@ -171,9 +179,12 @@ impl Registry {
         if !self.namespaces.contains(h.namespace) {
             return Err(h.unsupported_namespace());
         }
-        let entry = self.entries.get(h.name).ok_or_else(|| Error::UnsupportedObject {
-            objtype: h.name.to_owned(),
-        })?;
+        let entry = self
+            .entries
+            .get(h.name)
+            .ok_or_else(|| Error::UnsupportedObject {
+                objtype: h.name.to_owned(),
+            })?;
         if (entry.schema)().namespace != h.namespace {
             return Err(h.unsupported_namespace());
         }
@@ -183,6 +194,11 @@ impl Registry {
 
 impl fmt::Debug for Registry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_set().entries(self.schemas().map(|s| format!("{}.{} {}", s.namespace, s.name, s.version))).finish()
+        f.debug_set()
+            .entries(
+                self.schemas()
+                    .map(|s| format!("{}.{} {}", s.namespace, s.name, s.version)),
+            )
+            .finish()
     }
 }

@@ -235,8 +235,13 @@ mod tests {
 
     #[test]
     fn rejects_malformed_text() {
-        assert!(matches!("1.x".parse::<Version>(), Err(VersionError::NotAnInteger { part, .. }) if part == "x"));
-        assert!(matches!("1".parse::<Version>(), Err(VersionError::WrongShape { .. })));
+        assert!(
+            matches!("1.x".parse::<Version>(), Err(VersionError::NotAnInteger { part, .. }) if part == "x")
+        );
+        assert!(matches!(
+            "1".parse::<Version>(),
+            Err(VersionError::WrongShape { .. })
+        ));
         assert!("".parse::<Version>().is_err());
         assert!("1.2.3.4".parse::<Version>().is_err());
         assert!("1.-2".parse::<Version>().is_err());
@@ -252,7 +257,10 @@ mod tests {
 
     #[test]
     fn serde_refuses_bare_numbers() {
-        assert_eq!(serde_json::from_str::<Version>("\"1.1\"").ok(), Some(v("1.1")));
+        assert_eq!(
+            serde_json::from_str::<Version>("\"1.1\"").ok(),
+            Some(v("1.1"))
+        );
         let err = serde_json::from_str::<Version>("1.1").expect_err("float refused");
         assert!(err.to_string().contains("quote"), "{err}");
     }

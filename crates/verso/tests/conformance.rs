@@ -32,8 +32,12 @@ fn spec_to_primitive(reg: &Registry, spec: &Value) -> Result<Value, String> {
         return Ok(p.clone());
     }
     let class = spec["class"].as_str().ok_or("build spec without class")?;
-    let schema = reg.schema(class).ok_or_else(|| format!("unknown class {class}"))?;
-    let fields = spec["fields"].as_object().ok_or("build spec without fields")?;
+    let schema = reg
+        .schema(class)
+        .ok_or_else(|| format!("unknown class {class}"))?;
+    let fields = spec["fields"]
+        .as_object()
+        .ok_or("build spec without fields")?;
     let mut data = Map::new();
     for (name, value) in fields {
         data.insert(name.clone(), field_value(reg, schema, name, value)?);
@@ -51,30 +55,57 @@ fn spec_to_primitive(reg: &Registry, spec: &Value) -> Result<Value, String> {
     }))
 }
 
-fn field_value(reg: &Registry, schema: &verso::ObjectSchema, name: &str, value: &Value) -> Result<Value, String> {
-    let is_object = schema.field(name).is_some_and(|f| f.ty.child_object().is_some());
+fn field_value(
+    reg: &Registry,
+    schema: &verso::ObjectSchema,
+    name: &str,
+    value: &Value,
+) -> Result<Value, String> {
+    let is_object = schema
+        .field(name)
+        .is_some_and(|f| f.ty.child_object().is_some());
     match value {
-        Value::Array(items) if is_object => Ok(Value::Array(items.iter().map(|s| spec_to_primitive(reg, s)).collect::<Result<_, _>>()?)),
+        Value::Array(items) if is_object => Ok(Value::Array(
+            items
+                .iter()
+                .map(|s| spec_to_primitive(reg, s))
+                .collect::<Result<_, _>>()?,
+        )),
         Value::Object(_) if is_object => spec_to_primitive(reg, value),
         other => Ok(other.clone()),
     }
 }
 
 fn apply_step(reg: &Registry, obj: &mut dyn AnyObject, step: &Value) -> Result<(), String> {
-    let (kind, arg) = step.as_object().and_then(|m| m.iter().next()).ok_or("empty step")?;
-    let names = |v: Option<&Value>| -> Vec<String> { v.and_then(Value::as_array).map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect()).unwrap_or_default() };
+    let (kind, arg) = step
+        .as_object()
+        .and_then(|m| m.iter().next())
+        .ok_or("empty step")?;
+    let names = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
     match kind.as_str() {
         "reset_changes" => {
             let fields = names(arg.get("fields"));
             let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
-            let recursive = arg.get("recursive").and_then(Value::as_bool).unwrap_or(false);
+            let recursive = arg
+                .get("recursive")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
             obj.obj_reset_changes(&fields, recursive);
         }
         "set" => {
             let schema = obj.obj_schema();
             for (name, value) in arg.as_object().ok_or("set takes an object")? {
                 let prim = field_value(reg, schema, name, value)?;
-                obj.obj_set_field(name, &prim).map_err(|e| format!("set {name}: {e}"))?;
+                obj.obj_set_field(name, &prim)
+                    .map_err(|e| format!("set {name}: {e}"))?;
             }
         }
         "set_defaults" => {
@@ -92,7 +123,9 @@ fn apply_step(reg: &Registry, obj: &mut dyn AnyObject, step: &Value) -> Result<(
 fn same(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q)),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q))
+        }
         (Value::Object(x), Value::Object(y)) => {
             x.len() == y.len()
                 && x.iter().all(|(k, v)| {
@@ -110,7 +143,10 @@ fn same(a: &Value, b: &Value) -> bool {
 }
 
 fn sorted(v: &Value) -> Vec<String> {
-    let mut s: Vec<String> = v.as_array().map(|a| a.iter().map(|x| x.to_string()).collect()).unwrap_or_default();
+    let mut s: Vec<String> = v
+        .as_array()
+        .map(|a| a.iter().map(|x| x.to_string()).collect())
+        .unwrap_or_default();
     s.sort();
     s
 }
@@ -133,7 +169,9 @@ fn check(expect: &Value, key: &str, outcome: Outcome) -> Result<(), String> {
         (Outcome::Error(e), None) => Err(format!("unexpected error {} ({e})", e.ovo_exception())),
         (Outcome::Value(v), Some(want)) => Err(format!("expected {want}, got {v}")),
         (Outcome::Value(v), None) => {
-            let want = expect.get(key).ok_or_else(|| format!("expect has neither error nor {key}"))?;
+            let want = expect
+                .get(key)
+                .ok_or_else(|| format!("expect has neither error nor {key}"))?;
             if same(&v, want) {
                 Ok(())
             } else {
@@ -148,11 +186,21 @@ fn run_case(reg: &Registry, case: &Value) -> Result<(), String> {
     match case["op"].as_str() {
         Some("to_primitive") => {
             let built = spec_to_primitive(reg, case.get("object").ok_or("case without object")?)?;
-            let mut obj = reg.from_primitive(&built).map_err(|e| format!("cannot build object: {e}"))?;
-            for step in case.get("steps").and_then(Value::as_array).into_iter().flatten() {
+            let mut obj = reg
+                .from_primitive(&built)
+                .map_err(|e| format!("cannot build object: {e}"))?;
+            for step in case
+                .get("steps")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 apply_step(reg, obj.as_mut(), step)?;
             }
-            let target = match case.get("target_version").map(|t| t.as_str().ok_or("target_version is not a string")) {
+            let target = match case
+                .get("target_version")
+                .map(|t| t.as_str().ok_or("target_version is not a string"))
+            {
                 Some(t) => match t?.parse::<Version>() {
                     Ok(v) => Some(v),
                     Err(e) => return check(expect, "primitive", Outcome::Error(e.into())),
@@ -160,7 +208,9 @@ fn run_case(reg: &Registry, case: &Value) -> Result<(), String> {
                 None => None,
             };
             let manifest: Option<VersionManifest> = match case.get("version_manifest") {
-                Some(m) => Some(serde_json::from_value(m.clone()).map_err(|e| format!("bad manifest: {e}"))?),
+                Some(m) => Some(
+                    serde_json::from_value(m.clone()).map_err(|e| format!("bad manifest: {e}"))?,
+                ),
                 None => None,
             };
             let out = match obj.obj_to_primitive(target, manifest.as_ref()) {
@@ -173,13 +223,19 @@ fn run_case(reg: &Registry, case: &Value) -> Result<(), String> {
             Err(e) => check(expect, "object", Outcome::Error(e)),
             Ok(obj) => {
                 check(expect, "object", Outcome::Value(obj.obj_describe()))?;
-                let re = obj.obj_to_primitive(None, None).map_err(|e| format!("re-encode: {e}"))?;
+                let re = obj
+                    .obj_to_primitive(None, None)
+                    .map_err(|e| format!("re-encode: {e}"))?;
                 check(expect, "reencoded", Outcome::Value(re))
             }
         },
         Some("manifest") => {
-            let class = case["class"].as_str().ok_or("manifest case without class")?;
-            let m = reg.manifest(class).ok_or_else(|| format!("unknown class {class}"))?;
+            let class = case["class"]
+                .as_str()
+                .ok_or("manifest case without class")?;
+            let m = reg
+                .manifest(class)
+                .ok_or_else(|| format!("unknown class {class}"))?;
             let v = serde_json::to_value(&m).map_err(|e| e.to_string())?;
             check(expect, "manifest", Outcome::Value(v))
         }
@@ -204,7 +260,10 @@ fn main() -> ExitCode {
             }
         };
         for file in files {
-            let doc: Value = match std::fs::read_to_string(&file).map_err(|e| e.to_string()).and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string())) {
+            let doc: Value = match std::fs::read_to_string(&file)
+                .map_err(|e| e.to_string())
+                .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+            {
                 Ok(d) => d,
                 Err(e) => {
                     println!("FAIL {}: {e}", file.display());
@@ -223,7 +282,12 @@ fn main() -> ExitCode {
                     Ok(()) => passed += 1,
                     Err(why) => {
                         failed += 1;
-                        println!("FAIL {name} ({}): {why}", file.file_name().map(|f| f.to_string_lossy()).unwrap_or_default());
+                        println!(
+                            "FAIL {name} ({}): {why}",
+                            file.file_name()
+                                .map(|f| f.to_string_lossy())
+                                .unwrap_or_default()
+                        );
                     }
                 }
             }

@@ -213,7 +213,12 @@ mod tests {
         let s = Device::schema();
         assert_eq!(s.fields.len(), 11);
         assert_eq!(s.field("type").map(|f| f.ty.ovo_class()), Some("Enum"));
-        assert_eq!(s.field("managed_mode").and_then(|f| f.default.clone()), Some("unmanaged".into()));
-        assert!(AttachHandle::schema().field("device").is_some_and(|f| f.nullable));
+        assert_eq!(
+            s.field("managed_mode").and_then(|f| f.default.clone()),
+            Some("unmanaged".into())
+        );
+        assert!(AttachHandle::schema()
+            .field("device")
+            .is_some_and(|f| f.nullable));
     }
 }

@@ -1,0 +1,254 @@
+//! Behaviour of the public object API beyond the golden vectors: typed access, custom
+//! backport hooks, list objects, registries side by side, and typed errors.
+
+use cyborg_model::{
+    AttachHandle, AttachHandleList, AttachType, Device, DeviceList, DeviceType, ManagedMode,
+};
+use serde_json::json;
+use verso::{
+    Error, Field, ObjectList, ObjectMeta, PrimitiveData, Registry, Version, VersionManifest,
+    VersionedObject,
+};
+
+fn v(s: &str) -> Version {
+    s.parse().expect("valid version")
+}
+
+fn device(id: i64) -> Device {
+    Device {
+        id: id.into(),
+        uuid: uuid::Uuid::from_u128(id as u128).into(),
+        r#type: DeviceType::Gpu.into(),
+        vendor: "10de".into(),
+        model: "A100".into(),
+        std_board_info: Field::new(None),
+        hostname: "host1".into(),
+        vendor_board_info: Field::new(Some("sxm4".into())),
+        managed_mode: ManagedMode::Managed.into(),
+        created_at: Field::new(Some("2024-03-01T12:34:56Z".parse().expect("date"))),
+        updated_at: Field::new(None),
+        ..Device::blank()
+    }
+}
+
+#[test]
+fn unset_fields_read_as_none_and_never_default() {
+    let d = Device::blank();
+    assert_eq!(d.managed_mode.get(), None);
+    assert!(!d.is_set("managed_mode").expect("known field"));
+    assert!(matches!(d.is_set("nope"), Err(Error::UnknownField { .. })));
+    let p = d.to_primitive();
+    assert_eq!(p["versioned_object.data"], json!({}));
+    assert!(p.get("versioned_object.changes").is_none());
+}
+
+#[test]
+fn assignment_tracks_changes_and_reset_clears_them() {
+    let mut d = device(1);
+    assert!(d.what_changed().contains("hostname"));
+    d.reset_changes();
+    assert!(d.what_changed().is_empty());
+    d.hostname.set("host1".into()); // equal value still counts, as in OVO
+    assert_eq!(
+        d.what_changed().into_iter().collect::<Vec<_>>(),
+        ["hostname"]
+    );
+}
+
+#[test]
+fn nested_changes_propagate_and_recursive_reset_clears_them() {
+    let mut child = device(1);
+    child.reset_changes();
+    child.model.set("H100".into());
+    let mut h = AttachHandle {
+        device: Field::new(Some(child)),
+        ..AttachHandle::blank()
+    };
+    h.reset_changes();
+    assert_eq!(h.what_changed().into_iter().collect::<Vec<_>>(), ["device"]);
+    h.reset_changes_of(&[], true);
+    assert!(h.what_changed().is_empty());
+}
+
+#[test]
+fn decoded_object_keeps_its_version_and_refuses_newer_targets() {
+    let old = device(1).to_primitive_for(v("1.0")).expect("backport");
+    let d = Device::from_primitive(&old).expect("decode 1.0");
+    assert_eq!(d.version(), v("1.0"));
+    assert_eq!(d.vendor_board_info.get(), None);
+    assert!(matches!(
+        d.to_primitive_for(v("1.1")),
+        Err(Error::InvalidTargetVersion { .. })
+    ));
+}
+
+#[test]
+fn decode_errors_are_typed() {
+    let mut p = device(1).to_primitive();
+    p["versioned_object.version"] = json!("1.3");
+    assert!(
+        matches!(Device::from_primitive(&p), Err(Error::IncompatibleObjectVersion { supported, .. }) if supported == v("1.2"))
+    );
+    p["versioned_object.version"] = json!("2.0");
+    assert!(matches!(
+        Device::from_primitive(&p),
+        Err(Error::IncompatibleObjectVersion { .. })
+    ));
+    p["versioned_object.version"] = json!("1.x");
+    assert!(matches!(Device::from_primitive(&p), Err(Error::Version(_))));
+    p["versioned_object.version"] = json!("1.2");
+    p["versioned_object.namespace"] = json!("nova");
+    assert!(
+        matches!(Device::from_primitive(&p), Err(Error::UnsupportedObject { objtype }) if objtype == "nova.Device")
+    );
+    assert!(matches!(
+        Device::from_primitive(&json!([1, 2])),
+        Err(Error::Malformed { .. })
+    ));
+    assert!(matches!(
+        Device::from_primitive(&json!({"versioned_object.name": "Device"})),
+        Err(Error::MissingKey { .. })
+    ));
+    let h = AttachHandle::blank().to_primitive();
+    assert!(matches!(
+        Device::from_primitive(&h),
+        Err(Error::WrongObjectType { .. })
+    ));
+}
+
+#[test]
+fn list_objects_iterate_like_a_vec_and_backport_members() {
+    let list = DeviceList::from_objects(vec![device(1), device(2)]);
+    assert_eq!(list.len(), 2);
+    assert_eq!((&list).into_iter().count(), 2);
+    assert_eq!(list[1].id.get(), Some(&2));
+    let p = list.to_primitive_for(v("1.0")).expect("backport");
+    for member in p["versioned_object.data"]["objects"]
+        .as_array()
+        .expect("members")
+    {
+        assert_eq!(member["versioned_object.version"], "1.0");
+        assert!(member["versioned_object.data"]
+            .get("vendor_board_info")
+            .is_none());
+    }
+}
+
+#[test]
+fn manifest_backports_every_level_in_one_call() {
+    let handle = |id: i64| AttachHandle {
+        id: id.into(),
+        attach_type: AttachType::Pci.into(),
+        device: Field::new(Some(device(id))),
+        ..AttachHandle::blank()
+    };
+    let list = AttachHandleList::from_objects(vec![handle(1), handle(2)]);
+    let mut m = VersionManifest::new();
+    m.insert("AttachHandleList", v("1.1"))
+        .insert("AttachHandle", v("1.1"))
+        .insert("Device", v("1.0"));
+    let p = list.to_primitive_with_manifest(&m).expect("backport");
+    for member in p["versioned_object.data"]["objects"]
+        .as_array()
+        .expect("members")
+    {
+        assert_eq!(member["versioned_object.version"], "1.1");
+        let dev = &member["versioned_object.data"]["device"];
+        assert_eq!(dev["versioned_object.version"], "1.0");
+        assert!(dev["versioned_object.data"].get("managed_mode").is_none());
+    }
+    assert_eq!(AttachHandleList::manifest().get("Device"), Some(v("1.2")));
+}
+
+#[test]
+fn peer_primitive_uses_the_manifest_version_of_the_top_object() {
+    let mut m = DeviceList::manifest();
+    m.insert("DeviceList", v("1.1")).insert("Device", v("1.1"));
+    let p = DeviceList::from_objects(vec![device(1)])
+        .to_primitive_for_peer(&m)
+        .expect("backport");
+    assert_eq!(p["versioned_object.version"], "1.1");
+    assert_eq!(
+        p["versioned_object.data"]["objects"][0]["versioned_object.version"],
+        "1.1"
+    );
+}
+
+/// A custom hook: 1.1 renamed `label` (1.0) to `name`; old peers get `label` back.
+fn widget_compat(
+    w: &Widget,
+    data: &mut PrimitiveData,
+    target: &Version,
+    manifest: Option<&VersionManifest>,
+) -> verso::Result<()> {
+    verso::default_make_compatible(w, data, target, manifest)?;
+    if *target < Version::new(1, 1) {
+        if let Some(name) = data.remove("name") {
+            data.insert("label".into(), name);
+        }
+    }
+    Ok(())
+}
+
+#[derive(verso::VersionedObject, Clone, Debug, PartialEq)]
+#[verso(namespace = "test", version = "1.1", make_compatible = widget_compat, test_only)]
+struct Widget {
+    name: Field<String>,
+    #[verso(since = "1.1", default = 3)]
+    size: Field<i64>,
+    meta: ObjectMeta,
+}
+
+#[test]
+fn custom_make_compatible_hook_runs_with_the_default_rules() {
+    let w = Widget {
+        name: "w".into(),
+        size: 5.into(),
+        ..Widget::blank()
+    };
+    let p = w.to_primitive_for(v("1.0")).expect("backport");
+    assert_eq!(p["versioned_object.data"], json!({"label": "w"}));
+    assert!(Widget::schema().custom_make_compatible);
+    assert!(Widget::schema().test_only);
+}
+
+#[test]
+fn set_defaults_fills_only_unset_fields() {
+    let mut w = Widget {
+        name: "w".into(),
+        ..Widget::blank()
+    };
+    w.set_defaults(&[]).expect("defaults");
+    assert_eq!(w.size.get(), Some(&3));
+    assert!(matches!(
+        w.set_defaults(&["name"]),
+        Err(Error::NoDefault { .. })
+    ));
+}
+
+#[test]
+fn registries_are_independent() {
+    let mut a = Registry::new();
+    a.register::<Widget>();
+    let b = cyborg_model::registry();
+    let p = Widget {
+        name: "w".into(),
+        ..Widget::blank()
+    }
+    .to_primitive();
+    assert!(a.from_primitive(&p).is_ok());
+    assert!(matches!(
+        b.from_primitive(&p),
+        Err(Error::UnsupportedObject { .. })
+    ));
+    let d = device(1).to_primitive();
+    assert!(matches!(
+        a.from_primitive(&d),
+        Err(Error::UnsupportedObject { .. })
+    ));
+    assert!(b
+        .from_primitive(&d)
+        .expect("decodes")
+        .downcast::<Device>()
+        .is_ok());
+}
