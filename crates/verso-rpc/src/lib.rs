@@ -58,6 +58,8 @@ pub mod remote;
 pub mod serializer;
 pub mod server;
 pub mod target;
+#[cfg(test)]
+mod testing;
 pub mod transport;
 
 pub use client::{IntoVersion, Prepared, RpcClient, DEFAULT_TIMEOUT};
