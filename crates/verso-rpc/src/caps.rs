@@ -213,20 +213,18 @@ impl UpgradeLevels {
             match value {
                 toml::Value::String(s) => staged.set(option, s, origin.clone())?,
                 toml::Value::Float(x) => {
-                    return Err(bare_number(
-                        option,
-                        &x.to_string(),
-                        float_suggestion(*x),
-                        &origin,
-                    ))
+                    // Quote what the operator wrote (`1.10`), not what the float became.
+                    let raw = raw_literal(text, option).unwrap_or_else(|| x.to_string());
+                    let suggestion = if raw.contains('.') {
+                        raw.clone()
+                    } else {
+                        format!("{raw}.0")
+                    };
+                    return Err(bare_number(option, &raw, suggestion, &origin));
                 }
                 toml::Value::Integer(n) => {
-                    return Err(bare_number(
-                        option,
-                        &n.to_string(),
-                        format!("{n}.0"),
-                        &origin,
-                    ))
+                    let raw = raw_literal(text, option).unwrap_or_else(|| n.to_string());
+                    return Err(bare_number(option, &raw, format!("{n}.0"), &origin));
                 }
                 other => {
                     return Err(RpcError::CapWrongType {
@@ -357,13 +355,26 @@ fn bare_number(option: &str, value: &str, suggestion: String, origin: &Origin) -
     }
 }
 
-fn float_suggestion(x: f64) -> String {
-    let s = x.to_string();
-    if s.contains('.') {
-        s
-    } else {
-        format!("{s}.0")
+/// The literal text of `option = ...` in the `[upgrade_levels]` section, as written.
+fn raw_literal(text: &str, option: &str) -> Option<String> {
+    let mut in_section = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_section = line.trim_start_matches('[').trim_end_matches(']').trim() == SECTION;
+            continue;
+        }
+        if !in_section {
+            continue;
+        }
+        if let Some((key, value)) = line.split_once('=') {
+            if key.trim() == option {
+                let value = value.split('#').next().unwrap_or("").trim();
+                return (!value.is_empty()).then(|| value.to_owned());
+            }
+        }
     }
+    None
 }
 
 #[cfg(test)]
@@ -452,8 +463,11 @@ mod tests {
 
     #[test]
     fn bare_numbers_are_refused_saying_to_quote() {
-        let e = toml_err("[upgrade_levels]\nconductor = 1.10\n");
-        assert!(matches!(e, RpcError::CapBareNumber { .. }), "{e:?}");
+        let e = toml_err("[upgrade_levels]\nconductor = 1.10  # pinned\n");
+        assert!(
+            matches!(&e, RpcError::CapBareNumber { value, suggestion, .. } if value == "1.10" && suggestion == "1.10"),
+            "{e:?}"
+        );
         let msg = e.to_string();
         assert!(msg.contains("quote it"), "{msg}");
         assert!(msg.contains("1.10 would read as 1.1"), "{msg}");
