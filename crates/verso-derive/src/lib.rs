@@ -258,7 +258,7 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
     let test_only = attrs.test_only;
     let custom = attrs.make_compatible.is_some();
     let methods = if attrs.remotable {
-        quote!(<#ident>::__verso_remotable_methods())
+        quote!(<#ident as ::verso::remote::Remotable>::remotable_methods())
     } else {
         quote!(::std::vec::Vec::new())
     };
@@ -418,6 +418,12 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
             ) -> ::verso::Result<()> {
                 ::verso::manifest::backport_object(self, primitive, to, manifest)
             }
+            fn attach_context(&mut self, ctx: &::verso::RequestContext) {
+                ::verso::remote::attach_context(self, ctx)
+            }
+            fn into_any_object(self) -> ::core::result::Result<::std::boxed::Box<dyn ::verso::AnyObject>, Self> {
+                ::core::result::Result::Ok(::std::boxed::Box::new(self))
+            }
         }
 
         #list_impls
@@ -479,4 +485,286 @@ fn expand_enum(input: &DeriveInput) -> syn::Result<TokenStream2> {
             }
         }
     })
+}
+
+/// Makes the `#[remotable]` methods of an impl block remotable.
+///
+/// A class method is `async fn name(ctx: &RequestContext, args...) -> Result<R, E>`; an
+/// instance method is `async fn name(&mut self, args...) -> Result<R, E>`, where
+/// arguments and `R` are `verso::remote::RemoteValue`s (field values, objects, `()`) and
+/// `E` converts to and from `verso::CallError`. Each becomes a wrapper that delegates to
+/// the context's indirection API when one is configured for the object's namespace and
+/// runs the body locally otherwise; the block also implements `verso::Remotable` so a
+/// conductor's registry can dispatch calls by name. Mark the struct
+/// `#[verso(remotable)]` so its schema lists the methods.
+#[proc_macro_attribute]
+pub fn remotable(attr: TokenStream, item: TokenStream) -> TokenStream {
+    if !attr.is_empty() {
+        return Error::new(Span::call_site(), "#[verso::remotable] takes no arguments")
+            .into_compile_error()
+            .into();
+    }
+    let block = parse_macro_input!(item as syn::ItemImpl);
+    expand_remotable(block)
+        .unwrap_or_else(Error::into_compile_error)
+        .into()
+}
+
+struct RemoteMethod {
+    name: Ident,
+    instance: bool,
+    ctx: Option<syn::Pat>,
+    args: Vec<(Ident, Type)>,
+    ok: Type,
+    err: Type,
+}
+
+fn result_types(ret: &syn::ReturnType) -> syn::Result<(Type, Type)> {
+    let syn::ReturnType::Type(_, ty) = ret else {
+        return Err(Error::new(
+            ret.span(),
+            "a remotable method returns Result<T, E>",
+        ));
+    };
+    let Type::Path(p) = ty.as_ref() else {
+        return Err(Error::new(
+            ty.span(),
+            "a remotable method returns Result<T, E>",
+        ));
+    };
+    let seg = p
+        .path
+        .segments
+        .last()
+        .ok_or_else(|| Error::new(ty.span(), "expected Result<T, E>"))?;
+    let PathArguments::AngleBracketed(args) = &seg.arguments else {
+        return Err(Error::new(
+            ty.span(),
+            "a remotable method returns Result<T, E>",
+        ));
+    };
+    let types: Vec<&Type> = args
+        .args
+        .iter()
+        .filter_map(|a| match a {
+            GenericArgument::Type(t) => Some(t),
+            _ => None,
+        })
+        .collect();
+    match types.as_slice() {
+        [ok, err] => Ok(((*ok).clone(), (*err).clone())),
+        _ => Err(Error::new(
+            ty.span(),
+            "write the error type out: Result<T, CallError>",
+        )),
+    }
+}
+
+fn expand_remotable(mut block: syn::ItemImpl) -> syn::Result<TokenStream2> {
+    let self_ty = block.self_ty.clone();
+    let mut methods = Vec::new();
+    let mut extra_items: Vec<syn::ImplItem> = Vec::new();
+    for item in &mut block.items {
+        let syn::ImplItem::Fn(f) = item else { continue };
+        let Some(pos) = f.attrs.iter().position(|a| a.path().is_ident("remotable")) else {
+            continue;
+        };
+        f.attrs.remove(pos);
+        if f.sig.asyncness.is_none() {
+            return Err(Error::new(f.sig.span(), "a remotable method is async"));
+        }
+        let (ok, err) = result_types(&f.sig.output)?;
+        let mut inputs = f.sig.inputs.iter();
+        let (instance, ctx) = match inputs.next() {
+            Some(syn::FnArg::Receiver(r)) => {
+                if r.reference.is_none() || r.mutability.is_none() {
+                    return Err(Error::new(
+                        r.span(),
+                        "an instance remotable method takes &mut self",
+                    ));
+                }
+                (true, None)
+            }
+            Some(syn::FnArg::Typed(t)) => (false, Some((*t.pat).clone())),
+            None => {
+                return Err(Error::new(
+                    f.sig.span(),
+                    "a class remotable method takes the context first",
+                ))
+            }
+        };
+        let mut args = Vec::new();
+        for input in inputs {
+            let syn::FnArg::Typed(t) = input else {
+                return Err(Error::new(input.span(), "unexpected receiver"));
+            };
+            let syn::Pat::Ident(pi) = t.pat.as_ref() else {
+                return Err(Error::new(
+                    t.pat.span(),
+                    "remotable arguments are plain names",
+                ));
+            };
+            args.push((pi.ident.clone(), (*t.ty).clone()));
+        }
+        let name = f.sig.ident.clone();
+        let local = format_ident_local(&name);
+        // The body moves to a hidden local function; the visible name becomes the wrapper.
+        let mut local_fn = f.clone();
+        local_fn.sig.ident = local.clone();
+        local_fn.vis = syn::Visibility::Inherited;
+        local_fn.attrs.retain(|a| !a.path().is_ident("doc"));
+        local_fn.attrs.push(syn::parse_quote!(#[doc(hidden)]));
+        extra_items.push(syn::ImplItem::Fn(local_fn));
+
+        let m = RemoteMethod {
+            name: name.clone(),
+            instance,
+            ctx,
+            args,
+            ok,
+            err,
+        };
+        f.block = wrapper_body(&m, &local)?;
+        methods.push(m);
+    }
+    block.items.extend(extra_items);
+
+    let schemas = methods.iter().map(|m| {
+        let name = m.name.to_string();
+        let kind = if m.instance { quote!(::verso::MethodKind::Instance) } else { quote!(::verso::MethodKind::Class) };
+        let args = m.args.iter().map(|(n, t)| {
+            let n = n.to_string();
+            let t = quote!(#t).to_string();
+            quote!(::verso::ArgSchema { name: #n, ty: #t })
+        });
+        let ok = &m.ok;
+        let returns = quote!(#ok).to_string();
+        quote!(::verso::MethodSchema { name: #name, kind: #kind, args: ::std::vec![#(#args),*], returns: #returns })
+    });
+    let self_ty_ref = &self_ty;
+    let arms =
+        |instance: bool| {
+            methods.iter().filter(move |m| m.instance == instance).map(move |m| {
+            let name = m.name.to_string();
+            let local = format_ident_local(&m.name);
+            let takes = m.args.iter().enumerate().map(|(i, (n, t))| {
+                let ns = n.to_string();
+                quote!(let #n: #t = args.take(#i, #ns)?;)
+            });
+            let names = m.args.iter().map(|(n, _)| n);
+            let err = &m.err;
+            let call = if instance {
+                quote!(self.#local(#(#names),*).await)
+            } else {
+                quote!(<#self_ty_ref>::#local(ctx, #(#names),*).await)
+            };
+            quote! {
+                #name => {
+                    #(#takes)*
+                    args.finish()?;
+                    let out = #call.map_err(|e: #err| ::verso::CallError::from(e))?;
+                    ::core::result::Result::Ok(::verso::remote::RemoteValue::into_output(out))
+                }
+            }
+        })
+        };
+    let class_arms = arms(false);
+    let instance_arms = arms(true);
+    Ok(quote! {
+        #block
+
+        impl ::verso::remote::Remotable for #self_ty {
+            fn remotable_methods() -> ::std::vec::Vec<::verso::MethodSchema> {
+                ::std::vec![#(#schemas),*]
+            }
+            #[allow(unused_mut, unused_variables)]
+            fn dispatch_class<'a>(
+                ctx: &'a ::verso::RequestContext,
+                method: &'a str,
+                mut args: ::verso::remote::CallArgs,
+            ) -> ::verso::remote::BoxFuture<'a, ::core::result::Result<::verso::remote::MethodOutput, ::verso::CallError>> {
+                ::std::boxed::Box::pin(async move {
+                    match method {
+                        #(#class_arms)*
+                        other => ::core::result::Result::Err(::verso::CallError::UnknownMethod {
+                            object: <Self as ::verso::VersionedObject>::NAME.into(),
+                            method: other.into(),
+                        }),
+                    }
+                })
+            }
+            #[allow(unused_mut, unused_variables)]
+            fn dispatch_instance<'a>(
+                &'a mut self,
+                method: &'a str,
+                mut args: ::verso::remote::CallArgs,
+            ) -> ::verso::remote::BoxFuture<'a, ::core::result::Result<::verso::remote::MethodOutput, ::verso::CallError>> {
+                ::std::boxed::Box::pin(async move {
+                    match method {
+                        #(#instance_arms)*
+                        other => ::core::result::Result::Err(::verso::CallError::UnknownMethod {
+                            object: <Self as ::verso::VersionedObject>::NAME.into(),
+                            method: other.into(),
+                        }),
+                    }
+                })
+            }
+        }
+    })
+}
+
+fn format_ident_local(name: &Ident) -> Ident {
+    Ident::new(&format!("__verso_local_{}", name.unraw()), name.span())
+}
+
+fn wrapper_body(m: &RemoteMethod, local: &Ident) -> syn::Result<syn::Block> {
+    let name = m.name.to_string();
+    let names: Vec<&Ident> = m.args.iter().map(|(n, _)| n).collect();
+    let ok = &m.ok;
+    let err = &m.err;
+    let body = if m.instance {
+        quote!({
+            let ctx = match ::verso::VersionedObject::context(self) {
+                ::core::option::Option::Some(c) => c.clone(),
+                ::core::option::Option::None => {
+                    return ::core::result::Result::Err(<#err as ::core::convert::From<::verso::CallError>>::from(::verso::CallError::Orphaned {
+                        object: <Self as ::verso::VersionedObject>::NAME,
+                        method: #name.into(),
+                    }))
+                }
+            };
+            if let ::core::option::Option::Some(api) = ctx.indirection(<Self as ::verso::VersionedObject>::NAMESPACE) {
+                let api = api.clone();
+                let args = ::std::vec![#(::verso::remote::RemoteValue::to_remote(&#names)),*];
+                let objinst = ::verso::VersionedObject::to_primitive(self);
+                let (updates, result) = api
+                    .object_action(&ctx, objinst, #name, args, ::verso::__private::Map::new())
+                    .await
+                    .map_err(<#err as ::core::convert::From<::verso::CallError>>::from)?;
+                ::verso::remote::apply_updates(self, &updates)
+                    .map_err(|e| <#err as ::core::convert::From<::verso::CallError>>::from(e.into()))?;
+                return ::verso::remote::decode_result::<#ok>(&result, &ctx).map_err(<#err as ::core::convert::From<::verso::CallError>>::from);
+            }
+            self.#local(#(#names),*).await
+        })
+    } else {
+        let ctx = m
+            .ctx
+            .as_ref()
+            .ok_or_else(|| Error::new(m.name.span(), "missing context argument"))?;
+        quote!({
+            if let ::core::option::Option::Some(api) = #ctx.indirection(<Self as ::verso::VersionedObject>::NAMESPACE) {
+                static MANIFEST: ::std::sync::OnceLock<::verso::VersionManifest> = ::std::sync::OnceLock::new();
+                let manifest = MANIFEST.get_or_init(<Self as ::verso::VersionedObject>::manifest);
+                let args = ::std::vec![#(::verso::remote::RemoteValue::to_remote(&#names)),*];
+                let result = api
+                    .object_class_action_versions(#ctx, <Self as ::verso::VersionedObject>::NAME, #name, manifest, args, ::verso::__private::Map::new())
+                    .await
+                    .map_err(<#err as ::core::convert::From<::verso::CallError>>::from)?;
+                return ::verso::remote::decode_result::<#ok>(&result, #ctx).map_err(<#err as ::core::convert::From<::verso::CallError>>::from);
+            }
+            Self::#local(#ctx, #(#names),*).await
+        })
+    };
+    syn::parse2(body)
 }

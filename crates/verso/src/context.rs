@@ -6,7 +6,10 @@
 //! in [`RequestContext::extra`], so nothing a Python peer sends is lost on the way through.
 
 use serde_json::{Map, Value};
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 /// Who is asking, and for which request. Cheap to clone; passed by reference.
 ///
@@ -47,6 +50,41 @@ pub struct RequestContext {
     /// Any other key of the serialized context (service-specific keys, or keys a newer
     /// oslo.context adds), kept and sent back as they came.
     pub extra: Map<String, Value>,
+    /// Service-side handles the request runs with (the conductor's database, an agent's
+    /// indirection API). Never serialized, never compared.
+    pub extensions: Extensions,
+}
+
+/// Typed handles attached to a context by the service that runs the request, like
+/// `http::Extensions`: a conductor attaches its database, an agent its indirection API.
+/// Cloning is cheap (the map is shared until written).
+#[derive(Clone, Default)]
+pub struct Extensions(Option<Arc<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>>);
+
+impl Extensions {
+    /// Stores `value`, replacing any earlier value of the same type.
+    pub fn insert<T: Any + Send + Sync>(&mut self, value: T) {
+        let map = Arc::make_mut(self.0.get_or_insert_with(Default::default));
+        map.insert(TypeId::of::<T>(), Arc::new(value));
+    }
+
+    /// The stored value of type `T`.
+    pub fn get<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.0.as_ref()?.get(&TypeId::of::<T>())?.downcast_ref()
+    }
+}
+
+impl PartialEq for Extensions {
+    /// Extensions are not data: two contexts are equal whatever handles they carry.
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl fmt::Debug for Extensions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Extensions({})", self.0.as_ref().map_or(0, |m| m.len()))
+    }
 }
 
 /// The keys oslo.context writes that are derived from the others; they are written by
@@ -89,6 +127,17 @@ impl RequestContext {
     pub fn with_admin(mut self, is_admin: bool) -> Self {
         self.is_admin = is_admin;
         self
+    }
+
+    /// Attaches a service-side handle (see [`Extensions`]).
+    pub fn with_extension<T: Any + Send + Sync>(mut self, value: T) -> Self {
+        self.extensions.insert(value);
+        self
+    }
+
+    /// The attached handle of type `T`.
+    pub fn extension<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.extensions.get()
     }
 
     /// Whether the user holds `role`.
@@ -190,6 +239,7 @@ impl RequestContext {
             show_deleted: b("show_deleted"),
             auth_token: s("auth_token"),
             extra,
+            extensions: Extensions::default(),
         }
     }
 }

@@ -10,7 +10,7 @@
 //! primitive and [`Field::get`] returns `None`); assigning marks it changed.
 
 use crate::error::{Error, Result};
-use crate::{DateTime, Version, VersionManifest};
+use crate::{DateTime, RequestContext, Version, VersionManifest};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -124,6 +124,14 @@ pub trait FieldValue: Clone + fmt::Debug + PartialEq + Send + Sync + 'static {
     ) -> Result<()> {
         let _ = (primitive, to, manifest);
         Ok(())
+    }
+    /// Stores the request context on contained objects.
+    fn attach_context(&mut self, ctx: &RequestContext) {
+        let _ = ctx;
+    }
+    /// The value as an object of any class, if it is one (remotable results).
+    fn into_any_object(self) -> std::result::Result<Box<dyn crate::AnyObject>, Self> {
+        Err(self)
     }
 }
 
@@ -292,6 +300,11 @@ impl<T: FieldValue> FieldValue for Option<T> {
             None => Ok(()),
         }
     }
+    fn attach_context(&mut self, ctx: &RequestContext) {
+        if let Some(v) = self {
+            v.attach_context(ctx);
+        }
+    }
 }
 
 impl<T: FieldValue> FieldValue for Vec<T> {
@@ -333,6 +346,9 @@ impl<T: FieldValue> FieldValue for Vec<T> {
             item.backport(prim, to, manifest)?;
         }
         Ok(())
+    }
+    fn attach_context(&mut self, ctx: &RequestContext) {
+        self.iter_mut().for_each(|v| v.attach_context(ctx));
     }
 }
 
@@ -521,6 +537,8 @@ pub trait DynField {
         to: &Version,
         manifest: Option<&VersionManifest>,
     ) -> Result<()>;
+    /// Stores the request context on contained objects.
+    fn attach_context(&mut self, ctx: &RequestContext);
     /// Makes the field unset.
     fn clear(&mut self);
 }
@@ -570,6 +588,11 @@ impl<T: FieldValue> DynField for Field<T> {
         match &self.value {
             Some(v) => v.backport(primitive, to, manifest),
             None => Ok(()),
+        }
+    }
+    fn attach_context(&mut self, ctx: &RequestContext) {
+        if let Some(v) = &mut self.value {
+            v.attach_context(ctx);
         }
     }
     fn clear(&mut self) {

@@ -46,11 +46,13 @@ pub mod context;
 pub mod datetime;
 pub mod error;
 pub mod field;
+pub mod fingerprint;
 pub mod list;
 pub mod manifest;
 pub mod object;
 pub mod primitive;
 pub mod registry;
+pub mod remote;
 pub mod version;
 
 pub use context::RequestContext;
@@ -63,11 +65,12 @@ pub use object::{
     ArgSchema, FieldSchema, MethodKind, MethodSchema, ObjectMeta, ObjectSchema, VersionedObject,
 };
 pub use registry::{AnyObject, Registry};
+pub use remote::{CallError, IndirectionApi, Remotable};
 pub use version::{Version, VersionError};
-pub use verso_derive::{VersionedEnum, VersionedObject};
+pub use verso_derive::{remotable, VersionedEnum, VersionedObject};
 
 /// Items the derive macros refer to; not part of the public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use serde_json::Value;
+    pub use serde_json::{Map, Value};
 }

@@ -6,8 +6,9 @@
 use crate::error::{Error, Result};
 use crate::object::ObjectSchema;
 use crate::primitive::{decode_body, header, Header};
+use crate::remote::{BoxFuture, CallArgs, CallError, MethodOutput, Remotable};
 use crate::{RequestContext, Version, VersionManifest, VersionedObject};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -103,10 +104,39 @@ impl dyn AnyObject {
 
 type DecodeFn = fn(&Header<'_>) -> Result<Box<dyn AnyObject>>;
 
+type ClassFn = for<'a> fn(
+    &'a RequestContext,
+    &'a str,
+    CallArgs,
+) -> BoxFuture<'a, Result<MethodOutput, CallError>>;
+type InstanceFn =
+    for<'a> fn(
+        Box<dyn AnyObject>,
+        &'a str,
+        CallArgs,
+    ) -> BoxFuture<'a, Result<(Box<dyn AnyObject>, MethodOutput), CallError>>;
+
 #[derive(Clone, Copy)]
 struct Entry {
     schema: fn() -> &'static ObjectSchema,
     decode: DecodeFn,
+    class_call: Option<ClassFn>,
+    instance_call: Option<InstanceFn>,
+}
+
+fn instance_as<'a, O: Remotable>(
+    obj: Box<dyn AnyObject>,
+    method: &'a str,
+    args: CallArgs,
+) -> BoxFuture<'a, Result<(Box<dyn AnyObject>, MethodOutput), CallError>> {
+    Box::pin(async move {
+        let mut o: O = obj.downcast().map_err(|other| CallError::UnknownMethod {
+            object: other.obj_schema().name.into(),
+            method: method.into(),
+        })?;
+        let out = o.dispatch_instance(method, args).await?;
+        Ok((Box::new(o) as Box<dyn AnyObject>, out))
+    })
 }
 
 fn decode_as<O: VersionedObject>(h: &Header<'_>) -> Result<Box<dyn AnyObject>> {
@@ -150,10 +180,135 @@ impl Registry {
             Entry {
                 schema: O::schema,
                 decode: decode_as::<O>,
+                class_call: None,
+                instance_call: None,
             },
         );
         self.namespaces.insert(O::NAMESPACE);
         self
+    }
+
+    /// Adds a class with remotable methods, so [`call_class`](Self::call_class) and
+    /// [`call_instance`](Self::call_instance) can run them (what a conductor registers).
+    pub fn register_remotable<O: Remotable>(&mut self) -> &mut Self {
+        self.entries.insert(
+            O::NAME,
+            Entry {
+                schema: O::schema,
+                decode: decode_as::<O>,
+                class_call: Some(O::dispatch_class),
+                instance_call: Some(instance_as::<O>),
+            },
+        );
+        self.namespaces.insert(O::NAMESPACE);
+        self
+    }
+
+    fn remotable_entry(&self, objname: &str, method: &str) -> Result<&Entry, CallError> {
+        let entry = self
+            .entries
+            .get(objname)
+            .ok_or_else(|| Error::UnsupportedObject {
+                objtype: objname.into(),
+            })?;
+        let schema = (entry.schema)();
+        if entry.class_call.is_none() || !schema.methods.iter().any(|m| m.name == method) {
+            return Err(CallError::UnknownMethod {
+                object: objname.into(),
+                method: method.into(),
+            });
+        }
+        Ok(entry)
+    }
+
+    /// Runs class method `objname.method` locally (the conductor side of
+    /// `object_class_action_versions`). `caller_version` is the caller's version of the
+    /// class; a caller newer than this side gets `IncompatibleObjectVersion`.
+    pub async fn call_class(
+        &self,
+        ctx: &RequestContext,
+        objname: &str,
+        method: &str,
+        caller_version: Option<Version>,
+        args: Vec<Value>,
+        kwargs: Map<String, Value>,
+    ) -> Result<MethodOutput, CallError> {
+        let entry = self.remotable_entry(objname, method)?;
+        let schema = (entry.schema)();
+        if let Some(v) = caller_version {
+            if !schema.version.accepts(&v) {
+                return Err(Error::IncompatibleObjectVersion {
+                    name: objname.into(),
+                    version: v,
+                    supported: schema.version,
+                }
+                .into());
+            }
+        }
+        let kind = schema
+            .methods
+            .iter()
+            .find(|m| m.name == method)
+            .map(|m| m.kind);
+        if kind != Some(crate::MethodKind::Class) {
+            return Err(CallError::UnknownMethod {
+                object: objname.into(),
+                method: method.into(),
+            });
+        }
+        let call = entry.class_call.ok_or_else(|| CallError::UnknownMethod {
+            object: objname.into(),
+            method: method.into(),
+        })?;
+        call(
+            ctx,
+            method,
+            CallArgs::new(schema.name, method, args, kwargs),
+        )
+        .await
+    }
+
+    /// Decodes `objinst` (with `ctx` attached) and runs its instance method `method`
+    /// locally (the conductor side of `object_action`). Returns the object before and
+    /// after the call, and the result.
+    pub async fn call_instance(
+        &self,
+        ctx: &RequestContext,
+        objinst: &Value,
+        method: &str,
+        args: Vec<Value>,
+        kwargs: Map<String, Value>,
+    ) -> Result<(Box<dyn AnyObject>, Box<dyn AnyObject>, MethodOutput), CallError> {
+        let mut obj = self.from_primitive(objinst)?;
+        obj.obj_set_context(Some(ctx.clone()));
+        let schema = obj.obj_schema();
+        let entry = self.remotable_entry(schema.name, method)?;
+        if schema
+            .methods
+            .iter()
+            .find(|m| m.name == method)
+            .map(|m| m.kind)
+            != Some(crate::MethodKind::Instance)
+        {
+            return Err(CallError::UnknownMethod {
+                object: schema.name.into(),
+                method: method.into(),
+            });
+        }
+        let before = self.from_primitive(objinst)?;
+        let call = entry
+            .instance_call
+            .ok_or_else(|| CallError::UnknownMethod {
+                object: schema.name.into(),
+                method: method.into(),
+            })?;
+        let (after, out) = call(
+            obj,
+            method,
+            CallArgs::new(schema.name, method, args, kwargs),
+        )
+        .await?;
+        Ok((before, after, out))
     }
 
     /// The schema of the class called `name`.

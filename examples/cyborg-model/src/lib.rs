@@ -8,7 +8,14 @@
 
 use std::collections::BTreeMap;
 use uuid::Uuid;
-use verso::{DateTime, Field, ObjectMeta, Registry, VersionedEnum, VersionedObject};
+use verso::remote::CallError;
+use verso::{
+    DateTime, Field, ObjectList, ObjectMeta, Registry, RequestContext, VersionedEnum,
+    VersionedObject,
+};
+
+pub mod store;
+pub use store::{MemoryStore, Store, StoreHandle};
 
 /// The project namespace of every class here.
 pub const NAMESPACE: &str = "cyborg";
@@ -65,7 +72,7 @@ pub enum AttachType {
 ///
 /// 1.0 initial; 1.1 added `vendor_board_info`; 1.2 added `managed_mode`.
 #[derive(VersionedObject, Clone, Debug, PartialEq)]
-#[verso(namespace = "cyborg", version = "1.2")]
+#[verso(namespace = "cyborg", version = "1.2", remotable)]
 pub struct Device {
     /// Database id.
     pub id: Field<i64>,
@@ -99,7 +106,7 @@ pub struct Device {
 ///
 /// 1.0 initial; 1.1 added `labels`, `utilization`.
 #[derive(VersionedObject, Clone, Debug, PartialEq)]
-#[verso(namespace = "cyborg", version = "1.1")]
+#[verso(namespace = "cyborg", version = "1.1", remotable)]
 pub struct Deployable {
     /// Database id.
     pub id: Field<i64>,
@@ -135,7 +142,7 @@ pub struct Deployable {
 ///
 /// 1.0 initial; 1.1 added `device` (Device 1.1); 1.2 Device 1.2.
 #[derive(VersionedObject, Clone, Debug, PartialEq)]
-#[verso(namespace = "cyborg", version = "1.2")]
+#[verso(namespace = "cyborg", version = "1.2", remotable)]
 pub struct AttachHandle {
     /// Database id.
     pub id: Field<i64>,
@@ -161,7 +168,7 @@ pub struct AttachHandle {
 ///
 /// 1.0 Device 1.0; 1.1 Device 1.1; 1.2 Device 1.2.
 #[derive(VersionedObject, Clone, Debug, PartialEq)]
-#[verso(namespace = "cyborg", version = "1.2", list, child_versions = [("1.0", "1.0"), ("1.1", "1.1"), ("1.2", "1.2")])]
+#[verso(namespace = "cyborg", version = "1.2", list, remotable, child_versions = [("1.0", "1.0"), ("1.1", "1.1"), ("1.2", "1.2")])]
 pub struct DeviceList {
     /// The members.
     pub objects: Field<Vec<Device>>,
@@ -172,7 +179,7 @@ pub struct DeviceList {
 /// A list of attach handles: a relationship table but no `child_versions`, so a
 /// manifest decides the members' versions.
 #[derive(VersionedObject, Clone, Debug, PartialEq)]
-#[verso(namespace = "cyborg", version = "1.1", list)]
+#[verso(namespace = "cyborg", version = "1.1", list, remotable)]
 pub struct AttachHandleList {
     /// The members.
     #[verso(relationships = [("1.0", "1.1"), ("1.1", "1.2")])]
@@ -183,7 +190,7 @@ pub struct AttachHandleList {
 
 /// A list of deployables with no rules at all (OVO's fallback sends members at 1.0).
 #[derive(VersionedObject, Clone, Debug, PartialEq)]
-#[verso(namespace = "cyborg", version = "1.0", list)]
+#[verso(namespace = "cyborg", version = "1.0", list, remotable)]
 pub struct DeployableList {
     /// The members.
     pub objects: Field<Vec<Deployable>>,
@@ -191,16 +198,156 @@ pub struct DeployableList {
     pub meta: ObjectMeta,
 }
 
-/// A registry holding every class of the model.
+/// A registry holding every class of the model, with their remotable methods.
 pub fn registry() -> Registry {
     let mut r = Registry::new();
-    r.register::<Device>()
-        .register::<Deployable>()
-        .register::<AttachHandle>()
-        .register::<DeviceList>()
-        .register::<AttachHandleList>()
-        .register::<DeployableList>();
+    r.register_remotable::<Device>()
+        .register_remotable::<Deployable>()
+        .register_remotable::<AttachHandle>()
+        .register_remotable::<DeviceList>()
+        .register_remotable::<AttachHandleList>()
+        .register_remotable::<DeployableList>();
     r
+}
+
+// The remotable bodies run where the store is: on the conductor. An agent's contexts
+// carry an indirection API instead, so these bodies never run there.
+
+#[verso::remotable]
+impl Device {
+    /// The device with this uuid (`DeviceNotFound` when there is none).
+    #[remotable]
+    pub async fn get_by_uuid(ctx: &RequestContext, uuid: Uuid) -> Result<Device, CallError> {
+        store::of(ctx)?
+            .device(&uuid)?
+            .ok_or_else(|| not_found("Device", &uuid))
+    }
+
+    /// Writes the changed fields to the store.
+    #[remotable]
+    pub async fn save(&mut self) -> Result<(), CallError> {
+        let ctx = self.context().cloned().unwrap_or_default();
+        self.updated_at.set(Some(DateTime::now()));
+        store::of(&ctx)?.save_device(self)?;
+        self.reset_changes();
+        Ok(())
+    }
+
+    /// Sets the PCI managed mode and saves; only an admin may.
+    #[remotable]
+    pub async fn set_managed(&mut self, mode: ManagedMode) -> Result<(), CallError> {
+        let ctx = self.context().cloned().unwrap_or_default();
+        if !ctx.is_admin && !ctx.has_role("admin") {
+            return Err(CallError::method(
+                "Forbidden",
+                "changing the managed mode needs the admin role",
+            ));
+        }
+        self.managed_mode.set(mode);
+        self.__verso_local_save().await
+    }
+}
+
+#[verso::remotable]
+impl Deployable {
+    /// The deployable with this uuid.
+    #[remotable]
+    pub async fn get_by_uuid(ctx: &RequestContext, uuid: Uuid) -> Result<Deployable, CallError> {
+        store::of(ctx)?
+            .deployable(&uuid)?
+            .ok_or_else(|| not_found("Deployable", &uuid))
+    }
+}
+
+#[verso::remotable]
+impl AttachHandle {
+    /// The attach handle with this uuid.
+    #[remotable]
+    pub async fn get_by_uuid(ctx: &RequestContext, uuid: Uuid) -> Result<AttachHandle, CallError> {
+        store::of(ctx)?
+            .attach_handle(&uuid)?
+            .ok_or_else(|| not_found("AttachHandle", &uuid))
+    }
+
+    /// Marks the handle in use and saves it (`AttachHandleInUse` if it already is).
+    #[remotable]
+    pub async fn allocate(&mut self) -> Result<(), CallError> {
+        let ctx = self.context().cloned().unwrap_or_default();
+        if self.in_use.get() == Some(&true) {
+            return Err(CallError::method(
+                "AttachHandleInUse",
+                "the attach handle is already in use",
+            ));
+        }
+        self.in_use.set(true);
+        store::of(&ctx)?.save_attach_handle(self)?;
+        self.reset_changes();
+        Ok(())
+    }
+}
+
+#[verso::remotable]
+impl DeviceList {
+    /// Every device.
+    #[remotable]
+    pub async fn get_all(ctx: &RequestContext) -> Result<DeviceList, CallError> {
+        Ok(listed(store::of(ctx)?.devices()?))
+    }
+
+    /// The devices of one host.
+    #[remotable]
+    pub async fn get_by_hostname(
+        ctx: &RequestContext,
+        hostname: String,
+    ) -> Result<DeviceList, CallError> {
+        let devices = store::of(ctx)?.devices()?;
+        Ok(listed(
+            devices
+                .into_iter()
+                .filter(|d| d.hostname.get() == Some(&hostname))
+                .collect(),
+        ))
+    }
+}
+
+#[verso::remotable]
+impl AttachHandleList {
+    /// Every attach handle.
+    #[remotable]
+    pub async fn get_all(ctx: &RequestContext) -> Result<AttachHandleList, CallError> {
+        Ok(listed(store::of(ctx)?.attach_handles()?))
+    }
+}
+
+#[verso::remotable]
+impl DeployableList {
+    /// The deployables of one device.
+    #[remotable]
+    pub async fn get_by_device_id(
+        ctx: &RequestContext,
+        device_id: i64,
+    ) -> Result<DeployableList, CallError> {
+        let all = store::of(ctx)?.deployables()?;
+        Ok(listed(
+            all.into_iter()
+                .filter(|d| d.device_id.get() == Some(&device_id))
+                .collect(),
+        ))
+    }
+}
+
+/// A list as loaded from the store: nothing changed.
+fn listed<L: ObjectList>(objects: Vec<L::Item>) -> L {
+    let mut list = L::from_objects(objects);
+    list.reset_changes_of(&[], true);
+    list
+}
+
+fn not_found(class: &str, uuid: &Uuid) -> CallError {
+    CallError::method(
+        format!("{class}NotFound"),
+        format!("{class} {uuid} could not be found"),
+    )
 }
 
 #[cfg(test)]

@@ -1,0 +1,422 @@
+//! Remotable methods and object indirection.
+//!
+//! A method marked `#[remotable]` in a `#[verso::remotable]` impl block runs its body
+//! locally, unless the request context carries an [`IndirectionApi`] for the object's
+//! namespace: then the call is delegated (an agent asks the conductor, which owns the
+//! database, to run it). Class methods send the object name, the method, the caller's
+//! [`VersionManifest`] and the arguments (`object_class_action_versions`); instance
+//! methods send the object's primitive (`object_action`) and apply the changed fields
+//! that come back, change tracking included.
+//!
+//! The indirection API is attached to contexts by the service at startup
+//! ([`RequestContext::with_indirection`]); there is no process-global, so a test with and
+//! a test without indirection run side by side.
+//!
+//! ```
+//! use verso::remote::CallError;
+//! use verso::{Field, ObjectMeta, RequestContext, VersionedObject};
+//!
+//! #[derive(VersionedObject, Clone, Debug, PartialEq)]
+//! #[verso(namespace = "demo", version = "1.0", remotable)]
+//! pub struct Counter { pub value: Field<i64>, pub meta: ObjectMeta }
+//!
+//! #[verso::remotable]
+//! impl Counter {
+//!     /// A class method: the caller passes the context.
+//!     #[remotable]
+//!     pub async fn starting_at(ctx: &RequestContext, value: i64) -> Result<Counter, CallError> {
+//!         let _ = ctx;
+//!         Ok(Counter { value: value.into(), ..Counter::blank() })
+//!     }
+//!
+//!     /// An instance method: the context is the one stored on the object.
+//!     #[remotable]
+//!     pub async fn add(&mut self, n: i64) -> Result<i64, CallError> {
+//!         let v = self.value.get().copied().unwrap_or(0) + n;
+//!         self.value.set(v);
+//!         Ok(v)
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), CallError> {
+//! let ctx = RequestContext::new("req-1"); // no indirection: bodies run here
+//! let mut c = Counter::starting_at(&ctx, 40).await?;
+//! c.meta.context = Some(ctx);
+//! assert_eq!(c.add(2).await?, 42);
+//! # Ok(()) }
+//! ```
+
+use crate::error::Error;
+use crate::field::FieldValue;
+use crate::object::MethodSchema;
+use crate::registry::AnyObject;
+use crate::{RequestContext, VersionManifest, VersionedObject};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// A boxed, sendable future (the trait objects here cannot use `async fn`).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What an indirection call returns for an instance method: the changed fields (each a
+/// primitive, plus `obj_what_changed`: the list of changed names) and the result.
+pub type ActionReply = (Map<String, Value>, Value);
+
+/// Where delegated calls go: OVO's `VersionedObjectIndirectionAPI`. verso-rpc's
+/// `ConductorApi` implements it over RPC (conductor RPC 1.1).
+pub trait IndirectionApi: Send + Sync + 'static {
+    /// Runs a class method on the conductor; the result comes back backported to
+    /// `object_versions`.
+    fn object_class_action_versions<'a>(
+        &'a self,
+        ctx: &'a RequestContext,
+        objname: &'a str,
+        objmethod: &'a str,
+        object_versions: &'a VersionManifest,
+        args: Vec<Value>,
+        kwargs: Map<String, Value>,
+    ) -> BoxFuture<'a, Result<Value, CallError>>;
+
+    /// Runs an instance method on the conductor on `objinst` (a primitive).
+    fn object_action<'a>(
+        &'a self,
+        ctx: &'a RequestContext,
+        objinst: Value,
+        objmethod: &'a str,
+        args: Vec<Value>,
+        kwargs: Map<String, Value>,
+    ) -> BoxFuture<'a, Result<ActionReply, CallError>>;
+
+    /// Asks the conductor to convert `objinst` (nested objects included) to the versions
+    /// in `object_versions`.
+    fn object_backport_versions<'a>(
+        &'a self,
+        ctx: &'a RequestContext,
+        objinst: Value,
+        object_versions: &'a VersionManifest,
+    ) -> BoxFuture<'a, Result<Value, CallError>>;
+}
+
+/// The indirection APIs of a context, by object namespace (the "object family").
+#[derive(Clone, Default)]
+pub struct Indirection(BTreeMap<String, Arc<dyn IndirectionApi>>);
+
+impl RequestContext {
+    /// Delegates remotable calls of objects in `namespace` to `api` for requests made
+    /// with this context (an agent's contexts carry it; a conductor's do not).
+    pub fn with_indirection(mut self, namespace: &str, api: Arc<dyn IndirectionApi>) -> Self {
+        let mut ind = self.extension::<Indirection>().cloned().unwrap_or_default();
+        ind.0.insert(namespace.to_owned(), api);
+        self.extensions.insert(ind);
+        self
+    }
+
+    /// The indirection API for objects of `namespace`, if this context has one.
+    pub fn indirection(&self, namespace: &str) -> Option<&Arc<dyn IndirectionApi>> {
+        self.extension::<Indirection>()?.0.get(namespace)
+    }
+}
+
+/// Why a remotable call failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CallError {
+    /// The method body failed (here, or on the conductor). `kind` names the error as the
+    /// body raised it (`DeviceNotFound`, `Forbidden`); match on it.
+    #[error("{kind}: {message}")]
+    Method {
+        /// The error's kind (on the wire: the exception class name).
+        kind: String,
+        /// The human-readable message.
+        message: String,
+        /// Structured details.
+        fields: Map<String, Value>,
+    },
+    /// An object could not be encoded, decoded or backported.
+    #[error(transparent)]
+    Object(#[from] Error),
+    /// An instance method was called on an object with no context (OVO's
+    /// `OrphanedObjectError`): set `meta.context` first.
+    #[error("cannot call {method} on an orphaned {object} object (it has no context)")]
+    Orphaned {
+        /// Object name.
+        object: &'static str,
+        /// Method name.
+        method: String,
+    },
+    /// The object has no remotable method of that name.
+    #[error("{object} has no remotable method {method}")]
+    UnknownMethod {
+        /// Object name.
+        object: String,
+        /// Method name.
+        method: String,
+    },
+    /// The arguments do not fit the method's signature.
+    #[error("bad arguments for {object}.{method}: {reason}")]
+    BadArguments {
+        /// Object name.
+        object: &'static str,
+        /// Method name.
+        method: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The indirection API could not deliver the call (version cap, timeout, transport).
+    /// The source is the transport layer's own typed error; downcast it to match.
+    #[error("object indirection failed: {0}")]
+    Indirection(Arc<dyn std::error::Error + Send + Sync>),
+}
+
+impl CallError {
+    /// A method error of `kind`.
+    pub fn method(kind: impl Into<String>, message: impl Into<String>) -> Self {
+        CallError::Method {
+            kind: kind.into(),
+            message: message.into(),
+            fields: Map::new(),
+        }
+    }
+
+    /// The error's kind as a Python peer names it (the exception class).
+    pub fn kind(&self) -> &str {
+        match self {
+            CallError::Method { kind, .. } => kind,
+            CallError::Object(e) => e.ovo_exception(),
+            CallError::Orphaned { .. } => "OrphanedObjectError",
+            CallError::UnknownMethod { .. } => "AttributeError",
+            CallError::BadArguments { .. } => "TypeError",
+            CallError::Indirection(_) => "IndirectionError",
+        }
+    }
+}
+
+/// What a method body returned, as the conductor needs it: objects are kept as objects
+/// so they can be backported to the caller's manifest.
+#[derive(Debug)]
+pub enum MethodOutput {
+    /// An object (or list object).
+    Object(Box<dyn AnyObject>),
+    /// Any other value, in primitive form.
+    Value(Value),
+}
+
+impl MethodOutput {
+    /// The primitive for a caller that knows `manifest` (objects backported).
+    pub fn to_primitive_for_peer(
+        &self,
+        manifest: Option<&VersionManifest>,
+    ) -> Result<Value, Error> {
+        match self {
+            MethodOutput::Value(v) => Ok(v.clone()),
+            MethodOutput::Object(o) => {
+                let target = manifest
+                    .and_then(|m| m.get(o.obj_schema().name))
+                    .filter(|v| *v < o.obj_version());
+                o.obj_to_primitive(target, manifest)
+            }
+        }
+    }
+}
+
+/// A value that can be an argument or result of a remotable method: every field value
+/// (scalars, enums, objects, lists) and `()`.
+pub trait RemoteValue: Sized + Send + 'static {
+    /// The primitive form.
+    fn to_remote(&self) -> Value;
+    /// Reads the primitive form.
+    fn from_remote(value: &Value) -> Result<Self, Error>;
+    /// Stores the context on returned objects.
+    fn attach_context(&mut self, ctx: &RequestContext);
+    /// As the conductor keeps it.
+    fn into_output(self) -> MethodOutput;
+}
+
+impl<T: FieldValue> RemoteValue for T {
+    fn to_remote(&self) -> Value {
+        self.to_primitive()
+    }
+    fn from_remote(value: &Value) -> Result<Self, Error> {
+        T::from_primitive(value)
+    }
+    fn attach_context(&mut self, ctx: &RequestContext) {
+        <T as FieldValue>::attach_context(self, ctx);
+    }
+    fn into_output(self) -> MethodOutput {
+        match self.into_any_object() {
+            Ok(o) => MethodOutput::Object(o),
+            Err(v) => MethodOutput::Value(v.to_primitive()),
+        }
+    }
+}
+
+impl RemoteValue for () {
+    fn to_remote(&self) -> Value {
+        Value::Null
+    }
+    fn from_remote(_: &Value) -> Result<Self, Error> {
+        Ok(())
+    }
+    fn attach_context(&mut self, _: &RequestContext) {}
+    fn into_output(self) -> MethodOutput {
+        MethodOutput::Value(Value::Null)
+    }
+}
+
+/// The arguments of a dispatched call, positional first, then by name (Python's rules).
+#[derive(Debug)]
+pub struct CallArgs {
+    object: &'static str,
+    method: String,
+    positional: Vec<Option<Value>>,
+    keyword: Map<String, Value>,
+}
+
+impl CallArgs {
+    /// Arguments for `object.method`.
+    pub fn new(
+        object: &'static str,
+        method: &str,
+        positional: Vec<Value>,
+        keyword: Map<String, Value>,
+    ) -> Self {
+        CallArgs {
+            object,
+            method: method.to_owned(),
+            positional: positional.into_iter().map(Some).collect(),
+            keyword,
+        }
+    }
+
+    fn bad(&self, reason: String) -> CallError {
+        CallError::BadArguments {
+            object: self.object,
+            method: self.method.clone(),
+            reason,
+        }
+    }
+
+    /// The argument at `index`, or named `name`.
+    pub fn take<T: RemoteValue>(&mut self, index: usize, name: &str) -> Result<T, CallError> {
+        let by_position = self.positional.get_mut(index).and_then(Option::take);
+        let by_name = self.keyword.remove(name);
+        let value = match (by_position, by_name) {
+            (Some(_), Some(_)) => {
+                return Err(self.bad(format!("got multiple values for argument '{name}'")))
+            }
+            (Some(v), None) | (None, Some(v)) => v,
+            (None, None) => return Err(self.bad(format!("missing required argument '{name}'"))),
+        };
+        T::from_remote(&value).map_err(|e| self.bad(format!("argument '{name}': {e}")))
+    }
+
+    /// Fails if any argument was not taken.
+    pub fn finish(self) -> Result<(), CallError> {
+        if self.positional.iter().any(Option::is_some) {
+            return Err(self.bad(format!(
+                "takes {} positional arguments but more were given",
+                self.positional.iter().filter(|p| p.is_none()).count()
+            )));
+        }
+        if let Some(k) = self.keyword.keys().next() {
+            return Err(self.bad(format!("got an unexpected keyword argument '{k}'")));
+        }
+        Ok(())
+    }
+}
+
+/// An object with remotable methods; implemented by `#[verso::remotable]`.
+pub trait Remotable: VersionedObject {
+    /// The remotable methods.
+    fn remotable_methods() -> Vec<MethodSchema>;
+
+    /// Runs the local body of class method `method`.
+    fn dispatch_class<'a>(
+        ctx: &'a RequestContext,
+        method: &'a str,
+        args: CallArgs,
+    ) -> BoxFuture<'a, Result<MethodOutput, CallError>>;
+
+    /// Runs the local body of instance method `method` on `self`.
+    fn dispatch_instance<'a>(
+        &'a mut self,
+        method: &'a str,
+        args: CallArgs,
+    ) -> BoxFuture<'a, Result<MethodOutput, CallError>>;
+}
+
+/// Applies an `object_action` reply to the caller's object: each changed field is
+/// assigned, then the changed set becomes exactly `obj_what_changed` (as OVO's
+/// `remotable` wrapper does).
+pub fn apply_updates<O: VersionedObject>(
+    obj: &mut O,
+    updates: &Map<String, Value>,
+) -> Result<(), Error> {
+    let schema = O::schema();
+    for (name, value) in updates {
+        if schema.field(name).is_some() {
+            obj.set_field_primitive(name, value)?;
+        }
+    }
+    obj.reset_changes();
+    if let Some(changed) = updates.get("obj_what_changed").and_then(Value::as_array) {
+        for name in changed.iter().filter_map(Value::as_str) {
+            if let Some(i) = schema.fields.iter().position(|f| f.name == name) {
+                obj.field_mut(i).set_changed(true);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The `updates` of an `object_action` reply: every field set after the call that was
+/// unset before or whose primitive differs, plus `obj_what_changed` (Nova's conductor).
+pub fn action_updates(
+    before: &dyn AnyObject,
+    after: &dyn AnyObject,
+) -> Result<Map<String, Value>, Error> {
+    let data = |o: &dyn AnyObject| -> Result<Map<String, Value>, Error> {
+        let mut p = o.obj_to_primitive(None, None)?;
+        Ok(
+            match p.get_mut(crate::primitive::KEY_DATA).map(Value::take) {
+                Some(Value::Object(m)) => m,
+                _ => Map::new(),
+            },
+        )
+    };
+    let old = data(before)?;
+    let mut updates: Map<String, Value> = data(after)?
+        .into_iter()
+        .filter(|(k, v)| old.get(k) != Some(v))
+        .collect();
+    updates.insert(
+        "obj_what_changed".into(),
+        Value::Array(
+            after
+                .obj_what_changed()
+                .into_iter()
+                .map(|n| Value::String(n.into()))
+                .collect(),
+        ),
+    );
+    Ok(updates)
+}
+
+/// Sets `ctx` on an object (and on contained objects), as OVO's deserializer does.
+#[doc(hidden)]
+pub fn attach_context<O: VersionedObject>(obj: &mut O, ctx: &RequestContext) {
+    obj.meta_mut().context = Some(ctx.clone());
+    for i in 0..O::schema().fields.len() {
+        obj.field_mut(i).attach_context(ctx);
+    }
+}
+
+/// Decodes a delegated call's result and gives it the caller's context.
+#[doc(hidden)]
+pub fn decode_result<T: RemoteValue>(value: &Value, ctx: &RequestContext) -> Result<T, CallError> {
+    let mut v = T::from_remote(value)?;
+    v.attach_context(ctx);
+    Ok(v)
+}
