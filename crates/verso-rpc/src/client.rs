@@ -238,10 +238,13 @@ impl RpcClient {
                 })
             }
         };
-        let args = args
-            .into_iter()
-            .map(|(k, v)| Ok((k, self.serializer.serialize_entity(ctx, v)?)))
-            .collect::<Result<Map<_, _>, RpcError>>()?;
+        let args = if self.serializer.is_identity() {
+            args
+        } else {
+            args.into_iter()
+                .map(|(k, v)| Ok((k, self.serializer.serialize_entity(ctx, v)?)))
+                .collect::<Result<Map<_, _>, RpcError>>()?
+        };
         Ok(Request {
             method: method.to_owned(),
             args,
@@ -332,6 +335,7 @@ impl Prepared<'_> {
             timeout,
         })??;
         match Reply::from_message(reply)?.0 {
+            Ok(result) if self.client.serializer.is_identity() => Ok(result),
             Ok(result) => self.client.serializer.deserialize_entity(ctx, result),
             Err(remote) => Err(RpcError::from_remote(remote, method, version)),
         }

@@ -35,6 +35,11 @@ pub trait Serializer: Send + Sync + 'static {
     fn serialize_entity(&self, ctx: &RequestContext, value: Value) -> Result<Value, RpcError>;
     /// Wire value to application value.
     fn deserialize_entity(&self, ctx: &RequestContext, value: Value) -> Result<Value, RpcError>;
+
+    /// Whether both conversions return their input unchanged, so callers may skip them.
+    fn is_identity(&self) -> bool {
+        false
+    }
 }
 
 /// Passes values through unchanged.
@@ -47,5 +52,8 @@ impl Serializer for NoOpSerializer {
     }
     fn deserialize_entity(&self, _: &RequestContext, value: Value) -> Result<Value, RpcError> {
         Ok(value)
+    }
+    fn is_identity(&self) -> bool {
+        true
     }
 }

@@ -89,12 +89,14 @@ impl Dispatcher {
                 requested: version,
             });
         }
-        let args = method
-            .spec
-            .check_args(version, args)?
-            .into_iter()
-            .map(|(k, v)| Ok((k, self.serializer.deserialize_entity(&context, v)?)))
-            .collect::<Result<Map<_, _>, RpcError>>()?;
+        let args = method.spec.check_args(version, args)?;
+        let args = if self.serializer.is_identity() {
+            args
+        } else {
+            args.into_iter()
+                .map(|(k, v)| Ok((k, self.serializer.deserialize_entity(&context, v)?)))
+                .collect::<Result<Map<_, _>, RpcError>>()?
+        };
         let run = method.handler.call(context.clone(), Args::from(args));
         let result = match AssertUnwindSafe(run).catch_unwind().await {
             Ok(result) => result?,
@@ -108,6 +110,9 @@ impl Dispatcher {
                 .into());
             }
         };
+        if self.serializer.is_identity() {
+            return Ok(result);
+        }
         self.serializer.serialize_entity(&context, result)
     }
 
