@@ -404,6 +404,9 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
             fn describe(&self) -> ::verso::__private::Value {
                 ::verso::VersionedObject::describe(self)
             }
+            fn write_json(&self, out: &mut ::std::vec::Vec<u8>) {
+                ::verso::primitive::write_own_public(self, out)
+            }
             fn has_changes(&self) -> bool {
                 !::verso::VersionedObject::what_changed(self).is_empty()
             }
@@ -474,6 +477,9 @@ fn expand_enum(input: &DeriveInput) -> syn::Result<TokenStream2> {
             }
             fn to_primitive(&self) -> ::verso::__private::Value {
                 ::verso::__private::Value::String(::verso::VersionedEnum::as_str(self).into())
+            }
+            fn write_json(&self, out: &mut ::std::vec::Vec<u8>) {
+                ::verso::field::write_str(out, ::verso::VersionedEnum::as_str(self))
             }
             fn from_primitive(value: &::verso::__private::Value) -> ::verso::Result<Self> {
                 ::verso::field::enum_from_primitive(value)

@@ -63,13 +63,21 @@ fn plain(id: i64) -> PlainDevice {
 
 fn roundtrip(c: &mut Criterion) {
     let mut g = c.benchmark_group("device_roundtrip");
-    let d = device(1);
+    // As loaded from a database: no pending changes (the plain struct has none either).
+    let mut d = device(1);
+    d.reset_changes();
     let p = plain(1);
     g.bench_function("verso", |b| {
         b.iter(|| {
             let bytes = serde_json::to_vec(&black_box(&d).to_primitive()).expect("encode");
             let v: serde_json::Value = serde_json::from_slice(&bytes).expect("parse");
             black_box(Device::from_primitive(&v).expect("decode"))
+        })
+    });
+    g.bench_function("verso_bytes", |b| {
+        b.iter(|| {
+            let bytes = black_box(&d).to_primitive_bytes();
+            black_box(Device::from_primitive_slice(&bytes).expect("decode"))
         })
     });
     g.bench_function("plain_serde", |b| {
@@ -93,6 +101,9 @@ fn list_backport(c: &mut Criterion) {
         g.sample_size(if n > 10_000 { 10 } else { 30 });
         g.bench_function(BenchmarkId::new("own_version", n), |b| {
             b.iter(|| serde_json::to_vec(&black_box(&list).to_primitive()).expect("encode"))
+        });
+        g.bench_function(BenchmarkId::new("own_version_bytes", n), |b| {
+            b.iter(|| black_box(&list).to_primitive_bytes())
         });
         g.bench_function(BenchmarkId::new("manifest_backport", n), |b| {
             b.iter(|| {

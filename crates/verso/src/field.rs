@@ -104,6 +104,15 @@ pub trait FieldValue: Clone + fmt::Debug + PartialEq + Send + Sync + 'static {
     /// Reads the primitive form; `Err(reason)` when the field rejects it. `null` only
     /// reaches this for nullable fields.
     fn from_primitive(value: &Value) -> Result<Self>;
+    /// Reads the primitive form from an owned value (saves a copy for strings).
+    fn from_primitive_owned(value: Value) -> Result<Self> {
+        Self::from_primitive(&value)
+    }
+    /// Appends the primitive as JSON text to `out`, without building a `Value` first
+    /// (the fast path of [`VersionedObject::to_primitive_bytes`](crate::VersionedObject::to_primitive_bytes)).
+    fn write_json(&self, out: &mut Vec<u8>) {
+        write_value(out, &self.to_primitive());
+    }
     /// A JSON view for people and tests: like the primitive, but DateTimes in Python's
     /// `isoformat()` and objects as descriptions.
     fn describe(&self) -> Value {
@@ -156,6 +165,15 @@ impl FieldValue for String {
         Value::String(self.clone())
     }
     /// Like OVO's `String.coerce`, numbers and booleans are turned into their text.
+    fn write_json(&self, out: &mut Vec<u8>) {
+        write_str(out, self);
+    }
+    fn from_primitive_owned(value: Value) -> Result<Self> {
+        match value {
+            Value::String(s) => Ok(s),
+            other => Self::from_primitive(&other),
+        }
+    }
     fn from_primitive(value: &Value) -> Result<Self> {
         match value {
             Value::String(s) => Ok(s.clone()),
@@ -174,6 +192,9 @@ impl FieldValue for i64 {
         Value::from(*self)
     }
     /// Like OVO's `Integer.coerce` (`int(value)`): integral strings are accepted.
+    fn write_json(&self, out: &mut Vec<u8>) {
+        let _ = serde_json::to_writer(out, self);
+    }
     fn from_primitive(value: &Value) -> Result<Self> {
         match value {
             Value::Number(n) => n
@@ -220,6 +241,9 @@ impl FieldValue for bool {
     fn to_primitive(&self) -> Value {
         Value::Bool(*self)
     }
+    fn write_json(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(if *self { b"true" } else { b"false" });
+    }
     fn from_primitive(value: &Value) -> Result<Self> {
         value.as_bool().ok_or_else(|| type_error("boolean", value))
     }
@@ -231,6 +255,12 @@ impl FieldValue for Uuid {
     }
     fn to_primitive(&self) -> Value {
         Value::String(self.hyphenated().to_string())
+    }
+    fn write_json(&self, out: &mut Vec<u8>) {
+        let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
+        out.push(b'"');
+        out.extend_from_slice(self.hyphenated().encode_lower(&mut buf).as_bytes());
+        out.push(b'"');
     }
     fn from_primitive(value: &Value) -> Result<Self> {
         let s = value
@@ -246,6 +276,11 @@ impl FieldValue for DateTime {
     }
     fn to_primitive(&self) -> Value {
         Value::String(self.to_ovo_string())
+    }
+    fn write_json(&self, out: &mut Vec<u8>) {
+        out.push(b'"');
+        out.extend_from_slice(self.to_ovo_string().as_bytes());
+        out.push(b'"');
     }
     fn from_primitive(value: &Value) -> Result<Self> {
         let s = value
@@ -271,6 +306,18 @@ impl<T: FieldValue> FieldValue for Option<T> {
     }
     fn to_primitive(&self) -> Value {
         self.as_ref().map_or(Value::Null, T::to_primitive)
+    }
+    fn write_json(&self, out: &mut Vec<u8>) {
+        match self {
+            Some(v) => v.write_json(out),
+            None => out.extend_from_slice(b"null"),
+        }
+    }
+    fn from_primitive_owned(value: Value) -> Result<Self> {
+        match value {
+            Value::Null => Ok(None),
+            v => T::from_primitive_owned(v).map(Some),
+        }
     }
     fn from_primitive(value: &Value) -> Result<Self> {
         match value {
@@ -320,6 +367,16 @@ impl<T: FieldValue> FieldValue for Vec<T> {
     fn to_primitive(&self) -> Value {
         Value::Array(self.iter().map(T::to_primitive).collect())
     }
+    fn write_json(&self, out: &mut Vec<u8>) {
+        out.push(b'[');
+        for (i, v) in self.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            v.write_json(out);
+        }
+        out.push(b']');
+    }
     fn from_primitive(value: &Value) -> Result<Self> {
         let items = value.as_array().ok_or_else(|| type_error("list", value))?;
         items.iter().map(T::from_primitive).collect()
@@ -363,6 +420,18 @@ impl<V: FieldValue> FieldValue for BTreeMap<String, V> {
                 .collect(),
         )
     }
+    fn write_json(&self, out: &mut Vec<u8>) {
+        out.push(b'{');
+        for (i, (k, v)) in self.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_str(out, k);
+            out.push(b':');
+            v.write_json(out);
+        }
+        out.push(b'}');
+    }
     fn from_primitive(value: &Value) -> Result<Self> {
         let map = value.as_object().ok_or_else(|| type_error("dict", value))?;
         map.iter()
@@ -376,6 +445,17 @@ impl<V: FieldValue> FieldValue for BTreeMap<String, V> {
                 .collect(),
         )
     }
+}
+
+/// Appends a JSON value (writing to a `Vec` cannot fail).
+pub(crate) fn write_value(out: &mut Vec<u8>, v: &Value) {
+    let _ = serde_json::to_writer(out, v);
+}
+
+/// Appends a JSON string, escaped.
+#[doc(hidden)]
+pub fn write_str(out: &mut Vec<u8>, s: &str) {
+    let _ = serde_json::to_writer(out, s);
 }
 
 /// A field enum: a Rust enum whose variants are an OVO `Enum` field's valid values.
@@ -523,9 +603,13 @@ pub trait DynField {
     fn to_primitive(&self) -> Option<Value>;
     /// The description of the value, if set.
     fn describe(&self) -> Option<Value>;
+    /// Appends the primitive as JSON text (call only when set).
+    fn write_json(&self, out: &mut Vec<u8>);
     /// Assigns from a primitive (marks changed). `default` is the field's default in
     /// primitive form, which a `null` takes on a non-nullable field (OVO's coerce).
     fn set_from_primitive(&mut self, value: &Value, default: Option<&Value>) -> Result<()>;
+    /// [`set_from_primitive`](Self::set_from_primitive) from an owned value.
+    fn set_from_owned(&mut self, value: Value, default: Option<&Value>) -> Result<()>;
     /// Whether a contained object reports changes.
     fn has_child_changes(&self) -> bool;
     /// Resets contained objects' changes, recursively.
@@ -559,14 +643,22 @@ impl<T: FieldValue> DynField for Field<T> {
     fn describe(&self) -> Option<Value> {
         self.value.as_ref().map(T::describe)
     }
+    fn write_json(&self, out: &mut Vec<u8>) {
+        if let Some(v) = &self.value {
+            v.write_json(out);
+        }
+    }
     fn set_from_primitive(&mut self, value: &Value, default: Option<&Value>) -> Result<()> {
+        self.set_from_owned(value.clone(), default)
+    }
+    fn set_from_owned(&mut self, value: Value, default: Option<&Value>) -> Result<()> {
         let v = if value.is_null() && !T::nullable() {
             match default {
                 Some(d) => T::from_primitive(d)?,
                 None => return Err(invalid("cannot be None")),
             }
         } else {
-            T::from_primitive(value)?
+            T::from_primitive_owned(value)?
         };
         self.set(v);
         Ok(())

@@ -286,6 +286,21 @@ pub trait VersionedObject: Clone + fmt::Debug + PartialEq + Send + Sync + 'stati
         crate::primitive::encode_own(self)
     }
 
+    /// [`to_primitive`](Self::to_primitive) as JSON bytes, written directly without an
+    /// intermediate `serde_json::Value` (the same JSON).
+    fn to_primitive_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(256);
+        crate::primitive::write_own(self, &mut out);
+        out
+    }
+
+    /// Decodes JSON bytes of a primitive of this class; the same rules and errors as
+    /// [`from_primitive`](Self::from_primitive), without building the whole document as
+    /// a `serde_json::Value` first.
+    fn from_primitive_slice(bytes: &[u8]) -> Result<Self> {
+        crate::primitive::decode_slice(bytes)
+    }
+
     /// The primitive backported to `target` (`obj_to_primitive(target_version)`).
     fn to_primitive_for(&self, target: Version) -> Result<Value> {
         crate::primitive::encode(self, Some(target), None)

@@ -66,6 +66,47 @@ fn envelope<O: VersionedObject>(obj: &O, version: &Version, data: PrimitiveData)
     Value::Object(p)
 }
 
+/// The primitive at the instance version as JSON text, written directly (same JSON as
+/// `serde_json::to_vec(&encode_own(obj))`, keys in OVO's order).
+pub(crate) fn write_own<O: VersionedObject>(obj: &O, out: &mut Vec<u8>) {
+    use crate::field::write_str;
+    out.extend_from_slice(b"{\"versioned_object.name\":");
+    write_str(out, O::NAME);
+    out.extend_from_slice(b",\"versioned_object.namespace\":");
+    write_str(out, O::NAMESPACE);
+    out.extend_from_slice(b",\"versioned_object.version\":\"");
+    out.extend_from_slice(obj.version().to_string().as_bytes());
+    out.extend_from_slice(b"\",\"versioned_object.data\":{");
+    let schema = O::schema();
+    let mut first = true;
+    for (i, f) in schema.fields.iter().enumerate() {
+        let slot = obj.field(i);
+        if !slot.is_set() {
+            continue;
+        }
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        write_str(out, f.name);
+        out.push(b':');
+        slot.write_json(out);
+    }
+    out.push(b'}');
+    let changes = obj.what_changed();
+    if !changes.is_empty() {
+        out.extend_from_slice(b",\"versioned_object.changes\":[");
+        for (i, c) in changes.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_str(out, c);
+        }
+        out.push(b']');
+    }
+    out.push(b'}');
+}
+
 /// The primitive at the instance version, with no backport.
 pub(crate) fn encode_own<O: VersionedObject>(obj: &O) -> Value {
     envelope(obj, &obj.version(), data_of(obj))
@@ -183,4 +224,180 @@ pub(crate) fn decode<O: VersionedObject>(primitive: &Value) -> Result<O> {
         });
     }
     decode_body(&h)
+}
+
+/// Appends an object's primitive at its own version as JSON; used by the derive.
+#[doc(hidden)]
+pub fn write_own_public<O: VersionedObject>(obj: &O, out: &mut Vec<u8>) {
+    write_own(obj, out);
+}
+
+/// What the streaming decoder collects before the header checks run.
+struct Collected<'de, O> {
+    namespace: Option<std::borrow::Cow<'de, str>>,
+    name: Option<std::borrow::Cow<'de, str>>,
+    version: Option<std::borrow::Cow<'de, str>>,
+    obj: O,
+    has_data: bool,
+    /// Indexes of the fields named in `versioned_object.changes`.
+    changes: Vec<usize>,
+    /// The first field error, reported only after the header checks (OVO's order).
+    field_error: Option<Error>,
+}
+
+struct DataSeed<'a, O>(&'a mut O, &'a mut Option<Error>);
+
+impl<'de, O: VersionedObject> serde::de::DeserializeSeed<'de> for DataSeed<'_, O> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de, O: VersionedObject> serde::de::Visitor<'de> for DataSeed<'_, O> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the versioned_object.data object")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<(), A::Error> {
+        let schema = O::schema();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            let Some(i) = schema.fields.iter().position(|f| f.name == key) else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+                continue;
+            };
+            let value: Value = map.next_value()?;
+            if self.1.is_none() {
+                let f = &schema.fields[i];
+                if let Err(e) = self
+                    .0
+                    .field_mut(i)
+                    .set_from_owned(value, f.default.as_ref())
+                {
+                    *self.1 = Some(crate::field::locate(e, O::NAME, f.name));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads `versioned_object.changes` into field indexes without allocating the names.
+struct ChangesSeed<'a, O>(&'a mut Vec<usize>, std::marker::PhantomData<O>);
+
+impl<'de, O: VersionedObject> serde::de::DeserializeSeed<'de> for ChangesSeed<'_, O> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de, O: VersionedObject> serde::de::Visitor<'de> for ChangesSeed<'_, O> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a list of field names")
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> std::result::Result<(), A::Error> {
+        let fields = &O::schema().fields;
+        while let Some(name) = seq.next_element::<std::borrow::Cow<'de, str>>()? {
+            if let Some(i) = fields.iter().position(|f| f.name == name) {
+                self.0.push(i);
+            }
+        }
+        Ok(())
+    }
+}
+
+struct EnvelopeVisitor<O>(std::marker::PhantomData<O>);
+
+impl<'de, O: VersionedObject> serde::de::Visitor<'de> for EnvelopeVisitor<O> {
+    type Value = Collected<'de, O>;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an object primitive")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<Collected<'de, O>, A::Error> {
+        let mut c = Collected {
+            namespace: None,
+            name: None,
+            version: None,
+            obj: O::blank(),
+            has_data: false,
+            changes: Vec::new(),
+            field_error: None,
+        };
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match key.as_ref() {
+                KEY_NAME => c.name = Some(map.next_value()?),
+                KEY_NAMESPACE => c.namespace = Some(map.next_value()?),
+                KEY_VERSION => c.version = Some(map.next_value()?),
+                KEY_CHANGES => {
+                    map.next_value_seed(ChangesSeed::<O>(&mut c.changes, std::marker::PhantomData))?
+                }
+                KEY_DATA => {
+                    map.next_value_seed(DataSeed(&mut c.obj, &mut c.field_error))?;
+                    c.has_data = true;
+                }
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(c)
+    }
+}
+
+pub(crate) fn decode_slice<O: VersionedObject>(bytes: &[u8]) -> Result<O> {
+    use serde::Deserializer;
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let c = de
+        .deserialize_map(EnvelopeVisitor::<O>(std::marker::PhantomData))
+        .and_then(|c| de.end().map(|()| c))
+        .map_err(|e| Error::Malformed {
+            what: e.to_string(),
+        })?;
+    let missing = |key: &str| Error::MissingKey { key: key.into() };
+    let namespace = c.namespace.ok_or_else(|| missing(KEY_NAMESPACE))?;
+    let name = c.name.ok_or_else(|| missing(KEY_NAME))?;
+    let version_text = c.version.ok_or_else(|| missing(KEY_VERSION))?;
+    if namespace != O::NAMESPACE {
+        return Err(Error::UnsupportedObject {
+            objtype: format!("{namespace}.{name}"),
+        });
+    }
+    if name != O::NAME {
+        return Err(Error::WrongObjectType {
+            expected: O::NAME,
+            found: name.into_owned(),
+        });
+    }
+    let version: Version = version_text.parse()?;
+    if !O::VERSION.accepts(&version) {
+        return Err(Error::IncompatibleObjectVersion {
+            name: name.into_owned(),
+            version,
+            supported: O::VERSION,
+        });
+    }
+    if !c.has_data {
+        return Err(missing(KEY_DATA));
+    }
+    if let Some(e) = c.field_error {
+        return Err(e);
+    }
+    let mut obj = c.obj;
+    obj.meta_mut().version = (version != O::VERSION).then_some(version);
+    obj.reset_changes();
+    for i in c.changes {
+        obj.field_mut(i).set_changed(true);
+    }
+    Ok(obj)
 }

@@ -109,12 +109,10 @@ type ClassFn = for<'a> fn(
     &'a str,
     CallArgs,
 ) -> BoxFuture<'a, Result<MethodOutput, CallError>>;
+/// The object after an instance call, and what the call returned.
+type InstanceOutcome = Result<(Box<dyn AnyObject>, MethodOutput), CallError>;
 type InstanceFn =
-    for<'a> fn(
-        Box<dyn AnyObject>,
-        &'a str,
-        CallArgs,
-    ) -> BoxFuture<'a, Result<(Box<dyn AnyObject>, MethodOutput), CallError>>;
+    for<'a> fn(Box<dyn AnyObject>, &'a str, CallArgs) -> BoxFuture<'a, InstanceOutcome>;
 
 #[derive(Clone, Copy)]
 struct Entry {
@@ -128,7 +126,7 @@ fn instance_as<'a, O: Remotable>(
     obj: Box<dyn AnyObject>,
     method: &'a str,
     args: CallArgs,
-) -> BoxFuture<'a, Result<(Box<dyn AnyObject>, MethodOutput), CallError>> {
+) -> BoxFuture<'a, InstanceOutcome> {
     Box::pin(async move {
         let mut o: O = obj.downcast().map_err(|other| CallError::UnknownMethod {
             object: other.obj_schema().name.into(),

@@ -117,6 +117,44 @@ fn decode_errors_are_typed() {
 }
 
 #[test]
+fn byte_decoder_reports_the_same_errors() {
+    let good = device(1).to_primitive();
+    let cases = [
+        ("versioned_object.version", json!("1.3")),
+        ("versioned_object.version", json!("1.x")),
+        ("versioned_object.namespace", json!("nova")),
+        ("versioned_object.name", json!("AttachHandle")),
+    ];
+    for (key, value) in cases {
+        let mut p = good.clone();
+        p[key] = value;
+        let bytes = serde_json::to_vec(&p).expect("json");
+        let by_value = Device::from_primitive(&p).expect_err("bad");
+        let by_bytes = Device::from_primitive_slice(&bytes).expect_err("bad");
+        assert_eq!(by_value.ovo_exception(), by_bytes.ovo_exception(), "{key}");
+    }
+    let mut p = good.clone();
+    p["versioned_object.data"]["hostname"] = json!(null);
+    let e = Device::from_primitive_slice(&serde_json::to_vec(&p).expect("json"))
+        .expect_err("null hostname");
+    assert_eq!(
+        e.to_string(),
+        "Device.hostname: Field `hostname' cannot be None"
+    );
+    let mut p = good;
+    p.as_object_mut()
+        .expect("object")
+        .remove("versioned_object.namespace");
+    let e =
+        Device::from_primitive_slice(&serde_json::to_vec(&p).expect("json")).expect_err("missing");
+    assert!(matches!(e, Error::MissingKey { .. }));
+    assert!(matches!(
+        Device::from_primitive_slice(b"{not json"),
+        Err(Error::Malformed { .. })
+    ));
+}
+
+#[test]
 fn list_objects_iterate_like_a_vec_and_backport_members() {
     let list = DeviceList::from_objects(vec![device(1), device(2)]);
     assert_eq!(list.len(), 2);

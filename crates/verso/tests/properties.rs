@@ -114,6 +114,16 @@ proptest! {
     }
 
     #[test]
+    fn byte_paths_match_the_value_paths(h in attach_handle(), d in deployable()) {
+        let bytes = h.to_primitive_bytes();
+        let parsed: serde_json::Value = serde_json::from_slice(&bytes).expect("valid JSON");
+        prop_assert_eq!(&parsed, &h.to_primitive());
+        prop_assert_eq!(AttachHandle::from_primitive_slice(&bytes).expect("decodes").describe(), h.describe());
+        let bytes = d.to_primitive_bytes();
+        prop_assert_eq!(Deployable::from_primitive_slice(&bytes).expect("decodes"), d);
+    }
+
+    #[test]
     fn deployable_round_trips(d in deployable()) {
         let back = Deployable::from_primitive(&d.to_primitive()).expect("decodes");
         prop_assert_eq!(back, d);
