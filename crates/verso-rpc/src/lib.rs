@@ -51,6 +51,7 @@
 
 pub mod caps;
 pub mod client;
+pub mod conductor;
 pub mod endpoint;
 pub mod error;
 pub mod message;

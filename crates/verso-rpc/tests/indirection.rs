@@ -1,0 +1,326 @@
+//! Remotable methods through the conductor over the memory transport: agents run object
+//! methods on the conductor, which owns the store, and get results at their versions.
+
+use cyborg_model::{Device, DeviceList, ManagedMode, MemoryStore, StoreHandle};
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use verso::remote::CallError;
+use verso::{
+    IndirectionApi, ObjectList, RequestContext, Version, VersionManifest, VersionedObject,
+};
+use verso_rpc::conductor::{add_object_endpoints, ConductorApi};
+use verso_rpc::transport::memory::MemoryTransport;
+use verso_rpc::{Endpoint, RpcClient, RpcError, RpcServer, ServerHandle, Target};
+
+const DEV1: &str = "5d5a3e0b-6b2f-4b9a-9d0c-000000000001";
+
+fn device_row(n: usize, host: &str) -> Value {
+    json!({
+        "id": n, "uuid": format!("5d5a3e0b-6b2f-4b9a-9d0c-{n:012x}"), "type": "GPU", "vendor": "10de",
+        "model": "A100", "std_board_info": null, "hostname": host, "vendor_board_info": "sxm4",
+        "managed_mode": "unmanaged", "created_at": "2024-03-01T12:34:56Z", "updated_at": null
+    })
+}
+
+fn seed(n: usize) -> Value {
+    let devices: Vec<Value> = (1..=n)
+        .map(|i| device_row(i, if i % 2 == 0 { "host2" } else { "host1" }))
+        .collect();
+    json!({
+        "Device": devices,
+        "AttachHandle": [{
+            "id": 1, "uuid": "a7c1f0de-0000-4000-8000-000000000001", "deployable_id": 1, "in_use": false,
+            "attach_type": "PCI", "attach_info": "{}", "device": {
+                "versioned_object.name": "Device", "versioned_object.namespace": "cyborg",
+                "versioned_object.version": "1.2", "versioned_object.data": device_row(1, "host1")
+            }
+        }]
+    })
+}
+
+struct Conductor {
+    transport: Arc<MemoryTransport>,
+    store: StoreHandle,
+    requests: Arc<AtomicUsize>,
+    _server: ServerHandle,
+}
+
+async fn conductor(devices: usize) -> Conductor {
+    let transport = Arc::new(MemoryTransport::new());
+    let store = StoreHandle(Arc::new(
+        MemoryStore::from_seed(&seed(devices)).expect("seed loads"),
+    ));
+    let requests = Arc::new(AtomicUsize::new(0));
+    let (s, r) = (store.clone(), requests.clone());
+    let endpoint = add_object_endpoints(
+        Endpoint::new(Version::new(1, 1)),
+        Arc::new(cyborg_model::registry()),
+        move |ctx| {
+            r.fetch_add(1, Ordering::SeqCst);
+            ctx.with_extension(s.clone())
+        },
+    );
+    let server = RpcServer::new(
+        transport.clone(),
+        Target::new("cyborg-conductor").with_server("c1"),
+    )
+    .endpoint(endpoint)
+    .expect("valid endpoint")
+    .start()
+    .await
+    .expect("server starts");
+    Conductor {
+        transport,
+        store,
+        requests,
+        _server: server,
+    }
+}
+
+impl Conductor {
+    fn api(&self, cap: Version) -> Arc<ConductorApi> {
+        let client = RpcClient::new(self.transport.clone(), Target::new("cyborg-conductor"))
+            .version_cap(cap);
+        Arc::new(ConductorApi::new(client))
+    }
+
+    /// An agent's context: no store, the conductor API as indirection.
+    fn agent_ctx(&self, cap: Version) -> RequestContext {
+        RequestContext::new("req-agent")
+            .with_user("agent")
+            .with_project("p")
+            .with_indirection("cyborg", self.api(cap))
+    }
+
+    fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+}
+
+#[tokio::test]
+async fn without_indirection_the_body_runs_locally() {
+    let c = conductor(3).await;
+    let ctx = RequestContext::new("req-local").with_extension(c.store.clone());
+    let all = DeviceList::get_all(&ctx).await.expect("local call");
+    assert_eq!(all.len(), 3);
+    assert_eq!(c.requests(), 0, "nothing went over RPC");
+}
+
+#[tokio::test]
+async fn an_agent_without_indirection_never_reads_a_database() {
+    let err = DeviceList::get_all(&RequestContext::new("req"))
+        .await
+        .expect_err("no store here");
+    assert_eq!(err.kind(), "NoStore");
+}
+
+#[tokio::test]
+async fn class_method_runs_on_the_conductor_in_one_call() {
+    let c = conductor(40).await;
+    let ctx = c.agent_ctx(Version::new(1, 1));
+    let list = DeviceList::get_by_hostname(&ctx, "host1".into())
+        .await
+        .expect("remote call");
+    assert_eq!(list.len(), 20);
+    assert!(list
+        .iter()
+        .all(|d| d.hostname.get().map(String::as_str) == Some("host1")));
+    assert_eq!(c.requests(), 1, "a list of 20 is one RPC");
+    assert!(
+        list.context()
+            .is_some_and(|cx| cx.request_id == "req-agent"),
+        "results carry the caller's context"
+    );
+}
+
+#[tokio::test]
+async fn instance_method_applies_changes_and_tracking() {
+    let c = conductor(2).await;
+    let admin = c.agent_ctx(Version::new(1, 1)).with_role("admin");
+    let mut dev = Device::get_by_uuid(&admin, DEV1.parse().expect("uuid"))
+        .await
+        .expect("fetch");
+    assert_eq!(dev.managed_mode.get(), Some(&ManagedMode::Unmanaged));
+    dev.set_managed(ManagedMode::Managed)
+        .await
+        .expect("admin may");
+    assert_eq!(
+        dev.managed_mode.get(),
+        Some(&ManagedMode::Managed),
+        "field applied from the reply"
+    );
+    assert!(
+        dev.updated_at.get().is_some_and(Option::is_some),
+        "save set updated_at on the conductor"
+    );
+    assert!(
+        dev.what_changed().is_empty(),
+        "change tracking comes from the reply (saved)"
+    );
+    let local = RequestContext::new("check").with_extension(c.store.clone());
+    let stored = Device::get_by_uuid(&local, DEV1.parse().expect("uuid"))
+        .await
+        .expect("stored");
+    assert_eq!(stored.managed_mode.get(), Some(&ManagedMode::Managed));
+    assert_eq!(c.requests(), 2);
+}
+
+#[tokio::test]
+async fn errors_and_authorization_cross_the_wire_typed() {
+    let c = conductor(1).await;
+    let ctx = c.agent_ctx(Version::new(1, 1));
+    let missing = Device::get_by_uuid(&ctx, uuid::Uuid::nil())
+        .await
+        .expect_err("no such device");
+    assert_eq!(missing.kind(), "DeviceNotFound");
+    let mut dev = Device::get_by_uuid(&ctx, DEV1.parse().expect("uuid"))
+        .await
+        .expect("fetch");
+    let forbidden = dev
+        .set_managed(ManagedMode::Managed)
+        .await
+        .expect_err("not an admin");
+    assert!(
+        matches!(&forbidden, CallError::Method { kind, .. } if kind == "Forbidden"),
+        "{forbidden}"
+    );
+    assert_eq!(
+        dev.managed_mode.get(),
+        Some(&ManagedMode::Unmanaged),
+        "nothing applied on failure"
+    );
+}
+
+#[tokio::test]
+async fn cap_1_0_refuses_before_sending_and_never_runs_locally() {
+    let c = conductor(1).await;
+    let api = c.api(Version::new(1, 0));
+    assert!(!api.supports_object_indirection());
+    assert!(c.api(Version::new(1, 1)).supports_object_indirection());
+    let err = api
+        .require_indirection("NVMe cleanup")
+        .expect_err("cap too low");
+    let text = err.to_string();
+    assert!(
+        text.contains("NVMe cleanup")
+            && text.contains("1.1")
+            && text.contains("1.0")
+            && text.contains("[upgrade_levels] conductor"),
+        "{text}"
+    );
+
+    // Even with a store at hand, a capped agent does not fall back to it.
+    let ctx = c
+        .agent_ctx(Version::new(1, 0))
+        .with_extension(c.store.clone());
+    let err = DeviceList::get_all(&ctx).await.expect_err("cap 1.0");
+    let CallError::Indirection(source) = &err else {
+        panic!("expected an indirection error, got {err}")
+    };
+    assert!(
+        matches!(
+            source.downcast_ref::<RpcError>(),
+            Some(RpcError::VersionCap { .. })
+        ),
+        "{source}"
+    );
+    assert_eq!(c.requests(), 0, "nothing was sent");
+}
+
+#[tokio::test]
+async fn older_callers_get_members_backported_in_the_same_reply() {
+    let c = conductor(4).await;
+    let api = c.api(Version::new(1, 1));
+    let ctx = RequestContext::new("req-old-agent");
+    let mut old = VersionManifest::new();
+    old.insert("DeviceList", Version::new(1, 1))
+        .insert("Device", Version::new(1, 1));
+    let reply = api
+        .object_class_action_versions(
+            &ctx,
+            "DeviceList",
+            "get_all",
+            &old,
+            vec![],
+            Default::default(),
+        )
+        .await
+        .expect("remote call");
+    assert_eq!(reply["versioned_object.version"], "1.1");
+    let members = reply["versioned_object.data"]["objects"]
+        .as_array()
+        .expect("members");
+    assert_eq!(members.len(), 4);
+    for m in members {
+        assert_eq!(m["versioned_object.version"], "1.1");
+        assert!(m["versioned_object.data"].get("managed_mode").is_none());
+    }
+    assert_eq!(c.requests(), 1);
+}
+
+#[tokio::test]
+async fn backport_versions_converts_nested_objects() {
+    let c = conductor(1).await;
+    let api = c.api(Version::new(1, 1));
+    let ctx = RequestContext::new("req").with_extension(c.store.clone());
+    let uuid = "a7c1f0de-0000-4000-8000-000000000001"
+        .parse()
+        .expect("uuid");
+    let handle = cyborg_model::AttachHandle::get_by_uuid(&ctx, uuid)
+        .await
+        .expect("local");
+    let mut m = VersionManifest::new();
+    m.insert("AttachHandle", Version::new(1, 1))
+        .insert("Device", Version::new(1, 0));
+    let back = api
+        .object_backport_versions(&ctx, handle.to_primitive(), &m)
+        .await
+        .expect("backport");
+    assert_eq!(back["versioned_object.version"], "1.1");
+    let dev = &back["versioned_object.data"]["device"];
+    assert_eq!(dev["versioned_object.version"], "1.0");
+    assert!(dev["versioned_object.data"]
+        .get("vendor_board_info")
+        .is_none());
+}
+
+#[tokio::test]
+async fn unsupported_requests_fail_typed_without_fallback() {
+    let c = conductor(1).await;
+    let api = c.api(Version::new(1, 1));
+    let ctx = RequestContext::new("req");
+    let mut newer = VersionManifest::new();
+    newer
+        .insert("DeviceList", Version::new(1, 3))
+        .insert("Device", Version::new(1, 3));
+    let none = Default::default;
+    let e = api
+        .object_class_action_versions(&ctx, "DeviceList", "get_all", &newer, vec![], none())
+        .await
+        .expect_err("too new");
+    assert_eq!(e.kind(), "IncompatibleObjectVersion");
+    let e = api
+        .object_class_action_versions(&ctx, "Accelerator", "get_all", &newer, vec![], none())
+        .await
+        .expect_err("unknown object");
+    assert_eq!(e.kind(), "UnsupportedObjectError");
+    let m = DeviceList::manifest();
+    let e = api
+        .object_class_action_versions(&ctx, "DeviceList", "destroy_all", &m, vec![], none())
+        .await
+        .expect_err("unknown method");
+    assert_eq!(e.kind(), "AttributeError");
+    let e = api
+        .object_class_action_versions(&ctx, "DeviceList", "get_by_hostname", &m, vec![], none())
+        .await
+        .expect_err("missing argument");
+    assert_eq!(e.kind(), "TypeError");
+    let mut too_new = Device::blank().to_primitive();
+    too_new["versioned_object.version"] = json!("1.9");
+    let e = api
+        .object_backport_versions(&ctx, too_new, &Device::manifest())
+        .await
+        .expect_err("too new");
+    assert_eq!(e.kind(), "IncompatibleObjectVersion");
+}
