@@ -75,11 +75,15 @@ fn bad_request(what: &str, e: impl std::fmt::Display) -> RemoteError {
     RemoteError::new("ValueError", "builtins", format!("{what}: {e}"))
 }
 
+// Handlers return RemoteError by value (the Handler signature), so do their helpers.
+#[allow(clippy::result_large_err)]
 fn manifest_arg(args: &Args, name: &str) -> Result<VersionManifest, RemoteError> {
     serde_json::from_value(args.value(name).cloned().unwrap_or_default())
         .map_err(|e| bad_request(name, e))
 }
 
+// Handlers return RemoteError by value (the Handler signature), so do their helpers.
+#[allow(clippy::result_large_err)]
 fn list_arg(args: &Args) -> Result<(Vec<Value>, Map<String, Value>), RemoteError> {
     let positional = match args.value("args") {
         None | Some(Value::Null) => Vec::new(),
@@ -99,6 +103,8 @@ fn list_arg(args: &Args) -> Result<(Vec<Value>, Map<String, Value>), RemoteError
     Ok((positional, keyword))
 }
 
+// Handlers return RemoteError by value (the Handler signature), so do their helpers.
+#[allow(clippy::result_large_err)]
 fn str_arg<'a>(args: &'a Args, name: &str) -> Result<&'a str, RemoteError> {
     args.value(name)
         .and_then(Value::as_str)
