@@ -59,6 +59,7 @@ pub use context::RequestContext;
 pub use datetime::{DateTime, DateTimeError};
 pub use error::{Error, Result};
 pub use field::{DynField, Field, FieldType, FieldValue, PrimitiveData, VersionedEnum};
+pub use fingerprint::{ContractChange, ObjectContract};
 pub use list::ObjectList;
 pub use manifest::{default_make_compatible, VersionManifest};
 pub use object::{
