@@ -1,0 +1,408 @@
+//! The `verso` command: guards an application's object and RPC contracts across
+//! releases.
+//!
+//! An application hands its objects ([`verso::Registry`]) and the RPC APIs it serves
+//! ([`verso_rpc::EndpointSpec`]) to [`run`] from a binary of its own, e.g. a
+//! `src/bin/verso.rs` or an example; every application uses it the same way:
+//!
+//! ```no_run
+//! use verso_cli::Application;
+//! # fn registry() -> verso::Registry { verso::Registry::new() }
+//! fn main() -> std::process::ExitCode {
+//!     let app = Application::new("accel", registry()).default_lock("objects.lock");
+//!     verso_cli::run(&app, std::env::args_os())
+//! }
+//! ```
+//!
+//! Subcommands:
+//!
+//! - `verso objects list [--json]`: every object (name, version, fingerprint, fields,
+//!   methods) and RPC API;
+//! - `verso objects check [--lock F]`: compares the code with the lock; exits 1 with a
+//!   report naming each object, its old and new fingerprint, what changed, and what
+//!   to bump;
+//! - `verso objects update-lock [--lock F] [--force]`: rewrites the lock; refuses
+//!   (unless `--force`) a contract that changed without a sufficient version bump, a
+//!   version that went backwards, or an object or API that disappeared;
+//! - `verso objects diff OLD NEW`: the compatibility report between two releases'
+//!   locks (works without an application, so the generic `verso` binary runs it);
+//! - `verso objects lint [--lock F]`: the model mistakes OVO leaves to luck
+//!   ([`lint()`]).
+//!
+//! The lock format is described in [`lock`]; the fingerprint algorithm (OVO's, bit for
+//! bit) in [`verso::fingerprint`].
+//!
+//! Exit codes: 0 passed, 1 the check found problems, 2 the command could not run.
+
+pub mod error;
+pub mod lint;
+pub mod lock;
+pub mod report;
+pub mod rpc;
+
+pub use error::CliError;
+pub use lint::{lint, lint_schemas, Finding};
+pub use lock::{Lock, LOCK_FORMAT};
+pub use report::{check, diff, update_lock, Entry, Report, Severity};
+pub use rpc::RpcContract;
+
+use clap::{Parser, Subcommand};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use verso::fingerprint::ObjectContract;
+use verso::Registry;
+use verso_rpc::EndpointSpec;
+
+/// What the CLI knows of an application: its objects, the RPC APIs it serves, and
+/// where its lock file lives.
+///
+/// ```
+/// use verso::{Registry, Version};
+/// use verso_cli::Application;
+/// use verso_rpc::{ArgSpec, ArgType, Endpoint, MethodSpec};
+/// let api = Endpoint::new(Version::new(1, 0)).method(
+///     MethodSpec::new("ping", Version::new(1, 0)).arg(ArgSpec::required("arg", ArgType::Any)),
+///     |_ctx, _args| async { Ok(serde_json::Value::Null) },
+/// );
+/// let app = Application::new("demo", Registry::new()).rpc_api("demo", api.spec());
+/// assert_eq!(app.contracts().rpc["demo"].methods[0].name, "ping");
+/// ```
+pub struct Application {
+    name: String,
+    registry: Registry,
+    rpc_apis: BTreeMap<String, EndpointSpec>,
+    default_lock: PathBuf,
+}
+
+impl Application {
+    /// An application with these objects; its lock defaults to `objects.lock` in the
+    /// working directory.
+    pub fn new(name: impl Into<String>, registry: Registry) -> Self {
+        Application {
+            name: name.into(),
+            registry,
+            rpc_apis: BTreeMap::new(),
+            default_lock: PathBuf::from("objects.lock"),
+        }
+    }
+
+    /// Adds an RPC API the application serves, under the name the lock uses.
+    pub fn rpc_api(mut self, name: impl Into<String>, spec: EndpointSpec) -> Self {
+        self.rpc_apis.insert(name.into(), spec);
+        self
+    }
+
+    /// The lock file used when `--lock` is not given.
+    pub fn default_lock(mut self, path: impl Into<PathBuf>) -> Self {
+        self.default_lock = path.into();
+        self
+    }
+
+    /// The application's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The registry.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The contracts of the code as it is: every production object (test-only
+    /// registrations left out) and every RPC API.
+    pub fn contracts(&self) -> Lock {
+        Lock {
+            format: LOCK_FORMAT,
+            objects: self
+                .registry
+                .schemas()
+                .filter(|s| !s.test_only)
+                .map(|s| (s.name.to_owned(), ObjectContract::from_schema(s)))
+                .collect(),
+            rpc: self
+                .rpc_apis
+                .iter()
+                .map(|(n, s)| (n.clone(), RpcContract::from_spec(s)))
+                .collect(),
+        }
+    }
+
+    /// Compares the code with the lock at `path`: for a test that must fail when the
+    /// lock is out of date (`assert!(report.is_ok(), "{report}")`).
+    pub fn check_lock(&self, path: &Path) -> Result<Report, CliError> {
+        Ok(check(&Lock::read(path)?, &self.contracts()))
+    }
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "verso",
+    about = "Guards versioned-object and RPC contracts across releases"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Versioned objects, RPC APIs and their lock file.
+    #[command(subcommand)]
+    Objects(Objects),
+}
+
+#[derive(Subcommand, Debug)]
+enum Objects {
+    /// Lists every object (version, fingerprint, fields, methods) and RPC API.
+    List {
+        /// Print JSON (the lock's contracts) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Fails when the code differs from the lock.
+    Check {
+        /// The lock file (default: the application's).
+        #[arg(long)]
+        lock: Option<PathBuf>,
+    },
+    /// Rewrites the lock from the code.
+    UpdateLock {
+        /// The lock file (default: the application's).
+        #[arg(long)]
+        lock: Option<PathBuf>,
+        /// Record contracts that changed without a version bump, went backwards or
+        /// disappeared.
+        #[arg(long)]
+        force: bool,
+    },
+    /// The compatibility report between two releases' lock files.
+    Diff {
+        /// The older release's lock.
+        old: PathBuf,
+        /// The newer release's lock.
+        new: PathBuf,
+    },
+    /// Reports model mistakes (missing child-version and relationship rules, missing
+    /// `since`, required fields without defaults).
+    Lint {
+        /// The lock file used to find fields added without `since` (default: the
+        /// application's; skipped when it does not exist).
+        #[arg(long)]
+        lock: Option<PathBuf>,
+    },
+}
+
+/// Runs the command line `args` (program name first) for `app`, printing to stdout and
+/// stderr; returns the process exit code (0 passed, 1 problems found, 2 could not run).
+pub fn run<I, T>(app: &Application, args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    finish(execute(Some(app), args, &mut std::io::stdout().lock()))
+}
+
+/// [`run`] without an application: only `objects diff` works (the generic binary).
+pub fn run_without_application<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    finish(execute(None, args, &mut std::io::stdout().lock()))
+}
+
+fn finish(result: Result<bool, CliError>) -> ExitCode {
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(CliError::Usage(e)) => {
+            let _ = e.print();
+            ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
+        }
+        Err(e) => {
+            eprintln!("verso: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs the command line `args` for `app` (or none), writing the report to `out`;
+/// `Ok(true)` when the command passed, `Ok(false)` when it found problems.
+///
+/// ```
+/// use verso::Registry;
+/// use verso_cli::{execute, Application};
+/// let dir = tempfile::tempdir()?;
+/// let lock = dir.path().join("objects.lock");
+/// let app = Application::new("demo", Registry::new()).default_lock(&lock);
+/// let mut out = Vec::new();
+/// assert!(execute(Some(&app), ["verso", "objects", "update-lock"], &mut out)?);
+/// assert!(execute(Some(&app), ["verso", "objects", "check"], &mut out)?);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn execute<I, T>(
+    app: Option<&Application>,
+    args: I,
+    out: &mut dyn Write,
+) -> Result<bool, CliError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = Cli::try_parse_from(args).map_err(CliError::Usage)?;
+    let Command::Objects(cmd) = cli.command;
+    let need = |command: &'static str| app.ok_or(CliError::NoApplication { command });
+    match cmd {
+        Objects::List { json } => {
+            let contracts = need("objects list")?.contracts();
+            if json {
+                let text = serde_json::to_string_pretty(&contracts)
+                    .map_err(|e| CliError::Render(e.to_string()))?;
+                writeln!(out, "{text}")?;
+            } else {
+                write_list(&contracts, out)?;
+            }
+            Ok(true)
+        }
+        Objects::Check { lock } => {
+            let app = need("objects check")?;
+            let path = lock.unwrap_or_else(|| app.default_lock.clone());
+            let report = app.check_lock(&path)?;
+            if report.is_ok() {
+                writeln!(out, "{} matches the code of {}", path.display(), app.name)?;
+                write!(out, "{report}")?;
+            } else {
+                writeln!(
+                    out,
+                    "{} does not match the code of {}:",
+                    path.display(),
+                    app.name
+                )?;
+                write!(out, "{report}")?;
+                writeln!(
+                    out,
+                    "A changed contract needs a version bump (and a backport rule) before \
+                     `verso objects update-lock` records it."
+                )?;
+            }
+            Ok(report.is_ok())
+        }
+        Objects::UpdateLock { lock, force } => {
+            let app = need("objects update-lock")?;
+            let path = lock.unwrap_or_else(|| app.default_lock.clone());
+            let old_text = match std::fs::read_to_string(&path) {
+                Ok(text) => Some(text),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(source) => return Err(CliError::ReadLock { path, source }),
+            };
+            let old = old_text
+                .as_deref()
+                .map(|t| Lock::parse(t, &path))
+                .transpose()?;
+            let (report, write) = update_lock(old.as_ref(), &app.contracts(), force);
+            write!(out, "{report}")?;
+            match write {
+                Some(lock) if old_text.as_deref() == Some(lock.render()?.as_str()) => {
+                    writeln!(out, "{} is up to date", path.display())?;
+                    Ok(true)
+                }
+                Some(lock) => {
+                    lock.write(&path)?;
+                    writeln!(out, "wrote {}", path.display())?;
+                    Ok(true)
+                }
+                None => {
+                    writeln!(
+                        out,
+                        "{} not written: fix the refused entries (or pass --force)",
+                        path.display()
+                    )?;
+                    Ok(false)
+                }
+            }
+        }
+        Objects::Diff { old, new } => {
+            let report = diff(&Lock::read(&old)?, &Lock::read(&new)?);
+            writeln!(out, "{} -> {}", old.display(), new.display())?;
+            write!(out, "{report}")?;
+            Ok(report.is_ok())
+        }
+        Objects::Lint { lock } => {
+            let app = need("objects lint")?;
+            let path = lock.unwrap_or_else(|| app.default_lock.clone());
+            let locked = if path.exists() {
+                Some(Lock::read(&path)?)
+            } else {
+                writeln!(
+                    out,
+                    "note: no lock at {}, so fields added without `since` cannot be found",
+                    path.display()
+                )?;
+                None
+            };
+            let findings = lint(&app.registry, locked.as_ref());
+            for f in &findings {
+                writeln!(out, "{f}")?;
+            }
+            writeln!(out, "{} finding(s)", findings.len())?;
+            Ok(findings.is_empty())
+        }
+    }
+}
+
+fn write_list(contracts: &Lock, out: &mut dyn Write) -> std::io::Result<()> {
+    for (name, c) in &contracts.objects {
+        writeln!(out, "{name} {} {}", c.version, c.fingerprint)?;
+        let fields: Vec<String> = c
+            .fields
+            .iter()
+            .map(|f| {
+                let mut s = format!("{} {}", f.name, f.ty);
+                if f.nullable {
+                    s.push('?');
+                }
+                if let Some(d) = &f.default {
+                    s.push_str(&format!(" = {d}"));
+                }
+                if let Some(v) = f.since {
+                    s.push_str(&format!(" (since {v})"));
+                }
+                s
+            })
+            .collect();
+        writeln!(out, "    fields: {}", fields.join(", "))?;
+        if !c.methods.is_empty() {
+            let methods: Vec<String> = c.methods.iter().map(|m| m.signature()).collect();
+            writeln!(out, "    methods: {}", methods.join("; "))?;
+        }
+        if !c.child_versions.is_empty() {
+            let cv: Vec<String> = c
+                .child_versions
+                .iter()
+                .map(|(l, m)| format!("{l}->{m}"))
+                .collect();
+            writeln!(out, "    child_versions: {}", cv.join(", "))?;
+        }
+    }
+    for (name, c) in &contracts.rpc {
+        writeln!(out, "rpc {name} {}", c.version)?;
+        for m in &c.methods {
+            let args: Vec<String> = m
+                .args
+                .iter()
+                .map(|a| {
+                    let mut s = format!("{}: {}", a.name, a.ty);
+                    if !a.required {
+                        s.push('?');
+                    }
+                    s
+                })
+                .collect();
+            writeln!(out, "    {}({}) since {}", m.name, args.join(", "), m.since)?;
+        }
+    }
+    Ok(())
+}
