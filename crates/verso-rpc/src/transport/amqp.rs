@@ -1,0 +1,1174 @@
+//! The RabbitMQ transport (AMQP 0-9-1, through `lapin`), wire-compatible with
+//! oslo.messaging's rabbit driver: a verso service and a Python oslo.messaging service
+//! can call each other through one broker.
+//!
+//! What goes on the wire (see `oslo-messaging-wire.md` in the shared vectors):
+//! - the `control_exchange` (default `openstack`, type `topic`, not durable) carries calls
+//!   and casts, routing key `topic` or `topic.server`;
+//! - a server declares and consumes the queues `topic` and `topic.server` (bound with their
+//!   own names) and a `topic_fanout_<uuid hex>` queue (`x-expires`) bound to the
+//!   `topic_fanout` exchange (type `fanout`, auto-delete);
+//! - a client has one `reply_<uuid hex>` queue (`x-expires`) for all its calls, declared on
+//!   its first call; replies come through the default exchange and are matched by
+//!   `_msg_id`;
+//! - bodies are the `oslo.version` 2.0 envelope; every message carries `_unique_id`, a
+//!   call also `_msg_id`, `_reply_q` and `_timeout`; properties are
+//!   `content_type: application/json`, `content_encoding: utf-8`, `delivery_mode: 2`,
+//!   `priority: 0`, empty headers, and `expiration` (ms) on call requests only.
+//!
+//! Failures: when the connection drops (broker restart, network), the transport reconnects
+//! by itself with a growing delay, trying the URL's hosts in turn, and re-declares and
+//! re-consumes every listener's queues, so servers come back without help. Calls waiting
+//! for a reply when the connection dropped fail at once with [`RpcError::Transport`]
+//! (they are not retried: the server may have run them); a call or cast made while the
+//! transport is reconnecting waits for the connection (a call up to its timeout, a cast up
+//! to [`AmqpConfig::publish_wait`]), since nothing was sent yet. A request delivered twice
+//! (the broker redelivers one whose acknowledgement was lost) is recognised by its
+//! `_unique_id` and dispatched once. Requests are acknowledged on receipt, before they
+//! run (at-most-once, as oslo.messaging does).
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use serde_json::json;
+//! use verso::{RequestContext, Version};
+//! use verso_rpc::{transport::amqp::AmqpTransport, *};
+//!
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), RpcError> {
+//! let transport = Arc::new(AmqpTransport::connect("rabbit://guest:guest@127.0.0.1:5672/").await?);
+//! let endpoint = Endpoint::new(Version::new(1, 1)).method(
+//!     MethodSpec::new("ping", Version::new(1, 0)).arg(ArgSpec::required("arg", ArgType::Any)),
+//!     |_ctx, args: Args| async move { Ok(json!({"arg": args.value("arg")})) },
+//! );
+//! let server = RpcServer::new(transport.clone(), Target::new("demo").with_server("s1"))
+//!     .endpoint(endpoint)?
+//!     .start()
+//!     .await?;
+//! let client = RpcClient::new(transport, Target::new("demo"));
+//! let reply = client.call(&RequestContext::new("req-1"), "ping", "1.0", json!({"arg": 1})).await?;
+//! assert_eq!(reply, json!({"arg": 1}));
+//! server.stop().await;
+//! # Ok(()) }
+//! ```
+
+mod url;
+
+pub use url::{
+    redact, AmqpConfig, BrokerHost, TlsOptions, DEFAULT_CONTROL_EXCHANGE, KNOWN_OPTIONS,
+};
+
+use super::{Incoming, Listener, ReplySink, Transport};
+use crate::message::{envelope, open_envelope, Message};
+use crate::{RpcError, Target};
+use async_trait::async_trait;
+use futures::StreamExt;
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, ExchangeDeclareOptions,
+    QueueBindOptions, QueueDeclareOptions,
+};
+use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use lapin::uri::{AMQPAuthority, AMQPQueryString, AMQPScheme, AMQPUri, AMQPUserInfo};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+use serde_json::Value;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot, watch, OnceCell};
+
+/// How many `_unique_id`s a listener remembers to drop redelivered duplicates.
+const DEDUP_WINDOW: usize = 1024;
+/// How long one connection attempt to one broker may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often the supervisor checks that the connection is still up (besides lapin's
+/// error callback).
+const WATCHDOG: Duration = Duration::from_millis(500);
+
+/// Errors of the AMQP transport's configuration and connection. At the [`Transport`]
+/// boundary they become [`RpcError::Transport`] with the same message.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AmqpError {
+    /// The transport URL cannot be read.
+    #[error(
+        "invalid transport_url '{url}': {detail} (the form is \
+         rabbit://user:pass@host:5672[,user:pass@host2:5672]/vhost?ssl=true)"
+    )]
+    InvalidUrl {
+        /// The URL, passwords replaced by `***`.
+        url: String,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// A query option of the URL has a value this transport cannot use.
+    #[error("transport_url option {option}={value:?}: {detail}")]
+    InvalidOption {
+        /// The option.
+        option: String,
+        /// Its value.
+        value: String,
+        /// What to write instead.
+        detail: String,
+    },
+    /// A query option this transport does not know (a typo?).
+    #[error("transport_url has the unknown option '{option}'; known options: {known}")]
+    UnknownOption {
+        /// The option given.
+        option: String,
+        /// The options that exist.
+        known: String,
+    },
+    /// The `ssl_ca_file` cannot be read.
+    #[error("ssl_ca_file {path}: {detail}; give a readable PEM file of CA certificates")]
+    CaFile {
+        /// The file.
+        path: String,
+        /// Why it cannot be read.
+        detail: String,
+    },
+    /// No broker of the URL accepted a connection.
+    #[error(
+        "cannot connect to RabbitMQ at {brokers}: {detail}; check that the broker runs, the \
+         host and port, the user, password and vhost, and ssl=true if it wants TLS"
+    )]
+    Connect {
+        /// The brokers tried, passwords replaced by `***`.
+        brokers: String,
+        /// The last failure.
+        detail: String,
+    },
+    /// The broker refused a declaration or a subscription.
+    #[error("RabbitMQ refused to {action}: {detail}")]
+    Broker {
+        /// What was being done (`declare queue 'x'`, ...).
+        action: String,
+        /// The broker's or client's error.
+        detail: String,
+    },
+}
+
+impl From<AmqpError> for RpcError {
+    fn from(e: AmqpError) -> Self {
+        RpcError::Transport {
+            detail: e.to_string(),
+        }
+    }
+}
+
+/// The RabbitMQ transport. Cheap to clone (clones share one connection); the connection
+/// closes when the last clone is dropped or [`close`](Self::close) is called.
+///
+/// One connection carries everything: one channel to publish on, one for the reply queue
+/// and one per listener.
+#[derive(Clone)]
+pub struct AmqpTransport {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: AmqpConfig,
+    /// This transport's reply queue, `reply_<uuid hex>`, kept across reconnects.
+    reply_q: String,
+    /// Whether the reply queue is needed (a call was made): re-declared on reconnect.
+    reply_wanted: AtomicBool,
+    /// The live session, `None` while reconnecting.
+    session: watch::Sender<Option<Arc<Session>>>,
+    /// Calls waiting for their reply, by `_msg_id`.
+    pending: Mutex<HashMap<String, Pending>>,
+    /// Listeners to re-attach after a reconnect.
+    listeners: Mutex<Vec<Arc<ListenerState>>>,
+    next_session: AtomicU64,
+    /// Dropped with the transport: tells the background tasks to stop.
+    _alive: watch::Sender<()>,
+    alive: watch::Receiver<()>,
+}
+
+struct Pending {
+    session: u64,
+    tx: oneshot::Sender<Result<Message, RpcError>>,
+    /// A result sent with `ending: false` by an older server, delivered at `ending: true`.
+    stash: Option<Message>,
+}
+
+/// One connection and its channels.
+struct Session {
+    id: u64,
+    host_index: usize,
+    broker: String,
+    conn: Connection,
+    publish: Channel,
+    declared: Mutex<HashSet<String>>,
+    reply: OnceCell<()>,
+    dead: watch::Sender<bool>,
+}
+
+impl Session {
+    fn mark_dead(&self) {
+        self.dead.send_replace(true);
+    }
+
+    fn is_dead(&self) -> bool {
+        *self.dead.borrow()
+    }
+}
+
+struct ListenerState {
+    target: Target,
+    fanout_q: String,
+    tx: mpsc::UnboundedSender<Incoming>,
+    dedup: Mutex<Dedup>,
+    /// The session this listener is consuming on (0: none yet).
+    attached: tokio::sync::Mutex<u64>,
+}
+
+/// The last `_unique_id`s seen, oldest first.
+#[derive(Default)]
+struct Dedup {
+    order: VecDeque<String>,
+    seen: HashSet<String>,
+}
+
+impl Dedup {
+    /// Records `id`; false if it was already seen.
+    fn insert(&mut self, id: &str) -> bool {
+        if self.seen.contains(id) {
+            return false;
+        }
+        if self.order.len() == DEDUP_WINDOW {
+            if let Some(old) = self.order.pop_front() {
+                self.seen.remove(&old);
+            }
+        }
+        self.order.push_back(id.to_owned());
+        self.seen.insert(id.to_owned());
+        true
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Nothing panics while holding these locks; recover the data if something ever did.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn uuid_hex() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+fn broker_err(action: impl Into<String>) -> impl FnOnce(lapin::Error) -> AmqpError {
+    let action = action.into();
+    move |e| AmqpError::Broker {
+        action,
+        detail: e.to_string(),
+    }
+}
+
+fn lost(detail: impl Into<String>) -> RpcError {
+    RpcError::Transport {
+        detail: detail.into(),
+    }
+}
+
+impl AmqpTransport {
+    /// Connects to the broker of an oslo.messaging transport URL, with the default
+    /// control exchange (`openstack`).
+    pub async fn connect(url: &str) -> Result<AmqpTransport, AmqpError> {
+        Self::connect_with(AmqpConfig::from_url(url)?).await
+    }
+
+    /// Connects with a full configuration. Fails if no broker of the config accepts the
+    /// first connection; after that, lost connections are re-established in the
+    /// background.
+    pub async fn connect_with(config: AmqpConfig) -> Result<AmqpTransport, AmqpError> {
+        let (session_tx, _) = watch::channel(None);
+        let (alive_tx, alive_rx) = watch::channel(());
+        let inner = Arc::new(Inner {
+            config,
+            reply_q: format!("reply_{}", uuid_hex()),
+            reply_wanted: AtomicBool::new(false),
+            session: session_tx,
+            pending: Mutex::new(HashMap::new()),
+            listeners: Mutex::new(Vec::new()),
+            next_session: AtomicU64::new(1),
+            _alive: alive_tx,
+            alive: alive_rx,
+        });
+        let session = connect_session(&inner, 0).await?;
+        inner.session.send_replace(Some(session.clone()));
+        tokio::spawn(supervise(Arc::downgrade(&inner), session));
+        Ok(AmqpTransport { inner })
+    }
+
+    /// The configuration (its `Display` hides passwords).
+    pub fn config(&self) -> &AmqpConfig {
+        &self.inner.config
+    }
+
+    /// The name of this transport's reply queue.
+    pub fn reply_queue(&self) -> &str {
+        &self.inner.reply_q
+    }
+
+    /// Whether the transport is connected right now.
+    pub fn is_connected(&self) -> bool {
+        self.inner
+            .session
+            .borrow()
+            .as_ref()
+            .is_some_and(|s| !s.is_dead() && s.conn.status().connected())
+    }
+
+    /// Closes the connection now (clones stop working). Listeners see the end of their
+    /// stream; waiting calls fail.
+    pub async fn close(&self) {
+        let session = self.inner.session.send_replace(None);
+        if let Some(s) = session {
+            s.mark_dead();
+            let _ = s.conn.close(200, "closed by verso").await;
+            self.inner.fail_pending(s.id);
+        }
+        lock(&self.inner.listeners).clear();
+    }
+}
+
+impl std::fmt::Debug for AmqpTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AmqpTransport")
+            .field("config", &self.inner.config)
+            .field("reply_q", &self.inner.reply_q)
+            .field("connected", &self.is_connected())
+            .finish()
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let session = self.session.send_replace(None);
+        if let (Some(s), Ok(rt)) = (session, tokio::runtime::Handle::try_current()) {
+            s.mark_dead();
+            rt.spawn(async move {
+                let _ = s.conn.close(200, "closed by verso").await;
+            });
+        }
+    }
+}
+
+impl Inner {
+    /// The live session, waiting up to `wait` while reconnecting.
+    async fn session_within(&self, wait: Duration) -> Result<Arc<Session>, RpcError> {
+        let mut rx = self.session.subscribe();
+        let found = tokio::time::timeout(wait, async {
+            rx.wait_for(|s| s.as_ref().is_some_and(|s| !s.is_dead()))
+                .await
+                .ok()
+                .and_then(|s| s.clone())
+        })
+        .await;
+        match found {
+            Ok(Some(s)) => Ok(s),
+            Ok(None) => Err(lost("the transport was closed")),
+            Err(_) => Err(lost(format!(
+                "not connected to RabbitMQ at {} (reconnecting) within {wait:?}; nothing was \
+                 sent; check the broker",
+                self.config
+            ))),
+        }
+    }
+
+    /// Fails every call waiting on session `id`: its reply can no longer arrive.
+    fn fail_pending(&self, id: u64) {
+        let mut pending = lock(&self.pending);
+        let lost_ids: Vec<String> = pending
+            .iter()
+            .filter(|(_, p)| p.session <= id)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for msg_id in lost_ids {
+            if let Some(p) = pending.remove(&msg_id) {
+                let _ = p.tx.send(Err(lost(format!(
+                    "the connection to RabbitMQ was lost while waiting for the reply to call \
+                     {msg_id}; the server may or may not have run it, so it was not retried \
+                     (retry it yourself if the method is idempotent)"
+                ))));
+            }
+        }
+    }
+
+    async fn declare_exchange(
+        &self,
+        session: &Session,
+        name: &str,
+        kind: ExchangeKind,
+    ) -> Result<(), RpcError> {
+        if lock(&session.declared).contains(name) {
+            return Ok(());
+        }
+        let (durable, auto_delete) = match kind {
+            ExchangeKind::Fanout => (false, true),
+            _ => (self.config.durable_queues, false),
+        };
+        // On a channel of its own: a refused declaration closes the channel it was on.
+        let ch = session
+            .conn
+            .create_channel()
+            .await
+            .map_err(broker_err("open a channel"))?;
+        let declared = ch
+            .exchange_declare(
+                name,
+                kind,
+                ExchangeDeclareOptions {
+                    durable,
+                    auto_delete,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .map_err(broker_err(format!("declare exchange '{name}'")));
+        let _ = ch.close(200, "declared").await;
+        declared?;
+        lock(&session.declared).insert(name.to_owned());
+        Ok(())
+    }
+
+    async fn publish(
+        &self,
+        session: &Session,
+        exchange: &str,
+        routing_key: &str,
+        message: &Message,
+        expiration: Option<Duration>,
+    ) -> Result<(), RpcError> {
+        let payload =
+            serde_json::to_vec(&envelope(message)).map_err(|e| RpcError::Serialization {
+                detail: format!("message body: {e}"),
+            })?;
+        let mut props = BasicProperties::default()
+            .with_content_type(ShortString::from("application/json"))
+            .with_content_encoding(ShortString::from("utf-8"))
+            .with_delivery_mode(2)
+            .with_priority(0)
+            .with_headers(FieldTable::default());
+        if let Some(t) = expiration {
+            let ms = t.as_millis().max(1);
+            props = props.with_expiration(ShortString::from(ms.to_string()));
+        }
+        let sent = session
+            .publish
+            .basic_publish(
+                exchange,
+                routing_key,
+                BasicPublishOptions::default(),
+                &payload,
+                props,
+            )
+            .await;
+        match sent {
+            Ok(confirm) => {
+                // No publisher confirms: this resolves at once.
+                let _ = confirm.await;
+                Ok(())
+            }
+            Err(e) => {
+                // The publish channel is unusable: reconnect everything.
+                session.mark_dead();
+                Err(lost(format!(
+                    "publishing to exchange '{exchange}' with routing key '{routing_key}' \
+                     failed: {e}; the transport is reconnecting"
+                )))
+            }
+        }
+    }
+
+    /// Declares and consumes the reply queue on `session`, once.
+    async fn ensure_reply(self: &Arc<Self>, session: &Arc<Session>) -> Result<(), RpcError> {
+        session
+            .reply
+            .get_or_try_init(|| async {
+                start_reply_consumer(self, session)
+                    .await
+                    .map_err(RpcError::from)
+            })
+            .await
+            .map(|_| ())
+    }
+
+    fn queue_args(&self) -> FieldTable {
+        let mut args = FieldTable::default();
+        let ms = i32::try_from(self.config.transient_queues_ttl.as_millis()).unwrap_or(i32::MAX);
+        args.insert(ShortString::from("x-expires"), AMQPValue::LongInt(ms));
+        args
+    }
+}
+
+fn amqp_uri(config: &AmqpConfig, host: &BrokerHost) -> AMQPUri {
+    AMQPUri {
+        scheme: if config.tls.is_some() {
+            AMQPScheme::AMQPS
+        } else {
+            AMQPScheme::AMQP
+        },
+        authority: AMQPAuthority {
+            userinfo: AMQPUserInfo {
+                username: host.username.clone(),
+                password: host.password.clone(),
+            },
+            host: host.host.clone(),
+            port: host.port,
+        },
+        vhost: config.vhost.clone(),
+        query: AMQPQueryString {
+            heartbeat: Some(u16::try_from(config.heartbeat.as_secs()).unwrap_or(u16::MAX)),
+            connection_timeout: Some(
+                u64::try_from(CONNECT_TIMEOUT.as_millis()).unwrap_or(u64::MAX),
+            ),
+            ..Default::default()
+        },
+    }
+}
+
+async fn connect_once(config: &AmqpConfig, host: &BrokerHost) -> Result<Connection, String> {
+    let props = ConnectionProperties::default()
+        .with_executor(tokio_executor_trait::Tokio::current())
+        .with_reactor(tokio_reactor_trait::Tokio)
+        .with_connection_name(LongString::from("verso-rpc"));
+    let mut tls = lapin::tcp::OwnedTLSConfig::default();
+    if let Some(TlsOptions {
+        ca_file: Some(path),
+    }) = &config.tls
+    {
+        let pem = std::fs::read_to_string(path).map_err(|e| {
+            AmqpError::CaFile {
+                path: path.clone(),
+                detail: e.to_string(),
+            }
+            .to_string()
+        })?;
+        tls.cert_chain = Some(pem);
+    }
+    let uri = amqp_uri(config, host);
+    match tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        Connection::connect_uri_with_config(uri, props, tls),
+    )
+    .await
+    {
+        Ok(Ok(c)) => Ok(c),
+        Ok(Err(e)) => Err(format!("{host}: {e}")),
+        Err(_) => Err(format!("{host}: no answer within {CONNECT_TIMEOUT:?}")),
+    }
+}
+
+/// Connects to the first broker that answers, starting at host `start`, and attaches the
+/// reply queue (if wanted) and every live listener.
+async fn connect_session(inner: &Arc<Inner>, start: usize) -> Result<Arc<Session>, AmqpError> {
+    let hosts = &inner.config.hosts;
+    let mut last = String::from("no broker in the URL");
+    for k in 0..hosts.len() {
+        let index = (start + k) % hosts.len();
+        let host = &hosts[index];
+        let conn = match connect_once(&inner.config, host).await {
+            Ok(c) => c,
+            Err(e) => {
+                last = e;
+                continue;
+            }
+        };
+        let publish = match conn.create_channel().await {
+            Ok(ch) => ch,
+            Err(e) => {
+                last = format!("{host}: opening a channel: {e}");
+                let _ = conn.close(200, "setup failed").await;
+                continue;
+            }
+        };
+        let (dead, _) = watch::channel(false);
+        let session = Arc::new(Session {
+            id: inner.next_session.fetch_add(1, Ordering::Relaxed),
+            host_index: index,
+            broker: host.to_string(),
+            conn,
+            publish,
+            declared: Mutex::new(HashSet::new()),
+            reply: OnceCell::new(),
+            dead,
+        });
+        let weak = Arc::downgrade(&session);
+        session.conn.on_error(move |e| {
+            if let Some(s) = weak.upgrade() {
+                tracing::warn!(broker = %s.broker, error = %e, "RabbitMQ connection error");
+                s.mark_dead();
+            }
+        });
+        if inner.reply_wanted.load(Ordering::Relaxed) {
+            if let Err(e) = inner.ensure_reply(&session).await {
+                last = e.to_string();
+                session.mark_dead();
+                let _ = session.conn.close(200, "setup failed").await;
+                continue;
+            }
+        }
+        let listeners: Vec<Arc<ListenerState>> = {
+            let mut l = lock(&inner.listeners);
+            l.retain(|s| !s.tx.is_closed());
+            l.clone()
+        };
+        for state in listeners {
+            if let Err(e) = attach(inner, &session, &state).await {
+                tracing::error!(target = %state.target, error = %e,
+                    "cannot re-subscribe a listener after reconnecting; it will be retried on \
+                     the next reconnect");
+            }
+        }
+        tracing::info!(broker = %session.broker, "connected to RabbitMQ");
+        return Ok(session);
+    }
+    let brokers = hosts
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    Err(AmqpError::Connect {
+        brokers,
+        detail: last,
+    })
+}
+
+/// Watches the session; when it dies, fails its calls and reconnects.
+async fn supervise(weak: Weak<Inner>, mut session: Arc<Session>) {
+    let Some(mut alive) = weak.upgrade().map(|i| i.alive.clone()) else {
+        return;
+    };
+    loop {
+        let mut dead = session.dead.subscribe();
+        loop {
+            tokio::select! {
+                r = dead.wait_for(|d| *d) => { let _ = r; break; }
+                r = alive.changed() => if r.is_err() { return; },
+                () = tokio::time::sleep(WATCHDOG) => {
+                    if !session.conn.status().connected() {
+                        session.mark_dead();
+                    }
+                }
+            }
+        }
+        let Some(inner) = weak.upgrade() else { return };
+        inner.session.send_if_modified(|s| match s {
+            Some(cur) if cur.id == session.id => {
+                *s = None;
+                true
+            }
+            _ => false,
+        });
+        inner.fail_pending(session.id);
+        if lock(&inner.listeners).is_empty() && !inner.reply_wanted.load(Ordering::Relaxed) {
+            tracing::info!(broker = %session.broker, "connection to RabbitMQ lost; reconnecting");
+        } else {
+            tracing::warn!(broker = %session.broker, "connection to RabbitMQ lost; reconnecting");
+        }
+        let _ = session.conn.close(200, "reconnecting").await;
+        let mut delay = inner.config.retry_interval;
+        let max = inner.config.retry_interval_max.max(delay);
+        let mut next_host = session.host_index + 1;
+        drop(inner);
+        loop {
+            let Some(inner) = weak.upgrade() else { return };
+            match connect_session(&inner, next_host).await {
+                Ok(s) => {
+                    inner.session.send_replace(Some(s.clone()));
+                    session = s;
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, retry_in = ?delay, "reconnecting to RabbitMQ failed");
+                }
+            }
+            drop(inner);
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                r = alive.changed() => if r.is_err() { return; },
+            }
+            delay = (delay * 2).min(max);
+            next_host += 1;
+        }
+    }
+}
+
+async fn start_reply_consumer(inner: &Arc<Inner>, session: &Arc<Session>) -> Result<(), AmqpError> {
+    let q = inner.reply_q.as_str();
+    let ch = session
+        .conn
+        .create_channel()
+        .await
+        .map_err(broker_err("open a channel"))?;
+    ch.queue_declare(q, QueueDeclareOptions::default(), inner.queue_args())
+        .await
+        .map_err(broker_err(format!("declare reply queue '{q}'")))?;
+    let consumer = ch
+        .basic_consume(
+            q,
+            &format!("verso-{q}"),
+            BasicConsumeOptions {
+                no_ack: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .map_err(broker_err(format!("consume reply queue '{q}'")))?;
+    tokio::spawn(reply_loop(
+        Arc::downgrade(inner),
+        Arc::downgrade(session),
+        consumer,
+        ch,
+    ));
+    Ok(())
+}
+
+async fn reply_loop(
+    weak: Weak<Inner>,
+    session: Weak<Session>,
+    mut consumer: lapin::Consumer,
+    _channel: Channel,
+) {
+    while let Some(delivery) = consumer.next().await {
+        let Ok(delivery) = delivery else { break };
+        let Some(inner) = weak.upgrade() else { return };
+        let mut msg = match serde_json::from_slice::<Value>(&delivery.data)
+            .map_err(|e| RpcError::MalformedMessage {
+                detail: format!("reply body is not JSON: {e}"),
+            })
+            .and_then(open_envelope)
+        {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(queue = %inner.reply_q, error = %e, "dropping an unreadable reply");
+                continue;
+            }
+        };
+        let Some(Value::String(msg_id)) = msg.remove("_msg_id") else {
+            tracing::warn!(queue = %inner.reply_q, "dropping a reply without _msg_id");
+            continue;
+        };
+        msg.remove("_unique_id");
+        let ending = msg.get("ending").and_then(Value::as_bool).unwrap_or(false);
+        let has_payload = !msg.get("result").unwrap_or(&Value::Null).is_null()
+            || !msg.get("failure").unwrap_or(&Value::Null).is_null();
+        let mut pending = lock(&inner.pending);
+        if ending {
+            if let Some(p) = pending.remove(&msg_id) {
+                let reply = match (has_payload, p.stash) {
+                    (false, Some(stash)) => stash,
+                    _ => msg,
+                };
+                let _ = p.tx.send(Ok(reply));
+            }
+        } else if has_payload {
+            // An older server: the result first, then an empty `ending: true`.
+            if let Some(p) = pending.get_mut(&msg_id) {
+                p.stash = Some(msg);
+            }
+        }
+        // Otherwise a call-monitor heartbeat: the client's own timeout governs.
+    }
+    if let Some(s) = session.upgrade() {
+        s.mark_dead();
+    }
+}
+
+/// Removes a call's pending entry when the call ends, timed out or not.
+struct PendingGuard<'a> {
+    inner: &'a Inner,
+    msg_id: String,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        lock(&self.inner.pending).remove(&self.msg_id);
+    }
+}
+
+fn routing_key(target: &Target) -> String {
+    match &target.server {
+        Some(s) => format!("{}.{s}", target.topic),
+        None => target.topic.clone(),
+    }
+}
+
+async fn attach(
+    inner: &Arc<Inner>,
+    session: &Arc<Session>,
+    state: &Arc<ListenerState>,
+) -> Result<(), AmqpError> {
+    let mut attached = state.attached.lock().await;
+    if *attached == session.id {
+        return Ok(());
+    }
+    let ch = session
+        .conn
+        .create_channel()
+        .await
+        .map_err(broker_err("open a channel"))?;
+    let exchange = inner.config.control_exchange.as_str();
+    let durable = inner.config.durable_queues;
+    ch.exchange_declare(
+        exchange,
+        ExchangeKind::Topic,
+        ExchangeDeclareOptions {
+            durable,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await
+    .map_err(broker_err(format!("declare exchange '{exchange}'")))?;
+    let topic = state.target.topic.as_str();
+    let mut queues = vec![topic.to_owned()];
+    if let Some(server) = &state.target.server {
+        queues.push(format!("{topic}.{server}"));
+    }
+    for q in &queues {
+        ch.queue_declare(
+            q,
+            QueueDeclareOptions {
+                durable,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .map_err(broker_err(format!("declare queue '{q}'")))?;
+        ch.queue_bind(
+            q,
+            exchange,
+            q,
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .map_err(broker_err(format!("bind queue '{q}' to '{exchange}'")))?;
+    }
+    let fanout_x = format!("{topic}_fanout");
+    ch.exchange_declare(
+        &fanout_x,
+        ExchangeKind::Fanout,
+        ExchangeDeclareOptions {
+            auto_delete: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await
+    .map_err(broker_err(format!("declare exchange '{fanout_x}'")))?;
+    let fq = state.fanout_q.as_str();
+    ch.queue_declare(fq, QueueDeclareOptions::default(), inner.queue_args())
+        .await
+        .map_err(broker_err(format!("declare queue '{fq}'")))?;
+    ch.queue_bind(
+        fq,
+        &fanout_x,
+        topic,
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .map_err(broker_err(format!("bind queue '{fq}' to '{fanout_x}'")))?;
+    queues.push(fq.to_owned());
+    let mut consumers = Vec::new();
+    for q in &queues {
+        let c = ch
+            .basic_consume(
+                q,
+                &format!("verso-{}-{q}", session.id),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .map_err(broker_err(format!("consume queue '{q}'")))?;
+        consumers.push(c);
+    }
+    *attached = session.id;
+    tokio::spawn(listen_loop(
+        Arc::downgrade(inner),
+        Arc::downgrade(session),
+        state.clone(),
+        futures::stream::select_all(consumers),
+        ch,
+    ));
+    Ok(())
+}
+
+async fn listen_loop(
+    weak: Weak<Inner>,
+    session: Weak<Session>,
+    state: Arc<ListenerState>,
+    mut deliveries: futures::stream::SelectAll<lapin::Consumer>,
+    channel: Channel,
+) {
+    loop {
+        let delivery = tokio::select! {
+            d = deliveries.next() => d,
+            () = state.tx.closed() => {
+                // The server stopped: unsubscribe.
+                let _ = channel.close(200, "listener dropped").await;
+                return;
+            }
+        };
+        let Some(Ok(delivery)) = delivery else { break };
+        // Acknowledged on receipt, before it runs, as oslo.messaging does.
+        if let Err(e) = delivery.acker.ack(BasicAckOptions::default()).await {
+            tracing::warn!(error = %e, "acknowledging a request failed");
+        }
+        if let Some(incoming) = read_request(&weak, &state, &delivery.data) {
+            if state.tx.send(incoming).is_err() {
+                continue;
+            }
+        }
+    }
+    // The consumer ended without the listener being dropped: the connection or channel
+    // went away. Reconnecting re-attaches this listener.
+    if let Some(s) = session.upgrade() {
+        if !state.tx.is_closed() {
+            s.mark_dead();
+        }
+    }
+}
+
+fn read_request(weak: &Weak<Inner>, state: &ListenerState, data: &[u8]) -> Option<Incoming> {
+    let opened = serde_json::from_slice::<Value>(data)
+        .map_err(|e| RpcError::MalformedMessage {
+            detail: format!("body is not JSON: {e}"),
+        })
+        .and_then(open_envelope);
+    let mut msg = match opened {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::warn!(target = %state.target, error = %e, "dropping an unreadable request");
+            return None;
+        }
+    };
+    if let Some(Value::String(unique_id)) = msg.remove("_unique_id") {
+        if !lock(&state.dedup).insert(&unique_id) {
+            tracing::warn!(target = %state.target, unique_id = %unique_id,
+                "dropping a duplicate delivery of a request already received");
+            return None;
+        }
+    }
+    let msg_id = msg.remove("_msg_id");
+    let reply_q = msg.remove("_reply_q");
+    let monitor = msg.remove("_timeout").and_then(|t| t.as_f64());
+    match (msg_id, reply_q) {
+        (Some(Value::String(msg_id)), Some(Value::String(reply_q))) => {
+            let heartbeat = monitor
+                .filter(|t| t.is_finite() && *t > 0.0)
+                .map(|t| start_heartbeat(weak.clone(), reply_q.clone(), msg_id.clone(), t));
+            Some(Incoming::call(
+                msg,
+                Box::new(AmqpReply {
+                    inner: weak.clone(),
+                    reply_q,
+                    msg_id,
+                    _heartbeat: heartbeat,
+                }),
+            ))
+        }
+        _ => Some(Incoming::cast(msg)),
+    }
+}
+
+/// Sends call-monitor heartbeats (`ending: false`) every `timeout / 2` seconds until the
+/// returned sender is dropped (the reply is sent or abandoned).
+fn start_heartbeat(
+    weak: Weak<Inner>,
+    reply_q: String,
+    msg_id: String,
+    timeout: f64,
+) -> oneshot::Sender<()> {
+    let (tx, mut rx) = oneshot::channel::<()>();
+    let every = Duration::from_secs_f64((timeout / 2.0).clamp(0.1, 3600.0));
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = &mut rx => return,
+                () = tokio::time::sleep(every) => {}
+            }
+            let Some(inner) = weak.upgrade() else { return };
+            let Ok(session) = inner.session_within(every).await else {
+                continue;
+            };
+            let mut m = Message::new();
+            m.insert("result".into(), Value::Null);
+            m.insert("failure".into(), Value::Null);
+            m.insert("ending".into(), Value::Bool(false));
+            m.insert("_msg_id".into(), Value::String(msg_id.clone()));
+            m.insert("_unique_id".into(), Value::String(uuid_hex()));
+            let _ = inner.publish(&session, "", &reply_q, &m, None).await;
+        }
+    });
+    tx
+}
+
+struct AmqpReply {
+    inner: Weak<Inner>,
+    reply_q: String,
+    msg_id: String,
+    _heartbeat: Option<oneshot::Sender<()>>,
+}
+
+#[async_trait]
+impl ReplySink for AmqpReply {
+    async fn send(self: Box<Self>, mut reply: Message) -> Result<(), RpcError> {
+        let inner = self
+            .inner
+            .upgrade()
+            .ok_or_else(|| lost("the transport was closed before the reply was sent"))?;
+        reply.insert("_msg_id".into(), Value::String(self.msg_id.clone()));
+        reply.insert("_unique_id".into(), Value::String(uuid_hex()));
+        let session = inner.session_within(inner.config.publish_wait).await?;
+        inner
+            .publish(&session, "", &self.reply_q, &reply, None)
+            .await
+    }
+}
+
+#[async_trait]
+impl Transport for AmqpTransport {
+    async fn call(
+        &self,
+        target: &Target,
+        mut message: Message,
+        timeout: Duration,
+    ) -> Result<Message, RpcError> {
+        let inner = &self.inner;
+        inner.reply_wanted.store(true, Ordering::Relaxed);
+        let session = inner.session_within(timeout).await?;
+        inner.ensure_reply(&session).await?;
+        let exchange = inner.config.control_exchange.as_str();
+        inner
+            .declare_exchange(&session, exchange, ExchangeKind::Topic)
+            .await?;
+        let msg_id = uuid_hex();
+        message.insert("_msg_id".into(), Value::String(msg_id.clone()));
+        message.insert("_reply_q".into(), Value::String(inner.reply_q.clone()));
+        message.insert("_timeout".into(), Value::Null);
+        message.insert("_unique_id".into(), Value::String(uuid_hex()));
+        let (tx, rx) = oneshot::channel();
+        lock(&inner.pending).insert(
+            msg_id.clone(),
+            Pending {
+                session: session.id,
+                tx,
+                stash: None,
+            },
+        );
+        let _guard = PendingGuard {
+            inner,
+            msg_id: msg_id.clone(),
+        };
+        inner
+            .publish(
+                &session,
+                exchange,
+                &routing_key(target),
+                &message,
+                Some(timeout),
+            )
+            .await?;
+        rx.await
+            .unwrap_or_else(|_| Err(lost("the transport was closed while waiting for a reply")))
+    }
+
+    async fn cast(&self, target: &Target, mut message: Message) -> Result<(), RpcError> {
+        let inner = &self.inner;
+        let session = inner.session_within(inner.config.publish_wait).await?;
+        let exchange = inner.config.control_exchange.as_str();
+        inner
+            .declare_exchange(&session, exchange, ExchangeKind::Topic)
+            .await?;
+        message.insert("_unique_id".into(), Value::String(uuid_hex()));
+        inner
+            .publish(&session, exchange, &routing_key(target), &message, None)
+            .await
+    }
+
+    async fn fanout(&self, target: &Target, mut message: Message) -> Result<(), RpcError> {
+        let inner = &self.inner;
+        let session = inner.session_within(inner.config.publish_wait).await?;
+        let exchange = format!("{}_fanout", target.topic);
+        inner
+            .declare_exchange(&session, &exchange, ExchangeKind::Fanout)
+            .await?;
+        message.insert("_unique_id".into(), Value::String(uuid_hex()));
+        inner.publish(&session, &exchange, "", &message, None).await
+    }
+
+    async fn listen(&self, target: &Target) -> Result<Listener, RpcError> {
+        let inner = &self.inner;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let state = Arc::new(ListenerState {
+            target: target.clone(),
+            fanout_q: format!("{}_fanout_{}", target.topic, uuid_hex()),
+            tx,
+            dedup: Mutex::new(Dedup::default()),
+            attached: tokio::sync::Mutex::new(0),
+        });
+        lock(&inner.listeners).push(state.clone());
+        // A server may keep only its listener: the transport lives as long as it does.
+        let keepalive = (inner.clone(), state.clone());
+        tokio::spawn(async move {
+            let (inner, state) = keepalive;
+            state.tx.closed().await;
+            lock(&inner.listeners).retain(|s| !Arc::ptr_eq(s, &state));
+        });
+        let session = match inner.session_within(inner.config.publish_wait).await {
+            Ok(s) => s,
+            Err(e) => {
+                lock(&inner.listeners).retain(|s| !Arc::ptr_eq(s, &state));
+                return Err(e);
+            }
+        };
+        match attach(inner, &session, &state).await {
+            Ok(()) => Ok(Listener::new(rx)),
+            // The connection dropped meanwhile: the reconnect attaches it.
+            Err(_) if session.is_dead() || !session.conn.status().connected() => {
+                Ok(Listener::new(rx))
+            }
+            Err(e) => {
+                lock(&inner.listeners).retain(|s| !Arc::ptr_eq(s, &state));
+                Err(e.into())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dedup_window_forgets_the_oldest() {
+        let mut d = Dedup::default();
+        assert!(d.insert("a"));
+        assert!(!d.insert("a"));
+        for i in 0..DEDUP_WINDOW {
+            assert!(d.insert(&i.to_string()));
+        }
+        assert!(d.insert("a"), "forgotten after the window");
+    }
+
+    #[test]
+    fn routing_keys() {
+        assert_eq!(routing_key(&Target::new("t")), "t");
+        assert_eq!(routing_key(&Target::new("t").with_server("s")), "t.s");
+    }
+
+    #[tokio::test]
+    async fn unreachable_broker_is_a_typed_error_without_the_password() {
+        let e = AmqpTransport::connect("rabbit://u:hunter2@127.0.0.1:1/")
+            .await
+            .unwrap_err();
+        assert!(matches!(e, AmqpError::Connect { .. }), "{e:?}");
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+        assert!(!format!("{e:?}").contains("hunter2"), "{e:?}");
+    }
+}

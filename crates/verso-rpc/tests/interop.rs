@@ -1,0 +1,931 @@
+//! Interop with a real RabbitMQ and a real Python oslo.messaging peer
+//! (`interop/peer.py`, oslo.messaging + oslo.versionedobjects from a virtualenv).
+//!
+//! RabbitMQ: `VERSO_TEST_RABBIT_URL` (default `rabbit://guest:guest@127.0.0.1:5672/`).
+//! Python: `VERSO_TEST_PYTHON` (default `.venv/bin/python` at the workspace root).
+//! `.ci/run` installs and starts both; a missing one FAILS these tests (never skips).
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use serde_json::{json, Value};
+use std::time::Duration;
+use support::*;
+use verso::{RequestContext, Version, VersionedObject};
+use verso_rpc::transport::amqp::AmqpTransport;
+use verso_rpc::{RpcClient, RpcError, Target};
+
+// ---- 1. a Python oslo.messaging client calls a verso server ---------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_client_calls_verso_server() {
+    let env = Env::get();
+    let topic = unique_topic("py-to-rs");
+    let transport = env.transport().await;
+    let (server, _casts) = start_verso_server(transport, &topic, "rs-1").await;
+
+    // Plain method, at the endpoint's base version and at its own (1.1).
+    let out = env.py_client(
+        &topic,
+        &["--method", "ping", "--arg", r#"{"hello": "world"}"#],
+    );
+    assert_eq!(out["ok"]["arg"], json!({"hello": "world"}), "{out}");
+    assert_eq!(out["ok"]["peer"], "verso");
+    assert_eq!(out["ok"]["user"], "py-client", "context crossed: {out}");
+    let out = env.py_client(
+        &topic,
+        &[
+            "--method",
+            "ping",
+            "--arg",
+            "7",
+            "--version",
+            "1.1",
+            "--server",
+            "rs-1",
+        ],
+    );
+    assert_eq!(out["ok"]["arg"], 7, "{out}");
+
+    // Above the server's version: oslo's UnsupportedVersion comes back.
+    let out = env.py_client(
+        &topic,
+        &["--method", "ping", "--arg", "1", "--version", "1.2"],
+    );
+    // As from a Python server: the dispatcher's module is not in allowed_remote_exmods.
+    let err = &out["error"];
+    assert_eq!(err["class"], "RemoteError", "{out}");
+    assert_eq!(err["exc_type"], "UnsupportedVersion", "{out}");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("does not support RPC version 1.2"),
+        "{out}"
+    );
+
+    // Object argument and object result, as OVO primitives both ways.
+    let out = env.py_client(
+        &topic,
+        &[
+            "--method",
+            "echo_thing",
+            "--version",
+            "1.1",
+            "--thing",
+            r#"{"id": 3, "name": "gpu", "tags": ["a"]}"#,
+        ],
+    );
+    let thing = InteropThing::from_primitive(&out["ok"]).expect("an InteropThing primitive");
+    assert_eq!(thing.id.get(), Some(&3));
+    assert_eq!(thing.name.get().map(String::as_str), Some("GPU"));
+    assert_eq!(
+        thing.tags.get().cloned(),
+        Some(vec!["a".to_string(), "rs".to_string()])
+    );
+
+    // A remote error raised by the verso method.
+    let out = env.py_client(
+        &topic,
+        &["--method", "fail", "--version", "1.1", "--arg", r#""boom""#],
+    );
+    assert_eq!(out["error"]["class"], "RemoteError", "{out}");
+    assert_eq!(out["error"]["exc_type"], "InteropError", "{out}");
+    assert!(
+        out["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("boom"),
+        "{out}"
+    );
+
+    server.stop().await;
+}
+
+// ---- 2. a verso client calls a Python oslo.messaging server ---------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verso_client_calls_python_server() {
+    let env = Env::get();
+    let topic = unique_topic("rs-to-py");
+    let _py = env.py_server(&topic, "py-1", None);
+    let transport = env.transport().await;
+    let ctx = RequestContext::new("req-rs-interop").with_user("rs-client");
+
+    let client = RpcClient::new(transport.clone(), Target::new(topic.clone()))
+        .version_cap(Version::new(1, 1))
+        .timeout(Duration::from_secs(15));
+    let got = client
+        .call(&ctx, "ping", "1.0", json!({"arg": {"hello": "world"}}))
+        .await
+        .expect("ping");
+    assert_eq!(got["arg"], json!({"hello": "world"}));
+    assert_eq!(got["peer"], "python");
+    assert_eq!(got["user"], "rs-client", "context crossed: {got}");
+    let got = client
+        .prepare()
+        .server("py-1")
+        .call(&ctx, "ping", "1.1", json!({"arg": 5}))
+        .await
+        .expect("ping at 1.1 to one server");
+    assert_eq!(got["arg"], 5);
+
+    // Above the Python server's version: typed UnsupportedVersion.
+    let wide = RpcClient::new(transport.clone(), Target::new(topic.clone()))
+        .timeout(Duration::from_secs(15));
+    match wide.call(&ctx, "ping", "1.2", json!({"arg": 1})).await {
+        Err(RpcError::UnsupportedVersion { requested, .. }) => {
+            assert_eq!(requested, Version::new(1, 2))
+        }
+        other => panic!("expected UnsupportedVersion, got {other:?}"),
+    }
+
+    // Caps respected: above the cap fails locally, nothing sent.
+    let capped = RpcClient::new(transport.clone(), Target::new(topic.clone()))
+        .version_cap(Version::new(1, 0));
+    assert!(capped.can_send_version("1.0"));
+    assert!(!capped.can_send_version("1.1"));
+    match capped
+        .call(&ctx, "echo_thing", "1.1", json!({"thing": null}))
+        .await
+    {
+        Err(RpcError::VersionCap { requested, cap }) => {
+            assert_eq!((requested, cap), (Version::new(1, 1), Version::new(1, 0)))
+        }
+        other => panic!("expected VersionCap, got {other:?}"),
+    }
+
+    // Object argument and result, as OVO primitives both ways.
+    let thing = InteropThing {
+        id: 9.into(),
+        name: "fpga".into(),
+        tags: vec!["x".to_string()].into(),
+        ..InteropThing::blank()
+    };
+    let got = client
+        .call(
+            &ctx,
+            "echo_thing",
+            "1.1",
+            json!({"thing": thing.to_primitive()}),
+        )
+        .await
+        .expect("echo_thing");
+    let back = InteropThing::from_primitive(&got).expect("an InteropThing primitive");
+    assert_eq!(back.name.get().map(String::as_str), Some("FPGA"));
+    assert_eq!(
+        back.tags.get().cloned(),
+        Some(vec!["x".to_string(), "py".to_string()])
+    );
+
+    // A remote error raised by the Python method.
+    match client
+        .call(&ctx, "fail", "1.0", json!({"message": "kaput"}))
+        .await
+    {
+        Err(RpcError::Remote(r)) => {
+            assert_eq!(r.kind, "ValueError");
+            assert_eq!(r.module, "builtins");
+            assert!(r.message.contains("kaput"), "{r:?}");
+        }
+        other => panic!("expected Remote(ValueError), got {other:?}"),
+    }
+    match client.call(&ctx, "no_such_method", "1.0", json!({})).await {
+        Err(RpcError::NoSuchMethod { method }) => assert_eq!(method, "no_such_method"),
+        other => panic!("expected NoSuchMethod, got {other:?}"),
+    }
+
+    // The rpc_client example against the Python server.
+    let out = env.example_client(&topic, &["--method", "ping", "--arg", r#"{"k": 1}"#]);
+    assert!(out.status.success(), "{out:?}");
+    let line: Value = serde_json::from_slice(&out.stdout).expect("one JSON line");
+    assert_eq!(line["arg"], json!({"k": 1}));
+    let out = env.example_client(
+        &topic,
+        &[
+            "--method",
+            "ping",
+            "--arg",
+            "1",
+            "--version",
+            "1.1",
+            "--cap",
+            "1.0",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("VersionCap"),
+        "{out:?}"
+    );
+    let out = env.example_client(
+        &topic,
+        &["--method", "ping", "--arg", "1", "--version", "1.2"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("UnsupportedVersion"),
+        "{out:?}"
+    );
+}
+
+// ---- 3. cast and fanout both ways -----------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn casts_and_fanout_from_python_to_verso() {
+    let env = Env::get();
+    let topic = unique_topic("cast-py-to-rs");
+    let (a, mut casts_a) = start_verso_server(env.transport().await, &topic, "rs-a").await;
+    let (b, mut casts_b) = start_verso_server(env.transport().await, &topic, "rs-b").await;
+
+    let out = env.py_client(
+        &topic,
+        &[
+            "--method",
+            "record",
+            "--arg",
+            r#""direct""#,
+            "--server",
+            "rs-b",
+            "--cast",
+        ],
+    );
+    assert_eq!(out, json!({"ok": null}));
+    assert_eq!(recv(&mut casts_b).await, json!("direct"));
+
+    let out = env.py_client(
+        &topic,
+        &["--method", "record", "--arg", r#""all""#, "--fanout"],
+    );
+    assert_eq!(out, json!({"ok": null}));
+    assert_eq!(recv(&mut casts_a).await, json!("all"));
+    assert_eq!(recv(&mut casts_b).await, json!("all"));
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), casts_a.recv())
+            .await
+            .is_err(),
+        "server a got the direct cast to b"
+    );
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn casts_and_fanout_from_verso_to_python() {
+    let env = Env::get();
+    let topic = unique_topic("cast-rs-to-py");
+    let dir = tempdir();
+    let rec_a = dir.join("a.jsonl");
+    let rec_b = dir.join("b.jsonl");
+    let _a = env.py_server(&topic, "py-a", Some(&rec_a));
+    let _b = env.py_server(&topic, "py-b", Some(&rec_b));
+    let client = RpcClient::new(env.transport().await, Target::new(topic.clone()));
+    let ctx = RequestContext::new("req-cast");
+
+    client
+        .prepare()
+        .server("py-a")
+        .cast(&ctx, "record", "1.0", json!({"arg": "direct"}))
+        .await
+        .expect("cast");
+    client
+        .prepare()
+        .fanout()
+        .cast(&ctx, "record", "1.0", json!({"arg": "all"}))
+        .await
+        .expect("fanout");
+    let a = wait_lines(&rec_a, 2).await;
+    let b = wait_lines(&rec_b, 1).await;
+    let args = |lines: &[Value]| lines.iter().map(|l| l["arg"].clone()).collect::<Vec<_>>();
+    let mut got_a = args(&a);
+    got_a.sort_by_key(ToString::to_string);
+    assert_eq!(got_a, vec![json!("all"), json!("direct")]);
+    assert_eq!(args(&b), vec![json!("all")]);
+}
+
+// ---- the wire itself, read with bare lapin --------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wire_flags_match_oslo_messaging() {
+    let env = Env::get();
+    let topic = unique_topic("wire");
+    let raw = RawPeer::connect(&env.url).await;
+    let queue = raw.bind_topic_queue(&topic).await;
+    let transport = env.transport().await;
+    let client = RpcClient::new(transport.clone(), Target::new(topic.clone()))
+        .timeout(Duration::from_secs(7));
+    let ctx = RequestContext::new("req-wire").with_user("u");
+
+    let call =
+        tokio::spawn(async move { client.call(&ctx, "ping", "1.0", json!({"arg": 1})).await });
+    let d = raw.next(&queue).await;
+    let p = &d.properties;
+    assert_eq!(
+        p.content_type().as_ref().map(|s| s.as_str()),
+        Some("application/json")
+    );
+    assert_eq!(
+        p.content_encoding().as_ref().map(|s| s.as_str()),
+        Some("utf-8")
+    );
+    assert_eq!(*p.delivery_mode(), Some(2));
+    assert_eq!(*p.priority(), Some(0));
+    assert_eq!(p.expiration().as_ref().map(|s| s.as_str()), Some("7000"));
+    assert!(p.reply_to().is_none() && p.correlation_id().is_none());
+    let body: Value = serde_json::from_slice(&d.data).unwrap();
+    assert_eq!(body["oslo.version"], "2.0");
+    let inner: Value = serde_json::from_str(body["oslo.message"].as_str().unwrap()).unwrap();
+    for key in ["_msg_id", "_reply_q", "_unique_id"] {
+        assert!(inner[key].is_string(), "{key} in {inner}");
+    }
+    assert!(inner["_timeout"].is_null());
+    assert_eq!(inner["_context_user"], "u");
+    let reply_q = inner["_reply_q"].as_str().unwrap().to_owned();
+    assert!(
+        reply_q.starts_with("reply_") && reply_q.len() == 6 + 32,
+        "{reply_q}"
+    );
+    // Reply as an oslo.messaging 18 server does.
+    let reply = json!({"result": {"pong": 1}, "failure": null, "ending": true,
+        "_msg_id": inner["_msg_id"], "_unique_id": "0123456789abcdef0123456789abcdef"});
+    raw.publish_enveloped("", &reply_q, &reply).await;
+    assert_eq!(call.await.unwrap().unwrap(), json!({"pong": 1}));
+
+    // A cast: no expiration, no call keys.
+    transport
+        .cast(
+            &Target::new(topic.clone()),
+            json!({"method": "m"}).as_object().cloned().unwrap(),
+        )
+        .await
+        .unwrap();
+    let d = raw.next(&queue).await;
+    assert!(d.properties.expiration().is_none());
+    let body: Value = serde_json::from_slice(&d.data).unwrap();
+    let inner: Value = serde_json::from_str(body["oslo.message"].as_str().unwrap()).unwrap();
+    assert!(
+        inner["_unique_id"].is_string() && inner.get("_msg_id").is_none(),
+        "{inner}"
+    );
+
+    // The reply queue's and a server's queues' flags, as the broker sees them.
+    let (_srv, _casts) = start_verso_server(transport.clone(), &topic, "w1").await;
+    raw.assert_queue(&reply_q, true).await;
+    raw.assert_queue(&topic, false).await;
+    raw.assert_queue(&format!("{topic}.w1"), false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicate_deliveries_run_once() {
+    let env = Env::get();
+    let topic = unique_topic("dup");
+    let (server, mut casts) = start_verso_server(env.transport().await, &topic, "d1").await;
+    let raw = RawPeer::connect(&env.url).await;
+    let msg = json!({"method": "record", "args": {"arg": "once"}, "version": "1.0",
+        "_unique_id": "feedfacefeedfacefeedfacefeedface"});
+    raw.publish_enveloped("openstack", &topic, &msg).await;
+    raw.publish_enveloped("openstack", &topic, &msg).await;
+    assert_eq!(recv(&mut casts).await, json!("once"));
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), casts.recv())
+            .await
+            .is_err(),
+        "the duplicate ran"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconnects_after_the_connection_drops() {
+    let env = Env::get();
+    let topic = unique_topic("reconnect");
+    let proxy = CuttableProxy::start(&env.url).await;
+    let url = proxy.url(&env.url);
+    let server_t = std::sync::Arc::new(AmqpTransport::connect(&url).await.expect("via proxy"));
+    let client_t = std::sync::Arc::new(AmqpTransport::connect(&url).await.expect("via proxy"));
+    let (server, _casts) = start_verso_server(server_t.clone(), &topic, "r1").await;
+    let client = RpcClient::new(client_t.clone(), Target::new(topic.clone()))
+        .timeout(Duration::from_secs(20));
+    let ctx = RequestContext::new("req-reconnect");
+    let ok = client.call(&ctx, "ping", "1.0", json!({"arg": 1})).await;
+    assert_eq!(ok.expect("before the drop")["arg"], 1);
+
+    // A call in flight when the connection drops fails with a transport error, at once.
+    let slow = {
+        let client = client.clone();
+        let ctx = ctx.clone();
+        tokio::spawn(async move { client.call(&ctx, "sleep", "1.1", json!({"arg": 3})).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = std::time::Instant::now();
+    proxy.cut();
+    match slow.await.unwrap() {
+        Err(RpcError::Transport { detail }) => {
+            assert!(
+                detail.contains("connection to RabbitMQ was lost"),
+                "{detail}"
+            )
+        }
+        other => panic!("expected a transport error, got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(5), "failed fast");
+
+    // Both sides reconnect by themselves; the server's listener is back.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match client.call(&ctx, "ping", "1.0", json!({"arg": 2})).await {
+            Ok(v) => {
+                assert_eq!(v["arg"], 2);
+                break;
+            }
+            Err(e) if std::time::Instant::now() < deadline => {
+                eprintln!("not back yet: {e}");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => panic!("did not come back after the drop: {e}"),
+        }
+    }
+    assert!(server_t.is_connected() && client_t.is_connected());
+    server.stop().await;
+}
+
+// ---- support: the environment, the Python peer, a verso server, bare lapin, a proxy ---
+
+mod support {
+    use futures::StreamExt;
+    use lapin::options::{
+        BasicConsumeOptions, BasicPublishOptions, QueueBindOptions, QueueDeclareOptions,
+    };
+    use lapin::types::{AMQPValue, FieldTable, ShortString};
+    use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+    use serde_json::{json, Value};
+    use std::io::{BufRead, BufReader};
+    use std::path::{Path, PathBuf};
+    use std::process::{Child, Command, Output, Stdio};
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+    use tokio::sync::mpsc;
+    use verso::{Field, ObjectMeta, Version, VersionedObject};
+    use verso_rpc::transport::amqp::{AmqpConfig, AmqpTransport};
+    use verso_rpc::transport::Transport;
+    use verso_rpc::{
+        ArgSpec, ArgType, Args, Endpoint, MethodSpec, RemoteError, RpcServer, ServerHandle, Target,
+    };
+
+    /// The object both peers know (`InteropThing` in peer.py); 1.1 added `tags`.
+    #[derive(VersionedObject, Clone, Debug, PartialEq)]
+    #[verso(namespace = "verso_interop", name = "InteropThing", version = "1.1")]
+    pub struct InteropThing {
+        pub id: Field<i64>,
+        pub name: Field<String>,
+        #[verso(since = "1.1")]
+        pub tags: Field<Vec<String>>,
+        pub meta: ObjectMeta,
+    }
+
+    pub struct Env {
+        pub url: String,
+        pub python: PathBuf,
+    }
+
+    fn workspace_root() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    }
+
+    fn peer_script() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("interop/peer.py")
+    }
+
+    impl Env {
+        /// The broker and the Python peer; panics with what to do if either is missing.
+        pub fn get() -> Env {
+            let url = std::env::var("VERSO_TEST_RABBIT_URL")
+                .unwrap_or_else(|_| "rabbit://guest:guest@127.0.0.1:5672/".into());
+            let config = AmqpConfig::from_url(&url)
+                .unwrap_or_else(|e| panic!("VERSO_TEST_RABBIT_URL is not usable: {e}"));
+            let host = &config.hosts[0];
+            if std::net::TcpStream::connect_timeout(
+                &std::net::ToSocketAddrs::to_socket_addrs(&(host.host.as_str(), host.port))
+                    .ok()
+                    .and_then(|mut a| a.next())
+                    .unwrap_or_else(|| panic!("cannot resolve RabbitMQ host {host}")),
+                Duration::from_secs(3),
+            )
+            .is_err()
+            {
+                panic!(
+                    "RabbitMQ is not reachable at {host} (VERSO_TEST_RABBIT_URL). The interop \
+                     tests need a real broker: run crates/verso-rpc/interop/start-rabbitmq.sh \
+                     (after apt-get install -y rabbitmq-server), or .ci/run, or point \
+                     VERSO_TEST_RABBIT_URL at one."
+                );
+            }
+            let python = std::env::var_os("VERSO_TEST_PYTHON")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| workspace_root().join(".venv/bin/python"));
+            let probe = Command::new(&python)
+                .args([
+                    "-c",
+                    "import oslo_messaging, oslo_versionedobjects, oslo_config",
+                ])
+                .output();
+            match probe {
+                Ok(o) if o.status.success() => {}
+                other => panic!(
+                    "the Python oslo.messaging peer is missing: {} cannot import \
+                     oslo_messaging/oslo_versionedobjects ({other:?}). Create it with \
+                     `python3 -m venv .venv && .venv/bin/pip install oslo.messaging \
+                     oslo.versionedobjects` at the workspace root (or run .ci/run), or set \
+                     VERSO_TEST_PYTHON to a python that has them.",
+                    python.display()
+                ),
+            }
+            Env { url, python }
+        }
+
+        pub async fn transport(&self) -> Arc<dyn Transport> {
+            Arc::new(
+                AmqpTransport::connect(&self.url)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}")),
+            )
+        }
+
+        /// One oslo.messaging client call or cast; its JSON line.
+        pub fn py_client(&self, topic: &str, args: &[&str]) -> Value {
+            let out = Command::new(&self.python)
+                .arg(peer_script())
+                .args(["client", "--url", &self.url, "--topic", topic])
+                .args(args)
+                .output()
+                .expect("run peer.py client");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let line = stdout.lines().last().unwrap_or("");
+            serde_json::from_str(line).unwrap_or_else(|e| {
+                panic!(
+                    "peer.py client printed no JSON ({e}): stdout {stdout:?} stderr {:?}",
+                    String::from_utf8_lossy(&out.stderr)
+                )
+            })
+        }
+
+        /// An oslo.messaging server, stopped when dropped.
+        pub fn py_server(&self, topic: &str, server: &str, record: Option<&Path>) -> PyServer {
+            let mut cmd = Command::new(&self.python);
+            cmd.arg(peer_script())
+                .args([
+                    "server", "--url", &self.url, "--topic", topic, "--server", server,
+                ])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit());
+            if let Some(r) = record {
+                cmd.arg("--record").arg(r);
+            }
+            let mut child = cmd.spawn().expect("start peer.py server");
+            let stdout = child.stdout.take().expect("piped stdout");
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let mut line = String::new();
+                let _ = BufReader::new(stdout).read_line(&mut line);
+                let _ = tx.send(line);
+            });
+            match rx.recv_timeout(Duration::from_secs(60)) {
+                Ok(l) if l.trim() == "ready" => PyServer(child),
+                other => {
+                    let _ = child.kill();
+                    panic!("peer.py server did not get ready: {other:?}")
+                }
+            }
+        }
+
+        /// The rpc_client example, built by `cargo test` beside this test binary.
+        pub fn example_client(&self, topic: &str, args: &[&str]) -> Output {
+            let exe = std::env::current_exe().expect("test binary path");
+            let dir = exe
+                .parent()
+                .and_then(Path::parent)
+                .expect("target dir")
+                .join("examples");
+            let bin = dir.join(format!("rpc_client{}", std::env::consts::EXE_SUFFIX));
+            assert!(
+                bin.exists(),
+                "{} is missing: `cargo test -p verso-rpc` builds the examples",
+                bin.display()
+            );
+            Command::new(bin)
+                .args([
+                    "--transport-url",
+                    &self.url,
+                    "--topic",
+                    topic,
+                    "--timeout",
+                    "15",
+                ])
+                .args(args)
+                .output()
+                .expect("run rpc_client")
+        }
+    }
+
+    pub struct PyServer(Child);
+
+    impl Drop for PyServer {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    pub fn unique_topic(name: &str) -> String {
+        format!("verso-interop-{name}-{}", uuid::Uuid::new_v4().simple())
+    }
+
+    pub fn tempdir() -> PathBuf {
+        let d = std::env::temp_dir().join(format!("verso-interop-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&d).expect("temp dir");
+        d
+    }
+
+    pub async fn wait_lines(path: &Path, n: usize) -> Vec<Value> {
+        for _ in 0..200 {
+            if let Ok(text) = std::fs::read_to_string(path) {
+                let lines: Vec<Value> = text
+                    .lines()
+                    .filter_map(|l| serde_json::from_str(l).ok())
+                    .collect();
+                if lines.len() >= n {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    let text = std::fs::read_to_string(path).unwrap_or_default();
+                    return text
+                        .lines()
+                        .filter_map(|l| serde_json::from_str(l).ok())
+                        .collect();
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("{} did not get {n} records", path.display())
+    }
+
+    pub async fn recv(rx: &mut mpsc::UnboundedReceiver<Value>) -> Value {
+        tokio::time::timeout(Duration::from_secs(15), rx.recv())
+            .await
+            .expect("a cast within 15 s")
+            .expect("server alive")
+    }
+
+    /// A verso server like the Python one: ping, echo_thing, fail, record (casts go to
+    /// the returned channel), sleep.
+    pub async fn start_verso_server(
+        transport: Arc<dyn Transport>,
+        topic: &str,
+        server: &str,
+    ) -> (ServerHandle, mpsc::UnboundedReceiver<Value>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let name = server.to_owned();
+        let endpoint = Endpoint::new(Version::new(1, 1))
+            .method(
+                MethodSpec::new("ping", Version::new(1, 0))
+                    .arg(ArgSpec::required("arg", ArgType::Any)),
+                move |ctx: verso::RequestContext, args: Args| {
+                    let reply = json!({"arg": args.value("arg"), "server": name,
+                        "peer": "verso", "user": ctx.user});
+                    async move { Ok(reply) }
+                },
+            )
+            .method(
+                MethodSpec::new("echo_thing", Version::new(1, 1))
+                    .arg(ArgSpec::required("thing", ArgType::Any)),
+                |_ctx, args: Args| async move {
+                    let p = args.value("thing").cloned().unwrap_or_default();
+                    let mut t = InteropThing::from_primitive(&p).map_err(|e| {
+                        RemoteError::new("InvalidThing", "verso_interop", e.to_string())
+                    })?;
+                    let upper = t.name.get().map(|n| n.to_uppercase()).unwrap_or_default();
+                    t.name = upper.into();
+                    let mut tags = t.tags.get().cloned().unwrap_or_default();
+                    tags.push("rs".into());
+                    t.tags = tags.into();
+                    Ok(t.to_primitive())
+                },
+            )
+            .method(
+                MethodSpec::new("fail", Version::new(1, 1))
+                    .arg(ArgSpec::required("arg", ArgType::Any)),
+                |_ctx, args: Args| {
+                    let m = args.value("arg").cloned().unwrap_or_default();
+                    async move {
+                        Err(RemoteError::new(
+                            "InteropError",
+                            "verso_interop",
+                            m.to_string(),
+                        ))
+                    }
+                },
+            )
+            .method(
+                MethodSpec::new("record", Version::new(1, 0))
+                    .arg(ArgSpec::required("arg", ArgType::Any)),
+                move |_ctx, args: Args| {
+                    let _ = tx.send(args.value("arg").cloned().unwrap_or_default());
+                    async move { Ok(Value::Null) }
+                },
+            )
+            .method(
+                MethodSpec::new("sleep", Version::new(1, 1))
+                    .arg(ArgSpec::required("arg", ArgType::Int)),
+                |_ctx, args: Args| async move {
+                    let secs = args.value("arg").and_then(Value::as_u64).unwrap_or(1);
+                    tokio::time::sleep(Duration::from_secs(secs)).await;
+                    Ok(json!(secs))
+                },
+            );
+        let handle = RpcServer::new(transport, Target::new(topic).with_server(server))
+            .endpoint(endpoint)
+            .expect("endpoint")
+            .start()
+            .await
+            .expect("server starts");
+        (handle, rx)
+    }
+
+    /// A bare lapin peer, to read and write the wire directly.
+    pub struct RawPeer {
+        _conn: Connection,
+        ch: Channel,
+        consumers: Mutex<std::collections::HashMap<String, lapin::Consumer>>,
+    }
+
+    /// lapin's own URL form of the broker (its empty vhost is not `/`).
+    pub fn amqp_url(url: &str) -> String {
+        let c = AmqpConfig::from_url(url).expect("url");
+        let h = &c.hosts[0];
+        let vhost = c.vhost.replace('%', "%25").replace('/', "%2f");
+        format!(
+            "amqp://{}:{}@{}:{}/{vhost}",
+            h.username, h.password, h.host, h.port
+        )
+    }
+
+    impl RawPeer {
+        pub async fn connect(url: &str) -> RawPeer {
+            let conn = Connection::connect(
+                &amqp_url(url),
+                ConnectionProperties::default()
+                    .with_executor(tokio_executor_trait::Tokio::current())
+                    .with_reactor(tokio_reactor_trait::Tokio),
+            )
+            .await
+            .expect("raw connect");
+            let ch = conn.create_channel().await.expect("channel");
+            RawPeer {
+                _conn: conn,
+                ch,
+                consumers: Mutex::new(Default::default()),
+            }
+        }
+
+        /// A queue bound to `openstack` with key `topic`, consumed.
+        pub async fn bind_topic_queue(&self, topic: &str) -> String {
+            let q = format!("{topic}-raw");
+            self.ch
+                .exchange_declare(
+                    "openstack",
+                    lapin::ExchangeKind::Topic,
+                    Default::default(),
+                    FieldTable::default(),
+                )
+                .await
+                .expect("exchange");
+            self.ch
+                .queue_declare(
+                    &q,
+                    QueueDeclareOptions {
+                        auto_delete: true,
+                        ..Default::default()
+                    },
+                    FieldTable::default(),
+                )
+                .await
+                .expect("queue");
+            self.ch
+                .queue_bind(
+                    &q,
+                    "openstack",
+                    topic,
+                    QueueBindOptions::default(),
+                    FieldTable::default(),
+                )
+                .await
+                .expect("bind");
+            let c = self
+                .ch
+                .basic_consume(
+                    &q,
+                    "raw",
+                    BasicConsumeOptions {
+                        no_ack: true,
+                        ..Default::default()
+                    },
+                    FieldTable::default(),
+                )
+                .await
+                .expect("consume");
+            self.consumers.lock().unwrap().insert(q.clone(), c);
+            q
+        }
+
+        pub async fn next(&self, queue: &str) -> lapin::message::Delivery {
+            let mut c = self
+                .consumers
+                .lock()
+                .unwrap()
+                .remove(queue)
+                .expect("consumed");
+            let d = tokio::time::timeout(Duration::from_secs(10), c.next())
+                .await
+                .expect("a message within 10 s")
+                .expect("consumer open")
+                .expect("delivery");
+            self.consumers.lock().unwrap().insert(queue.to_owned(), c);
+            d
+        }
+
+        pub async fn publish_enveloped(&self, exchange: &str, key: &str, msg: &Value) {
+            let body = json!({"oslo.version": "2.0", "oslo.message": msg.to_string()});
+            self.ch
+                .basic_publish(
+                    exchange,
+                    key,
+                    BasicPublishOptions::default(),
+                    body.to_string().as_bytes(),
+                    BasicProperties::default()
+                        .with_content_type(ShortString::from("application/json")),
+                )
+                .await
+                .expect("publish");
+        }
+
+        /// Checks a queue's flags by redeclaring it passively and then with the flags
+        /// oslo.messaging uses (the broker refuses an inequivalent redeclaration).
+        pub async fn assert_queue(&self, name: &str, expires: bool) {
+            let ch = self._conn.create_channel().await.expect("channel");
+            let mut args = FieldTable::default();
+            if expires {
+                args.insert(
+                    ShortString::from("x-expires"),
+                    AMQPValue::LongInt(1_800_000),
+                );
+            }
+            ch.queue_declare(name, QueueDeclareOptions::default(), args)
+                .await
+                .unwrap_or_else(|e| panic!("queue {name} is not declared as oslo does: {e}"));
+        }
+    }
+
+    /// A TCP proxy in front of the broker whose connections can be cut.
+    pub struct CuttableProxy {
+        port: u16,
+        conns: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
+    }
+
+    impl CuttableProxy {
+        pub async fn start(url: &str) -> CuttableProxy {
+            let config = AmqpConfig::from_url(url).expect("url");
+            let upstream = format!("{}:{}", config.hosts[0].host, config.hosts[0].port);
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            let port = listener.local_addr().expect("addr").port();
+            let conns: Arc<Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
+            let reg = conns.clone();
+            tokio::spawn(async move {
+                while let Ok((mut inbound, _)) = listener.accept().await {
+                    let upstream = upstream.clone();
+                    let task = tokio::spawn(async move {
+                        if let Ok(mut out) = tokio::net::TcpStream::connect(upstream).await {
+                            let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                        }
+                    });
+                    reg.lock().unwrap().push(task.abort_handle());
+                }
+            });
+            CuttableProxy { port, conns }
+        }
+
+        /// The broker URL through this proxy.
+        pub fn url(&self, url: &str) -> String {
+            let config = AmqpConfig::from_url(url).expect("url");
+            let h = &config.hosts[0];
+            format!(
+                "rabbit://{}:{}@127.0.0.1:{}/",
+                h.username, h.password, self.port
+            )
+        }
+
+        /// Drops every proxied connection (as a broker restart or a network cut does).
+        pub fn cut(&self) {
+            for c in self.conns.lock().unwrap().drain(..) {
+                c.abort();
+            }
+        }
+    }
+}
