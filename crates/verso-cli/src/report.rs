@@ -146,10 +146,7 @@ fn rpc_fix(name: &str, old: &RpcContract, changes: &[RpcChange]) -> String {
 
 fn fingerprints(old: &ObjectContract, new: &ObjectContract) -> String {
     if old.fingerprint == new.fingerprint {
-        format!(
-            "fingerprint {} unchanged (OVO's hash does not see this change)",
-            new.fingerprint
-        )
+        format!("fingerprint {} (unchanged)", new.fingerprint)
     } else {
         format!("fingerprint {} -> {}", old.fingerprint, new.fingerprint)
     }
