@@ -30,7 +30,7 @@ use tokio::sync::mpsc;
 /// # async fn main() -> Result<(), verso_rpc::RpcError> {
 /// let t = transport_from_url("memory://", None).await?;
 /// # let _ = t;
-/// let err = transport_from_url("http://x/", None).await.unwrap_err();
+/// let Err(err) = transport_from_url("http://x/", None).await else { panic!("not RabbitMQ") };
 /// assert!(err.to_string().contains("rabbit://"));
 /// # Ok(()) }
 /// ```

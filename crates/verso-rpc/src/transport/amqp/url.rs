@@ -333,7 +333,8 @@ fn parse_host(spec: &str) -> Result<BrokerHost, String> {
         }
     };
     if host.is_empty() {
-        return Err(format!("host '{spec}' has no host name"));
+        // Not `spec`: it holds the password.
+        return Err(format!("host '{hostport}' has no host name"));
     }
     let port = match port {
         None | Some("") => 5672,
