@@ -225,7 +225,7 @@ async fn cap_1_0_refuses_before_sending_and_never_runs_locally() {
         ),
         "{source}"
     );
-    assert_eq!(c.requests(), 0, "nothing was sent");
+    assert_eq!(c.requests(), 0, "no object call was sent");
 }
 
 #[tokio::test]
