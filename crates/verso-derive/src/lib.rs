@@ -484,6 +484,9 @@ fn expand_enum(input: &DeriveInput) -> syn::Result<TokenStream2> {
             fn from_primitive(value: &::verso::__private::Value) -> ::verso::Result<Self> {
                 ::verso::field::enum_from_primitive(value)
             }
+            fn from_json_str(s: &str) -> ::verso::Result<Self> {
+                ::verso::field::enum_from_str(s)
+            }
         }
         impl ::core::fmt::Display for #ident {
             fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {

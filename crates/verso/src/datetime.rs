@@ -84,6 +84,36 @@ impl DateTime {
 }
 
 impl DateTime {
+    /// Appends [`to_ovo_string`](Self::to_ovo_string) to `out` without allocating.
+    pub(crate) fn write_ovo(&self, out: &mut Vec<u8>) {
+        use chrono::{Datelike, Timelike};
+        use std::io::Write;
+        let t = self.value;
+        let _ = write!(
+            out,
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+            t.year(),
+            t.month(),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second()
+        );
+        if self.utc_named {
+            out.push(b'Z');
+        } else {
+            let secs = t.offset().local_minus_utc();
+            let m = secs.unsigned_abs() / 60;
+            let _ = write!(
+                out,
+                "{}{:02}:{:02}",
+                if secs < 0 { '-' } else { '+' },
+                m / 60,
+                m % 60
+            );
+        }
+    }
+
     /// `%Y-%m-%dT%H:%M:%S` of the local time, written without a format-string parse.
     fn seconds_text(&self) -> String {
         use chrono::{Datelike, Timelike};

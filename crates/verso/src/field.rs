@@ -108,6 +108,11 @@ pub trait FieldValue: Clone + fmt::Debug + PartialEq + Send + Sync + 'static {
     fn from_primitive_owned(value: Value) -> Result<Self> {
         Self::from_primitive(&value)
     }
+    /// Reads a primitive that is a JSON string, without building a `Value` (the fast path
+    /// of [`VersionedObject::from_primitive_slice`](crate::VersionedObject::from_primitive_slice)).
+    fn from_json_str(s: &str) -> Result<Self> {
+        Self::from_primitive_owned(Value::String(s.to_owned()))
+    }
     /// Appends the primitive as JSON text to `out`, without building a `Value` first
     /// (the fast path of [`VersionedObject::to_primitive_bytes`](crate::VersionedObject::to_primitive_bytes)).
     fn write_json(&self, out: &mut Vec<u8>) {
@@ -262,6 +267,9 @@ impl FieldValue for Uuid {
         out.extend_from_slice(self.hyphenated().encode_lower(&mut buf).as_bytes());
         out.push(b'"');
     }
+    fn from_json_str(s: &str) -> Result<Self> {
+        Uuid::parse_str(s).map_err(|_| invalid(format!("{s} is not a valid UUID")))
+    }
     fn from_primitive(value: &Value) -> Result<Self> {
         let s = value
             .as_str()
@@ -279,8 +287,12 @@ impl FieldValue for DateTime {
     }
     fn write_json(&self, out: &mut Vec<u8>) {
         out.push(b'"');
-        out.extend_from_slice(self.to_ovo_string().as_bytes());
+        self.write_ovo(out);
         out.push(b'"');
+    }
+    fn from_json_str(s: &str) -> Result<Self> {
+        s.parse()
+            .map_err(|e: crate::DateTimeError| invalid(e.to_string()))
     }
     fn from_primitive(value: &Value) -> Result<Self> {
         let s = value
@@ -318,6 +330,9 @@ impl<T: FieldValue> FieldValue for Option<T> {
             Value::Null => Ok(None),
             v => T::from_primitive_owned(v).map(Some),
         }
+    }
+    fn from_json_str(s: &str) -> Result<Self> {
+        T::from_json_str(s).map(Some)
     }
     fn from_primitive(value: &Value) -> Result<Self> {
         match value {
@@ -447,15 +462,29 @@ impl<V: FieldValue> FieldValue for BTreeMap<String, V> {
     }
 }
 
+/// Reads a [`VersionedEnum`] from its wire text; used by the derive.
+#[doc(hidden)]
+pub fn enum_from_str<E: VersionedEnum>(s: &str) -> Result<E> {
+    E::from_str(s).ok_or_else(|| invalid(format!("Field value {s} is invalid")))
+}
+
 /// Appends a JSON value (writing to a `Vec` cannot fail).
 pub(crate) fn write_value(out: &mut Vec<u8>, v: &Value) {
     let _ = serde_json::to_writer(out, v);
 }
 
-/// Appends a JSON string, escaped.
+/// Appends a JSON string, escaped (copied as is when nothing needs escaping, the
+/// common case for names, UUIDs and enum values).
 #[doc(hidden)]
 pub fn write_str(out: &mut Vec<u8>, s: &str) {
-    let _ = serde_json::to_writer(out, s);
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        let _ = serde_json::to_writer(out, s);
+    }
 }
 
 /// A field enum: a Rust enum whose variants are an OVO `Enum` field's valid values.
@@ -610,6 +639,8 @@ pub trait DynField {
     fn set_from_primitive(&mut self, value: &Value, default: Option<&Value>) -> Result<()>;
     /// [`set_from_primitive`](Self::set_from_primitive) from an owned value.
     fn set_from_owned(&mut self, value: Value, default: Option<&Value>) -> Result<()>;
+    /// Assigns from a primitive that is a JSON string.
+    fn set_from_str(&mut self, value: &str) -> Result<()>;
     /// Whether a contained object reports changes.
     fn has_child_changes(&self) -> bool;
     /// Resets contained objects' changes, recursively.
@@ -661,6 +692,10 @@ impl<T: FieldValue> DynField for Field<T> {
             T::from_primitive_owned(value)?
         };
         self.set(v);
+        Ok(())
+    }
+    fn set_from_str(&mut self, value: &str) -> Result<()> {
+        self.set(T::from_json_str(value)?);
         Ok(())
     }
     fn has_child_changes(&self) -> bool {

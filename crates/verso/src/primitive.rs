@@ -75,7 +75,7 @@ pub(crate) fn write_own<O: VersionedObject>(obj: &O, out: &mut Vec<u8>) {
     out.extend_from_slice(b",\"versioned_object.namespace\":");
     write_str(out, O::NAMESPACE);
     out.extend_from_slice(b",\"versioned_object.version\":\"");
-    out.extend_from_slice(obj.version().to_string().as_bytes());
+    let _ = std::io::Write::write_fmt(out, format_args!("{}", obj.version()));
     out.extend_from_slice(b"\",\"versioned_object.data\":{");
     let schema = O::schema();
     let mut first = true;
@@ -269,19 +269,80 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for DataSeed<'_, O> {
                 map.next_value::<serde::de::IgnoredAny>()?;
                 continue;
             };
-            let value: Value = map.next_value()?;
-            if self.1.is_none() {
-                let f = &schema.fields[i];
-                if let Err(e) = self
-                    .0
-                    .field_mut(i)
-                    .set_from_owned(value, f.default.as_ref())
-                {
-                    *self.1 = Some(crate::field::locate(e, O::NAME, f.name));
-                }
+            let f = &schema.fields[i];
+            let result = map.next_value_seed(FieldSeed {
+                slot: self.0.field_mut(i),
+                default: f.default.as_ref(),
+            })?;
+            if let (Err(e), None) = (result, &self.1) {
+                *self.1 = Some(crate::field::locate(e, O::NAME, f.name));
             }
         }
         Ok(())
+    }
+}
+
+/// Reads one field's value: JSON strings straight into the field (no `Value`), anything
+/// else through a `Value`. The field's own error is returned, not raised, so the header
+/// checks can still run first.
+struct FieldSeed<'a> {
+    slot: &'a mut dyn crate::DynField,
+    default: Option<&'a Value>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for FieldSeed<'_> {
+    type Value = Result<()>;
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> std::result::Result<Result<()>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for FieldSeed<'_> {
+    type Value = Result<()>;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a field value")
+    }
+    fn visit_str<E>(self, v: &str) -> std::result::Result<Result<()>, E> {
+        Ok(self.slot.set_from_str(v))
+    }
+    fn visit_bool<E>(self, v: bool) -> std::result::Result<Result<()>, E> {
+        Ok(self.slot.set_from_owned(Value::Bool(v), self.default))
+    }
+    fn visit_i64<E>(self, v: i64) -> std::result::Result<Result<()>, E> {
+        Ok(self.slot.set_from_owned(Value::from(v), self.default))
+    }
+    fn visit_u64<E>(self, v: u64) -> std::result::Result<Result<()>, E> {
+        Ok(self.slot.set_from_owned(Value::from(v), self.default))
+    }
+    fn visit_f64<E>(self, v: f64) -> std::result::Result<Result<()>, E> {
+        Ok(self.slot.set_from_owned(Value::from(v), self.default))
+    }
+    fn visit_unit<E>(self) -> std::result::Result<Result<()>, E> {
+        Ok(self.slot.set_from_owned(Value::Null, self.default))
+    }
+    fn visit_none<E>(self) -> std::result::Result<Result<()>, E> {
+        Ok(self.slot.set_from_owned(Value::Null, self.default))
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        seq: A,
+    ) -> std::result::Result<Result<()>, A::Error> {
+        let v = <Value as serde::Deserialize>::deserialize(
+            serde::de::value::SeqAccessDeserializer::new(seq),
+        )?;
+        Ok(self.slot.set_from_owned(v, self.default))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        map: A,
+    ) -> std::result::Result<Result<()>, A::Error> {
+        let v = <Value as serde::Deserialize>::deserialize(
+            serde::de::value::MapAccessDeserializer::new(map),
+        )?;
+        Ok(self.slot.set_from_owned(v, self.default))
     }
 }
 
