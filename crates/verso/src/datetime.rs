@@ -61,31 +61,27 @@ impl DateTime {
 
     /// OVO's wire text (`DateTime.to_primitive`): no fraction, `Z` or `+HH:MM`.
     pub fn to_ovo_string(&self) -> String {
-        let mut s = self.seconds_text();
-        if self.utc_named {
-            s.push('Z');
-        } else {
-            push_offset(&mut s, self.value.offset().local_minus_utc());
-        }
-        s
+        let mut out = Vec::with_capacity(25);
+        self.write_ovo(&mut out);
+        String::from_utf8(out).unwrap_or_default()
     }
 
     /// Python's `datetime.isoformat()`: `.ffffff` only when there are microseconds, and the
     /// offset always as `+HH:MM` (UTC is `+00:00`).
     pub fn to_isoformat(&self) -> String {
-        let mut s = self.seconds_text();
-        let micros = self.value.timestamp_subsec_micros();
-        if micros != 0 {
-            s.push_str(&format!(".{micros:06}"));
-        }
-        push_offset(&mut s, self.value.offset().local_minus_utc());
-        s
+        let mut out = Vec::with_capacity(32);
+        self.write_text(&mut out, true, false);
+        String::from_utf8(out).unwrap_or_default()
     }
-}
 
-impl DateTime {
     /// Appends [`to_ovo_string`](Self::to_ovo_string) to `out` without allocating.
     pub(crate) fn write_ovo(&self, out: &mut Vec<u8>) {
+        self.write_text(out, false, self.utc_named);
+    }
+
+    /// `%Y-%m-%dT%H:%M:%S`, then `.ffffff` (if `micros` and non-zero), then `Z` (if `z`)
+    /// or the offset as `+HH:MM`. Written without a format-string parse.
+    fn write_text(&self, out: &mut Vec<u8>, micros: bool, z: bool) {
         use chrono::{Datelike, Timelike};
         use std::io::Write;
         let t = self.value;
@@ -99,45 +95,19 @@ impl DateTime {
             t.minute(),
             t.second()
         );
-        if self.utc_named {
+        let us = t.timestamp_subsec_micros();
+        if micros && us != 0 {
+            let _ = write!(out, ".{us:06}");
+        }
+        if z {
             out.push(b'Z');
         } else {
             let secs = t.offset().local_minus_utc();
             let m = secs.unsigned_abs() / 60;
-            let _ = write!(
-                out,
-                "{}{:02}:{:02}",
-                if secs < 0 { '-' } else { '+' },
-                m / 60,
-                m % 60
-            );
+            let sign = if secs < 0 { '-' } else { '+' };
+            let _ = write!(out, "{sign}{:02}:{:02}", m / 60, m % 60);
         }
     }
-
-    /// `%Y-%m-%dT%H:%M:%S` of the local time, written without a format-string parse.
-    fn seconds_text(&self) -> String {
-        use chrono::{Datelike, Timelike};
-        use std::fmt::Write;
-        let t = self.value;
-        let mut s = String::with_capacity(32);
-        let _ = write!(
-            s,
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
-            t.year(),
-            t.month(),
-            t.day(),
-            t.hour(),
-            t.minute(),
-            t.second()
-        );
-        s
-    }
-}
-
-fn push_offset(s: &mut String, seconds: i32) {
-    let sign = if seconds < 0 { '-' } else { '+' };
-    let m = seconds.unsigned_abs() / 60;
-    s.push_str(&format!("{sign}{:02}:{:02}", m / 60, m % 60));
 }
 
 impl From<chrono::DateTime<Utc>> for DateTime {
