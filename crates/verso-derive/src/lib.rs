@@ -407,6 +407,14 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
             fn write_json(&self, out: &mut ::std::vec::Vec<u8>) {
                 ::verso::primitive::write_own_public(self, out)
             }
+            fn write_backport(
+                &self,
+                out: &mut ::std::vec::Vec<u8>,
+                to: &::verso::Version,
+                manifest: ::core::option::Option<&::verso::VersionManifest>,
+            ) -> ::verso::Result<()> {
+                ::verso::primitive::write_backported_child(self, out, to, manifest)
+            }
             fn has_changes(&self) -> bool {
                 !::verso::VersionedObject::what_changed(self).is_empty()
             }

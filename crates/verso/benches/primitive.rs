@@ -115,6 +115,13 @@ fn list_backport(c: &mut Criterion) {
                 .expect("encode")
             })
         });
+        g.bench_function(BenchmarkId::new("manifest_backport_bytes", n), |b| {
+            b.iter(|| {
+                black_box(&list)
+                    .to_primitive_bytes_for_peer(&manifest)
+                    .expect("backport")
+            })
+        });
         g.finish();
         assert_eq!(list.len(), n);
     }

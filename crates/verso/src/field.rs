@@ -118,6 +118,18 @@ pub trait FieldValue: Clone + fmt::Debug + PartialEq + Send + Sync + 'static {
     fn write_json(&self, out: &mut Vec<u8>) {
         write_value(out, &self.to_primitive());
     }
+    /// Appends the contained object(s) backported to `to` as JSON text (what
+    /// [`backport`](Self::backport) does to a primitive, written directly).
+    fn write_backport(
+        &self,
+        out: &mut Vec<u8>,
+        to: &Version,
+        manifest: Option<&VersionManifest>,
+    ) -> Result<()> {
+        let _ = (to, manifest);
+        self.write_json(out);
+        Ok(())
+    }
     /// A JSON view for people and tests: like the primitive, but DateTimes in Python's
     /// `isoformat()` and objects as descriptions.
     fn describe(&self) -> Value {
@@ -334,6 +346,20 @@ impl<T: FieldValue> FieldValue for Option<T> {
     fn from_json_str(s: &str) -> Result<Self> {
         T::from_json_str(s).map(Some)
     }
+    fn write_backport(
+        &self,
+        out: &mut Vec<u8>,
+        to: &Version,
+        manifest: Option<&VersionManifest>,
+    ) -> Result<()> {
+        match self {
+            Some(v) => v.write_backport(out, to, manifest),
+            None => {
+                out.extend_from_slice(b"null");
+                Ok(())
+            }
+        }
+    }
     fn from_primitive(value: &Value) -> Result<Self> {
         match value {
             Value::Null => Ok(None),
@@ -391,6 +417,22 @@ impl<T: FieldValue> FieldValue for Vec<T> {
             v.write_json(out);
         }
         out.push(b']');
+    }
+    fn write_backport(
+        &self,
+        out: &mut Vec<u8>,
+        to: &Version,
+        manifest: Option<&VersionManifest>,
+    ) -> Result<()> {
+        out.push(b'[');
+        for (i, v) in self.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            v.write_backport(out, to, manifest)?;
+        }
+        out.push(b']');
+        Ok(())
     }
     fn from_primitive(value: &Value) -> Result<Self> {
         let items = value.as_array().ok_or_else(|| type_error("list", value))?;
@@ -634,6 +676,13 @@ pub trait DynField {
     fn describe(&self) -> Option<Value>;
     /// Appends the primitive as JSON text (call only when set).
     fn write_json(&self, out: &mut Vec<u8>);
+    /// Appends contained objects backported to `to` (call only when set).
+    fn write_backport(
+        &self,
+        out: &mut Vec<u8>,
+        to: &Version,
+        manifest: Option<&VersionManifest>,
+    ) -> Result<()>;
     /// Assigns from a primitive (marks changed). `default` is the field's default in
     /// primitive form, which a `null` takes on a non-nullable field (OVO's coerce).
     fn set_from_primitive(&mut self, value: &Value, default: Option<&Value>) -> Result<()>;
@@ -677,6 +726,17 @@ impl<T: FieldValue> DynField for Field<T> {
     fn write_json(&self, out: &mut Vec<u8>) {
         if let Some(v) = &self.value {
             v.write_json(out);
+        }
+    }
+    fn write_backport(
+        &self,
+        out: &mut Vec<u8>,
+        to: &Version,
+        manifest: Option<&VersionManifest>,
+    ) -> Result<()> {
+        match &self.value {
+            Some(v) => v.write_backport(out, to, manifest),
+            None => Ok(()),
         }
     }
     fn set_from_primitive(&mut self, value: &Value, default: Option<&Value>) -> Result<()> {

@@ -101,7 +101,7 @@ impl FromIterator<(String, Version)> for VersionManifest {
 }
 
 /// What a relationship table says for a target version.
-enum Rule {
+pub(crate) enum Rule {
     /// The parent at this version did not have the field: remove it.
     Remove,
     /// Backport the child to this version.
@@ -111,7 +111,7 @@ enum Rule {
 }
 
 /// OVO's `_get_subobject_version`.
-fn lookup(target: &Version, table: &[(Version, Version)]) -> Rule {
+pub(crate) fn lookup(target: &Version, table: &[(Version, Version)]) -> Rule {
     for (i, (parent, child)) in table.iter().enumerate() {
         if target < parent {
             return if i == 0 {
@@ -128,10 +128,10 @@ fn lookup(target: &Version, table: &[(Version, Version)]) -> Rule {
 }
 
 /// `(parent_version, child_version)` pairs, borrowed from the schema or made for a call.
-type Table<'a> = Cow<'a, [(Version, Version)]>;
+pub(crate) type Table<'a> = Cow<'a, [(Version, Version)]>;
 
 /// The rule table for one object field, or `None` for "leave it alone".
-fn table_for<'a>(
+pub(crate) fn table_for<'a>(
     schema: &'a ObjectSchema,
     f: &'a FieldSchema,
     target: &Version,

@@ -294,6 +294,13 @@ pub trait VersionedObject: Clone + fmt::Debug + PartialEq + Send + Sync + 'stati
         out
     }
 
+    /// [`to_primitive_for_peer`](Self::to_primitive_for_peer) as JSON bytes, written in
+    /// one pass without an intermediate `serde_json::Value` (the same JSON).
+    fn to_primitive_bytes_for_peer(&self, manifest: &VersionManifest) -> Result<Vec<u8>> {
+        let target = manifest.get(Self::NAME).filter(|v| *v < self.version());
+        crate::primitive::encode_bytes(self, target, Some(manifest))
+    }
+
     /// Decodes JSON bytes of a primitive of this class; the same rules and errors as
     /// [`from_primitive`](Self::from_primitive), without building the whole document as
     /// a `serde_json::Value` first.

@@ -69,14 +69,7 @@ fn envelope<O: VersionedObject>(obj: &O, version: &Version, data: PrimitiveData)
 /// The primitive at the instance version as JSON text, written directly (same JSON as
 /// `serde_json::to_vec(&encode_own(obj))`, keys in OVO's order).
 pub(crate) fn write_own<O: VersionedObject>(obj: &O, out: &mut Vec<u8>) {
-    use crate::field::write_str;
-    out.extend_from_slice(b"{\"versioned_object.name\":");
-    write_str(out, O::NAME);
-    out.extend_from_slice(b",\"versioned_object.namespace\":");
-    write_str(out, O::NAMESPACE);
-    out.extend_from_slice(b",\"versioned_object.version\":\"");
-    let _ = std::io::Write::write_fmt(out, format_args!("{}", obj.version()));
-    out.extend_from_slice(b"\",\"versioned_object.data\":{");
+    write_header::<O>(out, &obj.version());
     let schema = O::schema();
     let mut first = true;
     for (i, f) in schema.fields.iter().enumerate() {
@@ -88,23 +81,147 @@ pub(crate) fn write_own<O: VersionedObject>(obj: &O, out: &mut Vec<u8>) {
             out.push(b',');
         }
         first = false;
-        write_str(out, f.name);
+        crate::field::write_str(out, f.name);
         out.push(b':');
         slot.write_json(out);
     }
     out.push(b'}');
-    let changes = obj.what_changed();
-    if !changes.is_empty() {
-        out.extend_from_slice(b",\"versioned_object.changes\":[");
-        for (i, c) in changes.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_str(out, c);
-        }
+    write_changes(out, obj.what_changed().into_iter());
+    out.push(b'}');
+}
+
+fn write_header<O: VersionedObject>(out: &mut Vec<u8>, version: &Version) {
+    use crate::field::write_str;
+    out.extend_from_slice(b"{\"versioned_object.name\":");
+    write_str(out, O::NAME);
+    out.extend_from_slice(b",\"versioned_object.namespace\":");
+    write_str(out, O::NAMESPACE);
+    out.extend_from_slice(b",\"versioned_object.version\":\"");
+    let _ = std::io::Write::write_fmt(out, format_args!("{version}"));
+    out.extend_from_slice(b"\",\"versioned_object.data\":{");
+}
+
+fn write_changes(out: &mut Vec<u8>, changes: impl Iterator<Item = &'static str>) {
+    let mut first = true;
+    for c in changes {
+        out.extend_from_slice(if first {
+            b",\"versioned_object.changes\":["
+        } else {
+            b","
+        });
+        first = false;
+        crate::field::write_str(out, c);
+    }
+    if !first {
         out.push(b']');
     }
+}
+
+/// Writes `obj` backported to `to` as JSON text in one pass, with the same result as
+/// the `Value` path: `top` is the object being encoded (its `changes` are filtered to
+/// the fields left), otherwise a contained object (changes as at its own version, as
+/// OVO leaves them). A class with a custom `make_compatible` hook goes through the
+/// `Value` path, since its hook edits a primitive.
+pub(crate) fn write_backported<O: VersionedObject>(
+    obj: &O,
+    out: &mut Vec<u8>,
+    to: &Version,
+    manifest: Option<&VersionManifest>,
+    top: bool,
+) -> Result<()> {
+    use crate::manifest::{lookup, table_for, Rule};
+    let schema = O::schema();
+    if schema.custom_make_compatible {
+        let p = if top {
+            encode(obj, Some(*to), manifest)?
+        } else {
+            let mut p = encode_own(obj);
+            crate::manifest::backport_object(obj, &mut p, to, manifest)?;
+            p
+        };
+        crate::field::write_value(out, &p);
+        return Ok(());
+    }
+    write_header::<O>(out, to);
+    let mut written = vec![false; schema.fields.len()];
+    let mut first = true;
+    for (i, f) in schema.fields.iter().enumerate() {
+        let slot = obj.field(i);
+        if !slot.is_set() {
+            continue;
+        }
+        let child_rule = if f.ty.child_object().is_some() {
+            match table_for(schema, f, to, manifest)? {
+                None => Some(Rule::Keep),
+                Some(t) => Some(lookup(to, &t)),
+            }
+        } else if f.since.is_some_and(|s| *to < s) {
+            continue;
+        } else {
+            None
+        };
+        if matches!(child_rule, Some(Rule::Remove)) {
+            continue;
+        }
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        crate::field::write_str(out, f.name);
+        out.push(b':');
+        match child_rule {
+            Some(Rule::To(v)) => slot.write_backport(out, &v, manifest)?,
+            _ => slot.write_json(out),
+        }
+        written[i] = true;
+    }
     out.push(b'}');
+    let changed = obj.what_changed();
+    let kept = |name: &str| -> bool {
+        let i = schema.fields.iter().position(|f| f.name == name);
+        i.is_some_and(|i| {
+            if top {
+                written[i]
+            } else {
+                obj.field(i).is_set()
+            }
+        })
+    };
+    write_changes(out, changed.into_iter().filter(|c| kept(c)));
+    out.push(b'}');
+    Ok(())
+}
+
+/// `obj_to_primitive(target_version, version_manifest)` as JSON text.
+pub(crate) fn encode_bytes<O: VersionedObject>(
+    obj: &O,
+    target: Option<Version>,
+    manifest: Option<&VersionManifest>,
+) -> Result<Vec<u8>> {
+    let own = obj.version();
+    let target = target.unwrap_or(own);
+    if target > own {
+        return Err(Error::InvalidTargetVersion { version: target });
+    }
+    let manifest = manifest.filter(|m| !m.is_empty());
+    let mut out = Vec::with_capacity(256);
+    if target != own || manifest.is_some() {
+        write_backported(obj, &mut out, &target, manifest, true)?;
+    } else {
+        write_own(obj, &mut out);
+    }
+    Ok(out)
+}
+
+/// Appends a contained object backported to `to`; used by the derive.
+#[doc(hidden)]
+pub fn write_backported_child<O: VersionedObject>(
+    obj: &O,
+    out: &mut Vec<u8>,
+    to: &Version,
+    manifest: Option<&VersionManifest>,
+) -> Result<()> {
+    write_backported(obj, out, to, manifest, false)
 }
 
 /// The primitive at the instance version, with no backport.

@@ -25,6 +25,12 @@ pub trait AnyObject: fmt::Debug + Send + Sync + 'static {
         target: Option<Version>,
         manifest: Option<&VersionManifest>,
     ) -> Result<Value>;
+    /// `obj_to_primitive` as JSON bytes, written directly (the same JSON).
+    fn obj_to_primitive_bytes(
+        &self,
+        target: Option<Version>,
+        manifest: Option<&VersionManifest>,
+    ) -> Result<Vec<u8>>;
     /// See [`VersionedObject::describe`].
     fn obj_describe(&self) -> Value;
     /// See [`VersionedObject::what_changed`].
@@ -56,6 +62,13 @@ impl<O: VersionedObject> AnyObject for O {
         manifest: Option<&VersionManifest>,
     ) -> Result<Value> {
         crate::primitive::encode(self, target, manifest)
+    }
+    fn obj_to_primitive_bytes(
+        &self,
+        target: Option<Version>,
+        manifest: Option<&VersionManifest>,
+    ) -> Result<Vec<u8>> {
+        crate::primitive::encode_bytes(self, target, manifest)
     }
     fn obj_describe(&self) -> Value {
         self.describe()

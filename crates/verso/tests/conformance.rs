@@ -217,7 +217,16 @@ fn run_case(reg: &Registry, case: &Value) -> Result<(), String> {
                 Ok(p) => Outcome::Value(p),
                 Err(e) => Outcome::Error(e),
             };
-            check(expect, "primitive", out)
+            check(expect, "primitive", out)?;
+            // The direct byte writer must give the same JSON.
+            let bytes = match obj.obj_to_primitive_bytes(target, manifest.as_ref()) {
+                Ok(b) => Outcome::Value(
+                    serde_json::from_slice(&b)
+                        .map_err(|e| format!("byte path wrote bad JSON: {e}"))?,
+                ),
+                Err(e) => Outcome::Error(e),
+            };
+            check(expect, "primitive", bytes).map_err(|e| format!("byte path: {e}"))
         }
         Some("from_primitive") => match reg.from_primitive(&case["primitive"]) {
             Err(e) => check(expect, "object", Outcome::Error(e)),

@@ -124,6 +124,21 @@ proptest! {
     }
 
     #[test]
+    fn byte_backport_matches_the_value_backport(h in attach_handle(), target in versions(), dev in versions(), with_device in any::<bool>()) {
+        let mut m = AttachHandle::manifest();
+        m.insert("AttachHandle", target);
+        if with_device {
+            m.insert("Device", dev);
+        } else {
+            m = [("AttachHandle".to_string(), target)].into_iter().collect();
+        }
+        let by_value = h.to_primitive_for_peer(&m).expect("backports");
+        let bytes = h.to_primitive_bytes_for_peer(&m).expect("backports");
+        let parsed: serde_json::Value = serde_json::from_slice(&bytes).expect("valid JSON");
+        prop_assert_eq!(parsed, by_value);
+    }
+
+    #[test]
     fn deployable_round_trips(d in deployable()) {
         let back = Deployable::from_primitive(&d.to_primitive()).expect("decodes");
         prop_assert_eq!(back, d);
