@@ -405,7 +405,7 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                 ::verso::VersionedObject::describe(self)
             }
             fn write_json(&self, out: &mut ::std::vec::Vec<u8>) {
-                ::verso::primitive::write_own_public(self, out)
+                ::verso::primitive::write_own(self, out)
             }
             fn write_backport(
                 &self,

@@ -90,7 +90,8 @@ impl ObjectSchema {
         self.fields.iter().find(|f| f.name == name)
     }
 
-    fn index_of(&self, name: &str) -> Option<usize> {
+    /// The position of the field called `name` (the index of `VersionedObject::field`).
+    pub fn index_of(&self, name: &str) -> Option<usize> {
         self.fields.iter().position(|f| f.name == name)
     }
 }

@@ -68,7 +68,8 @@ fn envelope<O: VersionedObject>(obj: &O, version: &Version, data: PrimitiveData)
 
 /// The primitive at the instance version as JSON text, written directly (same JSON as
 /// `serde_json::to_vec(&encode_own(obj))`, keys in OVO's order).
-pub(crate) fn write_own<O: VersionedObject>(obj: &O, out: &mut Vec<u8>) {
+#[doc(hidden)]
+pub fn write_own<O: VersionedObject>(obj: &O, out: &mut Vec<u8>) {
     write_header::<O>(out, &obj.version());
     let schema = O::schema();
     let mut first = true;
@@ -178,7 +179,7 @@ pub(crate) fn write_backported<O: VersionedObject>(
     out.push(b'}');
     let changed = obj.what_changed();
     let kept = |name: &str| -> bool {
-        let i = schema.fields.iter().position(|f| f.name == name);
+        let i = schema.index_of(name);
         i.is_some_and(|i| {
             if top {
                 written[i]
@@ -293,7 +294,52 @@ impl Header<'_> {
 
 /// Decodes a primitive into `O`, whose name the caller has already matched.
 pub(crate) fn decode_body<O: VersionedObject>(h: &Header<'_>) -> Result<O> {
-    let version: Version = h.version.parse()?;
+    let version = check_version::<O>(h.version)?;
+    let data = required(h.map, KEY_DATA)?
+        .as_object()
+        .ok_or_else(|| Error::Malformed {
+            what: format!("'{KEY_DATA}' is not an object"),
+        })?;
+    let mut obj = O::blank();
+    let schema = O::schema();
+    for f in &schema.fields {
+        if let Some(v) = data.get(f.name) {
+            obj.set_field_primitive(f.name, v)?;
+        }
+    }
+    let changes = match h.map.get(KEY_CHANGES) {
+        None => &[][..],
+        Some(c) => c.as_array().ok_or_else(|| Error::Malformed {
+            what: format!("'{KEY_CHANGES}' is not a list"),
+        })?,
+    };
+    let changed = changes
+        .iter()
+        .filter_map(Value::as_str)
+        .filter_map(|c| schema.index_of(c));
+    finish(&mut obj, version, changed);
+    Ok(obj)
+}
+
+/// A typed decode's class checks, in OVO's order: the namespace, then the name.
+fn check_class<O: VersionedObject>(namespace: &str, name: &str) -> Result<()> {
+    if namespace != O::NAMESPACE {
+        return Err(Error::UnsupportedObject {
+            objtype: format!("{namespace}.{name}"),
+        });
+    }
+    if name != O::NAME {
+        return Err(Error::WrongObjectType {
+            expected: O::NAME,
+            found: name.into(),
+        });
+    }
+    Ok(())
+}
+
+/// The primitive's version, if this build of `O` can read it.
+fn check_version<O: VersionedObject>(text: &str) -> Result<Version> {
+    let version: Version = text.parse()?;
     if !O::VERSION.accepts(&version) {
         return Err(Error::IncompatibleObjectVersion {
             name: O::NAME.into(),
@@ -301,52 +347,28 @@ pub(crate) fn decode_body<O: VersionedObject>(h: &Header<'_>) -> Result<O> {
             supported: O::VERSION,
         });
     }
-    let data = required(h.map, KEY_DATA)?
-        .as_object()
-        .ok_or_else(|| Error::Malformed {
-            what: format!("'{KEY_DATA}' is not an object"),
-        })?;
-    let mut obj = O::blank();
+    Ok(version)
+}
+
+/// Gives a decoded object its instance version and exactly the changed fields the
+/// primitive named (by field index).
+fn finish<O: VersionedObject>(
+    obj: &mut O,
+    version: Version,
+    changed: impl IntoIterator<Item = usize>,
+) {
     obj.meta_mut().version = (version != O::VERSION).then_some(version);
-    let schema = O::schema();
-    for f in &schema.fields {
-        if let Some(v) = data.get(f.name) {
-            obj.set_field_primitive(f.name, v)?;
-        }
-    }
     obj.reset_changes();
-    if let Some(changes) = h.map.get(KEY_CHANGES) {
-        let changes = changes.as_array().ok_or_else(|| Error::Malformed {
-            what: format!("'{KEY_CHANGES}' is not a list"),
-        })?;
-        for c in changes.iter().filter_map(Value::as_str) {
-            if let Some(i) = schema.fields.iter().position(|f| f.name == c) {
-                obj.field_mut(i).set_changed(true);
-            }
-        }
+    for i in changed {
+        obj.field_mut(i).set_changed(true);
     }
-    Ok(obj)
 }
 
 /// Decodes a primitive that must be of class `O`.
 pub(crate) fn decode<O: VersionedObject>(primitive: &Value) -> Result<O> {
     let h = header(primitive)?;
-    if h.namespace != O::NAMESPACE {
-        return Err(h.unsupported_namespace());
-    }
-    if h.name != O::NAME {
-        return Err(Error::WrongObjectType {
-            expected: O::NAME,
-            found: h.name.into(),
-        });
-    }
+    check_class::<O>(h.namespace, h.name)?;
     decode_body(&h)
-}
-
-/// Appends an object's primitive at its own version as JSON; used by the derive.
-#[doc(hidden)]
-pub fn write_own_public<O: VersionedObject>(obj: &O, out: &mut Vec<u8>) {
-    write_own(obj, out);
 }
 
 /// What the streaming decoder collects before the header checks run.
@@ -382,7 +404,7 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for DataSeed<'_, O> {
     ) -> std::result::Result<(), A::Error> {
         let schema = O::schema();
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            let Some(i) = schema.fields.iter().position(|f| f.name == key) else {
+            let Some(i) = schema.index_of(&key) else {
                 map.next_value::<serde::de::IgnoredAny>()?;
                 continue;
             };
@@ -482,9 +504,9 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for ChangesSeed<'_, O> {
         self,
         mut seq: A,
     ) -> std::result::Result<(), A::Error> {
-        let fields = &O::schema().fields;
+        let schema = O::schema();
         while let Some(name) = seq.next_element::<std::borrow::Cow<'de, str>>()? {
-            if let Some(i) = fields.iter().position(|f| f.name == name) {
+            if let Some(i) = schema.index_of(&name) {
                 self.0.push(i);
             }
         }
@@ -546,25 +568,8 @@ pub(crate) fn decode_slice<O: VersionedObject>(bytes: &[u8]) -> Result<O> {
     let namespace = c.namespace.ok_or_else(|| missing(KEY_NAMESPACE))?;
     let name = c.name.ok_or_else(|| missing(KEY_NAME))?;
     let version_text = c.version.ok_or_else(|| missing(KEY_VERSION))?;
-    if namespace != O::NAMESPACE {
-        return Err(Error::UnsupportedObject {
-            objtype: format!("{namespace}.{name}"),
-        });
-    }
-    if name != O::NAME {
-        return Err(Error::WrongObjectType {
-            expected: O::NAME,
-            found: name.into_owned(),
-        });
-    }
-    let version: Version = version_text.parse()?;
-    if !O::VERSION.accepts(&version) {
-        return Err(Error::IncompatibleObjectVersion {
-            name: name.into_owned(),
-            version,
-            supported: O::VERSION,
-        });
-    }
+    check_class::<O>(&namespace, &name)?;
+    let version = check_version::<O>(&version_text)?;
     if !c.has_data {
         return Err(missing(KEY_DATA));
     }
@@ -572,10 +577,6 @@ pub(crate) fn decode_slice<O: VersionedObject>(bytes: &[u8]) -> Result<O> {
         return Err(e);
     }
     let mut obj = c.obj;
-    obj.meta_mut().version = (version != O::VERSION).then_some(version);
-    obj.reset_changes();
-    for i in c.changes {
-        obj.field_mut(i).set_changed(true);
-    }
+    finish(&mut obj, version, c.changes);
     Ok(obj)
 }

@@ -363,7 +363,7 @@ pub fn apply_updates<O: VersionedObject>(
     obj.reset_changes();
     if let Some(changed) = updates.get("obj_what_changed").and_then(Value::as_array) {
         for name in changed.iter().filter_map(Value::as_str) {
-            if let Some(i) = schema.fields.iter().position(|f| f.name == name) {
+            if let Some(i) = schema.index_of(name) {
                 obj.field_mut(i).set_changed(true);
             }
         }
