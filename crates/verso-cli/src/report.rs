@@ -401,20 +401,13 @@ pub fn diff(old: &Lock, new: &Lock) -> Report {
         let subject = format!("object {name}");
         let entry = match (old.objects.get(name), new.objects.get(name)) {
             (Some(o), Some(n)) => object_diff(subject, o, n),
-            (None, Some(n)) => Entry {
+            (None, Some(n)) => added(subject, n.version),
+            (Some(o), None) => removed(
                 subject,
-                severity: Severity::Note,
-                headline: format!("added at {}", n.version),
-                lines: vec![],
-                fix: None,
-            },
-            (Some(o), None) => Entry {
-                subject,
-                severity: Severity::Error,
-                headline: format!("removed (was {})", o.version),
-                lines: vec!["peers on the old release still send it and cannot be decoded".into()],
-                fix: Some("keep the class registered until no peer runs the old release".into()),
-            },
+                o.version,
+                "peers on the old release still send it and cannot be decoded",
+                "keep the class registered until no peer runs the old release",
+            ),
             (None, None) => continue,
         };
         report.entries.push(entry);
@@ -423,20 +416,13 @@ pub fn diff(old: &Lock, new: &Lock) -> Report {
         let subject = format!("rpc {name}");
         let entry = match (old.rpc.get(name), new.rpc.get(name)) {
             (Some(o), Some(n)) => rpc_diff(subject, name, o, n),
-            (None, Some(n)) => Entry {
+            (None, Some(n)) => added(subject, n.version),
+            (Some(o), None) => removed(
                 subject,
-                severity: Severity::Note,
-                headline: format!("added at {}", n.version),
-                lines: vec![],
-                fix: None,
-            },
-            (Some(o), None) => Entry {
-                subject,
-                severity: Severity::Error,
-                headline: format!("removed (was {})", o.version),
-                lines: vec!["clients on the old release still call it".into()],
-                fix: Some("keep serving it until no client runs the old release".into()),
-            },
+                o.version,
+                "clients on the old release still call it",
+                "keep serving it until no client runs the old release",
+            ),
             (None, None) => continue,
         };
         report.entries.push(entry);
@@ -543,5 +529,27 @@ fn rpc_diff(subject: String, name: &str, o: &RpcContract, n: &RpcContract) -> En
         headline: format!("{} -> {} ({})", o.version, n.version, step_text(a.step)),
         lines,
         fix,
+    }
+}
+
+/// A diff entry for a contract that is new in the newer lock.
+fn added(subject: String, version: Version) -> Entry {
+    Entry {
+        subject,
+        severity: Severity::Note,
+        headline: format!("added at {version}"),
+        lines: vec![],
+        fix: None,
+    }
+}
+
+/// A diff entry for a contract the newer lock no longer has.
+fn removed(subject: String, version: Version, why: &str, fix: &str) -> Entry {
+    Entry {
+        subject,
+        severity: Severity::Error,
+        headline: format!("removed (was {version})"),
+        lines: vec![why.into()],
+        fix: Some(fix.into()),
     }
 }
