@@ -196,10 +196,7 @@ pub fn add_object_endpoints(
                 let obj = reg
                     .from_primitive(&objinst)
                     .map_err(|e| to_remote(e.into()))?;
-                let target = manifest
-                    .get(obj.obj_schema().name)
-                    .filter(|v| *v < obj.obj_version());
-                obj.obj_to_primitive(target, Some(&manifest))
+                obj.obj_to_primitive_for_peer(&manifest)
                     .map_err(|e| to_remote(e.into()))
             }
         },

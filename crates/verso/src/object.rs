@@ -298,8 +298,11 @@ pub trait VersionedObject: Clone + fmt::Debug + PartialEq + Send + Sync + 'stati
     /// [`to_primitive_for_peer`](Self::to_primitive_for_peer) as JSON bytes, written in
     /// one pass without an intermediate `serde_json::Value` (the same JSON).
     fn to_primitive_bytes_for_peer(&self, manifest: &VersionManifest) -> Result<Vec<u8>> {
-        let target = manifest.get(Self::NAME).filter(|v| *v < self.version());
-        crate::primitive::encode_bytes(self, target, Some(manifest))
+        crate::primitive::encode_bytes(
+            self,
+            crate::primitive::peer_target(self, manifest),
+            Some(manifest),
+        )
     }
 
     /// Decodes JSON bytes of a primitive of this class; the same rules and errors as
@@ -325,8 +328,11 @@ pub trait VersionedObject: Clone + fmt::Debug + PartialEq + Send + Sync + 'stati
     /// manifest's version for its class (or its own), contained objects as the manifest
     /// says. This is what a conductor sends back to an older agent.
     fn to_primitive_for_peer(&self, manifest: &VersionManifest) -> Result<Value> {
-        let target = manifest.get(Self::NAME).filter(|v| *v < self.version());
-        crate::primitive::encode(self, target, Some(manifest))
+        crate::primitive::encode(
+            self,
+            crate::primitive::peer_target(self, manifest),
+            Some(manifest),
+        )
     }
 
     /// Decodes a primitive of this class (any older or equal minor of the same major).

@@ -230,6 +230,15 @@ pub(crate) fn encode_own<O: VersionedObject>(obj: &O) -> Value {
     envelope(obj, &obj.version(), data_of(obj))
 }
 
+/// The version a peer with `manifest` gets `obj` at: the manifest's version of its class
+/// when that is older than the instance, otherwise the instance version (never newer).
+pub(crate) fn peer_target<O: VersionedObject>(
+    obj: &O,
+    manifest: &VersionManifest,
+) -> Option<Version> {
+    manifest.get(O::NAME).filter(|v| *v < obj.version())
+}
+
 /// `obj_to_primitive(target_version, version_manifest)`.
 pub(crate) fn encode<O: VersionedObject>(
     obj: &O,

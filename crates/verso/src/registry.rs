@@ -25,6 +25,8 @@ pub trait AnyObject: fmt::Debug + Send + Sync + 'static {
         target: Option<Version>,
         manifest: Option<&VersionManifest>,
     ) -> Result<Value>;
+    /// See [`VersionedObject::to_primitive_for_peer`].
+    fn obj_to_primitive_for_peer(&self, manifest: &VersionManifest) -> Result<Value>;
     /// `obj_to_primitive` as JSON bytes, written directly (the same JSON).
     fn obj_to_primitive_bytes(
         &self,
@@ -62,6 +64,9 @@ impl<O: VersionedObject> AnyObject for O {
         manifest: Option<&VersionManifest>,
     ) -> Result<Value> {
         crate::primitive::encode(self, target, manifest)
+    }
+    fn obj_to_primitive_for_peer(&self, manifest: &VersionManifest) -> Result<Value> {
+        self.to_primitive_for_peer(manifest)
     }
     fn obj_to_primitive_bytes(
         &self,

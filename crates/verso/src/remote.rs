@@ -211,12 +211,10 @@ impl MethodOutput {
     ) -> Result<Value, Error> {
         match self {
             MethodOutput::Value(v) => Ok(v.clone()),
-            MethodOutput::Object(o) => {
-                let target = manifest
-                    .and_then(|m| m.get(o.obj_schema().name))
-                    .filter(|v| *v < o.obj_version());
-                o.obj_to_primitive(target, manifest)
-            }
+            MethodOutput::Object(o) => match manifest {
+                Some(m) => o.obj_to_primitive_for_peer(m),
+                None => o.obj_to_primitive(None, None),
+            },
         }
     }
 }
