@@ -6,7 +6,7 @@
 //! keep working with older servers asks [`RpcClient::can_send_version`] (answered from the
 //! local cap alone) and builds the older form itself.
 
-use crate::message::{json_type, Message, Reply, Request};
+use crate::message::{json_type, Request};
 use crate::serializer::{NoOpSerializer, Serializer};
 use crate::transport::Transport;
 use crate::{RpcError, Target};
@@ -217,14 +217,14 @@ impl RpcClient {
         Ok(())
     }
 
-    /// Checks everything that can be checked locally and builds the message dict.
+    /// Checks everything that can be checked locally and builds the request.
     fn request(
         &self,
         ctx: &RequestContext,
         method: &str,
         version: Version,
         args: Value,
-    ) -> Result<Message, RpcError> {
+    ) -> Result<Request, RpcError> {
         self.check_version(version).inspect_err(|e| {
             tracing::debug!(method, %version, error = %e, "call refused before sending");
         })?;
@@ -251,8 +251,7 @@ impl RpcClient {
             version,
             namespace: self.target.namespace.clone(),
             context: ctx.clone(),
-        }
-        .into_message())
+        })
     }
 }
 
@@ -321,12 +320,12 @@ impl Prepared<'_> {
         args: Value,
     ) -> Result<Value, RpcError> {
         let version = version.into_version()?;
-        let message = self.client.request(ctx, method, version, args)?;
+        let request = self.client.request(ctx, method, version, args)?;
         let target = self.target();
         let timeout = self.timeout.unwrap_or(self.client.timeout);
         let reply = tokio::time::timeout(
             timeout,
-            self.client.transport.call(&target, message, timeout),
+            self.client.transport.call(&target, request, timeout),
         )
         .await
         .map_err(|_| RpcError::Timeout {
@@ -334,7 +333,7 @@ impl Prepared<'_> {
             topic: target.topic.clone(),
             timeout,
         })??;
-        match Reply::from_message(reply)?.0 {
+        match reply.0 {
             Ok(result) if self.client.serializer.is_identity() => Ok(result),
             Ok(result) => self.client.serializer.deserialize_entity(ctx, result),
             Err(remote) => Err(RpcError::from_remote(remote, method, version)),
@@ -351,12 +350,12 @@ impl Prepared<'_> {
         args: Value,
     ) -> Result<(), RpcError> {
         let version = version.into_version()?;
-        let message = self.client.request(ctx, method, version, args)?;
+        let request = self.client.request(ctx, method, version, args)?;
         let target = self.target();
         if self.fanout || target.fanout {
-            self.client.transport.fanout(&target, message).await
+            self.client.transport.fanout(&target, request).await
         } else {
-            self.client.transport.cast(&target, message).await
+            self.client.transport.cast(&target, request).await
         }
     }
 

@@ -90,14 +90,17 @@ impl Dispatcher {
             });
         }
         let args = method.spec.check_args(version, args)?;
-        let args = if self.serializer.is_identity() {
-            args
+        // The handler owns the context; a copy is kept only for the serializer's use.
+        let (args, kept) = if self.serializer.is_identity() {
+            (args, None)
         } else {
-            args.into_iter()
+            let args = args
+                .into_iter()
                 .map(|(k, v)| Ok((k, self.serializer.deserialize_entity(&context, v)?)))
-                .collect::<Result<Map<_, _>, RpcError>>()?
+                .collect::<Result<Map<_, _>, RpcError>>()?;
+            (args, Some(Box::new(context.clone())))
         };
-        let run = method.handler.call(context.clone(), Args::from(args));
+        let run = method.handler.call(context, Args::from(args));
         let result = match AssertUnwindSafe(run).catch_unwind().await {
             Ok(result) => result?,
             Err(_) => {
@@ -110,19 +113,28 @@ impl Dispatcher {
                 .into());
             }
         };
-        if self.serializer.is_identity() {
-            return Ok(result);
+        match kept {
+            None => Ok(result),
+            Some(context) => self.serializer.serialize_entity(&context, result),
         }
-        self.serializer.serialize_entity(&context, result)
     }
 
-    /// Dispatches a request dict and builds the reply dict (failures included).
-    pub async fn handle(&self, message: Message) -> Message {
-        let result = match Request::from_message(message) {
+    /// Dispatches a received request (or the reason it could not be read) and builds the
+    /// reply, failures included.
+    pub async fn handle(&self, request: Result<Request, RpcError>) -> Reply {
+        let result = match request {
             Ok(request) => self.dispatch(request).await,
             Err(e) => Err(e),
         };
-        Reply(result.map_err(|e| e.to_remote())).into_message()
+        Reply(result.map_err(|e| e.to_remote()))
+    }
+
+    /// Dispatches a request dict and builds the reply dict, as a broker transport's peer
+    /// sees them.
+    pub async fn handle_message(&self, message: Message) -> Message {
+        self.handle(Request::from_message(message))
+            .await
+            .into_message()
     }
 
     fn select(&self, request: &Request) -> Result<&Method, RpcError> {
@@ -318,24 +330,26 @@ async fn serve(
             },
         };
         let dispatcher = dispatcher.clone();
-        tokio::spawn(async move {
+        // Boxed once here: the handler's state is large, and tokio would otherwise copy
+        // all of it on its way into the task.
+        tokio::spawn(Box::pin(async move {
             handle(&dispatcher, incoming).await;
             drop(permit);
-        });
+        }));
     }
 }
 
 async fn handle(dispatcher: &Dispatcher, incoming: Incoming) {
-    let (message, reply) = incoming.into_parts();
+    let (request, reply) = incoming.into_parts();
     match reply {
         Some(sink) => {
-            let reply = dispatcher.handle(message).await;
+            let reply = dispatcher.handle(request).await;
             if let Err(e) = sink.send(reply).await {
                 tracing::debug!(error = %e, "reply not delivered");
             }
         }
         None => {
-            let result = match Request::from_message(message) {
+            let result = match request {
                 Ok(request) => dispatcher.dispatch(request).await.map(drop),
                 Err(e) => Err(e),
             };
@@ -831,7 +845,7 @@ mod tests {
         let d = Dispatcher::new(vec![ping_endpoint(v(1, 0))]).expect("valid");
         let mut bad = Message::new();
         bad.insert("args".into(), json!({}));
-        let reply = Reply::from_message(d.handle(bad).await).expect("a reply");
+        let reply = Reply::from_message(d.handle_message(bad).await).expect("a reply");
         let remote = reply.0.expect_err("a failure");
         assert!(matches!(
             RpcError::from_remote(remote, "?", v(1, 0)),

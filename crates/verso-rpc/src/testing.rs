@@ -1,6 +1,6 @@
 //! Test helpers: a transport layer that records what was sent.
 
-use crate::message::Message;
+use crate::message::{Message, Reply, Request};
 use crate::transport::{memory::MemoryTransport, Listener, Transport};
 use crate::{RpcError, Target};
 use async_trait::async_trait;
@@ -15,7 +15,8 @@ pub enum Sent {
     Fanout,
 }
 
-/// Wraps the memory transport and records every message sent through it.
+/// Wraps the memory transport and records every request sent through it, as the oslo
+/// message dict a broker would carry.
 #[derive(Clone, Default)]
 pub struct Recording {
     pub inner: MemoryTransport,
@@ -40,11 +41,12 @@ impl Recording {
         self.sent.lock().expect("lock").last().cloned()
     }
 
-    fn record(&self, kind: Sent, target: &Target, message: &Message) {
-        self.sent
-            .lock()
-            .expect("lock")
-            .push((kind, target.clone(), message.clone()));
+    fn record(&self, kind: Sent, target: &Target, request: &Request) {
+        self.sent.lock().expect("lock").push((
+            kind,
+            target.clone(),
+            request.clone().into_message(),
+        ));
     }
 }
 
@@ -53,21 +55,21 @@ impl Transport for Recording {
     async fn call(
         &self,
         target: &Target,
-        message: Message,
+        request: Request,
         timeout: Duration,
-    ) -> Result<Message, RpcError> {
-        self.record(Sent::Call, target, &message);
-        self.inner.call(target, message, timeout).await
+    ) -> Result<Reply, RpcError> {
+        self.record(Sent::Call, target, &request);
+        self.inner.call(target, request, timeout).await
     }
 
-    async fn cast(&self, target: &Target, message: Message) -> Result<(), RpcError> {
-        self.record(Sent::Cast, target, &message);
-        self.inner.cast(target, message).await
+    async fn cast(&self, target: &Target, request: Request) -> Result<(), RpcError> {
+        self.record(Sent::Cast, target, &request);
+        self.inner.cast(target, request).await
     }
 
-    async fn fanout(&self, target: &Target, message: Message) -> Result<(), RpcError> {
-        self.record(Sent::Fanout, target, &message);
-        self.inner.fanout(target, message).await
+    async fn fanout(&self, target: &Target, request: Request) -> Result<(), RpcError> {
+        self.record(Sent::Fanout, target, &request);
+        self.inner.fanout(target, request).await
     }
 
     async fn listen(&self, target: &Target) -> Result<Listener, RpcError> {

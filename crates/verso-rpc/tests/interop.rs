@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use std::time::Duration;
 use support::*;
 use verso::{RequestContext, Version, VersionedObject};
+use verso_rpc::message::Request;
 use verso_rpc::transport::amqp::AmqpTransport;
 use verso_rpc::{RpcClient, RpcError, Target};
 
@@ -353,7 +354,7 @@ async fn wire_flags_match_oslo_messaging() {
     transport
         .cast(
             &Target::new(topic.clone()),
-            json!({"method": "m"}).as_object().cloned().unwrap(),
+            Request::from_message(json!({"method": "m"}).as_object().cloned().unwrap()).unwrap(),
         )
         .await
         .unwrap();

@@ -58,7 +58,7 @@ pub use url::{
 };
 
 use super::{Incoming, Listener, ReplySink, Transport};
-use crate::message::{envelope, open_envelope, Message};
+use crate::message::{envelope, open_envelope, Message, Reply, Request};
 use crate::{RpcError, Target};
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -963,7 +963,7 @@ fn read_request(weak: &Weak<Inner>, state: &ListenerState, data: &[u8]) -> Optio
                 .filter(|t| t.is_finite() && *t > 0.0)
                 .map(|t| start_heartbeat(weak.clone(), reply_q.clone(), msg_id.clone(), t));
             Some(Incoming::call(
-                msg,
+                Request::from_message(msg),
                 Box::new(AmqpReply {
                     inner: weak.clone(),
                     reply_q,
@@ -972,7 +972,7 @@ fn read_request(weak: &Weak<Inner>, state: &ListenerState, data: &[u8]) -> Optio
                 }),
             ))
         }
-        _ => Some(Incoming::cast(msg)),
+        _ => Some(Incoming::cast(Request::from_message(msg))),
     }
 }
 
@@ -1017,11 +1017,12 @@ struct AmqpReply {
 
 #[async_trait]
 impl ReplySink for AmqpReply {
-    async fn send(self: Box<Self>, mut reply: Message) -> Result<(), RpcError> {
+    async fn send(self: Box<Self>, reply: Reply) -> Result<(), RpcError> {
         let inner = self
             .inner
             .upgrade()
             .ok_or_else(|| lost("the transport was closed before the reply was sent"))?;
+        let mut reply = reply.into_message();
         reply.insert("_msg_id".into(), Value::String(self.msg_id.clone()));
         reply.insert("_unique_id".into(), Value::String(uuid_hex()));
         let session = inner.session_within(inner.config.publish_wait).await?;
@@ -1036,9 +1037,9 @@ impl Transport for AmqpTransport {
     async fn call(
         &self,
         target: &Target,
-        mut message: Message,
+        request: Request,
         timeout: Duration,
-    ) -> Result<Message, RpcError> {
+    ) -> Result<Reply, RpcError> {
         let inner = &self.inner;
         inner.reply_wanted.store(true, Ordering::Relaxed);
         let session = inner.session_within(timeout).await?;
@@ -1048,6 +1049,7 @@ impl Transport for AmqpTransport {
             .declare_exchange(&session, exchange, ExchangeKind::Topic)
             .await?;
         let msg_id = uuid_hex();
+        let mut message = request.into_message();
         message.insert("_msg_id".into(), Value::String(msg_id.clone()));
         message.insert("_reply_q".into(), Value::String(inner.reply_q.clone()));
         message.insert("_timeout".into(), Value::Null);
@@ -1076,28 +1078,31 @@ impl Transport for AmqpTransport {
             .await?;
         rx.await
             .unwrap_or_else(|_| Err(lost("the transport was closed while waiting for a reply")))
+            .and_then(Reply::from_message)
     }
 
-    async fn cast(&self, target: &Target, mut message: Message) -> Result<(), RpcError> {
+    async fn cast(&self, target: &Target, request: Request) -> Result<(), RpcError> {
         let inner = &self.inner;
         let session = inner.session_within(inner.config.publish_wait).await?;
         let exchange = inner.config.control_exchange.as_str();
         inner
             .declare_exchange(&session, exchange, ExchangeKind::Topic)
             .await?;
+        let mut message = request.into_message();
         message.insert("_unique_id".into(), Value::String(uuid_hex()));
         inner
             .publish(&session, exchange, &routing_key(target), &message, None)
             .await
     }
 
-    async fn fanout(&self, target: &Target, mut message: Message) -> Result<(), RpcError> {
+    async fn fanout(&self, target: &Target, request: Request) -> Result<(), RpcError> {
         let inner = &self.inner;
         let session = inner.session_within(inner.config.publish_wait).await?;
         let exchange = format!("{}_fanout", target.topic);
         inner
             .declare_exchange(&session, &exchange, ExchangeKind::Fanout)
             .await?;
+        let mut message = request.into_message();
         message.insert("_unique_id".into(), Value::String(uuid_hex()));
         inner.publish(&session, &exchange, "", &message, None).await
     }

@@ -3,17 +3,24 @@
 //! One [`MemoryTransport`] (cheap to clone; clones share the same "broker") can host a
 //! conductor and many agents in one process. Like RabbitMQ's topology it has, per topic, a
 //! shared queue (a call or cast to the topic goes to its servers round-robin), one queue
-//! per `topic.server`, and a fanout to every server of the topic. Messages are the same
-//! dicts a broker transport carries, without the envelope.
+//! per `topic.server`, and a fanout to every server of the topic.
+//!
+//! Requests and replies cross as typed values, not as the oslo.messaging dict a broker
+//! carries: building that dict and parsing it back in the same process costs several
+//! times the rest of a call. What a server receives is still exactly what the dict would
+//! have given it: the context is stripped of the sender's extensions (a server never
+//! sees the caller's database or indirection handles), and the context keys and
+//! arguments are the ones the dict would carry (a test pins this against the dict path).
 
 use super::{Incoming, Listener, ReplySink, Transport};
-use crate::message::Message;
+use crate::message::{Reply, Request};
 use crate::{RpcError, Target};
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
+use verso::context::Extensions;
 
 /// The in-process transport.
 ///
@@ -68,14 +75,14 @@ struct Queue {
 }
 
 impl Queue {
-    /// Delivers to the next live consumer; gives the message back if there is none.
-    fn deliver(&mut self, mut incoming: Incoming) -> Result<(), Incoming> {
+    /// Delivers to the next live consumer; false (the message dropped) if there is none.
+    fn deliver(&mut self, mut incoming: Incoming) -> bool {
         while !self.consumers.is_empty() {
             let i = self.next % self.consumers.len();
             match self.consumers[i].send(incoming) {
                 Ok(()) => {
                     self.next = i + 1;
-                    return Ok(());
+                    return true;
                 }
                 Err(mpsc::error::SendError(back)) => {
                     // That listener was dropped: forget it and try the next one.
@@ -84,7 +91,7 @@ impl Queue {
                 }
             }
         }
-        Err(incoming)
+        false
     }
 }
 
@@ -122,7 +129,11 @@ impl MemoryTransport {
             Some(s) => topic.servers.get_mut(s).ok_or_else(unreachable)?,
             None => &mut topic.shared,
         };
-        queue.deliver(incoming).map_err(|_| unreachable())
+        if queue.deliver(incoming) {
+            Ok(())
+        } else {
+            Err(unreachable())
+        }
     }
 }
 
@@ -137,11 +148,11 @@ impl std::fmt::Debug for MemoryTransport {
     }
 }
 
-struct OneshotReply(oneshot::Sender<Message>);
+struct OneshotReply(oneshot::Sender<Reply>);
 
 #[async_trait]
 impl ReplySink for OneshotReply {
-    async fn send(self: Box<Self>, reply: Message) -> Result<(), RpcError> {
+    async fn send(self: Box<Self>, reply: Reply) -> Result<(), RpcError> {
         self.0.send(reply).map_err(|_| RpcError::Transport {
             detail: "the caller stopped waiting for this reply (timed out?)".into(),
         })
@@ -153,27 +164,29 @@ impl Transport for MemoryTransport {
     async fn call(
         &self,
         target: &Target,
-        message: Message,
+        request: Request,
         _timeout: Duration,
-    ) -> Result<Message, RpcError> {
+    ) -> Result<Reply, RpcError> {
         let (tx, rx) = oneshot::channel();
-        self.deliver(target, Incoming::call(message, Box::new(OneshotReply(tx))))?;
+        let incoming = Incoming::call(Ok(as_received(request)), Box::new(OneshotReply(tx)));
+        self.deliver(target, incoming)?;
         rx.await.map_err(|_| RpcError::Transport {
             detail: format!("the server of {target} dropped the call without replying (stopped?)"),
         })
     }
 
-    async fn cast(&self, target: &Target, message: Message) -> Result<(), RpcError> {
-        self.deliver(target, Incoming::cast(message))
+    async fn cast(&self, target: &Target, request: Request) -> Result<(), RpcError> {
+        self.deliver(target, Incoming::cast(Ok(as_received(request))))
     }
 
-    async fn fanout(&self, target: &Target, message: Message) -> Result<(), RpcError> {
+    async fn fanout(&self, target: &Target, request: Request) -> Result<(), RpcError> {
+        let request = as_received(request);
         let mut broker = self.broker();
         if let Some(topic) = broker.topics.get_mut(&target.topic) {
             // A fanout to no server is not an error: there may be no agents yet.
             topic
                 .fanout
-                .retain(|tx| tx.send(Incoming::cast(message.clone())).is_ok());
+                .retain(|tx| tx.send(Incoming::cast(Ok(request.clone()))).is_ok());
         }
         Ok(())
     }
@@ -196,21 +209,79 @@ impl Transport for MemoryTransport {
     }
 }
 
+/// The request as a server would read it from the wire: the context without the
+/// sender's extensions.
+fn as_received(mut request: Request) -> Request {
+    request.context.extensions = Extensions::default();
+    request
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::Value;
+    use serde_json::{json, Map, Value};
+    use verso::{RequestContext, Version};
 
-    fn msg(n: i64) -> Message {
-        Message::from_iter([("n".to_owned(), Value::from(n))])
+    fn msg(n: i64) -> Request {
+        Request {
+            method: "m".into(),
+            args: Map::from_iter([("n".to_owned(), Value::from(n))]),
+            version: Version::new(1, 0),
+            namespace: None,
+            context: RequestContext::new("req-1"),
+        }
     }
 
     async fn drain(l: &mut Listener) -> Vec<i64> {
         let mut got = Vec::new();
         while let Ok(Some(inc)) = tokio::time::timeout(Duration::from_millis(10), l.next()).await {
-            got.push(inc.message["n"].as_i64().unwrap_or(-1));
+            let n = inc.request.ok().and_then(|r| r.args["n"].as_i64());
+            got.push(n.unwrap_or(-1));
         }
         got
+    }
+
+    /// What crosses in-process is what a server would read from the oslo dict: the same
+    /// request, context keys included, and none of the sender's extensions.
+    #[tokio::test]
+    async fn a_request_arrives_as_the_dict_would_deliver_it() {
+        #[derive(Debug)]
+        struct Secret;
+        let t = MemoryTransport::new();
+        let mut l = t.listen(&Target::new("svc")).await.expect("listen");
+        let mut ctx = RequestContext::new("req-9")
+            .with_user("alice")
+            .with_project("p")
+            .with_role("admin")
+            .with_role("reader");
+        ctx.global_request_id = Some("req-g".into());
+        ctx.domain = Some("d".into());
+        ctx.user_domain = Some("ud".into());
+        ctx.project_domain = Some("pd".into());
+        ctx.auth_token = Some("tok".into());
+        ctx.is_admin = true;
+        ctx.read_only = true;
+        ctx.show_deleted = true;
+        ctx.extra
+            .insert("tenant_region".into(), json!({"a": [1, 2]}));
+        let ctx = ctx.with_extension(Secret);
+        let mut sent = msg(3);
+        sent.namespace = Some("ns".into());
+        sent.version = Version::new(1, 7);
+        sent.context = ctx;
+        t.cast(&Target::new("svc"), sent.clone())
+            .await
+            .expect("cast");
+        let got = l
+            .next()
+            .await
+            .expect("delivered")
+            .request
+            .expect("a request");
+        let through_dict = Request::from_message(sent.into_message()).expect("dict");
+        assert_eq!(got, through_dict);
+        assert_eq!(got.context.to_dict(), through_dict.context.to_dict());
+        assert!(got.context.extension::<Secret>().is_none());
     }
 
     #[tokio::test]

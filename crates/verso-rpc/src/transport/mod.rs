@@ -1,9 +1,14 @@
-//! The [`Transport`] trait: how message dicts move between clients and servers.
+//! The [`Transport`] trait: how requests and replies move between clients and servers.
 //!
 //! A transport knows nothing about versions, endpoints or errors of the application: it
-//! carries [`Message`] dicts to a [`Target`] and brings replies back. The client and server
+//! carries [`Request`]s to a [`Target`] and brings [`Reply`]s back. The client and server
 //! are written against this trait only, so the embedded [`memory`] transport and the RabbitMQ
 //! [`amqp`] transport are interchangeable ([`transport_from_url`] picks one by URL).
+//!
+//! The wire form is each transport's business: a broker transport writes the oslo.messaging
+//! message dict ([`Request::into_message`], [`Reply::into_message`]) inside its envelope
+//! and reads it back; the in-process transport hands the typed values over as they are,
+//! since a dict built only to be parsed again in the same process would be pure cost.
 //!
 //! A server receives everything through one [`Listener`]: calls and casts to its topic (one
 //! server of the topic gets each), to `topic.server`, and fanout casts. Each received
@@ -12,7 +17,7 @@
 pub mod amqp;
 pub mod memory;
 
-use crate::message::Message;
+use crate::message::{Reply, Request};
 use crate::{RpcError, Target};
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -48,24 +53,28 @@ pub async fn transport_from_url(
     Ok(Arc::new(amqp::AmqpTransport::connect_with(config).await?))
 }
 
-/// Moves message dicts. Implement it for a new broker; the client and server stay as
-/// they are.
+/// Moves requests and replies. Implement it for a new broker; the client and server stay
+/// as they are.
+///
+/// A request's context crosses as its serialized keys only: what a server sees is what
+/// [`RequestContext::to_dict`](verso::RequestContext::to_dict) carries, never the
+/// sender's [`extensions`](verso::RequestContext::extensions).
 #[async_trait]
 pub trait Transport: Send + Sync + 'static {
-    /// Sends a call and awaits its reply dict. `timeout` is what the caller will wait (a
+    /// Sends a call and awaits its reply. `timeout` is what the caller will wait (a
     /// broker transport sets the message's expiration from it); the client enforces it.
     async fn call(
         &self,
         target: &Target,
-        message: Message,
+        request: Request,
         timeout: Duration,
-    ) -> Result<Message, RpcError>;
+    ) -> Result<Reply, RpcError>;
 
     /// Sends a cast to one server of the topic, or to `target.server`.
-    async fn cast(&self, target: &Target, message: Message) -> Result<(), RpcError>;
+    async fn cast(&self, target: &Target, request: Request) -> Result<(), RpcError>;
 
     /// Sends a cast to every server listening on `target.topic`.
-    async fn fanout(&self, target: &Target, message: Message) -> Result<(), RpcError>;
+    async fn fanout(&self, target: &Target, request: Request) -> Result<(), RpcError>;
 
     /// Starts receiving, for a server at `target` (its topic, `topic.server` when
     /// `target.server` is set, and the topic's fanout).
@@ -75,30 +84,31 @@ pub trait Transport: Send + Sync + 'static {
 /// Where the one reply to a call goes.
 #[async_trait]
 pub trait ReplySink: Send + 'static {
-    /// Sends the reply dict (`result`, `failure`, `ending`).
-    async fn send(self: Box<Self>, reply: Message) -> Result<(), RpcError>;
+    /// Sends the reply (on a broker: the dict with `result`, `failure`, `ending`).
+    async fn send(self: Box<Self>, reply: Reply) -> Result<(), RpcError>;
 }
 
 /// One received message: a call (with its reply sink) or a cast.
 pub struct Incoming {
-    /// The request dict.
-    pub message: Message,
+    /// The request, or why the received message is not one (a call still gets a reply
+    /// saying so).
+    pub request: Result<Request, RpcError>,
     reply: Option<Box<dyn ReplySink>>,
 }
 
 impl Incoming {
     /// A call, answered through `reply`.
-    pub fn call(message: Message, reply: Box<dyn ReplySink>) -> Self {
+    pub fn call(request: Result<Request, RpcError>, reply: Box<dyn ReplySink>) -> Self {
         Incoming {
-            message,
+            request,
             reply: Some(reply),
         }
     }
 
     /// A cast: nobody waits for a reply.
-    pub fn cast(message: Message) -> Self {
+    pub fn cast(request: Result<Request, RpcError>) -> Self {
         Incoming {
-            message,
+            request,
             reply: None,
         }
     }
@@ -109,15 +119,15 @@ impl Incoming {
     }
 
     /// Splits into the request and, for a call, its reply sink.
-    pub fn into_parts(self) -> (Message, Option<Box<dyn ReplySink>>) {
-        (self.message, self.reply)
+    pub fn into_parts(self) -> (Result<Request, RpcError>, Option<Box<dyn ReplySink>>) {
+        (self.request, self.reply)
     }
 }
 
 impl std::fmt::Debug for Incoming {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Incoming")
-            .field("message", &self.message)
+            .field("request", &self.request)
             .field("is_call", &self.is_call())
             .finish()
     }
