@@ -4,8 +4,13 @@
 //!
 //! ```text
 //! crates/verso-rpc/interop/start-rabbitmq.sh
-//! cargo bench -p verso-rpc --bench amqp_roundtrip            # N=2000 calls each
-//! VERSO_BENCH_CALLS=5000 cargo bench -p verso-rpc --bench amqp_roundtrip
+//! cargo bench -p verso-rpc --bench amqp_roundtrip      # 5 rounds of 2000/5 calls each
+//! VERSO_BENCH_CALLS=10000 VERSO_BENCH_ROUNDS=10 cargo bench -p verso-rpc --bench amqp_roundtrip
+//! ```
+//! The three run in interleaved rounds and each round's ratios are printed, with their
+//! medians: the machine's load drifts, and a ratio of two runs minutes apart measures
+//! the drift as much as the code.
+//! ```text
 //! ```
 //! Uses `VERSO_TEST_RABBIT_URL` and `VERSO_TEST_PYTHON` like the interop tests.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
@@ -44,39 +49,49 @@ fn python() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python"))
 }
 
-async fn verso(n: usize) -> f64 {
-    let topic = format!("bench-verso-{}", uuid::Uuid::new_v4().simple());
-    let server_t = Arc::new(AmqpTransport::connect(&url()).await.expect("RabbitMQ"));
-    let client_t = Arc::new(AmqpTransport::connect(&url()).await.expect("RabbitMQ"));
-    let endpoint = Endpoint::new(Version::new(1, 1)).method(
-        MethodSpec::new("ping", Version::new(1, 0)).arg(ArgSpec::required("arg", ArgType::Any)),
-        |_ctx, args: Args| async move { Ok(json!({"arg": args.value("arg")})) },
-    );
-    let server = RpcServer::new(server_t, Target::new(topic.clone()).with_server("b1"))
-        .endpoint(endpoint)
-        .expect("endpoint")
-        .start()
-        .await
-        .expect("server");
-    let client = RpcClient::new(client_t, Target::new(topic));
-    let ctx = RequestContext::new("req-bench").with_user("bench");
-    let payload = json!({"arg": {"hello": "world", "n": 1}});
-    for _ in 0..WARMUP {
-        client
-            .call(&ctx, "ping", "1.0", payload.clone())
+/// A verso server and client over two RabbitMQ connections, ready to time.
+struct VersoPair {
+    client: RpcClient,
+    server: verso_rpc::ServerHandle,
+    ctx: RequestContext,
+    payload: Value,
+}
+
+impl VersoPair {
+    async fn new() -> Self {
+        let topic = format!("bench-verso-{}", uuid::Uuid::new_v4().simple());
+        let server_t = Arc::new(AmqpTransport::connect(&url()).await.expect("RabbitMQ"));
+        let client_t = Arc::new(AmqpTransport::connect(&url()).await.expect("RabbitMQ"));
+        let endpoint = Endpoint::new(Version::new(1, 1)).method(
+            MethodSpec::new("ping", Version::new(1, 0)).arg(ArgSpec::required("arg", ArgType::Any)),
+            |_ctx, args: Args| async move { Ok(json!({"arg": args.value("arg")})) },
+        );
+        let server = RpcServer::new(server_t, Target::new(topic.clone()).with_server("b1"))
+            .endpoint(endpoint)
+            .expect("endpoint")
+            .start()
             .await
-            .expect("call");
+            .expect("server");
+        let pair = VersoPair {
+            client: RpcClient::new(client_t, Target::new(topic)),
+            server,
+            ctx: RequestContext::new("req-bench").with_user("bench"),
+            payload: json!({"arg": {"hello": "world", "n": 1}}),
+        };
+        pair.calls(WARMUP).await;
+        pair
     }
-    let start = Instant::now();
-    for _ in 0..n {
-        client
-            .call(&ctx, "ping", "1.0", payload.clone())
-            .await
-            .expect("call");
+
+    async fn calls(&self, n: usize) -> f64 {
+        let start = Instant::now();
+        for _ in 0..n {
+            self.client
+                .call(&self.ctx, "ping", "1.0", self.payload.clone())
+                .await
+                .expect("call");
+        }
+        n as f64 / start.elapsed().as_secs_f64()
     }
-    let rate = n as f64 / start.elapsed().as_secs_f64();
-    server.stop().await;
-    rate
 }
 
 async fn lapin_conn() -> Connection {
@@ -96,84 +111,192 @@ async fn lapin_conn() -> Connection {
     .expect("RabbitMQ")
 }
 
-/// Request queue + reply queue, a consumer that acks and answers: the same broker work as
-/// one RPC call, with no envelope, no dispatch.
-async fn bare_lapin(n: usize) -> f64 {
-    let id = uuid::Uuid::new_v4().simple().to_string();
-    let (req_q, rep_q) = (
-        format!("bench-bare-req-{id}"),
-        format!("bench-bare-rep-{id}"),
-    );
-    let server = lapin_conn().await;
-    let client = lapin_conn().await;
-    let sch = server.create_channel().await.expect("channel");
-    let cch = client.create_channel().await.expect("channel");
-    let auto = QueueDeclareOptions {
-        auto_delete: true,
-        ..Default::default()
-    };
-    sch.queue_declare(&req_q, auto, FieldTable::default())
-        .await
-        .expect("queue");
-    cch.queue_declare(&rep_q, auto, FieldTable::default())
-        .await
-        .expect("queue");
-    let mut requests = sch
-        .basic_consume(
-            &req_q,
-            "s",
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .expect("consume");
-    let reply_ch = server.create_channel().await.expect("channel");
-    let rep_q2 = rep_q.clone();
-    tokio::spawn(async move {
-        while let Some(Ok(d)) = requests.next().await {
-            let _ = d.acker.ack(BasicAckOptions::default()).await;
-            let _ = reply_ch
-                .basic_publish(
-                    "",
-                    &rep_q2,
-                    BasicPublishOptions::default(),
-                    &d.data,
-                    BasicProperties::default(),
-                )
-                .await;
-        }
-    });
-    let mut replies = cch
-        .basic_consume(
-            &rep_q,
-            "c",
-            BasicConsumeOptions {
-                no_ack: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .expect("consume");
-    let body = br#"{"hello": "world", "n": 1}"#;
-    let mut timed = None;
-    for i in 0..WARMUP + n {
-        if i == WARMUP {
-            timed = Some(Instant::now());
-        }
-        cch.basic_publish(
-            "",
-            &req_q,
-            BasicPublishOptions::default(),
-            body,
-            BasicProperties::default(),
-        )
-        .await
-        .expect("publish");
-        replies.next().await.expect("reply").expect("delivery");
+/// Request queue + reply queue, a consumer that acks and answers, with no envelope and no
+/// dispatch. `Shape::Minimal`: a 26-byte body with no properties through the default
+/// exchange (the floor of any lapin round trip). `Shape::Oslo`: the broker work an
+/// oslo.messaging call needs, done with bare lapin: the request through a topic exchange
+/// with oslo's properties (persistent delivery mode, expiration) and a body the size of a
+/// real enveloped request, the reply likewise.
+struct BareLapin {
+    _server: Connection,
+    _client: Connection,
+    cch: lapin::Channel,
+    exchange: String,
+    req_q: String,
+    body: Vec<u8>,
+    props: BasicProperties,
+    replies: lapin::Consumer,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Shape {
+    Minimal,
+    Oslo,
+}
+
+/// The properties verso and oslo.messaging put on a request (`expiration` on calls).
+fn oslo_properties(expiration: bool) -> BasicProperties {
+    let props = BasicProperties::default()
+        .with_content_type("application/json".into())
+        .with_content_encoding("utf-8".into())
+        .with_delivery_mode(2)
+        .with_priority(0)
+        .with_headers(FieldTable::default());
+    if expiration {
+        props.with_expiration("60000".into())
+    } else {
+        props
     }
-    let start = timed.unwrap_or_else(Instant::now);
-    n as f64 / start.elapsed().as_secs_f64()
+}
+
+/// A request body the size of a real one: the envelope of a `ping` call with a context.
+fn oslo_body() -> Vec<u8> {
+    let request = verso_rpc::message::Request {
+        method: "ping".into(),
+        args: json!({"arg": {"hello": "world", "n": 1}})
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+        version: Version::new(1, 0),
+        namespace: None,
+        context: RequestContext::new("req-bench").with_user("bench"),
+    };
+    let mut m = request.into_message();
+    for key in ["_msg_id", "_reply_q", "_unique_id"] {
+        m.insert(key.into(), json!(uuid::Uuid::new_v4().simple().to_string()));
+    }
+    m.insert("_timeout".into(), Value::Null);
+    serde_json::to_vec(&verso_rpc::message::envelope(&m)).expect("json")
+}
+
+impl BareLapin {
+    async fn new(shape: Shape) -> Self {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let (req_q, rep_q) = (
+            format!("bench-bare-req-{id}"),
+            format!("bench-bare-rep-{id}"),
+        );
+        let server = lapin_conn().await;
+        let client = lapin_conn().await;
+        let sch = server.create_channel().await.expect("channel");
+        let cch = client.create_channel().await.expect("channel");
+        let auto = QueueDeclareOptions {
+            auto_delete: true,
+            ..Default::default()
+        };
+        sch.queue_declare(&req_q, auto, FieldTable::default())
+            .await
+            .expect("queue");
+        cch.queue_declare(&rep_q, auto, FieldTable::default())
+            .await
+            .expect("queue");
+        let mut requests = sch
+            .basic_consume(
+                &req_q,
+                "s",
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .expect("consume");
+        let exchange = match shape {
+            Shape::Minimal => String::new(),
+            Shape::Oslo => {
+                let x = format!("bench-bare-x-{id}");
+                let auto_x = lapin::options::ExchangeDeclareOptions {
+                    auto_delete: true,
+                    ..Default::default()
+                };
+                sch.exchange_declare(
+                    &x,
+                    lapin::ExchangeKind::Topic,
+                    auto_x,
+                    FieldTable::default(),
+                )
+                .await
+                .expect("exchange");
+                sch.queue_bind(
+                    &req_q,
+                    &x,
+                    &req_q,
+                    Default::default(),
+                    FieldTable::default(),
+                )
+                .await
+                .expect("bind");
+                x
+            }
+        };
+        let reply_props = match shape {
+            Shape::Minimal => BasicProperties::default(),
+            Shape::Oslo => oslo_properties(false),
+        };
+        let reply_ch = server.create_channel().await.expect("channel");
+        let rep_q2 = rep_q.clone();
+        tokio::spawn(async move {
+            while let Some(Ok(d)) = requests.next().await {
+                let _ = d.acker.ack(BasicAckOptions::default()).await;
+                let _ = reply_ch
+                    .basic_publish(
+                        "",
+                        &rep_q2,
+                        BasicPublishOptions::default(),
+                        &d.data,
+                        reply_props.clone(),
+                    )
+                    .await;
+            }
+        });
+        let replies = cch
+            .basic_consume(
+                &rep_q,
+                "c",
+                BasicConsumeOptions {
+                    no_ack: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .expect("consume");
+        let (body, props) = match shape {
+            Shape::Minimal => (
+                br#"{"hello": "world", "n": 1}"#.to_vec(),
+                BasicProperties::default(),
+            ),
+            Shape::Oslo => (oslo_body(), oslo_properties(true)),
+        };
+        let mut bare = BareLapin {
+            _server: server,
+            _client: client,
+            cch,
+            exchange,
+            req_q,
+            body,
+            props,
+            replies,
+        };
+        bare.round_trips(WARMUP).await;
+        bare
+    }
+
+    async fn round_trips(&mut self, n: usize) -> f64 {
+        let start = Instant::now();
+        for _ in 0..n {
+            self.cch
+                .basic_publish(
+                    &self.exchange,
+                    &self.req_q,
+                    BasicPublishOptions::default(),
+                    &self.body,
+                    self.props.clone(),
+                )
+                .await
+                .expect("publish");
+            self.replies.next().await.expect("reply").expect("delivery");
+        }
+        n as f64 / start.elapsed().as_secs_f64()
+    }
 }
 
 fn python_peers(n: usize) -> Option<f64> {
@@ -203,36 +326,91 @@ fn python_peers(n: usize) -> Option<f64> {
     v["calls_per_s"].as_f64()
 }
 
+fn rounds() -> usize {
+    std::env::var("VERSO_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5)
+        .max(1)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 fn main() {
     // `cargo bench` passes --bench; nothing else to parse.
-    let n = calls();
+    let (n, rounds) = (calls(), rounds());
+    let per_round = (n / rounds).max(1);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("runtime");
-    let bare = rt.block_on(bare_lapin(n));
-    let ours = rt.block_on(verso(n));
-    let py_n = n.min(2000);
-    let py = python_peers(py_n);
+    let mut bare = rt.block_on(BareLapin::new(Shape::Minimal));
+    let mut oslo = rt.block_on(BareLapin::new(Shape::Oslo));
+    let ours = rt.block_on(VersoPair::new());
     println!(
-        "sequential call round trips over RabbitMQ at {}",
+        "sequential call round trips over RabbitMQ at {}, {rounds} interleaved rounds of \
+         {per_round}",
         verso_rpc::transport::amqp::redact(&url())
     );
-    println!("  bare lapin publish/consume : {bare:>9.0} round trips/s ({n})");
-    println!("  verso -> verso             : {ours:>9.0} calls/s ({n})");
-    match py {
-        Some(py) => println!("  python -> python (oslo)    : {py:>9.0} calls/s ({py_n})"),
-        None => println!("  python -> python (oslo)    :   (failed, see stderr)"),
+    println!("  (per second; lapin: bare lapin, minimal message; lapin-oslo: bare lapin doing");
+    println!("  an oslo call's broker work)");
+    println!(
+        "  {:>5} {:>9} {:>10} {:>9} {:>9} {:>12} {:>17} {:>12}",
+        "round",
+        "lapin",
+        "lapin-oslo",
+        "verso",
+        "python",
+        "lapin/verso",
+        "lapin-oslo/verso",
+        "verso/python"
+    );
+    let (mut lapin_ratio, mut oslo_ratio, mut py_ratio) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 1..=rounds {
+        // Rotate the order so none of the three always runs first.
+        let (mut b, mut o, mut v) = (0.0, 0.0, 0.0);
+        for k in 0..3 {
+            match (round + k) % 3 {
+                0 => b = rt.block_on(bare.round_trips(per_round)),
+                1 => o = rt.block_on(oslo.round_trips(per_round)),
+                _ => v = rt.block_on(ours.calls(per_round)),
+            }
+        }
+        let py = python_peers(per_round.min(2000));
+        lapin_ratio.push(b / v);
+        oslo_ratio.push(o / v);
+        let py_text = match py {
+            Some(py) => {
+                py_ratio.push(v / py);
+                format!("{py:>9.0} {:>12.2} {:>17.2} {:>12.2}", b / v, o / v, v / py)
+            }
+            None => format!(
+                "{:>9} {:>12.2} {:>17.2} {:>12}",
+                "failed",
+                b / v,
+                o / v,
+                "-"
+            ),
+        };
+        println!("  {round:>5} {b:>9.0} {o:>10.0} {v:>9.0} {py_text}");
     }
     println!(
-        "  bare lapin / verso         : {:>9.2}x (target <= 1.30x)",
-        bare / ours
+        "  median bare lapin / verso      : {:.2}x (target <= 1.30x)",
+        median(lapin_ratio)
     );
-    if let Some(py) = py {
+    println!(
+        "  median lapin-oslo / verso      : {:.2}x",
+        median(oslo_ratio)
+    );
+    if !py_ratio.is_empty() {
         println!(
-            "  verso / python             : {:>9.2}x (target >= 5x)",
-            ours / py
+            "  median verso / python          : {:.2}x (target >= 5x)",
+            median(py_ratio)
         );
     }
+    rt.block_on(ours.server.stop());
 }

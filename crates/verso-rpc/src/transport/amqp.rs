@@ -915,14 +915,22 @@ async fn listen_loop(
             }
         };
         let Some(Ok(delivery)) = delivery else { break };
-        // Acknowledged on receipt, before it runs, as oslo.messaging does.
-        if let Err(e) = delivery.acker.ack(BasicAckOptions::default()).await {
-            tracing::warn!(error = %e, "acknowledging a request failed");
-        }
+        // Acknowledged on receipt, before it runs, as oslo.messaging does. The first poll
+        // queues the basic.ack; the request is handed over without waiting for lapin to
+        // report the frame written (a wait of several thread hops on every request). Either
+        // way a broker that loses the connection before reading the ack redelivers the
+        // message, which the `_unique_id` check drops if it comes back here.
+        let mut ack = std::pin::pin!(delivery.acker.ack(BasicAckOptions::default()));
+        let acked = futures::poll!(ack.as_mut());
         if let Some(incoming) = read_request(&weak, &state, &delivery.data) {
-            if state.tx.send(incoming).is_err() {
-                continue;
-            }
+            let _ = state.tx.send(incoming);
+        }
+        let acked = match acked {
+            std::task::Poll::Ready(r) => r,
+            std::task::Poll::Pending => ack.await,
+        };
+        if let Err(e) = acked {
+            tracing::warn!(error = %e, "acknowledging a request failed");
         }
     }
     // The consumer ended without the listener being dropped: the connection or channel
