@@ -4,8 +4,8 @@
 //!
 //! ```text
 //! crates/verso-rpc/interop/start-rabbitmq.sh
-//! cargo bench -p verso-rpc --bench amqp_roundtrip      # 5 rounds of 2000/5 calls each
-//! VERSO_BENCH_CALLS=10000 VERSO_BENCH_ROUNDS=10 cargo bench -p verso-rpc --bench amqp_roundtrip
+//! cargo bench -p verso-rpc --bench amqp_roundtrip      # 5 rounds of 10000/5 calls each
+//! VERSO_BENCH_CALLS=20000 VERSO_BENCH_ROUNDS=10 cargo bench -p verso-rpc --bench amqp_roundtrip
 //! ```
 //! The three run in interleaved rounds and each round's ratios are printed, with their
 //! medians: the machine's load drifts, and a ratio of two runs minutes apart measures
@@ -35,7 +35,7 @@ fn calls() -> usize {
     std::env::var("VERSO_BENCH_CALLS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(2000)
+        .unwrap_or(10_000)
 }
 
 fn url() -> String {

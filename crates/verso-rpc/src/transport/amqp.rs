@@ -292,9 +292,13 @@ impl AmqpTransport {
             _alive: alive_tx,
             alive: alive_rx,
         });
-        let session = connect_session(&inner, 0).await?;
+        let session = on_io_thread({
+            let inner = inner.clone();
+            async move { connect_session(&inner, 0).await }
+        })
+        .await?;
         inner.session.send_replace(Some(session.clone()));
-        tokio::spawn(supervise(Arc::downgrade(&inner), session));
+        io_handle().spawn(supervise(Arc::downgrade(&inner), session));
         Ok(AmqpTransport { inner })
     }
 
@@ -343,9 +347,9 @@ impl std::fmt::Debug for AmqpTransport {
 impl Drop for Inner {
     fn drop(&mut self) {
         let session = self.session.send_replace(None);
-        if let (Some(s), Ok(rt)) = (session, tokio::runtime::Handle::try_current()) {
+        if let Some(s) = session {
             s.mark_dead();
-            rt.spawn(async move {
+            io_handle().spawn(async move {
                 let _ = s.conn.close(200, "closed by verso").await;
             });
         }
@@ -499,6 +503,59 @@ impl Inner {
         args.insert(ShortString::from("x-expires"), AMQPValue::LongInt(ms));
         args
     }
+}
+
+/// The runtime of the broker-side tasks: one thread per process ("verso-amqp") runs
+/// lapin's internal tasks, the reconnect supervisor and the consumer loops, whatever
+/// runtime the application uses.
+///
+/// lapin moves every frame between its I/O thread and tasks on the executor it is given;
+/// on a multi-thread runtime those tasks wake whichever worker is idle, and each hand-off
+/// became a cross-thread wake-up. Kept on one thread they are plain task switches: on a
+/// 2-worker runtime, sequential verso calls went from ~2,150 to ~2,850 calls/s and from
+/// 281 to 205 us of CPU per call (client and server in one process, local RabbitMQ).
+/// Application code (handlers, callers) never runs here: requests reach the server's
+/// runtime through its listener channel and replies reach callers through oneshots.
+fn io_handle() -> &'static tokio::runtime::Handle {
+    static IO: std::sync::OnceLock<tokio::runtime::Handle> = std::sync::OnceLock::new();
+    IO.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("verso-amqp".into())
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build();
+                match rt {
+                    Ok(rt) => {
+                        let _ = tx.send(Some(rt.handle().clone()));
+                        rt.block_on(std::future::pending::<()>());
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot build the AMQP I/O runtime");
+                        let _ = tx.send(None);
+                    }
+                }
+            });
+        match spawned.ok().and_then(|_| rx.recv().ok().flatten()) {
+            Some(handle) => handle,
+            // No thread or no runtime (out of resources): fall back to the caller's
+            // runtime, which works, only with more cross-thread wake-ups.
+            None => tokio::runtime::Handle::current(),
+        }
+    })
+}
+
+/// Runs `f` on the broker I/O runtime and awaits it from any runtime.
+async fn on_io_thread<T: Send + 'static>(
+    f: impl std::future::Future<Output = Result<T, AmqpError>> + Send + 'static,
+) -> Result<T, AmqpError> {
+    io_handle().spawn(f).await.unwrap_or_else(|e| {
+        Err(AmqpError::Connect {
+            brokers: String::new(),
+            detail: format!("the AMQP I/O task failed: {e}"),
+        })
+    })
 }
 
 fn amqp_uri(config: &AmqpConfig, host: &BrokerHost) -> AMQPUri {
@@ -716,7 +773,7 @@ async fn start_reply_consumer(inner: &Arc<Inner>, session: &Arc<Session>) -> Res
         )
         .await
         .map_err(broker_err(format!("consume reply queue '{q}'")))?;
-    tokio::spawn(reply_loop(
+    io_handle().spawn(reply_loop(
         Arc::downgrade(inner),
         Arc::downgrade(session),
         consumer,
@@ -888,7 +945,7 @@ async fn attach(
         consumers.push(c);
     }
     *attached = session.id;
-    tokio::spawn(listen_loop(
+    io_handle().spawn(listen_loop(
         Arc::downgrade(inner),
         Arc::downgrade(session),
         state.clone(),
@@ -994,7 +1051,7 @@ fn start_heartbeat(
 ) -> oneshot::Sender<()> {
     let (tx, mut rx) = oneshot::channel::<()>();
     let every = Duration::from_secs_f64((timeout / 2.0).clamp(0.1, 3600.0));
-    tokio::spawn(async move {
+    io_handle().spawn(async move {
         loop {
             tokio::select! {
                 _ = &mut rx => return,
@@ -1128,7 +1185,7 @@ impl Transport for AmqpTransport {
         lock(&inner.listeners).push(state.clone());
         // A server may keep only its listener: the transport lives as long as it does.
         let keepalive = (inner.clone(), state.clone());
-        tokio::spawn(async move {
+        io_handle().spawn(async move {
             let (inner, state) = keepalive;
             state.tx.closed().await;
             lock(&inner.listeners).retain(|s| !Arc::ptr_eq(s, &state));
