@@ -60,11 +60,66 @@ impl fmt::Display for BrokerHost {
     }
 }
 
-/// TLS settings (`ssl=true`, `ssl_ca_file=...`).
+/// TLS settings: `ssl=true` (or an `amqps://` URL) with oslo.messaging's `ssl_ca_file`,
+/// `ssl_cert_file` and `ssl_key_file`.
+///
+/// The broker's certificate is always verified, and so is its name: the host of the URL
+/// (a DNS name or an IP address) must be in the certificate's subject alternative names.
+/// - With `ssl_ca_file`, the certificates of that PEM file are the only ones trusted, as in
+///   oslo.messaging.
+/// - Without it, the broker's certificate must chain to one of the system's CA
+///   certificates (`/etc/ssl/certs`, or `SSL_CERT_FILE` / `SSL_CERT_DIR`). This is
+///   stricter than oslo.messaging, which then checks the chain against the system's CAs
+///   but not the broker's name; a broker with a private CA needs `ssl_ca_file` here.
+///   oslo.messaging also skips the name check when the URL has several hosts; this
+///   transport checks it for each host.
+/// - `ssl_cert_file` and `ssl_key_file` (PEM, given together or not at all) make the
+///   transport present a client certificate: the certificate (its intermediates may follow
+///   it in the file) and its unencrypted private key (PKCS#8 `BEGIN PRIVATE KEY`, PKCS#1
+///   `BEGIN RSA PRIVATE KEY` or SEC1 `BEGIN EC PRIVATE KEY`). The key stays in memory.
+///
+/// The files are read on every connection attempt (so a renewed certificate is picked up
+/// by the next reconnect); [`check`](Self::check) reads them once to report a bad file
+/// early. A bad file makes the connection attempt fail with the file named, never a
+/// connection without it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TlsOptions {
-    /// PEM file of the certificate authorities to trust instead of the system's roots.
+    /// `ssl_ca_file`: PEM file of the certificate authorities to trust, instead of the
+    /// system's.
     pub ca_file: Option<String>,
+    /// `ssl_cert_file`: PEM file of the client certificate (with `key_file`).
+    pub cert_file: Option<String>,
+    /// `ssl_key_file`: PEM file of the client certificate's private key (with `cert_file`).
+    pub key_file: Option<String>,
+}
+
+impl TlsOptions {
+    /// Reads the files of these options as a connection attempt would and reports the
+    /// first problem: an unreadable or empty `ssl_ca_file`, a client certificate or key
+    /// that cannot be read or parsed, a key that does not match its certificate, or only
+    /// one of `ssl_cert_file` and `ssl_key_file`.
+    ///
+    /// ```
+    /// use verso_rpc::transport::amqp::{AmqpConfig, AmqpError};
+    /// let c = AmqpConfig::from_url("rabbit://u:p@h/?ssl=1&ssl_ca_file=/no/such/ca.pem")?;
+    /// let tls = c.tls.as_ref().expect("ssl=1");
+    /// assert!(matches!(tls.check(), Err(AmqpError::CaFile { .. })));
+    /// # Ok::<(), AmqpError>(())
+    /// ```
+    pub fn check(&self) -> Result<(), AmqpError> {
+        super::tls::connector(self).map(drop)
+    }
+}
+
+/// The error of a client certificate without its key, or the reverse.
+pub(super) fn unpaired_client_files(given: &str, value: &str) -> AmqpError {
+    AmqpError::InvalidOption {
+        option: given.to_owned(),
+        value: value.to_owned(),
+        detail: "ssl_cert_file and ssl_key_file go together: give both (the client \
+                 certificate and its private key, PEM files) or neither"
+            .into(),
+    }
 }
 
 /// Everything the AMQP transport needs to know, read from a transport URL and options.
@@ -171,7 +226,7 @@ impl AmqpConfig {
             retry_interval_max: Duration::from_secs(30),
             publish_wait: Duration::from_secs(30),
         };
-        let mut ca_file = None;
+        let (mut ca_file, mut cert_file, mut key_file) = (None, None, None);
         for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
             let v = percent_decode(&v.replace('+', " ")).map_err(|e| bad(&e))?;
@@ -189,14 +244,9 @@ impl AmqpConfig {
                     }
                 }
                 "ssl_ca_file" => ca_file = Some(v.clone()).filter(|s| !s.is_empty()),
-                "ssl_cert_file" | "ssl_key_file" if v.is_empty() => {}
-                "ssl_cert_file" | "ssl_key_file" => {
-                    return Err(opt_err(
-                        "client certificates are not supported by this transport yet; \
-                         authenticate with the user and password of the URL over TLS"
-                            .into(),
-                    ))
-                }
+                // Empty values are oslo.messaging's defaults: not set.
+                "ssl_cert_file" => cert_file = Some(v.clone()).filter(|s| !s.is_empty()),
+                "ssl_key_file" => key_file = Some(v.clone()).filter(|s| !s.is_empty()),
                 "amqp_durable_queues" => config.durable_queues = parse_bool(&v).map_err(opt_err)?,
                 "rabbit_transient_queues_ttl" => {
                     let secs = parse_secs(&v).map_err(opt_err)?;
@@ -223,15 +273,29 @@ impl AmqpConfig {
                 }
             }
         }
-        if let Some(ca) = ca_file {
-            match &mut config.tls {
-                Some(t) => t.ca_file = Some(ca),
-                None => {
+        match (&cert_file, &key_file) {
+            (Some(c), None) => return Err(unpaired_client_files("ssl_cert_file", c)),
+            (None, Some(k)) => return Err(unpaired_client_files("ssl_key_file", k)),
+            _ => {}
+        }
+        let files = [
+            ("ssl_ca_file", &ca_file),
+            ("ssl_cert_file", &cert_file),
+            ("ssl_key_file", &key_file),
+        ];
+        match &mut config.tls {
+            Some(t) => {
+                t.ca_file = ca_file;
+                t.cert_file = cert_file;
+                t.key_file = key_file;
+            }
+            None => {
+                if let Some((option, Some(value))) = files.iter().find(|(_, v)| v.is_some()) {
                     return Err(AmqpError::InvalidOption {
-                        option: "ssl_ca_file".into(),
-                        value: ca,
+                        option: (*option).to_owned(),
+                        value: value.clone(),
                         detail: "it only applies with TLS; add ssl=true".into(),
-                    })
+                    });
                 }
             }
         }
@@ -414,10 +478,52 @@ mod tests {
         assert_eq!(
             c.tls,
             Some(TlsOptions {
-                ca_file: Some("/etc/ca.pem".into())
+                ca_file: Some("/etc/ca.pem".into()),
+                ..TlsOptions::default()
             })
         );
         assert_eq!(c.transient_queues_ttl, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn client_certificate_options() {
+        let c = AmqpConfig::from_url(
+            "amqps://u:p@h/?ssl_cert_file=/etc/c%20d.pem&ssl_key_file=/etc/k.pem&ssl_ca_file=",
+        )
+        .unwrap();
+        assert_eq!(
+            c.tls,
+            Some(TlsOptions {
+                ca_file: None,
+                cert_file: Some("/etc/c d.pem".into()),
+                key_file: Some("/etc/k.pem".into()),
+            })
+        );
+        // Empty values are oslo's defaults (not set), also without TLS.
+        let c = AmqpConfig::from_url("rabbit://h/?ssl_cert_file=&ssl_key_file=").unwrap();
+        assert!(c.tls.is_none());
+
+        for (url, option) in [
+            ("rabbit://h/?ssl=1&ssl_cert_file=/c.pem", "ssl_cert_file"),
+            ("rabbit://h/?ssl=1&ssl_key_file=/k.pem", "ssl_key_file"),
+            (
+                "rabbit://h/?ssl=1&ssl_cert_file=/c.pem&ssl_key_file=",
+                "ssl_cert_file",
+            ),
+            (
+                "rabbit://h/?ssl_cert_file=/c.pem&ssl_key_file=/k.pem",
+                "ssl_cert_file",
+            ),
+            (
+                "rabbit://h/?ssl=0&ssl_key_file=/k.pem&ssl_cert_file=/c",
+                "ssl_cert_file",
+            ),
+        ] {
+            match AmqpConfig::from_url(url) {
+                Err(AmqpError::InvalidOption { option: o, .. }) => assert_eq!(o, option, "{url}"),
+                other => panic!("{url}: expected InvalidOption({option}), got {other:?}"),
+            }
+        }
     }
 
     #[test]
@@ -431,6 +537,8 @@ mod tests {
             "rabbit://u:secret@h/?nope=1",
             "rabbit://u:secret@h/?ssl_ca_file=/x",
             "rabbit://u:secret@h/?ssl=1&ssl_cert_file=/x",
+            "rabbit://u:secret@h/?ssl=1&ssl_key_file=/x",
+            "rabbit://u:secret@h/?ssl_cert_file=/x&ssl_key_file=/y",
             "rabbit://u:sec%zzret@h/",
             "u:secret@h",
         ] {

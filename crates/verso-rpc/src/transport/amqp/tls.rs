@@ -1,0 +1,360 @@
+//! TLS of the AMQP transport (`ssl=true`): what to trust, which client certificate to
+//! present, and the socket lapin talks AMQP over.
+//!
+//! lapin's own TLS settings (`OwnedTLSConfig`) always trust the system's CA certificates
+//! besides the `ssl_ca_file`, and take a client identity only as PKCS#12. This module
+//! builds the rustls connector itself instead, so that
+//! - `ssl_ca_file` is the only trust anchor when given (as in oslo.messaging), and the
+//!   system's CA certificates are used only without it;
+//! - the client certificate and key come from the PEM files oslo.messaging takes
+//!   (`ssl_cert_file`, `ssl_key_file`), with PKCS#8, PKCS#1 (RSA) or SEC1 (EC) keys,
+//!   checked against each other before any connection is tried;
+//!
+//! and hands lapin the connected TLS stream through [`lapin::Connection::connector`], the
+//! hook lapin's own `connect_uri_with_config` uses. See [`TlsOptions`] for the behaviour.
+
+use super::url::unpaired_client_files;
+use super::{AmqpError, TlsOptions};
+use lapin::tcp::{
+    AMQPUriTcpExt, HandshakeError, HandshakeResult, RustlsConnector, RustlsConnectorConfig,
+};
+use lapin::uri::AMQPUri;
+use rustls_pki_types::pem::{self, PemObject};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use std::io;
+use std::net::ToSocketAddrs;
+use std::time::{Duration, Instant};
+
+/// What [`lapin::Connection::connector`] calls (on a blocking thread) to open the socket.
+pub(crate) type StreamConnect = Box<dyn FnOnce(&AMQPUri) -> HandshakeResult + Send + Sync>;
+
+/// The function that opens the socket to the URI's host. Without TLS, lapin's own (plain
+/// TCP). With TLS, the files of `tls` are read now, and the function opens a TCP
+/// connection and runs the TLS handshake on it, each within `timeout`.
+// `HandshakeResult` is lapin's type (its error holds a half-done handshake): not ours to shrink.
+#[allow(clippy::result_large_err)]
+pub(crate) fn stream_connect(
+    tls: Option<&TlsOptions>,
+    timeout: Duration,
+) -> Result<StreamConnect, AmqpError> {
+    match tls {
+        None => Ok(Box::new(|uri: &AMQPUri| AMQPUriTcpExt::connect(uri))),
+        Some(opts) => {
+            let connector = connector(opts)?;
+            Ok(Box::new(move |uri: &AMQPUri| {
+                connect_tls(uri, &connector, timeout)
+            }))
+        }
+    }
+}
+
+/// The rustls connector of `opts`: its trust anchors and client certificate.
+pub(crate) fn connector(opts: &TlsOptions) -> Result<RustlsConnector, AmqpError> {
+    with_client_cert(trust_anchors(opts)?, opts)
+}
+
+/// `ssl_ca_file`'s certificates, or the system's without it.
+fn trust_anchors(opts: &TlsOptions) -> Result<RustlsConnectorConfig, AmqpError> {
+    let mut roots = RustlsConnectorConfig::default();
+    match &opts.ca_file {
+        Some(path) => {
+            let ca_err = |detail: String| AmqpError::CaFile {
+                path: path.clone(),
+                detail,
+            };
+            let certs = read_certs(path).map_err(ca_err)?;
+            let (added, _) = roots.add_parsable_certificates(certs);
+            if added == 0 {
+                return Err(ca_err(
+                    "none of its certificates can be used as a CA".into(),
+                ));
+            }
+        }
+        None => {
+            let certs =
+                rustls_native_certs::load_native_certs().map_err(|e| AmqpError::SystemRoots {
+                    detail: e.to_string(),
+                })?;
+            let (added, _) = roots.add_parsable_certificates(certs);
+            if added == 0 {
+                return Err(AmqpError::SystemRoots {
+                    detail: "no CA certificate found (is ca-certificates installed?)".into(),
+                });
+            }
+        }
+    }
+    Ok(roots)
+}
+
+/// The connector with the client certificate of `opts`, if it has one.
+fn with_client_cert(
+    roots: RustlsConnectorConfig,
+    opts: &TlsOptions,
+) -> Result<RustlsConnector, AmqpError> {
+    match (&opts.cert_file, &opts.key_file) {
+        (None, None) => Ok(roots.connector_with_no_client_auth()),
+        (Some(cert), None) => Err(unpaired_client_files("ssl_cert_file", cert)),
+        (None, Some(key)) => Err(unpaired_client_files("ssl_key_file", key)),
+        (Some(cert), Some(key)) => {
+            let chain = read_certs(cert).map_err(|detail| AmqpError::ClientCert {
+                path: cert.clone(),
+                detail,
+            })?;
+            let key_der = read_key(key).map_err(|detail| AmqpError::ClientKey {
+                path: key.clone(),
+                detail,
+            })?;
+            // rustls checks here that it can sign with the key and that the key is the
+            // one of the certificate.
+            roots
+                .connector_with_single_cert(chain, key_der)
+                .map_err(|e| AmqpError::ClientKey {
+                    path: key.clone(),
+                    detail: format!(
+                        "cannot be used with the certificate of ssl_cert_file {cert}: {e}"
+                    ),
+                })
+        }
+    }
+}
+
+/// The certificates of a PEM file, at least one.
+fn read_certs(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let pem_bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let certs = CertificateDer::pem_slice_iter(&pem_bytes)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("not a PEM file: {}", pem_error(&e)))?;
+    if certs.is_empty() {
+        return Err("no PEM certificate ('-----BEGIN CERTIFICATE-----') in it".into());
+    }
+    Ok(certs)
+}
+
+/// The first private key of a PEM file. Error texts never quote the file.
+fn read_key(path: &str) -> Result<PrivateKeyDer<'static>, String> {
+    let pem_bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let has = |needle: &[u8]| pem_bytes.windows(needle.len()).any(|w| w == needle);
+    // PKCS#8 "ENCRYPTED PRIVATE KEY", or OpenSSL's old encrypted PEM headers.
+    let encrypted = has(b"-----BEGIN ENCRYPTED PRIVATE KEY-----") || has(b"Proc-Type: 4,ENCRYPTED");
+    match PrivateKeyDer::from_pem_slice(&pem_bytes) {
+        Ok(key) => Ok(key),
+        Err(_) if encrypted => Err("the private key is encrypted, and there is no \
+             option for its passphrase (neither has oslo.messaging); store it unencrypted \
+             (openssl pkey -in KEY -out PLAIN_KEY) and protect the file instead"
+            .into()),
+        Err(pem::Error::NoItemsFound) => Err("no PEM private key in it ('BEGIN PRIVATE KEY', \
+             'BEGIN RSA PRIVATE KEY' or 'BEGIN EC PRIVATE KEY')"
+            .into()),
+        Err(e) => Err(format!("not a PEM file: {}", pem_error(&e))),
+    }
+}
+
+/// A PEM error without the bytes of the file (a key file's lines are secret).
+fn pem_error(e: &pem::Error) -> String {
+    match e {
+        pem::Error::MissingSectionEnd { .. } => "a section has no END line".into(),
+        pem::Error::IllegalSectionStart { .. } => "a BEGIN line is malformed".into(),
+        pem::Error::Base64Decode(_) => "a section is not valid base64".into(),
+        pem::Error::Io(e) => e.to_string(),
+        pem::Error::SectionTooLarge => "a section is too large".into(),
+        _ => "unreadable PEM".into(),
+    }
+}
+
+/// TCP to the URI's host (each of its addresses in turn), then the TLS handshake, within
+/// `timeout` each; the stream is left non-blocking for lapin.
+#[allow(clippy::result_large_err)] // lapin's `HandshakeResult`, as above
+fn connect_tls(uri: &AMQPUri, connector: &RustlsConnector, timeout: Duration) -> HandshakeResult {
+    let host = uri.authority.host.as_str();
+    let tcp = tcp_connect(host, uri.authority.port, timeout)?;
+    tcp.set_nodelay(true)?;
+    // A broker that accepts TCP but never answers the handshake must not hold this
+    // blocking thread for ever.
+    tcp.set_read_timeout(Some(timeout))?;
+    tcp.set_write_timeout(Some(timeout))?;
+    let deadline = Instant::now() + timeout;
+    let mut attempt = lapin::tcp::TcpStream::from_std(tcp)?.into_rustls(connector, host);
+    let stream = loop {
+        match attempt {
+            Ok(stream) => break stream,
+            Err(HandshakeError::WouldBlock(mid)) if Instant::now() < deadline => {
+                attempt = mid.handshake();
+            }
+            Err(HandshakeError::WouldBlock(_)) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("no TLS handshake with {host} within {timeout:?}"),
+                )
+                .into())
+            }
+            Err(HandshakeError::Failure(e)) => {
+                return Err(
+                    io::Error::new(e.kind(), format!("TLS handshake with {host}: {e}")).into(),
+                )
+            }
+        }
+    };
+    stream.set_read_timeout(None)?;
+    stream.set_write_timeout(None)?;
+    stream.set_nonblocking(true)?;
+    Ok(stream)
+}
+
+fn tcp_connect(host: &str, port: u16, timeout: Duration) -> io::Result<std::net::TcpStream> {
+    let mut last = None;
+    for addr in (host, port).to_socket_addrs()? {
+        match std::net::TcpStream::connect_timeout(&addr, timeout) {
+            Ok(s) => return Ok(s),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::AddrNotAvailable,
+            format!("{host} has no address"),
+        )
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new() -> TempDir {
+            let d = std::env::temp_dir().join(format!("verso-tls-unit-{}", uuid::Uuid::new_v4()));
+            std::fs::create_dir_all(&d).expect("temp dir");
+            TempDir(d)
+        }
+
+        fn file(&self, name: &str, text: &str) -> String {
+            let p = self.0.join(name);
+            std::fs::write(&p, text).expect("write");
+            p.to_string_lossy().into_owned()
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn client(cert: Option<&str>, key: Option<&str>) -> TlsOptions {
+        TlsOptions {
+            ca_file: None,
+            cert_file: cert.map(Into::into),
+            key_file: key.map(Into::into),
+        }
+    }
+
+    // A PEM section of bytes that are no certificate.
+    const NOT_A_CERT: &str =
+        "-----BEGIN CERTIFICATE-----\nAAECAwQFBgcICQ==\n-----END CERTIFICATE-----\n";
+
+    #[test]
+    fn bad_ca_files_are_typed() {
+        let d = TempDir::new();
+        for (path, want) in [
+            ("/no/such/ca.pem".to_owned(), "No such file"),
+            (d.file("empty.pem", ""), "no PEM certificate"),
+            (d.file("text.pem", "hello\n"), "no PEM certificate"),
+            (
+                d.file("unended.pem", "-----BEGIN CERTIFICATE-----\nAAEC\n"),
+                "no END line",
+            ),
+            (d.file("junk.pem", NOT_A_CERT), "can be used as a CA"),
+        ] {
+            let opts = TlsOptions {
+                ca_file: Some(path.clone()),
+                ..TlsOptions::default()
+            };
+            match connector(&opts) {
+                Err(e @ AmqpError::CaFile { .. }) => {
+                    let text = e.to_string();
+                    assert!(text.contains(&path) && text.contains(want), "{text}");
+                }
+                other => panic!("{path}: expected CaFile, got {:?}", other.err()),
+            }
+        }
+    }
+
+    #[test]
+    fn bad_client_files_are_typed_and_never_quote_the_key() {
+        let d = TempDir::new();
+        let cert = d.file("cert.pem", NOT_A_CERT);
+        let bad_key = d.file(
+            "bad.pem",
+            "-----BEGIN PRIVATE KEY-----\nc2VjcmV0LWtleS1ieXRlcw==\n-----END PRIVATE KEY-----\n",
+        );
+        let roots = RustlsConnectorConfig::default;
+
+        match with_client_cert(roots(), &client(Some("/no/such/cert.pem"), Some(&bad_key))) {
+            Err(AmqpError::ClientCert { path, detail }) => {
+                assert_eq!(path, "/no/such/cert.pem");
+                assert!(detail.contains("No such file"), "{detail}");
+            }
+            other => panic!("expected ClientCert, got {:?}", other.err()),
+        }
+        let empty = d.file("empty-cert.pem", "");
+        match with_client_cert(roots(), &client(Some(&empty), Some(&bad_key))) {
+            Err(AmqpError::ClientCert { detail, .. }) => {
+                assert!(detail.contains("no PEM certificate"), "{detail}")
+            }
+            other => panic!("expected ClientCert, got {:?}", other.err()),
+        }
+
+        let key_cases = [
+            ("/no/such/key.pem".to_owned(), "No such file"),
+            (d.file("nokey.pem", NOT_A_CERT), "no PEM private key"),
+            (
+                d.file(
+                    "enc.pem",
+                    "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAECAwQF\n\
+                     -----END ENCRYPTED PRIVATE KEY-----\n",
+                ),
+                "encrypted",
+            ),
+            (
+                d.file(
+                    "legacy.pem",
+                    "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n\
+                     DEK-Info: AES-128-CBC,00\n\nAAECAwQF\n-----END RSA PRIVATE KEY-----\n",
+                ),
+                "encrypted",
+            ),
+            (
+                d.file(
+                    "badb64.pem",
+                    "-----BEGIN PRIVATE KEY-----\nc2Vj*cmV0\n-----END PRIVATE KEY-----\n",
+                ),
+                "not valid base64",
+            ),
+            (bad_key.clone(), "cannot be used with the certificate"),
+        ];
+        for (key, want) in key_cases {
+            match with_client_cert(roots(), &client(Some(&cert), Some(&key))) {
+                Err(e @ AmqpError::ClientKey { .. }) => {
+                    let text = format!("{e} {e:?}");
+                    assert!(text.contains(&key) && text.contains(want), "{text}");
+                    assert!(!text.contains("c2Vj"), "key bytes in the error: {text}");
+                }
+                other => panic!("{key}: expected ClientKey, got {:?}", other.err()),
+            }
+        }
+
+        for (c, k, option) in [
+            (Some(cert.as_str()), None, "ssl_cert_file"),
+            (None, Some(bad_key.as_str()), "ssl_key_file"),
+        ] {
+            match with_client_cert(roots(), &client(c, k)) {
+                Err(AmqpError::InvalidOption { option: o, .. }) => assert_eq!(o, option),
+                other => panic!("expected InvalidOption({option}), got {:?}", other.err()),
+            }
+        }
+        assert!(with_client_cert(roots(), &client(None, None)).is_ok());
+    }
+}
