@@ -86,10 +86,21 @@ pub enum RpcError {
         /// The target's server, if the call was directed to one.
         server: Option<String>,
     },
-    /// The transport failed (connection lost, server stopped before replying, ...).
+    /// The transport failed (not connected within the wait, server stopped before
+    /// replying, ...). Nothing says the request reached a server.
     #[error("transport error: {detail}")]
     Transport {
         /// What failed.
+        detail: String,
+    },
+    /// The broker connection dropped while the call waited for its reply. The request
+    /// had been sent: the server may or may not have run it, so it was not retried.
+    /// Retry it only if the method is idempotent.
+    #[error("connection lost with call '{msg_id}' in flight: {detail}")]
+    ConnectionLost {
+        /// The call's `_msg_id`.
+        msg_id: String,
+        /// What was lost, and where.
         detail: String,
     },
     /// A serializer hook could not convert an argument or result.

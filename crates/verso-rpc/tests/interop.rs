@@ -409,7 +409,7 @@ async fn reconnects_after_the_connection_drops() {
     let ok = client.call(&ctx, "ping", "1.0", json!({"arg": 1})).await;
     assert_eq!(ok.expect("before the drop")["arg"], 1);
 
-    // A call in flight when the connection drops fails with a transport error, at once.
+    // A call in flight when the connection drops fails with ConnectionLost, at once.
     let slow = {
         let client = client.clone();
         let ctx = ctx.clone();
@@ -419,13 +419,15 @@ async fn reconnects_after_the_connection_drops() {
     let started = std::time::Instant::now();
     proxy.cut();
     match slow.await.unwrap() {
-        Err(RpcError::Transport { detail }) => {
+        Err(RpcError::ConnectionLost { msg_id, detail }) => {
+            assert_eq!(msg_id.len(), 32, "{msg_id}");
             assert!(
-                detail.contains("connection to RabbitMQ was lost"),
+                detail.contains("connection to RabbitMQ") && detail.contains("was lost"),
                 "{detail}"
-            )
+            );
+            assert!(!detail.contains("guest:guest"), "no password: {detail}");
         }
-        other => panic!("expected a transport error, got {other:?}"),
+        other => panic!("expected ConnectionLost, got {other:?}"),
     }
     assert!(started.elapsed() < Duration::from_secs(5), "failed fast");
 

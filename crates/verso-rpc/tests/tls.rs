@@ -146,11 +146,12 @@ async fn client_certificates_in_every_pem_key_form() {
         }
         other => panic!("expected ClientKey, got {other:?}"),
     }
+    // connect_with checks the files first: the same typed error, no broker tried.
     match AmqpTransport::connect_with(mismatched).await {
-        Err(e @ AmqpError::Connect { .. }) => {
-            assert!(e.to_string().contains("ssl_key_file"), "{e}")
+        Err(AmqpError::ClientKey { path, .. }) => {
+            assert!(path.ends_with("client-ec-key.pem"), "{path}")
         }
-        Err(other) => panic!("expected Connect, got {other:?}"),
+        Err(other) => panic!("expected ClientKey, got {other:?}"),
         Ok(_) => panic!("connected with a key that is not the certificate's"),
     }
 

@@ -19,7 +19,7 @@
 //! Failures: when the connection drops (broker restart, network), the transport reconnects
 //! by itself with a growing delay, trying the URL's hosts in turn, and re-declares and
 //! re-consumes every listener's queues, so servers come back without help. Calls waiting
-//! for a reply when the connection dropped fail at once with [`RpcError::Transport`]
+//! for a reply when the connection dropped fail at once with [`RpcError::ConnectionLost`]
 //! (they are not retried: the server may have run them); a call or cast made while the
 //! transport is reconnecting waits for the connection (a call up to its timeout, a cast up
 //! to [`AmqpConfig::publish_wait`]), since nothing was sent yet. A request delivered twice
@@ -51,6 +51,7 @@
 //! # Ok(()) }
 //! ```
 
+mod tls;
 mod url;
 
 pub use url::{
@@ -124,6 +125,38 @@ pub enum AmqpError {
         /// The file.
         path: String,
         /// Why it cannot be read.
+        detail: String,
+    },
+    /// The client certificate (`ssl_cert_file`) cannot be read.
+    #[error(
+        "ssl_cert_file {path}: {detail}; give a readable PEM file with the client \
+         certificate (its intermediate certificates may follow it)"
+    )]
+    ClientCert {
+        /// The file.
+        path: String,
+        /// Why it cannot be used.
+        detail: String,
+    },
+    /// The client certificate's private key (`ssl_key_file`) cannot be read or used.
+    #[error(
+        "ssl_key_file {path}: {detail}; give a readable, unencrypted PEM private key \
+         (PKCS#8, PKCS#1 RSA or SEC1 EC) of the ssl_cert_file certificate"
+    )]
+    ClientKey {
+        /// The file.
+        path: String,
+        /// Why it cannot be used.
+        detail: String,
+    },
+    /// `ssl=true` without `ssl_ca_file` verifies the broker against the system's CA
+    /// certificates, and none could be loaded.
+    #[error(
+        "TLS without ssl_ca_file trusts the system's CA certificates, and they cannot be \
+         loaded: {detail}; install them or give ssl_ca_file"
+    )]
+    SystemRoots {
+        /// Why they cannot be loaded.
         detail: String,
     },
     /// No broker of the URL accepted a connection.
@@ -279,6 +312,11 @@ impl AmqpTransport {
     /// first connection; after that, lost connections are re-established in the
     /// background.
     pub async fn connect_with(config: AmqpConfig) -> Result<AmqpTransport, AmqpError> {
+        // Unreadable or mismatched certificate files are the operator's to fix: say which
+        // (typed) before trying any broker.
+        if let Some(tls) = &config.tls {
+            tls.check()?;
+        }
         let (session_tx, _) = watch::channel(None);
         let (alive_tx, alive_rx) = watch::channel(());
         let inner = Arc::new(Inner {
@@ -388,11 +426,15 @@ impl Inner {
             .collect();
         for msg_id in lost_ids {
             if let Some(p) = pending.remove(&msg_id) {
-                let _ = p.tx.send(Err(lost(format!(
-                    "the connection to RabbitMQ was lost while waiting for the reply to call \
-                     {msg_id}; the server may or may not have run it, so it was not retried \
-                     (retry it yourself if the method is idempotent)"
-                ))));
+                let _ = p.tx.send(Err(RpcError::ConnectionLost {
+                    detail: format!(
+                        "the connection to RabbitMQ at {} was lost while waiting for the \
+                         reply; the server may or may not have run it, so it was not retried \
+                         (retry it yourself if the method is idempotent)",
+                        self.config
+                    ),
+                    msg_id,
+                }));
             }
         }
     }
@@ -589,27 +631,12 @@ async fn connect_once(config: &AmqpConfig, host: &BrokerHost) -> Result<Connecti
         .with_executor(tokio_executor_trait::Tokio::current())
         .with_reactor(tokio_reactor_trait::Tokio)
         .with_connection_name(LongString::from("verso-rpc"));
-    let mut tls = lapin::tcp::OwnedTLSConfig::default();
-    if let Some(TlsOptions {
-        ca_file: Some(path),
-    }) = &config.tls
-    {
-        let pem = std::fs::read_to_string(path).map_err(|e| {
-            AmqpError::CaFile {
-                path: path.clone(),
-                detail: e.to_string(),
-            }
-            .to_string()
-        })?;
-        tls.cert_chain = Some(pem);
-    }
+    // The socket lapin speaks AMQP over: plain TCP, or TLS as tls.rs sets it up (its files
+    // are read on every attempt, so a renewed certificate is used on the next reconnect).
+    let connect =
+        tls::stream_connect(config.tls.as_ref(), CONNECT_TIMEOUT).map_err(|e| e.to_string())?;
     let uri = amqp_uri(config, host);
-    match tokio::time::timeout(
-        CONNECT_TIMEOUT,
-        Connection::connect_uri_with_config(uri, props, tls),
-    )
-    .await
-    {
+    match tokio::time::timeout(CONNECT_TIMEOUT, Connection::connector(uri, connect, props)).await {
         Ok(Ok(c)) => Ok(c),
         Ok(Err(e)) => Err(format!("{host}: {e}")),
         Err(_) => Err(format!("{host}: no answer within {CONNECT_TIMEOUT:?}")),
