@@ -41,7 +41,11 @@ export RABBITMQ_NODE_IP_ADDRESS=127.0.0.1
 export RABBITMQ_NODE_PORT="$port"
 export ERL_EPMD_ADDRESS=127.0.0.1
 export RABBITMQ_NODENAME="${RABBITMQ_NODENAME:-rabbit@localhost}"
-export RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+# No scheduler busy-waiting (+sbwt none...): on a 2-core machine shared with the tests
+# and the benches, the Erlang VM's spinning schedulers take CPU the clients need
+# (RabbitMQ's runtime guide recommends this where cores are shared).
+export RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1} \
++sbwt none +sbwtdcpu none +sbwtdio none"
 log="${RABBITMQ_START_LOG:-/tmp/verso-rabbitmq.log}"
 
 # The TLS listener, in a config file of our own (the broker reads it as the rabbitmq
