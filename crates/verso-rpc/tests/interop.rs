@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use serde_json::{json, Value};
+use std::sync::Arc;
 use std::time::Duration;
 use support::*;
 use verso::{RequestContext, Version, VersionedObject};
@@ -390,6 +391,68 @@ async fn duplicate_deliveries_run_once() {
             .await
             .is_err(),
         "the duplicate ran"
+    );
+    server.stop().await;
+}
+
+/// A call as oslo.messaging sends it, answered to `reply_q`.
+fn raw_call(msg_id: &str, reply_q: &str, arg: i64) -> Value {
+    json!({"method": "ping", "args": {"arg": arg}, "version": "1.0", "_msg_id": msg_id,
+        "_reply_q": reply_q, "_timeout": null,
+        "_unique_id": uuid::Uuid::new_v4().simple().to_string()})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replies_wait_for_a_missing_reply_queue_then_give_up() {
+    let env = Env::get();
+    let topic = unique_topic("missing-reply");
+    // A server that retries a reply to a missing queue for 2 s (oslo's default is 60 s).
+    let url = format!("{}?kombu_missing_consumer_retry_timeout=2", env.url);
+    let server_t = Arc::new(AmqpTransport::connect(&url).await.expect("RabbitMQ"));
+    let (server, _casts) = start_verso_server(server_t, &topic, "m1").await;
+    let raw = RawPeer::connect(&env.url).await;
+
+    // The caller's reply queue appears only after the reply was first sent (a caller that
+    // is reconnecting): the server retries, and the reply arrives.
+    let late_q = format!("reply_{}", uuid::Uuid::new_v4().simple());
+    raw.publish_enveloped("openstack", &topic, &raw_call("late", &late_q, 1))
+        .await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    raw.consume_queue(&late_q).await;
+    let reply = raw
+        .try_next(&late_q, Duration::from_secs(5))
+        .await
+        .expect("the retried reply arrived");
+    assert_eq!(reply["_msg_id"], "late");
+    assert_eq!(reply["result"]["arg"], 1);
+
+    // A reply queue that never appears: abandoned after the timeout, and later replies
+    // to it are dropped at once, even once the queue exists.
+    let gone_q = format!("reply_{}", uuid::Uuid::new_v4().simple());
+    raw.publish_enveloped("openstack", &topic, &raw_call("gone-1", &gone_q, 2))
+        .await;
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    raw.consume_queue(&gone_q).await;
+    raw.publish_enveloped("openstack", &topic, &raw_call("gone-2", &gone_q, 3))
+        .await;
+    assert_eq!(
+        raw.try_next(&gone_q, Duration::from_millis(1500)).await,
+        None,
+        "a reply to an abandoned reply queue was delivered"
+    );
+
+    // The server is fine: a caller whose queue exists gets its reply.
+    let ok_q = format!("reply_{}", uuid::Uuid::new_v4().simple());
+    raw.consume_queue(&ok_q).await;
+    raw.publish_enveloped("openstack", &topic, &raw_call("ok", &ok_q, 4))
+        .await;
+    let reply = raw
+        .try_next(&ok_q, Duration::from_secs(5))
+        .await
+        .expect("a reply");
+    assert_eq!(
+        (reply["_msg_id"].clone(), reply["result"]["arg"].clone()),
+        (json!("ok"), json!(4))
     );
     server.stop().await;
 }
@@ -834,6 +897,51 @@ mod support {
                 .expect("consume");
             self.consumers.lock().unwrap().insert(q.clone(), c);
             q
+        }
+
+        /// Declares (auto-delete) and consumes the queue `q`, as a caller does its reply
+        /// queue.
+        pub async fn consume_queue(&self, q: &str) {
+            self.ch
+                .queue_declare(
+                    q,
+                    QueueDeclareOptions {
+                        auto_delete: true,
+                        ..Default::default()
+                    },
+                    FieldTable::default(),
+                )
+                .await
+                .expect("queue");
+            let c = self
+                .ch
+                .basic_consume(
+                    q,
+                    &format!("raw-{q}"),
+                    BasicConsumeOptions {
+                        no_ack: true,
+                        ..Default::default()
+                    },
+                    FieldTable::default(),
+                )
+                .await
+                .expect("consume");
+            self.consumers.lock().unwrap().insert(q.to_owned(), c);
+        }
+
+        /// The next message on `queue` within `wait`, if any.
+        pub async fn try_next(&self, queue: &str, wait: Duration) -> Option<Value> {
+            let mut c = self
+                .consumers
+                .lock()
+                .unwrap()
+                .remove(queue)
+                .expect("consumed");
+            let got = tokio::time::timeout(wait, c.next()).await;
+            self.consumers.lock().unwrap().insert(queue.to_owned(), c);
+            let d = got.ok()?.expect("consumer open").expect("delivery");
+            let body: Value = serde_json::from_slice(&d.data).expect("json body");
+            Some(serde_json::from_str(body["oslo.message"].as_str().expect("enveloped")).unwrap())
         }
 
         pub async fn next(&self, queue: &str) -> lapin::message::Delivery {

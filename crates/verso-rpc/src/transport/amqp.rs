@@ -79,6 +79,10 @@ use tokio::sync::{mpsc, oneshot, watch, OnceCell};
 
 /// How many `_unique_id`s a listener remembers to drop redelivered duplicates.
 const DEDUP_WINDOW: usize = 1024;
+/// How many abandoned reply queues are remembered (oslo.messaging keeps 200).
+const OBSOLETE_REPLY_QUEUES: usize = 200;
+/// The pause between attempts to deliver a reply whose queue is missing (oslo's 0.25 s).
+const MISSING_REPLY_QUEUE_PAUSE: Duration = Duration::from_millis(250);
 /// How long one connection attempt to one broker may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often the supervisor checks that the connection is still up (besides lapin's
@@ -211,6 +215,12 @@ struct Inner {
     /// Listeners to re-attach after a reconnect.
     listeners: Mutex<Vec<Arc<ListenerState>>>,
     next_session: AtomicU64,
+    /// Reply queues whose replies were abandoned (the queue never appeared): further
+    /// replies to them are dropped at once, as oslo.messaging's obsolete-queue cache does.
+    obsolete_reply_qs: Mutex<Dedup>,
+    /// Replies the broker gave back (no such reply queue), by `"<reply_q> <msg_id>"`:
+    /// when they first came back.
+    returned_replies: Mutex<HashMap<String, std::time::Instant>>,
     /// Dropped with the transport: tells the background tasks to stop.
     _alive: watch::Sender<()>,
     alive: watch::Receiver<()>,
@@ -223,13 +233,26 @@ struct Pending {
     stash: Option<Message>,
 }
 
+/// Where [`Inner::publish_on`] publishes.
+struct Publish<'a> {
+    channel: &'a Channel,
+    mandatory: bool,
+    exchange: &'a str,
+    routing_key: &'a str,
+    expiration: Option<Duration>,
+}
+
 /// One connection and its channels.
 struct Session {
     id: u64,
     host_index: usize,
     broker: String,
     conn: Connection,
+    /// Requests, casts and call-monitor heartbeats.
     publish: Channel,
+    /// Replies, published `mandatory`; the broker's returns are read by
+    /// [`watch_returns`].
+    replies: Channel,
     declared: Mutex<HashSet<String>>,
     reply: OnceCell<()>,
     dead: watch::Sender<bool>,
@@ -254,20 +277,39 @@ struct ListenerState {
     attached: tokio::sync::Mutex<u64>,
 }
 
-/// The last `_unique_id`s seen, oldest first.
-#[derive(Default)]
+/// The last ids seen (`_unique_id`s, or abandoned reply queues), oldest first, at most
+/// `cap` of them.
 struct Dedup {
+    cap: usize,
     order: VecDeque<String>,
     seen: HashSet<String>,
 }
 
+impl Default for Dedup {
+    fn default() -> Self {
+        Dedup::with_capacity(DEDUP_WINDOW)
+    }
+}
+
 impl Dedup {
+    fn with_capacity(cap: usize) -> Self {
+        Dedup {
+            cap,
+            order: VecDeque::new(),
+            seen: HashSet::new(),
+        }
+    }
+
+    fn contains(&self, id: &str) -> bool {
+        self.seen.contains(id)
+    }
+
     /// Records `id`; false if it was already seen.
     fn insert(&mut self, id: &str) -> bool {
         if self.seen.contains(id) {
             return false;
         }
-        if self.order.len() == DEDUP_WINDOW {
+        if self.order.len() == self.cap {
             if let Some(old) = self.order.pop_front() {
                 self.seen.remove(&old);
             }
@@ -292,6 +334,15 @@ fn broker_err(action: impl Into<String>) -> impl FnOnce(lapin::Error) -> AmqpErr
     move |e| AmqpError::Broker {
         action,
         detail: e.to_string(),
+    }
+}
+
+fn missing_reply_queue(reply_q: &str, msg_id: &str) -> RpcError {
+    RpcError::Transport {
+        detail: format!(
+            "the reply to call {msg_id} was not delivered: its reply queue '{reply_q}' does \
+             not exist"
+        ),
     }
 }
 
@@ -327,6 +378,8 @@ impl AmqpTransport {
             pending: Mutex::new(HashMap::new()),
             listeners: Mutex::new(Vec::new()),
             next_session: AtomicU64::new(1),
+            obsolete_reply_qs: Mutex::new(Dedup::with_capacity(OBSOLETE_REPLY_QUEUES)),
+            returned_replies: Mutex::new(HashMap::new()),
             _alive: alive_tx,
             alive: alive_rx,
         });
@@ -485,10 +538,56 @@ impl Inner {
         message: &Message,
         expiration: Option<Duration>,
     ) -> Result<(), RpcError> {
-        let payload =
-            serde_json::to_vec(&envelope(message)).map_err(|e| RpcError::Serialization {
-                detail: format!("message body: {e}"),
-            })?;
+        let publish = Publish {
+            channel: &session.publish,
+            mandatory: false,
+            exchange,
+            routing_key,
+            expiration,
+        };
+        self.publish_on(session, publish, message).await
+    }
+
+    /// Publishes a reply as oslo.messaging does, `mandatory`: the broker gives back a
+    /// reply whose queue does not exist, and [`watch_returns`] retries it.
+    async fn publish_reply(
+        &self,
+        session: &Session,
+        reply_q: &str,
+        payload: &[u8],
+    ) -> Result<(), RpcError> {
+        let publish = Publish {
+            channel: &session.replies,
+            mandatory: true,
+            exchange: "",
+            routing_key: reply_q,
+            expiration: None,
+        };
+        self.publish_bytes(session, publish, payload).await
+    }
+
+    async fn publish_on(
+        &self,
+        session: &Session,
+        to: Publish<'_>,
+        message: &Message,
+    ) -> Result<(), RpcError> {
+        self.publish_bytes(session, to, &encode(message)?).await
+    }
+
+    async fn publish_bytes(
+        &self,
+        session: &Session,
+        to: Publish<'_>,
+        payload: &[u8],
+    ) -> Result<(), RpcError> {
+        let Publish {
+            channel,
+            mandatory,
+            exchange,
+            routing_key,
+            expiration,
+        } = to;
         let mut props = BasicProperties::default()
             .with_content_type(ShortString::from("application/json"))
             .with_content_encoding(ShortString::from("utf-8"))
@@ -499,24 +598,17 @@ impl Inner {
             let ms = t.as_millis().max(1);
             props = props.with_expiration(ShortString::from(ms.to_string()));
         }
-        let sent = session
-            .publish
-            .basic_publish(
-                exchange,
-                routing_key,
-                BasicPublishOptions::default(),
-                &payload,
-                props,
-            )
+        let options = BasicPublishOptions {
+            mandatory,
+            ..Default::default()
+        };
+        let sent = channel
+            .basic_publish(exchange, routing_key, options, payload, props)
             .await;
         match sent {
-            Ok(confirm) => {
-                // No publisher confirms: this resolves at once.
-                let _ = confirm.await;
-                Ok(())
-            }
+            Ok(_) => Ok(()),
             Err(e) => {
-                // The publish channel is unusable: reconnect everything.
+                // The channel is unusable: reconnect everything.
                 session.mark_dead();
                 Err(lost(format!(
                     "publishing to exchange '{exchange}' with routing key '{routing_key}' \
@@ -643,6 +735,92 @@ async fn connect_once(config: &AmqpConfig, host: &BrokerHost) -> Result<Connecti
     }
 }
 
+/// The body of a message: its `oslo.version` 2.0 envelope.
+fn encode(message: &Message) -> Result<Vec<u8>, RpcError> {
+    serde_json::to_vec(&envelope(message)).map_err(|e| RpcError::Serialization {
+        detail: format!("message body: {e}"),
+    })
+}
+
+/// How often a session collects the replies the broker gave back.
+const RETURNS_EVERY: Duration = Duration::from_millis(100);
+
+/// Retries replies the broker returned because their reply queue did not exist (a caller
+/// that is reconnecting), as oslo.messaging does: every 0.25 s until
+/// [`AmqpConfig::missing_reply_queue_timeout`] after the first return, then the reply is
+/// abandoned and its queue remembered as obsolete (later replies to it are dropped).
+///
+/// Returns are read here rather than by putting the reply channel in confirm mode and
+/// awaiting each reply's confirmation: that cost every reply a broker acknowledgement
+/// (~15% of the call rate) to catch what is rare.
+async fn watch_returns(weak: Weak<Inner>, session: Weak<Session>) {
+    let mut tick = tokio::time::interval(RETURNS_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let (Some(inner), Some(s)) = (weak.upgrade(), session.upgrade()) else {
+            return;
+        };
+        if s.is_dead() {
+            return;
+        }
+        let timeout = inner.config.missing_reply_queue_timeout;
+        let returned = match s.replies.wait_for_confirms().await {
+            Ok(r) => r,
+            Err(_) => return,
+        };
+        let now = std::time::Instant::now();
+        let mut retries = Vec::new();
+        {
+            let mut first = lock(&inner.returned_replies);
+            // Forget replies that stopped coming back (delivered after a retry).
+            first.retain(|_, t| now.duration_since(*t) < timeout * 2 + RETURNS_EVERY);
+            for r in returned {
+                let reply_q = r.delivery.routing_key.to_string();
+                let key = format!("{reply_q} {}", reply_msg_id(&r.delivery.data));
+                let since = *first.entry(key.clone()).or_insert(now);
+                if now.duration_since(since) >= timeout {
+                    first.remove(&key);
+                    lock(&inner.obsolete_reply_qs).insert(&reply_q);
+                    tracing::error!(reply_q = %reply_q, waited = ?now.duration_since(since),
+                        "abandoning a reply: its reply queue does not exist");
+                } else {
+                    tracing::debug!(reply_q = %reply_q,
+                        "the reply queue does not exist (yet); retrying the reply");
+                    retries.push((reply_q, r.delivery.data));
+                }
+            }
+        }
+        for (reply_q, body) in retries {
+            let (weak, session) = (weak.clone(), session.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(MISSING_REPLY_QUEUE_PAUSE).await;
+                let (Some(inner), Some(s)) = (weak.upgrade(), session.upgrade()) else {
+                    return;
+                };
+                if lock(&inner.obsolete_reply_qs).contains(&reply_q) {
+                    return;
+                }
+                if let Err(e) = inner.publish_reply(&s, &reply_q, &body).await {
+                    tracing::debug!(reply_q = %reply_q, error = %e, "retrying a reply failed");
+                }
+            });
+        }
+    }
+}
+
+/// The `_msg_id` of a reply body, for telling returned replies apart ("" if unreadable).
+fn reply_msg_id(body: &[u8]) -> String {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|b| open_envelope(b).ok())
+        .and_then(|mut m| match m.remove("_msg_id") {
+            Some(Value::String(id)) => Some(id),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
 /// Connects to the first broker that answers, starting at host `start`, and attaches the
 /// reply queue (if wanted) and every live listener.
 async fn connect_session(inner: &Arc<Inner>, start: usize) -> Result<Arc<Session>, AmqpError> {
@@ -666,6 +844,14 @@ async fn connect_session(inner: &Arc<Inner>, start: usize) -> Result<Arc<Session
                 continue;
             }
         };
+        let replies = match conn.create_channel().await {
+            Ok(ch) => ch,
+            Err(e) => {
+                last = format!("{host}: opening the reply channel: {e}");
+                let _ = conn.close(200, "setup failed").await;
+                continue;
+            }
+        };
         let (dead, _) = watch::channel(false);
         let session = Arc::new(Session {
             id: inner.next_session.fetch_add(1, Ordering::Relaxed),
@@ -673,10 +859,15 @@ async fn connect_session(inner: &Arc<Inner>, start: usize) -> Result<Arc<Session
             broker: host.to_string(),
             conn,
             publish,
+            replies,
             declared: Mutex::new(HashSet::new()),
             reply: OnceCell::new(),
             dead,
         });
+        io_handle().spawn(watch_returns(
+            Arc::downgrade(inner),
+            Arc::downgrade(&session),
+        ));
         let weak = Arc::downgrade(&session);
         session.conn.on_error(move |e| {
             if let Some(s) = weak.upgrade() {
@@ -1114,12 +1305,17 @@ impl ReplySink for AmqpReply {
             .inner
             .upgrade()
             .ok_or_else(|| lost("the transport was closed before the reply was sent"))?;
+        if lock(&inner.obsolete_reply_qs).contains(&self.reply_q) {
+            tracing::debug!(reply_q = %self.reply_q, msg_id = %self.msg_id,
+                "dropping a reply to a reply queue already found missing");
+            return Err(missing_reply_queue(&self.reply_q, &self.msg_id));
+        }
         let mut reply = reply.into_message();
         reply.insert("_msg_id".into(), Value::String(self.msg_id.clone()));
         reply.insert("_unique_id".into(), Value::String(uuid_hex()));
         let session = inner.session_within(inner.config.publish_wait).await?;
         inner
-            .publish(&session, "", &self.reply_q, &reply, None)
+            .publish_reply(&session, &self.reply_q, &encode(&reply)?)
             .await
     }
 }

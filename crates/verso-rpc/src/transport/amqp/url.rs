@@ -24,6 +24,7 @@ pub const KNOWN_OPTIONS: &[&str] = &[
     "heartbeat_timeout_threshold",
     "rabbit_retry_interval",
     "rabbit_interval_max",
+    "kombu_missing_consumer_retry_timeout",
 ];
 
 /// One broker of the cluster.
@@ -162,6 +163,10 @@ pub struct AmqpConfig {
     /// How long a cast waits for a connection to the broker before it fails (default 30 s).
     /// A call waits as long as its own timeout.
     pub publish_wait: Duration,
+    /// `kombu_missing_consumer_retry_timeout`: how long a server retries a reply whose
+    /// reply queue does not exist (the caller is reconnecting, say) before it abandons it
+    /// and drops further replies to that queue (default 60 s).
+    pub missing_reply_queue_timeout: Duration,
 }
 
 /// oslo.messaging's default `control_exchange`.
@@ -225,6 +230,7 @@ impl AmqpConfig {
             retry_interval: Duration::from_secs(1),
             retry_interval_max: Duration::from_secs(30),
             publish_wait: Duration::from_secs(30),
+            missing_reply_queue_timeout: Duration::from_secs(60),
         };
         let (mut ca_file, mut cert_file, mut key_file) = (None, None, None);
         for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
@@ -263,6 +269,10 @@ impl AmqpConfig {
                 }
                 "rabbit_interval_max" => {
                     config.retry_interval_max =
+                        Duration::from_secs(parse_secs(&v).map_err(opt_err)?)
+                }
+                "kombu_missing_consumer_retry_timeout" => {
+                    config.missing_reply_queue_timeout =
                         Duration::from_secs(parse_secs(&v).map_err(opt_err)?)
                 }
                 _ => {
