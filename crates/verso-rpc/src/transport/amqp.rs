@@ -240,6 +240,12 @@ struct Publish<'a> {
     exchange: &'a str,
     routing_key: &'a str,
     expiration: Option<Duration>,
+    /// Whether to wait until lapin has written the frames. Casts wait (backpressure for
+    /// a fast sender). Call requests and replies do not: something already waits for
+    /// the answer, and the wait cost the sending task one more wake-up from lapin's
+    /// I/O thread per message. A write that fails later breaks the connection, which
+    /// fails the waiting calls and reconnects.
+    await_write: bool,
 }
 
 /// One connection and its channels.
@@ -544,6 +550,7 @@ impl Inner {
             exchange,
             routing_key,
             expiration,
+            await_write: true,
         };
         self.publish_on(session, publish, message).await
     }
@@ -562,6 +569,8 @@ impl Inner {
             exchange: "",
             routing_key: reply_q,
             expiration: None,
+            // Nothing waits behind a reply; see `Publish::await_write`.
+            await_write: false,
         };
         self.publish_bytes(session, publish, payload).await
     }
@@ -587,6 +596,7 @@ impl Inner {
             exchange,
             routing_key,
             expiration,
+            await_write,
         } = to;
         let mut props = BasicProperties::default()
             .with_content_type(ShortString::from("application/json"))
@@ -602,11 +612,20 @@ impl Inner {
             mandatory,
             ..Default::default()
         };
-        let sent = channel
-            .basic_publish(exchange, routing_key, options, payload, props)
-            .await;
+        let publishing = channel.basic_publish(exchange, routing_key, options, payload, props);
+        let sent = if await_write {
+            publishing.await.map(drop)
+        } else {
+            // The first poll queues the frames; what remains only waits for lapin's I/O
+            // thread to report them written.
+            let mut publishing = std::pin::pin!(publishing);
+            match futures::poll!(publishing.as_mut()) {
+                std::task::Poll::Ready(r) => r.map(drop),
+                std::task::Poll::Pending => Ok(()),
+            }
+        };
         match sent {
-            Ok(_) => Ok(()),
+            Ok(()) => Ok(()),
             Err(e) => {
                 // The channel is unusable: reconnect everything.
                 session.mark_dead();
@@ -1190,22 +1209,19 @@ async fn listen_loop(
             }
         };
         let Some(Ok(delivery)) = delivery else { break };
-        // Acknowledged on receipt, before it runs, as oslo.messaging does. The first poll
-        // queues the basic.ack; the request is handed over without waiting for lapin to
-        // report the frame written (a wait of several thread hops on every request). Either
-        // way a broker that loses the connection before reading the ack redelivers the
+        // Acknowledged on receipt, before it runs, as oslo.messaging does, on the
+        // consumer's own channel (Delivery::acker would go through lapin's internal RPC
+        // task first). The first poll queues the basic.ack; nothing waits for lapin to
+        // report it written (a wake-up of this task per request): a write that fails
+        // breaks the connection, and a broker that never read the ack redelivers the
         // message, which the `_unique_id` check drops if it comes back here.
-        let mut ack = std::pin::pin!(delivery.acker.ack(BasicAckOptions::default()));
-        let acked = futures::poll!(ack.as_mut());
+        let mut ack =
+            std::pin::pin!(channel.basic_ack(delivery.delivery_tag, BasicAckOptions::default()));
+        if let std::task::Poll::Ready(Err(e)) = futures::poll!(ack.as_mut()) {
+            tracing::warn!(error = %e, "acknowledging a request failed");
+        }
         if let Some(incoming) = read_request(&weak, &state, &delivery.data) {
             let _ = state.tx.send(incoming);
-        }
-        let acked = match acked {
-            std::task::Poll::Ready(r) => r,
-            std::task::Poll::Pending => ack.await,
-        };
-        if let Err(e) = acked {
-            tracing::warn!(error = %e, "acknowledging a request failed");
         }
     }
     // The consumer ended without the listener being dropped: the connection or channel
@@ -1355,15 +1371,15 @@ impl Transport for AmqpTransport {
             inner,
             msg_id: msg_id.clone(),
         };
-        inner
-            .publish(
-                &session,
-                exchange,
-                &routing_key(target),
-                &message,
-                Some(timeout),
-            )
-            .await?;
+        let publish = Publish {
+            channel: &session.publish,
+            mandatory: false,
+            exchange,
+            routing_key: &routing_key(target),
+            expiration: Some(timeout),
+            await_write: false,
+        };
+        inner.publish_on(&session, publish, &message).await?;
         rx.await
             .unwrap_or_else(|_| Err(lost("the transport was closed while waiting for a reply")))
             .and_then(Reply::from_message)
