@@ -25,7 +25,16 @@
 //! to [`AmqpConfig::publish_wait`]), since nothing was sent yet. A request delivered twice
 //! (the broker redelivers one whose acknowledgement was lost) is recognised by its
 //! `_unique_id` and dispatched once. Requests are acknowledged on receipt, before they
-//! run (at-most-once, as oslo.messaging does).
+//! run (at-most-once, as oslo.messaging does). Replies are published `mandatory`: one
+//! whose reply queue does not exist (its caller is reconnecting) comes back from the
+//! broker and is retried every 0.25 s for [`AmqpConfig::missing_reply_queue_timeout`]
+//! (oslo's `kombu_missing_consumer_retry_timeout`, 60 s), then abandoned, and later
+//! replies to that queue are dropped at once, as oslo.messaging does.
+//!
+//! Threads: lapin runs one I/O thread per connection; its internal tasks, the consumer
+//! loops and the reconnect supervisor of every transport run on one more thread,
+//! `verso-amqp`, whatever runtime the application uses. Handlers and callers stay on the
+//! application's runtime.
 //!
 //! ```no_run
 //! use std::sync::Arc;
