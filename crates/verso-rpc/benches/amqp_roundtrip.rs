@@ -6,12 +6,20 @@
 //! crates/verso-rpc/interop/start-rabbitmq.sh
 //! cargo bench -p verso-rpc --bench amqp_roundtrip      # 5 rounds of 10000/5 calls each
 //! VERSO_BENCH_CALLS=20000 VERSO_BENCH_ROUNDS=10 cargo bench -p verso-rpc --bench amqp_roundtrip
+//! VERSO_BENCH_ONLY=verso cargo bench -p verso-rpc --bench amqp_roundtrip   # one, for profiling
 //! ```
-//! The three run in interleaved rounds and each round's ratios are printed, with their
-//! medians: the machine's load drifts, and a ratio of two runs minutes apart measures
-//! the drift as much as the code.
-//! ```text
-//! ```
+//! Five pairs run in interleaved rounds (rotating order) and each round's ratios are
+//! printed, with their medians: the machine's load drifts, and a ratio of two runs
+//! minutes apart measures the drift as much as the code.
+//! - `lapin`: bare lapin, a minimal message through the default exchange;
+//! - `lapin-oslo`: bare lapin doing the broker work of an oslo call (topic exchange,
+//!   oslo's properties, a real-size body);
+//! - `verso`: verso client and server in this process, on two connections;
+//! - `verso-2p`: the verso server in a child process (this binary again), as a deployment
+//!   runs it and as the Python pair runs;
+//! - `python`: oslo.messaging client and server (interop/peer.py), two processes.
+//!
+//! `lapin/python` is the ceiling of `verso/python` for any transport built on lapin.
 //! Uses `VERSO_TEST_RABBIT_URL` and `VERSO_TEST_PYTHON` like the interop tests.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -30,6 +38,8 @@ use verso_rpc::transport::amqp::AmqpTransport;
 use verso_rpc::{ArgSpec, ArgType, Args, Endpoint, MethodSpec, RpcClient, RpcServer, Target};
 
 const WARMUP: usize = 100;
+/// Set (to a topic) in the child process that serves the out-of-process verso pair.
+const SERVE_ENV: &str = "VERSO_BENCH_SERVE_TOPIC";
 
 fn calls() -> usize {
     std::env::var("VERSO_BENCH_CALLS")
@@ -52,26 +62,74 @@ fn python() -> PathBuf {
 /// A verso server and client over two RabbitMQ connections, ready to time.
 struct VersoPair {
     client: RpcClient,
-    server: verso_rpc::ServerHandle,
+    server: Server,
     ctx: RequestContext,
     payload: Value,
 }
 
+fn ping_endpoint() -> Endpoint {
+    Endpoint::new(Version::new(1, 1)).method(
+        MethodSpec::new("ping", Version::new(1, 0)).arg(ArgSpec::required("arg", ArgType::Any)),
+        |_ctx, args: Args| async move { Ok(json!({"arg": args.value("arg")})) },
+    )
+}
+
+async fn start_server(topic: &str) -> verso_rpc::ServerHandle {
+    let server_t = Arc::new(AmqpTransport::connect(&url()).await.expect("RabbitMQ"));
+    RpcServer::new(server_t, Target::new(topic).with_server("b1"))
+        .endpoint(ping_endpoint())
+        .expect("endpoint")
+        .start()
+        .await
+        .expect("server")
+}
+
+/// The child-process side of [`Server::Process`]: serves `topic` until stdin closes.
+fn serve_until_stdin_closes(topic: &str) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let server = rt.block_on(start_server(topic));
+    println!("ready");
+    let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
+    rt.block_on(server.stop());
+}
+
+/// Where the verso server of a [`VersoPair`] runs.
+enum Server {
+    /// In the bench's own process, on its own connection.
+    InProcess(verso_rpc::ServerHandle),
+    /// In a child process (this bench binary again), as a deployment runs it and as the
+    /// Python pair runs its server; stops when its stdin closes.
+    Process(std::process::Child),
+}
+
 impl VersoPair {
-    async fn new() -> Self {
+    async fn new(in_process: bool) -> Self {
         let topic = format!("bench-verso-{}", uuid::Uuid::new_v4().simple());
-        let server_t = Arc::new(AmqpTransport::connect(&url()).await.expect("RabbitMQ"));
+        let server = if in_process {
+            Server::InProcess(start_server(&topic).await)
+        } else {
+            let mut child = std::process::Command::new(std::env::current_exe().expect("exe"))
+                .env(SERVE_ENV, &topic)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .expect("server process");
+            let mut line = String::new();
+            let out = child.stdout.take().expect("stdout");
+            std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line)
+                .expect("ready");
+            assert_eq!(
+                line.trim(),
+                "ready",
+                "the bench's server process did not start"
+            );
+            Server::Process(child)
+        };
         let client_t = Arc::new(AmqpTransport::connect(&url()).await.expect("RabbitMQ"));
-        let endpoint = Endpoint::new(Version::new(1, 1)).method(
-            MethodSpec::new("ping", Version::new(1, 0)).arg(ArgSpec::required("arg", ArgType::Any)),
-            |_ctx, args: Args| async move { Ok(json!({"arg": args.value("arg")})) },
-        );
-        let server = RpcServer::new(server_t, Target::new(topic.clone()).with_server("b1"))
-            .endpoint(endpoint)
-            .expect("endpoint")
-            .start()
-            .await
-            .expect("server");
         let pair = VersoPair {
             client: RpcClient::new(client_t, Target::new(topic)),
             server,
@@ -80,6 +138,16 @@ impl VersoPair {
         };
         pair.calls(WARMUP).await;
         pair
+    }
+
+    async fn stop(self) {
+        match self.server {
+            Server::InProcess(s) => s.stop().await,
+            Server::Process(mut child) => {
+                drop(child.stdin.take());
+                let _ = child.wait();
+            }
+        }
     }
 
     async fn calls(&self, n: usize) -> f64 {
@@ -339,7 +407,20 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// One round's rates (calls per second).
+#[derive(Default)]
+struct Round {
+    lapin: f64,
+    lapin_oslo: f64,
+    verso: f64,
+    verso_2p: f64,
+    python: Option<f64>,
+}
+
 fn main() {
+    if let Ok(topic) = std::env::var(SERVE_ENV) {
+        return serve_until_stdin_closes(&topic);
+    }
     // `cargo bench` passes --bench; nothing else to parse.
     let (n, rounds) = (calls(), rounds());
     let per_round = (n / rounds).max(1);
@@ -348,69 +429,102 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
+    if let Ok(which) = std::env::var("VERSO_BENCH_ONLY") {
+        let rate = rt.block_on(async {
+            match which.as_str() {
+                "lapin" => BareLapin::new(Shape::Minimal).await.round_trips(n).await,
+                "lapin-oslo" => BareLapin::new(Shape::Oslo).await.round_trips(n).await,
+                "verso" => VersoPair::new(true).await.calls(n).await,
+                "verso-2p" => VersoPair::new(false).await.calls(n).await,
+                "python" => python_peers(n).expect("python peers"),
+                other => panic!("VERSO_BENCH_ONLY={other}: lapin|lapin-oslo|verso|verso-2p|python"),
+            }
+        });
+        println!("{which}: {rate:.0} calls/s ({n} sequential calls)");
+        return;
+    }
     let mut bare = rt.block_on(BareLapin::new(Shape::Minimal));
     let mut oslo = rt.block_on(BareLapin::new(Shape::Oslo));
-    let ours = rt.block_on(VersoPair::new());
+    let ours = rt.block_on(VersoPair::new(true));
+    let ours_2p = rt.block_on(VersoPair::new(false));
     println!(
         "sequential call round trips over RabbitMQ at {}, {rounds} interleaved rounds of \
-         {per_round}",
+         {per_round} (calls per second)",
         verso_rpc::transport::amqp::redact(&url())
     );
-    println!("  (per second; lapin: bare lapin, minimal message; lapin-oslo: bare lapin doing");
-    println!("  an oslo call's broker work)");
     println!(
-        "  {:>5} {:>9} {:>10} {:>9} {:>9} {:>12} {:>17} {:>12}",
+        "  {:>5} {:>6} {:>10} {:>6} {:>8} {:>6} | {:>11} {:>16} {:>12} {:>15} {:>12}",
         "round",
         "lapin",
         "lapin-oslo",
         "verso",
+        "verso-2p",
         "python",
         "lapin/verso",
         "lapin-oslo/verso",
-        "verso/python"
+        "verso/python",
+        "verso-2p/python",
+        "lapin/python"
     );
-    let (mut lapin_ratio, mut oslo_ratio, mut py_ratio) = (Vec::new(), Vec::new(), Vec::new());
+    let mut all = Vec::new();
     for round in 1..=rounds {
-        // Rotate the order so none of the three always runs first.
-        let (mut b, mut o, mut v) = (0.0, 0.0, 0.0);
-        for k in 0..3 {
-            match (round + k) % 3 {
-                0 => b = rt.block_on(bare.round_trips(per_round)),
-                1 => o = rt.block_on(oslo.round_trips(per_round)),
-                _ => v = rt.block_on(ours.calls(per_round)),
+        let mut r = Round::default();
+        for k in 0..5 {
+            match (round + k) % 5 {
+                0 => r.lapin = rt.block_on(bare.round_trips(per_round)),
+                1 => r.lapin_oslo = rt.block_on(oslo.round_trips(per_round)),
+                2 => r.verso = rt.block_on(ours.calls(per_round)),
+                3 => r.verso_2p = rt.block_on(ours_2p.calls(per_round)),
+                _ => r.python = python_peers(per_round.min(2000)),
             }
         }
-        let py = python_peers(per_round.min(2000));
-        lapin_ratio.push(b / v);
-        oslo_ratio.push(o / v);
-        let py_text = match py {
-            Some(py) => {
-                py_ratio.push(v / py);
-                format!("{py:>9.0} {:>12.2} {:>17.2} {:>12.2}", b / v, o / v, v / py)
-            }
-            None => format!(
-                "{:>9} {:>12.2} {:>17.2} {:>12}",
-                "failed",
-                b / v,
-                o / v,
-                "-"
-            ),
+        let py = |v: f64| {
+            r.python
+                .map_or("-".to_string(), |p| format!("{:.2}", v / p))
         };
-        println!("  {round:>5} {b:>9.0} {o:>10.0} {v:>9.0} {py_text}");
-    }
-    println!(
-        "  median bare lapin / verso      : {:.2}x (target <= 1.30x)",
-        median(lapin_ratio)
-    );
-    println!(
-        "  median lapin-oslo / verso      : {:.2}x",
-        median(oslo_ratio)
-    );
-    if !py_ratio.is_empty() {
         println!(
-            "  median verso / python          : {:.2}x (target >= 5x)",
-            median(py_ratio)
+            "  {round:>5} {:>6.0} {:>10.0} {:>6.0} {:>8.0} {:>6} | {:>11.2} {:>16.2} {:>12} {:>15} {:>12}",
+            r.lapin,
+            r.lapin_oslo,
+            r.verso,
+            r.verso_2p,
+            r.python.map_or("failed".to_string(), |p| format!("{p:.0}")),
+            r.lapin / r.verso,
+            r.lapin_oslo / r.verso,
+            py(r.verso),
+            py(r.verso_2p),
+            py(r.lapin),
         );
+        all.push(r);
     }
-    rt.block_on(ours.server.stop());
+    let med = |f: &dyn Fn(&Round) -> Option<f64>| {
+        let v: Vec<f64> = all.iter().filter_map(f).collect();
+        if v.is_empty() {
+            "-".to_string()
+        } else {
+            format!("{:.2}x", median(v))
+        }
+    };
+    println!(
+        "  median bare lapin / verso   : {} (target <= 1.30x)",
+        med(&|r| Some(r.lapin / r.verso))
+    );
+    println!(
+        "  median lapin-oslo / verso   : {}",
+        med(&|r| Some(r.lapin_oslo / r.verso))
+    );
+    println!(
+        "  median verso / python       : {} (target >= 5x)",
+        med(&|r| r.python.map(|p| r.verso / p))
+    );
+    println!(
+        "  median verso-2p / python    : {} (target >= 5x)",
+        med(&|r| r.python.map(|p| r.verso_2p / p))
+    );
+    println!(
+        "  median bare lapin / python  : {} (the ceiling for a lapin transport)",
+        med(&|r| r.python.map(|p| r.lapin / p))
+    );
+    rt.block_on(ours.stop());
+    rt.block_on(ours_2p.stop());
 }
