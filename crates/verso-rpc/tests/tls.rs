@@ -155,10 +155,53 @@ async fn client_certificates_in_every_pem_key_form() {
         Ok(_) => panic!("connected with a key that is not the certificate's"),
     }
 
-    // Only one of the two files: refused when the URL is read.
-    let one = format!("{}&ssl_cert_file={}", env.url, q(&env.file("client.pem")));
+    // ssl_cert_file alone, holding the key after the certificate, as oslo.messaging
+    // (Python's load_cert_chain) takes it: the certificate is presented, since the one of
+    // an untrusted CA in the same form is refused.
+    let combined = env.combined("client.pem", "client-key.pem");
+    let config = AmqpConfig::from_url(&format!("{}&ssl_cert_file={}", env.url, q(combined.path())))
+        .expect("a certificate file alone");
+    assert_eq!(config.tls.as_ref().unwrap().key_file, None);
+    let t = env.connect(config).await;
+    let got = RpcClient::new(t.clone(), Target::new(topic.clone()))
+        .timeout(Duration::from_secs(15))
+        .call(&ctx, "ping", "1.0", json!({"arg": "combined"}))
+        .await
+        .expect("call with the key inside ssl_cert_file");
+    assert_eq!(got["arg"], "combined");
+    t.close().await;
+    let other = env.combined("other-client.pem", "other-client-key.pem");
+    let refused = AmqpConfig::from_url(&format!("{}&ssl_cert_file={}", env.url, q(other.path())))
+        .expect("url");
+    match AmqpTransport::connect_with(refused).await {
+        Err(AmqpError::Connect { .. }) => {}
+        Err(other) => panic!("expected Connect, got {other:?}"),
+        Ok(_) => panic!("the broker took a client certificate of an untrusted CA"),
+    }
+    // Without its key, a certificate file alone is a typed error before anything is sent.
+    let keyless = AmqpConfig::from_url(&format!(
+        "{}&ssl_cert_file={}",
+        env.url,
+        q(&env.file("client.pem"))
+    ))
+    .expect("url");
+    match AmqpTransport::connect_with(keyless).await {
+        Err(AmqpError::ClientCert { path, detail }) => {
+            assert!(path.ends_with("client.pem"), "{path}");
+            assert!(detail.contains("no ssl_key_file"), "{detail}");
+        }
+        Err(other) => panic!("expected ClientCert, got {other:?}"),
+        Ok(_) => panic!("connected with a certificate and no key"),
+    }
+
+    // A key without its certificate: refused when the URL is read.
+    let key_only = format!(
+        "{}&ssl_key_file={}",
+        env.url,
+        q(&env.file("client-key.pem"))
+    );
     assert!(matches!(
-        AmqpConfig::from_url(&one),
+        AmqpConfig::from_url(&key_only),
         Err(AmqpError::InvalidOption { .. })
     ));
 
@@ -287,7 +330,10 @@ async fn python_client_calls_verso_server_over_tls() {
         q(&env.file("client.pem")),
         q(&env.file("client-key.pem"))
     );
-    for url in [env.url.as_str(), with_cert.as_str()] {
+    // oslo.messaging also takes the key inside ssl_cert_file, as this transport does.
+    let combined = env.combined("client.pem", "client-key.pem");
+    let with_combined = format!("{}&ssl_cert_file={}", env.url, q(combined.path()));
+    for url in [env.url.as_str(), with_cert.as_str(), with_combined.as_str()] {
         let out = py_client(
             &python,
             url,
@@ -388,12 +434,39 @@ impl Env {
         c
     }
 
+    /// A temporary PEM file of the certificate `cert` followed by its key `key`.
+    fn combined(&self, cert: &str, key: &str) -> TempFile {
+        let mut pem = std::fs::read(self.file(cert)).expect("certificate");
+        pem.extend(std::fs::read(self.file(key)).expect("key"));
+        let path = std::env::temp_dir().join(format!(
+            "verso-tls-combined-{}.pem",
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::write(&path, pem).expect("write the combined file");
+        TempFile(path.to_string_lossy().into_owned())
+    }
+
     async fn connect(&self, config: AmqpConfig) -> Arc<AmqpTransport> {
         Arc::new(
             AmqpTransport::connect_with(config)
                 .await
                 .unwrap_or_else(|e| panic!("{e}")),
         )
+    }
+}
+
+/// A file removed when dropped.
+struct TempFile(String);
+
+impl TempFile {
+    fn path(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }
 

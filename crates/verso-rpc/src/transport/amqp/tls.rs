@@ -13,7 +13,7 @@
 //! and hands lapin the connected TLS stream through [`lapin::Connection::connector`], the
 //! hook lapin's own `connect_uri_with_config` uses. See [`TlsOptions`] for the behaviour.
 
-use super::url::unpaired_client_files;
+use super::url::key_without_cert;
 use super::{AmqpError, TlsOptions};
 use lapin::tcp::{
     AMQPUriTcpExt, HandshakeError, HandshakeResult, RustlsConnector, RustlsConnectorConfig,
@@ -86,36 +86,52 @@ fn trust_anchors(opts: &TlsOptions) -> Result<RustlsConnectorConfig, AmqpError> 
     Ok(roots)
 }
 
-/// The connector with the client certificate of `opts`, if it has one.
+/// The connector with the client certificate of `opts`, if it has one: the certificate of
+/// `ssl_cert_file`, and the key of `ssl_key_file` or, without it, of `ssl_cert_file` (as
+/// Python's `load_cert_chain(certfile, None)` reads it for oslo.messaging).
 fn with_client_cert(
     roots: RustlsConnectorConfig,
     opts: &TlsOptions,
 ) -> Result<RustlsConnector, AmqpError> {
-    match (&opts.cert_file, &opts.key_file) {
-        (None, None) => Ok(roots.connector_with_no_client_auth()),
-        (Some(cert), None) => Err(unpaired_client_files("ssl_cert_file", cert)),
-        (None, Some(key)) => Err(unpaired_client_files("ssl_key_file", key)),
-        (Some(cert), Some(key)) => {
-            let chain = read_certs(cert).map_err(|detail| AmqpError::ClientCert {
-                path: cert.clone(),
-                detail,
-            })?;
-            let key_der = read_key(key).map_err(|detail| AmqpError::ClientKey {
-                path: key.clone(),
-                detail,
-            })?;
-            // rustls checks here that it can sign with the key and that the key is the
-            // one of the certificate.
-            roots
-                .connector_with_single_cert(chain, key_der)
-                .map_err(|e| AmqpError::ClientKey {
-                    path: key.clone(),
-                    detail: format!(
-                        "cannot be used with the certificate of ssl_cert_file {cert}: {e}"
-                    ),
-                })
-        }
-    }
+    let cert = match (&opts.cert_file, &opts.key_file) {
+        (None, None) => return Ok(roots.connector_with_no_client_auth()),
+        (None, Some(key)) => return Err(key_without_cert(key)),
+        (Some(cert), _) => cert,
+    };
+    let chain = read_certs(cert).map_err(|detail| AmqpError::ClientCert {
+        path: cert.clone(),
+        detail,
+    })?;
+    // A key of its own file is `ssl_key_file`'s error; a key inside `ssl_cert_file` is
+    // that file's.
+    let key_err = |detail: String| match &opts.key_file {
+        Some(key) => AmqpError::ClientKey {
+            path: key.clone(),
+            detail,
+        },
+        None => AmqpError::ClientCert {
+            path: cert.clone(),
+            detail,
+        },
+    };
+    let key_der = match &opts.key_file {
+        Some(key) => read_key(key).map_err(key_err)?,
+        None => read_key(cert).map_err(|detail| {
+            key_err(format!(
+                "there is no ssl_key_file, so the certificate's private key must follow it \
+                 in this file, and it cannot be read: {detail}"
+            ))
+        })?,
+    };
+    // rustls checks here that it can sign with the key and that the key is the one of
+    // the certificate.
+    roots
+        .connector_with_single_cert(chain, key_der)
+        .map_err(|e| {
+            key_err(format!(
+                "cannot be used with the certificate of ssl_cert_file {cert}: {e}"
+            ))
+        })
 }
 
 /// The certificates of a PEM file, at least one.
@@ -346,14 +362,39 @@ mod tests {
             }
         }
 
-        for (c, k, option) in [
-            (Some(cert.as_str()), None, "ssl_cert_file"),
-            (None, Some(bad_key.as_str()), "ssl_key_file"),
-        ] {
-            match with_client_cert(roots(), &client(c, k)) {
-                Err(AmqpError::InvalidOption { option: o, .. }) => assert_eq!(o, option),
-                other => panic!("expected InvalidOption({option}), got {:?}", other.err()),
+        // Without ssl_key_file the key is looked for in ssl_cert_file, and its errors are
+        // that file's.
+        match with_client_cert(roots(), &client(Some(&cert), None)) {
+            Err(e @ AmqpError::ClientCert { .. }) => {
+                let text = e.to_string();
+                assert!(text.contains(&cert), "{text}");
+                assert!(text.contains("no ssl_key_file"), "{text}");
+                assert!(text.contains("no PEM private key"), "{text}");
             }
+            other => panic!("expected ClientCert, got {:?}", other.err()),
+        }
+        let key_text = std::fs::read_to_string(&bad_key).expect("key");
+        let combined = d.file("combined.pem", &format!("{NOT_A_CERT}{key_text}"));
+        match with_client_cert(roots(), &client(Some(&combined), None)) {
+            Err(e @ AmqpError::ClientCert { .. }) => {
+                let text = format!("{e} {e:?}");
+                assert!(text.contains(&combined), "{text}");
+                assert!(
+                    text.contains("cannot be used with the certificate"),
+                    "{text}"
+                );
+                assert!(!text.contains("c2Vj"), "key bytes in the error: {text}");
+            }
+            other => panic!("expected ClientCert, got {:?}", other.err()),
+        }
+
+        // A key without its certificate is refused (oslo.messaging would ignore it).
+        match with_client_cert(roots(), &client(None, Some(&bad_key))) {
+            Err(AmqpError::InvalidOption { option, .. }) => assert_eq!(option, "ssl_key_file"),
+            other => panic!(
+                "expected InvalidOption(ssl_key_file), got {:?}",
+                other.err()
+            ),
         }
         assert!(with_client_cert(roots(), &client(None, None)).is_ok());
     }

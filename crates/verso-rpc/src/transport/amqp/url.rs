@@ -74,10 +74,13 @@ impl fmt::Display for BrokerHost {
 ///   but not the broker's name; a broker with a private CA needs `ssl_ca_file` here.
 ///   oslo.messaging also skips the name check when the URL has several hosts; this
 ///   transport checks it for each host.
-/// - `ssl_cert_file` and `ssl_key_file` (PEM, given together or not at all) make the
-///   transport present a client certificate: the certificate (its intermediates may follow
-///   it in the file) and its unencrypted private key (PKCS#8 `BEGIN PRIVATE KEY`, PKCS#1
-///   `BEGIN RSA PRIVATE KEY` or SEC1 `BEGIN EC PRIVATE KEY`). The key stays in memory.
+/// - `ssl_cert_file` makes the transport present a client certificate: the certificate
+///   (its intermediates may follow it in the file) and its unencrypted private key
+///   (PKCS#8 `BEGIN PRIVATE KEY`, PKCS#1 `BEGIN RSA PRIVATE KEY` or SEC1
+///   `BEGIN EC PRIVATE KEY`), from `ssl_key_file`, or, without it, from `ssl_cert_file`
+///   itself, as oslo.messaging (Python's `load_cert_chain`) reads it. The key stays in
+///   memory. `ssl_key_file` without `ssl_cert_file` is refused: oslo.messaging would
+///   ignore it and connect without a certificate.
 ///
 /// The files are read on every connection attempt (so a renewed certificate is picked up
 /// by the next reconnect); [`check`](Self::check) reads them once to report a bad file
@@ -88,17 +91,19 @@ pub struct TlsOptions {
     /// `ssl_ca_file`: PEM file of the certificate authorities to trust, instead of the
     /// system's.
     pub ca_file: Option<String>,
-    /// `ssl_cert_file`: PEM file of the client certificate (with `key_file`).
+    /// `ssl_cert_file`: PEM file of the client certificate, and of its private key when
+    /// `key_file` is not given.
     pub cert_file: Option<String>,
-    /// `ssl_key_file`: PEM file of the client certificate's private key (with `cert_file`).
+    /// `ssl_key_file`: PEM file of the client certificate's private key (only with
+    /// `cert_file`).
     pub key_file: Option<String>,
 }
 
 impl TlsOptions {
     /// Reads the files of these options as a connection attempt would and reports the
     /// first problem: an unreadable or empty `ssl_ca_file`, a client certificate or key
-    /// that cannot be read or parsed, a key that does not match its certificate, or only
-    /// one of `ssl_cert_file` and `ssl_key_file`.
+    /// that cannot be read or parsed (or no key at all), a key that does not match its
+    /// certificate, or `ssl_key_file` without `ssl_cert_file`.
     ///
     /// ```
     /// use verso_rpc::transport::amqp::{AmqpConfig, AmqpError};
@@ -112,13 +117,13 @@ impl TlsOptions {
     }
 }
 
-/// The error of a client certificate without its key, or the reverse.
-pub(super) fn unpaired_client_files(given: &str, value: &str) -> AmqpError {
+/// The error of a client key without its certificate.
+pub(super) fn key_without_cert(key_file: &str) -> AmqpError {
     AmqpError::InvalidOption {
-        option: given.to_owned(),
-        value: value.to_owned(),
-        detail: "ssl_cert_file and ssl_key_file go together: give both (the client \
-                 certificate and its private key, PEM files) or neither"
+        option: "ssl_key_file".to_owned(),
+        value: key_file.to_owned(),
+        detail: "a client key needs its certificate: give ssl_cert_file too (the client \
+                 certificate, PEM), or neither"
             .into(),
     }
 }
@@ -283,10 +288,8 @@ impl AmqpConfig {
                 }
             }
         }
-        match (&cert_file, &key_file) {
-            (Some(c), None) => return Err(unpaired_client_files("ssl_cert_file", c)),
-            (None, Some(k)) => return Err(unpaired_client_files("ssl_key_file", k)),
-            _ => {}
+        if let (None, Some(k)) = (&cert_file, &key_file) {
+            return Err(key_without_cert(k));
         }
         let files = [
             ("ssl_ca_file", &ca_file),
@@ -513,12 +516,21 @@ mod tests {
         let c = AmqpConfig::from_url("rabbit://h/?ssl_cert_file=&ssl_key_file=").unwrap();
         assert!(c.tls.is_none());
 
+        // A certificate file alone holds its key too (read when connecting).
+        for url in [
+            "rabbit://h/?ssl=1&ssl_cert_file=/c.pem",
+            "rabbit://h/?ssl=1&ssl_cert_file=/c.pem&ssl_key_file=",
+        ] {
+            let tls = AmqpConfig::from_url(url).unwrap().tls.unwrap();
+            assert_eq!(tls.cert_file.as_deref(), Some("/c.pem"), "{url}");
+            assert_eq!(tls.key_file, None, "{url}");
+        }
+
         for (url, option) in [
-            ("rabbit://h/?ssl=1&ssl_cert_file=/c.pem", "ssl_cert_file"),
             ("rabbit://h/?ssl=1&ssl_key_file=/k.pem", "ssl_key_file"),
             (
-                "rabbit://h/?ssl=1&ssl_cert_file=/c.pem&ssl_key_file=",
-                "ssl_cert_file",
+                "rabbit://h/?ssl=1&ssl_key_file=/k.pem&ssl_cert_file=",
+                "ssl_key_file",
             ),
             (
                 "rabbit://h/?ssl_cert_file=/c.pem&ssl_key_file=/k.pem",
@@ -546,7 +558,7 @@ mod tests {
             "rabbit://u:secret@h/?ssl=maybe",
             "rabbit://u:secret@h/?nope=1",
             "rabbit://u:secret@h/?ssl_ca_file=/x",
-            "rabbit://u:secret@h/?ssl=1&ssl_cert_file=/x",
+            "rabbit://u:secret@h/?ssl_cert_file=/x",
             "rabbit://u:secret@h/?ssl=1&ssl_key_file=/x",
             "rabbit://u:secret@h/?ssl_cert_file=/x&ssl_key_file=/y",
             "rabbit://u:sec%zzret@h/",
