@@ -758,8 +758,35 @@ async fn connect_once(config: &AmqpConfig, host: &BrokerHost) -> Result<Connecti
     let uri = amqp_uri(config, host);
     match tokio::time::timeout(CONNECT_TIMEOUT, Connection::connector(uri, connect, props)).await {
         Ok(Ok(c)) => Ok(c),
-        Ok(Err(e)) => Err(format!("{host}: {e}")),
+        Ok(Err(e)) => Err(format!(
+            "{host}: {e}{}",
+            client_cert_hint(config, &e.to_string())
+        )),
         Err(_) => Err(format!("{host}: no answer within {CONNECT_TIMEOUT:?}")),
+    }
+}
+
+/// What to check when a TLS connection that presents a client certificate fails in a way
+/// that a broker refusing the certificate causes. Under TLS 1.3 the client finishes its
+/// handshake before the broker has looked at the certificate, so the refusal may arrive
+/// only as a closed socket ("Broken pipe", "Connection reset") on the first AMQP bytes.
+fn client_cert_hint(config: &AmqpConfig, error: &str) -> &'static str {
+    let presents_cert = config.tls.as_ref().is_some_and(|t| t.cert_file.is_some());
+    let refusal = [
+        "Broken pipe",
+        "Connection reset",
+        "UnknownCA",
+        "BadCertificate",
+        "CertificateRequired",
+        "CertificateExpired",
+        "CertificateRevoked",
+        "AccessDenied",
+    ];
+    if presents_cert && refusal.iter().any(|r| error.contains(r)) {
+        " (the broker may have refused the client certificate: check that ssl_cert_file's \
+         certificate is signed by a CA the broker trusts and is still valid)"
+    } else {
+        ""
     }
 }
 
@@ -1478,6 +1505,29 @@ mod tests {
     fn routing_keys() {
         assert_eq!(routing_key(&Target::new("t")), "t");
         assert_eq!(routing_key(&Target::new("t").with_server("s")), "t.s");
+    }
+
+    #[test]
+    fn a_refused_client_certificate_is_named() {
+        let with_cert =
+            AmqpConfig::from_url("rabbit://h/?ssl=1&ssl_cert_file=/c.pem&ssl_key_file=/k.pem")
+                .unwrap();
+        let without = AmqpConfig::from_url("rabbit://h/?ssl=1").unwrap();
+        for error in [
+            "IO error: Broken pipe (os error 32)",
+            "IO error: received fatal alert: UnknownCA",
+            "IO error: Connection reset by peer (os error 104)",
+        ] {
+            assert!(
+                client_cert_hint(&with_cert, error).contains("ssl_cert_file"),
+                "{error}"
+            );
+            assert_eq!(client_cert_hint(&without, error), "", "{error}");
+        }
+        assert_eq!(
+            client_cert_hint(&with_cert, "IO error: Connection refused (os error 111)"),
+            ""
+        );
     }
 
     #[tokio::test]
