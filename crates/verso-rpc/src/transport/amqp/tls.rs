@@ -102,27 +102,23 @@ fn with_client_cert(
         path: cert.clone(),
         detail,
     })?;
-    // A key of its own file is `ssl_key_file`'s error; a key inside `ssl_cert_file` is
-    // that file's.
-    let key_err = |detail: String| match &opts.key_file {
+    // Without ssl_key_file the key is read from ssl_cert_file, and its errors are that
+    // file's.
+    let key_file = opts.key_file.as_ref();
+    let key_err = |detail: String| match key_file {
         Some(key) => AmqpError::ClientKey {
             path: key.clone(),
             detail,
         },
         None => AmqpError::ClientCert {
             path: cert.clone(),
-            detail,
+            detail: format!(
+                "there is no ssl_key_file, so the certificate's private key must follow it \
+                 in this file: {detail}"
+            ),
         },
     };
-    let key_der = match &opts.key_file {
-        Some(key) => read_key(key).map_err(key_err)?,
-        None => read_key(cert).map_err(|detail| {
-            key_err(format!(
-                "there is no ssl_key_file, so the certificate's private key must follow it \
-                 in this file, and it cannot be read: {detail}"
-            ))
-        })?,
-    };
+    let key_der = read_key(key_file.unwrap_or(cert)).map_err(key_err)?;
     // rustls checks here that it can sign with the key and that the key is the one of
     // the certificate.
     roots
