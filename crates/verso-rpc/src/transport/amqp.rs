@@ -1,4 +1,4 @@
-//! The RabbitMQ transport (AMQP 0-9-1, through `lapin`), wire-compatible with
+//! The RabbitMQ transport (AMQP 0-9-1, through `amqprs`), wire-compatible with
 //! oslo.messaging's rabbit driver: a verso service and a Python oslo.messaging service
 //! can call each other through one broker.
 //!
@@ -31,8 +31,8 @@
 //! (oslo's `kombu_missing_consumer_retry_timeout`, 60 s), then abandoned, and later
 //! replies to that queue are dropped at once, as oslo.messaging does.
 //!
-//! Threads: lapin runs one I/O thread per connection; its internal tasks, the consumer
-//! loops and the reconnect supervisor of every transport run on one more thread,
+//! Threads: the connections' reader and writer tasks, their channels' dispatchers, the
+//! consumer loops and the reconnect supervisor of every transport run on one thread,
 //! `verso-amqp`, whatever runtime the application uses. Handlers and callers stay on the
 //! application's runtime.
 //!
@@ -70,15 +70,16 @@ pub use url::{
 use super::{Incoming, Listener, ReplySink, Transport};
 use crate::message::{envelope, open_envelope, Message, Reply, Request};
 use crate::{RpcError, Target};
+use amqprs::callbacks::{ChannelCallback, ConnectionCallback};
+use amqprs::channel::{
+    BasicAckArguments, BasicConsumeArguments, BasicPublishArguments, Channel, ConsumerMessage,
+    ExchangeDeclareArguments, QueueBindArguments, QueueDeclareArguments,
+};
+use amqprs::connection::{Connection, OpenConnectionArguments};
+use amqprs::Return;
+use amqprs::{Ack, BasicProperties, Cancel, Close, CloseChannel, FieldTable, FieldValue, Nack};
 use async_trait::async_trait;
 use futures::StreamExt;
-use lapin::options::{
-    BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, ExchangeDeclareOptions,
-    QueueBindOptions, QueueDeclareOptions,
-};
-use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
-use lapin::uri::{AMQPAuthority, AMQPQueryString, AMQPScheme, AMQPUri, AMQPUserInfo};
-use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -94,8 +95,8 @@ const OBSOLETE_REPLY_QUEUES: usize = 200;
 const MISSING_REPLY_QUEUE_PAUSE: Duration = Duration::from_millis(250);
 /// How long one connection attempt to one broker may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often the supervisor checks that the connection is still up (besides lapin's
-/// error callback).
+/// How often the supervisor checks that the connection is still up (besides amqprs's
+/// failure notice and the broker's connection.close).
 const WATCHDOG: Duration = Duration::from_millis(500);
 
 /// Errors of the AMQP transport's configuration and connection. At the [`Transport`]
@@ -183,6 +184,20 @@ pub enum AmqpError {
         /// The last failure.
         detail: String,
     },
+    /// A name AMQP cannot carry: exchange and queue names and routing keys are at most
+    /// 255 bytes.
+    #[error(
+        "{what} '{name}' is {len} bytes long, and AMQP names are at most 255; shorten the \
+         topic or server name"
+    )]
+    NameTooLong {
+        /// What the name is for (`routing key`, `queue`, ...).
+        what: &'static str,
+        /// The name.
+        name: String,
+        /// Its length in bytes.
+        len: usize,
+    },
     /// The broker refused a declaration or a subscription.
     #[error("RabbitMQ refused to {action}: {detail}")]
     Broker {
@@ -249,12 +264,6 @@ struct Publish<'a> {
     exchange: &'a str,
     routing_key: &'a str,
     expiration: Option<Duration>,
-    /// Whether to wait until lapin has written the frames. Casts wait (backpressure for
-    /// a fast sender). Call requests and replies do not: something already waits for
-    /// the answer, and the wait cost the sending task one more wake-up from lapin's
-    /// I/O thread per message. A write that fails later breaks the connection, which
-    /// fails the waiting calls and reconnects.
-    await_write: bool,
 }
 
 /// One connection and its channels.
@@ -270,7 +279,7 @@ struct Session {
     replies: Channel,
     declared: Mutex<HashSet<String>>,
     reply: OnceCell<()>,
-    dead: watch::Sender<bool>,
+    dead: Arc<watch::Sender<bool>>,
 }
 
 impl Session {
@@ -344,12 +353,161 @@ fn uuid_hex() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 
-fn broker_err(action: impl Into<String>) -> impl FnOnce(lapin::Error) -> AmqpError {
+fn broker_err(action: impl Into<String>) -> impl FnOnce(amqprs::error::Error) -> AmqpError {
     let action = action.into();
     move |e| AmqpError::Broker {
         action,
         detail: e.to_string(),
     }
+}
+
+/// Like [`broker_err`], with the reason the broker gave when it closed the channel (a
+/// refused declaration closes its channel, and amqprs reports only that it closed).
+fn refused(
+    action: impl Into<String>,
+    closed: &ClosedReason,
+) -> impl FnOnce(amqprs::error::Error) -> AmqpError {
+    let action = action.into();
+    let closed = closed.clone();
+    move |e| AmqpError::Broker {
+        action,
+        detail: match lock(&closed).take() {
+            Some(reason) => reason,
+            None => e.to_string(),
+        },
+    }
+}
+
+/// Why the broker closed a channel, as its `channel.close` said.
+type ClosedReason = Arc<Mutex<Option<String>>>;
+
+/// Which channel a [`Callbacks`] serves: what the broker closing it or cancelling its
+/// consumer means.
+#[derive(Clone, Copy, PartialEq)]
+enum Role {
+    /// A channel the session needs (publishing, replies, the reply queue's and the
+    /// listeners' consumers): losing it reconnects everything.
+    Vital,
+    /// A channel for declarations: a refusal closes it, and the waiting call reports it.
+    Declare,
+}
+
+/// What amqprs calls for the broker's asynchronous messages on a channel.
+struct Callbacks {
+    role: Role,
+    dead: Arc<watch::Sender<bool>>,
+    closed: ClosedReason,
+    /// Where the replies channel hands the replies the broker gave back.
+    returns: Option<mpsc::UnboundedSender<Returned>>,
+}
+
+/// A reply the broker gave back: its reply queue and its body.
+type Returned = (String, Vec<u8>);
+
+impl Callbacks {
+    fn new(role: Role, dead: &Arc<watch::Sender<bool>>) -> Self {
+        Callbacks {
+            role,
+            dead: dead.clone(),
+            closed: Arc::default(),
+            returns: None,
+        }
+    }
+}
+
+#[async_trait]
+impl ChannelCallback for Callbacks {
+    async fn close(
+        &mut self,
+        channel: &Channel,
+        close: CloseChannel,
+    ) -> Result<(), amqprs::error::Error> {
+        let reason = format!("{close}");
+        *lock(&self.closed) = Some(reason.clone());
+        if self.role == Role::Vital {
+            tracing::warn!(channel = channel.channel_id(), reason = %reason,
+                "RabbitMQ closed a channel; reconnecting");
+            self.dead.send_replace(true);
+        }
+        Ok(())
+    }
+
+    async fn cancel(
+        &mut self,
+        channel: &Channel,
+        cancel: Cancel,
+    ) -> Result<(), amqprs::error::Error> {
+        // The queue was deleted (or its node went away): reconnecting declares it again,
+        // as oslo.messaging does when its consumer is cancelled.
+        tracing::warn!(channel = channel.channel_id(), consumer = %cancel.consumer_tag(),
+            "RabbitMQ cancelled a consumer; reconnecting");
+        self.dead.send_replace(true);
+        Ok(())
+    }
+
+    async fn flow(
+        &mut self,
+        _channel: &Channel,
+        active: bool,
+    ) -> Result<bool, amqprs::error::Error> {
+        Ok(active)
+    }
+
+    async fn publish_ack(&mut self, _channel: &Channel, _ack: Ack) {}
+
+    async fn publish_nack(&mut self, _channel: &Channel, _nack: Nack) {}
+
+    async fn publish_return(
+        &mut self,
+        _channel: &Channel,
+        ret: Return,
+        _properties: BasicProperties,
+        content: Vec<u8>,
+    ) {
+        if let Some(tx) = &self.returns {
+            let _ = tx.send((ret.routing_key().clone(), content));
+        }
+    }
+}
+
+/// What amqprs calls for the broker's messages about the whole connection.
+struct ConnectionEvents {
+    broker: String,
+    dead: Arc<watch::Sender<bool>>,
+}
+
+#[async_trait]
+impl ConnectionCallback for ConnectionEvents {
+    async fn close(
+        &mut self,
+        _connection: &Connection,
+        close: Close,
+    ) -> Result<(), amqprs::error::Error> {
+        tracing::warn!(broker = %self.broker, reason = %close, "RabbitMQ closed the connection");
+        self.dead.send_replace(true);
+        Ok(())
+    }
+
+    async fn blocked(&mut self, _connection: &Connection, reason: String) {
+        tracing::warn!(broker = %self.broker, reason = %reason,
+            "RabbitMQ blocks this connection's publishers (a resource alarm)");
+    }
+
+    async fn unblocked(&mut self, _connection: &Connection) {
+        tracing::info!(broker = %self.broker, "RabbitMQ unblocked this connection's publishers");
+    }
+
+    async fn secret_updated(&mut self, _connection: &Connection) {}
+}
+
+/// Opens a channel on `conn` with the callbacks of `role`.
+async fn open_channel(
+    conn: &Connection,
+    callbacks: Callbacks,
+) -> Result<Channel, amqprs::error::Error> {
+    let ch = conn.open_channel(None).await?;
+    ch.register_callback(callbacks).await?;
+    Ok(ch)
 }
 
 fn missing_reply_queue(reply_q: &str, msg_id: &str) -> RpcError {
@@ -424,7 +582,7 @@ impl AmqpTransport {
             .session
             .borrow()
             .as_ref()
-            .is_some_and(|s| !s.is_dead() && s.conn.status().connected())
+            .is_some_and(|s| !s.is_dead() && s.conn.is_open())
     }
 
     /// Closes the connection now (clones stop working). Listeners see the end of their
@@ -433,7 +591,8 @@ impl AmqpTransport {
         let session = self.inner.session.send_replace(None);
         if let Some(s) = session {
             s.mark_dead();
-            let _ = s.conn.close(200, "closed by verso").await;
+            // On the I/O thread: an amqprs request cancelled halfway breaks its channel.
+            let _ = io_handle().spawn(close_connection(s.clone())).await;
             self.inner.fail_pending(s.id);
         }
         lock(&self.inner.listeners).clear();
@@ -455,9 +614,7 @@ impl Drop for Inner {
         let session = self.session.send_replace(None);
         if let Some(s) = session {
             s.mark_dead();
-            io_handle().spawn(async move {
-                let _ = s.conn.close(200, "closed by verso").await;
-            });
+            io_handle().spawn(close_connection(s));
         }
     }
 }
@@ -509,40 +666,36 @@ impl Inner {
 
     async fn declare_exchange(
         &self,
-        session: &Session,
+        session: &Arc<Session>,
         name: &str,
-        kind: ExchangeKind,
+        kind: Kind,
     ) -> Result<(), RpcError> {
         if lock(&session.declared).contains(name) {
             return Ok(());
         }
+        amqp_name("exchange", name)?;
         let (durable, auto_delete) = match kind {
-            ExchangeKind::Fanout => (false, true),
-            _ => (self.config.durable_queues, false),
+            Kind::Fanout => (false, true),
+            Kind::Topic => (self.config.durable_queues, false),
         };
-        // On a channel of its own: a refused declaration closes the channel it was on.
-        let ch = session
-            .conn
-            .create_channel()
-            .await
-            .map_err(broker_err("open a channel"))?;
-        let declared = ch
-            .exchange_declare(
-                name,
-                kind,
-                ExchangeDeclareOptions {
+        let (session, name) = (session.clone(), name.to_owned());
+        on_io_thread(async move {
+            let (ch, closed) = declare_channel(&session).await?;
+            let declared = ch
+                .exchange_declare(ExchangeDeclareArguments {
                     durable,
                     auto_delete,
-                    ..Default::default()
-                },
-                FieldTable::default(),
-            )
-            .await
-            .map_err(broker_err(format!("declare exchange '{name}'")));
-        let _ = ch.close(200, "declared").await;
-        declared?;
-        lock(&session.declared).insert(name.to_owned());
-        Ok(())
+                    ..ExchangeDeclareArguments::new(&name, kind.as_str())
+                })
+                .await
+                .map_err(refused(format!("declare exchange '{name}'"), &closed));
+            let _ = ch.close().await;
+            declared?;
+            lock(&session.declared).insert(name);
+            Ok(())
+        })
+        .await
+        .map_err(RpcError::from)
     }
 
     async fn publish(
@@ -559,7 +712,6 @@ impl Inner {
             exchange,
             routing_key,
             expiration,
-            await_write: true,
         };
         self.publish_on(session, publish, message).await
     }
@@ -570,7 +722,7 @@ impl Inner {
         &self,
         session: &Session,
         reply_q: &str,
-        payload: &[u8],
+        payload: Vec<u8>,
     ) -> Result<(), RpcError> {
         let publish = Publish {
             channel: &session.replies,
@@ -578,8 +730,6 @@ impl Inner {
             exchange: "",
             routing_key: reply_q,
             expiration: None,
-            // Nothing waits behind a reply; see `Publish::await_write`.
-            await_write: false,
         };
         self.publish_bytes(session, publish, payload).await
     }
@@ -590,14 +740,14 @@ impl Inner {
         to: Publish<'_>,
         message: &Message,
     ) -> Result<(), RpcError> {
-        self.publish_bytes(session, to, &encode(message)?).await
+        self.publish_bytes(session, to, encode(message)?).await
     }
 
     async fn publish_bytes(
         &self,
         session: &Session,
         to: Publish<'_>,
-        payload: &[u8],
+        payload: Vec<u8>,
     ) -> Result<(), RpcError> {
         let Publish {
             channel,
@@ -605,35 +755,27 @@ impl Inner {
             exchange,
             routing_key,
             expiration,
-            await_write,
         } = to;
-        let mut props = BasicProperties::default()
-            .with_content_type(ShortString::from("application/json"))
-            .with_content_encoding(ShortString::from("utf-8"))
+        amqp_name("exchange", exchange)?;
+        amqp_name("routing key", routing_key)?;
+        let mut props = BasicProperties::default();
+        props
+            .with_content_type("application/json")
+            .with_content_encoding("utf-8")
             .with_delivery_mode(2)
             .with_priority(0)
-            .with_headers(FieldTable::default());
+            .with_headers(FieldTable::new());
         if let Some(t) = expiration {
-            let ms = t.as_millis().max(1);
-            props = props.with_expiration(ShortString::from(ms.to_string()));
+            props.with_expiration(&t.as_millis().max(1).to_string());
         }
-        let options = BasicPublishOptions {
+        let args = BasicPublishArguments {
             mandatory,
-            ..Default::default()
+            ..BasicPublishArguments::new(exchange, routing_key)
         };
-        let publishing = channel.basic_publish(exchange, routing_key, options, payload, props);
-        let sent = if await_write {
-            publishing.await.map(drop)
-        } else {
-            // The first poll queues the frames; what remains only waits for lapin's I/O
-            // thread to report them written.
-            let mut publishing = std::pin::pin!(publishing);
-            match futures::poll!(publishing.as_mut()) {
-                std::task::Poll::Ready(r) => r.map(drop),
-                std::task::Poll::Pending => Ok(()),
-            }
-        };
-        match sent {
+        // Queued for the connection's writer task (which writes it soon after): a write
+        // that fails later breaks the connection, which fails the waiting calls and
+        // reconnects.
+        match channel.basic_publish(props.finish(), payload, args).await {
             Ok(()) => Ok(()),
             Err(e) => {
                 // The channel is unusable: reconnect everything.
@@ -650,34 +792,72 @@ impl Inner {
     async fn ensure_reply(self: &Arc<Self>, session: &Arc<Session>) -> Result<(), RpcError> {
         session
             .reply
-            .get_or_try_init(|| async {
-                start_reply_consumer(self, session)
-                    .await
-                    .map_err(RpcError::from)
+            .get_or_try_init(|| {
+                let (inner, session) = (self.clone(), session.clone());
+                async move {
+                    on_io_thread(async move { start_reply_consumer(&inner, &session).await })
+                        .await
+                        .map_err(RpcError::from)
+                }
             })
             .await
             .map(|_| ())
     }
 
     fn queue_args(&self) -> FieldTable {
-        let mut args = FieldTable::default();
+        let mut args = FieldTable::new();
         let ms = i32::try_from(self.config.transient_queues_ttl.as_millis()).unwrap_or(i32::MAX);
-        args.insert(ShortString::from("x-expires"), AMQPValue::LongInt(ms));
+        if let Ok(key) = "x-expires".try_into() {
+            args.insert(key, FieldValue::I(ms));
+        }
         args
     }
 }
 
+/// The exchange types verso declares.
+#[derive(Clone, Copy)]
+enum Kind {
+    Topic,
+    Fanout,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Kind::Topic => "topic",
+            Kind::Fanout => "fanout",
+        }
+    }
+}
+
+/// Refuses a name AMQP cannot carry (more than 255 bytes), before amqprs sees it.
+fn amqp_name(what: &'static str, name: &str) -> Result<(), AmqpError> {
+    if name.len() > 255 {
+        return Err(AmqpError::NameTooLong {
+            what,
+            name: name.to_owned(),
+            len: name.len(),
+        });
+    }
+    Ok(())
+}
+
+/// Closes the session's connection (with the broker's handshake when it is still up).
+async fn close_connection(session: Arc<Session>) {
+    let _ = session.conn.clone().close().await;
+}
+
 /// The runtime of the broker-side tasks: one thread per process ("verso-amqp") runs
-/// lapin's internal tasks, the reconnect supervisor and the consumer loops, whatever
-/// runtime the application uses.
+/// amqprs's tasks (each connection's reader and writer, each channel's dispatcher), the
+/// reconnect supervisor and the consumer loops, whatever runtime the application uses.
 ///
-/// lapin moves every frame between its I/O thread and tasks on the executor it is given;
-/// on a multi-thread runtime those tasks wake whichever worker is idle, and each hand-off
-/// became a cross-thread wake-up. Kept on one thread they are plain task switches: on a
-/// 2-worker runtime, sequential verso calls went from ~2,150 to ~2,850 calls/s and from
-/// 281 to 205 us of CPU per call (client and server in one process, local RabbitMQ).
-/// Application code (handlers, callers) never runs here: requests reach the server's
-/// runtime through its listener channel and replies reach callers through oneshots.
+/// amqprs spawns its tasks on the runtime that opens the connection or the channel, and
+/// passes every frame between them through channels: on one thread those hand-offs are
+/// task switches, not cross-thread wake-ups. Application code (handlers, callers) never
+/// runs here: requests reach the server's runtime through its listener channel and
+/// replies reach callers through oneshots. amqprs requests are started here too, and
+/// awaited from elsewhere: one cancelled halfway (a caller's timeout) would otherwise
+/// leave its channel's dispatcher without the answer it expects.
 fn io_handle() -> &'static tokio::runtime::Handle {
     static IO: std::sync::OnceLock<tokio::runtime::Handle> = std::sync::OnceLock::new();
     IO.get_or_init(|| {
@@ -720,43 +900,18 @@ async fn on_io_thread<T: Send + 'static>(
     })
 }
 
-fn amqp_uri(config: &AmqpConfig, host: &BrokerHost) -> AMQPUri {
-    AMQPUri {
-        scheme: if config.tls.is_some() {
-            AMQPScheme::AMQPS
-        } else {
-            AMQPScheme::AMQP
-        },
-        authority: AMQPAuthority {
-            userinfo: AMQPUserInfo {
-                username: host.username.clone(),
-                password: host.password.clone(),
-            },
-            host: host.host.clone(),
-            port: host.port,
-        },
-        vhost: config.vhost.clone(),
-        query: AMQPQueryString {
-            heartbeat: Some(u16::try_from(config.heartbeat.as_secs()).unwrap_or(u16::MAX)),
-            connection_timeout: Some(
-                u64::try_from(CONNECT_TIMEOUT.as_millis()).unwrap_or(u64::MAX),
-            ),
-            ..Default::default()
-        },
-    }
-}
-
 async fn connect_once(config: &AmqpConfig, host: &BrokerHost) -> Result<Connection, String> {
-    let props = ConnectionProperties::default()
-        .with_executor(tokio_executor_trait::Tokio::current())
-        .with_reactor(tokio_reactor_trait::Tokio)
-        .with_connection_name(LongString::from("verso-rpc"));
-    // The socket lapin speaks AMQP over: plain TCP, or TLS as tls.rs sets it up (its files
-    // are read on every attempt, so a renewed certificate is used on the next reconnect).
-    let connect =
-        tls::stream_connect(config.tls.as_ref(), CONNECT_TIMEOUT).map_err(|e| e.to_string())?;
-    let uri = amqp_uri(config, host);
-    match tokio::time::timeout(CONNECT_TIMEOUT, Connection::connector(uri, connect, props)).await {
+    let mut args =
+        OpenConnectionArguments::new(&host.host, host.port, &host.username, &host.password);
+    args.virtual_host(&config.vhost)
+        .heartbeat(u16::try_from(config.heartbeat.as_secs()).unwrap_or(u16::MAX))
+        .connection_name("verso-rpc");
+    if let Some(tls) = &config.tls {
+        // The files are read on every attempt: a renewed certificate is used on the next
+        // reconnect.
+        args.tls_adaptor(tls::adaptor(tls, &host.host).map_err(|e| e.to_string())?);
+    }
+    match tokio::time::timeout(CONNECT_TIMEOUT, Connection::open(&args.finish())).await {
         Ok(Ok(c)) => Ok(c),
         Ok(Err(e)) => Err(format!(
             "{host}: {e}{}",
@@ -797,57 +952,52 @@ fn encode(message: &Message) -> Result<Vec<u8>, RpcError> {
     })
 }
 
-/// How often a session collects the replies the broker gave back.
-const RETURNS_EVERY: Duration = Duration::from_millis(100);
-
 /// Retries replies the broker returned because their reply queue did not exist (a caller
 /// that is reconnecting), as oslo.messaging does: every 0.25 s until
 /// [`AmqpConfig::missing_reply_queue_timeout`] after the first return, then the reply is
 /// abandoned and its queue remembered as obsolete (later replies to it are dropped).
-///
-/// Returns are read here rather than by putting the reply channel in confirm mode and
-/// awaiting each reply's confirmation: that cost every reply a broker acknowledgement
-/// (~15% of the call rate) to catch what is rare.
-async fn watch_returns(weak: Weak<Inner>, session: Weak<Session>) {
-    let mut tick = tokio::time::interval(RETURNS_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+/// `returned` is fed by the replies channel's [`Callbacks`].
+async fn watch_returns(
+    weak: Weak<Inner>,
+    session: Weak<Session>,
+    mut returned: mpsc::UnboundedReceiver<Returned>,
+) {
+    let Some(mut dead) = session.upgrade().map(|s| s.dead.subscribe()) else {
+        return;
+    };
     loop {
-        tick.tick().await;
+        let (reply_q, body) = tokio::select! {
+            r = returned.recv() => match r {
+                Some(r) => r,
+                None => return,
+            },
+            _ = dead.wait_for(|d| *d) => return,
+        };
         let (Some(inner), Some(s)) = (weak.upgrade(), session.upgrade()) else {
             return;
         };
-        if s.is_dead() {
-            return;
-        }
         let timeout = inner.config.missing_reply_queue_timeout;
-        let returned = match s.replies.wait_for_confirms().await {
-            Ok(r) => r,
-            Err(_) => return,
-        };
         let now = std::time::Instant::now();
-        let mut retries = Vec::new();
-        {
+        let retry = {
             let mut first = lock(&inner.returned_replies);
             // Forget replies that stopped coming back (delivered after a retry).
-            first.retain(|_, t| now.duration_since(*t) < timeout * 2 + RETURNS_EVERY);
-            for r in returned {
-                let reply_q = r.delivery.routing_key.to_string();
-                let key = format!("{reply_q} {}", reply_msg_id(&r.delivery.data));
-                let since = *first.entry(key.clone()).or_insert(now);
-                if now.duration_since(since) >= timeout {
-                    first.remove(&key);
-                    lock(&inner.obsolete_reply_qs).insert(&reply_q);
-                    tracing::error!(reply_q = %reply_q, waited = ?now.duration_since(since),
-                        "abandoning a reply: its reply queue does not exist");
-                } else {
-                    tracing::debug!(reply_q = %reply_q,
-                        "the reply queue does not exist (yet); retrying the reply");
-                    retries.push((reply_q, r.delivery.data));
-                }
+            first.retain(|_, t| now.duration_since(*t) < timeout * 2 + MISSING_REPLY_QUEUE_PAUSE);
+            let key = format!("{reply_q} {}", reply_msg_id(&body));
+            let since = *first.entry(key.clone()).or_insert(now);
+            if now.duration_since(since) >= timeout {
+                first.remove(&key);
+                lock(&inner.obsolete_reply_qs).insert(&reply_q);
+                tracing::error!(reply_q = %reply_q, waited = ?now.duration_since(since),
+                    "abandoning a reply: its reply queue does not exist");
+                false
+            } else {
+                tracing::debug!(reply_q = %reply_q,
+                    "the reply queue does not exist (yet); retrying the reply");
+                true
             }
-        }
-        for (reply_q, body) in retries {
-            let (weak, session) = (weak.clone(), session.clone());
+        };
+        if retry {
+            let (weak, session) = (weak.clone(), Arc::downgrade(&s));
             tokio::spawn(async move {
                 tokio::time::sleep(MISSING_REPLY_QUEUE_PAUSE).await;
                 let (Some(inner), Some(s)) = (weak.upgrade(), session.upgrade()) else {
@@ -856,7 +1006,7 @@ async fn watch_returns(weak: Weak<Inner>, session: Weak<Session>) {
                 if lock(&inner.obsolete_reply_qs).contains(&reply_q) {
                     return;
                 }
-                if let Err(e) = inner.publish_reply(&s, &reply_q, &body).await {
+                if let Err(e) = inner.publish_reply(&s, &reply_q, body).await {
                     tracing::debug!(reply_q = %reply_q, error = %e, "retrying a reply failed");
                 }
             });
@@ -891,27 +1041,53 @@ async fn connect_session(inner: &Arc<Inner>, start: usize) -> Result<Arc<Session
                 continue;
             }
         };
-        let publish = match conn.create_channel().await {
+        let dead = Arc::new(watch::channel(false).0);
+        let broker = host.to_string();
+        if let Err(e) = conn
+            .register_callback(ConnectionEvents {
+                broker: broker.clone(),
+                dead: dead.clone(),
+            })
+            .await
+        {
+            last = format!("{host}: {e}");
+            let _ = conn.close().await;
+            continue;
+        }
+        let publish = match open_channel(&conn, Callbacks::new(Role::Vital, &dead)).await {
             Ok(ch) => ch,
             Err(e) => {
                 last = format!("{host}: opening a channel: {e}");
-                let _ = conn.close(200, "setup failed").await;
+                let _ = conn.close().await;
                 continue;
             }
         };
-        let replies = match conn.create_channel().await {
+        let (returns_tx, returns_rx) = mpsc::unbounded_channel();
+        let reply_callbacks = Callbacks {
+            returns: Some(returns_tx),
+            ..Callbacks::new(Role::Vital, &dead)
+        };
+        let replies = match open_channel(&conn, reply_callbacks).await {
             Ok(ch) => ch,
             Err(e) => {
                 last = format!("{host}: opening the reply channel: {e}");
-                let _ = conn.close(200, "setup failed").await;
+                let _ = conn.close().await;
                 continue;
             }
         };
-        let (dead, _) = watch::channel(false);
+        // A broken socket (or the end of the connection for any other reason).
+        let (watched, dead_on_failure) = (conn.clone(), dead.clone());
+        let watched_broker = broker.clone();
+        io_handle().spawn(async move {
+            if watched.listen_network_io_failure().await {
+                tracing::warn!(broker = %watched_broker, "the connection to RabbitMQ failed");
+            }
+            dead_on_failure.send_replace(true);
+        });
         let session = Arc::new(Session {
             id: inner.next_session.fetch_add(1, Ordering::Relaxed),
             host_index: index,
-            broker: host.to_string(),
+            broker,
             conn,
             publish,
             replies,
@@ -922,19 +1098,13 @@ async fn connect_session(inner: &Arc<Inner>, start: usize) -> Result<Arc<Session
         io_handle().spawn(watch_returns(
             Arc::downgrade(inner),
             Arc::downgrade(&session),
+            returns_rx,
         ));
-        let weak = Arc::downgrade(&session);
-        session.conn.on_error(move |e| {
-            if let Some(s) = weak.upgrade() {
-                tracing::warn!(broker = %s.broker, error = %e, "RabbitMQ connection error");
-                s.mark_dead();
-            }
-        });
         if inner.reply_wanted.load(Ordering::Relaxed) {
             if let Err(e) = inner.ensure_reply(&session).await {
                 last = e.to_string();
                 session.mark_dead();
-                let _ = session.conn.close(200, "setup failed").await;
+                close_connection(session).await;
                 continue;
             }
         }
@@ -976,7 +1146,7 @@ async fn supervise(weak: Weak<Inner>, mut session: Arc<Session>) {
                 r = dead.wait_for(|d| *d) => { let _ = r; break; }
                 r = alive.changed() => if r.is_err() { return; },
                 () = tokio::time::sleep(WATCHDOG) => {
-                    if !session.conn.status().connected() {
+                    if !session.conn.is_open() {
                         session.mark_dead();
                     }
                 }
@@ -996,7 +1166,7 @@ async fn supervise(weak: Weak<Inner>, mut session: Arc<Session>) {
         } else {
             tracing::warn!(broker = %session.broker, "connection to RabbitMQ lost; reconnecting");
         }
-        let _ = session.conn.close(200, "reconnecting").await;
+        close_connection(session.clone()).await;
         let mut delay = inner.config.retry_interval;
         let max = inner.config.retry_interval_max.max(delay);
         let mut next_host = session.host_index + 1;
@@ -1026,24 +1196,26 @@ async fn supervise(weak: Weak<Inner>, mut session: Arc<Session>) {
 
 async fn start_reply_consumer(inner: &Arc<Inner>, session: &Arc<Session>) -> Result<(), AmqpError> {
     let q = inner.reply_q.as_str();
-    let ch = session
-        .conn
-        .create_channel()
+    let (dch, closed) = declare_channel(session).await?;
+    let declared = dch
+        .queue_declare(
+            QueueDeclareArguments::new(q)
+                .arguments(inner.queue_args())
+                .finish(),
+        )
+        .await
+        .map_err(refused(format!("declare reply queue '{q}'"), &closed));
+    let _ = dch.close().await;
+    declared?;
+    let ch = open_channel(&session.conn, Callbacks::new(Role::Vital, &session.dead))
         .await
         .map_err(broker_err("open a channel"))?;
-    ch.queue_declare(q, QueueDeclareOptions::default(), inner.queue_args())
-        .await
-        .map_err(broker_err(format!("declare reply queue '{q}'")))?;
-    let consumer = ch
-        .basic_consume(
-            q,
-            &format!("verso-{q}"),
-            BasicConsumeOptions {
-                no_ack: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
+    let args = BasicConsumeArguments {
+        no_ack: true,
+        ..BasicConsumeArguments::new(q, &format!("verso-{q}"))
+    };
+    let (_, consumer) = ch
+        .basic_consume_rx(args)
         .await
         .map_err(broker_err(format!("consume reply queue '{q}'")))?;
     io_handle().spawn(reply_loop(
@@ -1055,16 +1227,30 @@ async fn start_reply_consumer(inner: &Arc<Inner>, session: &Arc<Session>) -> Res
     Ok(())
 }
 
+/// A channel for declarations, and where the broker's reason lands if it refuses one: a
+/// refused declaration closes the channel it is on, and the session's channels must stay
+/// open.
+async fn declare_channel(session: &Session) -> Result<(Channel, ClosedReason), AmqpError> {
+    let callbacks = Callbacks::new(Role::Declare, &session.dead);
+    let closed = callbacks.closed.clone();
+    let ch = open_channel(&session.conn, callbacks)
+        .await
+        .map_err(broker_err("open a channel"))?;
+    Ok((ch, closed))
+}
+
 async fn reply_loop(
     weak: Weak<Inner>,
     session: Weak<Session>,
-    mut consumer: lapin::Consumer,
+    mut consumer: mpsc::UnboundedReceiver<ConsumerMessage>,
     _channel: Channel,
 ) {
-    while let Some(delivery) = consumer.next().await {
-        let Ok(delivery) = delivery else { break };
+    while let Some(delivery) = consumer.recv().await {
+        let Some(data) = delivery.content else {
+            continue;
+        };
         let Some(inner) = weak.upgrade() else { return };
-        let mut msg = match serde_json::from_slice::<Value>(&delivery.data)
+        let mut msg = match serde_json::from_slice::<Value>(&data)
             .map_err(|e| RpcError::MalformedMessage {
                 detail: format!("reply body is not JSON: {e}"),
             })
@@ -1125,7 +1311,18 @@ fn routing_key(target: &Target) -> String {
     }
 }
 
+/// Declares the queues of `state`'s target on `session` and consumes them (once per
+/// session), on the I/O thread.
 async fn attach(
+    inner: &Arc<Inner>,
+    session: &Arc<Session>,
+    state: &Arc<ListenerState>,
+) -> Result<(), AmqpError> {
+    let (inner, session, state) = (inner.clone(), session.clone(), state.clone());
+    on_io_thread(async move { attach_here(&inner, &session, &state).await }).await
+}
+
+async fn attach_here(
     inner: &Arc<Inner>,
     session: &Arc<Session>,
     state: &Arc<ListenerState>,
@@ -1134,88 +1331,77 @@ async fn attach(
     if *attached == session.id {
         return Ok(());
     }
-    let ch = session
-        .conn
-        .create_channel()
-        .await
-        .map_err(broker_err("open a channel"))?;
     let exchange = inner.config.control_exchange.as_str();
     let durable = inner.config.durable_queues;
-    ch.exchange_declare(
-        exchange,
-        ExchangeKind::Topic,
-        ExchangeDeclareOptions {
-            durable,
-            ..Default::default()
-        },
-        FieldTable::default(),
-    )
-    .await
-    .map_err(broker_err(format!("declare exchange '{exchange}'")))?;
     let topic = state.target.topic.as_str();
     let mut queues = vec![topic.to_owned()];
     if let Some(server) = &state.target.server {
         queues.push(format!("{topic}.{server}"));
     }
-    for q in &queues {
-        ch.queue_declare(
-            q,
-            QueueDeclareOptions {
-                durable,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .map_err(broker_err(format!("declare queue '{q}'")))?;
-        ch.queue_bind(
-            q,
-            exchange,
-            q,
-            QueueBindOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .map_err(broker_err(format!("bind queue '{q}' to '{exchange}'")))?;
-    }
     let fanout_x = format!("{topic}_fanout");
-    ch.exchange_declare(
-        &fanout_x,
-        ExchangeKind::Fanout,
-        ExchangeDeclareOptions {
-            auto_delete: true,
-            ..Default::default()
-        },
-        FieldTable::default(),
-    )
-    .await
-    .map_err(broker_err(format!("declare exchange '{fanout_x}'")))?;
     let fq = state.fanout_q.as_str();
-    ch.queue_declare(fq, QueueDeclareOptions::default(), inner.queue_args())
+    amqp_name("exchange", exchange)?;
+    amqp_name("exchange", &fanout_x)?;
+    for q in queues.iter().map(String::as_str).chain([fq]) {
+        amqp_name("queue", q)?;
+    }
+    let (dch, closed) = declare_channel(session).await?;
+    let declared = async {
+        dch.exchange_declare(ExchangeDeclareArguments {
+            durable,
+            ..ExchangeDeclareArguments::new(exchange, Kind::Topic.as_str())
+        })
         .await
-        .map_err(broker_err(format!("declare queue '{fq}'")))?;
-    ch.queue_bind(
-        fq,
-        &fanout_x,
-        topic,
-        QueueBindOptions::default(),
-        FieldTable::default(),
-    )
-    .await
-    .map_err(broker_err(format!("bind queue '{fq}' to '{fanout_x}'")))?;
+        .map_err(refused(format!("declare exchange '{exchange}'"), &closed))?;
+        for q in &queues {
+            dch.queue_declare(QueueDeclareArguments::new(q).durable(durable).finish())
+                .await
+                .map_err(refused(format!("declare queue '{q}'"), &closed))?;
+            dch.queue_bind(QueueBindArguments::new(q, exchange, q))
+                .await
+                .map_err(refused(
+                    format!("bind queue '{q}' to '{exchange}'"),
+                    &closed,
+                ))?;
+        }
+        dch.exchange_declare(ExchangeDeclareArguments {
+            auto_delete: true,
+            ..ExchangeDeclareArguments::new(&fanout_x, Kind::Fanout.as_str())
+        })
+        .await
+        .map_err(refused(format!("declare exchange '{fanout_x}'"), &closed))?;
+        dch.queue_declare(
+            QueueDeclareArguments::new(fq)
+                .arguments(inner.queue_args())
+                .finish(),
+        )
+        .await
+        .map_err(refused(format!("declare queue '{fq}'"), &closed))?;
+        dch.queue_bind(QueueBindArguments::new(fq, &fanout_x, topic))
+            .await
+            .map_err(refused(
+                format!("bind queue '{fq}' to '{fanout_x}'"),
+                &closed,
+            ))?;
+        Ok::<(), AmqpError>(())
+    }
+    .await;
+    let _ = dch.close().await;
+    declared?;
     queues.push(fq.to_owned());
+    let ch = open_channel(&session.conn, Callbacks::new(Role::Vital, &session.dead))
+        .await
+        .map_err(broker_err("open a channel"))?;
     let mut consumers = Vec::new();
-    for q in &queues {
-        let c = ch
-            .basic_consume(
+    for (k, q) in queues.iter().enumerate() {
+        let (_, mut rx) = ch
+            .basic_consume_rx(BasicConsumeArguments::new(
                 q,
-                &format!("verso-{}-{q}", session.id),
-                BasicConsumeOptions::default(),
-                FieldTable::default(),
-            )
+                &format!("verso-{}-{k}", session.id),
+            ))
             .await
             .map_err(broker_err(format!("consume queue '{q}'")))?;
-        consumers.push(c);
+        consumers.push(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed());
     }
     *attached = session.id;
     io_handle().spawn(listen_loop(
@@ -1232,7 +1418,9 @@ async fn listen_loop(
     weak: Weak<Inner>,
     session: Weak<Session>,
     state: Arc<ListenerState>,
-    mut deliveries: futures::stream::SelectAll<lapin::Consumer>,
+    mut deliveries: futures::stream::SelectAll<
+        futures::stream::BoxStream<'static, ConsumerMessage>,
+    >,
     channel: Channel,
 ) {
     loop {
@@ -1240,23 +1428,23 @@ async fn listen_loop(
             d = deliveries.next() => d,
             () = state.tx.closed() => {
                 // The server stopped: unsubscribe.
-                let _ = channel.close(200, "listener dropped").await;
+                let _ = channel.close().await;
                 return;
             }
         };
-        let Some(Ok(delivery)) = delivery else { break };
-        // Acknowledged on receipt, before it runs, as oslo.messaging does, on the
-        // consumer's own channel (Delivery::acker would go through lapin's internal RPC
-        // task first). The first poll queues the basic.ack; nothing waits for lapin to
-        // report it written (a wake-up of this task per request): a write that fails
-        // breaks the connection, and a broker that never read the ack redelivers the
-        // message, which the `_unique_id` check drops if it comes back here.
-        let mut ack =
-            std::pin::pin!(channel.basic_ack(delivery.delivery_tag, BasicAckOptions::default()));
-        if let std::task::Poll::Ready(Err(e)) = futures::poll!(ack.as_mut()) {
+        let Some(delivery) = delivery else { break };
+        let (Some(deliver), Some(data)) = (delivery.deliver, delivery.content) else {
+            continue;
+        };
+        // Acknowledged on receipt, before it runs, as oslo.messaging does. This queues the
+        // basic.ack for the connection's writer: a write that fails breaks the
+        // connection, and a broker that never read the ack redelivers the message, which
+        // the `_unique_id` check drops if it comes back here.
+        let ack = BasicAckArguments::new(deliver.delivery_tag(), false);
+        if let Err(e) = channel.basic_ack(ack).await {
             tracing::warn!(error = %e, "acknowledging a request failed");
         }
-        if let Some(incoming) = read_request(&weak, &state, &delivery.data) {
+        if let Some(incoming) = read_request(&weak, &state, &data) {
             let _ = state.tx.send(incoming);
         }
     }
@@ -1367,7 +1555,7 @@ impl ReplySink for AmqpReply {
         reply.insert("_unique_id".into(), Value::String(uuid_hex()));
         let session = inner.session_within(inner.config.publish_wait).await?;
         inner
-            .publish_reply(&session, &self.reply_q, &encode(&reply)?)
+            .publish_reply(&session, &self.reply_q, encode(&reply)?)
             .await
     }
 }
@@ -1386,7 +1574,7 @@ impl Transport for AmqpTransport {
         inner.ensure_reply(&session).await?;
         let exchange = inner.config.control_exchange.as_str();
         inner
-            .declare_exchange(&session, exchange, ExchangeKind::Topic)
+            .declare_exchange(&session, exchange, Kind::Topic)
             .await?;
         let msg_id = uuid_hex();
         let mut message = request.into_message();
@@ -1413,7 +1601,6 @@ impl Transport for AmqpTransport {
             exchange,
             routing_key: &routing_key(target),
             expiration: Some(timeout),
-            await_write: false,
         };
         inner.publish_on(&session, publish, &message).await?;
         rx.await
@@ -1426,7 +1613,7 @@ impl Transport for AmqpTransport {
         let session = inner.session_within(inner.config.publish_wait).await?;
         let exchange = inner.config.control_exchange.as_str();
         inner
-            .declare_exchange(&session, exchange, ExchangeKind::Topic)
+            .declare_exchange(&session, exchange, Kind::Topic)
             .await?;
         let mut message = request.into_message();
         message.insert("_unique_id".into(), Value::String(uuid_hex()));
@@ -1440,7 +1627,7 @@ impl Transport for AmqpTransport {
         let session = inner.session_within(inner.config.publish_wait).await?;
         let exchange = format!("{}_fanout", target.topic);
         inner
-            .declare_exchange(&session, &exchange, ExchangeKind::Fanout)
+            .declare_exchange(&session, &exchange, Kind::Fanout)
             .await?;
         let mut message = request.into_message();
         message.insert("_unique_id".into(), Value::String(uuid_hex()));
@@ -1475,9 +1662,7 @@ impl Transport for AmqpTransport {
         match attach(inner, &session, &state).await {
             Ok(()) => Ok(Listener::new(rx)),
             // The connection dropped meanwhile: the reconnect attaches it.
-            Err(_) if session.is_dead() || !session.conn.status().connected() => {
-                Ok(Listener::new(rx))
-            }
+            Err(_) if session.is_dead() || !session.conn.is_open() => Ok(Listener::new(rx)),
             Err(e) => {
                 lock(&inner.listeners).retain(|s| !Arc::ptr_eq(s, &state));
                 Err(e.into())

@@ -1,61 +1,40 @@
-//! TLS of the AMQP transport (`ssl=true`): what to trust, which client certificate to
-//! present, and the socket lapin talks AMQP over.
+//! TLS of the AMQP transport (`ssl=true`): what to trust and which client certificate to
+//! present.
 //!
-//! lapin's own TLS settings (`OwnedTLSConfig`) always trust the system's CA certificates
-//! besides the `ssl_ca_file`, and take a client identity only as PKCS#12. This module
-//! builds the rustls connector itself instead, so that
+//! The rustls client configuration is built here, so that
 //! - `ssl_ca_file` is the only trust anchor when given (as in oslo.messaging), and the
 //!   system's CA certificates are used only without it;
 //! - the client certificate and key come from the PEM files oslo.messaging takes
 //!   (`ssl_cert_file`, `ssl_key_file`), with PKCS#8, PKCS#1 (RSA) or SEC1 (EC) keys,
 //!   checked against each other before any connection is tried;
 //!
-//! and hands lapin the connected TLS stream through [`lapin::Connection::connector`], the
-//! hook lapin's own `connect_uri_with_config` uses. See [`TlsOptions`] for the behaviour.
+//! and handed to amqprs as its [`TlsAdaptor`], which runs the handshake on the TCP
+//! connection it opens. See [`TlsOptions`] for the behaviour.
 
 use super::url::key_without_cert;
 use super::{AmqpError, TlsOptions};
-use lapin::tcp::{
-    AMQPUriTcpExt, HandshakeError, HandshakeResult, RustlsConnector, RustlsConnectorConfig,
-};
-use lapin::uri::AMQPUri;
+use amqprs::tls::TlsAdaptor;
+use rustls::{ClientConfig, RootCertStore};
 use rustls_pki_types::pem::{self, PemObject};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-use std::io;
-use std::net::ToSocketAddrs;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use tokio_rustls::TlsConnector;
 
-/// What [`lapin::Connection::connector`] calls (on a blocking thread) to open the socket.
-pub(crate) type StreamConnect = Box<dyn FnOnce(&AMQPUri) -> HandshakeResult + Send + Sync>;
-
-/// The function that opens the socket to the URI's host. Without TLS, lapin's own (plain
-/// TCP). With TLS, the files of `tls` are read now, and the function opens a TCP
-/// connection and runs the TLS handshake on it, each within `timeout`.
-// `HandshakeResult` is lapin's type (its error holds a half-done handshake): not ours to shrink.
-#[allow(clippy::result_large_err)]
-pub(crate) fn stream_connect(
-    tls: Option<&TlsOptions>,
-    timeout: Duration,
-) -> Result<StreamConnect, AmqpError> {
-    match tls {
-        None => Ok(Box::new(|uri: &AMQPUri| AMQPUriTcpExt::connect(uri))),
-        Some(opts) => {
-            let connector = connector(opts)?;
-            Ok(Box::new(move |uri: &AMQPUri| {
-                connect_tls(uri, &connector, timeout)
-            }))
-        }
-    }
+/// The TLS settings amqprs connects to `host` with: the files of `opts` are read now (on
+/// every connection attempt, so a renewed certificate is used on the next reconnect).
+pub(crate) fn adaptor(opts: &TlsOptions, host: &str) -> Result<TlsAdaptor, AmqpError> {
+    Ok(TlsAdaptor::new(connector(opts)?, host.to_owned()))
 }
 
-/// The rustls connector of `opts`: its trust anchors and client certificate.
-pub(crate) fn connector(opts: &TlsOptions) -> Result<RustlsConnector, AmqpError> {
-    with_client_cert(trust_anchors(opts)?, opts)
+/// The TLS connector of `opts`: its trust anchors and client certificate.
+pub(crate) fn connector(opts: &TlsOptions) -> Result<TlsConnector, AmqpError> {
+    let config = with_client_cert(trust_anchors(opts)?, opts)?;
+    Ok(TlsConnector::from(Arc::new(config)))
 }
 
 /// `ssl_ca_file`'s certificates, or the system's without it.
-fn trust_anchors(opts: &TlsOptions) -> Result<RustlsConnectorConfig, AmqpError> {
-    let mut roots = RustlsConnectorConfig::default();
+fn trust_anchors(opts: &TlsOptions) -> Result<RootCertStore, AmqpError> {
+    let mut roots = RootCertStore::empty();
     match &opts.ca_file {
         Some(path) => {
             let ca_err = |detail: String| AmqpError::CaFile {
@@ -86,15 +65,23 @@ fn trust_anchors(opts: &TlsOptions) -> Result<RustlsConnectorConfig, AmqpError> 
     Ok(roots)
 }
 
-/// The connector with the client certificate of `opts`, if it has one: the certificate of
-/// `ssl_cert_file`, and the key of `ssl_key_file` or, without it, of `ssl_cert_file` (as
-/// Python's `load_cert_chain(certfile, None)` reads it for oslo.messaging).
-fn with_client_cert(
-    roots: RustlsConnectorConfig,
-    opts: &TlsOptions,
-) -> Result<RustlsConnector, AmqpError> {
+/// The client configuration with the client certificate of `opts`, if it has one: the
+/// certificate of `ssl_cert_file`, and the key of `ssl_key_file` or, without it, of
+/// `ssl_cert_file` (as Python's `load_cert_chain(certfile, None)` reads it for
+/// oslo.messaging).
+fn with_client_cert(roots: RootCertStore, opts: &TlsOptions) -> Result<ClientConfig, AmqpError> {
+    // ring, named here: the process may hold other rustls providers (no default is
+    // guessed).
+    let builder =
+        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| AmqpError::Connect {
+                brokers: String::new(),
+                detail: format!("TLS cannot be set up: {e}"),
+            })?
+            .with_root_certificates(roots);
     let cert = match (&opts.cert_file, &opts.key_file) {
-        (None, None) => return Ok(roots.connector_with_no_client_auth()),
+        (None, None) => return Ok(builder.with_no_client_auth()),
         (None, Some(key)) => return Err(key_without_cert(key)),
         (Some(cert), _) => cert,
     };
@@ -105,7 +92,8 @@ fn with_client_cert(
     // Without ssl_key_file the key is read from ssl_cert_file, and its errors are that
     // file's.
     let key_file = opts.key_file.as_ref();
-    let key_err = |detail: String| match key_file {
+    let key_err = |detail: String| {
+        match key_file {
         Some(key) => AmqpError::ClientKey {
             path: key.clone(),
             detail,
@@ -113,21 +101,19 @@ fn with_client_cert(
         None => AmqpError::ClientCert {
             path: cert.clone(),
             detail: format!(
-                "there is no ssl_key_file, so the certificate's private key must follow it \
-                 in this file: {detail}"
+                "there is no ssl_key_file, so the certificate's private key must follow it                  in this file: {detail}"
             ),
         },
+    }
     };
     let key_der = read_key(key_file.unwrap_or(cert)).map_err(key_err)?;
     // rustls checks here that it can sign with the key and that the key is the one of
     // the certificate.
-    roots
-        .connector_with_single_cert(chain, key_der)
-        .map_err(|e| {
-            key_err(format!(
-                "cannot be used with the certificate of ssl_cert_file {cert}: {e}"
-            ))
-        })
+    builder.with_client_auth_cert(chain, key_der).map_err(|e| {
+        key_err(format!(
+            "cannot be used with the certificate of ssl_cert_file {cert}: {e}"
+        ))
+    })
 }
 
 /// The certificates of a PEM file, at least one.
@@ -171,61 +157,6 @@ fn pem_error(e: &pem::Error) -> String {
         pem::Error::SectionTooLarge => "a section is too large".into(),
         _ => "unreadable PEM".into(),
     }
-}
-
-/// TCP to the URI's host (each of its addresses in turn), then the TLS handshake, within
-/// `timeout` each; the stream is left non-blocking for lapin.
-#[allow(clippy::result_large_err)] // lapin's `HandshakeResult`, as above
-fn connect_tls(uri: &AMQPUri, connector: &RustlsConnector, timeout: Duration) -> HandshakeResult {
-    let host = uri.authority.host.as_str();
-    let tcp = tcp_connect(host, uri.authority.port, timeout)?;
-    tcp.set_nodelay(true)?;
-    // A broker that accepts TCP but never answers the handshake must not hold this
-    // blocking thread for ever.
-    tcp.set_read_timeout(Some(timeout))?;
-    tcp.set_write_timeout(Some(timeout))?;
-    let deadline = Instant::now() + timeout;
-    let mut attempt = lapin::tcp::TcpStream::from_std(tcp)?.into_rustls(connector, host);
-    let stream = loop {
-        match attempt {
-            Ok(stream) => break stream,
-            Err(HandshakeError::WouldBlock(mid)) if Instant::now() < deadline => {
-                attempt = mid.handshake();
-            }
-            Err(HandshakeError::WouldBlock(_)) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!("no TLS handshake with {host} within {timeout:?}"),
-                )
-                .into())
-            }
-            Err(HandshakeError::Failure(e)) => {
-                return Err(
-                    io::Error::new(e.kind(), format!("TLS handshake with {host}: {e}")).into(),
-                )
-            }
-        }
-    };
-    stream.set_read_timeout(None)?;
-    stream.set_write_timeout(None)?;
-    stream.set_nonblocking(true)?;
-    Ok(stream)
-}
-
-fn tcp_connect(host: &str, port: u16, timeout: Duration) -> io::Result<std::net::TcpStream> {
-    let mut last = None;
-    for addr in (host, port).to_socket_addrs()? {
-        match std::net::TcpStream::connect_timeout(&addr, timeout) {
-            Ok(s) => return Ok(s),
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::AddrNotAvailable,
-            format!("{host} has no address"),
-        )
-    }))
 }
 
 #[cfg(test)]
@@ -302,7 +233,7 @@ mod tests {
             "bad.pem",
             "-----BEGIN PRIVATE KEY-----\nc2VjcmV0LWtleS1ieXRlcw==\n-----END PRIVATE KEY-----\n",
         );
-        let roots = RustlsConnectorConfig::default;
+        let roots = RootCertStore::empty;
 
         match with_client_cert(roots(), &client(Some("/no/such/cert.pem"), Some(&bad_key))) {
             Err(AmqpError::ClientCert { path, detail }) => {
