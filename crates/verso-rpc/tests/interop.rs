@@ -457,6 +457,54 @@ async fn replies_wait_for_a_missing_reply_queue_then_give_up() {
     server.stop().await;
 }
 
+/// Names longer than AMQP's 255 bytes are typed errors before anything is sent, and the
+/// transport goes on working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_amqp_cannot_carry_are_typed_errors() {
+    let env = Env::get();
+    let t = Arc::new(AmqpTransport::connect(&env.url).await.expect("RabbitMQ"));
+    let long = "t".repeat(300);
+    let client =
+        RpcClient::new(t.clone(), Target::new(long.clone())).timeout(Duration::from_secs(5));
+    let ctx = RequestContext::new("req-long");
+    for result in [
+        client
+            .call(&ctx, "ping", "1.0", json!({"arg": 1}))
+            .await
+            .map(drop),
+        client.cast(&ctx, "ping", "1.0", json!({"arg": 1})).await,
+        client
+            .prepare()
+            .fanout()
+            .cast(&ctx, "ping", "1.0", json!({"arg": 1}))
+            .await,
+    ] {
+        match result {
+            Err(RpcError::Transport { detail }) => {
+                assert!(detail.contains("at most 255"), "{detail}")
+            }
+            other => panic!("expected a typed Transport error, got {other:?}"),
+        }
+    }
+    match verso_rpc::transport::Transport::listen(&*t, &Target::new(long))
+        .await
+        .map(drop)
+    {
+        Err(RpcError::Transport { detail }) => assert!(detail.contains("at most 255"), "{detail}"),
+        other => panic!("expected a typed Transport error, got {other:?}"),
+    }
+    // The same transport still serves and calls.
+    let short = unique_topic("short");
+    let (server, _casts) = start_verso_server(t.clone(), &short, "s1").await;
+    let reply = RpcClient::new(t.clone(), Target::new(short))
+        .timeout(Duration::from_secs(10))
+        .call(&ctx, "ping", "1.0", json!({"arg": 7}))
+        .await
+        .expect("a call after the refusals");
+    assert_eq!(reply["arg"], 7);
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconnects_after_the_connection_drops() {
     let env = Env::get();

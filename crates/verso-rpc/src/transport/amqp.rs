@@ -541,6 +541,8 @@ impl AmqpTransport {
         if let Some(tls) = &config.tls {
             tls.check()?;
         }
+        amqp_name("virtual host", &config.vhost)?;
+        amqp_name("control exchange", &config.control_exchange)?;
         let (session_tx, _) = watch::channel(None);
         let (alive_tx, alive_rx) = watch::channel(());
         let inner = Arc::new(Inner {
@@ -1684,6 +1686,28 @@ mod tests {
             assert!(d.insert(&i.to_string()));
         }
         assert!(d.insert("a"), "forgotten after the window");
+    }
+
+    #[test]
+    fn names_amqp_cannot_carry_are_typed() {
+        assert!(amqp_name("queue", &"q".repeat(255)).is_ok());
+        match amqp_name("queue", &"q".repeat(256)) {
+            Err(e @ AmqpError::NameTooLong { len: 256, .. }) => {
+                assert!(e.to_string().contains("at most 255"), "{e}")
+            }
+            other => panic!("expected NameTooLong, got {other:?}"),
+        }
+        // Bytes, not characters: what the wire counts.
+        assert!(amqp_name("queue", &"é".repeat(128)).is_err());
+    }
+
+    #[tokio::test]
+    async fn a_vhost_amqp_cannot_carry_is_refused_before_connecting() {
+        let url = format!("rabbit://u:p@127.0.0.1:1/{}", "v".repeat(300));
+        match AmqpTransport::connect(&url).await {
+            Err(AmqpError::NameTooLong { what, .. }) => assert_eq!(what, "virtual host"),
+            other => panic!("expected NameTooLong, got {:?}", other.err()),
+        }
     }
 
     #[test]
