@@ -457,6 +457,38 @@ async fn replies_wait_for_a_missing_reply_queue_then_give_up() {
     server.stop().await;
 }
 
+/// A server whose queue is deleted under it (the broker cancels its consumer) reconnects,
+/// declares the queue again and serves calls to its topic again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_whose_queue_is_deleted_declares_it_again() {
+    let env = Env::get();
+    let topic = unique_topic("deleted");
+    let server_t = Arc::new(AmqpTransport::connect(&env.url).await.expect("RabbitMQ"));
+    let (server, _casts) = start_verso_server(server_t.clone(), &topic, "d1").await;
+    let client = RpcClient::new(env.transport().await, Target::new(topic.clone()))
+        .timeout(Duration::from_secs(3));
+    let ctx = RequestContext::new("req-deleted");
+    let ok = client.call(&ctx, "ping", "1.0", json!({"arg": 1})).await;
+    assert_eq!(ok.expect("before the delete")["arg"], 1);
+
+    RawPeer::connect(&env.url).await.delete_queue(&topic).await;
+    // Until the queue is back a call is unroutable and times out; then it is served.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        match client.call(&ctx, "ping", "1.0", json!({"arg": 2})).await {
+            Ok(reply) => {
+                assert_eq!(reply["arg"], 2);
+                break;
+            }
+            Err(e) if std::time::Instant::now() < deadline => {
+                assert!(matches!(e, RpcError::Timeout { .. }), "{e:?}");
+            }
+            Err(e) => panic!("the server never came back on its deleted queue: {e:?}"),
+        }
+    }
+    server.stop().await;
+}
+
 /// Names longer than AMQP's 255 bytes are typed errors before anything is sent, and the
 /// transport goes on working.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1037,6 +1069,14 @@ mod support {
             ch.queue_declare(name, QueueDeclareOptions::default(), args)
                 .await
                 .unwrap_or_else(|e| panic!("queue {name} is not declared as oslo does: {e}"));
+        }
+
+        /// Deletes a queue (the broker cancels its consumers).
+        pub async fn delete_queue(&self, name: &str) {
+            self.ch
+                .queue_delete(name, Default::default())
+                .await
+                .unwrap_or_else(|e| panic!("deleting queue {name}: {e}"));
         }
     }
 
