@@ -1,6 +1,6 @@
 //! Sequential `call` round trips over a local RabbitMQ, side by side:
-//! verso client -> verso server, Python oslo.messaging client -> Python server, and a
-//! bare lapin publish/consume round trip (the floor for any lapin-based transport).
+//! verso client -> verso server, Python oslo.messaging client -> Python server, and bare
+//! lapin and amqprs publish/consume round trips.
 //!
 //! ```text
 //! crates/verso-rpc/interop/start-rabbitmq.sh
@@ -8,18 +8,20 @@
 //! VERSO_BENCH_CALLS=20000 VERSO_BENCH_ROUNDS=10 cargo bench -p verso-rpc --bench amqp_roundtrip
 //! VERSO_BENCH_ONLY=verso cargo bench -p verso-rpc --bench amqp_roundtrip   # one, for profiling
 //! ```
-//! Five pairs run in interleaved rounds (rotating order) and each round's ratios are
+//! Six pairs run in interleaved rounds (rotating order) and each round's ratios are
 //! printed, with their medians: the machine's load drifts, and a ratio of two runs
 //! minutes apart measures the drift as much as the code.
 //! - `lapin`: bare lapin, a minimal message through the default exchange;
 //! - `lapin-oslo`: bare lapin doing the broker work of an oslo call (topic exchange,
 //!   oslo's properties, a real-size body);
+//! - `amqprs-oslo`: the same with bare amqprs, the client verso's transport is built on
+//!   (its floor);
 //! - `verso`: verso client and server in this process, on two connections;
 //! - `verso-2p`: the verso server in a child process (this binary again), as a deployment
 //!   runs it and as the Python pair runs;
 //! - `python`: oslo.messaging client and server (interop/peer.py), two processes.
 //!
-//! `lapin/python` is the ceiling of `verso/python` for any transport built on lapin.
+//! `lapin/python` is what a transport built on lapin could reach against Python.
 //! Uses `VERSO_TEST_RABBIT_URL` and `VERSO_TEST_PYTHON` like the interop tests.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -367,6 +369,140 @@ impl BareLapin {
     }
 }
 
+/// [`BareLapin`]'s `Shape::Oslo` round trip with bare amqprs: the broker work of an oslo
+/// call with verso's AMQP client and nothing of verso (no envelope, no dispatch).
+struct BareAmqprs {
+    _server: amqprs::connection::Connection,
+    _client: amqprs::connection::Connection,
+    cch: amqprs::channel::Channel,
+    exchange: String,
+    req_q: String,
+    body: Vec<u8>,
+    props: amqprs::BasicProperties,
+    replies: tokio::sync::mpsc::UnboundedReceiver<amqprs::channel::ConsumerMessage>,
+}
+
+fn amqprs_properties(expiration: bool) -> amqprs::BasicProperties {
+    let mut props = amqprs::BasicProperties::default();
+    props
+        .with_content_type("application/json")
+        .with_content_encoding("utf-8")
+        .with_delivery_mode(2)
+        .with_priority(0)
+        .with_headers(amqprs::FieldTable::new());
+    if expiration {
+        props.with_expiration("60000");
+    }
+    props.finish()
+}
+
+impl BareAmqprs {
+    async fn new() -> Self {
+        use amqprs::channel::{
+            BasicAckArguments, BasicConsumeArguments, BasicPublishArguments,
+            ExchangeDeclareArguments, QueueBindArguments, QueueDeclareArguments,
+        };
+        let c = verso_rpc::transport::amqp::AmqpConfig::from_url(&url()).expect("url");
+        let h = &c.hosts[0];
+        let mut args = amqprs::connection::OpenConnectionArguments::new(
+            &h.host,
+            h.port,
+            &h.username,
+            &h.password,
+        );
+        args.virtual_host(&c.vhost);
+        let server = amqprs::connection::Connection::open(&args)
+            .await
+            .expect("RabbitMQ");
+        let client = amqprs::connection::Connection::open(&args)
+            .await
+            .expect("RabbitMQ");
+        let sch = server.open_channel(None).await.expect("channel");
+        let cch = client.open_channel(None).await.expect("channel");
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let (exchange, req_q, rep_q) = (
+            format!("bench-amqprs-x-{id}"),
+            format!("bench-amqprs-req-{id}"),
+            format!("bench-amqprs-rep-{id}"),
+        );
+        sch.exchange_declare(
+            ExchangeDeclareArguments::new(&exchange, "topic")
+                .auto_delete(true)
+                .finish(),
+        )
+        .await
+        .expect("exchange");
+        for (ch, q) in [(&sch, &req_q), (&cch, &rep_q)] {
+            ch.queue_declare(QueueDeclareArguments::new(q).auto_delete(true).finish())
+                .await
+                .expect("queue");
+        }
+        sch.queue_bind(QueueBindArguments::new(&req_q, &exchange, &req_q))
+            .await
+            .expect("bind");
+        let (_, mut requests) = sch
+            .basic_consume_rx(BasicConsumeArguments::new(&req_q, "s"))
+            .await
+            .expect("consume");
+        let reply_ch = server.open_channel(None).await.expect("channel");
+        let rep_q2 = rep_q.clone();
+        tokio::spawn(async move {
+            let reply_props = amqprs_properties(false);
+            while let Some(m) = requests.recv().await {
+                let (Some(deliver), Some(body)) = (m.deliver, m.content) else {
+                    continue;
+                };
+                let _ = sch
+                    .basic_ack(BasicAckArguments::new(deliver.delivery_tag(), false))
+                    .await;
+                let _ = reply_ch
+                    .basic_publish(
+                        reply_props.clone(),
+                        body,
+                        BasicPublishArguments::new("", &rep_q2),
+                    )
+                    .await;
+            }
+        });
+        let (_, replies) = cch
+            .basic_consume_rx(
+                BasicConsumeArguments::new(&rep_q, "c")
+                    .manual_ack(false)
+                    .finish(),
+            )
+            .await
+            .expect("consume");
+        let mut bare = BareAmqprs {
+            _server: server,
+            _client: client,
+            cch,
+            exchange,
+            req_q,
+            body: oslo_body(),
+            props: amqprs_properties(true),
+            replies,
+        };
+        bare.round_trips(WARMUP).await;
+        bare
+    }
+
+    async fn round_trips(&mut self, n: usize) -> f64 {
+        let start = Instant::now();
+        for _ in 0..n {
+            self.cch
+                .basic_publish(
+                    self.props.clone(),
+                    self.body.clone(),
+                    amqprs::channel::BasicPublishArguments::new(&self.exchange, &self.req_q),
+                )
+                .await
+                .expect("publish");
+            self.replies.recv().await.expect("reply");
+        }
+        n as f64 / start.elapsed().as_secs_f64()
+    }
+}
+
 fn python_peers(n: usize) -> Option<f64> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("interop/peer.py");
     let topic = format!("bench-python-{}", uuid::Uuid::new_v4().simple());
@@ -412,6 +548,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 struct Round {
     lapin: f64,
     lapin_oslo: f64,
+    amqprs_oslo: f64,
     verso: f64,
     verso_2p: f64,
     python: Option<f64>,
@@ -434,10 +571,13 @@ fn main() {
             match which.as_str() {
                 "lapin" => BareLapin::new(Shape::Minimal).await.round_trips(n).await,
                 "lapin-oslo" => BareLapin::new(Shape::Oslo).await.round_trips(n).await,
+                "amqprs-oslo" => BareAmqprs::new().await.round_trips(n).await,
                 "verso" => VersoPair::new(true).await.calls(n).await,
                 "verso-2p" => VersoPair::new(false).await.calls(n).await,
                 "python" => python_peers(n).expect("python peers"),
-                other => panic!("VERSO_BENCH_ONLY={other}: lapin|lapin-oslo|verso|verso-2p|python"),
+                other => panic!(
+                    "VERSO_BENCH_ONLY={other}: lapin|lapin-oslo|amqprs-oslo|verso|verso-2p|python"
+                ),
             }
         });
         println!("{which}: {rate:.0} calls/s ({n} sequential calls)");
@@ -445,6 +585,7 @@ fn main() {
     }
     let mut bare = rt.block_on(BareLapin::new(Shape::Minimal));
     let mut oslo = rt.block_on(BareLapin::new(Shape::Oslo));
+    let mut amqprs_oslo = rt.block_on(BareAmqprs::new());
     let ours = rt.block_on(VersoPair::new(true));
     let ours_2p = rt.block_on(VersoPair::new(false));
     println!(
@@ -453,15 +594,17 @@ fn main() {
         verso_rpc::transport::amqp::redact(&url())
     );
     println!(
-        "  {:>5} {:>6} {:>10} {:>6} {:>8} {:>6} | {:>11} {:>16} {:>12} {:>15} {:>12}",
+        "  {:>5} {:>6} {:>10} {:>11} {:>6} {:>8} {:>6} | {:>11} {:>16} {:>17} {:>12} {:>15} {:>12}",
         "round",
         "lapin",
         "lapin-oslo",
+        "amqprs-oslo",
         "verso",
         "verso-2p",
         "python",
         "lapin/verso",
         "lapin-oslo/verso",
+        "amqprs-oslo/verso",
         "verso/python",
         "verso-2p/python",
         "lapin/python"
@@ -469,12 +612,13 @@ fn main() {
     let mut all = Vec::new();
     for round in 1..=rounds {
         let mut r = Round::default();
-        for k in 0..5 {
-            match (round + k) % 5 {
+        for k in 0..6 {
+            match (round + k) % 6 {
                 0 => r.lapin = rt.block_on(bare.round_trips(per_round)),
                 1 => r.lapin_oslo = rt.block_on(oslo.round_trips(per_round)),
-                2 => r.verso = rt.block_on(ours.calls(per_round)),
-                3 => r.verso_2p = rt.block_on(ours_2p.calls(per_round)),
+                2 => r.amqprs_oslo = rt.block_on(amqprs_oslo.round_trips(per_round)),
+                3 => r.verso = rt.block_on(ours.calls(per_round)),
+                4 => r.verso_2p = rt.block_on(ours_2p.calls(per_round)),
                 _ => r.python = python_peers(per_round.min(2000)),
             }
         }
@@ -483,14 +627,16 @@ fn main() {
                 .map_or("-".to_string(), |p| format!("{:.2}", v / p))
         };
         println!(
-            "  {round:>5} {:>6.0} {:>10.0} {:>6.0} {:>8.0} {:>6} | {:>11.2} {:>16.2} {:>12} {:>15} {:>12}",
+            "  {round:>5} {:>6.0} {:>10.0} {:>11.0} {:>6.0} {:>8.0} {:>6} | {:>11.2} {:>16.2} {:>17.2} {:>12} {:>15} {:>12}",
             r.lapin,
             r.lapin_oslo,
+            r.amqprs_oslo,
             r.verso,
             r.verso_2p,
             r.python.map_or("failed".to_string(), |p| format!("{p:.0}")),
             r.lapin / r.verso,
             r.lapin_oslo / r.verso,
+            r.amqprs_oslo / r.verso,
             py(r.verso),
             py(r.verso_2p),
             py(r.lapin),
@@ -514,6 +660,10 @@ fn main() {
         med(&|r| Some(r.lapin_oslo / r.verso))
     );
     println!(
+        "  median amqprs-oslo / verso  : {} (verso's own cost over its AMQP client)",
+        med(&|r| Some(r.amqprs_oslo / r.verso))
+    );
+    println!(
         "  median verso / python       : {} (target >= 5x)",
         med(&|r| r.python.map(|p| r.verso / p))
     );
@@ -522,9 +672,11 @@ fn main() {
         med(&|r| r.python.map(|p| r.verso_2p / p))
     );
     println!(
-        "  median bare lapin / python  : {} (the ceiling for a lapin transport)",
+        "  median bare lapin / python  : {}",
         med(&|r| r.python.map(|p| r.lapin / p))
     );
     rt.block_on(ours.stop());
     rt.block_on(ours_2p.stop());
+    // amqprs closes a connection it drops with tokio::spawn: drop it inside the runtime.
+    rt.block_on(async move { drop(amqprs_oslo) });
 }

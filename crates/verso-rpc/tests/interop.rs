@@ -457,6 +457,38 @@ async fn replies_wait_for_a_missing_reply_queue_then_give_up() {
     server.stop().await;
 }
 
+/// The application's runtime may end before its last clone of the transport is dropped:
+/// that drop, outside any runtime, closes the connection without a panic.
+#[test]
+fn a_transport_dropped_outside_any_runtime_closes_quietly() {
+    let env = Env::get();
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let transport = rt.block_on(async {
+        let t = Arc::new(AmqpTransport::connect(&env.url).await.expect("RabbitMQ"));
+        let topic = unique_topic("outside");
+        let (server, _casts) = start_verso_server(t.clone(), &topic, "o1").await;
+        let reply = RpcClient::new(t.clone(), Target::new(topic))
+            .timeout(Duration::from_secs(10))
+            .call(
+                &RequestContext::new("req-outside"),
+                "ping",
+                "1.0",
+                json!({"arg": 1}),
+            )
+            .await
+            .expect("call");
+        assert_eq!(reply["arg"], 1);
+        server.stop().await;
+        t
+    });
+    drop(rt);
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(transport)));
+    assert!(
+        outcome.is_ok(),
+        "dropping the transport outside a runtime panicked"
+    );
+}
+
 /// A server whose queue is deleted under it (the broker cancels its consumer) reconnects,
 /// declares the queue again and serves calls to its topic again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -271,15 +271,46 @@ struct Session {
     id: u64,
     host_index: usize,
     broker: String,
-    conn: Connection,
+    conn: OnIo<Connection>,
     /// Requests, casts and call-monitor heartbeats.
-    publish: Channel,
+    publish: OnIo<Channel>,
     /// Replies, published `mandatory`; the broker's returns are read by
     /// [`watch_returns`].
-    replies: Channel,
+    replies: OnIo<Channel>,
     declared: Mutex<HashSet<String>>,
     reply: OnceCell<()>,
     dead: Arc<watch::Sender<bool>>,
+}
+
+/// An amqprs connection or channel that is dropped in the I/O runtime's context. amqprs
+/// closes one still open when it is dropped, with `tokio::spawn`, which panics outside a
+/// runtime: a [`Session`] may be dropped anywhere (the application's last clone of the
+/// transport, after its runtime ended).
+struct OnIo<T>(Option<T>);
+
+impl<T> OnIo<T> {
+    fn new(value: T) -> Self {
+        OnIo(Some(value))
+    }
+}
+
+impl<T> std::ops::Deref for OnIo<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        match &self.0 {
+            Some(v) => v,
+            // Taken only in `drop`.
+            None => unreachable!("OnIo is emptied only when dropped"),
+        }
+    }
+}
+
+impl<T> Drop for OnIo<T> {
+    fn drop(&mut self) {
+        let _io = io_handle().enter();
+        drop(self.0.take());
+    }
 }
 
 impl Session {
@@ -1090,9 +1121,9 @@ async fn connect_session(inner: &Arc<Inner>, start: usize) -> Result<Arc<Session
             id: inner.next_session.fetch_add(1, Ordering::Relaxed),
             host_index: index,
             broker,
-            conn,
-            publish,
-            replies,
+            conn: OnIo::new(conn),
+            publish: OnIo::new(publish),
+            replies: OnIo::new(replies),
             declared: Mutex::new(HashSet::new()),
             reply: OnceCell::new(),
             dead,
