@@ -489,6 +489,86 @@ fn a_transport_dropped_outside_any_runtime_closes_quietly() {
     );
 }
 
+/// `close()` ends the transport for good: its listeners' streams end, it does not
+/// reconnect, and calls fail at once saying it was closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_transport_stays_closed_and_ends_its_listeners() {
+    let env = Env::get();
+    let t = Arc::new(AmqpTransport::connect(&env.url).await.expect("RabbitMQ"));
+    let target = Target::new(unique_topic("closed")).with_server("c1");
+    let mut listener = verso_rpc::transport::Transport::listen(&*t, &target)
+        .await
+        .expect("listen");
+    t.close().await;
+    let end = tokio::time::timeout(Duration::from_secs(5), listener.next())
+        .await
+        .expect("the listener's stream ends after close()");
+    assert!(end.is_none(), "{end:?}");
+    // Longer than the reconnect delay (1 s): still closed.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!t.is_connected());
+    let started = std::time::Instant::now();
+    let call = RpcClient::new(t.clone(), target)
+        .timeout(Duration::from_secs(10))
+        .call(
+            &RequestContext::new("req-closed"),
+            "ping",
+            "1.0",
+            json!({"arg": 1}),
+        )
+        .await;
+    match call {
+        Err(RpcError::Transport { detail }) => assert!(detail.contains("closed"), "{detail}"),
+        other => panic!("expected a typed Transport error, got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(1), "failed at once");
+}
+
+/// A declaration the broker refuses fails the cast with the broker's reason, every time,
+/// and the transport goes on working (each refusal costs amqprs a channel it never frees;
+/// the transport reconnects before they run out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_declarations_carry_the_brokers_reason() {
+    let env = Env::get();
+    let topic = unique_topic("refused");
+    // `<topic>_fanout` as something else than oslo's auto-delete fanout exchange.
+    RawPeer::connect(&env.url)
+        .await
+        .declare_durable_topic_exchange(&format!("{topic}_fanout"))
+        .await;
+    let t = Arc::new(AmqpTransport::connect(&env.url).await.expect("RabbitMQ"));
+    let client = RpcClient::new(t.clone(), Target::new(topic.clone()));
+    let ctx = RequestContext::new("req-refused");
+    for _ in 0..80 {
+        let fanout = client
+            .prepare()
+            .fanout()
+            .cast(&ctx, "ping", "1.0", json!({"arg": 1}))
+            .await;
+        match fanout {
+            Err(RpcError::Transport { detail }) => assert!(
+                detail.contains("refused to declare exchange")
+                    && detail.contains("PRECONDITION_FAILED"),
+                "{detail}"
+            ),
+            other => panic!("expected the broker's refusal, got {other:?}"),
+        }
+    }
+    let short = unique_topic("after-refusals");
+    let (server, _casts) = start_verso_server(t.clone(), &short, "r1").await;
+    let reply = RpcClient::new(t.clone(), Target::new(short))
+        .timeout(Duration::from_secs(20))
+        .call(&ctx, "ping", "1.0", json!({"arg": 5}))
+        .await
+        .expect("a call after the refusals");
+    assert_eq!(reply["arg"], 5);
+    server.stop().await;
+    RawPeer::connect(&env.url)
+        .await
+        .delete_exchange(&format!("{topic}_fanout"))
+        .await;
+}
+
 /// A server whose queue is deleted under it (the broker cancels its consumer) reconnects,
 /// declares the queue again and serves calls to its topic again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1101,6 +1181,30 @@ mod support {
             ch.queue_declare(name, QueueDeclareOptions::default(), args)
                 .await
                 .unwrap_or_else(|e| panic!("queue {name} is not declared as oslo does: {e}"));
+        }
+
+        /// Declares a durable topic exchange.
+        pub async fn declare_durable_topic_exchange(&self, name: &str) {
+            self.ch
+                .exchange_declare(
+                    name,
+                    lapin::ExchangeKind::Topic,
+                    lapin::options::ExchangeDeclareOptions {
+                        durable: true,
+                        ..Default::default()
+                    },
+                    FieldTable::default(),
+                )
+                .await
+                .unwrap_or_else(|e| panic!("declaring exchange {name}: {e}"));
+        }
+
+        /// Deletes an exchange.
+        pub async fn delete_exchange(&self, name: &str) {
+            self.ch
+                .exchange_delete(name, Default::default())
+                .await
+                .unwrap_or_else(|e| panic!("deleting exchange {name}: {e}"));
         }
 
         /// Deletes a queue (the broker cancels its consumers).

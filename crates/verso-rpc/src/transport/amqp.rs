@@ -245,6 +245,9 @@ struct Inner {
     /// Replies the broker gave back (no such reply queue), by `"<reply_q> <msg_id>"`:
     /// when they first came back.
     returned_replies: Mutex<HashMap<String, std::time::Instant>>,
+    /// Set by [`AmqpTransport::close`]: the supervisor does not reconnect, and the
+    /// listeners' tasks end, which ends their streams.
+    closed: watch::Sender<bool>,
     /// Dropped with the transport: tells the background tasks to stop.
     _alive: watch::Sender<()>,
     alive: watch::Receiver<()>,
@@ -280,6 +283,22 @@ struct Session {
     declared: Mutex<HashSet<String>>,
     reply: OnceCell<()>,
     dead: Arc<watch::Sender<bool>>,
+    /// Channels the broker closed on refused declarations ([`Session::refused_channel`]).
+    refused_channels: AtomicU64,
+}
+
+impl Drop for Session {
+    /// A session nobody holds any more (replaced after a reconnect, or dropped before it
+    /// was handed out) is closed: its connection's background tasks end.
+    fn drop(&mut self) {
+        self.mark_dead();
+        if self.conn.is_open() {
+            let conn = (*self.conn).clone();
+            io_handle().spawn(async move {
+                let _ = conn.close().await;
+            });
+        }
+    }
 }
 
 /// An amqprs connection or channel that is dropped in the I/O runtime's context. amqprs
@@ -313,9 +332,25 @@ impl<T> Drop for OnIo<T> {
     }
 }
 
+/// Channels whose broker refusal amqprs never frees (it keeps their ids): past this many
+/// on one session, the session reconnects, which frees them all, long before the
+/// connection's `channel_max` (2047 on RabbitMQ).
+const REFUSED_CHANNELS_MAX: u64 = 64;
+
 impl Session {
     fn mark_dead(&self) {
         self.dead.send_replace(true);
+    }
+
+    /// Counts a channel the broker closed on a refused declaration; too many reconnect.
+    fn refused_channel(&self) {
+        let n = self.refused_channels.fetch_add(1, Ordering::Relaxed) + 1;
+        if n >= REFUSED_CHANNELS_MAX {
+            tracing::warn!(broker = %self.broker, refused = n,
+                "many declarations were refused on this connection; reconnecting to free \
+                 their channels");
+            self.mark_dead();
+        }
     }
 
     fn is_dead(&self) -> bool {
@@ -586,6 +621,7 @@ impl AmqpTransport {
             next_session: AtomicU64::new(1),
             obsolete_reply_qs: Mutex::new(Dedup::with_capacity(OBSOLETE_REPLY_QUEUES)),
             returned_replies: Mutex::new(HashMap::new()),
+            closed: watch::channel(false).0,
             _alive: alive_tx,
             alive: alive_rx,
         });
@@ -621,6 +657,7 @@ impl AmqpTransport {
     /// Closes the connection now (clones stop working). Listeners see the end of their
     /// stream; waiting calls fail.
     pub async fn close(&self) {
+        self.inner.closed.send_replace(true);
         let session = self.inner.session.send_replace(None);
         if let Some(s) = session {
             s.mark_dead();
@@ -655,6 +692,9 @@ impl Drop for Inner {
 impl Inner {
     /// The live session, waiting up to `wait` while reconnecting.
     async fn session_within(&self, wait: Duration) -> Result<Arc<Session>, RpcError> {
+        if *self.closed.borrow() {
+            return Err(lost("the transport was closed"));
+        }
         let mut rx = self.session.subscribe();
         let found = tokio::time::timeout(wait, async {
             rx.wait_for(|s| s.as_ref().is_some_and(|s| !s.is_dead()))
@@ -723,6 +763,9 @@ impl Inner {
                 .await
                 .map_err(refused(format!("declare exchange '{name}'"), &closed));
             let _ = ch.close().await;
+            if declared.is_err() {
+                session.refused_channel();
+            }
             declared?;
             lock(&session.declared).insert(name);
             Ok(())
@@ -821,20 +864,23 @@ impl Inner {
         }
     }
 
-    /// Declares and consumes the reply queue on `session`, once.
+    /// Declares and consumes the reply queue on `session`, once. The work runs on the I/O
+    /// thread, cell included: a caller that gives up meanwhile leaves it to finish, and
+    /// the next caller finds it done (or waits for it) instead of starting a second one.
     async fn ensure_reply(self: &Arc<Self>, session: &Arc<Session>) -> Result<(), RpcError> {
-        session
-            .reply
-            .get_or_try_init(|| {
-                let (inner, session) = (self.clone(), session.clone());
-                async move {
-                    on_io_thread(async move { start_reply_consumer(&inner, &session).await })
-                        .await
-                        .map_err(RpcError::from)
-                }
-            })
-            .await
-            .map(|_| ())
+        if session.reply.initialized() {
+            return Ok(());
+        }
+        let (inner, session) = (self.clone(), session.clone());
+        on_io_thread(async move {
+            session
+                .reply
+                .get_or_try_init(|| start_reply_consumer(&inner, &session))
+                .await
+                .map(|_| ())
+        })
+        .await
+        .map_err(RpcError::from)
     }
 
     fn queue_args(&self) -> FieldTable {
@@ -937,20 +983,46 @@ async fn connect_once(config: &AmqpConfig, host: &BrokerHost) -> Result<Connecti
     let mut args =
         OpenConnectionArguments::new(&host.host, host.port, &host.username, &host.password);
     args.virtual_host(&config.vhost)
-        .heartbeat(u16::try_from(config.heartbeat.as_secs()).unwrap_or(u16::MAX))
+        .heartbeat(heartbeat_secs(config.heartbeat))
         .connection_name("verso-rpc");
     if let Some(tls) = &config.tls {
         // The files are read on every attempt: a renewed certificate is used on the next
         // reconnect.
         args.tls_adaptor(tls::adaptor(tls, &host.host).map_err(|e| e.to_string())?);
     }
-    match tokio::time::timeout(CONNECT_TIMEOUT, Connection::open(&args.finish())).await {
-        Ok(Ok(c)) => Ok(c),
-        Ok(Err(e)) => Err(format!(
+    // In a task of its own: amqprs's open, cancelled after it started the connection's
+    // tasks, leaves them waiting for an answer that never comes. A late open is closed.
+    let args = args.finish();
+    let mut opening = io_handle().spawn(async move { Connection::open(&args).await });
+    match tokio::time::timeout(CONNECT_TIMEOUT, &mut opening).await {
+        Ok(Ok(Ok(c))) => Ok(c),
+        Ok(Ok(Err(e))) => Err(format!(
             "{host}: {e}{}",
             client_cert_hint(config, &e.to_string())
         )),
-        Err(_) => Err(format!("{host}: no answer within {CONNECT_TIMEOUT:?}")),
+        Ok(Err(e)) => Err(format!("{host}: the connection attempt failed: {e}")),
+        Err(_) => {
+            io_handle().spawn(async move {
+                match tokio::time::timeout(CONNECT_TIMEOUT, &mut opening).await {
+                    Ok(Ok(Ok(late))) => {
+                        let _ = late.close().await;
+                    }
+                    Ok(_) => {}
+                    Err(_) => opening.abort(),
+                }
+            });
+            Err(format!("{host}: no answer within {CONNECT_TIMEOUT:?}"))
+        }
+    }
+}
+
+/// The heartbeat verso proposes: 0 takes the broker's proposal, and at least 2 s
+/// otherwise (amqprs sends one every half of it, in whole seconds: 1 s would send them
+/// without pause).
+fn heartbeat_secs(heartbeat: Duration) -> u16 {
+    match heartbeat.as_secs() {
+        0 => 0,
+        s => u16::try_from(s).unwrap_or(u16::MAX).max(2),
     }
 }
 
@@ -1111,9 +1183,14 @@ async fn connect_session(inner: &Arc<Inner>, start: usize) -> Result<Arc<Session
         // A broken socket (or the end of the connection for any other reason).
         let (watched, dead_on_failure) = (conn.clone(), dead.clone());
         let watched_broker = broker.clone();
+        let mut marked = dead.subscribe();
         io_handle().spawn(async move {
-            if watched.listen_network_io_failure().await {
-                tracing::warn!(broker = %watched_broker, "the connection to RabbitMQ failed");
+            // Until the session is dead for any reason: this clone keeps the connection.
+            tokio::select! {
+                failed = watched.listen_network_io_failure() => if failed {
+                    tracing::warn!(broker = %watched_broker, "the connection to RabbitMQ failed");
+                },
+                _ = marked.wait_for(|d| *d) => {}
             }
             dead_on_failure.send_replace(true);
         });
@@ -1127,6 +1204,7 @@ async fn connect_session(inner: &Arc<Inner>, start: usize) -> Result<Arc<Session
             declared: Mutex::new(HashSet::new()),
             reply: OnceCell::new(),
             dead,
+            refused_channels: AtomicU64::new(0),
         });
         io_handle().spawn(watch_returns(
             Arc::downgrade(inner),
@@ -1149,8 +1227,12 @@ async fn connect_session(inner: &Arc<Inner>, start: usize) -> Result<Arc<Session
         for state in listeners {
             if let Err(e) = attach(inner, &session, &state).await {
                 tracing::error!(target = %state.target, error = %e,
-                    "cannot re-subscribe a listener after reconnecting; it will be retried on \
-                     the next reconnect");
+                    "cannot re-subscribe a listener after reconnecting; retrying");
+                io_handle().spawn(retry_attach(
+                    Arc::downgrade(inner),
+                    Arc::downgrade(&session),
+                    state,
+                ));
             }
         }
         tracing::info!(broker = %session.broker, "connected to RabbitMQ");
@@ -1165,6 +1247,35 @@ async fn connect_session(inner: &Arc<Inner>, start: usize) -> Result<Arc<Session
         brokers,
         detail: last,
     })
+}
+
+/// Re-subscribes a listener that could not be attached after a reconnect, with a growing
+/// delay, for as long as its session lives (a new session attaches it anyway).
+async fn retry_attach(weak: Weak<Inner>, session: Weak<Session>, state: Arc<ListenerState>) {
+    let Some((mut delay, max)) = weak.upgrade().map(|i| {
+        let c = &i.config;
+        (c.retry_interval, c.retry_interval_max.max(c.retry_interval))
+    }) else {
+        return;
+    };
+    loop {
+        tokio::time::sleep(delay).await;
+        let (Some(inner), Some(s)) = (weak.upgrade(), session.upgrade()) else {
+            return;
+        };
+        if s.is_dead() || state.tx.is_closed() || *inner.closed.borrow() {
+            return;
+        }
+        match attach(&inner, &s, &state).await {
+            Ok(()) => {
+                tracing::info!(target = %state.target, "listener re-subscribed");
+                return;
+            }
+            Err(e) => tracing::warn!(target = %state.target, error = %e, retry_in = ?delay,
+                "re-subscribing a listener failed"),
+        }
+        delay = (delay * 2).min(max);
+    }
 }
 
 /// Watches the session; when it dies, fails its calls and reconnects.
@@ -1186,6 +1297,10 @@ async fn supervise(weak: Weak<Inner>, mut session: Arc<Session>) {
             }
         }
         let Some(inner) = weak.upgrade() else { return };
+        if *inner.closed.borrow() {
+            inner.fail_pending(session.id);
+            return;
+        }
         inner.session.send_if_modified(|s| match s {
             Some(cur) if cur.id == session.id => {
                 *s = None;
@@ -1206,6 +1321,9 @@ async fn supervise(weak: Weak<Inner>, mut session: Arc<Session>) {
         drop(inner);
         loop {
             let Some(inner) = weak.upgrade() else { return };
+            if *inner.closed.borrow() {
+                return;
+            }
             match connect_session(&inner, next_host).await {
                 Ok(s) => {
                     inner.session.send_replace(Some(s.clone()));
@@ -1239,10 +1357,11 @@ async fn start_reply_consumer(inner: &Arc<Inner>, session: &Arc<Session>) -> Res
         .await
         .map_err(refused(format!("declare reply queue '{q}'"), &closed));
     let _ = dch.close().await;
+    if declared.is_err() {
+        session.refused_channel();
+    }
     declared?;
-    let ch = open_channel(&session.conn, Callbacks::new(Role::Vital, &session.dead))
-        .await
-        .map_err(broker_err("open a channel"))?;
+    let ch = session_channel(session, Role::Vital).await?;
     let args = BasicConsumeArguments {
         no_ack: true,
         ..BasicConsumeArguments::new(q, &format!("verso-{q}"))
@@ -1266,10 +1385,25 @@ async fn start_reply_consumer(inner: &Arc<Inner>, session: &Arc<Session>) -> Res
 async fn declare_channel(session: &Session) -> Result<(Channel, ClosedReason), AmqpError> {
     let callbacks = Callbacks::new(Role::Declare, &session.dead);
     let closed = callbacks.closed.clone();
-    let ch = open_channel(&session.conn, callbacks)
-        .await
-        .map_err(broker_err("open a channel"))?;
+    let ch = opened(session, open_channel(&session.conn, callbacks).await)?;
     Ok((ch, closed))
+}
+
+/// A channel of the session with the callbacks of `role`.
+async fn session_channel(session: &Session, role: Role) -> Result<Channel, AmqpError> {
+    let ch = open_channel(&session.conn, Callbacks::new(role, &session.dead)).await;
+    opened(session, ch)
+}
+
+/// A channel that cannot be opened means a broken (or exhausted) connection: reconnect.
+fn opened(
+    session: &Session,
+    ch: Result<Channel, amqprs::error::Error>,
+) -> Result<Channel, AmqpError> {
+    ch.map_err(|e| {
+        session.mark_dead();
+        broker_err("open a channel")(e)
+    })
 }
 
 async fn reply_loop(
@@ -1420,11 +1554,12 @@ async fn attach_here(
     }
     .await;
     let _ = dch.close().await;
+    if declared.is_err() {
+        session.refused_channel();
+    }
     declared?;
     queues.push(fq.to_owned());
-    let ch = open_channel(&session.conn, Callbacks::new(Role::Vital, &session.dead))
-        .await
-        .map_err(broker_err("open a channel"))?;
+    let ch = session_channel(session, Role::Vital).await?;
     let mut consumers = Vec::new();
     for (k, q) in queues.iter().enumerate() {
         let (_, mut rx) = ch
@@ -1682,7 +1817,11 @@ impl Transport for AmqpTransport {
         let keepalive = (inner.clone(), state.clone());
         io_handle().spawn(async move {
             let (inner, state) = keepalive;
-            state.tx.closed().await;
+            let mut closed = inner.closed.subscribe();
+            tokio::select! {
+                () = state.tx.closed() => {}
+                _ = closed.wait_for(|c| *c) => {}
+            }
             lock(&inner.listeners).retain(|s| !Arc::ptr_eq(s, &state));
         });
         let session = match inner.session_within(inner.config.publish_wait).await {
@@ -1739,6 +1878,15 @@ mod tests {
             Err(AmqpError::NameTooLong { what, .. }) => assert_eq!(what, "virtual host"),
             other => panic!("expected NameTooLong, got {:?}", other.err()),
         }
+    }
+
+    #[test]
+    fn heartbeats_are_never_under_two_seconds() {
+        assert_eq!(heartbeat_secs(Duration::ZERO), 0);
+        assert_eq!(heartbeat_secs(Duration::from_secs(1)), 2);
+        assert_eq!(heartbeat_secs(Duration::from_millis(2500)), 2);
+        assert_eq!(heartbeat_secs(Duration::from_secs(60)), 60);
+        assert_eq!(heartbeat_secs(Duration::from_secs(1 << 20)), u16::MAX);
     }
 
     #[test]

@@ -92,8 +92,7 @@ fn with_client_cert(roots: RootCertStore, opts: &TlsOptions) -> Result<ClientCon
     // Without ssl_key_file the key is read from ssl_cert_file, and its errors are that
     // file's.
     let key_file = opts.key_file.as_ref();
-    let key_err = |detail: String| {
-        match key_file {
+    let key_err = |detail: String| match key_file {
         Some(key) => AmqpError::ClientKey {
             path: key.clone(),
             detail,
@@ -101,10 +100,10 @@ fn with_client_cert(roots: RootCertStore, opts: &TlsOptions) -> Result<ClientCon
         None => AmqpError::ClientCert {
             path: cert.clone(),
             detail: format!(
-                "there is no ssl_key_file, so the certificate's private key must follow it                  in this file: {detail}"
+                "there is no ssl_key_file, so the certificate's private key must follow it \
+                 in this file: {detail}"
             ),
         },
-    }
     };
     let key_der = read_key(key_file.unwrap_or(cert)).map_err(key_err)?;
     // rustls checks here that it can sign with the key and that the key is the one of

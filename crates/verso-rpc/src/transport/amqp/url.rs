@@ -159,7 +159,9 @@ pub struct AmqpConfig {
     /// `rabbit_transient_queues_ttl`: `x-expires` of reply and fanout queues (default
     /// 1800 s).
     pub transient_queues_ttl: Duration,
-    /// `heartbeat_timeout_threshold`: AMQP heartbeat (default 60 s; 0 disables).
+    /// `heartbeat_timeout_threshold`: AMQP heartbeat (default 60 s). 0 takes the broker's
+    /// proposal (amqprs cannot turn heartbeats off), and 1 counts as 2 (amqprs sends a
+    /// heartbeat every half of it, in whole seconds).
     pub heartbeat: Duration,
     /// `rabbit_retry_interval`: first delay between reconnect attempts (default 1 s).
     pub retry_interval: Duration,
