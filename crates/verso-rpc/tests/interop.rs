@@ -465,20 +465,7 @@ fn a_transport_dropped_outside_any_runtime_closes_quietly() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let transport = rt.block_on(async {
         let t = Arc::new(AmqpTransport::connect(&env.url).await.expect("RabbitMQ"));
-        let topic = unique_topic("outside");
-        let (server, _casts) = start_verso_server(t.clone(), &topic, "o1").await;
-        let reply = RpcClient::new(t.clone(), Target::new(topic))
-            .timeout(Duration::from_secs(10))
-            .call(
-                &RequestContext::new("req-outside"),
-                "ping",
-                "1.0",
-                json!({"arg": 1}),
-            )
-            .await
-            .expect("call");
-        assert_eq!(reply["arg"], 1);
-        server.stop().await;
+        serves_and_calls(&t).await;
         t
     });
     drop(rt);
@@ -554,15 +541,7 @@ async fn refused_declarations_carry_the_brokers_reason() {
             other => panic!("expected the broker's refusal, got {other:?}"),
         }
     }
-    let short = unique_topic("after-refusals");
-    let (server, _casts) = start_verso_server(t.clone(), &short, "r1").await;
-    let reply = RpcClient::new(t.clone(), Target::new(short))
-        .timeout(Duration::from_secs(20))
-        .call(&ctx, "ping", "1.0", json!({"arg": 5}))
-        .await
-        .expect("a call after the refusals");
-    assert_eq!(reply["arg"], 5);
-    server.stop().await;
+    serves_and_calls(&t).await;
     RawPeer::connect(&env.url)
         .await
         .delete_exchange(&format!("{topic}_fanout"))
@@ -637,16 +616,7 @@ async fn names_amqp_cannot_carry_are_typed_errors() {
         Err(RpcError::Transport { detail }) => assert!(detail.contains("at most 255"), "{detail}"),
         other => panic!("expected a typed Transport error, got {other:?}"),
     }
-    // The same transport still serves and calls.
-    let short = unique_topic("short");
-    let (server, _casts) = start_verso_server(t.clone(), &short, "s1").await;
-    let reply = RpcClient::new(t.clone(), Target::new(short))
-        .timeout(Duration::from_secs(10))
-        .call(&ctx, "ping", "1.0", json!({"arg": 7}))
-        .await
-        .expect("a call after the refusals");
-    assert_eq!(reply["arg"], 7);
-    server.stop().await;
+    serves_and_calls(&t).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -932,6 +902,24 @@ mod support {
 
     /// A verso server like the Python one: ping, echo_thing, fail, record (casts go to
     /// the returned channel), sleep.
+    /// Serves a fresh topic on `t` and calls it through `t`: the transport still works.
+    pub async fn serves_and_calls(t: &Arc<AmqpTransport>) {
+        let topic = unique_topic("still-works");
+        let (server, _casts) = start_verso_server(t.clone(), &topic, "w1").await;
+        let reply = verso_rpc::RpcClient::new(t.clone(), verso_rpc::Target::new(topic))
+            .timeout(Duration::from_secs(20))
+            .call(
+                &verso::RequestContext::new("req-still-works"),
+                "ping",
+                "1.0",
+                json!({"arg": 5}),
+            )
+            .await
+            .expect("the transport still serves and calls");
+        assert_eq!(reply["arg"], 5);
+        server.stop().await;
+    }
+
     pub async fn start_verso_server(
         transport: Arc<dyn Transport>,
         topic: &str,
