@@ -476,6 +476,37 @@ fn a_transport_dropped_outside_any_runtime_closes_quietly() {
     );
 }
 
+/// Many calls in flight at once on one transport, to two servers of a topic: each gets
+/// its own reply (correlation by `_msg_id` through the one reply queue).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_each_get_their_own_reply() {
+    let env = Env::get();
+    let topic = unique_topic("concurrent");
+    let server_t = Arc::new(AmqpTransport::connect(&env.url).await.expect("RabbitMQ"));
+    let (s1, _c1) = start_verso_server(server_t.clone(), &topic, "a").await;
+    let (s2, _c2) = start_verso_server(server_t.clone(), &topic, "b").await;
+    let client =
+        RpcClient::new(env.transport().await, Target::new(topic)).timeout(Duration::from_secs(20));
+    let calls = (0..300).map(|n| {
+        let client = client.clone();
+        tokio::spawn(async move {
+            let ctx = RequestContext::new(format!("req-{n}"));
+            let reply = client.call(&ctx, "ping", "1.0", json!({"arg": n})).await;
+            (n, reply)
+        })
+    });
+    let mut servers = std::collections::HashSet::new();
+    for call in futures::future::join_all(calls).await {
+        let (n, reply) = call.expect("task");
+        let reply = reply.unwrap_or_else(|e| panic!("call {n}: {e:?}"));
+        assert_eq!(reply["arg"], n, "call {n} got another call's reply");
+        servers.insert(reply["server"].as_str().unwrap_or_default().to_owned());
+    }
+    assert_eq!(servers.len(), 2, "both servers answered: {servers:?}");
+    s1.stop().await;
+    s2.stop().await;
+}
+
 /// `close()` ends the transport for good: its listeners' streams end, it does not
 /// reconnect, and calls fail at once saying it was closed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
