@@ -753,20 +753,17 @@ impl Inner {
         };
         let (session, name) = (session.clone(), name.to_owned());
         on_io_thread(async move {
-            let (ch, closed) = declare_channel(&session).await?;
-            let declared = ch
-                .exchange_declare(ExchangeDeclareArguments {
+            let exchange = name.as_str();
+            declare_on_own_channel(&session, |ch, closed| async move {
+                ch.exchange_declare(ExchangeDeclareArguments {
                     durable,
                     auto_delete,
-                    ..ExchangeDeclareArguments::new(&name, kind.as_str())
+                    ..ExchangeDeclareArguments::new(exchange, kind.as_str())
                 })
                 .await
-                .map_err(refused(format!("declare exchange '{name}'"), &closed));
-            let _ = ch.close().await;
-            if declared.is_err() {
-                session.refused_channel();
-            }
-            declared?;
+                .map_err(refused(format!("declare exchange '{exchange}'"), &closed))
+            })
+            .await?;
             lock(&session.declared).insert(name);
             Ok(())
         })
@@ -1347,20 +1344,16 @@ async fn supervise(weak: Weak<Inner>, mut session: Arc<Session>) {
 
 async fn start_reply_consumer(inner: &Arc<Inner>, session: &Arc<Session>) -> Result<(), AmqpError> {
     let q = inner.reply_q.as_str();
-    let (dch, closed) = declare_channel(session).await?;
-    let declared = dch
-        .queue_declare(
+    declare_on_own_channel(session, |ch, closed| async move {
+        ch.queue_declare(
             QueueDeclareArguments::new(q)
                 .arguments(inner.queue_args())
                 .finish(),
         )
         .await
-        .map_err(refused(format!("declare reply queue '{q}'"), &closed));
-    let _ = dch.close().await;
-    if declared.is_err() {
-        session.refused_channel();
-    }
-    declared?;
+        .map_err(refused(format!("declare reply queue '{q}'"), &closed))
+    })
+    .await?;
     let ch = session_channel(session, Role::Vital).await?;
     let args = BasicConsumeArguments {
         no_ack: true,
@@ -1379,14 +1372,24 @@ async fn start_reply_consumer(inner: &Arc<Inner>, session: &Arc<Session>) -> Res
     Ok(())
 }
 
-/// A channel for declarations, and where the broker's reason lands if it refuses one: a
-/// refused declaration closes the channel it is on, and the session's channels must stay
-/// open.
-async fn declare_channel(session: &Session) -> Result<(Channel, ClosedReason), AmqpError> {
+/// Runs `declare` on a channel of its own, given where the broker's reason lands if it
+/// refuses a declaration (a refusal closes the channel it is on, and the session's
+/// channels must stay open), then closes that channel. A failed declaration counts
+/// towards [`Session::refused_channel`].
+async fn declare_on_own_channel<T, F, Fut>(session: &Session, declare: F) -> Result<T, AmqpError>
+where
+    F: FnOnce(Channel, ClosedReason) -> Fut,
+    Fut: std::future::Future<Output = Result<T, AmqpError>>,
+{
     let callbacks = Callbacks::new(Role::Declare, &session.dead);
     let closed = callbacks.closed.clone();
     let ch = opened(session, open_channel(&session.conn, callbacks).await)?;
-    Ok((ch, closed))
+    let declared = declare(ch.clone(), closed).await;
+    let _ = ch.close().await;
+    if declared.is_err() {
+        session.refused_channel();
+    }
+    declared
 }
 
 /// A channel of the session with the callbacks of `role`.
@@ -1512,15 +1515,15 @@ async fn attach_here(
     for q in queues.iter().map(String::as_str).chain([fq]) {
         amqp_name("queue", q)?;
     }
-    let (dch, closed) = declare_channel(session).await?;
-    let declared = async {
+    let topic_queues = &queues;
+    declare_on_own_channel(session, |dch, closed| async move {
         dch.exchange_declare(ExchangeDeclareArguments {
             durable,
             ..ExchangeDeclareArguments::new(exchange, Kind::Topic.as_str())
         })
         .await
         .map_err(refused(format!("declare exchange '{exchange}'"), &closed))?;
-        for q in &queues {
+        for q in topic_queues {
             dch.queue_declare(QueueDeclareArguments::new(q).durable(durable).finish())
                 .await
                 .map_err(refused(format!("declare queue '{q}'"), &closed))?;
@@ -1550,14 +1553,9 @@ async fn attach_here(
                 format!("bind queue '{fq}' to '{fanout_x}'"),
                 &closed,
             ))?;
-        Ok::<(), AmqpError>(())
-    }
-    .await;
-    let _ = dch.close().await;
-    if declared.is_err() {
-        session.refused_channel();
-    }
-    declared?;
+        Ok(())
+    })
+    .await?;
     queues.push(fq.to_owned());
     let ch = session_channel(session, Role::Vital).await?;
     let mut consumers = Vec::new();
