@@ -595,19 +595,10 @@ async fn a_server_whose_queue_is_deleted_declares_it_again() {
 
     RawPeer::connect(&env.url).await.delete_queue(&topic).await;
     // Until the queue is back a call is unroutable and times out; then it is served.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        match client.call(&ctx, "ping", "1.0", json!({"arg": 2})).await {
-            Ok(reply) => {
-                assert_eq!(reply["arg"], 2);
-                break;
-            }
-            Err(e) if std::time::Instant::now() < deadline => {
-                assert!(matches!(e, RpcError::Timeout { .. }), "{e:?}");
-            }
-            Err(e) => panic!("the server never came back on its deleted queue: {e:?}"),
-        }
-    }
+    ping_until_served(&client, &ctx, Duration::from_secs(20), |e| {
+        matches!(e, RpcError::Timeout { .. })
+    })
+    .await;
     server.stop().await;
 }
 
@@ -688,20 +679,7 @@ async fn reconnects_after_the_connection_drops() {
     assert!(started.elapsed() < Duration::from_secs(5), "failed fast");
 
     // Both sides reconnect by themselves; the server's listener is back.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        match client.call(&ctx, "ping", "1.0", json!({"arg": 2})).await {
-            Ok(v) => {
-                assert_eq!(v["arg"], 2);
-                break;
-            }
-            Err(e) if std::time::Instant::now() < deadline => {
-                eprintln!("not back yet: {e}");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-            Err(e) => panic!("did not come back after the drop: {e}"),
-        }
-    }
+    ping_until_served(&client, &ctx, Duration::from_secs(30), |_| true).await;
     assert!(server_t.is_connected() && client_t.is_connected());
     server.stop().await;
 }
@@ -933,6 +911,31 @@ mod support {
 
     /// A verso server like the Python one: ping, echo_thing, fail, record (casts go to
     /// the returned channel), sleep.
+    /// Calls `ping` until it is answered (with its argument), for up to `within`; every
+    /// failure before must be one `expected` accepts.
+    pub async fn ping_until_served(
+        client: &verso_rpc::RpcClient,
+        ctx: &verso::RequestContext,
+        within: Duration,
+        expected: impl Fn(&verso_rpc::RpcError) -> bool,
+    ) {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            match client.call(ctx, "ping", "1.0", json!({"arg": 2})).await {
+                Ok(v) => {
+                    assert_eq!(v["arg"], 2);
+                    return;
+                }
+                Err(e) if std::time::Instant::now() < deadline => {
+                    assert!(expected(&e), "unexpected failure: {e:?}");
+                    eprintln!("not served yet: {e}");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(e) => panic!("not served within {within:?}: {e:?}"),
+            }
+        }
+    }
+
     /// Serves a fresh topic on `t` and calls it through `t`: the transport still works.
     pub async fn serves_and_calls(t: &Arc<AmqpTransport>) {
         let topic = unique_topic("still-works");
