@@ -8,7 +8,7 @@
 //!
 //! Serves conductor RPC 1.1 until Ctrl-C: `ping(arg)` (1.0, the existing API) and the
 //! object-indirection methods `object_class_action_versions`, `object_action` and
-//! `object_backport_versions` (1.1) over the model of `shared/vectors/ovo-model.json`,
+//! `object_backport_versions` (1.1) over the model of `crates/verso/tests/vectors/ovo-model.json`,
 //! with the remotable bodies reading and writing an in-memory store loaded from the seed
 //! file: a JSON object mapping `Device`, `Deployable`, `AttachHandle` to lists of rows,
 //! each row the field values of that object's `versioned_object.data` at its newest

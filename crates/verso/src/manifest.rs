@@ -4,7 +4,7 @@
 //! `obj_tree_get_versions`). Backporting with a manifest converts the object and every
 //! contained object and list member, at any depth, in the same pass over the primitive.
 //!
-//! The rules are OVO's, quirks included (see `shared/vectors/README.md`):
+//! The rules are OVO's, quirks included (see `crates/verso/tests/vectors/README.md`):
 //! - without a manifest, an object field follows its relationship table
 //!   (`#[verso(relationships = ...)]`): a target before the first entry removes the
 //!   field, an exact or in-between target picks the child version of the nearest entry

@@ -1,5 +1,5 @@
 //! Conformance with oslo.versionedobjects: runs every golden vector of
-//! `shared/vectors/ovo/*.json` (and of `$VERSO_EXTRA_VECTORS/*.json` when set) against the
+//! `tests/vectors/ovo/*.json` (and of `$VERSO_EXTRA_VECTORS/*.json` when set) against the
 //! cyborg example model, and prints one line per failing case and `N passed, N failed`.
 //!
 //! A case that cannot be run (an unknown `op`, a malformed case) is a failure, not a skip.
@@ -10,8 +10,8 @@ use std::process::ExitCode;
 use verso::{AnyObject, Registry, Version, VersionManifest};
 
 fn vector_dir() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..");
-    std::env::var_os("VERSO_VECTORS").map_or_else(|| root.join("shared/vectors/ovo"), PathBuf::from)
+    let vendored = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/ovo");
+    std::env::var_os("VERSO_VECTORS").map_or(vendored, PathBuf::from)
 }
 
 fn json_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
@@ -256,7 +256,7 @@ fn main() -> ExitCode {
     let reg = cyborg_model::registry();
     let mut dirs = vec![vector_dir()];
     if let Some(extra) = std::env::var_os("VERSO_EXTRA_VECTORS") {
-        dirs.push(PathBuf::from(extra));
+        dirs.extend(std::env::split_paths(&extra));
     }
     let (mut passed, mut failed) = (0usize, 0usize);
     for dir in &dirs {

@@ -1,6 +1,6 @@
 //! Fingerprints against oslo.versionedobjects: for every class of the example model, the
 //! hashed text and the fingerprint are OVO's, byte for byte
-//! (`shared/vectors/ovo-fingerprints.json`); and contract changes are judged right.
+//! (`tests/vectors/ovo-fingerprints.json`); and contract changes are judged right.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -12,9 +12,9 @@ use verso::{
 };
 
 fn vectors_file() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..");
+    let vendored = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/ovo");
     std::env::var_os("VERSO_VECTORS")
-        .map_or_else(|| root.join("shared/vectors/ovo"), PathBuf::from)
+        .map_or(vendored, PathBuf::from)
         .join("../ovo-fingerprints.json")
 }
 

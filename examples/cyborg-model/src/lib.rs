@@ -1,5 +1,6 @@
-//! The object model of `shared/vectors/ovo-model.json` (OpenStack Cyborg's accelerator
-//! objects, namespace `cyborg`), defined once with verso's derive.
+//! The object model of the golden vectors (`crates/verso/tests/vectors/ovo-model.json`:
+//! OpenStack Cyborg's accelerator objects, namespace `cyborg`), defined once with verso's
+//! derive.
 //!
 //! The conformance tests, the example conductor and the CLI example all use this one
 //! model. Its gaps are on purpose: they pin OVO's behaviour (`DeployableList` has no

@@ -2,7 +2,7 @@
 //! oslo.messaging's rabbit driver: a verso service and a Python oslo.messaging service
 //! can call each other through one broker.
 //!
-//! What goes on the wire (see `oslo-messaging-wire.md` in the shared vectors):
+//! What goes on the wire (see `tests/vectors/oslo-messaging-wire.md`):
 //! - the `control_exchange` (default `openstack`, type `topic`, not durable) carries calls
 //!   and casts, routing key `topic` or `topic.server`;
 //! - a server declares and consumes the queues `topic` and `topic.server` (bound with their
