@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The one test command: installs and starts what the tests need, then runs every test.
+#
+#   scripts/test.sh                 # the whole suite (what .ci/run runs)
+#   scripts/test.sh -p verso        # extra arguments go to `cargo test`
+#
+# On a fresh Debian machine it installs (apt, as root or through sudo) RabbitMQ and
+# python3-venv, starts RabbitMQ on loopback only (plain 5672 and TLS 5671, throwaway
+# test certificates), creates .venv with the pinned Python peers of
+# requirements-test.txt, and runs `cargo test --workspace` with the environment the
+# interop tests read. Each step is skipped when already done, so a second run starts
+# testing at once.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="$PWD"
+
+say() { printf '\n== %s\n' "$*"; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+apt_install() {
+    export DEBIAN_FRONTEND=noninteractive
+    if [ -z "${apt_updated:-}" ]; then
+        as_root apt-get update -qq
+        apt_updated=1
+    fi
+    as_root apt-get install -y -qq "$@" >/dev/null
+}
+
+say "RabbitMQ on loopback"
+if ! command -v rabbitmq-server >/dev/null 2>&1 && [ ! -x /usr/sbin/rabbitmq-server ]; then
+    apt_install rabbitmq-server
+fi
+if ! command -v openssl >/dev/null 2>&1; then
+    apt_install openssl
+fi
+RABBITMQ_WAIT_SECONDS="${RABBITMQ_WAIT_SECONDS:-120}" crates/verso-rpc/interop/start-rabbitmq.sh
+
+say "Python peers (.venv from requirements-test.txt)"
+stamp=.venv/.requirements-test.sha256
+want="$(sha256sum requirements-test.txt | cut -d' ' -f1)"
+if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    if ! python3 -c "import ensurepip, venv" 2>/dev/null; then
+        apt_install python3-venv
+    fi
+    rm -rf .venv
+    python3 -m venv .venv
+    .venv/bin/pip install -q --disable-pip-version-check -r requirements-test.txt
+    echo "$want" >"$stamp"
+fi
+.venv/bin/python -c "import oslo_messaging, oslo_versionedobjects"
+echo "python: $(.venv/bin/python --version), oslo.versionedobjects and oslo.messaging importable"
+
+export VERSO_TEST_RABBIT_URL="${VERSO_TEST_RABBIT_URL:-rabbit://guest:guest@127.0.0.1:5672/}"
+export VERSO_TLS_DIR="${VERSO_TLS_DIR:-/tmp/verso-rabbitmq-tls}"
+export VERSO_TEST_RABBIT_TLS_URL="${VERSO_TEST_RABBIT_TLS_URL:-rabbit://guest:guest@localhost:5671/?ssl=1&ssl_ca_file=$VERSO_TLS_DIR/ca.pem}"
+export VERSO_TEST_PYTHON="${VERSO_TEST_PYTHON:-$root/.venv/bin/python}"
+
+say "cargo test --workspace $*"
+cargo test --workspace "$@"
