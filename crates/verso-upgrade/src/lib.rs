@@ -1,0 +1,58 @@
+//! verso-upgrade: component versions and finalization, so a service turns on an
+//! incompatible feature only once every node that must understand it runs the new code
+//! and the operator has finalized, can be downgraded until then, and is never left
+//! half-finalized. The model is Apache Ozone's zero-downtime upgrade.
+//!
+//! - [`ComponentVersion`] (declared with [`component_versions!`]): each component's
+//!   ordered list of incompatible changes; the newest is the *software version*.
+//! - [`VersionManager`]: the *apparent version* (what the component acts as), persisted
+//!   in a [`VersionStore`] before it is acted on; [`VersionManager::is_allowed`] and
+//!   [`Gate`]s for features; [`UpgradeAction`]s that run at finalization, step by step,
+//!   resumable after a crash.
+//! - [`Coordinator`]: finalization across a server and its clients: one admin command,
+//!   the invariant checked first, the server before its clients, fencing, status.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use verso_upgrade::{component_versions, store::FileStore, VersionManager};
+//!
+//! component_versions! {
+//!     /// Conductor versions.
+//!     pub enum ConductorVersion: "conductor" {
+//!         /// First release.
+//!         Initial = 1 => "first release",
+//!         /// Agents run object methods on the conductor.
+//!         Indirection = 2 => "object indirection",
+//!     }
+//! }
+//!
+//! let dir = tempfile::tempdir()?;
+//! let path = dir.path().join("conductor.version");
+//! // A record written by the first release: this build starts pre-finalized.
+//! std::fs::write(&path, r#"{"format": 1, "component": "conductor", "apparent": 1}"#)?;
+//! let versions = VersionManager::<ConductorVersion>::open(FileStore::new(&path)).await?;
+//! let indirection = versions.gate(ConductorVersion::Indirection, "object indirection");
+//! assert!(indirection.check().is_err());
+//! versions.finalize().await?;
+//! assert!(indirection.is_open());
+//! # Ok(()) }
+//! ```
+
+pub mod action;
+pub mod coordinator;
+pub mod error;
+pub mod manager;
+pub mod store;
+pub mod version;
+
+pub use action::{ActionError, UpgradeAction};
+pub use coordinator::{
+    Blocker, Coordinator, DeploymentStatus, Fenced, FinalizeProgress, HeartbeatReply, MemberReport,
+    MemberStatus,
+};
+pub use error::{NotSupportedBeforeFinalization, UpgradeError};
+pub use manager::{
+    ComponentStatus, FinalizeOutcome, Gate, Introduced, RetryPolicy, UpgradeState, VersionManager,
+};
+pub use store::{FileStore, VersionStore};
+pub use version::{ComponentVersion, Observed, UnknownVersion};
