@@ -1,0 +1,7 @@
+//! accel's agent. It runs on every host with accelerators: it discovers devices from
+//! sysfs and reports them to the conductor, and runs driver work the conductor asks for.
+//! It never touches the database: this crate does not depend on a database driver, and
+//! a test checks its dependency tree (`tests/no_database.rs`).
+
+pub mod discovery;
+pub mod fixture;
