@@ -4,11 +4,11 @@
 #   scripts/test.sh                 # the whole suite (what .ci/run runs)
 #   scripts/test.sh -p verso        # extra arguments go to `cargo test`
 #
-# On a fresh Debian machine it installs (apt, as root or through sudo) RabbitMQ and
-# python3-venv, starts RabbitMQ on loopback only (plain 5672 and TLS 5671, throwaway
-# test certificates), creates .venv with the pinned Python peers of
-# requirements-test.txt, and runs `cargo test --workspace` with the environment the
-# interop tests read. Each step is skipped when already done, so a second run starts
+# On a fresh Debian machine it installs (apt, as root or through sudo) RabbitMQ,
+# PostgreSQL and python3-venv, starts RabbitMQ on loopback only (plain 5672 and TLS 5671,
+# throwaway test certificates) and a throwaway PostgreSQL cluster on 127.0.0.1:55432,
+# creates .venv with the pinned Python peers of requirements-test.txt, and runs
+# `cargo test --workspace` with the environment the service tests read. Each step is skipped when already done, so a second run starts
 # testing at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +34,12 @@ if ! command -v openssl >/dev/null 2>&1; then
 fi
 RABBITMQ_WAIT_SECONDS="${RABBITMQ_WAIT_SECONDS:-120}" crates/verso-rpc/interop/start-rabbitmq.sh
 
+say "PostgreSQL on loopback"
+if ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then
+    apt_install postgresql
+fi
+scripts/start-postgres.sh
+
 say "Python peers (.venv from requirements-test.txt)"
 stamp=.venv/.requirements-test.sha256
 want="$(sha256sum requirements-test.txt | cut -d' ' -f1)"
@@ -53,6 +59,7 @@ export VERSO_TEST_RABBIT_URL="${VERSO_TEST_RABBIT_URL:-rabbit://guest:guest@127.
 export VERSO_TLS_DIR="${VERSO_TLS_DIR:-/tmp/verso-rabbitmq-tls}"
 export VERSO_TEST_RABBIT_TLS_URL="${VERSO_TEST_RABBIT_TLS_URL:-rabbit://guest:guest@localhost:5671/?ssl=1&ssl_ca_file=$VERSO_TLS_DIR/ca.pem}"
 export VERSO_TEST_PYTHON="${VERSO_TEST_PYTHON:-$root/.venv/bin/python}"
+export VERSO_TEST_POSTGRES_URL="${VERSO_TEST_POSTGRES_URL:-postgres://verso:verso@127.0.0.1:${VERSO_PG_PORT:-55432}/verso}"
 
 say "cargo test --workspace $*"
 cargo test --workspace "$@"

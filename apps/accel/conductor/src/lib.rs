@@ -1,0 +1,13 @@
+//! accel's conductor: the one accel component that owns the database. Agents reach
+//! persisted state only through it (reports, and object methods it runs for them).
+//!
+//! - [`db`]: the schema (sqlx migrations for SQLite and PostgreSQL) and every query:
+//!   inventory reports diffed by control-path id, device profiles, accelerator requests
+//!   with their lifecycle enforced in the database.
+//! - [`lifecycle`]: the accelerator request states and the table of allowed transitions.
+
+pub mod db;
+pub mod lifecycle;
+
+pub use db::{Db, DbError};
+pub use lifecycle::ArqState;

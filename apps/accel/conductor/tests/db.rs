@@ -1,0 +1,366 @@
+//! The conductor's database on SQLite and on PostgreSQL: report diffing, profiles, the
+//! accelerator request lifecycle, binds that race across two conductors.
+
+mod support;
+
+use accel_conductor::db::{ListFilter, ReportedDevice};
+use accel_conductor::{ArqState, Db, DbError};
+use std::collections::BTreeMap;
+
+fn device(cp: &str, device_type: &str, handles: usize) -> ReportedDevice {
+    ReportedDevice {
+        control_path_id: cp.to_owned(),
+        device_type: device_type.to_owned(),
+        vendor: "10ee".to_owned(),
+        model: "5020".to_owned(),
+        std_board_info: None,
+        driver_name: Some("xclmgmt".to_owned()),
+        handles: (0..handles)
+            .map(|i| {
+                (
+                    "PCI".to_owned(),
+                    format!("{{\"address\": \"{cp}\", \"vf\": {i}}}"),
+                )
+            })
+            .collect(),
+    }
+}
+
+fn group(rc: &str) -> Vec<BTreeMap<String, String>> {
+    vec![[(format!("resources:{rc}"), "1".to_owned())]
+        .into_iter()
+        .collect()]
+}
+
+async fn report_diffing(db: &Db) {
+    let first = db
+        .report(
+            "h1",
+            &[
+                device("0000:3b:00.0", "FPGA", 1),
+                device("0000:3c:00.0", "GPU", 2),
+            ],
+        )
+        .await
+        .expect("report");
+    assert_eq!(first.added, ["0000:3b:00.0", "0000:3c:00.0"]);
+    assert_eq!(
+        db.attach_handles(Some("h1")).await.expect("handles").len(),
+        3
+    );
+    // The same report again changes nothing.
+    let again = db
+        .report(
+            "h1",
+            &[
+                device("0000:3b:00.0", "FPGA", 1),
+                device("0000:3c:00.0", "GPU", 2),
+            ],
+        )
+        .await
+        .expect("report");
+    assert_eq!(
+        (again.unchanged, again.added.len(), again.updated.len()),
+        (2, 0, 0)
+    );
+    // A changed driver and a third VF: updated; the device's uuid is kept.
+    let before = db
+        .devices(&ListFilter {
+            host: Some("h1".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("devices");
+    let mut gpu = device("0000:3c:00.0", "GPU", 3);
+    gpu.driver_name = Some("vfio-pci".into());
+    let changed = db
+        .report("h1", &[device("0000:3b:00.0", "FPGA", 1), gpu.clone()])
+        .await
+        .expect("report");
+    assert_eq!(changed.updated, ["0000:3c:00.0"]);
+    let after = db
+        .devices(&ListFilter {
+            host: Some("h1".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("devices");
+    assert_eq!(
+        before.iter().map(|d| &d.uuid).collect::<Vec<_>>(),
+        after.iter().map(|d| &d.uuid).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        db.attach_handles(Some("h1")).await.expect("handles").len(),
+        4
+    );
+    // Another host's report does not touch h1.
+    db.report("h2", &[device("0000:3b:00.0", "FPGA", 1)])
+        .await
+        .expect("report");
+    // The FPGA vanishes while free: deleted with its handles.
+    let vanished = db.report("h1", &[gpu.clone()]).await.expect("report");
+    assert_eq!(vanished.removed, ["0000:3b:00.0"]);
+    assert_eq!(
+        db.attach_handles(Some("h1")).await.expect("handles").len(),
+        3
+    );
+    // The GPU vanishes while one of its handles is in use: kept, marked lost.
+    db.create_profile("gpu", group("PGPU"), None)
+        .await
+        .expect("profile");
+    let arq = db.create_arq("gpu", 0, None).await.expect("arq");
+    db.bind(&arq.uuid, "h1", "inst-1", None)
+        .await
+        .expect("bind");
+    let lost = db.report("h1", &[]).await.expect("report");
+    assert_eq!(
+        (lost.lost.as_slice(), lost.removed.len()),
+        (["0000:3c:00.0".to_owned()].as_slice(), 0)
+    );
+    let gpu_row = db
+        .devices(&ListFilter {
+            host: Some("h1".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("devices");
+    assert_eq!(gpu_row.len(), 1);
+    assert_eq!(gpu_row[0].status, "lost");
+    // It comes back: available again.
+    let back = db.report("h1", &[gpu]).await.expect("report");
+    assert_eq!(back.updated, ["0000:3c:00.0"]);
+    assert_eq!(
+        db.devices(&ListFilter {
+            host: Some("h1".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("devices")[0]
+            .status,
+        "available"
+    );
+    // A control-path id twice in one report is refused whole.
+    let err = db
+        .report("h3", &[device("x", "GPU", 1), device("x", "GPU", 1)])
+        .await
+        .expect_err("duplicate");
+    assert!(matches!(err, DbError::Invalid { .. }), "{err}");
+    assert!(db
+        .devices(&ListFilter {
+            host: Some("h3".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("devices")
+        .is_empty());
+}
+
+async fn lifecycle_and_binding(db: &Db) {
+    db.report("h1", &[device("0000:3b:00.0", "FPGA", 1)])
+        .await
+        .expect("report");
+    db.create_profile("fpga", group("FPGA"), Some("one FPGA".into()))
+        .await
+        .expect("profile");
+    let err = db
+        .create_profile("fpga", group("FPGA"), None)
+        .await
+        .expect_err("duplicate");
+    assert!(matches!(err, DbError::Duplicate { .. }), "{err}");
+    let a = db.create_arq("fpga", 0, Some("proj")).await.expect("arq");
+    assert_eq!(a.state, ArqState::Initial);
+    let bound = db
+        .bind(&a.uuid, "h1", "inst-1", Some("rp-1"))
+        .await
+        .expect("bind");
+    assert_eq!(bound.state, ArqState::Bound);
+    assert_eq!(bound.attach_handle_type.as_deref(), Some("PCI"));
+    // Binding it again for the same instance is idempotent.
+    assert_eq!(
+        db.bind(&a.uuid, "h1", "inst-1", Some("rp-1"))
+            .await
+            .expect("again"),
+        bound
+    );
+    // A second request finds no free FPGA: BindFailed, typed.
+    let b = db.create_arq("fpga", 0, None).await.expect("arq");
+    let err = db
+        .bind(&b.uuid, "h1", "inst-2", None)
+        .await
+        .expect_err("no device");
+    assert!(matches!(err, DbError::NoFreeHandle { .. }), "{err}");
+    assert_eq!(
+        db.arq(&b.uuid).await.expect("arq").state,
+        ArqState::BindFailed
+    );
+    // The profile is in use.
+    assert!(matches!(
+        db.delete_profile("fpga").await,
+        Err(DbError::ProfileInUse(_))
+    ));
+    // Unbind frees the handle, twice is fine; then the other request binds.
+    assert_eq!(
+        db.unbind(&a.uuid).await.expect("unbind").state,
+        ArqState::Unbound
+    );
+    assert_eq!(
+        db.unbind(&a.uuid).await.expect("unbind again").state,
+        ArqState::Unbound
+    );
+    let err = db
+        .bind(&b.uuid, "h1", "inst-2", None)
+        .await
+        .expect_err("BindFailed cannot bind");
+    assert!(
+        matches!(
+            err,
+            DbError::InvalidTransition {
+                from: ArqState::BindFailed,
+                to: ArqState::BindStarted,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    db.unbind(&b.uuid).await.expect("unbind failed bind");
+    assert_eq!(
+        db.bind(&b.uuid, "h1", "inst-2", None)
+            .await
+            .expect("rebind")
+            .state,
+        ArqState::Bound
+    );
+    // Delete by instance, idempotent; then the profile can go.
+    assert_eq!(
+        db.delete_arqs_of_instance("inst-2").await.expect("delete"),
+        1
+    );
+    assert!(db.delete_arq(&a.uuid).await.expect("delete"));
+    assert!(!db.delete_arq(&a.uuid).await.expect("delete again"));
+    assert!(db
+        .attach_handles(Some("h1"))
+        .await
+        .expect("handles")
+        .iter()
+        .all(|h| !h.in_use));
+    db.delete_profile("fpga").await.expect("delete profile");
+    assert!(db.profiles().await.expect("profiles").is_empty());
+}
+
+async fn racing_conductors(a: &Db, b: &Db) {
+    a.report("h1", &[device("0000:3b:00.0", "FPGA", 1)])
+        .await
+        .expect("report");
+    a.create_profile("fpga", group("FPGA"), None)
+        .await
+        .expect("profile");
+    // Two requests race for the one handle through two conductors: exactly one binds.
+    for round in 0..5 {
+        let r1 = a.create_arq("fpga", 0, None).await.expect("arq");
+        let r2 = b.create_arq("fpga", 0, None).await.expect("arq");
+        let (x, y) = tokio::join!(
+            a.bind(&r1.uuid, "h1", "i1", None),
+            b.bind(&r2.uuid, "h1", "i2", None)
+        );
+        let wins = [x.is_ok(), y.is_ok()].iter().filter(|w| **w).count();
+        assert_eq!(wins, 1, "round {round}: {x:?} {y:?}");
+        for loser in [x, y].into_iter().filter_map(Result::err) {
+            assert!(matches!(loser, DbError::NoFreeHandle { .. }), "{loser}");
+        }
+        assert_eq!(
+            a.attach_handles(Some("h1"))
+                .await
+                .expect("handles")
+                .iter()
+                .filter(|h| h.in_use)
+                .count(),
+            1
+        );
+        a.delete_arq(&r1.uuid).await.expect("delete");
+        b.delete_arq(&r2.uuid).await.expect("delete");
+    }
+    // Two conductors race to bind the same request: one moves it, the other gets the
+    // typed conflict naming the state it found.
+    for round in 0..5 {
+        let r = a.create_arq("fpga", 0, None).await.expect("arq");
+        let (x, y) = tokio::join!(
+            a.bind(&r.uuid, "h1", "i1", None),
+            b.bind(&r.uuid, "h1", "i9", None)
+        );
+        let ok = [&x, &y].iter().filter(|r| r.is_ok()).count();
+        assert_eq!(ok, 1, "round {round}: {x:?} {y:?}");
+        let loser = [x, y].into_iter().find_map(Result::err).expect("one loser");
+        assert!(
+            matches!(loser, DbError::InvalidTransition { .. }),
+            "round {round}: {loser}"
+        );
+        a.delete_arq(&r.uuid).await.expect("delete");
+    }
+}
+
+#[tokio::test]
+async fn sqlite_report_diffing() {
+    let (db, _dir) = support::sqlite().await;
+    report_diffing(&db).await;
+}
+
+#[tokio::test]
+async fn postgres_report_diffing() {
+    report_diffing(&support::postgres().await).await;
+}
+
+#[tokio::test]
+async fn sqlite_lifecycle_and_binding() {
+    let (db, _dir) = support::sqlite().await;
+    lifecycle_and_binding(&db).await;
+}
+
+#[tokio::test]
+async fn postgres_lifecycle_and_binding() {
+    lifecycle_and_binding(&support::postgres().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_conductors_on_one_postgres_race_for_handles() {
+    let url = support::postgres_database().await;
+    let a = Db::connect(&url).await.expect("conductor a");
+    a.migrate().await.expect("migrate");
+    let b = Db::connect(&url).await.expect("conductor b");
+    racing_conductors(&a, &b).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_conductors_on_one_sqlite_file_race_for_handles() {
+    let (a, dir) = support::sqlite().await;
+    let b = Db::connect(&format!(
+        "sqlite://{}",
+        dir.path().join("accel.db").display()
+    ))
+    .await
+    .expect("conductor b");
+    racing_conductors(&a, &b).await;
+}
+
+#[tokio::test]
+async fn migrations_are_reported_and_applied_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::connect(&format!("sqlite://{}", dir.path().join("new.db").display()))
+        .await
+        .expect("open");
+    assert_eq!(db.pending_migrations().await.expect("pending"), [1]);
+    assert_eq!(db.migrate().await.expect("migrate"), [1]);
+    assert!(db.pending_migrations().await.expect("pending").is_empty());
+    assert!(db.migrate().await.expect("again").is_empty());
+    let err = Db::connect("mysql://x@y/z").await.expect_err("unsupported");
+    assert!(err.to_string().contains("sqlite://"), "{err}");
+    let err = Db::connect_within(
+        "postgres://verso:secret@127.0.0.1:1/none",
+        std::time::Duration::from_secs(1),
+    )
+    .await
+    .expect_err("unreachable");
+    assert!(
+        err.to_string().contains("****") && !err.to_string().contains("secret"),
+        "{err}"
+    );
+}
