@@ -641,6 +641,27 @@ async fn names_amqp_cannot_carry_are_typed_errors() {
     serves_and_calls(&t).await;
 }
 
+/// A call to a topic nobody serves: the rpc_client example gives up after its
+/// --timeout and says to raise --timeout, its own option, not a library call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_client_names_its_timeout_option() {
+    let env = Env::get();
+    let topic = unique_topic("nobody");
+    let started = std::time::Instant::now();
+    let out = env.example_client(&topic, &["--method", "ping", "--timeout", "1"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(stderr.contains("Timeout"), "{stderr}");
+    assert!(stderr.contains(&format!("on topic '{topic}'")), "{stderr}");
+    assert!(stderr.contains("within 1s"), "{stderr}");
+    assert!(stderr.contains("raise --timeout"), "{stderr}");
+    assert!(!stderr.contains("prepare()"), "{stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the last --timeout wins"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconnects_after_the_connection_drops() {
     let env = Env::get();
