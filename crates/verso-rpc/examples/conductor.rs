@@ -14,6 +14,7 @@
 //! each row the field values of that object's `versioned_object.data` at its newest
 //! version. Prints `ready` on stdout once it listens.
 
+use clap::Parser;
 use serde_json::json;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -22,42 +23,28 @@ use verso_rpc::conductor::add_object_endpoints;
 use verso_rpc::transport::{amqp::redact, transport_from_url};
 use verso_rpc::{ArgSpec, ArgType, Args, Endpoint, MethodSpec, RpcServer, Target};
 
-const USAGE: &str = "usage: conductor --transport-url URL --topic TOPIC --seed FILE [--server NAME] [--exchange EXCHANGE]";
-
+/// Serves conductor RPC 1.1 for the Cyborg example model until Ctrl-C: ping (1.0) and
+/// the object-indirection methods (1.1) over an in-memory store loaded from --seed.
+/// Prints `ready` on stdout once it listens.
+#[derive(Parser, Debug)]
+#[command(name = "conductor", args_override_self = true)]
 struct Cli {
+    /// The broker, in oslo.messaging's form: rabbit://user:pass@host:5672/vhost, or memory://.
+    #[arg(long = "transport-url", value_name = "URL")]
     url: String,
+    /// The topic to listen on (the agents' conductor topic).
+    #[arg(long)]
     topic: String,
+    /// A JSON file mapping Device, Deployable, AttachHandle to lists of rows
+    /// (e.g. crates/verso-rpc/interop/cyborg-seed.json).
+    #[arg(long, value_name = "FILE")]
     seed: String,
+    /// This server's name, for calls directed to one server of the topic.
+    #[arg(long, value_name = "NAME")]
     server: Option<String>,
+    /// The control exchange (oslo.messaging's default is `openstack`).
+    #[arg(long)]
     exchange: Option<String>,
-}
-
-fn parse(mut args: impl Iterator<Item = String>) -> Result<Cli, String> {
-    let (mut url, mut topic, mut seed, mut server, mut exchange) = (None, None, None, None, None);
-    while let Some(flag) = args.next() {
-        let slot = match flag.as_str() {
-            "--transport-url" => &mut url,
-            "--topic" => &mut topic,
-            "--seed" => &mut seed,
-            "--server" => &mut server,
-            "--exchange" => &mut exchange,
-            "-h" | "--help" => return Err(USAGE.into()),
-            other => return Err(format!("unknown argument '{other}'\n{USAGE}")),
-        };
-        *slot = Some(
-            args.next()
-                .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?,
-        );
-    }
-    let need =
-        |v: Option<String>, what: &str| v.ok_or_else(|| format!("{what} is required\n{USAGE}"));
-    Ok(Cli {
-        url: need(url, "--transport-url")?,
-        topic: need(topic, "--topic")?,
-        seed: need(seed, "--seed")?,
-        server,
-        exchange,
-    })
 }
 
 fn load_store(path: &str) -> Result<cyborg_model::StoreHandle, String> {
@@ -109,13 +96,7 @@ async fn run(cli: Cli) -> Result<(), String> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = match parse(std::env::args().skip(1)) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(2);
-        }
-    };
+    let cli = Cli::parse();
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

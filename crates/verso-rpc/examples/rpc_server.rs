@@ -11,44 +11,30 @@
 //! runs it in-process (useful only to check the arguments). Prints `ready` on stdout once
 //! it listens.
 
+use clap::Parser;
 use serde_json::json;
 use std::process::ExitCode;
 use verso::Version;
 use verso_rpc::transport::{amqp::redact, transport_from_url};
 use verso_rpc::{ArgSpec, ArgType, Args, Endpoint, MethodSpec, RemoteError, RpcServer, Target};
 
-const USAGE: &str = "usage: rpc_server --transport-url URL --topic TOPIC [--server NAME] \
-                     [--exchange EXCHANGE]";
-
+/// Serves one endpoint at version 1.1 until Ctrl-C: ping(arg) since 1.0, fail(message)
+/// since 1.1. Prints `ready` on stdout once it listens.
+#[derive(Parser, Debug)]
+#[command(name = "rpc_server", args_override_self = true)]
 struct Cli {
+    /// The broker, in oslo.messaging's form: rabbit://user:pass@host:5672/vhost, or memory://.
+    #[arg(long = "transport-url", value_name = "URL")]
     url: String,
+    /// The topic to listen on.
+    #[arg(long)]
     topic: String,
+    /// This server's name, for calls directed to one server of the topic.
+    #[arg(long, value_name = "NAME")]
     server: Option<String>,
+    /// The control exchange (oslo.messaging's default is `openstack`).
+    #[arg(long)]
     exchange: Option<String>,
-}
-
-fn parse(mut args: impl Iterator<Item = String>) -> Result<Cli, String> {
-    let (mut url, mut topic, mut server, mut exchange) = (None, None, None, None);
-    while let Some(flag) = args.next() {
-        let slot = match flag.as_str() {
-            "--transport-url" => &mut url,
-            "--topic" => &mut topic,
-            "--server" => &mut server,
-            "--exchange" => &mut exchange,
-            "-h" | "--help" => return Err(USAGE.into()),
-            other => return Err(format!("unknown argument '{other}'\n{USAGE}")),
-        };
-        *slot = Some(
-            args.next()
-                .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?,
-        );
-    }
-    Ok(Cli {
-        url: url.ok_or_else(|| format!("--transport-url is required\n{USAGE}"))?,
-        topic: topic.ok_or_else(|| format!("--topic is required\n{USAGE}"))?,
-        server,
-        exchange,
-    })
 }
 
 fn endpoint(topic: String, server: Option<String>) -> Endpoint {
@@ -75,6 +61,7 @@ fn endpoint(topic: String, server: Option<String>) -> Endpoint {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    let cli = Cli::parse();
     // Logs on stderr; RUST_LOG=debug shows more.
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -83,13 +70,6 @@ async fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
-    let cli = match parse(std::env::args().skip(1)) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(2);
-        }
-    };
     let transport = match transport_from_url(&cli.url, cli.exchange.as_deref()).await {
         Ok(t) => t,
         Err(e) => {

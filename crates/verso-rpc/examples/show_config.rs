@@ -2,14 +2,18 @@
 //! version caps.
 //!
 //! ```text
-//! cargo run -p verso-rpc --example show_config -- --config accel.toml --show-config
+//! cargo run -p verso-rpc --example show_config -- \
+//!     --config crates/verso-rpc/examples/accel.toml --show-config
 //! VERSO_UPGRADE_LEVELS_AGENT=1.0 cargo run -p verso-rpc --example show_config -- \
-//!     --config accel.toml --set upgrade_levels.conductor=1.0 --show-config
+//!     --config crates/verso-rpc/examples/accel.toml --set upgrade_levels.conductor=1.1 --show-config
 //! ```
 //!
 //! Sources, later ones winning: defaults, `--config FILE`, `VERSO_UPGRADE_LEVELS_*`
-//! environment variables, `--set OPTION=VERSION` (repeatable).
+//! environment variables, `--set OPTION=VERSION` (repeatable). `examples/accel.toml` is a
+//! commented sample file. A bad file, variable or `--set` exits 2 with a message that
+//! says what to write instead.
 
+use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use verso::Version;
@@ -21,49 +25,29 @@ const LIMITS: Limits = Limits {
     agent: Version::new(1, 0),
 };
 
-const USAGE: &str = "usage: show_config [--config FILE] [--set OPTION=VERSION]... [--show-config]";
-
+/// Checks the `[upgrade_levels]` version caps of a configuration and shows the
+/// effective ones.
+///
+/// Sources, later ones winning: defaults, --config FILE, the VERSO_UPGRADE_LEVELS_CONDUCTOR
+/// and VERSO_UPGRADE_LEVELS_AGENT environment variables, then --set.
+#[derive(Parser, Debug)]
+#[command(name = "show_config")]
 struct Cli {
+    /// A TOML file with an [upgrade_levels] section (sample: crates/verso-rpc/examples/accel.toml).
+    #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Overrides one cap, e.g. upgrade_levels.conductor=1.0 (repeatable).
+    #[arg(long = "set", value_name = "OPTION=VERSION")]
     overrides: Vec<String>,
+    /// Prints the effective caps and where each came from (otherwise only checks them).
+    #[arg(long = "show-config")]
     show: bool,
 }
 
-fn parse_args() -> Result<Cli, String> {
-    let mut cli = Cli {
-        config: None,
-        overrides: Vec::new(),
-        show: false,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--config" => cli.config = Some(args.next().ok_or("--config needs a FILE")?.into()),
-            "--set" => cli
-                .overrides
-                .push(args.next().ok_or("--set needs OPTION=VERSION")?),
-            "--show-config" => cli.show = true,
-            "-h" | "--help" => return Err(USAGE.into()),
-            other => {
-                if let Some(path) = other.strip_prefix("--config=") {
-                    cli.config = Some(path.into());
-                } else if let Some(kv) = other.strip_prefix("--set=") {
-                    cli.overrides.push(kv.into());
-                } else {
-                    return Err(format!("unknown argument '{other}'\n{USAGE}"));
-                }
-            }
-        }
-    }
-    Ok(cli)
-}
-
-fn run() -> Result<(), String> {
-    let cli = parse_args()?;
-    let mut levels =
-        UpgradeLevels::load(LIMITS, cli.config.as_deref()).map_err(|e| e.to_string())?;
+fn run(cli: &Cli) -> Result<(), verso_rpc::RpcError> {
+    let mut levels = UpgradeLevels::load(LIMITS, cli.config.as_deref())?;
     for o in &cli.overrides {
-        levels.apply_cli(o).map_err(|e| e.to_string())?;
+        levels.apply_cli(o)?;
     }
     if cli.show {
         print!("{}", levels.show_config());
@@ -74,7 +58,8 @@ fn run() -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    match run() {
+    let cli = Cli::parse();
+    match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

@@ -641,6 +641,57 @@ async fn names_amqp_cannot_carry_are_typed_errors() {
     serves_and_calls(&t).await;
 }
 
+/// A vhost the broker does not have is named as such (RabbitMQ refuses `connection.open`
+/// with 530 NOT_ALLOWED), and the connect error names the broker once, without the
+/// password.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_vhost_is_named_and_the_broker_once() {
+    let env = Env::get();
+    let mut config = verso_rpc::transport::amqp::AmqpConfig::from_url(&env.url).expect("url");
+    let vhost = format!("verso-no-such-vhost-{}", uuid::Uuid::new_v4().simple());
+    config.vhost = vhost.clone();
+    let broker = config.hosts[0].to_string();
+    let password = config.hosts[0].password.clone();
+    let e = match AmqpTransport::connect_with(config).await {
+        Err(e @ verso_rpc::transport::amqp::AmqpError::Connect { .. }) => e,
+        Err(other) => panic!("expected Connect, got {other:?}"),
+        Ok(_) => panic!("connected to a vhost that does not exist"),
+    };
+    let text = e.to_string();
+    assert!(
+        text.contains(&format!("vhost '{vhost}' not found")),
+        "{text}"
+    );
+    assert!(text.contains("rabbitmqctl add_vhost"), "{text}");
+    assert!(!text.contains("MethodHeader"), "no raw frame: {text}");
+    assert_eq!(text.matches(&broker).count(), 1, "the broker once: {text}");
+    assert!(
+        !text.contains(&format!(":{password}@")),
+        "no password: {text}"
+    );
+}
+
+/// A call to a topic nobody serves: the rpc_client example gives up after its
+/// --timeout and says to raise --timeout, its own option, not a library call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_client_names_its_timeout_option() {
+    let env = Env::get();
+    let topic = unique_topic("nobody");
+    let started = std::time::Instant::now();
+    let out = env.example_client(&topic, &["--method", "ping", "--timeout", "1"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(stderr.contains("Timeout"), "{stderr}");
+    assert!(stderr.contains(&format!("on topic '{topic}'")), "{stderr}");
+    assert!(stderr.contains("within 1s"), "{stderr}");
+    assert!(stderr.contains("raise --timeout"), "{stderr}");
+    assert!(!stderr.contains("prepare()"), "{stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the last --timeout wins"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconnects_after_the_connection_drops() {
     let env = Env::get();

@@ -233,8 +233,9 @@ async fn an_untrusted_broker_is_a_quick_typed_error_without_the_password() {
     let mut system_roots = env.config();
     system_roots.hosts[0].password = SECRET.into();
     system_roots.tls = Some(TlsOptions::default());
-    // The TLS port spoken to without TLS.
+    // The TLS port spoken to without TLS (named as such when it is the usual 5671).
     let mut plain = env.config();
+    let tls_port_hint = (plain.hosts[0].port == 5671).then_some("usually RabbitMQ's TLS port");
     plain.hosts[0].password = SECRET.into();
     plain.tls = None;
 
@@ -248,7 +249,7 @@ async fn an_untrusted_broker_is_a_quick_typed_error_without_the_password() {
         ("wrong CA", wrong_ca, Some("certificate")),
         ("wrong name", wrong_name, Some("not valid for name")),
         ("system CAs", system_roots, None),
-        ("no TLS", plain, None),
+        ("no TLS", plain, tls_port_hint),
     ] {
         let started = Instant::now();
         let result = AmqpTransport::connect_with(config).await;
@@ -265,6 +266,37 @@ async fn an_untrusted_broker_is_a_quick_typed_error_without_the_password() {
             assert!(e.to_string().contains(w), "{what}: {e}");
         }
     }
+}
+
+/// `ssl=true` against the plain port: the broker's AMQP header is no TLS record, and the
+/// error says so and where TLS usually is, instead of rustls's `InvalidContentType`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_to_the_plain_port_says_it_is_not_tls() {
+    let env = Env::get();
+    let plain_url = std::env::var("VERSO_TEST_RABBIT_URL")
+        .unwrap_or_else(|_| "rabbit://guest:guest@127.0.0.1:5672/".into());
+    let plain = AmqpConfig::from_url(&plain_url).expect("VERSO_TEST_RABBIT_URL");
+    let mut config = env.config();
+    config.hosts = plain.hosts.clone();
+    let started = Instant::now();
+    let e = match AmqpTransport::connect_with(config).await {
+        Err(e @ AmqpError::Connect { .. }) => e,
+        Err(other) => panic!("expected Connect, got {other:?}"),
+        Ok(_) => panic!("TLS to the plain port connected"),
+    };
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let text = e.to_string();
+    assert!(text.contains("looks like a plain AMQP port"), "{text}");
+    assert!(
+        text.contains("5671") && text.contains("remove ssl=true"),
+        "{text}"
+    );
+    let broker = plain.hosts[0].to_string();
+    assert_eq!(text.matches(&broker).count(), 1, "the broker once: {text}");
 }
 
 /// `ssl_ca_file` replaces the system's CAs, it does not add to them; without it the system's

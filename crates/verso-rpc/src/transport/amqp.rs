@@ -174,14 +174,15 @@ pub enum AmqpError {
         detail: String,
     },
     /// No broker of the URL accepted a connection.
-    #[error(
-        "cannot connect to RabbitMQ at {brokers}: {detail}; check that the broker runs, the \
-         host and port, the user, password and vhost, and ssl=true if it wants TLS"
-    )]
+    #[error("cannot connect to RabbitMQ{}: {detail}", at_brokers(brokers, detail))]
     Connect {
-        /// The brokers tried, passwords replaced by `***`.
+        /// The brokers tried, passwords replaced by `***` (empty when the failure came
+        /// before any broker was tried).
         brokers: String,
-        /// The last failure.
+        /// Why: with one broker, its failure; with several, each broker's failure after
+        /// its address. What the broker said is put in words where verso recognises it
+        /// (a missing vhost, TLS to a plain port, ...); otherwise it ends with what to
+        /// check.
         detail: String,
     },
     /// A name AMQP cannot carry: exchange and queue names and routing keys are at most
@@ -976,7 +977,49 @@ async fn on_io_thread<T: Send + 'static>(
     })
 }
 
-async fn connect_once(config: &AmqpConfig, host: &BrokerHost) -> Result<Connection, String> {
+/// " at BROKERS" for the connect error, or nothing when no broker was tried or when
+/// `detail` names each broker with its own failure already (a URL with several).
+fn at_brokers(brokers: &str, detail: &str) -> String {
+    let listed = brokers
+        .split(',')
+        .any(|b| detail.starts_with(&format!("{b}: ")));
+    if brokers.is_empty() || listed {
+        String::new()
+    } else {
+        format!(" at {brokers}")
+    }
+}
+
+/// What to check when a connection failed for a reason verso does not recognise.
+const CONNECT_CHECKLIST: &str = "check that the broker runs, the host and port, the user, \
+                                 password and vhost, and ssl=true if it wants TLS";
+
+/// Why one broker could not be connected to.
+struct Failure {
+    /// The reason, without the broker's address (the error names it once).
+    why: String,
+    /// Whether `why` says what is wrong; if not, the error adds what to check.
+    diagnosed: bool,
+}
+
+impl Failure {
+    fn plain(why: String) -> Self {
+        Failure {
+            why,
+            diagnosed: false,
+        }
+    }
+
+    fn diagnosed(why: String) -> Self {
+        Failure {
+            why,
+            diagnosed: true,
+        }
+    }
+}
+
+/// Connects to one broker.
+async fn connect_once(config: &AmqpConfig, host: &BrokerHost) -> Result<Connection, Failure> {
     let mut args =
         OpenConnectionArguments::new(&host.host, host.port, &host.username, &host.password);
     args.virtual_host(&config.vhost)
@@ -985,7 +1028,9 @@ async fn connect_once(config: &AmqpConfig, host: &BrokerHost) -> Result<Connecti
     if let Some(tls) = &config.tls {
         // The files are read on every attempt: a renewed certificate is used on the next
         // reconnect.
-        args.tls_adaptor(tls::adaptor(tls, &host.host).map_err(|e| e.to_string())?);
+        args.tls_adaptor(
+            tls::adaptor(tls, &host.host).map_err(|e| Failure::diagnosed(e.to_string()))?,
+        );
     }
     // In a task of its own: amqprs's open, cancelled after it started the connection's
     // tasks, leaves them waiting for an answer that never comes. A late open is closed.
@@ -993,11 +1038,26 @@ async fn connect_once(config: &AmqpConfig, host: &BrokerHost) -> Result<Connecti
     let mut opening = io_handle().spawn(async move { Connection::open(&args).await });
     match tokio::time::timeout(CONNECT_TIMEOUT, &mut opening).await {
         Ok(Ok(Ok(c))) => Ok(c),
-        Ok(Ok(Err(e))) => Err(format!(
-            "{host}: {e}{}",
-            client_cert_hint(config, &e.to_string())
-        )),
-        Ok(Err(e)) => Err(format!("{host}: the connection attempt failed: {e}")),
+        Ok(Ok(Err(e))) => {
+            let e = e.to_string();
+            if let Some(explained) = open_refusal(config, &host.username, &e) {
+                return Err(Failure::diagnosed(explained));
+            }
+            let hints = [
+                client_cert_hint(config, &e).to_owned(),
+                plain_port_hint(config, host, &e),
+                tls_port_hint(config, host, &e),
+            ]
+            .concat();
+            Err(if hints.is_empty() {
+                Failure::plain(e)
+            } else {
+                Failure::diagnosed(format!("{e}{hints}"))
+            })
+        }
+        Ok(Err(e)) => Err(Failure::plain(format!(
+            "the connection attempt failed: {e}"
+        ))),
         Err(_) => {
             io_handle().spawn(async move {
                 match tokio::time::timeout(CONNECT_TIMEOUT, &mut opening).await {
@@ -1008,7 +1068,9 @@ async fn connect_once(config: &AmqpConfig, host: &BrokerHost) -> Result<Connecti
                     Err(_) => opening.abort(),
                 }
             });
-            Err(format!("{host}: no answer within {CONNECT_TIMEOUT:?}"))
+            Err(Failure::plain(format!(
+                "no answer within {CONNECT_TIMEOUT:?}"
+            )))
         }
     }
 }
@@ -1020,6 +1082,89 @@ fn heartbeat_secs(heartbeat: Duration) -> u16 {
     match heartbeat.as_secs() {
         0 => 0,
         s => u16::try_from(s).unwrap_or(u16::MAX).max(2),
+    }
+}
+
+/// The reply code and text of a `connection.close` the broker answered with, out of
+/// amqprs's error text, which carries the frame only in its `Debug` form
+/// (`... Close { reply_code: 530, reply_text: ShortStr(37, "NOT_ALLOWED - ..."), ... }`).
+fn broker_close(error: &str) -> Option<(u16, String)> {
+    let after = |key: &str| error.find(key).map(|i| &error[i + key.len()..]);
+    let code = after("reply_code: ")?;
+    let code: u16 = code
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()?;
+    // The text is a Rust string literal: read it up to the unescaped closing quote.
+    let quoted = after("reply_text: ShortStr(")?;
+    let mut chars = quoted.split_once('"')?.1.chars();
+    let mut text = String::new();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => return Some((code, text)),
+            '\\' => text.extend(chars.next()),
+            c => text.push(c),
+        }
+    }
+    None
+}
+
+/// The broker's refusal of `connection.open` (or of the login before it) in words, when
+/// it closed the connection with a reason: a vhost that does not exist or that the user
+/// may not use. RabbitMQ answers both with 530 NOT_ALLOWED.
+fn open_refusal(config: &AmqpConfig, user: &str, error: &str) -> Option<String> {
+    let (code, text) = broker_close(error)?;
+    let vhost = &config.vhost;
+    let said = format!("the broker answered {code} {text}");
+    Some(if code == 530 && text.contains("not found") {
+        format!(
+            "vhost '{vhost}' not found ({said}); create it (rabbitmqctl add_vhost '{vhost}') \
+             or name an existing one as the URL's path (rabbit://user:pass@host:5672/VHOST, \
+             where an empty path is the default vhost '/')"
+        )
+    } else if code == 530 && text.contains("refused for user") {
+        format!(
+            "user '{user}' may not use vhost '{vhost}' ({said}); grant it \
+             (rabbitmqctl set_permissions -p '{vhost}' '{user}' '.*' '.*' '.*') or use a \
+             vhost it may"
+        )
+    } else {
+        format!("the broker closed the connection: {code} {text}")
+    })
+}
+
+/// What to check when a TLS handshake got an answer that is not TLS at all: rustls reads
+/// a plain AMQP listener's protocol header ("AMQP...") as a record of an unknown type.
+fn plain_port_hint(config: &AmqpConfig, host: &BrokerHost, error: &str) -> String {
+    if config.tls.is_some() && error.contains("InvalidContentType") {
+        format!(
+            " (port {} answered without TLS: it looks like a plain AMQP port; use the \
+             broker's TLS port, usually 5671, or remove ssl=true to connect without TLS)",
+            host.port
+        )
+    } else {
+        String::new()
+    }
+}
+
+/// What to check when a connection without TLS to port 5671, RabbitMQ's usual TLS port,
+/// was dropped: a TLS listener closes a connection whose first bytes are not a handshake.
+fn tls_port_hint(config: &AmqpConfig, host: &BrokerHost, error: &str) -> String {
+    let dropped = [
+        "Connection reset",
+        "Broken pipe",
+        "UnexpectedEof",
+        "early eof",
+    ]
+    .iter()
+    .any(|d| error.contains(d));
+    if config.tls.is_none() && host.port == 5671 && dropped {
+        " (port 5671 is usually RabbitMQ's TLS port: add ?ssl=true, with ssl_ca_file for a \
+         private CA, or use the plain port, usually 5672)"
+            .to_owned()
+    } else {
+        String::new()
     }
 }
 
@@ -1132,14 +1277,15 @@ fn reply_msg_id(body: &[u8]) -> String {
 /// reply queue (if wanted) and every live listener.
 async fn connect_session(inner: &Arc<Inner>, start: usize) -> Result<Arc<Session>, AmqpError> {
     let hosts = &inner.config.hosts;
-    let mut last = String::from("no broker in the URL");
+    // Each broker's failure; the error names a broker once.
+    let mut failures: Vec<(String, Failure)> = Vec::new();
     for k in 0..hosts.len() {
         let index = (start + k) % hosts.len();
         let host = &hosts[index];
         let conn = match connect_once(&inner.config, host).await {
             Ok(c) => c,
             Err(e) => {
-                last = e;
+                failures.push((host.to_string(), e));
                 continue;
             }
         };
@@ -1152,14 +1298,17 @@ async fn connect_session(inner: &Arc<Inner>, start: usize) -> Result<Arc<Session
             })
             .await
         {
-            last = format!("{host}: {e}");
+            failures.push((host.to_string(), Failure::plain(e.to_string())));
             let _ = conn.close().await;
             continue;
         }
         let publish = match open_channel(&conn, Callbacks::new(Role::Vital, &dead)).await {
             Ok(ch) => ch,
             Err(e) => {
-                last = format!("{host}: opening a channel: {e}");
+                failures.push((
+                    host.to_string(),
+                    Failure::plain(format!("opening a channel: {e}")),
+                ));
                 let _ = conn.close().await;
                 continue;
             }
@@ -1172,7 +1321,10 @@ async fn connect_session(inner: &Arc<Inner>, start: usize) -> Result<Arc<Session
         let replies = match open_channel(&conn, reply_callbacks).await {
             Ok(ch) => ch,
             Err(e) => {
-                last = format!("{host}: opening the reply channel: {e}");
+                failures.push((
+                    host.to_string(),
+                    Failure::plain(format!("opening the reply channel: {e}")),
+                ));
                 let _ = conn.close().await;
                 continue;
             }
@@ -1210,7 +1362,7 @@ async fn connect_session(inner: &Arc<Inner>, start: usize) -> Result<Arc<Session
         ));
         if inner.reply_wanted.load(Ordering::Relaxed) {
             if let Err(e) = inner.ensure_reply(&session).await {
-                last = e.to_string();
+                failures.push((host.to_string(), Failure::plain(e.to_string())));
                 session.mark_dead();
                 close_connection(session).await;
                 continue;
@@ -1240,10 +1392,20 @@ async fn connect_session(inner: &Arc<Inner>, start: usize) -> Result<Arc<Session
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join(",");
-    Err(AmqpError::Connect {
-        brokers,
-        detail: last,
-    })
+    let mut detail = match failures.as_slice() {
+        [] => "no broker in the URL".to_owned(),
+        // The error's "at BROKER" names it.
+        [(_, f)] if hosts.len() == 1 => f.why.clone(),
+        several => several
+            .iter()
+            .map(|(host, f)| format!("{host}: {}", f.why))
+            .collect::<Vec<_>>()
+            .join("; "),
+    };
+    if failures.iter().any(|(_, f)| !f.diagnosed) {
+        detail = format!("{detail}; {CONNECT_CHECKLIST}");
+    }
+    Err(AmqpError::Connect { brokers, detail })
 }
 
 /// Re-subscribes a listener that could not be attached after a reconnect, with a growing
@@ -1913,6 +2075,98 @@ mod tests {
         assert_eq!(
             client_cert_hint(&with_cert, "IO error: Connection refused (os error 111)"),
             ""
+        );
+    }
+
+    /// amqprs's error for a `connection.close` answering `connection.open`, in its form.
+    fn closed_with(code: u16, text: &str) -> String {
+        format!(
+            "AMQP connection open error: failed to open connection, reason: \
+             Close(MethodHeader {{ class_id: 10, method_id: 50 }}, Close {{ reply_code: {code}, \
+             reply_text: ShortStr({}, {text:?}), class_id: 10, method_id: 40 }})",
+            text.len()
+        )
+    }
+
+    #[test]
+    fn the_brokers_refusals_are_put_in_words() {
+        let config = AmqpConfig::from_url("rabbit://u:p@h:5672/prod").unwrap();
+        let missing = closed_with(530, "NOT_ALLOWED - vhost prod not found");
+        assert_eq!(
+            broker_close(&missing),
+            Some((530, "NOT_ALLOWED - vhost prod not found".to_owned()))
+        );
+        let said = open_refusal(&config, "u", &missing).unwrap();
+        assert!(said.starts_with("vhost 'prod' not found"), "{said}");
+        assert!(!said.contains("MethodHeader"), "{said}");
+
+        let forbidden = closed_with(
+            530,
+            "NOT_ALLOWED - access to vhost 'prod' refused for user 'u'",
+        );
+        let said = open_refusal(&config, "u", &forbidden).unwrap();
+        assert!(
+            said.starts_with("user 'u' may not use vhost 'prod'"),
+            "{said}"
+        );
+        assert!(said.contains("set_permissions -p 'prod' 'u'"), "{said}");
+
+        // Quotes and backslashes in the text come back as the broker sent them.
+        let odd = closed_with(320, r#"CONNECTION_FORCED - "bye" \ now"#);
+        let said = open_refusal(&config, "u", &odd).unwrap();
+        assert_eq!(
+            said,
+            r#"the broker closed the connection: 320 CONNECTION_FORCED - "bye" \ now"#
+        );
+        // Anything else is left as it is.
+        assert_eq!(
+            open_refusal(&config, "u", "AMQP network error: reset"),
+            None
+        );
+        assert_eq!(
+            broker_close("reply_code: 530, reply_text: ShortStr(3, \"abc"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_port_of_the_other_kind_is_named() {
+        let tls = AmqpConfig::from_url("rabbit://u:p@h:5672/?ssl=1").unwrap();
+        let plain = AmqpConfig::from_url("rabbit://u:p@h:5671/").unwrap();
+        let corrupt = "AMQP network error: network io error: received corrupt message of type \
+                       InvalidContentType";
+        assert!(plain_port_hint(&tls, &tls.hosts[0], corrupt).contains("5671"));
+        assert_eq!(plain_port_hint(&plain, &plain.hosts[0], corrupt), "");
+        let reset = "AMQP network error: network io error: Connection reset by peer (os error 104)";
+        assert!(tls_port_hint(&plain, &plain.hosts[0], reset).contains("ssl=true"));
+        assert_eq!(tls_port_hint(&tls, &tls.hosts[0], reset), "");
+    }
+
+    #[test]
+    fn the_connect_error_names_each_broker_once() {
+        let one = AmqpError::Connect {
+            brokers: "u:***@h:5672".into(),
+            detail: "refused".into(),
+        };
+        assert_eq!(
+            one.to_string(),
+            "cannot connect to RabbitMQ at u:***@h:5672: refused"
+        );
+        let two = AmqpError::Connect {
+            brokers: "u:***@h:5672,u:***@g:5672".into(),
+            detail: "u:***@g:5672: refused; u:***@h:5672: reset".into(),
+        };
+        assert_eq!(
+            two.to_string(),
+            "cannot connect to RabbitMQ: u:***@g:5672: refused; u:***@h:5672: reset"
+        );
+        let none = AmqpError::Connect {
+            brokers: String::new(),
+            detail: "TLS cannot be set up".into(),
+        };
+        assert_eq!(
+            none.to_string(),
+            "cannot connect to RabbitMQ: TLS cannot be set up"
         );
     }
 
