@@ -9,6 +9,8 @@
 //!   in a [`VersionStore`] before it is acted on; [`VersionManager::is_allowed`] and
 //!   [`Gate`]s for features; [`UpgradeAction`]s that run at finalization, step by step,
 //!   resumable after a crash.
+//! - [`RequestValidators`]: refuse a request that uses a new field or value before its
+//!   version is finalized.
 //! - [`Coordinator`]: finalization across a server and its clients: one admin command,
 //!   the invariant checked first, the server before its clients, fencing, status.
 //!
@@ -43,6 +45,7 @@ pub mod coordinator;
 pub mod error;
 pub mod manager;
 pub mod store;
+pub mod validate;
 pub mod version;
 
 pub use action::{ActionError, UpgradeAction};
@@ -55,4 +58,5 @@ pub use manager::{
     ComponentStatus, FinalizeOutcome, Gate, Introduced, RetryPolicy, UpgradeState, VersionManager,
 };
 pub use store::{FileStore, VersionStore};
+pub use validate::RequestValidators;
 pub use version::{ComponentVersion, Observed, UnknownVersion};
