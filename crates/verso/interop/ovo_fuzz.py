@@ -349,6 +349,10 @@ DELIBERATE = {
     # every value a field or primitive refuses as a typed ValueError naming it.
     "exception_class": "a refused value is a ValueError (OVO raises whatever Python raised: "
     "TypeError, AttributeError)",
+    # iso8601 (OVO's parser) also takes reduced and basic forms: 2024, 2024-3-5,
+    # 2024-03-01T12, 20240301T1234; verso takes YYYY-MM-DD[(T| )HH:MM[:SS[.f]]][offset].
+    "datetime_form": "DateTime text is YYYY-MM-DD[(T| )HH:MM[:SS[.fraction]]][Z|+-HH[:MM]|+-HHMM]; "
+    "OVO's iso8601 also takes reduced and basic forms",
     # See child_versions_fixed: a case where OVO itself crashes; expect is OVO with
     # the crash fixed.
     "ovo_child_versions_gap": "OVO crashes (TypeError on dict_items) backporting a list with "
@@ -435,8 +439,9 @@ class Gen:
             return self.pick(list(t.valid_values))
         if isinstance(t, fields.String):
             if loose and self.chance(0.25):
-                return self.pick([5, -3, 0, 1.5, 1e-07, 1e16, 2.0, 1e22, 2**63 - 1, True, False,
-                                  123456.789, -0.0, 5e-324])
+                # (not beyond 64-bit integers: see "string_from_huge_number")
+                return self.pick([5, -3, 0, 1.5, 1e-07, 1e16, 2.0, 1e15, 2**63 - 1, True, False,
+                                  123456.789, -0.0, 5e-324, 0.0001, 1e-05, 2**64 - 1])
             return self.string()
         if isinstance(t, fields.Integer):
             if loose and self.chance(0.2):
@@ -718,9 +723,14 @@ class Gen:
             ])
             return v, reason
         if isinstance(t, fields.DateTime):
-            return self.pick(["2024-03-01", "2024-03-01T12:34", "20240301T123456Z", "bogus", 5, None,
-                              "2024-13-01T00:00:00Z", "2024-03-01T24:00:00Z", "2024-03-01T12:34:56.1234567Z",
-                              "2024-03-01T12:34:56+25:00"]), None
+            v = self.pick(["2024-03-01", "2024-03-01T12:34", "20240301T123456Z", "bogus", 5, None,
+                           "2024-13-01T00:00:00Z", "2024-03-01T24:00:00Z", "2024-03-01T12:34:56.1234567Z",
+                           "2024-03-01T12:34:56+25:00", "2024-03-01t12:34:56Z", "2024-03-01T12:34:56z",
+                           "0000-01-01T00:00:00Z", "2024", "2024-3-5", "2024-03-01T12",
+                           "2024-03-01T12:34:56-0000", "0999-12-31T23:59:59-00"])
+            if v in ("20240301T123456Z", "2024", "2024-3-5", "2024-03-01T12"):
+                return v, "datetime_form"
+            return v, None
         if isinstance(t, fields.Dict):
             v = self.pick([{"a": 5}, {"a": None}, {"a": 1.5}, {"a": True}, ["a"], "ab", 5, {"a": []}])
             if not isinstance(v, dict) or isinstance(v.get("a"), list):

@@ -87,7 +87,13 @@ pub fn write_own<O: VersionedObject>(obj: &O, out: &mut Vec<u8>) {
         slot.write_json(out);
     }
     out.push(b'}');
-    write_changes(out, obj.what_changed().into_iter());
+    // As OVO (and `envelope`): only changed fields that are in `data`.
+    write_changes(
+        out,
+        obj.what_changed()
+            .into_iter()
+            .filter(|c| schema.index_of(c).is_some_and(|i| obj.field(i).is_set())),
+    );
     out.push(b'}');
 }
 
