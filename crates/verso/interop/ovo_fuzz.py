@@ -635,8 +635,11 @@ class Gen:
             p["versioned_object.data"] = shape
             return "object_shape"
         if k == 5:
-            p["versioned_object.changes"] = self.pick(["hostname", 5, None, {"id": 1}, [1, "id"]])
-            return "object_shape"
+            changes = self.pick(["hostname", 5, None, {"id": 1}, [1, "id"], [None], ["id", "id"]])
+            p["versioned_object.changes"] = changes
+            # A list is read by both (names that are not fields are ignored); OVO also
+            # iterates a string's characters and a dict's keys.
+            return None if isinstance(changes, list) else "object_shape"
         # k >= 6: a field value of another kind
         cls = CLASSES[cls_name]
         name = self.pick(list(cls.fields))
@@ -679,7 +682,12 @@ class Gen:
     def odd_value(self, field):
         t = field._type
         if isinstance(t, fields.Object) or isinstance(field, fields.ListOfObjectsField):
-            return self.pick(["x", 5, {}]), "object_shape"
+            v = self.pick(["x", 5, {}, [], None])
+            if isinstance(field, fields.ListOfObjectsField):
+                # OVO iterates whatever it gets: {} is an empty list, "x" a list of "x".
+                return v, None if v is None or v == [] else "container_shape"
+            # {} is a primitive without keys: KeyError in both.
+            return v, None if isinstance(v, dict) or v is None else "object_shape"
         if isinstance(t, fields.Enum):
             return self.pick(["bogus", 5, None, "gpu", ["GPU"]]), None
         if isinstance(t, fields.String):

@@ -177,7 +177,9 @@ pub(crate) fn write_backported<O: VersionedObject>(
         crate::field::write_str(out, f.name);
         out.push(b':');
         match child_rule {
-            Some(Rule::To(v)) => slot.write_backport(out, &v, manifest)?,
+            Some(Rule::To(v)) => {
+                slot.write_backport(out, &v, manifest.filter(|m| !m.is_empty()))?
+            }
             _ => slot.write_json(out),
         }
         written[i] = true;
@@ -210,9 +212,10 @@ pub(crate) fn encode_bytes<O: VersionedObject>(
     if target > own {
         return Err(Error::InvalidTargetVersion { version: target });
     }
-    let manifest = manifest.filter(|m| !m.is_empty());
+    // OVO backports when the target differs or the manifest is non-empty; once it
+    // does, even an empty manifest puts this level in manifest mode.
     let mut out = Vec::with_capacity(256);
-    if target != own || manifest.is_some() {
+    if !target.same_text(&own) || manifest.is_some_and(|m| !m.is_empty()) {
         write_backported(obj, &mut out, &target, manifest, true)?;
     } else {
         write_own(obj, &mut out);
@@ -256,10 +259,12 @@ pub(crate) fn encode<O: VersionedObject>(
     if target > own {
         return Err(Error::InvalidTargetVersion { version: target });
     }
-    // OVO treats an empty manifest like none (`or version_manifest` is falsy for {}).
-    let manifest = manifest.filter(|m| !m.is_empty());
+    // OVO backports when the target differs or the manifest is non-empty
+    // (`or version_manifest` is falsy for {}); once it does, even an empty manifest puts
+    // this level in manifest mode (`_obj_relationship_for` tests `is None`). Contained
+    // objects get no manifest for an empty one (`_do_subobject_backport`'s `or None`).
     let mut data = data_of(obj);
-    if target != own || manifest.is_some() {
+    if !target.same_text(&own) || manifest.is_some_and(|m| !m.is_empty()) {
         obj.make_compatible(&mut data, &target, manifest)?;
     }
     Ok(envelope(obj, &target, data))
@@ -336,14 +341,64 @@ pub(crate) fn decode_body<O: VersionedObject>(h: &Header<'_>) -> Result<O> {
     Ok(obj)
 }
 
-/// A typed decode's class checks, in OVO's order: the namespace, then the name.
-fn check_class<O: VersionedObject>(namespace: &str, name: &str) -> Result<()> {
+/// Every class any [`Registry`](crate::Registry) has registered, by namespace and name:
+/// OVO's process-wide registry, which its decode of a contained object consults before
+/// it compares the class with the field's.
+static KNOWN_CLASSES: std::sync::RwLock<
+    std::collections::BTreeMap<(&'static str, &'static str), fn() -> &'static crate::ObjectSchema>,
+> = std::sync::RwLock::new(std::collections::BTreeMap::new());
+
+pub(crate) fn note_known_class(schema: fn() -> &'static crate::ObjectSchema) {
+    let s = schema();
+    if let Ok(mut known) = KNOWN_CLASSES.write() {
+        known.insert((s.namespace, s.name), schema);
+    }
+}
+
+/// A typed decode's class checks, in OVO's order: the namespace, then the name. A
+/// primitive of another class fails as OVO's would: an unregistered name is
+/// `UnsupportedObjectError`, a registered one at a version this side cannot read
+/// `IncompatibleObjectVersion`, one without data `KeyError`, any other a wrong type.
+fn check_class<O: VersionedObject>(
+    namespace: &str,
+    name: &str,
+    version: Option<&str>,
+    has_data: bool,
+) -> Result<()> {
     if namespace != O::NAMESPACE {
         return Err(Error::UnsupportedObject {
             objtype: format!("{namespace}.{name}"),
         });
     }
     if name != O::NAME {
+        let other = KNOWN_CLASSES
+            .read()
+            .ok()
+            .and_then(|k| k.get(&(namespace, name)).copied());
+        let Some(other) = other else {
+            return Err(Error::UnsupportedObject {
+                objtype: name.into(),
+            });
+        };
+        let other = other();
+        let Some(text) = version else {
+            return Err(Error::MissingKey {
+                key: KEY_VERSION.into(),
+            });
+        };
+        let version: Version = text.parse()?;
+        if !version.same_text(&other.version) && !other.version.accepts(&version) {
+            return Err(Error::IncompatibleObjectVersion {
+                name: other.name.into(),
+                version,
+                supported: other.version,
+            });
+        }
+        if !has_data {
+            return Err(Error::MissingKey {
+                key: KEY_DATA.into(),
+            });
+        }
         return Err(Error::WrongObjectType {
             expected: O::NAME,
             found: name.into(),
@@ -372,7 +427,8 @@ fn finish<O: VersionedObject>(
     version: Version,
     changed: impl IntoIterator<Item = usize>,
 ) {
-    obj.meta_mut().version = (version != O::VERSION).then_some(version);
+    // Kept unless it is the class version's very text ("1.2.0" and "1.02" are kept).
+    obj.meta_mut().version = (!version.same_text(&O::VERSION)).then_some(version);
     obj.reset_changes();
     for i in changed {
         obj.field_mut(i).set_changed(true);
@@ -382,7 +438,12 @@ fn finish<O: VersionedObject>(
 /// Decodes a primitive that must be of class `O`.
 pub(crate) fn decode<O: VersionedObject>(primitive: &Value) -> Result<O> {
     let h = header(primitive)?;
-    check_class::<O>(h.namespace, h.name)?;
+    check_class::<O>(
+        h.namespace,
+        h.name,
+        Some(h.version),
+        h.map.contains_key(KEY_DATA),
+    )?;
     decode_body(&h)
 }
 
@@ -583,7 +644,7 @@ pub(crate) fn decode_slice<O: VersionedObject>(bytes: &[u8]) -> Result<O> {
     let namespace = c.namespace.ok_or_else(|| missing(KEY_NAMESPACE))?;
     let name = c.name.ok_or_else(|| missing(KEY_NAME))?;
     let version_text = c.version.ok_or_else(|| missing(KEY_VERSION))?;
-    check_class::<O>(&namespace, &name)?;
+    check_class::<O>(&namespace, &name, Some(&version_text), c.has_data)?;
     let version = check_version::<O>(&version_text)?;
     if !c.has_data {
         return Err(missing(KEY_DATA));

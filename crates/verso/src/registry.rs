@@ -201,6 +201,7 @@ impl Registry {
             },
         );
         self.namespaces.insert(O::NAMESPACE);
+        crate::primitive::note_known_class(O::schema);
         self
     }
 
@@ -217,6 +218,7 @@ impl Registry {
             },
         );
         self.namespaces.insert(O::NAMESPACE);
+        crate::primitive::note_known_class(O::schema);
         self
     }
 
