@@ -512,7 +512,8 @@ class Gen:
             if k == 0:
                 arg = {}
                 if self.chance(0.5):
-                    arg["fields"] = self.r.sample(list(cls.fields), self.r.randrange(1, len(cls.fields) + 1))
+                    pool = list(cls.fields) + ["bogus"]
+                    arg["fields"] = self.r.sample(pool, self.r.randrange(1, len(pool) + 1))
                 if self.chance(0.5):
                     arg["recursive"] = self.chance(0.5)
                 out.append({"reset_changes": arg})
@@ -520,9 +521,9 @@ class Gen:
                 name = self.pick(list(cls.fields))
                 field = cls.fields[name]
                 if isinstance(field, fields.ObjectField):
-                    value = None if self.chance(0.3) else self.spec(field.objname, 1)
+                    value = None if self.chance(0.3) else self.member_spec(field.objname, 1)
                 elif isinstance(field, fields.ListOfObjectsField):
-                    value = [self.spec(field.objname, 1) for _ in range(self.r.randrange(0, 3))]
+                    value = [self.member_spec(field.objname, 1) for _ in range(self.r.randrange(0, 3))]
                 else:
                     value = self.value(field, loose=True)
                 out.append({"set": {name: value}})
@@ -607,7 +608,15 @@ class Gen:
         """Mutates primitive p in place; returns a DELIBERATE key when verso refuses the
         result on purpose, whatever OVO does with it."""
         data = p["versioned_object.data"]
-        k = self.r.randrange(9)
+        k = self.r.randrange(11)
+        if k == 9:
+            key = self.pick(["versioned_object.name", "versioned_object.namespace", "versioned_object.version"])
+            p[key] = self.pick([5, None, 1.2, ["Device"], True])
+            return None
+        if k == 10:
+            p[self.pick(["versioned_object.extra", "other"])] = self.pick([1, "x", None])
+            data[self.pick(["bogus", "Id", "versioned_object.name"])] = self.pick([1, "x", None, []])
+            return None
         if k == 0:
             del p[self.pick(["versioned_object.name", "versioned_object.namespace",
                              "versioned_object.version", "versioned_object.data"])]

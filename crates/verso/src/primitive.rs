@@ -275,20 +275,13 @@ fn required<'a>(map: &'a Map<String, Value>, key: &str) -> Result<&'a Value> {
         .ok_or_else(|| Error::MissingKey { key: key.into() })
 }
 
-fn required_str<'a>(map: &'a Map<String, Value>, key: &str) -> Result<&'a str> {
-    required(map, key)?
-        .as_str()
-        .ok_or_else(|| Error::Malformed {
-            what: format!("'{key}' is not a string"),
-        })
-}
-
 /// The namespace, name and version of a primitive, read in OVO's order (a missing
 /// `namespace` is reported before a missing `name`).
 pub(crate) struct Header<'a> {
     pub namespace: &'a str,
     pub name: &'a str,
-    pub version: &'a str,
+    /// Not yet required to be a string: OVO looks the name up first.
+    version: &'a Value,
     pub map: &'a Map<String, Value>,
 }
 
@@ -296,15 +289,53 @@ pub(crate) fn header(primitive: &Value) -> Result<Header<'_>> {
     let map = primitive.as_object().ok_or_else(|| Error::Malformed {
         what: "an object primitive must be a JSON object".into(),
     })?;
-    Ok(Header {
-        namespace: required_str(map, KEY_NAMESPACE)?,
-        name: required_str(map, KEY_NAME)?,
-        version: required_str(map, KEY_VERSION)?,
-        map,
-    })
+    let namespace = required(map, KEY_NAMESPACE)?;
+    let name = required(map, KEY_NAME)?;
+    let version = required(map, KEY_VERSION)?;
+    match (namespace.as_str(), name.as_str()) {
+        (Some(namespace), Some(name)) => Ok(Header {
+            namespace,
+            name,
+            version,
+            map,
+        }),
+        _ => Err(non_string_header(
+            namespace.as_str(),
+            name.is_array() || name.is_object(),
+        )),
+    }
+}
+
+/// The error for a namespace or name that is not a JSON string, as OVO fails: a
+/// namespace of any other type is not `cyborg` (UnsupportedObjectError); then a scalar
+/// name is no registered class (UnsupportedObjectError) and a list or dict name cannot
+/// even be looked up (a TypeError there; verso's refused values are ValueErrors).
+fn non_string_header(namespace: Option<&str>, name_is_container: bool) -> Error {
+    match namespace {
+        None => Error::UnsupportedObject {
+            objtype: "a namespace that is not a string".into(),
+        },
+        Some(_) if name_is_container => Error::Malformed {
+            what: format!("'{KEY_NAME}' is a list or an object"),
+        },
+        Some(_) => Error::UnsupportedObject {
+            objtype: "a name that is not a string".into(),
+        },
+    }
+}
+
+fn version_not_a_string() -> Error {
+    Error::Malformed {
+        what: format!("'{KEY_VERSION}' is not a string"),
+    }
 }
 
 impl Header<'_> {
+    /// The version text.
+    pub(crate) fn version(&self) -> Result<&str> {
+        self.version.as_str().ok_or_else(version_not_a_string)
+    }
+
     pub(crate) fn unsupported_namespace(&self) -> Error {
         Error::UnsupportedObject {
             objtype: format!("{}.{}", self.namespace, self.name),
@@ -314,7 +345,7 @@ impl Header<'_> {
 
 /// Decodes a primitive into `O`, whose name the caller has already matched.
 pub(crate) fn decode_body<O: VersionedObject>(h: &Header<'_>) -> Result<O> {
-    let version = check_version::<O>(h.version)?;
+    let version = check_version::<O>(h.version()?)?;
     let data = required(h.map, KEY_DATA)?
         .as_object()
         .ok_or_else(|| Error::Malformed {
@@ -381,11 +412,7 @@ fn check_class<O: VersionedObject>(
             });
         };
         let other = other();
-        let Some(text) = version else {
-            return Err(Error::MissingKey {
-                key: KEY_VERSION.into(),
-            });
-        };
+        let text = version.ok_or_else(version_not_a_string)?;
         let version: Version = text.parse()?;
         if !version.same_text(&other.version) && !other.version.accepts(&version) {
             return Err(Error::IncompatibleObjectVersion {
@@ -441,17 +468,79 @@ pub(crate) fn decode<O: VersionedObject>(primitive: &Value) -> Result<O> {
     check_class::<O>(
         h.namespace,
         h.name,
-        Some(h.version),
+        h.version.as_str(),
         h.map.contains_key(KEY_DATA),
     )?;
     decode_body(&h)
 }
 
+/// A header value or a `changes` entry: its text when it is a JSON string, `None` for
+/// any other JSON value (`container` tells a list or object), which the header checks
+/// then report as OVO would and `changes` ignores as OVO does.
+struct MaybeStr<'de>(Option<std::borrow::Cow<'de, str>>, bool);
+
+impl<'de> serde::Deserialize<'de> for MaybeStr<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = MaybeStr<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a header value")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> std::result::Result<Self::Value, E> {
+                Ok(MaybeStr(Some(std::borrow::Cow::Borrowed(v)), false))
+            }
+            fn visit_str<E>(self, v: &str) -> std::result::Result<Self::Value, E> {
+                Ok(MaybeStr(Some(std::borrow::Cow::Owned(v.to_owned())), false))
+            }
+            fn visit_string<E>(self, v: String) -> std::result::Result<Self::Value, E> {
+                Ok(MaybeStr(Some(std::borrow::Cow::Owned(v)), false))
+            }
+            fn visit_bool<E>(self, _: bool) -> std::result::Result<Self::Value, E> {
+                Ok(MaybeStr(None, false))
+            }
+            fn visit_i64<E>(self, _: i64) -> std::result::Result<Self::Value, E> {
+                Ok(MaybeStr(None, false))
+            }
+            fn visit_u64<E>(self, _: u64) -> std::result::Result<Self::Value, E> {
+                Ok(MaybeStr(None, false))
+            }
+            fn visit_f64<E>(self, _: f64) -> std::result::Result<Self::Value, E> {
+                Ok(MaybeStr(None, false))
+            }
+            fn visit_unit<E>(self) -> std::result::Result<Self::Value, E> {
+                Ok(MaybeStr(None, false))
+            }
+            fn visit_none<E>(self) -> std::result::Result<Self::Value, E> {
+                Ok(MaybeStr(None, false))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> std::result::Result<Self::Value, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(MaybeStr(None, true))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<Self::Value, A::Error> {
+                while map
+                    .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                    .is_some()
+                {}
+                Ok(MaybeStr(None, true))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 /// What the streaming decoder collects before the header checks run.
 struct Collected<'de, O> {
-    namespace: Option<std::borrow::Cow<'de, str>>,
-    name: Option<std::borrow::Cow<'de, str>>,
-    version: Option<std::borrow::Cow<'de, str>>,
+    namespace: Option<MaybeStr<'de>>,
+    name: Option<MaybeStr<'de>>,
+    version: Option<MaybeStr<'de>>,
     obj: O,
     has_data: bool,
     /// Indexes of the fields named in `versioned_object.changes`.
@@ -581,8 +670,9 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for ChangesSeed<'_, O> {
         mut seq: A,
     ) -> std::result::Result<(), A::Error> {
         let schema = O::schema();
-        while let Some(name) = seq.next_element::<std::borrow::Cow<'de, str>>()? {
-            if let Some(i) = schema.index_of(&name) {
+        // Entries that are not field names, strings or not, are ignored (as OVO does).
+        while let Some(name) = seq.next_element::<MaybeStr<'de>>()? {
+            if let Some(i) = name.0.as_deref().and_then(|n| schema.index_of(n)) {
                 self.0.push(i);
             }
         }
@@ -644,8 +734,11 @@ pub(crate) fn decode_slice<O: VersionedObject>(bytes: &[u8]) -> Result<O> {
     let namespace = c.namespace.ok_or_else(|| missing(KEY_NAMESPACE))?;
     let name = c.name.ok_or_else(|| missing(KEY_NAME))?;
     let version_text = c.version.ok_or_else(|| missing(KEY_VERSION))?;
-    check_class::<O>(&namespace, &name, Some(&version_text), c.has_data)?;
-    let version = check_version::<O>(&version_text)?;
+    let (Some(namespace), Some(name)) = (&namespace.0, &name.0) else {
+        return Err(non_string_header(namespace.0.as_deref(), name.1));
+    };
+    check_class::<O>(namespace, name, version_text.0.as_deref(), c.has_data)?;
+    let version = check_version::<O>(version_text.0.as_deref().ok_or_else(version_not_a_string)?)?;
     if !c.has_data {
         return Err(missing(KEY_DATA));
     }

@@ -234,6 +234,26 @@ fn check(expect: &Value, key: &str, outcome: Outcome) -> Result<(), String> {
     }
 }
 
+/// Decodes `bytes` with the typed streaming decoder of the model class `name`.
+fn decode_slice_as(name: &str, bytes: &[u8]) -> Option<verso::Result<Box<dyn AnyObject>>> {
+    use cyborg_model::{
+        AttachHandle, AttachHandleList, Deployable, DeployableList, Device, DeviceList,
+    };
+    use verso::VersionedObject;
+    fn boxed<O: VersionedObject>(bytes: &[u8]) -> verso::Result<Box<dyn AnyObject>> {
+        O::from_primitive_slice(bytes).map(|o| Box::new(o) as Box<dyn AnyObject>)
+    }
+    Some(match name {
+        "Device" => boxed::<Device>(bytes),
+        "Deployable" => boxed::<Deployable>(bytes),
+        "AttachHandle" => boxed::<AttachHandle>(bytes),
+        "DeviceList" => boxed::<DeviceList>(bytes),
+        "AttachHandleList" => boxed::<AttachHandleList>(bytes),
+        "DeployableList" => boxed::<DeployableList>(bytes),
+        _ => return None,
+    })
+}
+
 /// Runs one case: `Ok` when verso does what its `expect` says.
 pub fn run_case(reg: &Registry, case: &Value) -> Result<(), String> {
     let expect = case.get("expect").ok_or("case without expect")?;
@@ -282,16 +302,31 @@ pub fn run_case(reg: &Registry, case: &Value) -> Result<(), String> {
             };
             check(expect, "primitive", bytes).map_err(|e| format!("byte path: {e}"))
         }
-        Some("from_primitive") => match reg.from_primitive(&case["primitive"]) {
-            Err(e) => check(expect, "object", Outcome::Error(e)),
-            Ok(obj) => {
-                check(expect, "object", Outcome::Value(obj.obj_describe()))?;
-                let re = obj
-                    .obj_to_primitive(None, None)
-                    .map_err(|e| format!("re-encode: {e}"))?;
-                check(expect, "reencoded", Outcome::Value(re))
+        Some("from_primitive") => {
+            match reg.from_primitive(&case["primitive"]) {
+                Err(e) => check(expect, "object", Outcome::Error(e))?,
+                Ok(obj) => {
+                    check(expect, "object", Outcome::Value(obj.obj_describe()))?;
+                    let re = obj
+                        .obj_to_primitive(None, None)
+                        .map_err(|e| format!("re-encode: {e}"))?;
+                    check(expect, "reencoded", Outcome::Value(re))?;
+                }
             }
-        },
+            // The streaming decoder of the class the primitive names must agree.
+            let bytes = serde_json::to_vec(&case["primitive"]).map_err(|e| e.to_string())?;
+            let by_slice = match case["primitive"].get("versioned_object.name") {
+                Some(Value::String(name)) => decode_slice_as(name, &bytes),
+                _ => None,
+            };
+            match by_slice {
+                None => Ok(()),
+                Some(Err(e)) => check(expect, "object", Outcome::Error(e))
+                    .map_err(|e| format!("slice decode: {e}")),
+                Some(Ok(obj)) => check(expect, "object", Outcome::Value(obj.obj_describe()))
+                    .map_err(|e| format!("slice decode: {e}")),
+            }
+        }
         Some("manifest") => {
             let class = case["class"]
                 .as_str()
