@@ -390,6 +390,8 @@ pub(crate) fn note_known_class(schema: fn() -> &'static crate::ObjectSchema) {
 /// primitive of another class fails as OVO's would: an unregistered name is
 /// `UnsupportedObjectError`, a registered one at a version this side cannot read
 /// `IncompatibleObjectVersion`, one without data `KeyError`, any other a wrong type.
+/// "Registered" means by any [`Registry`](crate::Registry) of the process; when none
+/// has registered a class of the namespace, another name is only a wrong type.
 fn check_class<O: VersionedObject>(
     namespace: &str,
     name: &str,
@@ -402,13 +404,26 @@ fn check_class<O: VersionedObject>(
         });
     }
     if name != O::NAME {
-        let other = KNOWN_CLASSES
-            .read()
-            .ok()
-            .and_then(|k| k.get(&(namespace, name)).copied());
+        let wrong_type = || Error::WrongObjectType {
+            expected: O::NAME,
+            found: name.into(),
+        };
+        let (other, namespace_known) = match KNOWN_CLASSES.read() {
+            Ok(k) => (
+                k.get(&(namespace, name)).copied(),
+                k.keys().any(|(ns, _)| *ns == namespace),
+            ),
+            Err(_) => (None, false),
+        };
         let Some(other) = other else {
-            return Err(Error::UnsupportedObject {
-                objtype: name.into(),
+            // With no registry for the namespace there is nothing to resolve the name
+            // against: only the type is known to be wrong.
+            return Err(if namespace_known {
+                Error::UnsupportedObject {
+                    objtype: name.into(),
+                }
+            } else {
+                wrong_type()
             });
         };
         let other = other();
@@ -426,10 +441,7 @@ fn check_class<O: VersionedObject>(
                 key: KEY_DATA.into(),
             });
         }
-        return Err(Error::WrongObjectType {
-            expected: O::NAME,
-            found: name.into(),
-        });
+        return Err(wrong_type());
     }
     Ok(())
 }
