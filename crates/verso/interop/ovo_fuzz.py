@@ -434,6 +434,8 @@ class Gen:
         """A value the field takes. loose: also the coercions OVO's setattr applies."""
         if field.nullable and self.chance(0.15):
             return None
+        if loose and field.default != fields.UnspecifiedDefault and self.chance(0.1):
+            return None  # a non-nullable field with a default takes None as the default
         t = field._type
         if isinstance(t, fields.Enum):
             return self.pick(list(t.valid_values))
@@ -563,7 +565,8 @@ class Gen:
 
     def to_primitive_case(self):
         cls_name = self.pick(list(CLASSES))
-        case = {"name": self.next_name("to"), "op": "to_primitive", "object": self.spec(cls_name)}
+        obj_spec = self.member_spec(cls_name, 0) if self.chance(0.3) else self.spec(cls_name)
+        case = {"name": self.next_name("to"), "op": "to_primitive", "object": obj_spec}
         if self.chance(0.5):
             case["steps"] = self.steps(cls_name)
         if self.chance(0.6):
@@ -653,6 +656,9 @@ class Gen:
         cls = CLASSES[cls_name]
         name = self.pick(list(cls.fields))
         field = cls.fields[name]
+        if self.chance(0.15):
+            data[name] = None  # nullable: None; with a default: the default; else ValueError
+            return None
         value, reason = self.odd_value(field)
         data[name] = value
         return reason

@@ -375,9 +375,12 @@ pub(crate) fn decode_body<O: VersionedObject>(h: &Header<'_>) -> Result<O> {
 /// Every class any [`Registry`](crate::Registry) has registered, by namespace and name:
 /// OVO's process-wide registry, which its decode of a contained object consults before
 /// it compares the class with the field's.
-static KNOWN_CLASSES: std::sync::RwLock<
-    std::collections::BTreeMap<(&'static str, &'static str), fn() -> &'static crate::ObjectSchema>,
-> = std::sync::RwLock::new(std::collections::BTreeMap::new());
+static KNOWN_CLASSES: std::sync::RwLock<KnownClasses> =
+    std::sync::RwLock::new(std::collections::BTreeMap::new());
+
+/// `(namespace, name)` to the class schema.
+type KnownClasses =
+    std::collections::BTreeMap<(&'static str, &'static str), fn() -> &'static crate::ObjectSchema>;
 
 pub(crate) fn note_known_class(schema: fn() -> &'static crate::ObjectSchema) {
     let s = schema();

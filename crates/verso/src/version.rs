@@ -16,24 +16,9 @@ pub struct Version {
     major: u32,
     minor: u32,
     patch: Option<u32>,
-    /// The text as written, only when it differs from the canonical form.
-    text: Option<VersionText>,
-}
-
-/// A short non-canonical version text, stored inline so `Version` stays `Copy`.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct VersionText {
-    len: u8,
-    bytes: [u8; VersionText::MAX],
-}
-
-impl VersionText {
-    const MAX: usize = 22;
-
-    fn as_str(&self) -> &str {
-        // Only ASCII digits and dots are ever stored.
-        std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or_default()
-    }
+    /// Leading zeros written before each part (`1.01` is minor 1 with one), which is all
+    /// that can make a text other than the canonical one: kept in three bytes, not text.
+    zeros: [u8; 3],
 }
 
 /// A version string that is not dotted integers.
@@ -48,7 +33,7 @@ pub enum VersionError {
         /// The part that is not an integer.
         part: String,
     },
-    /// Fewer than two or more than three parts, or a non-canonical text too long to keep.
+    /// Fewer than two or more than three parts (or a part with more than 255 leading zeros).
     #[error("version '{text}' must be MAJOR.MINOR or MAJOR.MINOR.PATCH")]
     WrongShape {
         /// The whole version text.
@@ -63,7 +48,7 @@ impl Version {
             major,
             minor,
             patch: None,
-            text: None,
+            zeros: [0; 3],
         }
     }
 
@@ -73,7 +58,7 @@ impl Version {
             major,
             minor,
             patch: Some(patch),
-            text: None,
+            zeros: [0; 3],
         }
     }
 
@@ -109,14 +94,8 @@ impl Version {
     /// Whether both are the same text (OVO compares version strings with `==` to decide
     /// whether a backport is needed: `"1.01" != "1.1"`).
     pub fn same_text(&self, other: &Version) -> bool {
-        match (&self.text, &other.text) {
-            (None, None) => {
-                (self.major, self.minor, self.patch) == (other.major, other.minor, other.patch)
-            }
-            (Some(a), Some(b)) => a == b,
-            // A kept text is never the canonical form.
-            _ => false,
-        }
+        (self.major, self.minor, self.patch, self.zeros)
+            == (other.major, other.minor, other.patch, other.zeros)
     }
 
     fn parts(&self) -> ([u32; 3], usize) {
@@ -188,19 +167,14 @@ impl FromStr for Version {
             major: parts[0],
             minor: parts[1],
             patch: (n == 3).then_some(parts[2]),
-            text: None,
+            zeros: [0; 3],
         };
-        // Leading zeros ("1.01") make a text other than the canonical one: keep it.
-        if text.split('.').any(|p| p.len() > 1 && p.starts_with('0')) {
-            if text.len() > VersionText::MAX {
-                return Err(VersionError::WrongShape { text: text.into() });
-            }
-            let mut bytes = [0u8; VersionText::MAX];
-            bytes[..text.len()].copy_from_slice(text.as_bytes());
-            v.text = Some(VersionText {
-                len: text.len() as u8,
-                bytes,
-            });
+        // Leading zeros ("1.01") make a text other than the canonical one: keep them.
+        for (i, part) in text.split('.').enumerate() {
+            let digits = part.trim_start_matches('0');
+            let zeros = part.len() - digits.len().max(1);
+            v.zeros[i] =
+                u8::try_from(zeros).map_err(|_| VersionError::WrongShape { text: text.into() })?;
         }
         Ok(v)
     }
@@ -215,13 +189,24 @@ impl TryFrom<&str> for Version {
 
 impl fmt::Display for Version {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(t) = &self.text {
-            return f.write_str(t.as_str());
+        if self.zeros == [0; 3] {
+            return match self.patch {
+                Some(p) => write!(f, "{}.{}.{}", self.major, self.minor, p),
+                None => write!(f, "{}.{}", self.major, self.minor),
+            };
         }
-        match self.patch {
-            Some(p) => write!(f, "{}.{}.{}", self.major, self.minor, p),
-            None => write!(f, "{}.{}", self.major, self.minor),
+        let parts = [Some(self.major), Some(self.minor), self.patch];
+        for (i, part) in parts.iter().enumerate() {
+            let Some(p) = part else { break };
+            if i > 0 {
+                f.write_str(".")?;
+            }
+            for _ in 0..self.zeros[i] {
+                f.write_str("0")?;
+            }
+            write!(f, "{p}")?;
         }
+        Ok(())
     }
 }
 
@@ -321,7 +306,14 @@ mod tests {
         assert!(odd.same_text(&v("1.01")));
         assert_eq!(v("01.2.00").to_string(), "01.2.00");
         assert!(!v("1.2.0").same_text(&v("1.2")));
-        assert!("1.0000000000000000000001".parse::<Version>().is_err());
+        assert_eq!(
+            v("1.0000000000000000000001").to_string(),
+            "1.0000000000000000000001"
+        );
+        assert_eq!(v("0.000").to_string(), "0.000");
+        assert!(format!("1.{}1", "0".repeat(300))
+            .parse::<Version>()
+            .is_err());
     }
 
     #[test]
@@ -334,7 +326,9 @@ mod tests {
 
     #[test]
     fn display_round_trips() {
-        for s in ["1.0", "1.10", "1.1.5", "0.9", "1.01", "00.1"] {
+        for s in [
+            "1.0", "1.10", "1.1.5", "0.9", "1.01", "00.1", "0.0", "1.00.010",
+        ] {
             assert_eq!(v(s).to_string(), s);
         }
     }

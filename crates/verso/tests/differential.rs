@@ -24,7 +24,8 @@ const DEFAULT_SEED: u64 = 20_261_203;
 const DEFAULT_CASES: usize = 2_000;
 
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    root.canonicalize().unwrap_or(root)
 }
 
 fn env_number<T: std::str::FromStr>(name: &str, default: T) -> Result<T, String> {
