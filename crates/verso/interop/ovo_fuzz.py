@@ -501,6 +501,10 @@ class Gen:
                 obj = build(spec)
                 versions = VERSIONS[cls_name]
                 p = obj.obj_to_primitive(target_version=self.pick(versions))
+                if self.chance(0.2):
+                    # relabelled older than its data (see mutate)
+                    p = obj.obj_to_primitive()
+                    p["versioned_object.version"] = self.pick(versions)
                 return {"decode": sort_changes(p)}
             except Exception:  # noqa: BLE001 - an unbuildable spec stays a spec
                 return spec
@@ -611,7 +615,12 @@ class Gen:
         """Mutates primitive p in place; returns a DELIBERATE key when verso refuses the
         result on purpose, whatever OVO does with it."""
         data = p["versioned_object.data"]
-        k = self.r.randrange(11)
+        k = self.r.randrange(12)
+        if k == 11:
+            # Labelled older than its data: fields added later are still in data (OVO
+            # keeps every field it finds, whatever the version says).
+            p["versioned_object.version"] = self.pick(VERSIONS[cls_name])
+            return None
         if k == 9:
             key = self.pick(["versioned_object.name", "versioned_object.namespace", "versioned_object.version"])
             p[key] = self.pick([5, None, 1.2, ["Device"], True])

@@ -87,13 +87,22 @@ pub fn write_own<O: VersionedObject>(obj: &O, out: &mut Vec<u8>) {
         slot.write_json(out);
     }
     out.push(b'}');
-    // As OVO (and `envelope`): only changed fields that are in `data`.
-    write_changes(
-        out,
-        obj.what_changed()
-            .into_iter()
-            .filter(|c| schema.index_of(c).is_some_and(|i| obj.field(i).is_set())),
-    );
+    // As OVO (and `envelope`): only changed fields that are in `data`, i.e. set
+    // (`what_changed` restricted to set fields, without looking names up).
+    let changed: std::collections::BTreeSet<&'static str> = schema
+        .fields
+        .iter()
+        .enumerate()
+        .filter(|(i, f)| {
+            let slot = obj.field(*i);
+            slot.is_set()
+                && (slot.is_changed()
+                    || (crate::object::propagates_child_changes(schema, f)
+                        && slot.has_child_changes()))
+        })
+        .map(|(_, f)| f.name)
+        .collect();
+    write_changes(out, changed.into_iter());
     out.push(b'}');
 }
 
