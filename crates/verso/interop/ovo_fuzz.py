@@ -623,7 +623,9 @@ class Gen:
             return None
         if k == 9:
             key = self.pick(["versioned_object.name", "versioned_object.namespace", "versioned_object.version"])
-            p[key] = self.pick([5, None, 1.2, ["Device"], True])
+            p[key] = self.pick([5, None, 1.2, ["Device"], True, {"a": 1}])
+            if self.chance(0.3):
+                p["versioned_object.namespace"] = "nova"
             return None
         if k == 10:
             p[self.pick(["versioned_object.extra", "other"])] = self.pick([1, "x", None])

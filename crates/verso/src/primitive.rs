@@ -294,7 +294,12 @@ pub(crate) struct Header<'a> {
     pub map: &'a Map<String, Value>,
 }
 
-pub(crate) fn header(primitive: &Value) -> Result<Header<'_>> {
+/// `known_namespace` says whether a namespace is one this side decodes, which OVO
+/// checks before it looks at the name.
+pub(crate) fn header<'a>(
+    primitive: &'a Value,
+    known_namespace: &dyn Fn(&str) -> bool,
+) -> Result<Header<'a>> {
     let map = primitive.as_object().ok_or_else(|| Error::Malformed {
         what: "an object primitive must be a JSON object".into(),
     })?;
@@ -310,7 +315,9 @@ pub(crate) fn header(primitive: &Value) -> Result<Header<'_>> {
         }),
         _ => Err(non_string_header(
             namespace.as_str(),
+            name.as_str(),
             name.is_array() || name.is_object(),
+            known_namespace,
         )),
     }
 }
@@ -319,10 +326,18 @@ pub(crate) fn header(primitive: &Value) -> Result<Header<'_>> {
 /// namespace of any other type is not `cyborg` (UnsupportedObjectError); then a scalar
 /// name is no registered class (UnsupportedObjectError) and a list or dict name cannot
 /// even be looked up (a TypeError there; verso's refused values are ValueErrors).
-fn non_string_header(namespace: Option<&str>, name_is_container: bool) -> Error {
+fn non_string_header(
+    namespace: Option<&str>,
+    name: Option<&str>,
+    name_is_container: bool,
+    known_namespace: &dyn Fn(&str) -> bool,
+) -> Error {
     match namespace {
         None => Error::UnsupportedObject {
             objtype: "a namespace that is not a string".into(),
+        },
+        Some(ns) if !known_namespace(ns) => Error::UnsupportedObject {
+            objtype: format!("{ns}.{}", name.unwrap_or("<not a string>")),
         },
         Some(_) if name_is_container => Error::Malformed {
             what: format!("'{KEY_NAME}' is a list or an object"),
@@ -488,7 +503,7 @@ fn finish<O: VersionedObject>(
 
 /// Decodes a primitive that must be of class `O`.
 pub(crate) fn decode<O: VersionedObject>(primitive: &Value) -> Result<O> {
-    let h = header(primitive)?;
+    let h = header(primitive, &|ns| ns == O::NAMESPACE)?;
     check_class::<O>(
         h.namespace,
         h.name,
@@ -759,7 +774,12 @@ pub(crate) fn decode_slice<O: VersionedObject>(bytes: &[u8]) -> Result<O> {
     let name = c.name.ok_or_else(|| missing(KEY_NAME))?;
     let version_text = c.version.ok_or_else(|| missing(KEY_VERSION))?;
     let (Some(namespace), Some(name)) = (&namespace.0, &name.0) else {
-        return Err(non_string_header(namespace.0.as_deref(), name.1));
+        return Err(non_string_header(
+            namespace.0.as_deref(),
+            name.0.as_deref(),
+            name.1,
+            &|ns| ns == O::NAMESPACE,
+        ));
     };
     check_class::<O>(namespace, name, version_text.0.as_deref(), c.has_data)?;
     let version = check_version::<O>(version_text.0.as_deref().ok_or_else(version_not_a_string)?)?;

@@ -348,7 +348,7 @@ impl Registry {
     /// must be one of the registered classes', the name registered, and the version an
     /// older or equal minor of the same major.
     pub fn from_primitive(&self, primitive: &Value) -> Result<Box<dyn AnyObject>> {
-        let h = header(primitive)?;
+        let h = header(primitive, &|ns| self.namespaces.contains(ns))?;
         if !self.namespaces.contains(h.namespace) {
             return Err(h.unsupported_namespace());
         }
