@@ -20,7 +20,16 @@ fn main() -> ExitCode {
     let reg = cyborg_model::registry();
     let mut dirs = vec![vector_dir()];
     if let Some(extra) = std::env::var_os("VERSO_EXTRA_VECTORS") {
-        dirs.extend(std::env::split_paths(&extra));
+        // cargo runs tests in the package directory: a relative directory that is not
+        // there is read from the workspace root, where the command was likely typed.
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        dirs.extend(std::env::split_paths(&extra).map(|d| {
+            if d.is_relative() && !d.exists() {
+                root.join(d)
+            } else {
+                d
+            }
+        }));
     }
     let (mut passed, mut failed) = (0usize, 0usize);
     for dir in &dirs {
