@@ -52,7 +52,11 @@ fn python() -> Result<PathBuf, String> {
         return Err(format!(
             "{} cannot import oslo_versionedobjects ({}): {how}",
             python.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .rfind(|l| !l.trim().is_empty())
+                .unwrap_or_default()
+                .trim()
         ));
     }
     Ok(python)
