@@ -730,8 +730,9 @@ class Gen:
             return v, None
         if isinstance(t, fields.Integer):
             v = self.pick(["12", " 7 ", "x", "1.5", 2.9, -2.9, None, True, "1_000", [], 1e300,
-                           *HUGE_INTS, "99999999999999999999"])
-            if isinstance(v, bool) or v == "1_000":
+                           *HUGE_INTS, "99999999999999999999", "7\n", "\u00a07", "\u0663", "1e3",
+                           "0x10", "-0", "+0007", ""])
+            if isinstance(v, bool) or v in ("1_000", "\u0663"):
                 return v, "number_python_literal"
             if isinstance(v, list):
                 return v, "object_shape"
@@ -739,9 +740,12 @@ class Gen:
                 return v, "int_range"
             return v, None
         if isinstance(t, fields.Float):
-            v = self.pick(["1.5", "x", 3, True, None, "nan", "inf", "-Infinity", 2**70, " 2 "])
-            if isinstance(v, bool):
+            v = self.pick(["1.5", "x", 3, True, None, "nan", "inf", "-Infinity", 2**70, " 2 ", "1_0.5",
+                           "1e3", ".5", "5.", "+.5", "\u00a01.5\n", "1e400", "", "0x1p3"])
+            if isinstance(v, bool) or v == "1_0.5":
                 return v, "number_python_literal"
+            if v == "1e400":
+                return v, "float_not_finite"
             if v in ("nan", "inf", "-Infinity"):
                 return v, "float_not_finite"
             return v, None
