@@ -582,30 +582,72 @@ struct Collected<'de, O> {
     version: Option<MaybeStr<'de>>,
     obj: O,
     has_data: bool,
+    /// Whether `versioned_object.data` is a JSON object.
+    data_is_object: bool,
+    /// Whether `versioned_object.changes` (when present) is a list.
+    changes_is_list: bool,
     /// Indexes of the fields named in `versioned_object.changes`.
     changes: Vec<usize>,
     /// The first field error, reported only after the header checks (OVO's order).
     field_error: Option<Error>,
 }
 
+/// Visitor methods for the JSON values a seed does not take: they are read and
+/// `Ok(false)` says the value had the wrong shape, which the decoder reports only where
+/// OVO's order of checks would (after the header, the data, the fields).
+macro_rules! scalars_are_the_wrong_shape {
+    () => {
+        fn visit_bool<E>(self, _: bool) -> std::result::Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_i64<E>(self, _: i64) -> std::result::Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_u64<E>(self, _: u64) -> std::result::Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_f64<E>(self, _: f64) -> std::result::Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_str<E>(self, _: &str) -> std::result::Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_unit<E>(self) -> std::result::Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_none<E>(self) -> std::result::Result<bool, E> {
+            Ok(false)
+        }
+    };
+}
+
+/// Reads `versioned_object.data` into the object; `Ok(false)` when it is not an object.
 struct DataSeed<'a, O>(&'a mut O, &'a mut Option<Error>);
 
 impl<'de, O: VersionedObject> serde::de::DeserializeSeed<'de> for DataSeed<'_, O> {
-    type Value = ();
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
-        d.deserialize_map(self)
+    type Value = bool;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<bool, D::Error> {
+        d.deserialize_any(self)
     }
 }
 
 impl<'de, O: VersionedObject> serde::de::Visitor<'de> for DataSeed<'_, O> {
-    type Value = ();
+    type Value = bool;
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("the versioned_object.data object")
+    }
+    scalars_are_the_wrong_shape!();
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> std::result::Result<bool, A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(false)
     }
     fn visit_map<A: serde::de::MapAccess<'de>>(
         self,
         mut map: A,
-    ) -> std::result::Result<(), A::Error> {
+    ) -> std::result::Result<bool, A::Error> {
         let schema = O::schema();
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
             let Some(i) = schema.index_of(&key) else {
@@ -621,7 +663,7 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for DataSeed<'_, O> {
                 *self.1 = Some(crate::field::locate(e, O::NAME, f.name));
             }
         }
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -689,25 +731,37 @@ impl<'de> serde::de::Visitor<'de> for FieldSeed<'_> {
     }
 }
 
-/// Reads `versioned_object.changes` into field indexes without allocating the names.
+/// Reads `versioned_object.changes` into field indexes without allocating the names;
+/// `Ok(false)` when it is not a list.
 struct ChangesSeed<'a, O>(&'a mut Vec<usize>, std::marker::PhantomData<O>);
 
 impl<'de, O: VersionedObject> serde::de::DeserializeSeed<'de> for ChangesSeed<'_, O> {
-    type Value = ();
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
-        d.deserialize_seq(self)
+    type Value = bool;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<bool, D::Error> {
+        d.deserialize_any(self)
     }
 }
 
 impl<'de, O: VersionedObject> serde::de::Visitor<'de> for ChangesSeed<'_, O> {
-    type Value = ();
+    type Value = bool;
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("a list of field names")
+    }
+    scalars_are_the_wrong_shape!();
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<bool, A::Error> {
+        while map
+            .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+            .is_some()
+        {}
+        Ok(false)
     }
     fn visit_seq<A: serde::de::SeqAccess<'de>>(
         self,
         mut seq: A,
-    ) -> std::result::Result<(), A::Error> {
+    ) -> std::result::Result<bool, A::Error> {
         let schema = O::schema();
         // Entries that are not field names, strings or not, are ignored (as OVO does).
         while let Some(name) = seq.next_element::<MaybeStr<'de>>()? {
@@ -715,7 +769,7 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for ChangesSeed<'_, O> {
                 self.0.push(i);
             }
         }
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -736,7 +790,9 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for EnvelopeVisitor<O> {
             version: None,
             obj: O::blank(),
             has_data: false,
+            data_is_object: true,
             changes: Vec::new(),
+            changes_is_list: true,
             field_error: None,
         };
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
@@ -745,10 +801,15 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for EnvelopeVisitor<O> {
                 KEY_NAMESPACE => c.namespace = Some(map.next_value()?),
                 KEY_VERSION => c.version = Some(map.next_value()?),
                 KEY_CHANGES => {
-                    map.next_value_seed(ChangesSeed::<O>(&mut c.changes, std::marker::PhantomData))?
+                    c.changes.clear();
+                    c.changes_is_list = map.next_value_seed(ChangesSeed::<O>(
+                        &mut c.changes,
+                        std::marker::PhantomData,
+                    ))?;
                 }
                 KEY_DATA => {
-                    map.next_value_seed(DataSeed(&mut c.obj, &mut c.field_error))?;
+                    c.data_is_object =
+                        map.next_value_seed(DataSeed(&mut c.obj, &mut c.field_error))?;
                     c.has_data = true;
                 }
                 _ => {
@@ -786,8 +847,19 @@ pub(crate) fn decode_slice<O: VersionedObject>(bytes: &[u8]) -> Result<O> {
     if !c.has_data {
         return Err(missing(KEY_DATA));
     }
+    // Shapes and field errors in the order decode_body (and OVO) meets them.
+    if !c.data_is_object {
+        return Err(Error::Malformed {
+            what: format!("'{KEY_DATA}' is not an object"),
+        });
+    }
     if let Some(e) = c.field_error {
         return Err(e);
+    }
+    if !c.changes_is_list {
+        return Err(Error::Malformed {
+            what: format!("'{KEY_CHANGES}' is not a list"),
+        });
     }
     let mut obj = c.obj;
     finish(&mut obj, version, c.changes);
