@@ -25,6 +25,9 @@ pub struct DateTime {
     value: chrono::DateTime<FixedOffset>,
     /// The zone is UTC by name (`Z`, no offset, or made from `chrono::Utc`), written `Z`.
     utc_named: bool,
+    /// The offset was written `-00:00` (or `-00`, `-0000`): OVO keeps the zone's name, so
+    /// it writes `-00:00` back, not `+00:00`.
+    negative_zero: bool,
 }
 
 /// Text that is not an ISO 8601 date and time.
@@ -46,6 +49,7 @@ impl DateTime {
         DateTime {
             value,
             utc_named: false,
+            negative_zero: false,
         }
     }
 
@@ -85,10 +89,15 @@ impl DateTime {
         use chrono::{Datelike, Timelike};
         use std::io::Write;
         let t = self.value;
+        if micros {
+            let _ = write!(out, "{:04}", t.year());
+        } else {
+            // OVO's strftime("%Y") (glibc) does not pad: year 1 is written "1".
+            let _ = write!(out, "{}", t.year());
+        }
         let _ = write!(
             out,
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
-            t.year(),
+            "-{:02}-{:02}T{:02}:{:02}:{:02}",
             t.month(),
             t.day(),
             t.hour(),
@@ -104,7 +113,12 @@ impl DateTime {
         } else {
             let secs = t.offset().local_minus_utc();
             let m = secs.unsigned_abs() / 60;
-            let sign = if secs < 0 { '-' } else { '+' };
+            // isoformat() writes a zero offset as +00:00 whatever its name.
+            let sign = if secs < 0 || (self.negative_zero && !micros) {
+                '-'
+            } else {
+                '+'
+            };
             let _ = write!(out, "{sign}{:02}:{:02}", m / 60, m % 60);
         }
     }
@@ -115,6 +129,7 @@ impl From<chrono::DateTime<Utc>> for DateTime {
         DateTime {
             value: value.with_timezone(&Utc.fix()),
             utc_named: true,
+            negative_zero: false,
         }
     }
 }
@@ -122,9 +137,13 @@ impl From<chrono::DateTime<Utc>> for DateTime {
 impl std::str::FromStr for DateTime {
     type Err = DateTimeError;
 
-    /// Parses what the `iso8601` package accepts for OVO: `YYYY-MM-DD`, optionally `T` (or
-    /// a space) and `HH:MM[:SS[.fraction]]`, optionally `Z`, `±HH:MM`, `±HHMM` or `±HH`.
-    /// No offset means UTC. The fraction is kept to microseconds (truncated).
+    /// Parses the common part of what the `iso8601` package accepts for OVO:
+    /// `YYYY-MM-DD`, optionally `T` (or a space) and `HH:MM[:SS[.fraction]]`, optionally
+    /// `Z`, `±HH:MM`, `±HHMM` or `±HH`. No offset means UTC. The fraction is kept to
+    /// microseconds (truncated). Year 0 does not exist in Python and is refused; `t` and
+    /// `z` are refused as iso8601 refuses them. The reduced and basic forms iso8601 also
+    /// takes (`2024`, `2024-3-5`, `20240301T1234`) are refused: a deliberate difference
+    /// (README, "Deliberate differences from oslo.versionedobjects").
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         parse(text).ok_or_else(|| DateTimeError { text: text.into() })
     }
@@ -144,11 +163,15 @@ fn parse(text: &str) -> Option<DateTime> {
     if b.len() < 10 || b[4] != b'-' || b[7] != b'-' {
         return None;
     }
-    let date = NaiveDate::from_ymd_opt(num(&b[0..4])? as i32, num(&b[5..7])?, num(&b[8..10])?)?;
+    let year = num(&b[0..4])?;
+    if year == 0 {
+        return None;
+    }
+    let date = NaiveDate::from_ymd_opt(year as i32, num(&b[5..7])?, num(&b[8..10])?)?;
     let mut rest = &b[10..];
     let (mut h, mut mi, mut s, mut micros) = (0, 0, 0, 0);
     if let Some((&sep, tail)) = rest.split_first() {
-        if sep == b'T' || sep == b't' || sep == b' ' {
+        if sep == b'T' || sep == b' ' {
             if tail.len() < 5 || tail[2] != b':' {
                 return None;
             }
@@ -176,7 +199,7 @@ fn parse(text: &str) -> Option<DateTime> {
     let time = NaiveTime::from_hms_micro_opt(h, mi, s, micros)?;
     let naive = NaiveDateTime::new(date, time);
     let (offset, utc_named) = match rest {
-        [] | [b'Z'] | [b'z'] => (0, true),
+        [] | [b'Z'] => (0, true),
         [sign @ (b'+' | b'-'), tz @ ..] => {
             let (hh, mm) = match tz {
                 [a, b] => (num(&[*a, *b])?, 0),
@@ -192,9 +215,14 @@ fn parse(text: &str) -> Option<DateTime> {
         }
         _ => return None,
     };
+    let negative_zero = offset == 0 && rest.first() == Some(&b'-');
     let tz = FixedOffset::east_opt(offset)?;
     let value = tz.from_local_datetime(&naive).single()?;
-    Some(DateTime { value, utc_named })
+    Some(DateTime {
+        value,
+        utc_named,
+        negative_zero,
+    })
 }
 
 impl fmt::Display for DateTime {
@@ -247,6 +275,22 @@ mod tests {
     }
 
     #[test]
+    fn negative_zero_offset_and_short_years_written_as_ovo_does() {
+        // OVO keeps the zone name "-00:00"; isoformat() still says +00:00.
+        let t = dt("2024-03-01T12:34:56-00:00");
+        assert_eq!(t.to_ovo_string(), "2024-03-01T12:34:56-00:00");
+        assert_eq!(t.to_isoformat(), "2024-03-01T12:34:56+00:00");
+        assert_eq!(
+            dt("2024-03-01T12:34:56-0000").to_ovo_string(),
+            "2024-03-01T12:34:56-00:00"
+        );
+        // strftime("%Y") does not pad the year.
+        let old = dt("0001-01-17T21:35:58Z");
+        assert_eq!(old.to_ovo_string(), "1-01-17T21:35:58Z");
+        assert_eq!(old.to_isoformat(), "0001-01-17T21:35:58+00:00");
+    }
+
+    #[test]
     fn isoformat_keeps_micros() {
         assert_eq!(
             dt("2024-03-01T12:34:56.123456Z").to_isoformat(),
@@ -272,6 +316,9 @@ mod tests {
             "2024-03-01T12:34:56+2",
             "2024-03-01T12:34:56Zjunk",
             "2024-03-01T12:3",
+            "0000-01-01T00:00:00Z",
+            "2024-03-01t12:34:56Z",
+            "2024-03-01T12:34:56z",
         ] {
             assert!(bad.parse::<DateTime>().is_err(), "{bad}");
         }

@@ -194,11 +194,73 @@ impl FieldValue for String {
     fn from_primitive(value: &Value) -> Result<Self> {
         match value {
             Value::String(s) => Ok(s.clone()),
-            Value::Number(n) => Ok(n.to_string()),
+            Value::Number(n) => match n.as_f64() {
+                // An integer literal beyond 64 bits reaches us as a float (serde_json
+                // has no big integers here): its Python text (str(int)) is unknowable,
+                // so it is refused rather than written as other digits.
+                Some(f) if n.is_f64() && f.abs() >= 9_223_372_036_854_775_808.0 => {
+                    Err(invalid(format!(
+                        "{n} is beyond the 64-bit integer range a String field takes from a number"
+                    )))
+                }
+                Some(f) if n.is_f64() => Ok(python_float_repr(f)),
+                _ => Ok(n.to_string()),
+            },
             Value::Bool(b) => Ok(if *b { "True" } else { "False" }.into()),
             other => Err(type_error("string", other)),
         }
     }
+}
+
+/// Python's `repr(float)` (which `str()` is): the shortest digits that round-trip,
+/// positional when the decimal exponent is in `-4..16` (`0.0001`, `1e+16` is not), else
+/// scientific with a signed two-digit-minimum exponent (`1e-07`, `1.5e+16`).
+pub fn python_float_repr(f: f64) -> String {
+    if f.is_nan() {
+        return "nan".into();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    // `{:e}` gives the shortest round-trip digits: "-1.2345e-7".
+    let sci = format!("{f:e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let (sign, mantissa) = match mantissa.strip_prefix('-') {
+        Some(m) => ("-", m),
+        None => ("", mantissa),
+    };
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let mut out = String::with_capacity(digits.len() + 8);
+    out.push_str(sign);
+    if (-4..16).contains(&exp) {
+        if exp >= 0 {
+            let int_len = exp as usize + 1;
+            if digits.len() <= int_len {
+                out.push_str(&digits);
+                out.extend(std::iter::repeat('0').take(int_len - digits.len()));
+                out.push_str(".0");
+            } else {
+                out.push_str(&digits[..int_len]);
+                out.push('.');
+                out.push_str(&digits[int_len..]);
+            }
+        } else {
+            out.push_str("0.");
+            out.extend(std::iter::repeat('0').take((-exp - 1) as usize));
+            out.push_str(&digits);
+        }
+    } else {
+        out.push_str(&digits[..1]);
+        if digits.len() > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        out.push('e');
+        out.push(if exp < 0 { '-' } else { '+' });
+        let _ = std::fmt::Write::write_fmt(&mut out, format_args!("{:02}", exp.unsigned_abs()));
+    }
+    out
 }
 
 impl FieldValue for i64 {
@@ -242,10 +304,15 @@ impl FieldValue for f64 {
     fn from_primitive(value: &Value) -> Result<Self> {
         match value {
             Value::Number(n) => n.as_f64().ok_or_else(|| type_error("float", value)),
-            Value::String(s) => s
-                .trim()
-                .parse()
-                .map_err(|_| invalid(format!("could not convert string to float: '{s}'"))),
+            Value::String(s) => match s.trim().parse::<f64>() {
+                Ok(f) if f.is_finite() => Ok(f),
+                // OVO would hold NaN or an infinity and write them as the non-JSON words
+                // NaN / Infinity: refused (a deliberate difference).
+                Ok(_) => Err(invalid(format!(
+                    "'{s}' is not a finite float (NaN and infinities are not JSON)"
+                ))),
+                Err(_) => Err(invalid(format!("could not convert string to float: '{s}'"))),
+            },
             other => Err(type_error("float", other)),
         }
     }
@@ -280,14 +347,35 @@ impl FieldValue for Uuid {
         out.push(b'"');
     }
     fn from_json_str(s: &str) -> Result<Self> {
-        Uuid::parse_str(s).map_err(|_| invalid(format!("{s} is not a valid UUID")))
+        uuid_from_canonical(s)
     }
     fn from_primitive(value: &Value) -> Result<Self> {
         let s = value
             .as_str()
             .ok_or_else(|| type_error("UUID string", value))?;
-        Uuid::parse_str(s).map_err(|_| invalid(format!("{s} is not a valid UUID")))
+        uuid_from_canonical(s)
     }
+}
+
+/// A UUID field's text must be the canonical lower-case hyphenated form. OVO keeps
+/// whatever text it is given (upper case, no hyphens, braces, `urn:uuid:`) and writes it
+/// back as is; verso holds a parsed `Uuid` and writes the canonical form, so it refuses
+/// the other forms rather than send back text other than it received (a deliberate
+/// difference, README "Deliberate differences from oslo.versionedobjects").
+fn uuid_from_canonical(s: &str) -> Result<Uuid> {
+    let canonical = s.len() == 36
+        && s.bytes().enumerate().all(|(i, b)| match i {
+            8 | 13 | 18 | 23 => b == b'-',
+            _ => b.is_ascii_digit() || (b'a'..=b'f').contains(&b),
+        });
+    if !canonical {
+        return Err(invalid(if Uuid::parse_str(s).is_ok() {
+            format!("{s} is not a UUID in canonical form (lower-case, hyphenated)")
+        } else {
+            format!("{s} is not a valid UUID")
+        }));
+    }
+    Uuid::parse_str(s).map_err(|_| invalid(format!("{s} is not a valid UUID")))
 }
 
 impl FieldValue for DateTime {
@@ -865,6 +953,57 @@ mod tests {
         assert!(i64::from_primitive(&Value::from("seven")).is_err());
         assert!(bool::from_primitive(&Value::from("yes")).is_err());
         assert!(Uuid::from_primitive(&Value::from("nope")).is_err());
+    }
+
+    #[test]
+    fn strings_from_numbers_are_python_text() {
+        for (f, text) in [
+            (1e-07, "1e-07"),
+            (1e16, "1e+16"),
+            (1.5e16, "1.5e+16"),
+            (1e15, "1000000000000000.0"),
+            (0.0001, "0.0001"),
+            (0.00001, "1e-05"),
+            (-0.0, "-0.0"),
+            (2.0, "2.0"),
+            (123456.789, "123456.789"),
+            (5e-324, "5e-324"),
+            (1e300, "1e+300"),
+            (0.1, "0.1"),
+        ] {
+            assert_eq!(python_float_repr(f), text, "{f:e}");
+        }
+        assert_eq!(
+            String::from_primitive(&serde_json::json!(1e-07))
+                .ok()
+                .as_deref(),
+            Some("1e-07")
+        );
+        assert_eq!(
+            String::from_primitive(&serde_json::json!(u64::MAX)).ok(),
+            Some(u64::MAX.to_string())
+        );
+        // 2**70 arrives as a float: its integer text is unknowable, so it is refused.
+        let huge: Value = serde_json::from_str("1180591620717411303424").expect("json");
+        assert!(String::from_primitive(&huge).is_err());
+    }
+
+    #[test]
+    fn uuids_only_in_canonical_form_and_floats_only_finite() {
+        let ok = "5d5a3e0b-6b2f-4b9a-9d0c-6d3f2c1b0a01";
+        assert!(Uuid::from_primitive(&Value::from(ok)).is_ok());
+        for other in [
+            "5D5A3E0B-6B2F-4B9A-9D0C-6D3F2C1B0A01",
+            "5d5a3e0b6b2f4b9a9d0c6d3f2c1b0a01",
+            "{5d5a3e0b-6b2f-4b9a-9d0c-6d3f2c1b0a01}",
+            "urn:uuid:5d5a3e0b-6b2f-4b9a-9d0c-6d3f2c1b0a01",
+        ] {
+            let err = Uuid::from_primitive(&Value::from(other)).expect_err(other);
+            assert!(err.to_string().contains(other), "{err}");
+        }
+        for word in ["nan", "inf", "-Infinity"] {
+            assert!(f64::from_primitive(&Value::from(word)).is_err(), "{word}");
+        }
     }
 
     #[test]

@@ -41,7 +41,8 @@ use std::fmt;
 pub struct VersionManifest(BTreeMap<String, Version>);
 
 impl VersionManifest {
-    /// An empty manifest (which, as in OVO, backports nothing).
+    /// An empty manifest. As in OVO, it alone does not cause a backport; with a target
+    /// version it leaves object fields alone and sends list members to 1.0.
     pub fn new() -> Self {
         Self::default()
     }
@@ -185,8 +186,12 @@ pub fn default_make_compatible<O: VersionedObject>(
             }
             Rule::To(child_version) => {
                 if let Some(p) = data.get_mut(f.name) {
-                    obj.field(i)
-                        .backport_children(p, &child_version, manifest)?;
+                    // OVO passes contained objects `manifest or None`.
+                    obj.field(i).backport_children(
+                        p,
+                        &child_version,
+                        manifest.filter(|m| !m.is_empty()),
+                    )?;
                 }
             }
             Rule::Keep => {}

@@ -373,7 +373,7 @@ pub trait VersionedObject: Clone + fmt::Debug + PartialEq + Send + Sync + 'stati
 
 /// In OVO only an `Object` field, or the `objects` of a list object, reports its
 /// children's changes as its own (a `ListOfObjects` field of a plain object does not).
-fn propagates_child_changes(schema: &ObjectSchema, f: &FieldSchema) -> bool {
+pub(crate) fn propagates_child_changes(schema: &ObjectSchema, f: &FieldSchema) -> bool {
     matches!(f.ty, FieldType::Object(_)) || (schema.is_list && f.name == "objects")
 }
 

@@ -87,7 +87,22 @@ pub fn write_own<O: VersionedObject>(obj: &O, out: &mut Vec<u8>) {
         slot.write_json(out);
     }
     out.push(b'}');
-    write_changes(out, obj.what_changed().into_iter());
+    // As OVO (and `envelope`): only changed fields that are in `data`, i.e. set
+    // (`what_changed` restricted to set fields, without looking names up).
+    let changed: std::collections::BTreeSet<&'static str> = schema
+        .fields
+        .iter()
+        .enumerate()
+        .filter(|(i, f)| {
+            let slot = obj.field(*i);
+            slot.is_set()
+                && (slot.is_changed()
+                    || (crate::object::propagates_child_changes(schema, f)
+                        && slot.has_child_changes()))
+        })
+        .map(|(_, f)| f.name)
+        .collect();
+    write_changes(out, changed.into_iter());
     out.push(b'}');
 }
 
@@ -171,7 +186,9 @@ pub(crate) fn write_backported<O: VersionedObject>(
         crate::field::write_str(out, f.name);
         out.push(b':');
         match child_rule {
-            Some(Rule::To(v)) => slot.write_backport(out, &v, manifest)?,
+            Some(Rule::To(v)) => {
+                slot.write_backport(out, &v, manifest.filter(|m| !m.is_empty()))?
+            }
             _ => slot.write_json(out),
         }
         written[i] = true;
@@ -204,9 +221,10 @@ pub(crate) fn encode_bytes<O: VersionedObject>(
     if target > own {
         return Err(Error::InvalidTargetVersion { version: target });
     }
-    let manifest = manifest.filter(|m| !m.is_empty());
+    // OVO backports when the target differs or the manifest is non-empty; once it
+    // does, even an empty manifest puts this level in manifest mode.
     let mut out = Vec::with_capacity(256);
-    if target != own || manifest.is_some() {
+    if !target.same_text(&own) || manifest.is_some_and(|m| !m.is_empty()) {
         write_backported(obj, &mut out, &target, manifest, true)?;
     } else {
         write_own(obj, &mut out);
@@ -250,10 +268,12 @@ pub(crate) fn encode<O: VersionedObject>(
     if target > own {
         return Err(Error::InvalidTargetVersion { version: target });
     }
-    // OVO treats an empty manifest like none (`or version_manifest` is falsy for {}).
-    let manifest = manifest.filter(|m| !m.is_empty());
+    // OVO backports when the target differs or the manifest is non-empty
+    // (`or version_manifest` is falsy for {}); once it does, even an empty manifest puts
+    // this level in manifest mode (`_obj_relationship_for` tests `is None`). Contained
+    // objects get no manifest for an empty one (`_do_subobject_backport`'s `or None`).
     let mut data = data_of(obj);
-    if target != own || manifest.is_some() {
+    if !target.same_text(&own) || manifest.is_some_and(|m| !m.is_empty()) {
         obj.make_compatible(&mut data, &target, manifest)?;
     }
     Ok(envelope(obj, &target, data))
@@ -264,36 +284,82 @@ fn required<'a>(map: &'a Map<String, Value>, key: &str) -> Result<&'a Value> {
         .ok_or_else(|| Error::MissingKey { key: key.into() })
 }
 
-fn required_str<'a>(map: &'a Map<String, Value>, key: &str) -> Result<&'a str> {
-    required(map, key)?
-        .as_str()
-        .ok_or_else(|| Error::Malformed {
-            what: format!("'{key}' is not a string"),
-        })
-}
-
 /// The namespace, name and version of a primitive, read in OVO's order (a missing
 /// `namespace` is reported before a missing `name`).
 pub(crate) struct Header<'a> {
     pub namespace: &'a str,
     pub name: &'a str,
-    pub version: &'a str,
+    /// Not yet required to be a string: OVO looks the name up first.
+    version: &'a Value,
     pub map: &'a Map<String, Value>,
 }
 
-pub(crate) fn header(primitive: &Value) -> Result<Header<'_>> {
+/// `known_namespace` says whether a namespace is one this side decodes, which OVO
+/// checks before it looks at the name.
+pub(crate) fn header<'a>(
+    primitive: &'a Value,
+    known_namespace: &dyn Fn(&str) -> bool,
+) -> Result<Header<'a>> {
     let map = primitive.as_object().ok_or_else(|| Error::Malformed {
         what: "an object primitive must be a JSON object".into(),
     })?;
-    Ok(Header {
-        namespace: required_str(map, KEY_NAMESPACE)?,
-        name: required_str(map, KEY_NAME)?,
-        version: required_str(map, KEY_VERSION)?,
-        map,
-    })
+    let namespace = required(map, KEY_NAMESPACE)?;
+    let name = required(map, KEY_NAME)?;
+    let version = required(map, KEY_VERSION)?;
+    match (namespace.as_str(), name.as_str()) {
+        (Some(namespace), Some(name)) => Ok(Header {
+            namespace,
+            name,
+            version,
+            map,
+        }),
+        _ => Err(non_string_header(
+            namespace.as_str(),
+            name.as_str(),
+            name.is_array() || name.is_object(),
+            known_namespace,
+        )),
+    }
+}
+
+/// The error for a namespace or name that is not a JSON string, as OVO fails: a
+/// namespace of any other type is not `cyborg` (UnsupportedObjectError); then a scalar
+/// name is no registered class (UnsupportedObjectError) and a list or dict name cannot
+/// even be looked up (a TypeError there; verso's refused values are ValueErrors).
+fn non_string_header(
+    namespace: Option<&str>,
+    name: Option<&str>,
+    name_is_container: bool,
+    known_namespace: &dyn Fn(&str) -> bool,
+) -> Error {
+    match namespace {
+        None => Error::UnsupportedObject {
+            objtype: "a namespace that is not a string".into(),
+        },
+        Some(ns) if !known_namespace(ns) => Error::UnsupportedObject {
+            objtype: format!("{ns}.{}", name.unwrap_or("<not a string>")),
+        },
+        Some(_) if name_is_container => Error::Malformed {
+            what: format!("'{KEY_NAME}' is a list or an object"),
+        },
+        Some(_) => Error::UnsupportedObject {
+            objtype: "a name that is not a string".into(),
+        },
+    }
+}
+
+fn version_not_a_string() -> Error {
+    Error::Malformed {
+        what: format!("'{KEY_VERSION}' is not a string"),
+    }
 }
 
 impl Header<'_> {
+    /// The version text.
+    pub(crate) fn version(&self) -> Result<&str> {
+        self.version.as_str().ok_or_else(version_not_a_string)
+    }
+
     pub(crate) fn unsupported_namespace(&self) -> Error {
         Error::UnsupportedObject {
             objtype: format!("{}.{}", self.namespace, self.name),
@@ -303,7 +369,7 @@ impl Header<'_> {
 
 /// Decodes a primitive into `O`, whose name the caller has already matched.
 pub(crate) fn decode_body<O: VersionedObject>(h: &Header<'_>) -> Result<O> {
-    let version = check_version::<O>(h.version)?;
+    let version = check_version::<O>(h.version()?)?;
     let data = required(h.map, KEY_DATA)?
         .as_object()
         .ok_or_else(|| Error::Malformed {
@@ -330,18 +396,79 @@ pub(crate) fn decode_body<O: VersionedObject>(h: &Header<'_>) -> Result<O> {
     Ok(obj)
 }
 
-/// A typed decode's class checks, in OVO's order: the namespace, then the name.
-fn check_class<O: VersionedObject>(namespace: &str, name: &str) -> Result<()> {
+/// Every class any [`Registry`](crate::Registry) has registered, by namespace and name:
+/// OVO's process-wide registry, which its decode of a contained object consults before
+/// it compares the class with the field's.
+static KNOWN_CLASSES: std::sync::RwLock<KnownClasses> =
+    std::sync::RwLock::new(std::collections::BTreeMap::new());
+
+/// `(namespace, name)` to the class schema.
+type KnownClasses =
+    std::collections::BTreeMap<(&'static str, &'static str), fn() -> &'static crate::ObjectSchema>;
+
+pub(crate) fn note_known_class(schema: fn() -> &'static crate::ObjectSchema) {
+    let s = schema();
+    if let Ok(mut known) = KNOWN_CLASSES.write() {
+        known.insert((s.namespace, s.name), schema);
+    }
+}
+
+/// A typed decode's class checks, in OVO's order: the namespace, then the name. A
+/// primitive of another class fails as OVO's would: an unregistered name is
+/// `UnsupportedObjectError`, a registered one at a version this side cannot read
+/// `IncompatibleObjectVersion`, one without data `KeyError`, any other a wrong type.
+/// "Registered" means by any [`Registry`](crate::Registry) of the process; when none
+/// has registered a class of the namespace, another name is only a wrong type.
+fn check_class<O: VersionedObject>(
+    namespace: &str,
+    name: &str,
+    version: Option<&str>,
+    has_data: bool,
+) -> Result<()> {
     if namespace != O::NAMESPACE {
         return Err(Error::UnsupportedObject {
             objtype: format!("{namespace}.{name}"),
         });
     }
     if name != O::NAME {
-        return Err(Error::WrongObjectType {
+        let wrong_type = || Error::WrongObjectType {
             expected: O::NAME,
             found: name.into(),
-        });
+        };
+        let (other, namespace_known) = match KNOWN_CLASSES.read() {
+            Ok(k) => (
+                k.get(&(namespace, name)).copied(),
+                k.keys().any(|(ns, _)| *ns == namespace),
+            ),
+            Err(_) => (None, false),
+        };
+        let Some(other) = other else {
+            // With no registry for the namespace there is nothing to resolve the name
+            // against: only the type is known to be wrong.
+            return Err(if namespace_known {
+                Error::UnsupportedObject {
+                    objtype: name.into(),
+                }
+            } else {
+                wrong_type()
+            });
+        };
+        let other = other();
+        let text = version.ok_or_else(version_not_a_string)?;
+        let version: Version = text.parse()?;
+        if !version.same_text(&other.version) && !other.version.accepts(&version) {
+            return Err(Error::IncompatibleObjectVersion {
+                name: other.name.into(),
+                version,
+                supported: other.version,
+            });
+        }
+        if !has_data {
+            return Err(Error::MissingKey {
+                key: KEY_DATA.into(),
+            });
+        }
+        return Err(wrong_type());
     }
     Ok(())
 }
@@ -366,7 +493,8 @@ fn finish<O: VersionedObject>(
     version: Version,
     changed: impl IntoIterator<Item = usize>,
 ) {
-    obj.meta_mut().version = (version != O::VERSION).then_some(version);
+    // Kept unless it is the class version's very text ("1.2.0" and "1.02" are kept).
+    obj.meta_mut().version = (!version.same_text(&O::VERSION)).then_some(version);
     obj.reset_changes();
     for i in changed {
         obj.field_mut(i).set_changed(true);
@@ -375,42 +503,151 @@ fn finish<O: VersionedObject>(
 
 /// Decodes a primitive that must be of class `O`.
 pub(crate) fn decode<O: VersionedObject>(primitive: &Value) -> Result<O> {
-    let h = header(primitive)?;
-    check_class::<O>(h.namespace, h.name)?;
+    let h = header(primitive, &|ns| ns == O::NAMESPACE)?;
+    check_class::<O>(
+        h.namespace,
+        h.name,
+        h.version.as_str(),
+        h.map.contains_key(KEY_DATA),
+    )?;
     decode_body(&h)
+}
+
+/// A header value or a `changes` entry: its text when it is a JSON string, `None` for
+/// any other JSON value (`container` tells a list or object), which the header checks
+/// then report as OVO would and `changes` ignores as OVO does.
+struct MaybeStr<'de>(Option<std::borrow::Cow<'de, str>>, bool);
+
+impl<'de> serde::Deserialize<'de> for MaybeStr<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = MaybeStr<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a header value")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> std::result::Result<Self::Value, E> {
+                Ok(MaybeStr(Some(std::borrow::Cow::Borrowed(v)), false))
+            }
+            fn visit_str<E>(self, v: &str) -> std::result::Result<Self::Value, E> {
+                Ok(MaybeStr(Some(std::borrow::Cow::Owned(v.to_owned())), false))
+            }
+            fn visit_string<E>(self, v: String) -> std::result::Result<Self::Value, E> {
+                Ok(MaybeStr(Some(std::borrow::Cow::Owned(v)), false))
+            }
+            fn visit_bool<E>(self, _: bool) -> std::result::Result<Self::Value, E> {
+                Ok(MaybeStr(None, false))
+            }
+            fn visit_i64<E>(self, _: i64) -> std::result::Result<Self::Value, E> {
+                Ok(MaybeStr(None, false))
+            }
+            fn visit_u64<E>(self, _: u64) -> std::result::Result<Self::Value, E> {
+                Ok(MaybeStr(None, false))
+            }
+            fn visit_f64<E>(self, _: f64) -> std::result::Result<Self::Value, E> {
+                Ok(MaybeStr(None, false))
+            }
+            fn visit_unit<E>(self) -> std::result::Result<Self::Value, E> {
+                Ok(MaybeStr(None, false))
+            }
+            fn visit_none<E>(self) -> std::result::Result<Self::Value, E> {
+                Ok(MaybeStr(None, false))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> std::result::Result<Self::Value, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(MaybeStr(None, true))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<Self::Value, A::Error> {
+                while map
+                    .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                    .is_some()
+                {}
+                Ok(MaybeStr(None, true))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// What the streaming decoder collects before the header checks run.
 struct Collected<'de, O> {
-    namespace: Option<std::borrow::Cow<'de, str>>,
-    name: Option<std::borrow::Cow<'de, str>>,
-    version: Option<std::borrow::Cow<'de, str>>,
+    namespace: Option<MaybeStr<'de>>,
+    name: Option<MaybeStr<'de>>,
+    version: Option<MaybeStr<'de>>,
     obj: O,
     has_data: bool,
+    /// Whether `versioned_object.data` is a JSON object.
+    data_is_object: bool,
+    /// Whether `versioned_object.changes` (when present) is a list.
+    changes_is_list: bool,
     /// Indexes of the fields named in `versioned_object.changes`.
     changes: Vec<usize>,
     /// The first field error, reported only after the header checks (OVO's order).
     field_error: Option<Error>,
 }
 
+/// Visitor methods for the JSON values a seed does not take: they are read and
+/// `Ok(false)` says the value had the wrong shape, which the decoder reports only where
+/// OVO's order of checks would (after the header, the data, the fields).
+macro_rules! scalars_are_the_wrong_shape {
+    () => {
+        fn visit_bool<E>(self, _: bool) -> std::result::Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_i64<E>(self, _: i64) -> std::result::Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_u64<E>(self, _: u64) -> std::result::Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_f64<E>(self, _: f64) -> std::result::Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_str<E>(self, _: &str) -> std::result::Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_unit<E>(self) -> std::result::Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_none<E>(self) -> std::result::Result<bool, E> {
+            Ok(false)
+        }
+    };
+}
+
+/// Reads `versioned_object.data` into the object; `Ok(false)` when it is not an object.
 struct DataSeed<'a, O>(&'a mut O, &'a mut Option<Error>);
 
 impl<'de, O: VersionedObject> serde::de::DeserializeSeed<'de> for DataSeed<'_, O> {
-    type Value = ();
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
-        d.deserialize_map(self)
+    type Value = bool;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<bool, D::Error> {
+        d.deserialize_any(self)
     }
 }
 
 impl<'de, O: VersionedObject> serde::de::Visitor<'de> for DataSeed<'_, O> {
-    type Value = ();
+    type Value = bool;
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("the versioned_object.data object")
+    }
+    scalars_are_the_wrong_shape!();
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> std::result::Result<bool, A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(false)
     }
     fn visit_map<A: serde::de::MapAccess<'de>>(
         self,
         mut map: A,
-    ) -> std::result::Result<(), A::Error> {
+    ) -> std::result::Result<bool, A::Error> {
         let schema = O::schema();
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
             let Some(i) = schema.index_of(&key) else {
@@ -426,7 +663,7 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for DataSeed<'_, O> {
                 *self.1 = Some(crate::field::locate(e, O::NAME, f.name));
             }
         }
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -494,32 +731,45 @@ impl<'de> serde::de::Visitor<'de> for FieldSeed<'_> {
     }
 }
 
-/// Reads `versioned_object.changes` into field indexes without allocating the names.
+/// Reads `versioned_object.changes` into field indexes without allocating the names;
+/// `Ok(false)` when it is not a list.
 struct ChangesSeed<'a, O>(&'a mut Vec<usize>, std::marker::PhantomData<O>);
 
 impl<'de, O: VersionedObject> serde::de::DeserializeSeed<'de> for ChangesSeed<'_, O> {
-    type Value = ();
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
-        d.deserialize_seq(self)
+    type Value = bool;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<bool, D::Error> {
+        d.deserialize_any(self)
     }
 }
 
 impl<'de, O: VersionedObject> serde::de::Visitor<'de> for ChangesSeed<'_, O> {
-    type Value = ();
+    type Value = bool;
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("a list of field names")
+    }
+    scalars_are_the_wrong_shape!();
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<bool, A::Error> {
+        while map
+            .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+            .is_some()
+        {}
+        Ok(false)
     }
     fn visit_seq<A: serde::de::SeqAccess<'de>>(
         self,
         mut seq: A,
-    ) -> std::result::Result<(), A::Error> {
+    ) -> std::result::Result<bool, A::Error> {
         let schema = O::schema();
-        while let Some(name) = seq.next_element::<std::borrow::Cow<'de, str>>()? {
-            if let Some(i) = schema.index_of(&name) {
+        // Entries that are not field names, strings or not, are ignored (as OVO does).
+        while let Some(name) = seq.next_element::<MaybeStr<'de>>()? {
+            if let Some(i) = name.0.as_deref().and_then(|n| schema.index_of(n)) {
                 self.0.push(i);
             }
         }
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -540,7 +790,9 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for EnvelopeVisitor<O> {
             version: None,
             obj: O::blank(),
             has_data: false,
+            data_is_object: true,
             changes: Vec::new(),
+            changes_is_list: true,
             field_error: None,
         };
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
@@ -549,10 +801,15 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for EnvelopeVisitor<O> {
                 KEY_NAMESPACE => c.namespace = Some(map.next_value()?),
                 KEY_VERSION => c.version = Some(map.next_value()?),
                 KEY_CHANGES => {
-                    map.next_value_seed(ChangesSeed::<O>(&mut c.changes, std::marker::PhantomData))?
+                    c.changes.clear();
+                    c.changes_is_list = map.next_value_seed(ChangesSeed::<O>(
+                        &mut c.changes,
+                        std::marker::PhantomData,
+                    ))?;
                 }
                 KEY_DATA => {
-                    map.next_value_seed(DataSeed(&mut c.obj, &mut c.field_error))?;
+                    c.data_is_object =
+                        map.next_value_seed(DataSeed(&mut c.obj, &mut c.field_error))?;
                     c.has_data = true;
                 }
                 _ => {
@@ -577,13 +834,32 @@ pub(crate) fn decode_slice<O: VersionedObject>(bytes: &[u8]) -> Result<O> {
     let namespace = c.namespace.ok_or_else(|| missing(KEY_NAMESPACE))?;
     let name = c.name.ok_or_else(|| missing(KEY_NAME))?;
     let version_text = c.version.ok_or_else(|| missing(KEY_VERSION))?;
-    check_class::<O>(&namespace, &name)?;
-    let version = check_version::<O>(&version_text)?;
+    let (Some(namespace), Some(name)) = (&namespace.0, &name.0) else {
+        return Err(non_string_header(
+            namespace.0.as_deref(),
+            name.0.as_deref(),
+            name.1,
+            &|ns| ns == O::NAMESPACE,
+        ));
+    };
+    check_class::<O>(namespace, name, version_text.0.as_deref(), c.has_data)?;
+    let version = check_version::<O>(version_text.0.as_deref().ok_or_else(version_not_a_string)?)?;
     if !c.has_data {
         return Err(missing(KEY_DATA));
     }
+    // Shapes and field errors in the order decode_body (and OVO) meets them.
+    if !c.data_is_object {
+        return Err(Error::Malformed {
+            what: format!("'{KEY_DATA}' is not an object"),
+        });
+    }
     if let Some(e) = c.field_error {
         return Err(e);
+    }
+    if !c.changes_is_list {
+        return Err(Error::Malformed {
+            what: format!("'{KEY_CHANGES}' is not a list"),
+        });
     }
     let mut obj = c.obj;
     finish(&mut obj, version, c.changes);

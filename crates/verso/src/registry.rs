@@ -201,6 +201,7 @@ impl Registry {
             },
         );
         self.namespaces.insert(O::NAMESPACE);
+        crate::primitive::note_known_class(O::schema);
         self
     }
 
@@ -217,6 +218,7 @@ impl Registry {
             },
         );
         self.namespaces.insert(O::NAMESPACE);
+        crate::primitive::note_known_class(O::schema);
         self
     }
 
@@ -346,7 +348,7 @@ impl Registry {
     /// must be one of the registered classes', the name registered, and the version an
     /// older or equal minor of the same major.
     pub fn from_primitive(&self, primitive: &Value) -> Result<Box<dyn AnyObject>> {
-        let h = header(primitive)?;
+        let h = header(primitive, &|ns| self.namespaces.contains(ns))?;
         if !self.namespaces.contains(h.namespace) {
             return Err(h.unsupported_namespace());
         }

@@ -7,19 +7,18 @@ use std::str::FromStr;
 
 /// A version such as `1.2` or `1.1.5`. On the wire and in config it is always a string.
 ///
-/// ```
-/// use verso::Version;
-/// let v: Version = "1.10".parse()?;
-/// assert!(v > "1.2".parse()?);
-/// assert!(Version::new(1, 2).accepts(&"1.1.5".parse()?));
-/// assert_eq!(v.to_string(), "1.10");
-/// # Ok::<(), verso::VersionError>(())
-/// ```
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+/// The text is kept as written when it is not the canonical form (`"1.01"`, `"01.2"`):
+/// OVO keeps a decoded object's version string and a manifest's strings as they came, and
+/// writes them back so. Equality and order are by value (`1.01 == 1.1`, as OVO's tuple
+/// comparisons); [`same_text`](Self::same_text) is OVO's string comparison.
+#[derive(Clone, Copy)]
 pub struct Version {
     major: u32,
     minor: u32,
     patch: Option<u32>,
+    /// Leading zeros written before each part (`1.01` is minor 1 with one), which is all
+    /// that can make a text other than the canonical one: kept in three bytes, not text.
+    zeros: [u8; 3],
 }
 
 /// A version string that is not dotted integers.
@@ -34,7 +33,7 @@ pub enum VersionError {
         /// The part that is not an integer.
         part: String,
     },
-    /// Fewer than two or more than three parts.
+    /// Fewer than two or more than three parts (or a part with more than 255 leading zeros).
     #[error("version '{text}' must be MAJOR.MINOR or MAJOR.MINOR.PATCH")]
     WrongShape {
         /// The whole version text.
@@ -49,6 +48,7 @@ impl Version {
             major,
             minor,
             patch: None,
+            zeros: [0; 3],
         }
     }
 
@@ -58,6 +58,7 @@ impl Version {
             major,
             minor,
             patch: Some(patch),
+            zeros: [0; 3],
         }
     }
 
@@ -76,15 +77,25 @@ impl Version {
         self.patch
     }
 
-    /// This version with any `.patch` part removed.
+    /// This version with any `.patch` part removed (canonical text).
     pub const fn major_minor(&self) -> Version {
         Version::new(self.major, self.minor)
     }
 
     /// Whether an implementation at `self` can take something at `requested`: same major,
-    /// and `requested <= self` (OVO's and oslo.messaging's `is_compatible`).
+    /// and `requested <= self` with a missing patch read as 0 (OVO's `is_compatible`,
+    /// which compares through `packaging`, and oslo.messaging's `version_is_compatible`:
+    /// `1.2.0` is `1.2`).
     pub fn accepts(&self, requested: &Version) -> bool {
-        self.major == requested.major && requested <= self
+        let padded = |v: &Version| [v.major, v.minor, v.patch.unwrap_or(0)];
+        self.major == requested.major && padded(requested) <= padded(self)
+    }
+
+    /// Whether both are the same text (OVO compares version strings with `==` to decide
+    /// whether a backport is needed: `"1.01" != "1.1"`).
+    pub fn same_text(&self, other: &Version) -> bool {
+        (self.major, self.minor, self.patch, self.zeros)
+            == (other.major, other.minor, other.patch, other.zeros)
     }
 
     fn parts(&self) -> ([u32; 3], usize) {
@@ -92,6 +103,21 @@ impl Version {
             Some(p) => ([self.major, self.minor, p], 3),
             None => ([self.major, self.minor, 0], 2),
         }
+    }
+}
+
+impl PartialEq for Version {
+    /// By value, as tuples: `1.01 == 1.1`, `1.1 != 1.1.0`.
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Version {}
+
+impl std::hash::Hash for Version {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (self.major, self.minor, self.patch).hash(state);
     }
 }
 
@@ -137,11 +163,20 @@ impl FromStr for Version {
         if n < 2 {
             return Err(VersionError::WrongShape { text: text.into() });
         }
-        Ok(Version {
+        let mut v = Version {
             major: parts[0],
             minor: parts[1],
             patch: (n == 3).then_some(parts[2]),
-        })
+            zeros: [0; 3],
+        };
+        // Leading zeros ("1.01") make a text other than the canonical one: keep them.
+        for (i, part) in text.split('.').enumerate() {
+            let digits = part.trim_start_matches('0');
+            let zeros = part.len() - digits.len().max(1);
+            v.zeros[i] =
+                u8::try_from(zeros).map_err(|_| VersionError::WrongShape { text: text.into() })?;
+        }
+        Ok(v)
     }
 }
 
@@ -154,10 +189,24 @@ impl TryFrom<&str> for Version {
 
 impl fmt::Display for Version {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.patch {
-            Some(p) => write!(f, "{}.{}.{}", self.major, self.minor, p),
-            None => write!(f, "{}.{}", self.major, self.minor),
+        if self.zeros == [0; 3] {
+            return match self.patch {
+                Some(p) => write!(f, "{}.{}.{}", self.major, self.minor, p),
+                None => write!(f, "{}.{}", self.major, self.minor),
+            };
         }
+        let parts = [Some(self.major), Some(self.minor), self.patch];
+        for (i, part) in parts.iter().enumerate() {
+            let Some(p) = part else { break };
+            if i > 0 {
+                f.write_str(".")?;
+            }
+            for _ in 0..self.zeros[i] {
+                f.write_str("0")?;
+            }
+            write!(f, "{p}")?;
+        }
+        Ok(())
     }
 }
 
@@ -249,8 +298,37 @@ mod tests {
     }
 
     #[test]
+    fn text_is_kept_as_written() {
+        let odd = v("1.01");
+        assert_eq!(odd.to_string(), "1.01");
+        assert_eq!(odd, v("1.1"));
+        assert!(!odd.same_text(&v("1.1")));
+        assert!(odd.same_text(&v("1.01")));
+        assert_eq!(v("01.2.00").to_string(), "01.2.00");
+        assert!(!v("1.2.0").same_text(&v("1.2")));
+        assert_eq!(
+            v("1.0000000000000000000001").to_string(),
+            "1.0000000000000000000001"
+        );
+        assert_eq!(v("0.000").to_string(), "0.000");
+        assert!(format!("1.{}1", "0".repeat(300))
+            .parse::<Version>()
+            .is_err());
+    }
+
+    #[test]
+    fn a_missing_patch_is_zero_for_compatibility() {
+        assert!(v("1.2").accepts(&v("1.2.0")));
+        assert!(v("1.2.0").accepts(&v("1.2")));
+        assert!(!v("1.2").accepts(&v("1.2.1")));
+        assert!(v("1.2").accepts(&v("1.02")));
+    }
+
+    #[test]
     fn display_round_trips() {
-        for s in ["1.0", "1.10", "1.1.5", "0.9"] {
+        for s in [
+            "1.0", "1.10", "1.1.5", "0.9", "1.01", "00.1", "0.0", "1.00.010",
+        ] {
             assert_eq!(v(s).to_string(), s);
         }
     }
