@@ -56,7 +56,11 @@ async fn run(args: Args) -> Result<(), String> {
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
-    tracing::info!(address = %args.listen, "accel API listening");
+    let address = listener
+        .local_addr()
+        .map_err(|e| format!("cannot read the listening address: {e}"))?;
+    // One line on stdout, for scripts and tests that listen on port 0.
+    println!("accel API listening on http://{address}");
     accel_api::serve_with_shutdown(listener, DbService::new(db), async {
         let _ = tokio::signal::ctrl_c().await;
     })
