@@ -31,6 +31,15 @@
 //! it can be unbound and bound again, or deleted). A bind of a request in a state that
 //! cannot bind (already bound to another instance, say) is 409 `InvalidTransition`.
 //!
+//! A patch naming several requests is checked whole first (a malformed one applies
+//! nothing), then applied request by request in UUID order; the first failure is the
+//! answer, and the requests before it stay bound (or unbound). `GET` shows where each is.
+//!
+//! # Projects
+//!
+//! There is no authentication yet: `POST /v2/accelerator_requests` records the
+//! `X-Project-Id` header's value as the requests' `project_id` when there is one.
+//!
 //! # Addresses
 //!
 //! The caller binds the listener: the `accel` binary's default is loopback,
