@@ -411,15 +411,20 @@ async fn accelerator_requests(api: &Api) {
         arqs[0]["uuid"].as_str().unwrap_or_default().to_owned(),
         arqs[1]["uuid"].as_str().unwrap_or_default().to_owned(),
     );
-    // Only the given group.
-    let (status, only) = post(
-        api,
-        "/v2/accelerator_requests",
-        json!({"device_profile_name": "fpga-and-gpu", "device_profile_group_id": 0}),
-    )
-    .await;
+    assert!(arqs[0]["project_id"].is_null());
+    // Only the given group; the project from X-Project-Id.
+    let (status, only) = api
+        .send(
+            api.request(Method::POST, "/v2/accelerator_requests")
+                .header("X-Project-Id", "p1")
+                .json(
+                    &json!({"device_profile_name": "fpga-and-gpu", "device_profile_group_id": 0}),
+                ),
+        )
+        .await;
     assert_eq!(status, 201);
     assert_eq!(only["arqs"].as_array().map(Vec::len), Some(1));
+    assert_eq!(only["arqs"][0]["project_id"], "p1");
     let second_fpga = only["arqs"][0]["uuid"]
         .as_str()
         .unwrap_or_default()
