@@ -667,23 +667,23 @@ impl Db {
         .bind(i64::from(filter.limit.unwrap_or(1000)))
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(DeviceRow {
-                    id: r.try_get("id")?,
-                    uuid: r.try_get("uuid")?,
-                    device_type: r.try_get("type")?,
-                    vendor: r.try_get("vendor")?,
-                    model: r.try_get("model")?,
-                    std_board_info: r.try_get("std_board_info")?,
-                    hostname: r.try_get("hostname")?,
-                    vendor_board_info: r.try_get("vendor_board_info")?,
-                    status: r.try_get("status")?,
-                    created_at: r.try_get("created_at")?,
-                    updated_at: r.try_get("updated_at")?,
-                })
-            })
-            .collect()
+        rows.iter().map(device_row).collect()
+    }
+
+    /// One device by UUID.
+    pub async fn device(&self, uuid: &str) -> Result<DeviceRow, DbError> {
+        let row = sqlx::query(
+            "SELECT id, uuid, type, vendor, model, std_board_info, hostname, vendor_board_info, status, created_at, updated_at \
+             FROM devices WHERE uuid = $1",
+        )
+        .bind(uuid)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or_else(|| DbError::NotFound {
+            kind: "device",
+            id: uuid.to_owned(),
+        })?;
+        device_row(&row)
     }
 
     /// Deployables, oldest first.
@@ -699,21 +699,23 @@ impl Db {
         .bind(i64::from(filter.limit.unwrap_or(1000)))
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(DeployableRow {
-                    id: r.try_get("id")?,
-                    uuid: r.try_get("uuid")?,
-                    name: r.try_get("name")?,
-                    device_id: r.try_get("device_id")?,
-                    hostname: r.try_get("hostname")?,
-                    control_path_id: r.try_get("control_path_id")?,
-                    num_accelerators: r.try_get("num_accelerators")?,
-                    driver_name: r.try_get("driver_name")?,
-                    enabled: r.try_get::<i64, _>("enabled")? != 0,
-                })
-            })
-            .collect()
+        rows.iter().map(deployable_row).collect()
+    }
+
+    /// One deployable by UUID.
+    pub async fn deployable(&self, uuid: &str) -> Result<DeployableRow, DbError> {
+        let row = sqlx::query(
+            "SELECT id, uuid, name, device_id, hostname, control_path_id, num_accelerators, driver_name, enabled \
+             FROM deployables WHERE uuid = $1",
+        )
+        .bind(uuid)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or_else(|| DbError::NotFound {
+            kind: "deployable",
+            id: uuid.to_owned(),
+        })?;
+        deployable_row(&row)
     }
 
     /// Attach handles of one host (or all), oldest first.
@@ -1158,6 +1160,36 @@ async fn release_handle(
         .execute(&mut **tx)
         .await?;
     Ok(())
+}
+
+fn device_row(r: &AnyRow) -> Result<DeviceRow, DbError> {
+    Ok(DeviceRow {
+        id: r.try_get("id")?,
+        uuid: r.try_get("uuid")?,
+        device_type: r.try_get("type")?,
+        vendor: r.try_get("vendor")?,
+        model: r.try_get("model")?,
+        std_board_info: r.try_get("std_board_info")?,
+        hostname: r.try_get("hostname")?,
+        vendor_board_info: r.try_get("vendor_board_info")?,
+        status: r.try_get("status")?,
+        created_at: r.try_get("created_at")?,
+        updated_at: r.try_get("updated_at")?,
+    })
+}
+
+fn deployable_row(r: &AnyRow) -> Result<DeployableRow, DbError> {
+    Ok(DeployableRow {
+        id: r.try_get("id")?,
+        uuid: r.try_get("uuid")?,
+        name: r.try_get("name")?,
+        device_id: r.try_get("device_id")?,
+        hostname: r.try_get("hostname")?,
+        control_path_id: r.try_get("control_path_id")?,
+        num_accelerators: r.try_get("num_accelerators")?,
+        driver_name: r.try_get("driver_name")?,
+        enabled: r.try_get::<i64, _>("enabled")? != 0,
+    })
 }
 
 fn profile_row(r: &AnyRow) -> Result<DeviceProfileRow, DbError> {

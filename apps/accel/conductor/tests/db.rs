@@ -89,6 +89,29 @@ async fn report_diffing(db: &Db) {
         before.iter().map(|d| &d.uuid).collect::<Vec<_>>(),
         after.iter().map(|d| &d.uuid).collect::<Vec<_>>()
     );
+    // One device and one deployable by UUID; an unknown UUID is NotFound.
+    let one = db.device(&after[1].uuid).await.expect("device by uuid");
+    assert_eq!(one, after[1]);
+    let deps = db
+        .deployables(&ListFilter::default())
+        .await
+        .expect("deployables");
+    let dep = db
+        .deployable(&deps[0].uuid)
+        .await
+        .expect("deployable by uuid");
+    assert_eq!(dep, deps[0]);
+    assert!(matches!(
+        db.device("no-such-uuid").await,
+        Err(DbError::NotFound { kind: "device", .. })
+    ));
+    assert!(matches!(
+        db.deployable("no-such-uuid").await,
+        Err(DbError::NotFound {
+            kind: "deployable",
+            ..
+        })
+    ));
     assert_eq!(
         db.attach_handles(Some("h1")).await.expect("handles").len(),
         4

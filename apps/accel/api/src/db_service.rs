@@ -1,0 +1,265 @@
+//! [`DbService`]: [`AccelService`] over the conductor's database, reads and writes.
+//!
+//! Reads stay here for good: every API replica reads the database itself, so reads scale
+//! with API replicas and never load the conductor. Writes go to the database directly
+//! for now; binds and unbinds must later coordinate with the agents, and will then go
+//! through the conductor's RPC API in a second implementation of the trait.
+
+use crate::error::{ErrorKind, ServiceError};
+use crate::service::{
+    AccelService, ArqRow, Binding, DeployableRow, DeviceProfileRow, DeviceRow, ListQuery,
+    NewProfile,
+};
+use accel_conductor::db::ListFilter;
+use accel_conductor::{Db, DbError};
+use async_trait::async_trait;
+use std::collections::BTreeSet;
+
+/// The accel API's operations on the conductor's database.
+#[derive(Clone, Debug)]
+pub struct DbService {
+    db: Db,
+}
+
+impl DbService {
+    /// Serves from this database (connected and migrated by the caller).
+    pub fn new(db: Db) -> DbService {
+        DbService { db }
+    }
+
+    /// The database.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+}
+
+impl From<DbError> for ServiceError {
+    fn from(e: DbError) -> ServiceError {
+        let kind = match &e {
+            DbError::NotFound { .. } => ErrorKind::NotFound,
+            DbError::Duplicate { .. } => ErrorKind::Duplicate,
+            DbError::InvalidTransition { .. } => ErrorKind::InvalidTransition,
+            DbError::NoFreeHandle { .. } => ErrorKind::NoFreeHandle,
+            DbError::ProfileInUse(_) => ErrorKind::ProfileInUse,
+            // What the database holds is damaged: not the client's fault.
+            DbError::Invalid { what, .. } if what.starts_with("stored") => ErrorKind::Internal,
+            DbError::Invalid { .. } => ErrorKind::BadRequest,
+            DbError::UnsupportedUrl(_) | DbError::Connect { .. } => ErrorKind::Unavailable,
+            _ => ErrorKind::Internal,
+        };
+        let message = match kind {
+            ErrorKind::Unavailable => "the accel database cannot be reached".to_owned(),
+            _ => e.to_string(),
+        };
+        ServiceError::with_source(kind, message, e)
+    }
+}
+
+impl DbService {
+    async fn all_devices(&self, host: Option<String>) -> Result<Vec<DeviceRow>, DbError> {
+        const PAGE: u32 = 1000;
+        let mut all: Vec<DeviceRow> = Vec::new();
+        loop {
+            let page = self
+                .db
+                .devices(&ListFilter {
+                    host: host.clone(),
+                    limit: Some(PAGE),
+                    marker: all.last().map(|d| d.uuid.clone()),
+                })
+                .await?;
+            let done = page.len() < PAGE as usize;
+            all.extend(page);
+            if done {
+                return Ok(all);
+            }
+        }
+    }
+
+    /// A marker must name an existing row: a page after a row that is gone, or never was,
+    /// would silently restart from the beginning.
+    async fn check_marker<T, F, Fut>(
+        &self,
+        marker: Option<&str>,
+        find: F,
+    ) -> Result<(), ServiceError>
+    where
+        F: FnOnce(String) -> Fut,
+        Fut: std::future::Future<Output = Result<T, DbError>>,
+    {
+        match marker {
+            None => Ok(()),
+            Some(m) => match find(m.to_owned()).await {
+                Ok(_) => Ok(()),
+                Err(DbError::NotFound { .. }) => {
+                    Err(ServiceError::bad_request(format!("marker {m} not found")))
+                }
+                Err(e) => Err(e.into()),
+            },
+        }
+    }
+
+    /// Pages through the database until `limit` rows pass `keep` or the rows run out.
+    async fn filtered<T, F, Fut>(
+        &self,
+        query: &ListQuery,
+        mut fetch: F,
+        uuid: fn(&T) -> &str,
+        keep: impl Fn(&T) -> bool,
+    ) -> Result<Vec<T>, ServiceError>
+    where
+        F: FnMut(ListFilter) -> Fut,
+        Fut: std::future::Future<Output = Result<Vec<T>, DbError>>,
+    {
+        let limit = query.limit.max(1);
+        let mut out = Vec::new();
+        let mut marker = query.marker.clone();
+        loop {
+            let page = fetch(ListFilter {
+                host: query.hostname.clone(),
+                limit: Some(limit),
+                marker: marker.clone(),
+            })
+            .await?;
+            let full = page.len() == limit as usize;
+            marker = page.last().map(|row| uuid(row).to_owned());
+            out.extend(page.into_iter().filter(|row| keep(row)));
+            if out.len() >= limit as usize {
+                out.truncate(limit as usize);
+                return Ok(out);
+            }
+            if !full {
+                return Ok(out);
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl AccelService for DbService {
+    async fn devices(&self, query: &ListQuery) -> Result<Vec<DeviceRow>, ServiceError> {
+        self.check_marker(query.marker.as_deref(), |m| async move {
+            self.db.device(&m).await
+        })
+        .await?;
+        let wanted = query.device_type.clone();
+        self.filtered(
+            query,
+            |f| async move { self.db.devices(&f).await },
+            |d: &DeviceRow| d.uuid.as_str(),
+            |d| wanted.as_deref().map_or(true, |t| d.device_type == t),
+        )
+        .await
+    }
+
+    async fn device(&self, uuid: &str) -> Result<DeviceRow, ServiceError> {
+        Ok(self.db.device(uuid).await?)
+    }
+
+    async fn deployables(&self, query: &ListQuery) -> Result<Vec<DeployableRow>, ServiceError> {
+        self.check_marker(query.marker.as_deref(), |m| async move {
+            self.db.deployable(&m).await
+        })
+        .await?;
+        // With a type filter: the ids of that host's devices of that type.
+        let device_ids: Option<BTreeSet<i64>> = match &query.device_type {
+            None => None,
+            Some(t) => Some(
+                self.all_devices(query.hostname.clone())
+                    .await?
+                    .into_iter()
+                    .filter(|d| &d.device_type == t)
+                    .map(|d| d.id)
+                    .collect(),
+            ),
+        };
+        self.filtered(
+            query,
+            |f| async move { self.db.deployables(&f).await },
+            |d: &DeployableRow| d.uuid.as_str(),
+            |d| {
+                device_ids
+                    .as_ref()
+                    .map_or(true, |ids| ids.contains(&d.device_id))
+            },
+        )
+        .await
+    }
+
+    async fn deployable(&self, uuid: &str) -> Result<DeployableRow, ServiceError> {
+        Ok(self.db.deployable(uuid).await?)
+    }
+
+    async fn profiles(&self) -> Result<Vec<DeviceProfileRow>, ServiceError> {
+        Ok(self.db.profiles().await?)
+    }
+
+    async fn profile(&self, name_or_uuid: &str) -> Result<DeviceProfileRow, ServiceError> {
+        Ok(self.db.profile(name_or_uuid).await?)
+    }
+
+    async fn create_profile(&self, p: NewProfile) -> Result<DeviceProfileRow, ServiceError> {
+        Ok(self
+            .db
+            .create_profile(&p.name, p.groups, p.description)
+            .await?)
+    }
+
+    async fn delete_profile(&self, name_or_uuid: &str) -> Result<(), ServiceError> {
+        Ok(self.db.delete_profile(name_or_uuid).await?)
+    }
+
+    async fn create_arqs(
+        &self,
+        profile: &str,
+        group_id: Option<i64>,
+        project_id: Option<&str>,
+    ) -> Result<Vec<ArqRow>, ServiceError> {
+        let p = self.db.profile(profile).await?;
+        let groups: Vec<i64> = match group_id {
+            Some(g) => vec![g],
+            None => (0..p.groups.len() as i64).collect(),
+        };
+        let mut out = Vec::with_capacity(groups.len());
+        for g in groups {
+            out.push(self.db.create_arq(&p.name, g, project_id).await?);
+        }
+        Ok(out)
+    }
+
+    async fn arqs(&self, instance_uuid: Option<&str>) -> Result<Vec<ArqRow>, ServiceError> {
+        Ok(self.db.arqs(instance_uuid).await?)
+    }
+
+    async fn arq(&self, uuid: &str) -> Result<ArqRow, ServiceError> {
+        Ok(self.db.arq(uuid).await?)
+    }
+
+    async fn bind(&self, uuid: &str, b: &Binding) -> Result<ArqRow, ServiceError> {
+        Ok(self
+            .db
+            .bind(
+                uuid,
+                &b.hostname,
+                &b.instance_uuid,
+                b.device_rp_uuid.as_deref(),
+            )
+            .await?)
+    }
+
+    async fn unbind(&self, uuid: &str) -> Result<ArqRow, ServiceError> {
+        Ok(self.db.unbind(uuid).await?)
+    }
+
+    async fn delete_arqs(&self, uuids: &[String]) -> Result<(), ServiceError> {
+        for uuid in uuids {
+            self.db.delete_arq(uuid).await?;
+        }
+        Ok(())
+    }
+
+    async fn delete_arqs_of_instance(&self, instance_uuid: &str) -> Result<(), ServiceError> {
+        self.db.delete_arqs_of_instance(instance_uuid).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,97 @@
+//! accel's API service: OpenStack Cyborg's v2 HTTP/JSON API (devices, deployables,
+//! device profiles, accelerator requests) with microversions, mounted by the `accel`
+//! binary through [`router`] or [`serve`].
+//!
+//! # Shape
+//!
+//! - [`microversion`]: the `OpenStack-API-Version: accelerator 2.x` header; the supported
+//!   range (2.0 to 2.1) is declared there once. 2.1 adds the device `status` field.
+//! - the handlers (private) parse and check a request, call one operation of
+//!   [`AccelService`], and shape the answer for the negotiated microversion;
+//! - [`AccelService`]: the operations, in plain data and [`ServiceError`]; no database
+//!   types, so an implementation may be the database or an RPC client;
+//! - [`DbService`]: the implementation over the conductor's database
+//!   ([`accel_conductor::Db`]);
+//! - [`error`]: the JSON error form and the status of each [`ErrorKind`].
+//!
+//! # Reads from the database, writes through the conductor
+//!
+//! The API reads the database directly: reads are most of an API's traffic, and reading
+//! from the database lets them scale with the number of API replicas without loading the
+//! conductor, which stays the one writer that agents coordinate with. Writes go to the
+//! database directly for now ([`DbService`]); binds and unbinds must coordinate with the
+//! agents on the hosts, so writes will go through the conductor's RPC API, in a second
+//! implementation of [`AccelService`] that keeps [`DbService`]'s reads.
+//!
+//! # Binding
+//!
+//! A `PATCH /v2/accelerator_requests` bind is done before the answer: 202 when the
+//! request is `Bound`; 409 `NoFreeHandle` when no free device of the profile group's
+//! type is on the host, and the request is then left `BindFailed` (visible with `GET`;
+//! it can be unbound and bound again, or deleted). A bind of a request in a state that
+//! cannot bind (already bound to another instance, say) is 409 `InvalidTransition`.
+//!
+//! A patch naming several requests is checked whole first (a malformed one applies
+//! nothing), then applied request by request in UUID order; the first failure is the
+//! answer, and the requests before it stay bound (or unbound). `GET` shows where each is.
+//!
+//! # Projects
+//!
+//! There is no authentication yet: `POST /v2/accelerator_requests` records the
+//! `X-Project-Id` header's value as the requests' `project_id` when there is one.
+//!
+//! # Addresses
+//!
+//! The caller binds the listener: the `accel` binary's default is loopback,
+//! [`DEFAULT_LISTEN`].
+
+pub mod db_service;
+pub mod error;
+pub mod microversion;
+mod routes;
+pub mod service;
+mod views;
+
+pub use db_service::DbService;
+pub use error::{ApiError, ErrorKind, ServiceError};
+pub use microversion::ApiVersion;
+pub use service::{AccelService, Binding, ListQuery, NewProfile};
+
+use std::future::Future;
+use std::sync::Arc;
+
+/// Where the `accel` binary listens unless told otherwise: loopback only.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:6666";
+
+/// The most rows one page of devices or deployables has (also the default `limit`).
+pub const MAX_LIMIT: u32 = 1000;
+
+/// The API's router over a service, to mount or serve.
+pub fn router(service: impl AccelService) -> axum::Router {
+    routes::build(Arc::new(service))
+}
+
+/// The API's router over a shared service.
+pub fn router_shared(service: Arc<dyn AccelService>) -> axum::Router {
+    routes::build(service)
+}
+
+/// Serves the API on `listener` until the process ends (or the listener fails).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    service: impl AccelService,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(service)).await
+}
+
+/// Serves the API on `listener` until `shutdown` completes, then finishes the requests
+/// under way.
+pub async fn serve_with_shutdown(
+    listener: tokio::net::TcpListener,
+    service: impl AccelService,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(service))
+        .with_graceful_shutdown(shutdown)
+        .await
+}

@@ -1,0 +1,588 @@
+//! The HTTP handlers: parse and check the request, call one [`AccelService`] operation,
+//! shape the answer for the negotiated microversion.
+
+use crate::error::{ApiError, ErrorKind};
+use crate::microversion::{self, ApiVersion};
+use crate::service::{AccelService, Binding, ListQuery, NewProfile};
+use crate::views;
+use crate::MAX_LIMIT;
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Path, RawQuery, Request, State};
+use axum::http::header::HOST;
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Extension, Json, Router};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tower_http::catch_panic::CatchPanicLayer;
+
+type Service = Arc<dyn AccelService>;
+type Result<T> = std::result::Result<T, ApiError>;
+
+/// The router over a shared service.
+pub(crate) fn build(service: Service) -> Router {
+    Router::new()
+        .route("/", get(root))
+        .route("/v2", get(v2))
+        .route("/v2/", get(v2))
+        .route("/v2/devices", get(list_devices))
+        .route("/v2/devices/{uuid}", get(get_device))
+        .route("/v2/deployables", get(list_deployables))
+        .route("/v2/deployables/{uuid}", get(get_deployable))
+        .route(
+            "/v2/device_profiles",
+            get(list_profiles).post(create_profile),
+        )
+        .route(
+            "/v2/device_profiles/{name_or_uuid}",
+            get(get_profile).delete(delete_profile),
+        )
+        .route(
+            "/v2/accelerator_requests",
+            get(list_arqs)
+                .post(create_arqs)
+                .patch(patch_arqs)
+                .delete(delete_arqs),
+        )
+        .route("/v2/accelerator_requests/{uuid}", get(get_arq))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(service)
+        .layer(axum::middleware::from_fn(microversion::layer))
+        .layer(CatchPanicLayer::custom(
+            |_panic: Box<dyn std::any::Any + Send>| {
+                tracing::error!("an accel API handler panicked");
+                ApiError::new(
+                    ErrorKind::Internal,
+                    "internal error; the accel API log has the details",
+                )
+                .into_response()
+            },
+        ))
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(ErrorKind::NotFound, "no such resource")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        ErrorKind::MethodNotAllowed,
+        "method not allowed on this resource",
+    )
+}
+
+/// The one path parameter, refused with a JSON 400 when it is not UTF-8.
+struct Id(String);
+
+impl<S: Send + Sync> FromRequestParts<S> for Id {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Id> {
+        Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::bad_request(format!("malformed path: {}", e.body_text())))
+            .and_then(|Path(id)| {
+                check_text("path", &id)?;
+                Ok(Id(id))
+            })
+    }
+}
+
+/// The raw body, refused with a JSON error (413 over the size limit, else 400).
+struct Body(Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for Body {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Body> {
+        Bytes::from_request(request, state)
+            .await
+            .map(Body)
+            .map_err(|e| {
+                let kind = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ErrorKind::TooLarge
+                } else {
+                    ErrorKind::BadRequest
+                };
+                ApiError::new(kind, e.body_text())
+            })
+    }
+}
+
+/// `http://<Host>` for links, or nothing (relative links) without a usable Host header.
+fn base(headers: &HeaderMap) -> String {
+    headers
+        .get(HOST)
+        .and_then(|h| h.to_str().ok())
+        .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic()))
+        .map(|h| format!("http://{h}"))
+        .unwrap_or_default()
+}
+
+/// Text with a NUL character is refused: PostgreSQL cannot store it, and no name,
+/// host or UUID has one.
+fn check_text(what: &str, text: &str) -> Result<()> {
+    if text.contains('\0') {
+        return Err(ApiError::bad_request(format!(
+            "{what}: NUL characters are not allowed"
+        )));
+    }
+    Ok(())
+}
+
+fn check_json(value: &Value) -> Result<()> {
+    match value {
+        Value::String(s) => check_text("request body", s),
+        Value::Array(items) => items.iter().try_for_each(check_json),
+        Value::Object(map) => map.iter().try_for_each(|(k, v)| {
+            check_text("request body", k)?;
+            check_json(v)
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The query string's pairs (the last of a repeated key wins).
+fn query_pairs(raw: Option<String>) -> Result<BTreeMap<String, String>> {
+    let raw = raw.unwrap_or_default();
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(&raw)
+        .map_err(|e| ApiError::bad_request(format!("malformed query string: {e}")))?;
+    for (k, v) in &pairs {
+        check_text("query string", k)?;
+        check_text("query string", v)?;
+    }
+    Ok(pairs.into_iter().collect())
+}
+
+/// A JSON body, whatever the content type says; malformed JSON is a 400.
+fn json_body<T: DeserializeOwned>(body: &Bytes) -> Result<T> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("malformed request body: {e}")))?;
+    check_json(&value)?;
+    serde_json::from_value(value)
+        .map_err(|e| ApiError::bad_request(format!("malformed request body: {e}")))
+}
+
+fn list_query(pairs: &BTreeMap<String, String>) -> Result<ListQuery> {
+    let limit = match pairs.get("limit") {
+        None => MAX_LIMIT,
+        Some(text) => match text.parse::<u32>() {
+            Ok(n) if (1..=MAX_LIMIT).contains(&n) => n,
+            _ => {
+                return Err(ApiError::bad_request(format!(
+                    "limit {text:?}: a whole number from 1 to {MAX_LIMIT}"
+                )))
+            }
+        },
+    };
+    let non_empty = |key: &str| pairs.get(key).filter(|v| !v.is_empty()).cloned();
+    Ok(ListQuery {
+        hostname: non_empty("hostname"),
+        device_type: non_empty("type"),
+        limit,
+        marker: non_empty("marker"),
+    })
+}
+
+/// `next`: the same query after the page's last row, when the page is full.
+fn next_link(
+    base: &str,
+    collection: &str,
+    query: &ListQuery,
+    returned: usize,
+    last_uuid: Option<&str>,
+) -> Option<String> {
+    let last = last_uuid?;
+    if returned < query.limit as usize {
+        return None;
+    }
+    let mut pairs: Vec<(&str, String)> = Vec::new();
+    if let Some(h) = &query.hostname {
+        pairs.push(("hostname", h.clone()));
+    }
+    if let Some(t) = &query.device_type {
+        pairs.push(("type", t.clone()));
+    }
+    pairs.push(("limit", query.limit.to_string()));
+    pairs.push(("marker", last.to_owned()));
+    let qs = serde_urlencoded::to_string(&pairs).unwrap_or_default();
+    Some(format!("{base}/v2/{collection}?{qs}"))
+}
+
+// ---- versions ------------------------------------------------------------------------
+
+async fn root(headers: HeaderMap) -> Json<Value> {
+    Json(views::root(&base(&headers)))
+}
+
+async fn v2(headers: HeaderMap) -> Json<Value> {
+    Json(json!({"version": views::v2(&base(&headers))}))
+}
+
+// ---- devices and deployables ---------------------------------------------------------
+
+async fn list_devices(
+    State(service): State<Service>,
+    Extension(version): Extension<ApiVersion>,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<Value>> {
+    let query = list_query(&query_pairs(raw)?)?;
+    let rows = service.devices(&query).await?;
+    let base = base(&headers);
+    let mut body = json!({
+        "devices": rows.iter().map(|d| views::device(d, version, &base)).collect::<Vec<_>>(),
+    });
+    if let Some(next) = next_link(
+        &base,
+        "devices",
+        &query,
+        rows.len(),
+        rows.last().map(|d| d.uuid.as_str()),
+    ) {
+        body["next"] = Value::String(next);
+    }
+    Ok(Json(body))
+}
+
+async fn get_device(
+    State(service): State<Service>,
+    Extension(version): Extension<ApiVersion>,
+    headers: HeaderMap,
+    Id(uuid): Id,
+) -> Result<Json<Value>> {
+    let d = service.device(&uuid).await?;
+    Ok(Json(views::device(&d, version, &base(&headers))))
+}
+
+async fn list_deployables(
+    State(service): State<Service>,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<Value>> {
+    let query = list_query(&query_pairs(raw)?)?;
+    let rows = service.deployables(&query).await?;
+    let base = base(&headers);
+    let mut body = json!({
+        "deployables": rows.iter().map(|d| views::deployable(d, &base)).collect::<Vec<_>>(),
+    });
+    if let Some(next) = next_link(
+        &base,
+        "deployables",
+        &query,
+        rows.len(),
+        rows.last().map(|d| d.uuid.as_str()),
+    ) {
+        body["next"] = Value::String(next);
+    }
+    Ok(Json(body))
+}
+
+async fn get_deployable(
+    State(service): State<Service>,
+    headers: HeaderMap,
+    Id(uuid): Id,
+) -> Result<Json<Value>> {
+    let d = service.deployable(&uuid).await?;
+    Ok(Json(views::deployable(&d, &base(&headers))))
+}
+
+// ---- device profiles -----------------------------------------------------------------
+
+async fn list_profiles(State(service): State<Service>, headers: HeaderMap) -> Result<Json<Value>> {
+    let base = base(&headers);
+    let rows = service.profiles().await?;
+    Ok(Json(json!({
+        "device_profiles": rows.iter().map(|p| views::profile(p, &base)).collect::<Vec<_>>(),
+    })))
+}
+
+async fn get_profile(
+    State(service): State<Service>,
+    headers: HeaderMap,
+    Id(name_or_uuid): Id,
+) -> Result<Json<Value>> {
+    let p = service.profile(&name_or_uuid).await?;
+    Ok(Json(
+        json!({"device_profile": views::profile(&p, &base(&headers))}),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProfileIn {
+    name: String,
+    groups: Vec<BTreeMap<String, String>>,
+    #[serde(default)]
+    description: Option<String>,
+}
+
+async fn create_profile(
+    State(service): State<Service>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> Result<Response> {
+    // Cyborg takes a list of one profile; a bare profile object is taken too.
+    let value: Value = json_body(&body)?;
+    let one = match value {
+        Value::Array(mut items) if items.len() == 1 => items.pop().unwrap_or(Value::Null),
+        Value::Array(items) => {
+            return Err(ApiError::bad_request(format!(
+                "create one device profile per request (the list has {})",
+                items.len()
+            )))
+        }
+        other => other,
+    };
+    let p: ProfileIn = serde_json::from_value(one)
+        .map_err(|e| ApiError::bad_request(format!("malformed device profile: {e}")))?;
+    let created = service
+        .create_profile(NewProfile {
+            name: p.name,
+            groups: p.groups,
+            description: p.description,
+        })
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(views::profile(&created, &base(&headers))),
+    )
+        .into_response())
+}
+
+async fn delete_profile(
+    State(service): State<Service>,
+    Id(name_or_uuid): Id,
+) -> Result<StatusCode> {
+    service.delete_profile(&name_or_uuid).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+// ---- accelerator requests ------------------------------------------------------------
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ArqsIn {
+    device_profile_name: String,
+    #[serde(default)]
+    device_profile_group_id: Option<i64>,
+}
+
+async fn create_arqs(
+    State(service): State<Service>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> Result<Response> {
+    let input: ArqsIn = json_body(&body)?;
+    let project = headers
+        .get("x-project-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty());
+    let arqs = service
+        .create_arqs(
+            &input.device_profile_name,
+            input.device_profile_group_id,
+            project,
+        )
+        .await?;
+    let base = base(&headers);
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"arqs": arqs.iter().map(|a| views::arq(a, &base)).collect::<Vec<_>>()})),
+    )
+        .into_response())
+}
+
+async fn list_arqs(
+    State(service): State<Service>,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<Value>> {
+    let pairs = query_pairs(raw)?;
+    let instance = pairs.get("instance").filter(|v| !v.is_empty());
+    let arqs = service.arqs(instance.map(String::as_str)).await?;
+    let base = base(&headers);
+    Ok(Json(
+        json!({"arqs": arqs.iter().map(|a| views::arq(a, &base)).collect::<Vec<_>>()}),
+    ))
+}
+
+async fn get_arq(
+    State(service): State<Service>,
+    headers: HeaderMap,
+    Id(uuid): Id,
+) -> Result<Json<Value>> {
+    let a = service.arq(&uuid).await?;
+    Ok(Json(views::arq(&a, &base(&headers))))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PatchOp {
+    path: String,
+    op: String,
+    #[serde(default)]
+    value: Option<Value>,
+}
+
+/// What a patch asks of one request.
+#[derive(Debug, PartialEq, Eq)]
+enum Change {
+    Bind(Binding),
+    Unbind,
+}
+
+const PATCH_PATHS: [&str; 3] = ["/hostname", "/device_rp_uuid", "/instance_uuid"];
+
+/// One request's patch: all `add` (a bind: hostname and instance_uuid, device_rp_uuid
+/// optional) or all `remove` (an unbind), each path at most once.
+fn change_of(uuid: &str, ops: Vec<PatchOp>) -> Result<Change> {
+    let bad =
+        |why: String| ApiError::bad_request(format!("patch of accelerator request {uuid}: {why}"));
+    if ops.is_empty() {
+        return Err(bad("no operations".into()));
+    }
+    let mut values: BTreeMap<String, Option<Value>> = BTreeMap::new();
+    let mut kind: Option<String> = None;
+    for op in ops {
+        if !PATCH_PATHS.contains(&op.path.as_str()) {
+            return Err(bad(format!(
+                "unknown path {:?} (known: {})",
+                op.path,
+                PATCH_PATHS.join(", ")
+            )));
+        }
+        if op.op != "add" && op.op != "remove" {
+            return Err(bad(format!(
+                "unknown op {:?} (add binds, remove unbinds)",
+                op.op
+            )));
+        }
+        match &kind {
+            Some(k) if *k != op.op => {
+                return Err(bad("mixes add and remove: a patch binds or unbinds".into()))
+            }
+            _ => kind = Some(op.op.clone()),
+        }
+        if values.insert(op.path.clone(), op.value).is_some() {
+            return Err(bad(format!("{} given twice", op.path)));
+        }
+    }
+    if kind.as_deref() == Some("remove") {
+        return Ok(Change::Unbind);
+    }
+    let text = |path: &str, required: bool| -> Result<Option<String>> {
+        match values.get(path) {
+            None if required => Err(bad(format!("a bind needs {path}"))),
+            None => Ok(None),
+            Some(Some(Value::String(s))) if !s.is_empty() => Ok(Some(s.clone())),
+            Some(_) => Err(bad(format!("{path} needs a non-empty string value"))),
+        }
+    };
+    Ok(Change::Bind(Binding {
+        hostname: text("/hostname", true)?.unwrap_or_default(),
+        instance_uuid: text("/instance_uuid", true)?.unwrap_or_default(),
+        device_rp_uuid: text("/device_rp_uuid", false)?,
+    }))
+}
+
+async fn patch_arqs(State(service): State<Service>, Body(body): Body) -> Result<StatusCode> {
+    let patch: BTreeMap<String, Vec<PatchOp>> = json_body(&body)?;
+    if patch.is_empty() {
+        return Err(ApiError::bad_request(
+            "the patch names no accelerator request",
+        ));
+    }
+    // Every request's patch is checked before any is applied.
+    let mut changes = Vec::with_capacity(patch.len());
+    for (uuid, ops) in patch {
+        let change = change_of(&uuid, ops)?;
+        changes.push((uuid, change));
+    }
+    for (uuid, change) in changes {
+        match change {
+            Change::Bind(b) => service.bind(&uuid, &b).await.map(drop)?,
+            Change::Unbind => service.unbind(&uuid).await.map(drop)?,
+        }
+    }
+    Ok(StatusCode::ACCEPTED)
+}
+
+async fn delete_arqs(
+    State(service): State<Service>,
+    RawQuery(raw): RawQuery,
+) -> Result<StatusCode> {
+    let pairs = query_pairs(raw)?;
+    match (pairs.get("arqs"), pairs.get("instance")) {
+        (Some(list), None) => {
+            let uuids: Vec<String> = list
+                .split(',')
+                .map(str::trim)
+                .filter(|u| !u.is_empty())
+                .map(str::to_owned)
+                .collect();
+            if uuids.is_empty() {
+                return Err(ApiError::bad_request("arqs names no accelerator request"));
+            }
+            service.delete_arqs(&uuids).await?;
+        }
+        (None, Some(instance)) if !instance.is_empty() => {
+            service.delete_arqs_of_instance(instance).await?;
+        }
+        _ => {
+            return Err(ApiError::bad_request(
+                "name what to delete: ?arqs=UUID,UUID or ?instance=UUID (one of them)",
+            ))
+        }
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ops(v: Value) -> Vec<PatchOp> {
+        serde_json::from_value(v).expect("ops")
+    }
+
+    #[test]
+    fn patches_bind_or_unbind() {
+        let bind = change_of(
+            "a",
+            ops(json!([
+                {"path": "/hostname", "op": "add", "value": "h1"},
+                {"path": "/instance_uuid", "op": "add", "value": "i1"},
+                {"path": "/device_rp_uuid", "op": "add", "value": "rp"},
+            ])),
+        );
+        assert_eq!(
+            bind,
+            Ok(Change::Bind(Binding {
+                hostname: "h1".into(),
+                instance_uuid: "i1".into(),
+                device_rp_uuid: Some("rp".into()),
+            }))
+        );
+        let unbind = change_of("a", ops(json!([{"path": "/hostname", "op": "remove"}])));
+        assert_eq!(unbind, Ok(Change::Unbind));
+        for bad in [
+            json!([]),
+            json!([{"path": "/color", "op": "add", "value": "red"}]),
+            json!([{"path": "/hostname", "op": "replace", "value": "h"}]),
+            json!([{"path": "/hostname", "op": "add", "value": "h"}]),
+            json!([{"path": "/hostname", "op": "add", "value": 3}, {"path": "/instance_uuid", "op": "add", "value": "i"}]),
+            json!([{"path": "/hostname", "op": "add", "value": "h"}, {"path": "/instance_uuid", "op": "remove"}]),
+            json!([{"path": "/hostname", "op": "remove"}, {"path": "/hostname", "op": "remove"}]),
+        ] {
+            let e = change_of("a", ops(bad.clone())).expect_err("refused");
+            assert_eq!(e.kind, ErrorKind::BadRequest, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! [`AccelService`]: the operations behind the HTTP handlers.
+//!
+//! The handlers know only this trait: they parse and check the request, call one
+//! operation, and shape its result for the microversion asked for. The trait speaks in
+//! plain data (the conductor's serde row types, strings, [`ServiceError`]) and carries no
+//! database types, so an implementation can be the database itself ([`DbService`](crate::DbService),
+//! today) or a client of the conductor's RPC API (for writes, later), or a mix of both.
+
+use crate::error::ServiceError;
+use async_trait::async_trait;
+use std::collections::BTreeMap;
+
+pub use accel_conductor::db::{ArqRow, DeployableRow, DeviceProfileRow, DeviceRow};
+pub use accel_conductor::ArqState;
+
+/// A page of devices or deployables.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListQuery {
+    /// Only this host's.
+    pub hostname: Option<String>,
+    /// Only devices of this type (`GPU`, `FPGA`, ...); for deployables, of their device.
+    pub device_type: Option<String>,
+    /// At most this many (the handlers always set it, 1 to [`MAX_LIMIT`](crate::MAX_LIMIT)).
+    pub limit: u32,
+    /// Only those after the one with this UUID (which must exist).
+    pub marker: Option<String>,
+}
+
+/// A device profile to create.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewProfile {
+    /// Unique name.
+    pub name: String,
+    /// Groups, each asking for one device: `{"resources:FPGA": "1", "trait:X": "required"}`.
+    pub groups: Vec<BTreeMap<String, String>>,
+    /// Description.
+    pub description: Option<String>,
+}
+
+/// Where an accelerator request is bound.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Binding {
+    /// The compute host.
+    pub hostname: String,
+    /// The instance the device is for.
+    pub instance_uuid: String,
+    /// Placement's resource provider of the device, when the caller knows it.
+    pub device_rp_uuid: Option<String>,
+}
+
+/// The operations of the accel API.
+///
+/// Binding semantics every implementation keeps: `bind` of a request with no free device
+/// of its type on the host fails with [`ErrorKind::NoFreeHandle`](crate::ErrorKind::NoFreeHandle)
+/// and leaves the request `BindFailed` (it may be unbound, then bound again, or deleted);
+/// deletes are idempotent.
+#[async_trait]
+pub trait AccelService: Send + Sync + 'static {
+    /// A page of devices, oldest first.
+    async fn devices(&self, query: &ListQuery) -> Result<Vec<DeviceRow>, ServiceError>;
+    /// One device.
+    async fn device(&self, uuid: &str) -> Result<DeviceRow, ServiceError>;
+    /// A page of deployables, oldest first.
+    async fn deployables(&self, query: &ListQuery) -> Result<Vec<DeployableRow>, ServiceError>;
+    /// One deployable.
+    async fn deployable(&self, uuid: &str) -> Result<DeployableRow, ServiceError>;
+
+    /// Every device profile, by name.
+    async fn profiles(&self) -> Result<Vec<DeviceProfileRow>, ServiceError>;
+    /// One device profile by name or UUID.
+    async fn profile(&self, name_or_uuid: &str) -> Result<DeviceProfileRow, ServiceError>;
+    /// Creates a device profile.
+    async fn create_profile(&self, profile: NewProfile) -> Result<DeviceProfileRow, ServiceError>;
+    /// Deletes a device profile no request uses.
+    async fn delete_profile(&self, name_or_uuid: &str) -> Result<(), ServiceError>;
+
+    /// Creates one request per group of the profile, or one for the given group.
+    async fn create_arqs(
+        &self,
+        profile: &str,
+        group_id: Option<i64>,
+        project_id: Option<&str>,
+    ) -> Result<Vec<ArqRow>, ServiceError>;
+    /// Requests, optionally of one instance, oldest first.
+    async fn arqs(&self, instance_uuid: Option<&str>) -> Result<Vec<ArqRow>, ServiceError>;
+    /// One request.
+    async fn arq(&self, uuid: &str) -> Result<ArqRow, ServiceError>;
+    /// Binds a request to a free device on the binding's host.
+    async fn bind(&self, uuid: &str, binding: &Binding) -> Result<ArqRow, ServiceError>;
+    /// Releases a request's device (idempotent).
+    async fn unbind(&self, uuid: &str) -> Result<ArqRow, ServiceError>;
+    /// Deletes requests; missing ones are ignored.
+    async fn delete_arqs(&self, uuids: &[String]) -> Result<(), ServiceError>;
+    /// Deletes every request of an instance; none is fine.
+    async fn delete_arqs_of_instance(&self, instance_uuid: &str) -> Result<(), ServiceError>;
+}

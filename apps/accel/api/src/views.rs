@@ -1,0 +1,104 @@
+//! The JSON shapes of responses (Cyborg's v2 field names), per microversion.
+
+use crate::microversion::{self, ApiVersion};
+use crate::service::{ArqRow, DeployableRow, DeviceProfileRow, DeviceRow};
+use serde_json::{json, Map, Value};
+
+fn links(base: &str, collection: &str, uuid: &str) -> Value {
+    json!([{"href": format!("{base}/v2/{collection}/{uuid}"), "rel": "self"}])
+}
+
+/// The v2 version document.
+pub fn v2(base: &str) -> Value {
+    json!({
+        "id": "v2.0",
+        "status": "CURRENT",
+        "min_version": microversion::MIN.to_string(),
+        "max_version": microversion::MAX.to_string(),
+        "links": [{"href": format!("{base}/v2/"), "rel": "self"}],
+        "media_types": [{
+            "base": "application/json",
+            "type": "application/vnd.openstack.accelerator-v2+json",
+        }],
+    })
+}
+
+/// The root document: the versions there are.
+pub fn root(base: &str) -> Value {
+    json!({
+        "name": "OpenStack Cyborg API",
+        "description": "accel: accelerator management in the model of OpenStack Cyborg",
+        "versions": [v2(base)],
+        "default_version": v2(base),
+    })
+}
+
+/// A device; `status` from 2.1 on.
+pub fn device(d: &DeviceRow, version: ApiVersion, base: &str) -> Value {
+    let mut v = json!({
+        "uuid": d.uuid,
+        "type": d.device_type,
+        "vendor": d.vendor,
+        "model": d.model,
+        "std_board_info": d.std_board_info,
+        "vendor_board_info": d.vendor_board_info,
+        "hostname": d.hostname,
+        "created_at": d.created_at,
+        "updated_at": d.updated_at,
+        "links": links(base, "devices", &d.uuid),
+    });
+    if version.at_least(microversion::DEVICE_STATUS) {
+        if let Some(map) = v.as_object_mut() {
+            map.insert("status".into(), Value::String(d.status.clone()));
+        }
+    }
+    v
+}
+
+/// A deployable.
+pub fn deployable(d: &DeployableRow, base: &str) -> Value {
+    json!({
+        "uuid": d.uuid,
+        "name": d.name,
+        "num_accelerators": d.num_accelerators,
+        "device_id": d.device_id,
+        "driver_name": d.driver_name,
+        "hostname": d.hostname,
+        "links": links(base, "deployables", &d.uuid),
+    })
+}
+
+/// A device profile.
+pub fn profile(p: &DeviceProfileRow, base: &str) -> Value {
+    json!({
+        "uuid": p.uuid,
+        "name": p.name,
+        "groups": p.groups,
+        "description": p.description,
+        "created_at": p.created_at,
+        "links": links(base, "device_profiles", &p.uuid),
+    })
+}
+
+/// An accelerator request; `attach_handle_info` is the handle's JSON object when bound.
+pub fn arq(a: &ArqRow, base: &str) -> Value {
+    let info = a.attach_handle_info.as_ref().map(|text| {
+        serde_json::from_str::<Map<String, Value>>(text)
+            .map(Value::Object)
+            .unwrap_or_else(|_| Value::String(text.clone()))
+    });
+    json!({
+        "uuid": a.uuid,
+        "state": a.state.as_str(),
+        "device_profile_name": a.device_profile_name,
+        "device_profile_group_id": a.device_profile_group_id,
+        "hostname": a.hostname,
+        "device_rp_uuid": a.device_rp_uuid,
+        "instance_uuid": a.instance_uuid,
+        "project_id": a.project_id,
+        "attach_handle_uuid": a.attach_handle_uuid,
+        "attach_handle_type": a.attach_handle_type,
+        "attach_handle_info": info,
+        "links": links(base, "accelerator_requests", &a.uuid),
+    })
+}

@@ -1,0 +1,140 @@
+//! The API's test harness: a fresh database per test (a SQLite file, or a new database
+//! on the PostgreSQL test cluster, as the conductor's tests do), the API served on an
+//! ephemeral loopback port, and a real HTTP client.
+
+#![allow(dead_code)]
+
+use accel_api::DbService;
+use accel_conductor::Db;
+use reqwest::{Method, RequestBuilder, Response};
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+/// The test cluster's URL.
+pub fn postgres_url() -> String {
+    std::env::var("VERSO_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://verso:verso@127.0.0.1:55432/verso".into())
+}
+
+/// A migrated database in a new SQLite file (the directory lives as long as the guard).
+pub async fn sqlite() -> (Db, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}", dir.path().join("accel.db").display());
+    let db = Db::connect(&url).await.expect("open sqlite");
+    db.migrate().await.expect("migrate sqlite");
+    (db, dir)
+}
+
+/// A migrated database in a new PostgreSQL database; fails (never skips) without the
+/// test cluster.
+pub async fn postgres() -> Db {
+    let admin_url = postgres_url();
+    let admin = Db::connect_within(&admin_url, std::time::Duration::from_secs(10))
+        .await
+        .unwrap_or_else(|e| {
+            panic!("{e}\nthe PostgreSQL tests need the test cluster: run scripts/start-postgres.sh (scripts/test.sh does) or set VERSO_TEST_POSTGRES_URL")
+        });
+    let name = format!("accel_api_test_{}", uuid::Uuid::new_v4().simple());
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(admin.pool())
+        .await
+        .expect("create database");
+    admin.close().await;
+    let base = admin_url
+        .rsplit_once('/')
+        .map_or(admin_url.as_str(), |(b, _)| b)
+        .to_owned();
+    let db = Db::connect(&format!("{base}/{name}"))
+        .await
+        .expect("open postgres");
+    db.migrate().await.expect("migrate postgres");
+    db
+}
+
+/// The API on an ephemeral loopback port over `db`, and a client for it.
+pub struct Api {
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    /// The database the API serves (to seed reports).
+    pub db: Db,
+    client: reqwest::Client,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl Api {
+    /// Serves the API over `db`.
+    pub async fn start(db: Db) -> Api {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind loopback");
+        let addr = listener.local_addr().expect("local addr");
+        let (stop, stopped) = oneshot::channel::<()>();
+        let service = DbService::new(db.clone());
+        tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = stopped.await;
+            };
+            accel_api::serve_with_shutdown(listener, service, shutdown)
+                .await
+                .expect("serve");
+        });
+        Api {
+            base: format!("http://{addr}"),
+            db,
+            client: reqwest::Client::builder()
+                .use_rustls_tls()
+                .build()
+                .expect("client"),
+            stop: Some(stop),
+        }
+    }
+
+    /// A request to `path` (which starts with `/`).
+    pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        self.client.request(method, format!("{}{path}", self.base))
+    }
+
+    /// Sends, and returns the status and the JSON body (`Null` when empty).
+    pub async fn send(&self, request: RequestBuilder) -> (u16, Value) {
+        let response = request.send().await.expect("send");
+        read(response).await
+    }
+
+    /// GET at the default microversion.
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        self.send(self.request(Method::GET, path)).await
+    }
+}
+
+impl Drop for Api {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// The status and the JSON body of a response (`Null` when empty).
+pub async fn read(response: Response) -> (u16, Value) {
+    let status = response.status().as_u16();
+    let bytes = response.bytes().await.expect("body");
+    let body = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes)
+            .unwrap_or_else(|e| panic!("response is not JSON ({e}): {bytes:?}"))
+    };
+    (status, body)
+}
+
+/// Asserts the JSON error form and its status; returns the message.
+pub fn assert_error(got: &(u16, Value), status: u16, kind: &str) -> String {
+    let (code, body) = got;
+    assert_eq!(*code, status, "status of {body}");
+    assert_eq!(body["error"]["status"], status, "{body}");
+    assert_eq!(body["error"]["type"], kind, "{body}");
+    body["error"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no message in {body}"))
+        .to_owned()
+}
