@@ -359,24 +359,40 @@ async fn serve(
 
 /// Runs one received request (the request itself is consumed before the first await, so
 /// the task's state is small) and sends the reply of a call.
+///
+/// Logs each request at debug (request id, method, version) and each failure once at
+/// warn, with the request id when the request could be read.
 async fn handle(dispatcher: &Dispatcher, incoming: Incoming) {
     let (request, reply) = incoming.into_parts();
+    let is_call = reply.is_some();
+    // Kept for the failure's log line only when warnings are logged at all.
+    let who = match &request {
+        Ok(r) => {
+            tracing::debug!(request_id = %r.context.request_id, method = %r.method,
+                version = %r.version, namespace = ?r.namespace, call = is_call,
+                "RPC request");
+            tracing::enabled!(tracing::Level::WARN)
+                .then(|| (r.context.request_id.clone(), r.method.clone()))
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, replied = is_call,
+                "RPC request refused: the message cannot be read");
+            None
+        }
+    };
     let started = request.and_then(|r| dispatcher.start(r));
     let result = match started {
         Ok(started) => dispatcher.finish(started).await,
         Err(e) => Err(e),
     };
-    match reply {
-        Some(sink) => {
-            let reply = Reply(result.map_err(|e| e.to_remote()));
-            if let Err(e) = sink.send(reply).await {
-                tracing::debug!(error = %e, "reply not delivered");
-            }
-        }
-        None => {
-            if let Err(e) = result {
-                tracing::warn!(error = %e, "cast failed");
-            }
+    if let (Err(e), Some((request_id, method))) = (&result, &who) {
+        tracing::warn!(request_id = %request_id, method = %method, call = is_call,
+            error = %e, "RPC request failed");
+    }
+    if let Some(sink) = reply {
+        let reply = Reply(result.map_err(|e| e.to_remote()));
+        if let Err(e) = sink.send(reply).await {
+            tracing::debug!(error = %e, "reply not delivered");
         }
     }
 }
