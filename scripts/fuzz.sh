@@ -19,10 +19,13 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked
 fi
 export RUSTC_BOOTSTRAP=1
-[ -n "$targets" ] || targets="$(cargo fuzz list)"
-
 echo "== building the fuzz targets (sanitizer: $sanitizer)"
-cargo fuzz build --sanitizer "$sanitizer" $targets
+if [ -n "$targets" ]; then
+    for t in $targets; do cargo fuzz build --sanitizer "$sanitizer" "$t"; done
+else
+    cargo fuzz build --sanitizer "$sanitizer"
+    targets="$(cargo fuzz list)"
+fi
 
 failed=""
 for t in $targets; do

@@ -1,5 +1,5 @@
-//! Transport URLs: anything is parsed or refused with a typed error, never printing the
-//! password, and a parsed config prints without panicking.
+//! Transport URLs: anything is parsed or refused with a typed error, and a parsed config
+//! prints the same whatever its passwords are (they are never shown).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -12,12 +12,15 @@ fuzz_target!(|data: &[u8]| {
     let _ = redact(text);
     match AmqpConfig::from_url(text) {
         Ok(config) => {
-            let shown = format!("{config} {config:?}");
-            for h in &config.hosts {
-                if h.password.len() >= 4 && !h.username.contains(&h.password) && !h.host.contains(&h.password) && !config.vhost.contains(&h.password) {
-                    assert!(!shown.contains(&h.password), "password shown: {shown}");
-                }
+            let mut other = config.clone();
+            for h in &mut other.hosts {
+                h.password = "\u{1}a password that must not show\u{1}".into();
             }
+            assert_eq!(
+                format!("{config} {config:?}"),
+                format!("{other} {other:?}"),
+                "the printed config depends on the password"
+            );
         }
         Err(e) => {
             let _ = e.to_string();
