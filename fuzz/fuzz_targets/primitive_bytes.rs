@@ -3,7 +3,9 @@
 //! decoded object's own bytes decode to an equal object.
 #![no_main]
 
-use cyborg_model::{AttachHandle, AttachHandleList, Deployable, DeployableList, Device, DeviceList};
+use cyborg_model::{
+    AttachHandle, AttachHandleList, Deployable, DeployableList, Device, DeviceList,
+};
 use libfuzzer_sys::fuzz_target;
 use verso::VersionedObject;
 
@@ -13,7 +15,12 @@ fn check<O: VersionedObject + PartialEq + std::fmt::Debug>(data: &[u8]) {
     };
     let bytes = obj.to_primitive_bytes();
     let back = O::from_primitive_slice(&bytes).expect("an object's own bytes decode");
-    assert_eq!(back, obj, "decode(encode(x)) != x for {}", String::from_utf8_lossy(&bytes));
+    assert_eq!(
+        back,
+        obj,
+        "decode(encode(x)) != x for {}",
+        String::from_utf8_lossy(&bytes)
+    );
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -13,6 +13,10 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let printed = v.to_string();
-    assert_eq!(printed.parse::<Version>().ok(), Some(v), "{text:?} -> {printed:?}");
+    assert_eq!(
+        printed.parse::<Version>().ok(),
+        Some(v),
+        "{text:?} -> {printed:?}"
+    );
     let _ = v.accepts(&Version::new(1, 0));
 });

@@ -330,12 +330,12 @@ pub struct Unreadable {
 }
 
 impl Unreadable {
-    fn new(error: RpcError, (msg_id, reply_q): (Option<String>, Option<String>)) -> Self {
-        Unreadable {
+    fn new(error: RpcError, (msg_id, reply_q): (Option<String>, Option<String>)) -> Box<Self> {
+        Box::new(Unreadable {
             error,
             msg_id,
             reply_q,
-        }
+        })
     }
 
     /// Where the caller waits for a reply, when the body is a call that says so.
@@ -372,7 +372,7 @@ impl Unreadable {
 /// assert_eq!(refused.reply_to().map(|a| a.reply_q).as_deref(), Some("reply_1"));
 /// # Ok::<(), String>(())
 /// ```
-pub fn read_body(data: &[u8], limits: &MessageLimits) -> Result<Message, Unreadable> {
+pub fn read_body(data: &[u8], limits: &MessageLimits) -> Result<Message, Box<Unreadable>> {
     if data.len() > limits.max_message_size {
         let error = RpcError::MessageTooLarge {
             size: data.len(),
@@ -683,7 +683,8 @@ mod tests {
     #[test]
     fn garbage_is_a_typed_error_with_a_reply_address_where_one_can_be_found() {
         let limits = MessageLimits::default();
-        let cases: Vec<(Vec<u8>, Option<(String, String)>)> = vec![
+        type Address = Option<(String, String)>;
+        let cases: Vec<(Vec<u8>, Address)> = vec![
             (b"not json at all".to_vec(), None),
             (b"\xff\xfe{".to_vec(), None),
             (b"[1, 2]".to_vec(), None),

@@ -1423,6 +1423,7 @@ async fn reply_loop(
         let mut msg = match read_body(&data, &inner.config.limits) {
             Ok(m) => m,
             Err(unreadable) => {
+                let unreadable = *unreadable;
                 // A call whose reply cannot be read fails with the reason at once.
                 let pending = unreadable
                     .msg_id
@@ -1644,6 +1645,7 @@ fn read_request(
     let mut msg = match read_body(data, limits) {
         Ok(m) => m,
         Err(unreadable) => {
+            let unreadable = *unreadable;
             return Some(match unreadable.reply_to() {
                 Some(to) => Incoming::call(
                     Err(unreadable.error),
