@@ -399,7 +399,7 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                 ::verso::VersionedObject::to_primitive(self)
             }
             fn from_primitive(value: &::verso::__private::Value) -> ::verso::Result<Self> {
-                <Self as ::verso::VersionedObject>::from_primitive(value)
+                ::verso::object::decode_contained::<Self>(value)
             }
             fn describe(&self) -> ::verso::__private::Value {
                 ::verso::VersionedObject::describe(self)

@@ -12,7 +12,7 @@
 use crate::remote::RemoteError;
 use serde_json::{Map, Value};
 use std::time::Duration;
-use verso::{Version, VersionError};
+use verso::{LimitError, Version, VersionError};
 
 /// The module name a Python peer uses for the dispatcher's own errors; `UnsupportedVersion`
 /// and `NoSuchMethod` keep it so a Python client recognises them.
@@ -194,6 +194,28 @@ pub enum RpcError {
     MalformedMessage {
         /// What is wrong with it.
         detail: String,
+    },
+    /// A received message was bigger than the receiver's limit
+    /// ([`MessageLimits::max_message_size`](crate::message::MessageLimits)); it was
+    /// refused unread, and nothing of it ran.
+    #[error(
+        "message of {size} bytes refused: the receiver's limit is {limit} bytes \
+         (max_message_size); send less per call, or raise the limit on the receiving side"
+    )]
+    MessageTooLarge {
+        /// The message's size in bytes.
+        size: usize,
+        /// The receiver's limit in bytes.
+        limit: usize,
+    },
+    /// A received message was nested too deep or held a list too long for the
+    /// receiver's [`DecodeLimits`](verso::DecodeLimits); it was refused unread, and
+    /// nothing of it ran.
+    #[error("message refused: {source}; send less per call, or raise the receiver's limits")]
+    LimitExceeded {
+        /// The limit crossed.
+        #[source]
+        source: LimitError,
     },
     /// The endpoint's method raised an error; match on [`RemoteError::kind`] or use
     /// [`RemoteError::downcast`] to get your own error type back.
@@ -394,6 +416,23 @@ impl RpcError {
                 "MalformedMessage",
                 fields([("detail", detail.as_str().into())]),
             ),
+            E::MessageTooLarge { size, limit } => (
+                VERSO_DISPATCHER,
+                "MessageTooLarge",
+                fields([("size", (*size).into()), ("limit", (*limit).into())]),
+            ),
+            E::LimitExceeded { source } => {
+                let (which, limit) = match source {
+                    LimitError::TooDeep { limit } => ("depth", *limit),
+                    LimitError::TooManyMembers { limit } => ("members", *limit),
+                    _ => ("other", 0),
+                };
+                (
+                    VERSO_DISPATCHER,
+                    "LimitExceeded",
+                    fields([("limit_kind", which.into()), ("limit", limit.into())]),
+                )
+            }
             _ => (VERSO_DISPATCHER, "RpcError", Map::new()),
         };
         RemoteError::new(class, module, self.to_string()).with_fields(fields)
@@ -411,6 +450,13 @@ impl RpcError {
                 .map(str::to_owned)
         };
         let v = |k: &str| s(k).and_then(|t| t.parse::<Version>().ok());
+        let n = |k: &str| {
+            remote
+                .fields
+                .get(k)
+                .and_then(Value::as_u64)
+                .and_then(|n| usize::try_from(n).ok())
+        };
         let method_ = || s("method").unwrap_or_else(|| method.to_owned());
         let arg = || s("argument");
         let known = matches!(remote.module.as_str(), OSLO_DISPATCHER | VERSO_DISPATCHER);
@@ -463,6 +509,19 @@ impl RpcError {
                 expected: s("expected").unwrap_or_default(),
                 found: s("found").unwrap_or_default(),
             }),
+            "MessageTooLarge" => match (n("size"), n("limit")) {
+                (Some(size), Some(limit)) => Some(RpcError::MessageTooLarge { size, limit }),
+                _ => None,
+            },
+            "LimitExceeded" => match (s("limit_kind").as_deref(), n("limit")) {
+                (Some("depth"), Some(limit)) => Some(RpcError::LimitExceeded {
+                    source: LimitError::TooDeep { limit },
+                }),
+                (Some("members"), Some(limit)) => Some(RpcError::LimitExceeded {
+                    source: LimitError::TooManyMembers { limit },
+                }),
+                _ => None,
+            },
             "MalformedMessage" => Some(RpcError::MalformedMessage {
                 detail: s("detail").unwrap_or_else(|| remote.message.clone()),
             }),
@@ -529,6 +588,16 @@ mod tests {
                 argument: "a".into(),
                 expected: "string".into(),
                 found: "number".into(),
+            },
+            RpcError::MessageTooLarge {
+                size: 20_000_000,
+                limit: 16 << 20,
+            },
+            RpcError::LimitExceeded {
+                source: LimitError::TooDeep { limit: 32 },
+            },
+            RpcError::LimitExceeded {
+                source: LimitError::TooManyMembers { limit: 100_000 },
             },
         ];
         for e in cases {

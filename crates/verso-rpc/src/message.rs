@@ -9,7 +9,7 @@
 
 use crate::{RemoteError, RpcError};
 use serde_json::{Map, Value};
-use verso::{RequestContext, Version};
+use verso::{DecodeLimits, RequestContext, Version};
 
 /// One message: a JSON object, as oslo.messaging's message dict.
 pub type Message = Map<String, Value>;
@@ -221,7 +221,15 @@ pub fn envelope(message: &Message) -> Value {
 }
 
 /// Opens a message body: an enveloped one, or (as oslo.messaging accepts) a bare dict.
+/// The enveloped message is not checked against any limits; see [`read_body`] for
+/// bytes from a peer.
 pub fn open_envelope(body: Value) -> Result<Message, RpcError> {
+    open_envelope_limited(body, &DecodeLimits::UNLIMITED)
+}
+
+/// [`open_envelope`], checking the enveloped message's text against `limits` before it
+/// is parsed.
+fn open_envelope_limited(body: Value, limits: &DecodeLimits) -> Result<Message, RpcError> {
     let malformed = |detail: String| RpcError::MalformedMessage { detail };
     let mut m = match body {
         Value::Object(m) => m,
@@ -232,22 +240,289 @@ pub fn open_envelope(body: Value) -> Result<Message, RpcError> {
             )))
         }
     };
-    if !m.contains_key("oslo.version") {
-        return Ok(m);
+    match m.get("oslo.version") {
+        None => return Ok(m),
+        Some(Value::String(v)) => check_envelope_version(v)?,
+        Some(other) => {
+            return Err(malformed(format!(
+                "'oslo.version' must be a string such as \"2.0\", got {}",
+                json_type(other)
+            )))
+        }
     }
     match m.remove("oslo.message") {
-        Some(Value::String(s)) => match serde_json::from_str(&s) {
-            Ok(Value::Object(inner)) => Ok(inner),
-            Ok(other) => Err(malformed(format!(
-                "'oslo.message' must hold an object, got {}",
-                json_type(&other)
-            ))),
-            Err(e) => Err(malformed(format!("'oslo.message' is not JSON: {e}"))),
-        },
+        Some(Value::String(s)) => {
+            limits
+                .check_json(s.as_bytes())
+                .map_err(|source| RpcError::LimitExceeded { source })?;
+            match serde_json::from_str(&s) {
+                Ok(Value::Object(inner)) => Ok(inner),
+                Ok(other) => Err(malformed(format!(
+                    "'oslo.message' must hold an object, got {}",
+                    json_type(&other)
+                ))),
+                Err(e) => Err(malformed(format!("'oslo.message' is not JSON: {e}"))),
+            }
+        }
         _ => Err(malformed(
             "an enveloped body needs 'oslo.message' as a JSON string".into(),
         )),
     }
+}
+
+/// Refuses an envelope version this side cannot read, as oslo.messaging does
+/// (`UnsupportedRpcEnvelopeVersion`): the same major as ours, a minor no newer.
+fn check_envelope_version(text: &str) -> Result<(), RpcError> {
+    let ours: Version = Version::new(2, 0);
+    match text.parse::<Version>() {
+        Ok(v) if ours.accepts(&v) => Ok(()),
+        _ => Err(RpcError::MalformedMessage {
+            detail: format!(
+                "envelope version 'oslo.version' {text:?} is not supported: this side reads \
+                 {ENVELOPE_VERSION}"
+            ),
+        }),
+    }
+}
+
+/// The receiving side's bounds on a message from a peer (see [`read_body`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessageLimits {
+    /// The biggest message body, in bytes (default [`DEFAULT_MAX_MESSAGE_SIZE`]).
+    pub max_message_size: usize,
+    /// How deep and how wide the message may be (default [`DecodeLimits::default`]:
+    /// 32 levels, 100,000 members per list or dict).
+    pub decode: DecodeLimits,
+}
+
+/// The default [`MessageLimits::max_message_size`]: 16 MiB, RabbitMQ 4's own default
+/// `max_message_size`.
+pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
+
+impl Default for MessageLimits {
+    fn default() -> Self {
+        MessageLimits {
+            max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
+            decode: DecodeLimits::default(),
+        }
+    }
+}
+
+/// Where a call's reply goes: its `_msg_id` and `_reply_q`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplyAddress {
+    /// The call's `_msg_id`.
+    pub msg_id: String,
+    /// The caller's reply queue, `_reply_q`.
+    pub reply_q: String,
+}
+
+/// A received body that cannot be read ([`read_body`]): why, and its `_msg_id` and
+/// `_reply_q` when they could be found.
+#[derive(Debug)]
+pub struct Unreadable {
+    /// Why the body cannot be read.
+    pub error: RpcError,
+    /// The message's `_msg_id` (a call's, or the call's a reply answers), if found.
+    pub msg_id: Option<String>,
+    /// The call's `_reply_q`, if found.
+    pub reply_q: Option<String>,
+}
+
+impl Unreadable {
+    fn new(error: RpcError, (msg_id, reply_q): (Option<String>, Option<String>)) -> Box<Self> {
+        Box::new(Unreadable {
+            error,
+            msg_id,
+            reply_q,
+        })
+    }
+
+    /// Where the caller waits for a reply, when the body is a call that says so.
+    pub fn reply_to(&self) -> Option<ReplyAddress> {
+        match (&self.msg_id, &self.reply_q) {
+            (Some(msg_id), Some(reply_q)) => Some(ReplyAddress {
+                msg_id: msg_id.clone(),
+                reply_q: reply_q.clone(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Reads a body received from a peer into its message dict, refusing it whole when it is
+/// over `limits`: a body bigger than [`MessageLimits::max_message_size`] is not parsed at
+/// all ([`RpcError::MessageTooLarge`]), and the text of the body and of the enveloped
+/// message are checked against [`MessageLimits::decode`] before they are parsed
+/// ([`RpcError::LimitExceeded`]). Whatever is wrong, the reply address of a call is
+/// looked for (without parsing the message, so at any size or depth), so the caller can
+/// be told instead of waiting for its timeout.
+///
+/// ```
+/// use verso_rpc::message::{read_body, MessageLimits};
+/// use verso_rpc::RpcError;
+///
+/// let limits = MessageLimits { max_message_size: 64, ..MessageLimits::default() };
+/// let ok = br#"{"method": "ping", "_msg_id": "m1", "_reply_q": "reply_1"}"#;
+/// assert_eq!(read_body(ok, &limits).map_err(|u| u.error.to_string())?["method"], "ping");
+///
+/// let big = format!(r#"{{"method": "ping", "_msg_id": "m1", "_reply_q": "reply_1", "args": {{"x": "{}"}}}}"#, "y".repeat(100));
+/// let refused = read_body(big.as_bytes(), &limits).expect_err("too big");
+/// assert!(matches!(refused.error, RpcError::MessageTooLarge { limit: 64, .. }));
+/// assert_eq!(refused.reply_to().map(|a| a.reply_q).as_deref(), Some("reply_1"));
+/// # Ok::<(), String>(())
+/// ```
+pub fn read_body(data: &[u8], limits: &MessageLimits) -> Result<Message, Box<Unreadable>> {
+    if data.len() > limits.max_message_size {
+        let error = RpcError::MessageTooLarge {
+            size: data.len(),
+            limit: limits.max_message_size,
+        };
+        return Err(Unreadable::new(error, address_of_body(data)));
+    }
+    if let Err(source) = limits.decode.check_json(data) {
+        let error = RpcError::LimitExceeded { source };
+        return Err(Unreadable::new(error, address_of_body(data)));
+    }
+    let body: Value = serde_json::from_slice(data).map_err(|e| {
+        let detail = format!("body is not JSON: {e}");
+        Unreadable::new(RpcError::MalformedMessage { detail }, (None, None))
+    })?;
+    // Kept only to find the reply address of a message that fails.
+    let (inner, outer) = match &body {
+        Value::Object(m) => (
+            match m.get("oslo.message") {
+                Some(Value::String(s)) => Some(s.clone()),
+                _ => None,
+            },
+            (string_member(m, "_msg_id"), string_member(m, "_reply_q")),
+        ),
+        _ => (None, (None, None)),
+    };
+    open_envelope_limited(body, &limits.decode).map_err(|error| {
+        let found = inner.as_deref().map(|t| address(t.as_bytes()));
+        Unreadable::new(error, found.unwrap_or(outer))
+    })
+}
+
+fn string_member(m: &Message, key: &str) -> Option<String> {
+    match m.get(key) {
+        Some(Value::String(s)) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// `_msg_id` and `_reply_q` of a body of any size or depth: in its enveloped message,
+/// or in the body itself when it is a bare dict.
+fn address_of_body(data: &[u8]) -> (Option<String>, Option<String>) {
+    let [inner] = top_level_strings(data, ["oslo.message"]);
+    match inner {
+        Some(text) => address(text.as_bytes()),
+        None => address(data),
+    }
+}
+
+/// `_msg_id` and `_reply_q` of a message dict's text, where they are strings.
+fn address(text: &[u8]) -> (Option<String>, Option<String>) {
+    let [msg_id, reply_q] = top_level_strings(text, ["_msg_id", "_reply_q"]);
+    (msg_id, reply_q)
+}
+
+/// The string values of `keys` among the members of the JSON object `text`, found in
+/// one pass without parsing (so at any depth and size, without recursion); the last
+/// one wins for a key given twice, as when parsing. Anything that is not a JSON object
+/// gives nothing; text that is not JSON may give anything.
+fn top_level_strings<const N: usize>(text: &[u8], keys: [&str; N]) -> [Option<String>; N] {
+    let mut found: [Option<String>; N] = std::array::from_fn(|_| None);
+    let mut depth = 0usize;
+    let mut i = 0;
+    // In the top-level object: the key just read, and whether a ':' followed it.
+    let mut key: Option<usize> = None;
+    let mut after_colon = false;
+    // Whether the next string at depth 1 is a key.
+    let mut want_key = false;
+    while i < text.len() {
+        let b = text[i];
+        match b {
+            b'"' => {
+                let end = string_end(text, i);
+                if depth == 1 {
+                    let raw = &text[i..end];
+                    if want_key {
+                        key = unescape(raw).and_then(|k| keys.iter().position(|x| *x == k));
+                        want_key = false;
+                        after_colon = false;
+                    } else if after_colon {
+                        if let Some(k) = key.take() {
+                            found[k] = unescape(raw);
+                        }
+                        after_colon = false;
+                    }
+                }
+                i = end;
+                continue;
+            }
+            b'{' | b'[' => {
+                if depth == 0 && b == b'[' {
+                    return found;
+                }
+                depth += 1;
+                if depth == 1 {
+                    want_key = true;
+                } else if depth == 2 {
+                    key = None;
+                    after_colon = false;
+                }
+            }
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return found;
+                }
+            }
+            b':' if depth == 1 => after_colon = key.is_some(),
+            b',' if depth == 1 => {
+                want_key = true;
+                key = None;
+                after_colon = false;
+            }
+            b' ' | b'\t' | b'\n' | b'\r' => {}
+            _ if depth == 1 => {
+                // A number, true, false or null: not a string value.
+                key = None;
+                after_colon = false;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    found
+}
+
+/// The index just past the JSON string starting at `start` (a '"').
+fn string_end(text: &[u8], start: usize) -> usize {
+    let mut i = start + 1;
+    while i < text.len() {
+        match text[i] {
+            b'\\' => i += 2,
+            b'"' => return i + 1,
+            _ => i += 1,
+        }
+    }
+    text.len()
+}
+
+/// A JSON string literal (with its quotes) as text.
+fn unescape(raw: &[u8]) -> Option<String> {
+    if raw.len() < 2 || raw.last() != Some(&b'"') {
+        return None;
+    }
+    if !raw.contains(&b'\\') {
+        return std::str::from_utf8(&raw[1..raw.len() - 1])
+            .ok()
+            .map(str::to_owned);
+    }
+    serde_json::from_slice(raw).ok()
 }
 
 /// The JSON type name of a value, for error messages.
@@ -267,6 +542,7 @@ pub(crate) fn json_type(v: &Value) -> &'static str {
 mod tests {
     use super::*;
     use serde_json::json;
+    use verso::LimitError;
 
     /// The `call` of `ping` captured from oslo.messaging 18.3.1 (oslo-messaging-wire.md).
     const CAPTURED_CALL: &str = r#"{"oslo.version": "2.0", "oslo.message": "{\"method\": \"ping\", \"args\": {\"arg\": {\"hello\": \"world\"}}, \"version\": \"1.0\", \"_msg_id\": \"8af5b91c48354d08928b786258049a61\", \"_reply_q\": \"reply_853863b1a2654979a939feea01bfa9f1\", \"_timeout\": null, \"_unique_id\": \"6915156c076442fb8a88188edfa0fd28\", \"_context_user\": \"demo-user\", \"_context_project_id\": \"demo-project\", \"_context_system_scope\": null, \"_context_project\": \"demo-project\", \"_context_domain\": null, \"_context_user_domain\": null, \"_context_project_domain\": null, \"_context_is_admin\": false, \"_context_read_only\": false, \"_context_show_deleted\": false, \"_context_auth_token\": null, \"_context_request_id\": \"req-11111111-2222-3333-4444-555555555555\", \"_context_global_request_id\": null, \"_context_resource_uuid\": null, \"_context_roles\": [], \"_context_user_identity\": \"demo-user demo-project - - -\", \"_context_is_admin_project\": true}"}"#;
@@ -338,6 +614,143 @@ mod tests {
         let r = Reply::from_message(reply.as_object().cloned().expect("object")).expect("reply");
         let e = r.0.expect_err("a failure");
         assert_eq!(e.kind, "NoSuchMethod");
+    }
+
+    fn enveloped(inner: &str) -> Vec<u8> {
+        serde_json::to_vec(&json!({"oslo.version": "2.0", "oslo.message": inner})).expect("json")
+    }
+
+    fn addr(u: &Unreadable) -> Option<(String, String)> {
+        u.reply_to().map(|a| (a.msg_id, a.reply_q))
+    }
+
+    fn m1() -> Option<(String, String)> {
+        Some(("m1".into(), "reply_q1".into()))
+    }
+
+    #[test]
+    fn a_body_over_the_size_limit_is_refused_unread_with_its_reply_address() {
+        let limits = MessageLimits {
+            max_message_size: 1000,
+            ..MessageLimits::default()
+        };
+        let inner = format!(
+            r#"{{"method": "ping", "args": {{"x": "{}"}}, "_msg_id": "m1", "_reply_q": "reply_q1"}}"#,
+            "\\\"".repeat(600)
+        );
+        for body in [enveloped(&inner), inner.clone().into_bytes()] {
+            let u = read_body(&body, &limits).expect_err("too big");
+            assert!(
+                matches!(u.error, RpcError::MessageTooLarge { size, limit: 1000 } if size == body.len()),
+                "{:?}",
+                u.error
+            );
+            assert_eq!(addr(&u), m1());
+        }
+        // At the limit it is read.
+        let body = enveloped(r#"{"method": "ping"}"#);
+        let exact = MessageLimits {
+            max_message_size: body.len(),
+            ..MessageLimits::default()
+        };
+        assert_eq!(read_body(&body, &exact).expect("read")["method"], "ping");
+    }
+
+    #[test]
+    fn deep_or_long_messages_are_refused_unparsed_with_their_reply_address() {
+        let limits = MessageLimits::default();
+        let deep = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
+        let long = format!("[{}1]", "1,".repeat(100_000));
+        for (arg, limit) in [
+            (&deep, LimitError::TooDeep { limit: 32 }),
+            (&long, LimitError::TooManyMembers { limit: 100_000 }),
+        ] {
+            let inner = format!(
+                r#"{{"_msg_id": "m1", "method": "ping", "args": {{"x": {arg}}}, "_reply_q": "reply_q1"}}"#
+            );
+            for body in [enveloped(&inner), inner.clone().into_bytes()] {
+                let u = read_body(&body, &limits).expect_err("over a limit");
+                assert!(
+                    matches!(u.error, RpcError::LimitExceeded { source } if source == limit),
+                    "{:?}",
+                    u.error
+                );
+                assert_eq!(addr(&u), m1());
+            }
+        }
+    }
+
+    #[test]
+    fn garbage_is_a_typed_error_with_a_reply_address_where_one_can_be_found() {
+        let limits = MessageLimits::default();
+        type Address = Option<(String, String)>;
+        let cases: Vec<(Vec<u8>, Address)> = vec![
+            (b"not json at all".to_vec(), None),
+            (b"\xff\xfe{".to_vec(), None),
+            (b"[1, 2]".to_vec(), None),
+            (b"\"a string\"".to_vec(), None),
+            (enveloped("{nope"), None),
+            (enveloped("[1]"), None),
+            (
+                br#"{"oslo.version": "2.0", "oslo.message": 5, "_msg_id": "m1", "_reply_q": "reply_q1"}"#.to_vec(),
+                m1(),
+            ),
+            (
+                br#"{"oslo.version": "3.0", "oslo.message": "{\"_msg_id\": \"m1\", \"_reply_q\": \"reply_q1\"}"}"#.to_vec(),
+                m1(),
+            ),
+            (
+                br#"{"oslo.version": 2, "oslo.message": "{\"_msg_id\": \"m1\", \"_reply_q\": \"reply_q1\"}"}"#.to_vec(),
+                m1(),
+            ),
+        ];
+        for (body, want) in cases {
+            let u = read_body(&body, &limits).expect_err("garbage");
+            assert!(
+                matches!(u.error, RpcError::MalformedMessage { .. }),
+                "{:?}",
+                u.error
+            );
+            assert_eq!(addr(&u), want, "{}", String::from_utf8_lossy(&body));
+        }
+        // An envelope of a compatible version is read.
+        let ok = br#"{"oslo.version": "2.0", "oslo.message": "{\"method\": \"m\"}"}"#;
+        assert_eq!(read_body(ok, &limits).expect("read")["method"], "m");
+    }
+
+    #[test]
+    fn reply_addresses_are_found_at_the_top_level_only() {
+        let cases = [
+            (r#"{"_msg_id": "m1", "_reply_q": "reply_q1"}"#, m1()),
+            (r#" { "_reply_q" : "reply_q1" , "_msg_id" : "m1" } "#, m1()),
+            // Nested keys of the same name are someone else's.
+            (
+                r#"{"args": {"_msg_id": "x", "_reply_q": "y"}, "_msg_id": "m1", "_reply_q": "reply_q1"}"#,
+                m1(),
+            ),
+            (r#"{"args": {"_msg_id": "x", "_reply_q": "y"}}"#, None),
+            (r#"{"a": "_msg_id", "b": "_reply_q"}"#, None),
+            // The last of a repeated key wins, as when parsing.
+            (
+                r#"{"_msg_id": "x", "_reply_q": "reply_q1", "_msg_id": "m1"}"#,
+                m1(),
+            ),
+            // Escapes are read; a non-string value is no address.
+            (r#"{"_msg_id": "m\u0031", "_reply_q": "reply_q1"}"#, m1()),
+            (r#"{"_msg_id": 1, "_reply_q": "reply_q1"}"#, None),
+            (
+                r#"{"_msg_id": null, "_reply_q": "reply_q1", "x": "m1"}"#,
+                None,
+            ),
+            (r#"["_msg_id", "m1", "_reply_q", "reply_q1"]"#, None),
+            (r#"{"_msg_id": "m1", "_reply_q": "reply_q1"#, None),
+            ("", None),
+        ];
+        for (text, want) in cases {
+            let (msg_id, reply_q) = address(text.as_bytes());
+            let got = msg_id.zip(reply_q);
+            assert_eq!(got, want, "{text}");
+        }
     }
 
     #[test]

@@ -359,24 +359,40 @@ async fn serve(
 
 /// Runs one received request (the request itself is consumed before the first await, so
 /// the task's state is small) and sends the reply of a call.
+///
+/// Logs each request at debug (request id, method, version) and each failure once at
+/// warn, with the request id when the request could be read.
 async fn handle(dispatcher: &Dispatcher, incoming: Incoming) {
     let (request, reply) = incoming.into_parts();
+    let is_call = reply.is_some();
+    // Kept for the failure's log line only when warnings are logged at all.
+    let who = match &request {
+        Ok(r) => {
+            tracing::debug!(request_id = %r.context.request_id, method = %r.method,
+                version = %r.version, namespace = ?r.namespace, call = is_call,
+                "RPC request");
+            tracing::enabled!(tracing::Level::WARN)
+                .then(|| (r.context.request_id.clone(), r.method.clone()))
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, replied = is_call,
+                "RPC request refused: the message cannot be read");
+            None
+        }
+    };
     let started = request.and_then(|r| dispatcher.start(r));
     let result = match started {
         Ok(started) => dispatcher.finish(started).await,
         Err(e) => Err(e),
     };
-    match reply {
-        Some(sink) => {
-            let reply = Reply(result.map_err(|e| e.to_remote()));
-            if let Err(e) = sink.send(reply).await {
-                tracing::debug!(error = %e, "reply not delivered");
-            }
-        }
-        None => {
-            if let Err(e) = result {
-                tracing::warn!(error = %e, "cast failed");
-            }
+    if let (Err(e), Some((request_id, method))) = (&result, &who) {
+        tracing::warn!(request_id = %request_id, method = %method, call = is_call,
+            error = %e, "RPC request failed");
+    }
+    if let Some(sink) = reply {
+        let reply = Reply(result.map_err(|e| e.to_remote()));
+        if let Err(e) = sink.send(reply).await {
+            tracing::debug!(error = %e, "reply not delivered");
         }
     }
 }
@@ -879,6 +895,78 @@ mod tests {
             RpcError::from_remote(remote, "?", v(1, 0)),
             RpcError::MalformedMessage { .. }
         ));
+    }
+
+    /// Log lines written by a `tracing_subscriber` into memory.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("lock").extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn each_request_is_logged_at_debug_and_each_failure_once_at_warn() {
+        let logs = Captured::default();
+        let writer = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let d = Dispatcher::new(vec![ping_endpoint(v(1, 0))]).expect("valid");
+        let req = |method: &str, id: &str| Request {
+            method: method.into(),
+            args: Map::new(),
+            version: v(1, 0),
+            namespace: None,
+            context: RequestContext::new(id),
+        };
+        // Handlers run on this thread (current_thread runtime), under the subscriber.
+        handle(&d, Incoming::cast(Ok(req("ping", "req-ok")))).await;
+        handle(&d, Incoming::cast(Ok(req("nope", "req-bad")))).await;
+        let unreadable = RpcError::MalformedMessage {
+            detail: "body is not JSON".into(),
+        };
+        handle(&d, Incoming::cast(Err(unreadable))).await;
+
+        let text = String::from_utf8(logs.0.lock().expect("lock").clone()).expect("utf-8");
+        let lines: Vec<&str> = text.lines().collect();
+        let debug: Vec<&str> = lines
+            .iter()
+            .copied()
+            .filter(|l| l.contains("DEBUG") && l.contains("RPC request"))
+            .collect();
+        assert_eq!(debug.len(), 2, "{text}");
+        assert!(
+            debug[0].contains("request_id=req-ok")
+                && debug[0].contains("method=ping")
+                && debug[0].contains("version=1.0"),
+            "{text}"
+        );
+        let warn: Vec<&str> = lines
+            .iter()
+            .copied()
+            .filter(|l| l.contains("WARN"))
+            .collect();
+        assert_eq!(warn.len(), 2, "one warning per failure: {text}");
+        assert!(
+            warn[0].contains("request_id=req-bad")
+                && warn[0].contains("method=nope")
+                && warn[0].contains("does not support RPC method nope"),
+            "{text}"
+        );
+        assert!(
+            warn[1].contains("cannot be read") && warn[1].contains("body is not JSON"),
+            "{text}"
+        );
     }
 
     #[test]

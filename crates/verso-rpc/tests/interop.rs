@@ -735,6 +735,254 @@ async fn reconnects_after_the_connection_drops() {
     server.stop().await;
 }
 
+// ---- hostile input: answered where a reply is possible, and the server goes on -------
+
+/// What the raw caller's reply to `msg_id` says: the typed error of its failure.
+async fn failure_of(raw: &RawPeer, reply_q: &str, msg_id: &str) -> RpcError {
+    let reply = raw
+        .try_next(reply_q, Duration::from_secs(10))
+        .await
+        .unwrap_or_else(|| panic!("no reply to {msg_id} within 10 s"));
+    assert_eq!(reply["_msg_id"], msg_id, "{reply}");
+    let failure = reply["failure"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a failure in reply to {msg_id}: {reply}"));
+    let remote = verso_rpc::RemoteError::from_failure_str(failure).expect("a failure");
+    RpcError::from_remote(remote, "?", Version::new(1, 0))
+}
+
+/// A call as oslo.messaging sends it, with the given method and arguments.
+fn call_of(msg_id: &str, reply_q: &str, method: &str, args: Value) -> Value {
+    json!({"method": method, "args": args, "version": "1.1", "_msg_id": msg_id,
+        "_reply_q": reply_q, "_timeout": null,
+        "_unique_id": uuid::Uuid::new_v4().simple().to_string()})
+}
+
+/// Garbage of every kind reaches a verso server through RabbitMQ: each call that says
+/// where its reply goes gets a typed error, the rest is logged and dropped, and the next
+/// valid call is served every time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_gets_typed_errors_and_the_server_keeps_serving() {
+    use verso::{DecodeLimits, LimitError};
+    use verso_rpc::message::MessageLimits;
+    use verso_rpc::transport::amqp::AmqpConfig;
+    let env = Env::get();
+    let topic = unique_topic("garbage");
+    let limits = MessageLimits {
+        max_message_size: 1 << 20,
+        decode: DecodeLimits::default(),
+    };
+    let config = AmqpConfig::from_url(&env.url)
+        .expect("url")
+        .with_limits(limits);
+    let server_t = Arc::new(AmqpTransport::connect_with(config).await.expect("RabbitMQ"));
+    let (server, _casts) = start_verso_server(server_t, &topic, "g1").await;
+    // The conductor's object endpoints over the Cyborg registry, on a topic of their own.
+    let conductor_topic = format!("{topic}-conductor");
+    let conductor =
+        verso_rpc::RpcServer::new(env.transport().await, Target::new(conductor_topic.clone()))
+            .endpoint(verso_rpc::conductor::add_object_endpoints(
+                verso_rpc::Endpoint::new(Version::new(1, 1)),
+                Arc::new(cyborg_model::registry()),
+                |ctx| ctx,
+            ))
+            .expect("endpoint")
+            .start()
+            .await
+            .expect("conductor starts");
+
+    let raw = RawPeer::connect(&env.url).await;
+    let reply_q = format!("reply_{}", uuid::Uuid::new_v4().simple());
+    raw.consume_queue(&reply_q).await;
+    let mut served = 0;
+    // After each piece of garbage a valid call is answered, and it is the first reply
+    // on the queue: nothing was sent for garbage that names no reply address.
+    let mut still_serves = || {
+        served += 1;
+        let msg_id = format!("ok-{served}");
+        let call = call_of(&msg_id, &reply_q, "ping", json!({"arg": served}));
+        (msg_id, call, served)
+    };
+    macro_rules! assert_still_serves {
+        () => {{
+            let (msg_id, call, n) = still_serves();
+            raw.publish_enveloped("openstack", &topic, &call).await;
+            let reply = raw
+                .try_next(&reply_q, Duration::from_secs(10))
+                .await
+                .expect("the server still answers");
+            assert_eq!(
+                (&reply["_msg_id"], &reply["result"]["arg"]),
+                (&json!(msg_id), &json!(n)),
+                "{reply}"
+            );
+        }};
+    }
+
+    // Not JSON, not an object, a broken envelope: no reply address, so no reply.
+    for body in [
+        &b"\x00\xffnot json {"[..],
+        b"[1, 2, 3]",
+        br#"{"oslo.version": "2.0", "oslo.message": "{nope"}"#,
+        br#"{"oslo.version": "2.0", "oslo.message": "[1]"}"#,
+        br#"{"oslo.version": "2.0"}"#,
+    ] {
+        raw.publish_raw("openstack", &topic, body).await;
+        assert_still_serves!();
+    }
+
+    // An envelope this side cannot read, and a message dict without a method.
+    let inner = call_of("bad-envelope", &reply_q, "ping", json!({"arg": 1}));
+    let body = json!({"oslo.version": "3.0", "oslo.message": inner.to_string()});
+    raw.publish_raw("openstack", &topic, body.to_string().as_bytes())
+        .await;
+    match failure_of(&raw, &reply_q, "bad-envelope").await {
+        RpcError::MalformedMessage { detail } => assert!(detail.contains("3.0"), "{detail}"),
+        other => panic!("expected MalformedMessage, got {other:?}"),
+    }
+    let mut no_method = call_of("no-method", &reply_q, "ping", json!({}));
+    no_method.as_object_mut().expect("object").remove("method");
+    raw.publish_enveloped("openstack", &topic, &no_method).await;
+    assert!(matches!(
+        failure_of(&raw, &reply_q, "no-method").await,
+        RpcError::MalformedMessage { .. }
+    ));
+    assert_still_serves!();
+
+    // An unknown method.
+    raw.publish_enveloped(
+        "openstack",
+        &topic,
+        &call_of("nope", &reply_q, "nope", json!({})),
+    )
+    .await;
+    assert!(matches!(
+        failure_of(&raw, &reply_q, "nope").await,
+        RpcError::NoSuchMethod { method } if method == "nope"
+    ));
+    assert_still_serves!();
+
+    // A primitive naming a class the conductor's registry does not have.
+    let unknown = json!({"versioned_object.name": "Nope", "versioned_object.namespace": "cyborg",
+        "versioned_object.version": "1.0", "versioned_object.data": {}});
+    let call = call_of(
+        "unregistered",
+        &reply_q,
+        "object_backport_versions",
+        json!({"objinst": unknown, "object_versions": {}}),
+    );
+    raw.publish_enveloped("openstack", &conductor_topic, &call)
+        .await;
+    match failure_of(&raw, &reply_q, "unregistered").await {
+        RpcError::Remote(r) => {
+            assert_eq!(r.kind, "UnsupportedObjectError", "{r:?}");
+            assert!(r.message.contains("Nope"), "{r:?}");
+        }
+        other => panic!("expected UnsupportedObjectError, got {other:?}"),
+    }
+
+    // A body over the server's 1 MiB limit, refused unread.
+    let big = call_of("big", &reply_q, "ping", json!({"arg": "x".repeat(1 << 20)}));
+    raw.publish_enveloped("openstack", &topic, &big).await;
+    match failure_of(&raw, &reply_q, "big").await {
+        RpcError::MessageTooLarge { size, limit } => {
+            assert_eq!(limit, 1 << 20);
+            assert!(size > limit, "{size}");
+        }
+        other => panic!("expected MessageTooLarge, got {other:?}"),
+    }
+    assert_still_serves!();
+
+    // 100,000 nested lists, and a list of 100,001 members: refused unparsed.
+    let deep = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
+    let long = format!("[{}0]", "0,".repeat(100_000));
+    for (arg, want) in [
+        (deep, LimitError::TooDeep { limit: 32 }),
+        (long, LimitError::TooManyMembers { limit: 100_000 }),
+    ] {
+        let id = format!("limit-{want}");
+        // Written by hand: serde_json would not build a document that deep.
+        let inner = format!(
+            r#"{{"method": "ping", "version": "1.0", "_msg_id": "{id}", "_reply_q": "{reply_q}", "args": {{"arg": {arg}}}}}"#
+        );
+        let body = json!({"oslo.version": "2.0", "oslo.message": inner});
+        raw.publish_raw("openstack", &topic, body.to_string().as_bytes())
+            .await;
+        match failure_of(&raw, &reply_q, &id).await {
+            RpcError::LimitExceeded { source } => assert_eq!(source, want),
+            other => panic!("expected LimitExceeded, got {other:?}"),
+        }
+        assert_still_serves!();
+    }
+
+    // A verso client sees the same refusals as typed errors.
+    let client = RpcClient::new(env.transport().await, Target::new(topic.clone()))
+        .timeout(Duration::from_secs(20));
+    let ctx = RequestContext::new("req-hostile");
+    match client
+        .call(&ctx, "ping", "1.0", json!({"arg": "x".repeat(1 << 20)}))
+        .await
+    {
+        Err(RpcError::MessageTooLarge { limit, .. }) => assert_eq!(limit, 1 << 20),
+        other => panic!("expected MessageTooLarge, got {other:?}"),
+    }
+    let mut deep = json!(1);
+    for _ in 0..40 {
+        deep = json!([deep]);
+    }
+    match client.call(&ctx, "ping", "1.0", json!({"arg": deep})).await {
+        Err(RpcError::LimitExceeded { source }) => {
+            assert_eq!(source, LimitError::TooDeep { limit: 32 })
+        }
+        other => panic!("expected LimitExceeded, got {other:?}"),
+    }
+    assert_eq!(
+        client
+            .call(&ctx, "ping", "1.0", json!({"arg": "after"}))
+            .await
+            .expect("still served")["arg"],
+        "after"
+    );
+    server.stop().await;
+    conductor.stop().await;
+}
+
+/// A reply the caller cannot read (over its own limit) fails the call at once with the
+/// reason, instead of leaving it to time out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_reply_fails_its_call_at_once() {
+    use verso_rpc::message::MessageLimits;
+    use verso_rpc::transport::amqp::AmqpConfig;
+    let env = Env::get();
+    let topic = unique_topic("big-reply");
+    let (server, _casts) = start_verso_server(env.transport().await, &topic, "b1").await;
+    let config = AmqpConfig::from_url(&env.url)
+        .expect("url")
+        .with_limits(MessageLimits {
+            max_message_size: 4096,
+            ..MessageLimits::default()
+        });
+    let client_t = Arc::new(AmqpTransport::connect_with(config).await.expect("RabbitMQ"));
+    let client = RpcClient::new(client_t, Target::new(topic)).timeout(Duration::from_secs(30));
+    let ctx = RequestContext::new("req-big-reply");
+    let started = std::time::Instant::now();
+    // The request fits the server's 16 MiB; its echoed reply does not fit the client's 4 KiB.
+    match client
+        .call(&ctx, "ping", "1.0", json!({"arg": "y".repeat(5000)}))
+        .await
+    {
+        Err(RpcError::MessageTooLarge { limit, .. }) => assert_eq!(limit, 4096),
+        other => panic!("expected MessageTooLarge, got {other:?}"),
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "failed at once"
+    );
+    let small = client.call(&ctx, "ping", "1.0", json!({"arg": 1})).await;
+    assert_eq!(small.expect("a small reply")["arg"], 1);
+    server.stop().await;
+}
+
 // ---- support: the environment, the Python peer, a verso server, bare lapin, a proxy ---
 
 mod support {
@@ -1227,12 +1475,18 @@ mod support {
 
         pub async fn publish_enveloped(&self, exchange: &str, key: &str, msg: &Value) {
             let body = json!({"oslo.version": "2.0", "oslo.message": msg.to_string()});
+            self.publish_raw(exchange, key, body.to_string().as_bytes())
+                .await;
+        }
+
+        /// Publishes `body` as it is, garbage included.
+        pub async fn publish_raw(&self, exchange: &str, key: &str, body: &[u8]) {
             self.ch
                 .basic_publish(
                     exchange,
                     key,
                     BasicPublishOptions::default(),
-                    body.to_string().as_bytes(),
+                    body,
                     BasicProperties::default()
                         .with_content_type(ShortString::from("application/json")),
                 )

@@ -1,6 +1,6 @@
 //! The one error type of the crate.
 
-use crate::{Version, VersionError};
+use crate::{LimitError, Version, VersionError};
 
 /// Everything that can go wrong encoding, decoding or backporting an object.
 ///
@@ -84,6 +84,10 @@ pub enum Error {
         /// Field name.
         field: String,
     },
+    /// The document is over a [`DecodeLimits`](crate::DecodeLimits) bound (too deep, or a
+    /// list too long); none of it was decoded.
+    #[error("primitive refused: {0}")]
+    Limit(#[from] LimitError),
     /// A typed decode found another class than the one expected.
     #[error("an object of type {expected} is required, not a {found}")]
     WrongObjectType {
@@ -107,7 +111,8 @@ impl Error {
             Error::Malformed { .. }
             | Error::Version(_)
             | Error::InvalidField { .. }
-            | Error::WrongObjectType { .. } => "ValueError",
+            | Error::WrongObjectType { .. }
+            | Error::Limit(_) => "ValueError",
             Error::UnknownField { .. } => "AttributeError",
             Error::NoRelationshipRule { .. } | Error::NoDefault { .. } => "ObjectActionError",
         }

@@ -47,6 +47,7 @@ pub mod datetime;
 pub mod error;
 pub mod field;
 pub mod fingerprint;
+pub mod limits;
 pub mod list;
 pub mod manifest;
 pub mod object;
@@ -60,6 +61,7 @@ pub use datetime::{DateTime, DateTimeError};
 pub use error::{Error, Result};
 pub use field::{DynField, Field, FieldType, FieldValue, PrimitiveData, VersionedEnum};
 pub use fingerprint::{ContractChange, ObjectContract};
+pub use limits::{DecodeLimits, LimitError};
 pub use list::ObjectList;
 pub use manifest::{default_make_compatible, VersionManifest};
 pub use object::{

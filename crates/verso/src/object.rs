@@ -2,7 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::field::{locate, DynField, FieldType, PrimitiveData};
-use crate::{RequestContext, Version, VersionManifest};
+use crate::{DecodeLimits, RequestContext, Version, VersionManifest};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::fmt;
@@ -308,7 +308,14 @@ pub trait VersionedObject: Clone + fmt::Debug + PartialEq + Send + Sync + 'stati
     /// Decodes JSON bytes of a primitive of this class; the same rules and errors as
     /// [`from_primitive`](Self::from_primitive), without building the whole document as
     /// a `serde_json::Value` first.
+    /// The whole text is first checked against the default [`DecodeLimits`].
     fn from_primitive_slice(bytes: &[u8]) -> Result<Self> {
+        Self::from_primitive_slice_limited(bytes, &DecodeLimits::default())
+    }
+
+    /// [`from_primitive_slice`](Self::from_primitive_slice) with other limits.
+    fn from_primitive_slice_limited(bytes: &[u8], limits: &DecodeLimits) -> Result<Self> {
+        limits.check_json(bytes)?;
         crate::primitive::decode_slice(bytes)
     }
 
@@ -336,7 +343,14 @@ pub trait VersionedObject: Clone + fmt::Debug + PartialEq + Send + Sync + 'stati
     }
 
     /// Decodes a primitive of this class (any older or equal minor of the same major).
+    /// The whole primitive is first checked against the default [`DecodeLimits`].
     fn from_primitive(primitive: &Value) -> Result<Self> {
+        Self::from_primitive_limited(primitive, &DecodeLimits::default())
+    }
+
+    /// [`from_primitive`](Self::from_primitive) with other limits.
+    fn from_primitive_limited(primitive: &Value, limits: &DecodeLimits) -> Result<Self> {
+        limits.check_value(primitive)?;
         crate::primitive::decode(primitive)
     }
 
@@ -382,4 +396,11 @@ fn unknown<O: VersionedObject>(name: &str) -> Error {
         object: O::NAME,
         field: name.to_owned(),
     }
+}
+
+/// Decodes a contained object (a field or list member): the entry point that decoded its
+/// parent has checked the limits of the whole document already. Used by the derive.
+#[doc(hidden)]
+pub fn decode_contained<O: VersionedObject>(primitive: &Value) -> Result<O> {
+    crate::primitive::decode(primitive)
 }

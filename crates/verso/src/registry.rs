@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::object::ObjectSchema;
 use crate::primitive::{decode_body, header, Header};
 use crate::remote::{BoxFuture, CallArgs, CallError, MethodOutput, Remotable};
-use crate::{RequestContext, Version, VersionManifest, VersionedObject};
+use crate::{DecodeLimits, RequestContext, Version, VersionManifest, VersionedObject};
 use serde_json::{Map, Value};
 use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet};
@@ -180,12 +180,25 @@ fn decode_as<O: VersionedObject>(h: &Header<'_>) -> Result<Box<dyn AnyObject>> {
 pub struct Registry {
     entries: BTreeMap<&'static str, Entry>,
     namespaces: BTreeSet<&'static str>,
+    limits: DecodeLimits,
 }
 
 impl Registry {
     /// An empty registry.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Checks every primitive [`from_primitive`](Self::from_primitive) decodes against
+    /// `limits` instead of [`DecodeLimits::default`].
+    pub fn set_limits(&mut self, limits: DecodeLimits) -> &mut Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The limits [`from_primitive`](Self::from_primitive) checks.
+    pub fn limits(&self) -> DecodeLimits {
+        self.limits
     }
 
     /// Adds a class. Register every class a peer may send at the top level.
@@ -346,8 +359,11 @@ impl Registry {
 
     /// Decodes a primitive of any registered class (`obj_from_primitive`): the namespace
     /// must be one of the registered classes', the name registered, and the version an
-    /// older or equal minor of the same major.
+    /// older or equal minor of the same major. The whole primitive is first checked
+    /// against the registry's [`limits`](Self::set_limits): one over them is refused
+    /// ([`Error::Limit`]) before any of it is decoded.
     pub fn from_primitive(&self, primitive: &Value) -> Result<Box<dyn AnyObject>> {
+        self.limits.check_value(primitive)?;
         let h = header(primitive, &|ns| self.namespaces.contains(ns))?;
         if !self.namespaces.contains(h.namespace) {
             return Err(h.unsupported_namespace());

@@ -68,7 +68,7 @@ pub use url::{
 };
 
 use super::{Incoming, Listener, ReplySink, Transport};
-use crate::message::{envelope, open_envelope, Message, Reply, Request};
+use crate::message::{envelope, open_envelope, read_body, Message, MessageLimits, Reply, Request};
 use crate::{RpcError, Target};
 use amqprs::callbacks::{ChannelCallback, ConnectionCallback};
 use amqprs::channel::{
@@ -1582,15 +1582,21 @@ async fn reply_loop(
             continue;
         };
         let Some(inner) = weak.upgrade() else { return };
-        let mut msg = match serde_json::from_slice::<Value>(&data)
-            .map_err(|e| RpcError::MalformedMessage {
-                detail: format!("reply body is not JSON: {e}"),
-            })
-            .and_then(open_envelope)
-        {
+        let mut msg = match read_body(&data, &inner.config.limits) {
             Ok(m) => m,
-            Err(e) => {
-                tracing::warn!(queue = %inner.reply_q, error = %e, "dropping an unreadable reply");
+            Err(unreadable) => {
+                let unreadable = *unreadable;
+                // A call whose reply cannot be read fails with the reason at once.
+                let pending = unreadable
+                    .msg_id
+                    .as_ref()
+                    .and_then(|id| lock(&inner.pending).remove(id));
+                let error = unreadable.error;
+                tracing::warn!(queue = %inner.reply_q, msg_id = ?unreadable.msg_id,
+                    error = %error, "refusing an unreadable reply");
+                if let Some(p) = pending {
+                    let _ = p.tx.send(Err(error));
+                }
                 continue;
             }
         };
@@ -1751,6 +1757,10 @@ async fn listen_loop(
     >,
     channel: Channel,
 ) {
+    let limits = weak
+        .upgrade()
+        .map(|inner| inner.config.limits)
+        .unwrap_or_default();
     loop {
         let delivery = tokio::select! {
             d = deliveries.next() => d,
@@ -1772,7 +1782,7 @@ async fn listen_loop(
         if let Err(e) = channel.basic_ack(ack).await {
             tracing::warn!(error = %e, "acknowledging a request failed");
         }
-        if let Some(incoming) = read_request(&weak, &state, &data) {
+        if let Some(incoming) = read_request(&weak, &state, &limits, &data) {
             let _ = state.tx.send(incoming);
         }
     }
@@ -1785,17 +1795,31 @@ async fn listen_loop(
     }
 }
 
-fn read_request(weak: &Weak<Inner>, state: &ListenerState, data: &[u8]) -> Option<Incoming> {
-    let opened = serde_json::from_slice::<Value>(data)
-        .map_err(|e| RpcError::MalformedMessage {
-            detail: format!("body is not JSON: {e}"),
-        })
-        .and_then(open_envelope);
-    let mut msg = match opened {
+/// The received request, or why it cannot be read: a call whose reply address can be
+/// found is answered with the reason, anything else goes to the server as a failed
+/// cast, for it to log.
+fn read_request(
+    weak: &Weak<Inner>,
+    state: &ListenerState,
+    limits: &MessageLimits,
+    data: &[u8],
+) -> Option<Incoming> {
+    let mut msg = match read_body(data, limits) {
         Ok(m) => m,
-        Err(e) => {
-            tracing::warn!(target = %state.target, error = %e, "dropping an unreadable request");
-            return None;
+        Err(unreadable) => {
+            let unreadable = *unreadable;
+            return Some(match unreadable.reply_to() {
+                Some(to) => Incoming::call(
+                    Err(unreadable.error),
+                    Box::new(AmqpReply {
+                        inner: weak.clone(),
+                        reply_q: to.reply_q,
+                        msg_id: to.msg_id,
+                        _heartbeat: None,
+                    }),
+                ),
+                None => Incoming::cast(Err(unreadable.error)),
+            });
         }
     };
     if let Some(Value::String(unique_id)) = msg.remove("_unique_id") {

@@ -9,6 +9,7 @@
 //! [`KNOWN_OPTIONS`].
 
 use super::AmqpError;
+use crate::message::MessageLimits;
 use std::fmt;
 use std::time::Duration;
 
@@ -174,6 +175,13 @@ pub struct AmqpConfig {
     /// reply queue does not exist (the caller is reconnecting, say) before it abandons it
     /// and drops further replies to that queue (default 60 s).
     pub missing_reply_queue_timeout: Duration,
+    /// The bounds on every received message, requests and replies alike (default
+    /// [`MessageLimits::default`]: 16 MiB, 32 levels, 100,000 members per list or dict).
+    /// A message over them is refused unread: a call gets a typed error in reply
+    /// ([`RpcError::MessageTooLarge`](crate::RpcError::MessageTooLarge),
+    /// [`RpcError::LimitExceeded`](crate::RpcError::LimitExceeded)) and the server goes
+    /// on serving.
+    pub limits: MessageLimits,
 }
 
 /// oslo.messaging's default `control_exchange`.
@@ -238,6 +246,7 @@ impl AmqpConfig {
             retry_interval_max: Duration::from_secs(30),
             publish_wait: Duration::from_secs(30),
             missing_reply_queue_timeout: Duration::from_secs(60),
+            limits: MessageLimits::default(),
         };
         let (mut ca_file, mut cert_file, mut key_file) = (None, None, None);
         for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
@@ -315,6 +324,12 @@ impl AmqpConfig {
             }
         }
         Ok(config)
+    }
+
+    /// The same config with other bounds on received messages.
+    pub fn with_limits(mut self, limits: MessageLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// The same config with another control exchange.
