@@ -5,9 +5,12 @@
 //!   inventory reports diffed by control-path id, device profiles, accelerator requests
 //!   with their lifecycle enforced in the database.
 //! - [`lifecycle`]: the accelerator request states and the table of allowed transitions.
+//! - [`versions`]: the conductor's component versions (verso-upgrade), kept in the database.
 
 pub mod db;
 pub mod lifecycle;
+pub mod versions;
 
 pub use db::{Db, DbError};
 pub use lifecycle::ArqState;
+pub use versions::DbVersionStore;

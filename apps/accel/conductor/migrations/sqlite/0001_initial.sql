@@ -67,3 +67,11 @@ CREATE TABLE accelerator_requests (
     updated_at TEXT NOT NULL
 );
 CREATE INDEX accelerator_requests_instance ON accelerator_requests (instance_uuid);
+
+-- Component versions (verso-upgrade): one record per component, the JSON the
+-- VersionStore persists (apparent version, finalization marker).
+CREATE TABLE component_versions (
+    component TEXT PRIMARY KEY,
+    record TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
