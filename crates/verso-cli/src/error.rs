@@ -7,6 +7,9 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CliError {
+    /// An application's component versions could not be built.
+    #[error("cannot build the component versions: {0}")]
+    Versions(String),
     /// The lock file could not be read.
     #[error("cannot read lock file {path}: {source}; create it with `verso objects update-lock`")]
     ReadLock {

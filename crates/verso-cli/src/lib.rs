@@ -55,6 +55,7 @@ use std::process::ExitCode;
 use verso::fingerprint::ObjectContract;
 use verso::Registry;
 use verso_rpc::EndpointSpec;
+use verso_upgrade::VersionUse;
 
 /// What the CLI knows of an application: its objects, the RPC APIs it serves, and
 /// where its lock file lives.
@@ -75,7 +76,12 @@ pub struct Application {
     registry: Registry,
     rpc_apis: BTreeMap<String, EndpointSpec>,
     default_lock: PathBuf,
+    versions: Vec<VersionSource>,
 }
+
+/// Builds one component's version manager with everything the service registers on it
+/// and returns its [`VersionUse`]s (see [`Application::component_versions`]).
+pub type VersionSource = Box<dyn Fn() -> Result<Vec<VersionUse>, String>>;
 
 impl Application {
     /// An application with these objects; its lock defaults to `objects.lock` in the
@@ -86,7 +92,20 @@ impl Application {
             registry,
             rpc_apis: BTreeMap::new(),
             default_lock: PathBuf::from("objects.lock"),
+            versions: Vec::new(),
         }
+    }
+
+    /// Adds a component's versions for `verso versions list` and `verso versions lint`:
+    /// `uses` builds the component's `VersionManager` the way the service does (every
+    /// gate, option, validator and action registered) and returns
+    /// `VersionManager::uses()`.
+    pub fn component_versions(
+        mut self,
+        uses: impl Fn() -> Result<Vec<VersionUse>, String> + 'static,
+    ) -> Self {
+        self.versions.push(Box::new(uses));
+        self
     }
 
     /// Adds an RPC API the application serves, under the name the lock uses.
@@ -152,6 +171,18 @@ enum Command {
     /// Versioned objects, RPC APIs and their lock file.
     #[command(subcommand)]
     Objects(Objects),
+    /// Component versions (verso-upgrade) and what uses them.
+    #[command(subcommand)]
+    Versions(Versions),
+}
+
+#[derive(Subcommand, Debug)]
+enum Versions {
+    /// Lists every component version with the gates, options and actions that use it.
+    List,
+    /// Reports component versions that nothing uses (declared in one commit and used in
+    /// a later one: a release cut between them finalizes a version with no feature).
+    Lint,
 }
 
 #[derive(Subcommand, Debug)]
@@ -253,8 +284,11 @@ where
     T: Into<OsString> + Clone,
 {
     let cli = Cli::try_parse_from(args).map_err(CliError::Usage)?;
-    let Command::Objects(cmd) = cli.command;
     let need = |command: &'static str| app.ok_or(CliError::NoApplication { command });
+    let cmd = match cli.command {
+        Command::Objects(cmd) => cmd,
+        Command::Versions(cmd) => return versions(need("versions")?, cmd, out),
+    };
     match cmd {
         Objects::List { json } => {
             let contracts = need("objects list")?.contracts();
@@ -351,6 +385,55 @@ where
             Ok(findings.is_empty())
         }
     }
+}
+
+fn versions(app: &Application, cmd: Versions, out: &mut dyn Write) -> Result<bool, CliError> {
+    let mut all = Vec::new();
+    for source in &app.versions {
+        all.extend(source().map_err(CliError::Versions)?);
+    }
+    match cmd {
+        Versions::List => {
+            for v in &all {
+                let used = if v.used_by.is_empty() {
+                    "unused".to_owned()
+                } else {
+                    v.used_by.join("; ")
+                };
+                writeln!(
+                    out,
+                    "{} {} {}: {} [{used}]",
+                    v.component, v.number, v.name, v.description
+                )?;
+            }
+            Ok(true)
+        }
+        Versions::Lint => {
+            // A component's first version is the baseline: nothing has to gate it.
+            let unused: Vec<&VersionUse> = all
+                .iter()
+                .filter(|v| v.used_by.is_empty() && !is_first(&all, v))
+                .collect();
+            for v in &unused {
+                writeln!(
+                    out,
+                    "{} version {} ({}) is declared but no gate, option, validator or upgrade \
+                     action uses it: use it in the same change that declares it",
+                    v.component, v.number, v.name
+                )?;
+            }
+            writeln!(out, "{} finding(s)", unused.len())?;
+            Ok(unused.is_empty())
+        }
+    }
+}
+
+fn is_first(all: &[VersionUse], v: &VersionUse) -> bool {
+    all.iter()
+        .filter(|o| o.component == v.component)
+        .map(|o| o.number)
+        .min()
+        == Some(v.number)
 }
 
 fn write_list(contracts: &Lock, out: &mut dyn Write) -> std::io::Result<()> {

@@ -56,6 +56,7 @@ pub use coordinator::{
 pub use error::{NotSupportedBeforeFinalization, UpgradeError};
 pub use manager::{
     ComponentStatus, FinalizeOutcome, Gate, Introduced, RetryPolicy, UpgradeState, VersionManager,
+    VersionUse,
 };
 pub use store::{FileStore, VersionStore};
 pub use validate::RequestValidators;

@@ -93,6 +93,21 @@ pub struct ComponentStatus {
     pub deferred: Vec<String>,
 }
 
+/// One declared version and what uses it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionUse {
+    /// The component.
+    pub component: String,
+    /// The version's number.
+    pub number: u32,
+    /// Its name in code.
+    pub name: String,
+    /// What it introduced.
+    pub description: String,
+    /// The gates, options, validators and actions registered for it.
+    pub used_by: Vec<String>,
+}
+
 struct Shared<V> {
     record: PersistedState,
     retrying: Option<String>,
@@ -335,6 +350,22 @@ impl<V: ComponentVersion> VersionManager<V> {
             .copied()
             .skip(1)
             .filter(|v| !shared.uses.contains_key(v))
+            .collect()
+    }
+
+    /// Every declared version with what uses it (gates, options, actions, validators),
+    /// oldest first: what `verso versions lint` reports.
+    pub fn uses(&self) -> Vec<VersionUse> {
+        let shared = self.shared();
+        V::all()
+            .iter()
+            .map(|v| VersionUse {
+                component: V::COMPONENT.to_owned(),
+                number: v.number(),
+                name: v.name().to_owned(),
+                description: v.description().to_owned(),
+                used_by: shared.uses.get(v).cloned().unwrap_or_default(),
+            })
             .collect()
     }
 
