@@ -5,3 +5,4 @@
 
 pub mod discovery;
 pub mod fixture;
+pub mod report;
