@@ -83,6 +83,36 @@ pub enum DbError {
         /// The device type its profile asks for.
         device_type: String,
     },
+    /// An attach handle changed since the caller read it (compare-and-swap lost).
+    #[error("attach handle {uuid} changed since it was read (revision {expected}, now {found}): read it again")]
+    StaleHandle {
+        /// The handle.
+        uuid: String,
+        /// The revision the caller read.
+        expected: i64,
+        /// The revision it has now.
+        found: i64,
+    },
+    /// The handle is allocated to an instance: its metadata cannot change.
+    #[error(
+        "attach handle {uuid} is allocated to instance {instance}: it cannot change while in use"
+    )]
+    HandleInUse {
+        /// The handle.
+        uuid: String,
+        /// The instance it is bound to.
+        instance: String,
+    },
+    /// A cleanup result for a handle that is not being cleaned (any more).
+    #[error(
+        "attach handle {uuid} is not cleaning (cleanup state {state}): the result was not recorded"
+    )]
+    NotCleaning {
+        /// The handle.
+        uuid: String,
+        /// Its cleanup state (`none` when available).
+        state: String,
+    },
     /// A device profile is still used by requests.
     #[error("device profile {0:?} is used by accelerator requests; delete them first")]
     ProfileInUse(String),
@@ -308,7 +338,7 @@ pub fn group_device_type(group: &BTreeMap<String, String>) -> Result<String, DbE
     Ok(t.to_owned())
 }
 
-fn now() -> String {
+pub(crate) fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
@@ -1003,7 +1033,7 @@ impl Db {
             let candidate: Option<i64> = sqlx::query(
                 "SELECT h.id FROM attach_handles h JOIN deployables d ON h.deployable_id = d.id \
                  JOIN devices v ON d.device_id = v.id \
-                 WHERE d.hostname = $1 AND v.type = $2 AND v.status = 'available' AND d.enabled = 1 AND h.in_use = 0 \
+                 WHERE d.hostname = $1 AND v.type = $2 AND v.status = 'available' AND d.enabled = 1 AND h.in_use = 0 AND h.cleanup_state IS NULL \
                  ORDER BY h.id LIMIT 1",
             )
             .bind(host)
@@ -1013,7 +1043,7 @@ impl Db {
             .map(|r| r.try_get("id"))
             .transpose()?;
             let Some(id) = candidate else { break None };
-            let won = sqlx::query("UPDATE attach_handles SET in_use = 1, updated_at = $1 WHERE id = $2 AND in_use = 0")
+            let won = sqlx::query("UPDATE attach_handles SET in_use = 1, revision = revision + 1, updated_at = $1 WHERE id = $2 AND in_use = 0")
                 .bind(now())
                 .bind(id)
                 .execute(&mut *tx)
@@ -1050,30 +1080,41 @@ impl Db {
         }
     }
 
-    /// Releases a request's device: `Unbound`, the handle free again. Idempotent: an
-    /// unbound request is returned as it is.
+    /// Releases a request's device: `Unbound`, the handle free again at once. Idempotent:
+    /// an unbound request is returned as it is.
     pub async fn unbind(&self, uuid: &str) -> Result<ArqRow, DbError> {
+        self.unbind_with(uuid, Release::Immediate).await
+    }
+
+    /// [`Db::unbind`] with the release policy: with [`Release::CleanSsd`] an NVMe SSD's
+    /// handle goes to `cleaning` instead of back to the pool.
+    pub async fn unbind_with(&self, uuid: &str, release: Release) -> Result<ArqRow, DbError> {
         let current = self.arq(uuid).await?;
         if current.state == ArqState::Unbound {
             return Ok(current);
         }
         let mut tx = self.pool.begin().await?;
         self.transition(&mut tx, uuid, ArqState::Unbound).await?;
-        release_handle(&mut tx, uuid).await?;
+        release_handle(&mut tx, uuid, release).await?;
         tx.commit().await?;
         self.arq(uuid).await
     }
 
-    /// Deletes a request (releasing its device). Idempotent: deleting a missing request
-    /// is `Ok(false)`.
+    /// Deletes a request (releasing its device at once). Idempotent: deleting a missing
+    /// request is `Ok(false)`.
     pub async fn delete_arq(&self, uuid: &str) -> Result<bool, DbError> {
+        self.delete_arq_with(uuid, Release::Immediate).await
+    }
+
+    /// [`Db::delete_arq`] with the release policy.
+    pub async fn delete_arq_with(&self, uuid: &str, release: Release) -> Result<bool, DbError> {
         let mut tx = self.pool.begin().await?;
         match self.transition(&mut tx, uuid, ArqState::Deleting).await {
             Ok(()) => {}
             Err(DbError::NotFound { .. }) => return Ok(false),
             Err(e) => return Err(e),
         }
-        release_handle(&mut tx, uuid).await?;
+        release_handle(&mut tx, uuid, release).await?;
         sqlx::query("DELETE FROM accelerator_requests WHERE uuid = $1")
             .bind(uuid)
             .execute(&mut *tx)
@@ -1143,15 +1184,30 @@ async fn mark_lost(
     Ok(())
 }
 
+/// What happens to a device when its request releases it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Release {
+    /// Back to the pool at once (release N's behaviour, and every device but SSDs).
+    Immediate,
+    /// An NVMe SSD goes to `cleaning` and is not allocatable until its agent reports the
+    /// erase done; other devices go back at once.
+    CleanSsd,
+}
+
 async fn release_handle(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     uuid: &str,
+    release: Release,
 ) -> Result<(), DbError> {
     sqlx::query(
-        "UPDATE attach_handles SET in_use = 0, updated_at = $1 \
-         WHERE id = (SELECT attach_handle_id FROM accelerator_requests WHERE uuid = $2)",
+        "UPDATE attach_handles SET in_use = 0, updated_at = $1, revision = revision + 1, \
+         cleanup_state = CASE WHEN $2 = 1 AND deployable_id IN \
+           (SELECT d.id FROM deployables d JOIN devices v ON d.device_id = v.id WHERE v.type = 'SSD') \
+           THEN 'cleaning' ELSE cleanup_state END \
+         WHERE id = (SELECT attach_handle_id FROM accelerator_requests WHERE uuid = $3)",
     )
     .bind(now())
+    .bind(i64::from(release == Release::CleanSsd))
     .bind(uuid)
     .execute(&mut **tx)
     .await?;

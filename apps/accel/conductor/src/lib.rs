@@ -4,10 +4,13 @@
 //! - [`db`]: the schema (sqlx migrations for SQLite and PostgreSQL) and every query:
 //!   inventory reports diffed by control-path id, device profiles, accelerator requests
 //!   with their lifecycle enforced in the database.
+//! - [`handles`]: attach handles as agents see them: managed-mode metadata by
+//!   compare-and-swap, NVMe cleanup states.
 //! - [`lifecycle`]: the accelerator request states and the table of allowed transitions.
 //! - [`versions`]: the conductor's component versions (verso-upgrade), kept in the database.
 
 pub mod db;
+pub mod handles;
 pub mod lifecycle;
 pub mod versions;
 

@@ -370,8 +370,8 @@ async fn migrations_are_reported_and_applied_once() {
     let db = Db::connect(&format!("sqlite://{}", dir.path().join("new.db").display()))
         .await
         .expect("open");
-    assert_eq!(db.pending_migrations().await.expect("pending"), [1]);
-    assert_eq!(db.migrate().await.expect("migrate"), [1]);
+    assert_eq!(db.pending_migrations().await.expect("pending"), [1, 2]);
+    assert_eq!(db.migrate().await.expect("migrate"), [1, 2]);
     assert!(db.pending_migrations().await.expect("pending").is_empty());
     assert!(db.migrate().await.expect("again").is_empty());
     let err = Db::connect("mysql://x@y/z").await.expect_err("unsupported");

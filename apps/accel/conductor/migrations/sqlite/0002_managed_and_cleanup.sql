@@ -1,0 +1,8 @@
+-- Release N+1 (SQLite): attach handles get a revision for compare-and-swap updates
+-- (PCI managed-mode metadata lives in attach_info) and a cleanup state: a released NVMe
+-- device is `cleaning` until its agent reports the erase done (`error` if it failed),
+-- and is not allocatable meanwhile. Devices record their PCI managed mode.
+ALTER TABLE attach_handles ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE attach_handles ADD COLUMN cleanup_state TEXT;
+ALTER TABLE attach_handles ADD COLUMN cleanup_reason TEXT;
+ALTER TABLE devices ADD COLUMN managed_mode TEXT;

@@ -1,0 +1,200 @@
+//! Attach handles as agents see them (release N+1): the handles of one host with their
+//! allocation, PCI managed-mode metadata updated by compare-and-swap on a revision, and
+//! the NVMe cleanup states.
+//!
+//! Every change checks the state the caller expects inside the update itself
+//! (`... WHERE revision = $expected`, `... AND cleanup_state = 'cleaning'`), so a stale
+//! agent, a second agent or an operator racing through the API can never overwrite a
+//! newer state: the loser gets a typed error and reads again. A retried call whose first
+//! attempt already landed (the reply was lost) is recognised by the revision it left
+//! and answers the same result, so a transition lands exactly once.
+
+use crate::db::{now, Db, DbError};
+use serde::{Deserialize, Serialize};
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+/// One attach handle with what an agent needs to reason about it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostHandle {
+    /// The handle's UUID.
+    pub uuid: String,
+    /// Attach type (`PCI`).
+    pub attach_type: String,
+    /// Attach info (JSON text; holds `managed` for PCI handles in release N+1).
+    pub attach_info: String,
+    /// Changes on every allocation, release, metadata or cleanup update.
+    pub revision: i64,
+    /// Allocated to a request.
+    pub in_use: bool,
+    /// `None` (available), `cleaning` or `error`.
+    pub cleanup_state: Option<String>,
+    /// Why the last cleanup failed.
+    pub cleanup_reason: Option<String>,
+    /// The device's UUID.
+    pub device_uuid: String,
+    /// The device's type (`SSD`, ...).
+    pub device_type: String,
+    /// The physical function's PCI address.
+    pub control_path_id: String,
+    /// The instance it is bound to, when allocated.
+    pub instance_uuid: Option<String>,
+}
+
+/// The outcome of an agent's cleanup.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CleanupResult {
+    /// The device was erased and verified: available again.
+    Clean,
+    /// Cleanup failed or timed out: the device stays out of the pool (`error`).
+    Failed(String),
+}
+
+const SELECT: &str = "SELECT h.uuid, h.attach_type, h.attach_info, h.revision, h.in_use, \
+     h.cleanup_state, h.cleanup_reason, v.uuid AS device_uuid, v.type AS device_type, \
+     d.control_path_id, r.instance_uuid \
+     FROM attach_handles h JOIN deployables d ON h.deployable_id = d.id \
+     JOIN devices v ON d.device_id = v.id \
+     LEFT JOIN accelerator_requests r ON r.attach_handle_id = h.id";
+
+fn row(r: &AnyRow) -> Result<HostHandle, DbError> {
+    Ok(HostHandle {
+        uuid: r.try_get("uuid")?,
+        attach_type: r.try_get("attach_type")?,
+        attach_info: r.try_get("attach_info")?,
+        revision: r.try_get("revision")?,
+        in_use: r.try_get::<i64, _>("in_use")? != 0,
+        cleanup_state: r.try_get("cleanup_state")?,
+        cleanup_reason: r.try_get("cleanup_reason")?,
+        device_uuid: r.try_get("device_uuid")?,
+        device_type: r.try_get("device_type")?,
+        control_path_id: r.try_get("control_path_id")?,
+        instance_uuid: r.try_get("instance_uuid")?,
+    })
+}
+
+impl Db {
+    /// Every attach handle of `host`, in one query (one RPC for an agent).
+    pub async fn host_handles(&self, host: &str) -> Result<Vec<HostHandle>, DbError> {
+        let rows = sqlx::query(&format!("{SELECT} WHERE d.hostname = $1 ORDER BY h.id"))
+            .bind(host)
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(row).collect()
+    }
+
+    /// The handles of `host` in `cleaning`: what its agent must (still) clean.
+    pub async fn cleaning_handles(&self, host: &str) -> Result<Vec<HostHandle>, DbError> {
+        let rows = sqlx::query(&format!(
+            "{SELECT} WHERE d.hostname = $1 AND h.cleanup_state = 'cleaning' ORDER BY h.id"
+        ))
+        .bind(host)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(row).collect()
+    }
+
+    /// One handle.
+    pub async fn host_handle(&self, uuid: &str) -> Result<HostHandle, DbError> {
+        let r = sqlx::query(&format!("{SELECT} WHERE h.uuid = $1"))
+            .bind(uuid)
+            .fetch_optional(self.pool())
+            .await?
+            .ok_or_else(|| DbError::NotFound {
+                kind: "attach handle",
+                id: uuid.to_owned(),
+            })?;
+        row(&r)
+    }
+
+    /// Replaces an unallocated handle's attach info if its revision is still
+    /// `expected_revision`; the handle keeps its UUID. A handle that changed meanwhile is
+    /// [`DbError::StaleHandle`], an allocated one [`DbError::HandleInUse`].
+    pub async fn update_handle_info(
+        &self,
+        uuid: &str,
+        expected_revision: i64,
+        attach_info: &str,
+    ) -> Result<HostHandle, DbError> {
+        let updated = sqlx::query(
+            "UPDATE attach_handles SET attach_info = $1, revision = revision + 1, updated_at = $2 \
+             WHERE uuid = $3 AND revision = $4 AND in_use = 0",
+        )
+        .bind(attach_info)
+        .bind(now())
+        .bind(uuid)
+        .bind(expected_revision)
+        .execute(self.pool())
+        .await?
+        .rows_affected();
+        let current = self.host_handle(uuid).await?;
+        if updated == 1 {
+            return Ok(current);
+        }
+        // A retry of an update that already landed finds its own result.
+        if current.revision == expected_revision + 1 && current.attach_info == attach_info {
+            return Ok(current);
+        }
+        if current.in_use {
+            return Err(DbError::HandleInUse {
+                uuid: uuid.to_owned(),
+                instance: current.instance_uuid.unwrap_or_else(|| "unknown".into()),
+            });
+        }
+        Err(DbError::StaleHandle {
+            uuid: uuid.to_owned(),
+            expected: expected_revision,
+            found: current.revision,
+        })
+    }
+
+    /// Records an agent's cleanup of a handle in `cleaning` at `expected_revision`:
+    /// available again when clean, `error` (with the reason) otherwise. A retry of a
+    /// result that already landed answers the same; any other state is
+    /// [`DbError::NotCleaning`] or [`DbError::StaleHandle`].
+    pub async fn finish_cleanup(
+        &self,
+        uuid: &str,
+        expected_revision: i64,
+        result: &CleanupResult,
+    ) -> Result<HostHandle, DbError> {
+        let (state, reason) = match result {
+            CleanupResult::Clean => (None, None),
+            CleanupResult::Failed(why) => (Some("error"), Some(why.as_str())),
+        };
+        let updated = sqlx::query(
+            "UPDATE attach_handles SET cleanup_state = $1, cleanup_reason = $2, \
+             revision = revision + 1, updated_at = $3 \
+             WHERE uuid = $4 AND revision = $5 AND cleanup_state = 'cleaning'",
+        )
+        .bind(state)
+        .bind(reason)
+        .bind(now())
+        .bind(uuid)
+        .bind(expected_revision)
+        .execute(self.pool())
+        .await?
+        .rows_affected();
+        let current = self.host_handle(uuid).await?;
+        if updated == 1 {
+            return Ok(current);
+        }
+        if current.revision == expected_revision + 1
+            && current.cleanup_state.as_deref() == state
+            && current.cleanup_reason.as_deref() == reason
+        {
+            return Ok(current);
+        }
+        if current.cleanup_state.as_deref() != Some("cleaning") {
+            return Err(DbError::NotCleaning {
+                uuid: uuid.to_owned(),
+                state: current.cleanup_state.unwrap_or_else(|| "none".into()),
+            });
+        }
+        Err(DbError::StaleHandle {
+            uuid: uuid.to_owned(),
+            expected: expected_revision,
+            found: current.revision,
+        })
+    }
+}
