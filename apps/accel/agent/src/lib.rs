@@ -3,6 +3,7 @@
 //! It never touches the database: this crate does not depend on a database driver, and
 //! a test checks its dependency tree (`tests/no_database.rs`).
 
+pub mod cleanup;
 pub mod discovery;
 pub mod fixture;
 pub mod report;
