@@ -6,7 +6,7 @@
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use std::sync::OnceLock;
-use verso::Registry;
+use verso::{DecodeLimits, Registry};
 
 fn registry() -> &'static Registry {
     static R: OnceLock<Registry> = OnceLock::new();
@@ -17,6 +17,23 @@ fuzz_target!(|data: &[u8]| {
     let Ok(value) = serde_json::from_slice::<Value>(data) else {
         return;
     };
+    // The text scan of the byte path never lets through what the walk of the parsed
+    // value refuses (it may refuse more: a key given twice counts twice in the text).
+    for limits in [
+        DecodeLimits {
+            max_depth: 3,
+            max_members: 2,
+        },
+        DecodeLimits {
+            max_depth: 8,
+            max_members: 16,
+        },
+        DecodeLimits::default(),
+    ] {
+        if limits.check_json(data).is_ok() {
+            assert_eq!(limits.check_value(&value), Ok(()), "{limits:?}");
+        }
+    }
     let Ok(obj) = registry().from_primitive(&value) else {
         return;
     };

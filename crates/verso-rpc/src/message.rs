@@ -224,50 +224,69 @@ pub fn envelope(message: &Message) -> Value {
 /// The enveloped message is not checked against any limits; see [`read_body`] for
 /// bytes from a peer.
 pub fn open_envelope(body: Value) -> Result<Message, RpcError> {
-    open_envelope_limited(body, &DecodeLimits::UNLIMITED)
+    open_envelope_limited(body, &DecodeLimits::UNLIMITED).map_err(|u| u.error)
 }
 
 /// [`open_envelope`], checking the enveloped message's text against `limits` before it
-/// is parsed.
-fn open_envelope_limited(body: Value, limits: &DecodeLimits) -> Result<Message, RpcError> {
+/// is parsed. A refusal carries the reply address when it can be found: nothing is
+/// copied for it unless the body is refused.
+fn open_envelope_limited(body: Value, limits: &DecodeLimits) -> Result<Message, Box<Unreadable>> {
     let malformed = |detail: String| RpcError::MalformedMessage { detail };
     let mut m = match body {
         Value::Object(m) => m,
         other => {
-            return Err(malformed(format!(
-                "message body must be an object, got {}",
-                json_type(&other)
-            )))
+            let detail = format!("message body must be an object, got {}", json_type(&other));
+            return Err(Unreadable::new(malformed(detail), (None, None)));
         }
     };
-    match m.get("oslo.version") {
+    let version_error = match m.get("oslo.version") {
         None => return Ok(m),
-        Some(Value::String(v)) => check_envelope_version(v)?,
-        Some(other) => {
-            return Err(malformed(format!(
-                "'oslo.version' must be a string such as \"2.0\", got {}",
-                json_type(other)
-            )))
-        }
+        Some(Value::String(v)) => check_envelope_version(v).err(),
+        Some(other) => Some(malformed(format!(
+            "'oslo.version' must be a string such as \"2.0\", got {}",
+            json_type(other)
+        ))),
+    };
+    if let Some(error) = version_error {
+        return Err(Unreadable::new(error, address_of_envelope(&m)));
     }
-    match m.remove("oslo.message") {
-        Some(Value::String(s)) => {
-            limits
-                .check_json(s.as_bytes())
-                .map_err(|source| RpcError::LimitExceeded { source })?;
-            match serde_json::from_str(&s) {
-                Ok(Value::Object(inner)) => Ok(inner),
-                Ok(other) => Err(malformed(format!(
-                    "'oslo.message' must hold an object, got {}",
-                    json_type(&other)
-                ))),
-                Err(e) => Err(malformed(format!("'oslo.message' is not JSON: {e}"))),
+    let text = match m.remove("oslo.message") {
+        Some(Value::String(text)) => text,
+        other => {
+            if let Some(v) = other {
+                m.insert("oslo.message".into(), v);
             }
+            let detail = "an enveloped body needs 'oslo.message' as a JSON string".into();
+            return Err(Unreadable::new(malformed(detail), address_of_envelope(&m)));
         }
-        _ => Err(malformed(
-            "an enveloped body needs 'oslo.message' as a JSON string".into(),
-        )),
+    };
+    let refused = |error: RpcError| Unreadable::new(error, address(text.as_bytes()));
+    if let Err(source) = limits.check_json(text.as_bytes()) {
+        return Err(refused(RpcError::LimitExceeded { source }));
     }
+    match serde_json::from_str(&text) {
+        Ok(Value::Object(inner)) => Ok(inner),
+        Ok(other) => Err(refused(malformed(format!(
+            "'oslo.message' must hold an object, got {}",
+            json_type(&other)
+        )))),
+        Err(e) => Err(refused(malformed(format!(
+            "'oslo.message' is not JSON: {e}"
+        )))),
+    }
+}
+
+/// `_msg_id` and `_reply_q` of a parsed envelope: in the enveloped message's text, or
+/// beside it.
+fn address_of_envelope(m: &Message) -> (Option<String>, Option<String>) {
+    if let Some(Value::String(text)) = m.get("oslo.message") {
+        return address(text.as_bytes());
+    }
+    let member = |key: &str| match m.get(key) {
+        Some(Value::String(s)) => Some(s.clone()),
+        _ => None,
+    };
+    (member("_msg_id"), member("_reply_q"))
 }
 
 /// Refuses an envelope version this side cannot read, as oslo.messaging does
@@ -388,28 +407,7 @@ pub fn read_body(data: &[u8], limits: &MessageLimits) -> Result<Message, Box<Unr
         let detail = format!("body is not JSON: {e}");
         Unreadable::new(RpcError::MalformedMessage { detail }, (None, None))
     })?;
-    // Kept only to find the reply address of a message that fails.
-    let (inner, outer) = match &body {
-        Value::Object(m) => (
-            match m.get("oslo.message") {
-                Some(Value::String(s)) => Some(s.clone()),
-                _ => None,
-            },
-            (string_member(m, "_msg_id"), string_member(m, "_reply_q")),
-        ),
-        _ => (None, (None, None)),
-    };
-    open_envelope_limited(body, &limits.decode).map_err(|error| {
-        let found = inner.as_deref().map(|t| address(t.as_bytes()));
-        Unreadable::new(error, found.unwrap_or(outer))
-    })
-}
-
-fn string_member(m: &Message, key: &str) -> Option<String> {
-    match m.get(key) {
-        Some(Value::String(s)) => Some(s.clone()),
-        _ => None,
-    }
+    open_envelope_limited(body, &limits.decode)
 }
 
 /// `_msg_id` and `_reply_q` of a body of any size or depth: in its enveloped message,

@@ -79,11 +79,13 @@ impl DecodeLimits {
 
     /// Checks a parsed document. Iterative: any depth is refused without recursion.
     pub fn check_value(&self, value: &Value) -> Result<(), LimitError> {
-        let mut stack: Vec<(&Value, usize)> = vec![(value, 0)];
-        while let Some((v, depth)) = stack.pop() {
-            let (len, children): (usize, Box<dyn Iterator<Item = &Value>>) = match v {
-                Value::Array(a) => (a.len(), Box::new(a.iter())),
-                Value::Object(m) => (m.len(), Box::new(m.values())),
+        // Only containers are stacked, each with its depth.
+        let mut stack: Vec<(&Value, usize)> = Vec::new();
+        let mut next = Some((value, 0usize));
+        while let Some((v, depth)) = next.take().or_else(|| stack.pop()) {
+            let len = match v {
+                Value::Array(a) => a.len(),
+                Value::Object(m) => m.len(),
                 _ => continue,
             };
             if depth >= self.max_depth {
@@ -96,11 +98,12 @@ impl DecodeLimits {
                     limit: self.max_members,
                 });
             }
-            stack.extend(
-                children
-                    .filter(|c| c.is_array() || c.is_object())
-                    .map(|c| (c, depth + 1)),
-            );
+            let nested = |c: &&Value| c.is_array() || c.is_object();
+            match v {
+                Value::Array(a) => stack.extend(a.iter().filter(nested).map(|c| (c, depth + 1))),
+                Value::Object(m) => stack.extend(m.values().filter(nested).map(|c| (c, depth + 1))),
+                _ => {}
+            }
         }
         Ok(())
     }
@@ -109,76 +112,87 @@ impl DecodeLimits {
     /// structure is looked at: text that is not JSON passes or fails here as it happens
     /// and is refused by the parser afterwards.
     pub fn check_json(&self, text: &[u8]) -> Result<(), LimitError> {
-        // The member count of each open list or object; the depth is its length. Only
-        // the innermost `max_depth` levels are ever open, so this stays small.
-        let mut members: Vec<usize> = Vec::new();
-        let mut in_string = false;
-        let mut escaped = false;
-        // Whether the innermost open container has any member yet.
-        let mut empty = false;
-        for &b in text {
-            if in_string {
-                if escaped {
-                    escaped = false;
-                } else if b == b'\\' {
-                    escaped = true;
-                } else if b == b'"' {
-                    in_string = false;
-                }
+        // The commas of each open list or object, innermost last; the depth is its
+        // length. A container with n commas has n + 1 members. Only the innermost
+        // `max_depth` levels are ever open, so this stays small.
+        let mut commas: Vec<usize> = Vec::new();
+        let mut i = 0;
+        while i < text.len() {
+            let b = text[i];
+            i += 1;
+            // Most bytes are not structural: one table lookup passes them.
+            if !STRUCTURAL[usize::from(b)] {
                 continue;
             }
             match b {
-                b' ' | b'\t' | b'\n' | b'\r' => continue,
                 b'[' | b'{' => {
-                    self.first_member(&mut members, &mut empty)?;
-                    if members.len() >= self.max_depth {
+                    if commas.len() >= self.max_depth {
                         return Err(LimitError::TooDeep {
                             limit: self.max_depth,
                         });
                     }
-                    members.push(0);
-                    empty = true;
+                    commas.push(0);
                 }
                 b']' | b'}' => {
-                    members.pop();
-                    empty = false;
-                }
-                b',' => {
-                    if let Some(n) = members.last_mut() {
-                        *n += 1;
-                        if *n > self.max_members {
-                            return Err(LimitError::TooManyMembers {
-                                limit: self.max_members,
-                            });
+                    // With no member allowed, a container without commas may still
+                    // hold one: it is empty only if its opener comes right before.
+                    let closed = commas.pop();
+                    if self.max_members == 0 && closed == Some(0) {
+                        let before = text[..i - 1]
+                            .iter()
+                            .rev()
+                            .find(|c| !matches!(c, b' ' | b'\t' | b'\n' | b'\r'));
+                        if !matches!(before, Some(b'[' | b'{') | None) {
+                            return Err(self.too_many());
                         }
                     }
                 }
-                b'"' => {
-                    self.first_member(&mut members, &mut empty)?;
-                    in_string = true;
+                b',' => {
+                    if let Some(n) = commas.last_mut() {
+                        *n += 1;
+                        if *n >= self.max_members {
+                            return Err(self.too_many());
+                        }
+                    }
                 }
-                _ => self.first_member(&mut members, &mut empty)?,
+                // b'"': skip the string, escapes included. Most of a primitive's bytes
+                // are in strings, and memchr passes over them several at a time.
+                _ => loop {
+                    let rest = text.get(i..).unwrap_or_default();
+                    match memchr::memchr2(b'"', b'\\', rest) {
+                        None => return Ok(()),
+                        Some(at) if rest[at] == b'"' => {
+                            i += at + 1;
+                            break;
+                        }
+                        // A backslash escapes the byte after it.
+                        Some(at) => i += at + 2,
+                    }
+                },
             }
         }
         Ok(())
     }
 
-    /// The first value inside a container counts as its first member (a list of `n`
-    /// members has `n - 1` commas).
-    fn first_member(&self, members: &mut [usize], empty: &mut bool) -> Result<(), LimitError> {
-        if std::mem::take(empty) {
-            if let Some(n) = members.last_mut() {
-                *n = 1;
-                if *n > self.max_members {
-                    return Err(LimitError::TooManyMembers {
-                        limit: self.max_members,
-                    });
-                }
-            }
+    fn too_many(&self) -> LimitError {
+        LimitError::TooManyMembers {
+            limit: self.max_members,
         }
-        Ok(())
     }
 }
+
+/// The bytes [`DecodeLimits::check_json`] acts on outside strings: brackets, braces,
+/// commas and the quote that starts a string.
+static STRUCTURAL: [bool; 256] = {
+    let mut t = [false; 256];
+    t[b'[' as usize] = true;
+    t[b']' as usize] = true;
+    t[b'{' as usize] = true;
+    t[b'}' as usize] = true;
+    t[b',' as usize] = true;
+    t[b'"' as usize] = true;
+    t
+};
 
 #[cfg(test)]
 mod tests {
