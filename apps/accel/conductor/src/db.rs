@@ -367,6 +367,12 @@ pub struct Db {
     backend: Backend,
 }
 
+const DEVICE_COLUMNS: &str = "id, uuid, type, vendor, model, std_board_info, hostname, \
+     vendor_board_info, status, created_at, updated_at";
+
+const DEPLOYABLE_COLUMNS: &str =
+    "id, uuid, name, device_id, hostname, control_path_id, num_accelerators, driver_name, enabled";
+
 const ARQ_SELECT: &str =
     "SELECT r.id, r.uuid, r.state, r.device_profile_name, r.device_profile_group_id, \
      r.hostname, r.device_rp_uuid, r.instance_uuid, r.project_id, \
@@ -686,66 +692,74 @@ impl Db {
 
     /// Devices, oldest first.
     pub async fn devices(&self, filter: &ListFilter) -> Result<Vec<DeviceRow>, DbError> {
-        let rows = sqlx::query(
-            "SELECT id, uuid, type, vendor, model, std_board_info, hostname, vendor_board_info, status, created_at, updated_at \
-             FROM devices WHERE ($1 = '' OR hostname = $2) \
-             AND id > COALESCE((SELECT id FROM devices WHERE uuid = $3), 0) ORDER BY id LIMIT $4",
-        )
-        .bind(filter.host.clone().unwrap_or_default())
-        .bind(filter.host.clone().unwrap_or_default())
-        .bind(filter.marker.clone().unwrap_or_default())
-        .bind(i64::from(filter.limit.unwrap_or(1000)))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(device_row).collect()
+        self.page("devices", DEVICE_COLUMNS, filter, device_row)
+            .await
     }
 
     /// One device by UUID.
     pub async fn device(&self, uuid: &str) -> Result<DeviceRow, DbError> {
-        let row = sqlx::query(
-            "SELECT id, uuid, type, vendor, model, std_board_info, hostname, vendor_board_info, status, created_at, updated_at \
-             FROM devices WHERE uuid = $1",
-        )
-        .bind(uuid)
-        .fetch_optional(&self.pool)
-        .await?
-        .ok_or_else(|| DbError::NotFound {
-            kind: "device",
-            id: uuid.to_owned(),
-        })?;
-        device_row(&row)
+        self.one("devices", DEVICE_COLUMNS, "device", uuid, device_row)
+            .await
     }
 
     /// Deployables, oldest first.
     pub async fn deployables(&self, filter: &ListFilter) -> Result<Vec<DeployableRow>, DbError> {
-        let rows = sqlx::query(
-            "SELECT id, uuid, name, device_id, hostname, control_path_id, num_accelerators, driver_name, enabled \
-             FROM deployables WHERE ($1 = '' OR hostname = $2) \
-             AND id > COALESCE((SELECT id FROM deployables WHERE uuid = $3), 0) ORDER BY id LIMIT $4",
-        )
-        .bind(filter.host.clone().unwrap_or_default())
-        .bind(filter.host.clone().unwrap_or_default())
-        .bind(filter.marker.clone().unwrap_or_default())
-        .bind(i64::from(filter.limit.unwrap_or(1000)))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(deployable_row).collect()
+        self.page("deployables", DEPLOYABLE_COLUMNS, filter, deployable_row)
+            .await
     }
 
     /// One deployable by UUID.
     pub async fn deployable(&self, uuid: &str) -> Result<DeployableRow, DbError> {
-        let row = sqlx::query(
-            "SELECT id, uuid, name, device_id, hostname, control_path_id, num_accelerators, driver_name, enabled \
-             FROM deployables WHERE uuid = $1",
+        self.one(
+            "deployables",
+            DEPLOYABLE_COLUMNS,
+            "deployable",
+            uuid,
+            deployable_row,
         )
-        .bind(uuid)
-        .fetch_optional(&self.pool)
-        .await?
-        .ok_or_else(|| DbError::NotFound {
-            kind: "deployable",
-            id: uuid.to_owned(),
-        })?;
-        deployable_row(&row)
+        .await
+    }
+
+    /// A page of `table` (which has `id`, `uuid` and `hostname`) by `filter`, oldest first.
+    async fn page<T>(
+        &self,
+        table: &str,
+        columns: &str,
+        filter: &ListFilter,
+        map: fn(&AnyRow) -> Result<T, DbError>,
+    ) -> Result<Vec<T>, DbError> {
+        let host = filter.host.clone().unwrap_or_default();
+        let rows = sqlx::query(&format!(
+            "SELECT {columns} FROM {table} WHERE ($1 = '' OR hostname = $2) \
+             AND id > COALESCE((SELECT id FROM {table} WHERE uuid = $3), 0) ORDER BY id LIMIT $4"
+        ))
+        .bind(&host)
+        .bind(&host)
+        .bind(filter.marker.clone().unwrap_or_default())
+        .bind(i64::from(filter.limit.unwrap_or(1000)))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(map).collect()
+    }
+
+    /// The row of `table` with `uuid`, or `NotFound` naming `kind`.
+    async fn one<T>(
+        &self,
+        table: &str,
+        columns: &str,
+        kind: &'static str,
+        uuid: &str,
+        map: fn(&AnyRow) -> Result<T, DbError>,
+    ) -> Result<T, DbError> {
+        let row = sqlx::query(&format!("SELECT {columns} FROM {table} WHERE uuid = $1"))
+            .bind(uuid)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| DbError::NotFound {
+                kind,
+                id: uuid.to_owned(),
+            })?;
+        map(&row)
     }
 
     /// Attach handles of one host (or all), oldest first.

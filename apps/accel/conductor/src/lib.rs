@@ -12,6 +12,8 @@
 pub mod db;
 pub mod handles;
 pub mod lifecycle;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod versions;
 
 pub use db::{Db, DbError};

@@ -1,7 +1,7 @@
 //! The conductor's database on SQLite and on PostgreSQL: report diffing, profiles, the
 //! accelerator request lifecycle, binds that race across two conductors.
 
-mod support;
+use accel_conductor::testing as support;
 
 use accel_conductor::db::{ListFilter, ReportedDevice};
 use accel_conductor::{ArqState, Db, DbError};
@@ -355,12 +355,9 @@ async fn two_conductors_on_one_postgres_race_for_handles() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_conductors_on_one_sqlite_file_race_for_handles() {
     let (a, dir) = support::sqlite().await;
-    let b = Db::connect(&format!(
-        "sqlite://{}",
-        dir.path().join("accel.db").display()
-    ))
-    .await
-    .expect("conductor b");
+    let b = Db::connect(&support::sqlite_url(&dir))
+        .await
+        .expect("conductor b");
     racing_conductors(&a, &b).await;
 }
 

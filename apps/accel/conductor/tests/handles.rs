@@ -1,7 +1,7 @@
 //! Attach handles for the driver features, on SQLite and PostgreSQL: managed-mode
 //! metadata by compare-and-swap, NVMe cleanup through `cleaning`, exactly-once results.
 
-mod support;
+use accel_conductor::testing as support;
 
 use accel_conductor::db::{Release, ReportedDevice};
 use accel_conductor::handles::CleanupResult;

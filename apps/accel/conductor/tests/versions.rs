@@ -1,7 +1,7 @@
 //! The conductor's component versions in its database, on SQLite and PostgreSQL: fresh
 //! install, pre-finalized after an upgrade, finalized, downgrade refused after it.
 
-mod support;
+use accel_conductor::testing as support;
 
 use accel_conductor::{Db, DbVersionStore};
 use verso_upgrade::{component_versions, UpgradeError, UpgradeState, VersionManager};

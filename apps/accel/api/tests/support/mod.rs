@@ -1,5 +1,5 @@
-//! The API's test harness: a fresh database per test (a SQLite file, or a new database
-//! on the PostgreSQL test cluster, as the conductor's tests do), the API served on an
+//! The API's test harness: a fresh database per test (`accel_conductor::testing`: a
+//! SQLite file, or a new database on the PostgreSQL test cluster), the API served on an
 //! ephemeral loopback port, and a real HTTP client.
 
 #![allow(dead_code)]
@@ -10,46 +10,7 @@ use reqwest::{Method, RequestBuilder, Response};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-/// The test cluster's URL.
-pub fn postgres_url() -> String {
-    std::env::var("VERSO_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://verso:verso@127.0.0.1:55432/verso".into())
-}
-
-/// A migrated database in a new SQLite file (the directory lives as long as the guard).
-pub async fn sqlite() -> (Db, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let url = format!("sqlite://{}", dir.path().join("accel.db").display());
-    let db = Db::connect(&url).await.expect("open sqlite");
-    db.migrate().await.expect("migrate sqlite");
-    (db, dir)
-}
-
-/// A migrated database in a new PostgreSQL database; fails (never skips) without the
-/// test cluster.
-pub async fn postgres() -> Db {
-    let admin_url = postgres_url();
-    let admin = Db::connect_within(&admin_url, std::time::Duration::from_secs(10))
-        .await
-        .unwrap_or_else(|e| {
-            panic!("{e}\nthe PostgreSQL tests need the test cluster: run scripts/start-postgres.sh (scripts/test.sh does) or set VERSO_TEST_POSTGRES_URL")
-        });
-    let name = format!("accel_api_test_{}", uuid::Uuid::new_v4().simple());
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(admin.pool())
-        .await
-        .expect("create database");
-    admin.close().await;
-    let base = admin_url
-        .rsplit_once('/')
-        .map_or(admin_url.as_str(), |(b, _)| b)
-        .to_owned();
-    let db = Db::connect(&format!("{base}/{name}"))
-        .await
-        .expect("open postgres");
-    db.migrate().await.expect("migrate postgres");
-    db
-}
+pub use accel_conductor::testing::{postgres, sqlite};
 
 /// The API on an ephemeral loopback port over `db`, and a client for it.
 pub struct Api {

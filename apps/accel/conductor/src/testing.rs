@@ -1,0 +1,57 @@
+//! Databases for tests (feature `testing`): a fresh SQLite file, and a fresh PostgreSQL
+//! database on the test cluster (`VERSO_TEST_POSTGRES_URL`, default
+//! `postgres://verso:verso@127.0.0.1:55432/verso`, started by `scripts/start-postgres.sh`).
+//! A missing cluster fails the test with a message saying how to start it; it never skips.
+
+#![allow(clippy::expect_used)]
+
+use crate::Db;
+use std::time::Duration;
+
+/// The test cluster's URL.
+pub fn postgres_url() -> String {
+    std::env::var("VERSO_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://verso:verso@127.0.0.1:55432/verso".into())
+}
+
+/// A migrated database in a new SQLite file (the directory lives as long as the guard).
+pub async fn sqlite() -> (Db, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::connect(&sqlite_url(&dir)).await.expect("open sqlite");
+    db.migrate().await.expect("migrate sqlite");
+    (db, dir)
+}
+
+/// The URL of the SQLite file [`sqlite`] made in `dir` (for a second conductor on it).
+pub fn sqlite_url(dir: &tempfile::TempDir) -> String {
+    format!("sqlite://{}", dir.path().join("accel.db").display())
+}
+
+/// The URL of a new, empty PostgreSQL database on the test cluster.
+pub async fn postgres_database() -> String {
+    let admin_url = postgres_url();
+    let admin = Db::connect_within(&admin_url, Duration::from_secs(10))
+        .await
+        .unwrap_or_else(|e| {
+            panic!("{e}\nthe PostgreSQL tests need the test cluster: run scripts/start-postgres.sh (scripts/test.sh does) or set VERSO_TEST_POSTGRES_URL")
+        });
+    let name = format!("accel_test_{}", uuid::Uuid::new_v4().simple());
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(admin.pool())
+        .await
+        .expect("create database");
+    admin.close().await;
+    let base = admin_url
+        .rsplit_once('/')
+        .map_or(admin_url.as_str(), |(b, _)| b);
+    format!("{base}/{name}")
+}
+
+/// A migrated database in a new PostgreSQL database.
+pub async fn postgres() -> Db {
+    let db = Db::connect(&postgres_database().await)
+        .await
+        .expect("open postgres");
+    db.migrate().await.expect("migrate postgres");
+    db
+}
