@@ -3,7 +3,10 @@
 //!   plain struct with the same fields (target: within 1.5x);
 //! - `device_list_10000/*`: backporting a 10,000-member `DeviceList` to an older
 //!   manifest, vs encoding it at its own version (target: within 2x), plus 1,000 and
-//!   100,000 members to show the backport is linear in N.
+//!   100,000 members to show the backport is linear in N;
+//! - `list_roundtrip_10000/*`: a 10,000-member `DeviceList` to JSON bytes and back, vs
+//!   plain serde_json on a `Vec` of the plain struct (target: within 1.3x, as the
+//!   `Device` round trip).
 
 #![allow(missing_docs)] // criterion_group! generates undocumented items
 
@@ -127,5 +130,29 @@ fn list_backport(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, roundtrip, list_backport);
+fn list_roundtrip(c: &mut Criterion) {
+    let n = 10_000i64;
+    // As loaded from a database: no pending changes, as in `roundtrip`.
+    let mut list = DeviceList::from_objects((0..n).map(device).collect());
+    list.reset_changes_of(&[], true);
+    let plain_list: Vec<PlainDevice> = (0..n).map(plain).collect();
+    let mut g = c.benchmark_group("list_roundtrip_10000");
+    g.throughput(Throughput::Elements(n as u64));
+    g.sample_size(20);
+    g.bench_function("verso_bytes", |b| {
+        b.iter(|| {
+            let bytes = black_box(&list).to_primitive_bytes();
+            black_box(DeviceList::from_primitive_slice(&bytes).expect("decode"))
+        })
+    });
+    g.bench_function("plain_serde", |b| {
+        b.iter(|| {
+            let bytes = serde_json::to_vec(black_box(&plain_list)).expect("encode");
+            black_box(serde_json::from_slice::<Vec<PlainDevice>>(&bytes).expect("decode"))
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, roundtrip, list_roundtrip, list_backport);
 criterion_main!(benches);
