@@ -258,13 +258,14 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
     let test_only = attrs.test_only;
     let custom = attrs.make_compatible.is_some();
     let methods = if attrs.remotable {
-        quote!(<#ident as ::verso::remote::Remotable>::remotable_methods())
+        quote!(<#ident as ::verso::indirection::Remotable>::remotable_methods())
     } else {
         quote!(::std::vec::Vec::new())
     };
 
     let idents: Vec<&Ident> = fields.iter().map(|f| &f.ident).collect();
     let indices: Vec<usize> = (0..fields.len()).collect();
+    let wire_names: Vec<&String> = fields.iter().map(|f| &f.wire_name).collect();
     let blank_fields = fields.iter().map(|f| {
         let id = &f.ident;
         if is_list && id == "objects" {
@@ -385,6 +386,29 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                     _ => panic!("{} has {} fields, not {}", #name, #n, index),
                 }
             }
+            fn __field_index(name: &str) -> ::core::option::Option<usize> {
+                match name {
+                    #(#wire_names => ::core::option::Option::Some(#indices),)*
+                    _ => ::core::option::Option::None,
+                }
+            }
+            fn __read_field<'de, A: ::verso::__private::MapAccess<'de>>(
+                &mut self,
+                index: usize,
+                map: &mut A,
+            ) -> ::core::result::Result<::verso::Result<()>, A::Error> {
+                let fields = &<Self as ::verso::VersionedObject>::schema().fields;
+                match index {
+                    #(#indices => ::verso::__private::read_field(
+                        &mut self.#idents,
+                        fields[#indices].default.as_ref(),
+                        map,
+                    ),)*
+                    _ => ::core::result::Result::Ok(::core::result::Result::Err(
+                        ::verso::__private::no_field_at(#name, index),
+                    )),
+                }
+            }
             #make_compatible
         }
 
@@ -401,6 +425,11 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
             fn from_primitive(value: &::verso::__private::Value) -> ::verso::Result<Self> {
                 ::verso::object::decode_contained::<Self>(value)
             }
+            fn from_json_map<'de, A: ::verso::__private::MapAccess<'de>>(
+                map: A,
+            ) -> ::core::result::Result<::verso::Result<Self>, A::Error> {
+                ::verso::__private::decode_map::<Self, A>(map)
+            }
             fn describe(&self) -> ::verso::__private::Value {
                 ::verso::VersionedObject::describe(self)
             }
@@ -416,7 +445,7 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                 ::verso::primitive::write_backported_child(self, out, to, manifest)
             }
             fn has_changes(&self) -> bool {
-                !::verso::VersionedObject::what_changed(self).is_empty()
+                ::verso::__private::has_changes(self)
             }
             fn reset_changes_recursive(&mut self) {
                 ::verso::VersionedObject::reset_changes_of(self, &[], true)
@@ -430,7 +459,7 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                 ::verso::manifest::backport_object(self, primitive, to, manifest)
             }
             fn attach_context(&mut self, ctx: &::verso::RequestContext) {
-                ::verso::remote::attach_context(self, ctx)
+                ::verso::indirection::attach_context(self, ctx)
             }
             fn into_any_object(self) -> ::core::result::Result<::std::boxed::Box<dyn ::verso::AnyObject>, Self> {
                 ::core::result::Result::Ok(::std::boxed::Box::new(self))
@@ -508,7 +537,7 @@ fn expand_enum(input: &DeriveInput) -> syn::Result<TokenStream2> {
 ///
 /// A class method is `async fn name(ctx: &RequestContext, args...) -> Result<R, E>`; an
 /// instance method is `async fn name(&mut self, args...) -> Result<R, E>`, where
-/// arguments and `R` are `verso::remote::RemoteValue`s (field values, objects, `()`) and
+/// arguments and `R` are `verso::indirection::RemoteValue`s (field values, objects, `()`) and
 /// `E` converts to and from `verso::CallError`. Each becomes a wrapper that delegates to
 /// the context's indirection API when one is configured for the object's namespace and
 /// runs the body locally otherwise; the block also implements `verso::Remotable` so a
@@ -680,7 +709,7 @@ fn expand_remotable(mut block: syn::ItemImpl) -> syn::Result<TokenStream2> {
                     #(#takes)*
                     args.finish()?;
                     let out = #call.map_err(|e: #err| ::verso::CallError::from(e))?;
-                    ::core::result::Result::Ok(::verso::remote::RemoteValue::into_output(out))
+                    ::core::result::Result::Ok(::verso::indirection::RemoteValue::into_output(out))
                 }
             }
         })
@@ -690,7 +719,7 @@ fn expand_remotable(mut block: syn::ItemImpl) -> syn::Result<TokenStream2> {
     Ok(quote! {
         #block
 
-        impl ::verso::remote::Remotable for #self_ty {
+        impl ::verso::indirection::Remotable for #self_ty {
             fn remotable_methods() -> ::std::vec::Vec<::verso::MethodSchema> {
                 ::std::vec![#(#schemas),*]
             }
@@ -698,8 +727,8 @@ fn expand_remotable(mut block: syn::ItemImpl) -> syn::Result<TokenStream2> {
             fn dispatch_class<'a>(
                 ctx: &'a ::verso::RequestContext,
                 method: &'a str,
-                mut args: ::verso::remote::CallArgs,
-            ) -> ::verso::remote::BoxFuture<'a, ::core::result::Result<::verso::remote::MethodOutput, ::verso::CallError>> {
+                mut args: ::verso::indirection::CallArgs,
+            ) -> ::verso::indirection::BoxFuture<'a, ::core::result::Result<::verso::indirection::MethodOutput, ::verso::CallError>> {
                 ::std::boxed::Box::pin(async move {
                     match method {
                         #(#class_arms)*
@@ -714,8 +743,8 @@ fn expand_remotable(mut block: syn::ItemImpl) -> syn::Result<TokenStream2> {
             fn dispatch_instance<'a>(
                 &'a mut self,
                 method: &'a str,
-                mut args: ::verso::remote::CallArgs,
-            ) -> ::verso::remote::BoxFuture<'a, ::core::result::Result<::verso::remote::MethodOutput, ::verso::CallError>> {
+                mut args: ::verso::indirection::CallArgs,
+            ) -> ::verso::indirection::BoxFuture<'a, ::core::result::Result<::verso::indirection::MethodOutput, ::verso::CallError>> {
                 ::std::boxed::Box::pin(async move {
                     match method {
                         #(#instance_arms)*
@@ -752,15 +781,15 @@ fn wrapper_body(m: &RemoteMethod, local: &Ident) -> syn::Result<syn::Block> {
             };
             if let ::core::option::Option::Some(api) = ctx.indirection(<Self as ::verso::VersionedObject>::NAMESPACE) {
                 let api = api.clone();
-                let args = ::std::vec![#(::verso::remote::RemoteValue::to_remote(&#names)),*];
+                let args = ::std::vec![#(::verso::indirection::RemoteValue::to_remote(&#names)),*];
                 let objinst = ::verso::VersionedObject::to_primitive(self);
                 let (updates, result) = api
                     .object_action(&ctx, objinst, #name, args, ::verso::__private::Map::new())
                     .await
                     .map_err(<#err as ::core::convert::From<::verso::CallError>>::from)?;
-                ::verso::remote::apply_updates(self, &updates)
+                ::verso::indirection::apply_updates(self, &updates)
                     .map_err(|e| <#err as ::core::convert::From<::verso::CallError>>::from(e.into()))?;
-                return ::verso::remote::decode_result::<#ok>(&result, &ctx).map_err(<#err as ::core::convert::From<::verso::CallError>>::from);
+                return ::verso::indirection::decode_result::<#ok>(&result, &ctx).map_err(<#err as ::core::convert::From<::verso::CallError>>::from);
             }
             self.#local(#(#names),*).await
         })
@@ -773,12 +802,12 @@ fn wrapper_body(m: &RemoteMethod, local: &Ident) -> syn::Result<syn::Block> {
             if let ::core::option::Option::Some(api) = #ctx.indirection(<Self as ::verso::VersionedObject>::NAMESPACE) {
                 static MANIFEST: ::std::sync::OnceLock<::verso::VersionManifest> = ::std::sync::OnceLock::new();
                 let manifest = MANIFEST.get_or_init(<Self as ::verso::VersionedObject>::manifest);
-                let args = ::std::vec![#(::verso::remote::RemoteValue::to_remote(&#names)),*];
+                let args = ::std::vec![#(::verso::indirection::RemoteValue::to_remote(&#names)),*];
                 let result = api
                     .object_class_action_versions(#ctx, <Self as ::verso::VersionedObject>::NAME, #name, manifest, args, ::verso::__private::Map::new())
                     .await
                     .map_err(<#err as ::core::convert::From<::verso::CallError>>::from)?;
-                return ::verso::remote::decode_result::<#ok>(&result, #ctx).map_err(<#err as ::core::convert::From<::verso::CallError>>::from);
+                return ::verso::indirection::decode_result::<#ok>(&result, #ctx).map_err(<#err as ::core::convert::From<::verso::CallError>>::from);
             }
             Self::#local(#ctx, #(#names),*).await
         })

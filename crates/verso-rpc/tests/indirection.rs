@@ -5,7 +5,7 @@ use cyborg_model::{Device, DeviceList, ManagedMode, MemoryStore, StoreHandle};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use verso::remote::CallError;
+use verso::indirection::CallError;
 use verso::{
     IndirectionApi, ObjectList, RequestContext, Version, VersionManifest, VersionedObject,
 };

@@ -113,6 +113,32 @@ pub trait FieldValue: Clone + fmt::Debug + PartialEq + Send + Sync + 'static {
     fn from_json_str(s: &str) -> Result<Self> {
         Self::from_primitive_owned(Value::String(s.to_owned()))
     }
+    /// Reads a primitive that is a JSON integer (the byte path's fast path).
+    fn from_json_i64(v: i64) -> Result<Self> {
+        Self::from_primitive_owned(Value::from(v))
+    }
+    /// Reads a primitive that is a JSON list straight from the parser (the byte path):
+    /// the outer error is the parser's, the inner one the field's. By default the list
+    /// is read into a `Value` first.
+    fn from_json_seq<'de, A: serde::de::SeqAccess<'de>>(
+        seq: A,
+    ) -> std::result::Result<Result<Self>, A::Error> {
+        let v = <Value as serde::Deserialize>::deserialize(
+            serde::de::value::SeqAccessDeserializer::new(seq),
+        )?;
+        Ok(Self::from_primitive_owned(v))
+    }
+    /// Reads a primitive that is a JSON object straight from the parser (the byte path);
+    /// objects decode their primitive without building a `Value`. By default the object
+    /// is read into a `Value` first.
+    fn from_json_map<'de, A: serde::de::MapAccess<'de>>(
+        map: A,
+    ) -> std::result::Result<Result<Self>, A::Error> {
+        let v = <Value as serde::Deserialize>::deserialize(
+            serde::de::value::MapAccessDeserializer::new(map),
+        )?;
+        Ok(Self::from_primitive_owned(v))
+    }
     /// Appends the primitive as JSON text to `out`, without building a `Value` first
     /// (the fast path of [`VersionedObject::to_primitive_bytes`](crate::VersionedObject::to_primitive_bytes)).
     fn write_json(&self, out: &mut Vec<u8>) {
@@ -170,6 +196,9 @@ fn invalid(reason: impl Into<String>) -> Error {
     }
 }
 
+/// The reason of a `null` on a non-nullable field without a default.
+const CANNOT_BE_NONE: &str = "cannot be None";
+
 fn type_error(expected: &str, value: &Value) -> Error {
     invalid(format!("A {expected} is required, not {value}"))
 }
@@ -190,6 +219,12 @@ impl FieldValue for String {
             Value::String(s) => Ok(s),
             other => Self::from_primitive(&other),
         }
+    }
+    fn from_json_str(s: &str) -> Result<Self> {
+        Ok(s.to_owned())
+    }
+    fn from_json_i64(v: i64) -> Result<Self> {
+        Ok(v.to_string())
     }
     fn from_primitive(value: &Value) -> Result<Self> {
         match value {
@@ -272,7 +307,10 @@ impl FieldValue for i64 {
     }
     /// Like OVO's `Integer.coerce` (`int(value)`): integral strings are accepted.
     fn write_json(&self, out: &mut Vec<u8>) {
-        let _ = serde_json::to_writer(out, self);
+        out.extend_from_slice(itoa_i64(*self, &mut [0u8; 20]));
+    }
+    fn from_json_i64(v: i64) -> Result<Self> {
+        Ok(v)
     }
     fn from_primitive(value: &Value) -> Result<Self> {
         match value {
@@ -434,6 +472,19 @@ impl<T: FieldValue> FieldValue for Option<T> {
     fn from_json_str(s: &str) -> Result<Self> {
         T::from_json_str(s).map(Some)
     }
+    fn from_json_i64(v: i64) -> Result<Self> {
+        T::from_json_i64(v).map(Some)
+    }
+    fn from_json_seq<'de, A: serde::de::SeqAccess<'de>>(
+        seq: A,
+    ) -> std::result::Result<Result<Self>, A::Error> {
+        Ok(T::from_json_seq(seq)?.map(Some))
+    }
+    fn from_json_map<'de, A: serde::de::MapAccess<'de>>(
+        map: A,
+    ) -> std::result::Result<Result<Self>, A::Error> {
+        Ok(T::from_json_map(map)?.map(Some))
+    }
     fn write_backport(
         &self,
         out: &mut Vec<u8>,
@@ -525,6 +576,25 @@ impl<T: FieldValue> FieldValue for Vec<T> {
     fn from_primitive(value: &Value) -> Result<Self> {
         let items = value.as_array().ok_or_else(|| type_error("list", value))?;
         items.iter().map(T::from_primitive).collect()
+    }
+    fn from_json_seq<'de, A: serde::de::SeqAccess<'de>>(
+        mut seq: A,
+    ) -> std::result::Result<Result<Self>, A::Error> {
+        // As `from_primitive`: the first member's error is the list's; the rest of the
+        // list is still read (the parser must get past it).
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+        let mut error = None;
+        while let Some(item) = seq.next_element_seed(JsonSeed::<T>::member())? {
+            match (item, &error) {
+                (Ok(v), None) => items.push(v),
+                (Err(e), None) => error = Some(e),
+                _ => {}
+            }
+        }
+        Ok(match error {
+            Some(e) => Err(e),
+            None => Ok(items),
+        })
     }
     fn describe(&self) -> Value {
         Value::Array(self.iter().map(T::describe).collect())
@@ -834,7 +904,7 @@ impl<T: FieldValue> DynField for Field<T> {
         let v = if value.is_null() && !T::nullable() {
             match default {
                 Some(d) => T::from_primitive(d)?,
-                None => return Err(invalid("cannot be None")),
+                None => return Err(invalid(CANNOT_BE_NONE)),
             }
         } else {
             T::from_primitive_owned(value)?
@@ -881,7 +951,7 @@ pub(crate) fn locate(err: Error, object: &'static str, field: &str) -> Error {
         Error::InvalidField {
             object: "", reason, ..
         } => {
-            let reason = if reason == "cannot be None" {
+            let reason = if reason == CANNOT_BE_NONE {
                 format!("Field `{field}' cannot be None")
             } else {
                 reason
@@ -894,6 +964,126 @@ pub(crate) fn locate(err: Error, object: &'static str, field: &str) -> Error {
         }
         other => other,
     }
+}
+
+/// Writes `v` in decimal into `buf`, returning the digits (no allocation, no `fmt`).
+pub(crate) fn itoa_i64(v: i64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut n = v.unsigned_abs();
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        i -= 1;
+        buf[i] = b'-';
+    }
+    &buf[i..]
+}
+
+/// Reads one JSON value of type `T` straight from the parser (the byte path), with the
+/// same results as `T::from_primitive` of the same JSON. The outer error is the
+/// parser's; the inner one is the value's, which the decoder reports in OVO's order.
+#[doc(hidden)]
+pub struct JsonSeed<'a, T> {
+    /// `Some(default)` for a field's value, where `null` on a non-nullable field takes
+    /// the default or fails; `None` for a list member.
+    field: Option<Option<&'a Value>>,
+    ty: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<'a, T: FieldValue> JsonSeed<'a, T> {
+    /// For a list member.
+    pub fn member() -> Self {
+        JsonSeed {
+            field: None,
+            ty: std::marker::PhantomData,
+        }
+    }
+
+    /// For the value of a field whose default (in primitive form) is `default`.
+    pub fn field(default: Option<&'a Value>) -> Self {
+        JsonSeed {
+            field: Some(default),
+            ty: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<'de, T: FieldValue> serde::de::DeserializeSeed<'de> for JsonSeed<'_, T> {
+    type Value = Result<T>;
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> std::result::Result<Result<T>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, T: FieldValue> serde::de::Visitor<'de> for JsonSeed<'_, T> {
+    type Value = Result<T>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a field value")
+    }
+    fn visit_str<E>(self, v: &str) -> std::result::Result<Result<T>, E> {
+        Ok(T::from_json_str(v))
+    }
+    fn visit_bool<E>(self, v: bool) -> std::result::Result<Result<T>, E> {
+        Ok(T::from_primitive_owned(Value::Bool(v)))
+    }
+    fn visit_i64<E>(self, v: i64) -> std::result::Result<Result<T>, E> {
+        Ok(T::from_json_i64(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> std::result::Result<Result<T>, E> {
+        Ok(match i64::try_from(v) {
+            Ok(v) => T::from_json_i64(v),
+            Err(_) => T::from_primitive_owned(Value::from(v)),
+        })
+    }
+    fn visit_f64<E>(self, v: f64) -> std::result::Result<Result<T>, E> {
+        Ok(T::from_primitive_owned(Value::from(v)))
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<Result<T>, E> {
+        Ok(match self.field {
+            Some(default) if !T::nullable() => match default {
+                Some(d) => T::from_primitive(d),
+                None => Err(invalid(CANNOT_BE_NONE)),
+            },
+            _ => T::from_primitive_owned(Value::Null),
+        })
+    }
+    fn visit_none<E: serde::de::Error>(self) -> std::result::Result<Result<T>, E> {
+        self.visit_unit()
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        seq: A,
+    ) -> std::result::Result<Result<T>, A::Error> {
+        T::from_json_seq(seq)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        map: A,
+    ) -> std::result::Result<Result<T>, A::Error> {
+        T::from_json_map(map)
+    }
+}
+
+/// Reads the next map value into `field` (marking it changed); used by the derive's
+/// field dispatch of the byte path.
+#[doc(hidden)]
+pub fn read_field<'de, T: FieldValue, A: serde::de::MapAccess<'de>>(
+    field: &mut Field<T>,
+    default: Option<&Value>,
+    map: &mut A,
+) -> std::result::Result<Result<()>, A::Error> {
+    Ok(map
+        .next_value_seed(JsonSeed::<T>::field(default))?
+        .map(|v| field.set(v)))
 }
 
 /// The primitive of a default value, for schemas; used by the derive.

@@ -53,7 +53,7 @@ pub mod manifest;
 pub mod object;
 pub mod primitive;
 pub mod registry;
-pub mod remote;
+pub mod indirection;
 pub mod version;
 
 pub use context::RequestContext;
@@ -68,12 +68,24 @@ pub use object::{
     ArgSchema, FieldSchema, MethodKind, MethodSchema, ObjectMeta, ObjectSchema, VersionedObject,
 };
 pub use registry::{AnyObject, Registry};
-pub use remote::{CallError, IndirectionApi, Remotable};
+pub use indirection::{CallError, IndirectionApi, Remotable};
 pub use version::{Version, VersionError};
 pub use verso_derive::{remotable, VersionedEnum, VersionedObject};
 
 /// Items the derive macros refer to; not part of the public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::field::read_field;
+    pub use crate::object::has_changes;
+    pub use crate::primitive::decode_map;
+    pub use serde::de::MapAccess;
     pub use serde_json::{Map, Value};
+
+    /// The error of a field index out of range (generated code never passes one).
+    pub fn no_field_at(object: &'static str, index: usize) -> crate::Error {
+        crate::Error::UnknownField {
+            object,
+            field: format!("#{index}"),
+        }
+    }
 }

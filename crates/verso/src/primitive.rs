@@ -113,7 +113,7 @@ fn write_header<O: VersionedObject>(out: &mut Vec<u8>, version: &Version) {
     out.extend_from_slice(b",\"versioned_object.namespace\":");
     write_str(out, O::NAMESPACE);
     out.extend_from_slice(b",\"versioned_object.version\":\"");
-    let _ = std::io::Write::write_fmt(out, format_args!("{version}"));
+    version.write_text(out);
     out.extend_from_slice(b"\",\"versioned_object.data\":{");
 }
 
@@ -396,29 +396,60 @@ pub(crate) fn decode_body<O: VersionedObject>(h: &Header<'_>) -> Result<O> {
     Ok(obj)
 }
 
-/// Every class any [`Registry`](crate::Registry) has registered, by namespace and name:
-/// OVO's process-wide registry, which its decode of a contained object consults before
-/// it compares the class with the field's.
-static KNOWN_CLASSES: std::sync::RwLock<KnownClasses> =
-    std::sync::RwLock::new(std::collections::BTreeMap::new());
-
-/// `(namespace, name)` to the class schema.
-type KnownClasses =
+/// `(namespace, name)` to the class schema: the classes of the
+/// [`Registry`](crate::Registry) running a decode.
+pub(crate) type KnownClasses =
     std::collections::BTreeMap<(&'static str, &'static str), fn() -> &'static crate::ObjectSchema>;
 
-pub(crate) fn note_known_class(schema: fn() -> &'static crate::ObjectSchema) {
-    let s = schema();
-    if let Ok(mut known) = KNOWN_CLASSES.write() {
-        known.insert((s.namespace, s.name), schema);
+thread_local! {
+    /// The classes of the registry whose decode runs on this thread, if any: OVO looks a
+    /// contained object of another class up in its registry before it compares the
+    /// class with the field's. Set only for the duration of one decode
+    /// ([`with_known_classes`]), so registries (and tests) in one process never see
+    /// each other's classes.
+    static DECODE_CLASSES: std::cell::RefCell<Option<std::sync::Arc<KnownClasses>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `decode` with `known` as the classes a contained object of another class is
+/// looked up in, then restores what was there before (decodes nest).
+pub(crate) fn with_known_classes<T>(
+    known: &std::sync::Arc<KnownClasses>,
+    decode: impl FnOnce() -> T,
+) -> T {
+    struct Restore(Option<std::sync::Arc<KnownClasses>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            DECODE_CLASSES.with(|c| *c.borrow_mut() = previous);
+        }
     }
+    let previous = DECODE_CLASSES.with(|c| c.replace(Some(known.clone())));
+    let _restore = Restore(previous);
+    decode()
+}
+
+/// The class `(namespace, name)` among the decoding registry's classes, and whether that
+/// registry has any class of `namespace`.
+fn known_class(
+    namespace: &str,
+    name: &str,
+) -> (Option<fn() -> &'static crate::ObjectSchema>, bool) {
+    DECODE_CLASSES.with(|c| match &*c.borrow() {
+        Some(k) => (
+            k.get(&(namespace, name)).copied(),
+            k.keys().any(|(ns, _)| *ns == namespace),
+        ),
+        None => (None, false),
+    })
 }
 
 /// A typed decode's class checks, in OVO's order: the namespace, then the name. A
 /// primitive of another class fails as OVO's would: an unregistered name is
 /// `UnsupportedObjectError`, a registered one at a version this side cannot read
 /// `IncompatibleObjectVersion`, one without data `KeyError`, any other a wrong type.
-/// "Registered" means by any [`Registry`](crate::Registry) of the process; when none
-/// has registered a class of the namespace, another name is only a wrong type.
+/// "Registered" means by the [`Registry`](crate::Registry) running the decode; without
+/// one, or when it has no class of the namespace, another name is only a wrong type.
 fn check_class<O: VersionedObject>(
     namespace: &str,
     name: &str,
@@ -435,13 +466,7 @@ fn check_class<O: VersionedObject>(
             expected: O::NAME,
             found: name.into(),
         };
-        let (other, namespace_known) = match KNOWN_CLASSES.read() {
-            Ok(k) => (
-                k.get(&(namespace, name)).copied(),
-                k.keys().any(|(ns, _)| *ns == namespace),
-            ),
-            Err(_) => (None, false),
-        };
+        let (other, namespace_known) = known_class(namespace, name);
         let Some(other) = other else {
             // With no registry for the namespace there is nothing to resolve the name
             // against: only the type is known to be wrong.
@@ -650,84 +675,16 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for DataSeed<'_, O> {
     ) -> std::result::Result<bool, A::Error> {
         let schema = O::schema();
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            let Some(i) = schema.index_of(&key) else {
+            let Some(i) = O::__field_index(&key) else {
                 map.next_value::<serde::de::IgnoredAny>()?;
                 continue;
             };
-            let f = &schema.fields[i];
-            let result = map.next_value_seed(FieldSeed {
-                slot: self.0.field_mut(i),
-                default: f.default.as_ref(),
-            })?;
+            let result = self.0.__read_field(i, &mut map)?;
             if let (Err(e), None) = (result, &self.1) {
-                *self.1 = Some(crate::field::locate(e, O::NAME, f.name));
+                *self.1 = Some(crate::field::locate(e, O::NAME, schema.fields[i].name));
             }
         }
         Ok(true)
-    }
-}
-
-/// Reads one field's value: JSON strings straight into the field (no `Value`), anything
-/// else through a `Value`. The field's own error is returned, not raised, so the header
-/// checks can still run first.
-struct FieldSeed<'a> {
-    slot: &'a mut dyn crate::DynField,
-    default: Option<&'a Value>,
-}
-
-impl<'de> serde::de::DeserializeSeed<'de> for FieldSeed<'_> {
-    type Value = Result<()>;
-    fn deserialize<D: serde::Deserializer<'de>>(
-        self,
-        d: D,
-    ) -> std::result::Result<Result<()>, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for FieldSeed<'_> {
-    type Value = Result<()>;
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a field value")
-    }
-    fn visit_str<E>(self, v: &str) -> std::result::Result<Result<()>, E> {
-        Ok(self.slot.set_from_str(v))
-    }
-    fn visit_bool<E>(self, v: bool) -> std::result::Result<Result<()>, E> {
-        Ok(self.slot.set_from_owned(Value::Bool(v), self.default))
-    }
-    fn visit_i64<E>(self, v: i64) -> std::result::Result<Result<()>, E> {
-        Ok(self.slot.set_from_owned(Value::from(v), self.default))
-    }
-    fn visit_u64<E>(self, v: u64) -> std::result::Result<Result<()>, E> {
-        Ok(self.slot.set_from_owned(Value::from(v), self.default))
-    }
-    fn visit_f64<E>(self, v: f64) -> std::result::Result<Result<()>, E> {
-        Ok(self.slot.set_from_owned(Value::from(v), self.default))
-    }
-    fn visit_unit<E>(self) -> std::result::Result<Result<()>, E> {
-        Ok(self.slot.set_from_owned(Value::Null, self.default))
-    }
-    fn visit_none<E>(self) -> std::result::Result<Result<()>, E> {
-        Ok(self.slot.set_from_owned(Value::Null, self.default))
-    }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(
-        self,
-        seq: A,
-    ) -> std::result::Result<Result<()>, A::Error> {
-        let v = <Value as serde::Deserialize>::deserialize(
-            serde::de::value::SeqAccessDeserializer::new(seq),
-        )?;
-        Ok(self.slot.set_from_owned(v, self.default))
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(
-        self,
-        map: A,
-    ) -> std::result::Result<Result<()>, A::Error> {
-        let v = <Value as serde::Deserialize>::deserialize(
-            serde::de::value::MapAccessDeserializer::new(map),
-        )?;
-        Ok(self.slot.set_from_owned(v, self.default))
     }
 }
 
@@ -762,10 +719,9 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for ChangesSeed<'_, O> {
         self,
         mut seq: A,
     ) -> std::result::Result<bool, A::Error> {
-        let schema = O::schema();
         // Entries that are not field names, strings or not, are ignored (as OVO does).
         while let Some(name) = seq.next_element::<MaybeStr<'de>>()? {
-            if let Some(i) = name.0.as_deref().and_then(|n| schema.index_of(n)) {
+            if let Some(i) = name.0.as_deref().and_then(O::__field_index) {
                 self.0.push(i);
             }
         }
@@ -830,6 +786,23 @@ pub(crate) fn decode_slice<O: VersionedObject>(bytes: &[u8]) -> Result<O> {
         .map_err(|e| Error::Malformed {
             what: e.to_string(),
         })?;
+    finish_collected(c)
+}
+
+/// Decodes a contained object's primitive straight from the parser (the byte path of a
+/// field or list member); the same checks and errors as a top-level decode.
+#[doc(hidden)]
+pub fn decode_map<'de, O: VersionedObject, A: serde::de::MapAccess<'de>>(
+    map: A,
+) -> std::result::Result<Result<O>, A::Error> {
+    use serde::de::Visitor;
+    let c = EnvelopeVisitor::<O>(std::marker::PhantomData).visit_map(map)?;
+    Ok(finish_collected(c))
+}
+
+/// The header checks, then the shapes and field errors in the order decode_body (and
+/// OVO) meets them.
+fn finish_collected<O: VersionedObject>(c: Collected<'_, O>) -> Result<O> {
     let missing = |key: &str| Error::MissingKey { key: key.into() };
     let namespace = c.namespace.ok_or_else(|| missing(KEY_NAMESPACE))?;
     let name = c.name.ok_or_else(|| missing(KEY_NAME))?;

@@ -5,8 +5,8 @@
 
 use crate::error::{Error, Result};
 use crate::object::ObjectSchema;
-use crate::primitive::{decode_body, header, Header};
-use crate::remote::{BoxFuture, CallArgs, CallError, MethodOutput, Remotable};
+use crate::primitive::{decode_body, header, with_known_classes, Header, KnownClasses};
+use crate::indirection::{BoxFuture, CallArgs, CallError, MethodOutput, Remotable};
 use crate::{DecodeLimits, RequestContext, Version, VersionManifest, VersionedObject};
 use serde_json::{Map, Value};
 use std::any::Any;
@@ -180,6 +180,9 @@ fn decode_as<O: VersionedObject>(h: &Header<'_>) -> Result<Box<dyn AnyObject>> {
 pub struct Registry {
     entries: BTreeMap<&'static str, Entry>,
     namespaces: BTreeSet<&'static str>,
+    /// The same classes by namespace and name, for the decode context (shared with the
+    /// decodes in progress, so registering never waits for them).
+    known: std::sync::Arc<KnownClasses>,
     limits: DecodeLimits,
 }
 
@@ -214,7 +217,7 @@ impl Registry {
             },
         );
         self.namespaces.insert(O::NAMESPACE);
-        crate::primitive::note_known_class(O::schema);
+        std::sync::Arc::make_mut(&mut self.known).insert((O::NAMESPACE, O::NAME), O::schema);
         self
     }
 
@@ -231,7 +234,7 @@ impl Registry {
             },
         );
         self.namespaces.insert(O::NAMESPACE);
-        crate::primitive::note_known_class(O::schema);
+        std::sync::Arc::make_mut(&mut self.known).insert((O::NAMESPACE, O::NAME), O::schema);
         self
     }
 
@@ -377,7 +380,18 @@ impl Registry {
         if (entry.schema)().namespace != h.namespace {
             return Err(h.unsupported_namespace());
         }
-        (entry.decode)(&h)
+        with_known_classes(&self.known, || (entry.decode)(&h))
+    }
+
+    /// Decodes JSON bytes of a primitive that must be of class `O`
+    /// ([`VersionedObject::from_primitive_slice`]) with this registry's limits, and with
+    /// its classes as the ones a contained object of another class is looked up in (as
+    /// OVO's registry is): such an object is then `UnsupportedObject` or
+    /// `IncompatibleObjectVersion` rather than only of the wrong type.
+    pub fn from_primitive_slice_as<O: VersionedObject>(&self, bytes: &[u8]) -> Result<O> {
+        with_known_classes(&self.known, || {
+            O::from_primitive_slice_limited(bytes, &self.limits)
+        })
     }
 }
 

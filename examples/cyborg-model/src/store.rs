@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use uuid::Uuid;
-use verso::remote::CallError;
+use verso::indirection::CallError;
 use verso::{RequestContext, VersionedObject};
 
 /// The storage the remotable bodies need.

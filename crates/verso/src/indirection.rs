@@ -13,7 +13,7 @@
 //! a test without indirection run side by side.
 //!
 //! ```
-//! use verso::remote::CallError;
+//! use verso::indirection::CallError;
 //! use verso::{Field, ObjectMeta, RequestContext, VersionedObject};
 //!
 //! #[derive(VersionedObject, Clone, Debug, PartialEq)]
