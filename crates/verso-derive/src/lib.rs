@@ -266,6 +266,16 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
     let idents: Vec<&Ident> = fields.iter().map(|f| &f.ident).collect();
     let indices: Vec<usize> = (0..fields.len()).collect();
     let wire_names: Vec<&String> = fields.iter().map(|f| &f.wire_name).collect();
+    // `"name":` as a byte literal when the name needs no JSON escaping (always, for a
+    // Rust identifier), else escaped at run time.
+    let write_keys = wire_names.iter().map(|name| {
+        if name.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+            let key = syn::LitByteStr::new(format!("\"{name}\":").as_bytes(), Span::call_site());
+            quote!(out.extend_from_slice(#key);)
+        } else {
+            quote!(::verso::field::write_str(out, #name); out.push(b':');)
+        }
+    });
     let blank_fields = fields.iter().map(|f| {
         let id = &f.ident;
         if is_list && id == "objects" {
@@ -385,6 +395,20 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                     #(#indices => &mut self.#idents,)*
                     _ => panic!("{} has {} fields, not {}", #name, #n, index),
                 }
+            }
+            fn __write_fields(&self, out: &mut ::std::vec::Vec<u8>) {
+                let mut first = true;
+                #(
+                    if let ::core::option::Option::Some(v) = self.#idents.get() {
+                        if !first {
+                            out.push(b',');
+                        }
+                        first = false;
+                        #write_keys
+                        ::verso::FieldValue::write_json(v, out);
+                    }
+                )*
+                let _ = first;
             }
             fn __field_index(name: &str) -> ::core::option::Option<usize> {
                 match name {

@@ -111,24 +111,14 @@ impl DecodeLimits {
     pub fn check_json(&self, text: &[u8]) -> Result<(), LimitError> {
         // The member count of each open list or object; the depth is its length. Only
         // the innermost `max_depth` levels are ever open, so this stays small.
-        let mut members: Vec<usize> = Vec::new();
-        let mut in_string = false;
-        let mut escaped = false;
+        let mut members = Levels::default();
         // Whether the innermost open container has any member yet.
         let mut empty = false;
-        for &b in text {
-            if in_string {
-                if escaped {
-                    escaped = false;
-                } else if b == b'\\' {
-                    escaped = true;
-                } else if b == b'"' {
-                    in_string = false;
-                }
-                continue;
-            }
+        let mut i = 0;
+        while let Some(&b) = text.get(i) {
+            i += 1;
             match b {
-                b' ' | b'\t' | b'\n' | b'\r' => continue,
+                b' ' | b'\t' | b'\n' | b'\r' => {}
                 b'[' | b'{' => {
                     self.first_member(&mut members, &mut empty)?;
                     if members.len() >= self.max_depth {
@@ -155,7 +145,7 @@ impl DecodeLimits {
                 }
                 b'"' => {
                     self.first_member(&mut members, &mut empty)?;
-                    in_string = true;
+                    i = string_end(text, i);
                 }
                 _ => self.first_member(&mut members, &mut empty)?,
             }
@@ -165,7 +155,7 @@ impl DecodeLimits {
 
     /// The first value inside a container counts as its first member (a list of `n`
     /// members has `n - 1` commas).
-    fn first_member(&self, members: &mut [usize], empty: &mut bool) -> Result<(), LimitError> {
+    fn first_member(&self, members: &mut Levels, empty: &mut bool) -> Result<(), LimitError> {
         if std::mem::take(empty) {
             if let Some(n) = members.last_mut() {
                 *n = 1;
@@ -180,10 +170,92 @@ impl DecodeLimits {
     }
 }
 
+/// The member counts of the open levels, innermost last: the first levels in place (a
+/// primitive is rarely more than a dozen deep), deeper ones on the heap.
+#[derive(Default)]
+struct Levels {
+    inline: [usize; 16],
+    len: usize,
+    deeper: Vec<usize>,
+}
+
+impl Levels {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn push(&mut self, n: usize) {
+        match self.inline.get_mut(self.len) {
+            Some(slot) => *slot = n,
+            None => self.deeper.push(n),
+        }
+        self.len += 1;
+    }
+
+    fn pop(&mut self) {
+        if self.len > self.inline.len() {
+            self.deeper.pop();
+        }
+        self.len = self.len.saturating_sub(1);
+    }
+
+    fn last_mut(&mut self) -> Option<&mut usize> {
+        match self.len {
+            0 => None,
+            n if n <= self.inline.len() => self.inline.get_mut(n - 1),
+            _ => self.deeper.last_mut(),
+        }
+    }
+}
+
+/// The index just past the `"` that closes the string whose text starts at `i` (the
+/// length of `text` when it is not closed). Most of a primitive's bytes are string
+/// text, so it is skipped eight bytes at a time, looking only for `"` and `\\`.
+fn string_end(text: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    loop {
+        if let Some(chunk) = text.get(i..i + 8) {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            let v = u64::from_le_bytes(word);
+            let hits = zero_byte(v ^ (ONES * u64::from(b'"'))) | zero_byte(v ^ (ONES * u64::from(b'\\')));
+            if hits == 0 {
+                i += 8;
+                continue;
+            }
+            // The lowest flagged byte is exact (a borrow only flags bytes above it).
+            i += (hits.trailing_zeros() / 8) as usize;
+        }
+        match text.get(i) {
+            None => return text.len(),
+            Some(b'"') => return i + 1,
+            // An escape: the next byte is part of it, whatever it is.
+            Some(b'\\') => i += 2,
+            Some(_) => i += 1,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn string_ends_are_found_across_words_and_escapes() {
+        for (text, from, end) in [
+            (&br#""abc" x"#[..], 1, 5),
+            (br#""0123456789abcdef" x"#, 1, 18),
+            (br#""01234\"6789abcdef" x"#, 1, 19),
+            (br#""0123456\\" x"#, 1, 11),
+            (br#""0123456789abcdef\"#, 1, 18),
+            (br#""unclosed text here"#, 1, 19),
+        ] {
+            assert_eq!(string_end(text, from), end, "{}", String::from_utf8_lossy(text));
+        }
+    }
 
     fn nested(open: &str, close: &str, depth: usize) -> Vec<u8> {
         let mut s = open.repeat(depth).into_bytes();

@@ -72,20 +72,7 @@ fn envelope<O: VersionedObject>(obj: &O, version: &Version, data: PrimitiveData)
 pub fn write_own<O: VersionedObject>(obj: &O, out: &mut Vec<u8>) {
     write_header::<O>(out, &obj.version());
     let schema = O::schema();
-    let mut first = true;
-    for (i, f) in schema.fields.iter().enumerate() {
-        let slot = obj.field(i);
-        if !slot.is_set() {
-            continue;
-        }
-        if !first {
-            out.push(b',');
-        }
-        first = false;
-        crate::field::write_str(out, f.name);
-        out.push(b':');
-        slot.write_json(out);
-    }
+    obj.__write_fields(out);
     out.push(b'}');
     // As OVO (and `envelope`): only changed fields that are in `data`, i.e. set
     // (`what_changed` restricted to set fields, without looking names up).
@@ -600,6 +587,32 @@ impl<'de> serde::Deserialize<'de> for MaybeStr<'de> {
     }
 }
 
+/// A key of a JSON object, borrowed from the input when it has no escapes (serde's own
+/// `Cow<str>` always copies: one allocation per key of every decode).
+struct Key<'de>(std::borrow::Cow<'de, str>);
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> std::result::Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> std::result::Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> std::result::Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
 /// What the streaming decoder collects before the header checks run.
 struct Collected<'de, O> {
     namespace: Option<MaybeStr<'de>>,
@@ -674,8 +687,8 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for DataSeed<'_, O> {
         mut map: A,
     ) -> std::result::Result<bool, A::Error> {
         let schema = O::schema();
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            let Some(i) = O::__field_index(&key) else {
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            let Some(i) = O::__field_index(&key.0) else {
                 map.next_value::<serde::de::IgnoredAny>()?;
                 continue;
             };
@@ -751,8 +764,8 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for EnvelopeVisitor<O> {
             changes_is_list: true,
             field_error: None,
         };
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            match key.as_ref() {
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            match key.0.as_ref() {
                 KEY_NAME => c.name = Some(map.next_value()?),
                 KEY_NAMESPACE => c.namespace = Some(map.next_value()?),
                 KEY_VERSION => c.version = Some(map.next_value()?),
