@@ -444,7 +444,7 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                 ::core::option::Option::Some(<Self as ::verso::VersionedObject>::schema)
             }
             fn to_primitive(&self) -> ::verso::__private::Value {
-                ::verso::VersionedObject::to_primitive(self)
+                ::verso::__private::encode_own(self)
             }
             fn from_primitive(value: &::verso::__private::Value) -> ::verso::Result<Self> {
                 ::verso::object::decode_contained::<Self>(value)
@@ -806,7 +806,7 @@ fn wrapper_body(m: &RemoteMethod, local: &Ident) -> syn::Result<syn::Block> {
             if let ::core::option::Option::Some(api) = ctx.indirection(<Self as ::verso::VersionedObject>::NAMESPACE) {
                 let api = api.clone();
                 let args = ::std::vec![#(::verso::indirection::RemoteValue::to_remote(&#names)),*];
-                let objinst = ::verso::VersionedObject::to_primitive(self);
+                let objinst = ::verso::__private::encode_own(self);
                 let (updates, result) = api
                     .object_action(&ctx, objinst, #name, args, ::verso::__private::Map::new())
                     .await

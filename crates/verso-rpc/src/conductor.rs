@@ -196,7 +196,7 @@ pub fn add_object_endpoints(
                 let obj = reg
                     .from_primitive(&objinst)
                     .map_err(|e| to_remote(e.into()))?;
-                obj.obj_to_primitive_for_peer(&manifest)
+                obj.obj_to_primitive(verso::Target::Peer(&manifest))
                     .map_err(|e| to_remote(e.into()))
             }
         },

@@ -51,7 +51,7 @@ use crate::error::Error;
 use crate::field::FieldValue;
 use crate::object::MethodSchema;
 use crate::registry::AnyObject;
-use crate::{RequestContext, VersionManifest, VersionedObject};
+use crate::{RequestContext, Target, VersionManifest, VersionedObject};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -212,8 +212,8 @@ impl MethodOutput {
         match self {
             MethodOutput::Value(v) => Ok(v.clone()),
             MethodOutput::Object(o) => match manifest {
-                Some(m) => o.obj_to_primitive_for_peer(m),
-                None => o.obj_to_primitive(None, None),
+                Some(m) => o.obj_to_primitive(Target::Peer(m)),
+                None => o.obj_to_primitive(Target::Own),
             },
         }
     }
@@ -376,7 +376,7 @@ pub fn action_updates(
     after: &dyn AnyObject,
 ) -> Result<Map<String, Value>, Error> {
     let data = |o: &dyn AnyObject| -> Result<Map<String, Value>, Error> {
-        let mut p = o.obj_to_primitive(None, None)?;
+        let mut p = o.obj_to_primitive(Target::Own)?;
         Ok(
             match p.get_mut(crate::primitive::KEY_DATA).map(Value::take) {
                 Some(Value::Object(m)) => m,

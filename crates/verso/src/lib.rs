@@ -36,7 +36,7 @@
 //!     managed_mode: Mode::Managed.into(),
 //!     ..Device::blank()
 //! };
-//! let p = dev.to_primitive_for("1.1".parse()?)?;
+//! let p = dev.to_primitive(verso::Target::Version("1.1".parse()?))?;
 //! assert_eq!(p["versioned_object.version"], "1.1");
 //! assert!(p["versioned_object.data"].get("managed_mode").is_none());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -64,6 +64,7 @@ pub use fingerprint::{ContractChange, ObjectContract};
 pub use limits::{DecodeLimits, LimitError};
 pub use list::ObjectList;
 pub use manifest::{default_make_compatible, VersionManifest};
+pub use primitive::Target;
 pub use object::{
     ArgSchema, FieldSchema, MethodKind, MethodSchema, ObjectMeta, ObjectSchema, VersionedObject,
 };
@@ -77,6 +78,7 @@ pub use verso_derive::{remotable, VersionedEnum, VersionedObject};
 pub mod __private {
     pub use crate::field::read_field;
     pub use crate::object::has_changes;
+    pub use crate::primitive::encode_own;
     pub use crate::primitive::decode_map;
     pub use serde::de::MapAccess;
     pub use serde_json::{Map, Value};

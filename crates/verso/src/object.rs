@@ -2,6 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::field::{locate, DynField, FieldType, PrimitiveData};
+use crate::primitive::Target;
 use crate::{DecodeLimits, RequestContext, Version, VersionManifest};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -141,7 +142,7 @@ impl fmt::Debug for ObjectMeta {
 /// let mut w = Widget::blank();
 /// w.id.set(7);
 /// w.colour.set("red".into());
-/// let old = w.to_primitive_for("1.0".parse()?)?;
+/// let old = w.to_primitive(verso::Target::Version("1.0".parse()?))?;
 /// assert_eq!(old["versioned_object.data"], serde_json::json!({"id": 7}));
 /// let back = Widget::from_primitive(&old)?;
 /// assert_eq!(back.version().to_string(), "1.0");
@@ -325,27 +326,18 @@ pub trait VersionedObject: Clone + fmt::Debug + PartialEq + Send + Sync + 'stati
             .map_err(|e| locate(e, Self::NAME, name))
     }
 
-    /// The primitive at the instance version (`obj_to_primitive()`).
-    fn to_primitive(&self) -> Value {
-        crate::primitive::encode_own(self)
+    /// The primitive for `target`: at the instance version ([`Target::Own`]), backported
+    /// to a version, with contained objects backported to a manifest, or for a peer's
+    /// manifest ([`Target::Peer`]). OVO's `obj_to_primitive`. A target version newer
+    /// than the instance is [`Error::InvalidTargetVersion`].
+    fn to_primitive(&self, target: Target<'_>) -> Result<Value> {
+        crate::primitive::to_value(self, target)
     }
 
-    /// [`to_primitive`](Self::to_primitive) as JSON bytes, written directly without an
-    /// intermediate `serde_json::Value` (the same JSON).
-    fn to_primitive_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(256);
-        crate::primitive::write_own(self, &mut out);
-        out
-    }
-
-    /// [`to_primitive_for_peer`](Self::to_primitive_for_peer) as JSON bytes, written in
-    /// one pass without an intermediate `serde_json::Value` (the same JSON).
-    fn to_primitive_bytes_for_peer(&self, manifest: &VersionManifest) -> Result<Vec<u8>> {
-        crate::primitive::encode_bytes(
-            self,
-            crate::primitive::peer_target(self, manifest),
-            Some(manifest),
-        )
+    /// [`to_primitive`](Self::to_primitive) as JSON bytes, written in one pass without
+    /// an intermediate `serde_json::Value` (the same JSON; the hot path of every call).
+    fn to_primitive_bytes(&self, target: Target<'_>) -> Result<Vec<u8>> {
+        crate::primitive::to_bytes(self, target)
     }
 
     /// Decodes JSON bytes of a primitive of this class; the same rules and errors as
@@ -360,29 +352,6 @@ pub trait VersionedObject: Clone + fmt::Debug + PartialEq + Send + Sync + 'stati
     fn from_primitive_slice_limited(bytes: &[u8], limits: &DecodeLimits) -> Result<Self> {
         limits.check_json(bytes)?;
         crate::primitive::decode_slice(bytes)
-    }
-
-    /// The primitive backported to `target` (`obj_to_primitive(target_version)`).
-    fn to_primitive_for(&self, target: Version) -> Result<Value> {
-        crate::primitive::encode(self, Some(target), None)
-    }
-
-    /// The primitive at the instance version with every contained object backported to
-    /// the version `manifest` names for its class, in one pass
-    /// (`obj_to_primitive(version_manifest=...)`).
-    fn to_primitive_with_manifest(&self, manifest: &VersionManifest) -> Result<Value> {
-        crate::primitive::encode(self, None, Some(manifest))
-    }
-
-    /// The primitive for a peer that knows the versions in `manifest`: the object at the
-    /// manifest's version for its class (or its own), contained objects as the manifest
-    /// says. This is what a conductor sends back to an older agent.
-    fn to_primitive_for_peer(&self, manifest: &VersionManifest) -> Result<Value> {
-        crate::primitive::encode(
-            self,
-            crate::primitive::peer_target(self, manifest),
-            Some(manifest),
-        )
     }
 
     /// Decodes a primitive of this class (any older or equal minor of the same major).

@@ -24,6 +24,87 @@ pub const KEY_DATA: &str = "versioned_object.data";
 /// `versioned_object.changes`.
 pub const KEY_CHANGES: &str = "versioned_object.changes";
 
+/// What version an object is encoded at, and for whom: the argument of
+/// [`VersionedObject::to_primitive`] and
+/// [`VersionedObject::to_primitive_bytes`](crate::VersionedObject::to_primitive_bytes).
+///
+/// ```
+/// use verso::{Field, ObjectMeta, Target, VersionedObject, VersionManifest};
+/// #[derive(VersionedObject, Clone, Debug, PartialEq)]
+/// #[verso(namespace = "demo", version = "1.1")]
+/// pub struct Widget {
+///     pub id: Field<i64>,
+///     #[verso(since = "1.1")]
+///     pub colour: Field<String>,
+///     pub meta: ObjectMeta,
+/// }
+/// let w = Widget { id: 1.into(), colour: "red".into(), ..Widget::blank() };
+/// let mut peer = VersionManifest::new();
+/// peer.insert("Widget", "1.0".parse()?);
+/// let own = w.to_primitive(Target::Own)?;
+/// let old = w.to_primitive_bytes(Target::Peer(&peer))?;
+/// assert_eq!(own["versioned_object.version"], "1.1");
+/// assert_eq!(serde_json::from_slice::<serde_json::Value>(&old)?["versioned_object.version"], "1.0");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub enum Target<'a> {
+    /// The instance version, nothing backported (`obj_to_primitive()`).
+    Own,
+    /// Backported to this version (`obj_to_primitive(target_version)`); contained
+    /// objects follow their relationship tables.
+    Version(Version),
+    /// The instance version with every contained object and list member backported to
+    /// the version the manifest names for its class, in one pass
+    /// (`obj_to_primitive(version_manifest=...)`).
+    Manifest(&'a VersionManifest),
+    /// Both at once: OVO's `obj_to_primitive(target_version, version_manifest)`.
+    VersionAndManifest(Version, &'a VersionManifest),
+    /// For a peer that knows the versions in the manifest: the object at the manifest's
+    /// version of its class when that is older than the instance (else its own),
+    /// contained objects as the manifest says. What a conductor sends back to an older
+    /// agent.
+    Peer(&'a VersionManifest),
+}
+
+impl<'a> Target<'a> {
+    /// OVO's two optional arguments of `obj_to_primitive`.
+    pub fn ovo(version: Option<Version>, manifest: Option<&'a VersionManifest>) -> Self {
+        match (version, manifest) {
+            (None, None) => Target::Own,
+            (Some(v), None) => Target::Version(v),
+            (None, Some(m)) => Target::Manifest(m),
+            (Some(v), Some(m)) => Target::VersionAndManifest(v, m),
+        }
+    }
+
+    /// The target version and manifest for `obj`, as OVO's two arguments.
+    fn resolve<O: VersionedObject>(self, obj: &O) -> (Option<Version>, Option<&'a VersionManifest>) {
+        match self {
+            Target::Own => (None, None),
+            Target::Version(v) => (Some(v), None),
+            Target::Manifest(m) => (None, Some(m)),
+            Target::VersionAndManifest(v, m) => (Some(v), Some(m)),
+            Target::Peer(m) => (peer_target(obj, m), Some(m)),
+        }
+    }
+}
+
+/// The primitive of `obj` for `target` (the work of [`VersionedObject::to_primitive`]).
+pub(crate) fn to_value<O: VersionedObject>(obj: &O, target: Target<'_>) -> Result<Value> {
+    match target.resolve(obj) {
+        (None, None) => Ok(encode_own(obj)),
+        (version, manifest) => encode(obj, version, manifest),
+    }
+}
+
+/// The primitive of `obj` for `target` as JSON bytes, written directly (the work of
+/// [`VersionedObject::to_primitive_bytes`](crate::VersionedObject::to_primitive_bytes)).
+pub(crate) fn to_bytes<O: VersionedObject>(obj: &O, target: Target<'_>) -> Result<Vec<u8>> {
+    let (version, manifest) = target.resolve(obj);
+    encode_bytes(obj, version, manifest)
+}
+
 /// Whether a JSON value looks like an object primitive (has `versioned_object.name`),
 /// which is how OVO's serializer tells objects from plain values.
 pub fn is_primitive(value: &Value) -> bool {
@@ -230,8 +311,10 @@ pub fn write_backported_child<O: VersionedObject>(
     write_backported(obj, out, to, manifest, false)
 }
 
-/// The primitive at the instance version, with no backport.
-pub(crate) fn encode_own<O: VersionedObject>(obj: &O) -> Value {
+/// The primitive at the instance version, with no backport (infallible). Used by the
+/// derive.
+#[doc(hidden)]
+pub fn encode_own<O: VersionedObject>(obj: &O) -> Value {
     envelope(obj, &obj.version(), data_of(obj))
 }
 

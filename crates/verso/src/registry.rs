@@ -5,7 +5,7 @@
 
 use crate::error::{Error, Result};
 use crate::object::ObjectSchema;
-use crate::primitive::{decode_body, header, with_known_classes, Header, KnownClasses};
+use crate::primitive::{decode_body, header, with_known_classes, Header, KnownClasses, Target};
 use crate::indirection::{BoxFuture, CallArgs, CallError, MethodOutput, Remotable};
 use crate::{DecodeLimits, RequestContext, Version, VersionManifest, VersionedObject};
 use serde_json::{Map, Value};
@@ -19,20 +19,10 @@ pub trait AnyObject: fmt::Debug + Send + Sync + 'static {
     fn obj_schema(&self) -> &'static ObjectSchema;
     /// The instance version.
     fn obj_version(&self) -> Version;
-    /// `obj_to_primitive(target_version, version_manifest)`.
-    fn obj_to_primitive(
-        &self,
-        target: Option<Version>,
-        manifest: Option<&VersionManifest>,
-    ) -> Result<Value>;
-    /// See [`VersionedObject::to_primitive_for_peer`].
-    fn obj_to_primitive_for_peer(&self, manifest: &VersionManifest) -> Result<Value>;
-    /// `obj_to_primitive` as JSON bytes, written directly (the same JSON).
-    fn obj_to_primitive_bytes(
-        &self,
-        target: Option<Version>,
-        manifest: Option<&VersionManifest>,
-    ) -> Result<Vec<u8>>;
+    /// See [`VersionedObject::to_primitive`].
+    fn obj_to_primitive(&self, target: Target<'_>) -> Result<Value>;
+    /// See [`VersionedObject::to_primitive_bytes`].
+    fn obj_to_primitive_bytes(&self, target: Target<'_>) -> Result<Vec<u8>>;
     /// See [`VersionedObject::describe`].
     fn obj_describe(&self) -> Value;
     /// See [`VersionedObject::what_changed`].
@@ -58,22 +48,11 @@ impl<O: VersionedObject> AnyObject for O {
     fn obj_version(&self) -> Version {
         self.version()
     }
-    fn obj_to_primitive(
-        &self,
-        target: Option<Version>,
-        manifest: Option<&VersionManifest>,
-    ) -> Result<Value> {
-        crate::primitive::encode(self, target, manifest)
+    fn obj_to_primitive(&self, target: Target<'_>) -> Result<Value> {
+        self.to_primitive(target)
     }
-    fn obj_to_primitive_for_peer(&self, manifest: &VersionManifest) -> Result<Value> {
-        self.to_primitive_for_peer(manifest)
-    }
-    fn obj_to_primitive_bytes(
-        &self,
-        target: Option<Version>,
-        manifest: Option<&VersionManifest>,
-    ) -> Result<Vec<u8>> {
-        crate::primitive::encode_bytes(self, target, manifest)
+    fn obj_to_primitive_bytes(&self, target: Target<'_>) -> Result<Vec<u8>> {
+        self.to_primitive_bytes(target)
     }
     fn obj_describe(&self) -> Value {
         self.describe()
@@ -169,7 +148,7 @@ fn decode_as<O: VersionedObject>(h: &Header<'_>) -> Result<Box<dyn AnyObject>> {
 ///
 /// let mut registry = Registry::new();
 /// registry.register::<Widget>();
-/// let prim = Widget { id: 3.into(), ..Widget::blank() }.to_primitive();
+/// let prim = Widget { id: 3.into(), ..Widget::blank() }.to_primitive(verso::Target::Own)?;
 /// let any = registry.from_primitive(&prim)?;
 /// assert_eq!(any.obj_schema().name, "Widget");
 /// let w: Widget = any.downcast().expect("a Widget");

@@ -293,13 +293,13 @@ pub fn run_case(reg: &Registry, case: &Value) -> Result<(), String> {
                 ),
                 None => None,
             };
-            let out = match obj.obj_to_primitive(target, manifest.as_ref()) {
+            let out = match obj.obj_to_primitive(verso::Target::ovo(target, manifest.as_ref())) {
                 Ok(p) => Outcome::Value(p),
                 Err(e) => Outcome::Error(e),
             };
             check(expect, "primitive", out)?;
             // The direct byte writer must give the same JSON.
-            let bytes = match obj.obj_to_primitive_bytes(target, manifest.as_ref()) {
+            let bytes = match obj.obj_to_primitive_bytes(verso::Target::ovo(target, manifest.as_ref())) {
                 Ok(b) => Outcome::Value(
                     serde_json::from_slice(&b)
                         .map_err(|e| format!("byte path wrote bad JSON: {e}"))?,
@@ -314,7 +314,7 @@ pub fn run_case(reg: &Registry, case: &Value) -> Result<(), String> {
                 Ok(obj) => {
                     check(expect, "object", Outcome::Value(obj.obj_describe()))?;
                     let re = obj
-                        .obj_to_primitive(None, None)
+                        .obj_to_primitive(verso::Target::Own)
                         .map_err(|e| format!("re-encode: {e}"))?;
                     check(expect, "reencoded", Outcome::Value(re))?;
                 }
