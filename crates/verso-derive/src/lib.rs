@@ -236,7 +236,7 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
         let ty = &f.inner;
         let since = f.since.as_ref().map_or(quote!(::core::option::Option::None), |v| quote!(::core::option::Option::Some(#v)));
         let default = f.default.as_ref().map_or(quote!(::core::option::Option::None), |e| {
-            quote!(::core::option::Option::Some(::verso::field::default_primitive::<#ty>(::core::convert::Into::<#ty>::into(#e))))
+            quote!(::core::option::Option::Some(::verso::__private::default_primitive::<#ty>(::core::convert::Into::<#ty>::into(#e))))
         });
         let rel = f.relationships.clone().unwrap_or_else(|| quote!(::std::vec::Vec::new()));
         quote! {
@@ -273,7 +273,7 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
             let key = syn::LitByteStr::new(format!("\"{name}\":").as_bytes(), Span::call_site());
             quote!(out.extend_from_slice(#key);)
         } else {
-            quote!(::verso::field::write_str(out, #name); out.push(b':');)
+            quote!(::verso::__private::write_str(out, #name); out.push(b':');)
         }
     });
     let blank_fields = fields.iter().map(|f| {
@@ -285,19 +285,40 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
             quote!(#id: ::verso::Field::unset())
         }
     });
-    let make_compatible = attrs.make_compatible.map(|path| {
-        quote! {
-            fn make_compatible(
-                &self,
-                data: &mut ::verso::PrimitiveData,
-                target: &::verso::Version,
-                manifest: ::core::option::Option<&::verso::VersionManifest>,
-            ) -> ::verso::Result<()> {
-                #path(self, data, target, manifest)
-            }
+    let make_compatible_body = match attrs.make_compatible {
+        Some(path) => quote!(#path(self, data, target, manifest)),
+        None => quote!(::verso::__private::default_make_compatible(
+            self, data, target, manifest
+        )),
+    };
+    let make_compatible = quote! {
+        fn make_compatible(
+            &self,
+            data: &mut ::verso::PrimitiveData,
+            target: &::verso::Version,
+            manifest: ::core::option::Option<&::verso::VersionManifest>,
+        ) -> ::verso::Result<()> {
+            #make_compatible_body
         }
-    });
-
+        fn to_primitive(&self, target: ::verso::Target<'_>) -> ::verso::Result<::verso::__private::Value> {
+            ::verso::__private::to_primitive(self, target)
+        }
+        fn to_primitive_bytes(&self, target: ::verso::Target<'_>) -> ::verso::Result<::std::vec::Vec<u8>> {
+            ::verso::__private::to_primitive_bytes(self, target)
+        }
+        fn from_primitive_limited(
+            primitive: &::verso::__private::Value,
+            limits: &::verso::DecodeLimits,
+        ) -> ::verso::Result<Self> {
+            ::verso::__private::from_primitive_limited(primitive, limits)
+        }
+        fn from_primitive_slice_limited(
+            bytes: &[u8],
+            limits: &::verso::DecodeLimits,
+        ) -> ::verso::Result<Self> {
+            ::verso::__private::from_primitive_slice_limited(bytes, limits)
+        }
+    };
     let list_impls = if is_list {
         let objects = fields
             .iter()
@@ -447,7 +468,7 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                 ::verso::__private::encode_own(self)
             }
             fn from_primitive(value: &::verso::__private::Value) -> ::verso::Result<Self> {
-                ::verso::object::decode_contained::<Self>(value)
+                ::verso::__private::decode_contained::<Self>(value)
             }
             fn from_json_map<'de, A: ::verso::__private::MapAccess<'de>>(
                 map: A,
@@ -458,7 +479,7 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                 ::verso::VersionedObject::describe(self)
             }
             fn write_json(&self, out: &mut ::std::vec::Vec<u8>) {
-                ::verso::primitive::write_own(self, out)
+                ::verso::__private::write_own(self, out)
             }
             fn write_backport(
                 &self,
@@ -466,7 +487,7 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                 to: &::verso::Version,
                 manifest: ::core::option::Option<&::verso::VersionManifest>,
             ) -> ::verso::Result<()> {
-                ::verso::primitive::write_backported_child(self, out, to, manifest)
+                ::verso::__private::write_backported_child(self, out, to, manifest)
             }
             fn has_changes(&self) -> bool {
                 ::verso::__private::has_changes(self)
@@ -480,13 +501,25 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                 to: &::verso::Version,
                 manifest: ::core::option::Option<&::verso::VersionManifest>,
             ) -> ::verso::Result<()> {
-                ::verso::manifest::backport_object(self, primitive, to, manifest)
+                ::verso::__private::backport_object(self, primitive, to, manifest)
             }
             fn attach_context(&mut self, ctx: &::verso::RequestContext) {
-                ::verso::indirection::attach_context(self, ctx)
+                ::verso::__private::attach_context(self, ctx)
             }
-            fn into_any_object(self) -> ::core::result::Result<::std::boxed::Box<dyn ::verso::AnyObject>, Self> {
-                ::core::result::Result::Ok(::std::boxed::Box::new(self))
+        }
+
+        impl ::verso::indirection::RemoteValue for #ident {
+            fn to_remote(&self) -> ::verso::__private::Value {
+                ::verso::__private::encode_own(self)
+            }
+            fn from_remote(value: &::verso::__private::Value) -> ::verso::Result<Self> {
+                ::verso::__private::decode_contained::<Self>(value)
+            }
+            fn attach_context(&mut self, ctx: &::verso::RequestContext) {
+                ::verso::__private::attach_context(self, ctx)
+            }
+            fn into_output(self) -> ::verso::indirection::MethodOutput {
+                ::verso::__private::object_into_output(self)
             }
         }
 
@@ -540,18 +573,31 @@ fn expand_enum(input: &DeriveInput) -> syn::Result<TokenStream2> {
                 ::verso::__private::Value::String(::verso::VersionedEnum::as_str(self).into())
             }
             fn write_json(&self, out: &mut ::std::vec::Vec<u8>) {
-                ::verso::field::write_str(out, ::verso::VersionedEnum::as_str(self))
+                ::verso::__private::write_str(out, ::verso::VersionedEnum::as_str(self))
             }
             fn from_primitive(value: &::verso::__private::Value) -> ::verso::Result<Self> {
-                ::verso::field::enum_from_primitive(value)
+                ::verso::__private::enum_from_primitive(value)
             }
             fn from_json_str(s: &str) -> ::verso::Result<Self> {
-                ::verso::field::enum_from_str(s)
+                ::verso::__private::enum_from_str(s)
             }
         }
         impl ::core::fmt::Display for #ident {
             fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
                 f.write_str(::verso::VersionedEnum::as_str(self))
+            }
+        }
+
+        impl ::verso::indirection::RemoteValue for #ident {
+            fn to_remote(&self) -> ::verso::__private::Value {
+                ::verso::FieldValue::to_primitive(self)
+            }
+            fn from_remote(value: &::verso::__private::Value) -> ::verso::Result<Self> {
+                ::verso::__private::enum_from_primitive(value)
+            }
+            fn attach_context(&mut self, _ctx: &::verso::RequestContext) {}
+            fn into_output(self) -> ::verso::indirection::MethodOutput {
+                ::verso::__private::enum_into_output(self)
             }
         }
     })
@@ -712,9 +758,8 @@ fn expand_remotable(mut block: syn::ItemImpl) -> syn::Result<TokenStream2> {
         quote!(::verso::MethodSchema { name: #name, kind: #kind, args: ::std::vec![#(#args),*], returns: #returns })
     });
     let self_ty_ref = &self_ty;
-    let arms =
-        |instance: bool| {
-            methods.iter().filter(move |m| m.instance == instance).map(move |m| {
+    let arms = |instance: bool| {
+        methods.iter().filter(move |m| m.instance == instance).map(move |m| {
             let name = m.name.to_string();
             let local = format_ident_local(&m.name);
             let takes = m.args.iter().enumerate().map(|(i, (n, t))| {
@@ -737,7 +782,7 @@ fn expand_remotable(mut block: syn::ItemImpl) -> syn::Result<TokenStream2> {
                 }
             }
         })
-        };
+    };
     let class_arms = arms(false);
     let instance_arms = arms(true);
     Ok(quote! {
@@ -811,9 +856,9 @@ fn wrapper_body(m: &RemoteMethod, local: &Ident) -> syn::Result<syn::Block> {
                     .object_action(&ctx, objinst, #name, args, ::verso::__private::Map::new())
                     .await
                     .map_err(<#err as ::core::convert::From<::verso::CallError>>::from)?;
-                ::verso::indirection::apply_updates(self, &updates)
+                ::verso::__private::apply_updates(self, &updates)
                     .map_err(|e| <#err as ::core::convert::From<::verso::CallError>>::from(e.into()))?;
-                return ::verso::indirection::decode_result::<#ok>(&result, &ctx).map_err(<#err as ::core::convert::From<::verso::CallError>>::from);
+                return ::verso::__private::decode_result::<#ok>(&result, &ctx).map_err(<#err as ::core::convert::From<::verso::CallError>>::from);
             }
             self.#local(#(#names),*).await
         })
@@ -831,7 +876,7 @@ fn wrapper_body(m: &RemoteMethod, local: &Ident) -> syn::Result<syn::Block> {
                     .object_class_action_versions(#ctx, <Self as ::verso::VersionedObject>::NAME, #name, manifest, args, ::verso::__private::Map::new())
                     .await
                     .map_err(<#err as ::core::convert::From<::verso::CallError>>::from)?;
-                return ::verso::indirection::decode_result::<#ok>(&result, #ctx).map_err(<#err as ::core::convert::From<::verso::CallError>>::from);
+                return ::verso::__private::decode_result::<#ok>(&result, #ctx).map_err(<#err as ::core::convert::From<::verso::CallError>>::from);
             }
             Self::#local(#ctx, #(#names),*).await
         })

@@ -56,7 +56,7 @@ fn bench(c: &mut Criterion) {
     let remote_list = rt
         .block_on(cyborg_model::DeviceList::get_all(&agent))
         .expect("remote call");
-    let bytes = serde_json::to_vec(&remote_list.to_primitive(verso::Target::Own).expect("encodes at its own version"))
+    let bytes = serde_json::to_vec(&verso::FieldValue::to_primitive(&remote_list))
         .expect("json")
         .len();
     println!(

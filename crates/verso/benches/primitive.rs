@@ -72,14 +72,21 @@ fn roundtrip(c: &mut Criterion) {
     let p = plain(1);
     g.bench_function("verso", |b| {
         b.iter(|| {
-            let bytes = serde_json::to_vec(&black_box(&d).to_primitive(verso::Target::Own).expect("encodes at its own version")).expect("encode");
+            let bytes = serde_json::to_vec(
+                &black_box(&d)
+                    .to_primitive(verso::Target::Own)
+                    .expect("encodes at its own version"),
+            )
+            .expect("encode");
             let v: serde_json::Value = serde_json::from_slice(&bytes).expect("parse");
             black_box(Device::from_primitive(&v).expect("decode"))
         })
     });
     g.bench_function("verso_bytes", |b| {
         b.iter(|| {
-            let bytes = black_box(&d).to_primitive_bytes(verso::Target::Own).expect("encodes at its own version");
+            let bytes = black_box(&d)
+                .to_primitive_bytes(verso::Target::Own)
+                .expect("encodes at its own version");
             black_box(Device::from_primitive_slice(&bytes).expect("decode"))
         })
     });
@@ -103,10 +110,21 @@ fn list_backport(c: &mut Criterion) {
         g.throughput(Throughput::Elements(n as u64));
         g.sample_size(if n > 10_000 { 10 } else { 30 });
         g.bench_function(BenchmarkId::new("own_version", n), |b| {
-            b.iter(|| serde_json::to_vec(&black_box(&list).to_primitive(verso::Target::Own).expect("encodes at its own version")).expect("encode"))
+            b.iter(|| {
+                serde_json::to_vec(
+                    &black_box(&list)
+                        .to_primitive(verso::Target::Own)
+                        .expect("encodes at its own version"),
+                )
+                .expect("encode")
+            })
         });
         g.bench_function(BenchmarkId::new("own_version_bytes", n), |b| {
-            b.iter(|| black_box(&list).to_primitive_bytes(verso::Target::Own).expect("encodes at its own version"))
+            b.iter(|| {
+                black_box(&list)
+                    .to_primitive_bytes(verso::Target::Own)
+                    .expect("encodes at its own version")
+            })
         });
         g.bench_function(BenchmarkId::new("manifest_backport", n), |b| {
             b.iter(|| {
@@ -141,7 +159,9 @@ fn list_roundtrip(c: &mut Criterion) {
     g.sample_size(20);
     g.bench_function("verso_bytes", |b| {
         b.iter(|| {
-            let bytes = black_box(&list).to_primitive_bytes(verso::Target::Own).expect("encodes at its own version");
+            let bytes = black_box(&list)
+                .to_primitive_bytes(verso::Target::Own)
+                .expect("encodes at its own version");
             black_box(DeviceList::from_primitive_slice(&bytes).expect("decode"))
         })
     });

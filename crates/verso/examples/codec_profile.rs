@@ -75,7 +75,9 @@ fn main() {
         "device-bytes" => {
             let d = device(1);
             for _ in 0..n {
-                let bytes = black_box(&d).to_primitive_bytes(verso::Target::Own).expect("encodes at its own version");
+                let bytes = black_box(&d)
+                    .to_primitive_bytes(verso::Target::Own)
+                    .expect("encodes at its own version");
                 black_box(Device::from_primitive_slice(&bytes).expect("decode"));
             }
         }
@@ -90,7 +92,9 @@ fn main() {
             let mut list = DeviceList::from_objects((0..1000).map(device).collect());
             list.reset_changes_of(&[], true);
             for _ in 0..n {
-                let bytes = black_box(&list).to_primitive_bytes(verso::Target::Own).expect("encodes at its own version");
+                let bytes = black_box(&list)
+                    .to_primitive_bytes(verso::Target::Own)
+                    .expect("encodes at its own version");
                 black_box(DeviceList::from_primitive_slice(&bytes).expect("decode"));
             }
         }
@@ -102,7 +106,9 @@ fn main() {
             }
         }
         other => {
-            eprintln!("unknown workload {other}: device-bytes, device-serde, list-bytes, list-serde");
+            eprintln!(
+                "unknown workload {other}: device-bytes, device-serde, list-bytes, list-serde"
+            );
             std::process::exit(2);
         }
     }

@@ -9,80 +9,16 @@
 //! A [`Field`] is *unset* until assigned (as in OVO, an unset field is absent from the
 //! primitive and [`Field::get`] returns `None`); assigning marks it changed.
 
+use crate::context::RequestContext;
+use crate::datetime::DateTime;
 use crate::error::{Error, Result};
-use crate::{DateTime, RequestContext, Version, VersionManifest};
+use crate::manifest::VersionManifest;
+pub use crate::schema::FieldType;
+use crate::version::Version;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::fmt;
 use uuid::Uuid;
-
-/// The OVO field type class of a field, as fingerprints and the lint see it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FieldType {
-    /// `String`.
-    String,
-    /// `Integer`.
-    Integer,
-    /// `Float`.
-    Float,
-    /// `Boolean`.
-    Boolean,
-    /// `UUID`.
-    Uuid,
-    /// `DateTime` (timezone-aware).
-    DateTime,
-    /// `Enum` with its valid values, in declaration order.
-    Enum(&'static [&'static str]),
-    /// `Dict` of a value type (keys are strings).
-    Dict(Box<FieldType>),
-    /// `List` of an element type.
-    List(Box<FieldType>),
-    /// `Object` of the named class.
-    Object(&'static str),
-    /// `ListOfObjects` of the named class.
-    ListOfObjects(&'static str),
-}
-
-impl FieldType {
-    /// OVO's field type class name (`String`, `Dict`, `Object`, ...), as it appears in
-    /// fingerprints.
-    pub fn ovo_class(&self) -> &'static str {
-        match self {
-            FieldType::String => "String",
-            FieldType::Integer => "Integer",
-            FieldType::Float => "Float",
-            FieldType::Boolean => "Boolean",
-            FieldType::Uuid => "UUID",
-            FieldType::DateTime => "DateTime",
-            FieldType::Enum(_) => "Enum",
-            FieldType::Dict(_) => "Dict",
-            FieldType::List(_) => "List",
-            FieldType::Object(_) => "Object",
-            FieldType::ListOfObjects(_) => "List",
-        }
-    }
-
-    /// The class an `Object` or `ListOfObjects` field holds.
-    pub fn child_object(&self) -> Option<&'static str> {
-        match self {
-            FieldType::Object(n) | FieldType::ListOfObjects(n) => Some(n),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for FieldType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FieldType::Dict(v) => write!(f, "Dict({v})"),
-            FieldType::List(v) => write!(f, "List({v})"),
-            FieldType::Object(n) => write!(f, "Object({n})"),
-            FieldType::ListOfObjects(n) => write!(f, "ListOfObjects({n})"),
-            FieldType::Enum(v) => write!(f, "Enum({})", v.join(",")),
-            other => f.write_str(other.ovo_class()),
-        }
-    }
-}
 
 /// A Rust type that can be the value of an object field.
 ///
@@ -96,7 +32,7 @@ pub trait FieldValue: Clone + fmt::Debug + PartialEq + Send + Sync + 'static {
         false
     }
     /// The schema of the object this field holds, if it holds objects.
-    fn child_schema() -> Option<fn() -> &'static crate::ObjectSchema> {
+    fn child_schema() -> Option<fn() -> &'static crate::schema::ObjectSchema> {
         None
     }
     /// The primitive (JSON) form, as OVO's `field.to_primitive`.
@@ -180,10 +116,6 @@ pub trait FieldValue: Clone + fmt::Debug + PartialEq + Send + Sync + 'static {
     /// Stores the request context on contained objects.
     fn attach_context(&mut self, ctx: &RequestContext) {
         let _ = ctx;
-    }
-    /// The value as an object of any class, if it is one (remotable results).
-    fn into_any_object(self) -> std::result::Result<Box<dyn crate::AnyObject>, Self> {
-        Err(self)
     }
 }
 
@@ -441,14 +373,14 @@ impl FieldValue for DateTime {
     }
     fn from_json_str(s: &str) -> Result<Self> {
         s.parse()
-            .map_err(|e: crate::DateTimeError| invalid(e.to_string()))
+            .map_err(|e: crate::datetime::DateTimeError| invalid(e.to_string()))
     }
     fn from_primitive(value: &Value) -> Result<Self> {
         let s = value
             .as_str()
             .ok_or_else(|| type_error("datetime string", value))?;
         s.parse()
-            .map_err(|e: crate::DateTimeError| invalid(e.to_string()))
+            .map_err(|e: crate::datetime::DateTimeError| invalid(e.to_string()))
     }
     fn describe(&self) -> Value {
         Value::String(self.to_isoformat())
@@ -462,7 +394,7 @@ impl<T: FieldValue> FieldValue for Option<T> {
     fn nullable() -> bool {
         true
     }
-    fn child_schema() -> Option<fn() -> &'static crate::ObjectSchema> {
+    fn child_schema() -> Option<fn() -> &'static crate::schema::ObjectSchema> {
         T::child_schema()
     }
     fn to_primitive(&self) -> Value {
@@ -552,7 +484,7 @@ impl<T: FieldValue> FieldValue for Vec<T> {
             other => FieldType::List(Box::new(other)),
         }
     }
-    fn child_schema() -> Option<fn() -> &'static crate::ObjectSchema> {
+    fn child_schema() -> Option<fn() -> &'static crate::schema::ObjectSchema> {
         T::child_schema()
     }
     fn to_primitive(&self) -> Value {
@@ -673,9 +605,9 @@ impl<V: FieldValue> FieldValue for BTreeMap<String, V> {
     }
 }
 
-/// Reads a [`VersionedEnum`] from its wire text; used by the derive.
-#[doc(hidden)]
-pub fn enum_from_str<E: VersionedEnum>(s: &str) -> Result<E> {
+/// Reads a [`VersionedEnum`] from its wire text; used by the derive, through
+/// `__private`.
+pub(crate) fn enum_from_str<E: VersionedEnum>(s: &str) -> Result<E> {
     E::from_str(s).ok_or_else(|| invalid(format!("Field value {s} is invalid")))
 }
 
@@ -686,8 +618,7 @@ pub(crate) fn write_value(out: &mut Vec<u8>, v: &Value) {
 
 /// Appends a JSON string, escaped (copied as is when nothing needs escaping, the
 /// common case for names, UUIDs and enum values).
-#[doc(hidden)]
-pub fn write_str(out: &mut Vec<u8>, s: &str) {
+pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
     if !needs_escape(s.as_bytes()) {
         out.reserve(s.len() + 2);
         out.push(b'"');
@@ -711,7 +642,9 @@ fn needs_escape(text: &[u8]) -> bool {
         let mut word = [0u8; 8];
         word.copy_from_slice(chunk);
         let v = u64::from_le_bytes(word);
-        if below(v, 0x20) || zero(v ^ (ONES * u64::from(b'"'))) || zero(v ^ (ONES * u64::from(b'\\')))
+        if below(v, 0x20)
+            || zero(v ^ (ONES * u64::from(b'"')))
+            || zero(v ^ (ONES * u64::from(b'\\')))
         {
             return true;
         }
@@ -733,9 +666,9 @@ pub trait VersionedEnum: Copy + Eq + fmt::Debug + Send + Sync + 'static {
     fn from_str(s: &str) -> Option<Self>;
 }
 
-/// Implements [`FieldValue`] for a [`VersionedEnum`]; used by the derive.
-#[doc(hidden)]
-pub fn enum_from_primitive<E: VersionedEnum>(value: &Value) -> Result<E> {
+/// Implements [`FieldValue`] for a [`VersionedEnum`]; used by the derive, through
+/// `__private`.
+pub(crate) fn enum_from_primitive<E: VersionedEnum>(value: &Value) -> Result<E> {
     match value {
         Value::String(s) => {
             E::from_str(s).ok_or_else(|| invalid(format!("Field value {s} is invalid")))
@@ -1023,8 +956,7 @@ pub(crate) fn itoa_i64(v: i64, buf: &mut [u8; 20]) -> &[u8] {
 /// Reads one JSON value of type `T` straight from the parser (the byte path), with the
 /// same results as `T::from_primitive` of the same JSON. The outer error is the
 /// parser's; the inner one is the value's, which the decoder reports in OVO's order.
-#[doc(hidden)]
-pub struct JsonSeed<'a, T> {
+pub(crate) struct JsonSeed<'a, T> {
     /// `Some(default)` for a field's value, where `null` on a non-nullable field takes
     /// the default or fails; `None` for a list member.
     field: Option<Option<&'a Value>>,
@@ -1109,9 +1041,8 @@ impl<'de, T: FieldValue> serde::de::Visitor<'de> for JsonSeed<'_, T> {
 }
 
 /// Reads the next map value into `field` (marking it changed); used by the derive's
-/// field dispatch of the byte path.
-#[doc(hidden)]
-pub fn read_field<'de, T: FieldValue, A: serde::de::MapAccess<'de>>(
+/// field dispatch of the byte path (through `__private`).
+pub(crate) fn read_field<'de, T: FieldValue, A: serde::de::MapAccess<'de>>(
     field: &mut Field<T>,
     default: Option<&Value>,
     map: &mut A,
@@ -1121,9 +1052,9 @@ pub fn read_field<'de, T: FieldValue, A: serde::de::MapAccess<'de>>(
         .map(|v| field.set(v)))
 }
 
-/// The primitive of a default value, for schemas; used by the derive.
-#[doc(hidden)]
-pub fn default_primitive<T: FieldValue>(value: T) -> Value {
+/// The primitive of a default value, for schemas; used by the derive, through
+/// `__private`.
+pub(crate) fn default_primitive<T: FieldValue>(value: T) -> Value {
     value.to_primitive()
 }
 

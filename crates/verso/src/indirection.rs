@@ -47,11 +47,12 @@
 //! # Ok(()) }
 //! ```
 
+use crate::context::RequestContext;
 use crate::error::Error;
 use crate::field::FieldValue;
-use crate::object::MethodSchema;
-use crate::registry::AnyObject;
-use crate::{RequestContext, Target, VersionManifest, VersionedObject};
+use crate::manifest::{Target, VersionManifest};
+use crate::object::{AnyObject, MethodSchema, VersionedObject};
+use crate::primitive::KEY_DATA;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -232,22 +233,48 @@ pub trait RemoteValue: Sized + Send + 'static {
     fn into_output(self) -> MethodOutput;
 }
 
-impl<T: FieldValue> RemoteValue for T {
-    fn to_remote(&self) -> Value {
-        self.to_primitive()
-    }
-    fn from_remote(value: &Value) -> Result<Self, Error> {
-        T::from_primitive(value)
-    }
-    fn attach_context(&mut self, ctx: &RequestContext) {
-        <T as FieldValue>::attach_context(self, ctx);
-    }
-    fn into_output(self) -> MethodOutput {
-        match self.into_any_object() {
-            Ok(o) => MethodOutput::Object(o),
-            Err(v) => MethodOutput::Value(v.to_primitive()),
+/// `RemoteValue` for field values that travel as plain primitives (everything but an
+/// object itself; objects implement it through the derive).
+macro_rules! remote_by_value {
+    ($([$($generics:tt)*] $t:ty),* $(,)?) => {$(
+        impl<$($generics)*> RemoteValue for $t {
+            fn to_remote(&self) -> Value {
+                FieldValue::to_primitive(self)
+            }
+            fn from_remote(value: &Value) -> Result<Self, Error> {
+                <$t as FieldValue>::from_primitive(value)
+            }
+            fn attach_context(&mut self, ctx: &RequestContext) {
+                FieldValue::attach_context(self, ctx);
+            }
+            fn into_output(self) -> MethodOutput {
+                MethodOutput::Value(FieldValue::to_primitive(&self))
+            }
         }
-    }
+    )*};
+}
+
+remote_by_value!(
+    [] String,
+    [] i64,
+    [] f64,
+    [] bool,
+    [] uuid::Uuid,
+    [] crate::datetime::DateTime,
+    [T: FieldValue] Option<T>,
+    [T: FieldValue] Vec<T>,
+    [V: FieldValue] BTreeMap<String, V>,
+);
+
+/// `RemoteValue` of a versioned enum (the derive's).
+pub(crate) fn enum_into_output<E: FieldValue>(value: E) -> MethodOutput {
+    MethodOutput::Value(value.to_primitive())
+}
+
+/// `RemoteValue` of an object (the derive's): kept as an object, so the conductor can
+/// backport it to the caller's manifest.
+pub(crate) fn object_into_output<O: VersionedObject>(obj: O) -> MethodOutput {
+    MethodOutput::Object(Box::new(obj))
 }
 
 impl RemoteValue for () {
@@ -377,12 +404,10 @@ pub fn action_updates(
 ) -> Result<Map<String, Value>, Error> {
     let data = |o: &dyn AnyObject| -> Result<Map<String, Value>, Error> {
         let mut p = o.obj_to_primitive(Target::Own)?;
-        Ok(
-            match p.get_mut(crate::primitive::KEY_DATA).map(Value::take) {
-                Some(Value::Object(m)) => m,
-                _ => Map::new(),
-            },
-        )
+        Ok(match p.get_mut(KEY_DATA).map(Value::take) {
+            Some(Value::Object(m)) => m,
+            _ => Map::new(),
+        })
     };
     let old = data(before)?;
     let mut updates: Map<String, Value> = data(after)?
@@ -403,8 +428,7 @@ pub fn action_updates(
 }
 
 /// Sets `ctx` on an object (and on contained objects), as OVO's deserializer does.
-#[doc(hidden)]
-pub fn attach_context<O: VersionedObject>(obj: &mut O, ctx: &RequestContext) {
+pub(crate) fn attach_context<O: VersionedObject>(obj: &mut O, ctx: &RequestContext) {
     obj.meta_mut().context = Some(ctx.clone());
     for i in 0..O::schema().fields.len() {
         obj.field_mut(i).attach_context(ctx);
@@ -412,8 +436,10 @@ pub fn attach_context<O: VersionedObject>(obj: &mut O, ctx: &RequestContext) {
 }
 
 /// Decodes a delegated call's result and gives it the caller's context.
-#[doc(hidden)]
-pub fn decode_result<T: RemoteValue>(value: &Value, ctx: &RequestContext) -> Result<T, CallError> {
+pub(crate) fn decode_result<T: RemoteValue>(
+    value: &Value,
+    ctx: &RequestContext,
+) -> Result<T, CallError> {
     let mut v = T::from_remote(value)?;
     v.attach_context(ctx);
     Ok(v)

@@ -42,52 +42,39 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod backport;
 pub mod context;
 pub mod datetime;
 pub mod error;
 pub mod field;
 pub mod fingerprint;
+pub mod indirection;
 pub mod limits;
 pub mod list;
 pub mod manifest;
 pub mod object;
 pub mod primitive;
 pub mod registry;
-pub mod indirection;
+pub mod schema;
 pub mod version;
 
+pub use backport::default_make_compatible;
 pub use context::RequestContext;
 pub use datetime::{DateTime, DateTimeError};
 pub use error::{Error, Result};
 pub use field::{DynField, Field, FieldType, FieldValue, PrimitiveData, VersionedEnum};
 pub use fingerprint::{ContractChange, ObjectContract};
+pub use indirection::{CallError, IndirectionApi, Remotable};
 pub use limits::{DecodeLimits, LimitError};
 pub use list::ObjectList;
-pub use manifest::{default_make_compatible, VersionManifest};
-pub use primitive::Target;
-pub use object::{
-    ArgSchema, FieldSchema, MethodKind, MethodSchema, ObjectMeta, ObjectSchema, VersionedObject,
-};
-pub use registry::{AnyObject, Registry};
-pub use indirection::{CallError, IndirectionApi, Remotable};
+pub use manifest::{Target, VersionManifest};
+pub use object::{AnyObject, ObjectMeta, VersionedObject};
+pub use registry::Registry;
+pub use schema::{ArgSchema, FieldSchema, MethodKind, MethodSchema, ObjectSchema};
 pub use version::{Version, VersionError};
 pub use verso_derive::{remotable, VersionedEnum, VersionedObject};
 
 /// Items the derive macros refer to; not part of the public API.
 #[doc(hidden)]
-pub mod __private {
-    pub use crate::field::read_field;
-    pub use crate::object::has_changes;
-    pub use crate::primitive::encode_own;
-    pub use crate::primitive::decode_map;
-    pub use serde::de::MapAccess;
-    pub use serde_json::{Map, Value};
-
-    /// The error of a field index out of range (generated code never passes one).
-    pub fn no_field_at(object: &'static str, index: usize) -> crate::Error {
-        crate::Error::UnknownField {
-            object,
-            field: format!("#{index}"),
-        }
-    }
-}
+#[path = "private.rs"]
+pub mod __private;

@@ -220,7 +220,8 @@ fn string_end(text: &[u8], mut i: usize) -> usize {
             let mut word = [0u8; 8];
             word.copy_from_slice(chunk);
             let v = u64::from_le_bytes(word);
-            let hits = zero_byte(v ^ (ONES * u64::from(b'"'))) | zero_byte(v ^ (ONES * u64::from(b'\\')));
+            let hits =
+                zero_byte(v ^ (ONES * u64::from(b'"'))) | zero_byte(v ^ (ONES * u64::from(b'\\')));
             if hits == 0 {
                 i += 8;
                 continue;
@@ -253,7 +254,12 @@ mod tests {
             (br#""0123456789abcdef\"#, 1, 18),
             (br#""unclosed text here"#, 1, 19),
         ] {
-            assert_eq!(string_end(text, from), end, "{}", String::from_utf8_lossy(text));
+            assert_eq!(
+                string_end(text, from),
+                end,
+                "{}",
+                String::from_utf8_lossy(text)
+            );
         }
     }
 

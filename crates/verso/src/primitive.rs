@@ -10,7 +10,10 @@
 
 use crate::error::{Error, Result};
 use crate::field::PrimitiveData;
-use crate::{Version, VersionManifest, VersionedObject};
+use crate::limits::DecodeLimits;
+use crate::manifest::{Target, VersionManifest};
+use crate::object::VersionedObject;
+use crate::version::Version;
 use serde_json::{Map, Value};
 
 /// `versioned_object.name`.
@@ -24,75 +27,24 @@ pub const KEY_DATA: &str = "versioned_object.data";
 /// `versioned_object.changes`.
 pub const KEY_CHANGES: &str = "versioned_object.changes";
 
-/// What version an object is encoded at, and for whom: the argument of
-/// [`VersionedObject::to_primitive`] and
-/// [`VersionedObject::to_primitive_bytes`](crate::VersionedObject::to_primitive_bytes).
-///
-/// ```
-/// use verso::{Field, ObjectMeta, Target, VersionedObject, VersionManifest};
-/// #[derive(VersionedObject, Clone, Debug, PartialEq)]
-/// #[verso(namespace = "demo", version = "1.1")]
-/// pub struct Widget {
-///     pub id: Field<i64>,
-///     #[verso(since = "1.1")]
-///     pub colour: Field<String>,
-///     pub meta: ObjectMeta,
-/// }
-/// let w = Widget { id: 1.into(), colour: "red".into(), ..Widget::blank() };
-/// let mut peer = VersionManifest::new();
-/// peer.insert("Widget", "1.0".parse()?);
-/// let own = w.to_primitive(Target::Own)?;
-/// let old = w.to_primitive_bytes(Target::Peer(&peer))?;
-/// assert_eq!(own["versioned_object.version"], "1.1");
-/// assert_eq!(serde_json::from_slice::<serde_json::Value>(&old)?["versioned_object.version"], "1.0");
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Debug, Clone, Copy)]
-pub enum Target<'a> {
-    /// The instance version, nothing backported (`obj_to_primitive()`).
-    Own,
-    /// Backported to this version (`obj_to_primitive(target_version)`); contained
-    /// objects follow their relationship tables.
-    Version(Version),
-    /// The instance version with every contained object and list member backported to
-    /// the version the manifest names for its class, in one pass
-    /// (`obj_to_primitive(version_manifest=...)`).
-    Manifest(&'a VersionManifest),
-    /// Both at once: OVO's `obj_to_primitive(target_version, version_manifest)`.
-    VersionAndManifest(Version, &'a VersionManifest),
-    /// For a peer that knows the versions in the manifest: the object at the manifest's
-    /// version of its class when that is older than the instance (else its own),
-    /// contained objects as the manifest says. What a conductor sends back to an older
-    /// agent.
-    Peer(&'a VersionManifest),
-}
-
-impl<'a> Target<'a> {
-    /// OVO's two optional arguments of `obj_to_primitive`.
-    pub fn ovo(version: Option<Version>, manifest: Option<&'a VersionManifest>) -> Self {
-        match (version, manifest) {
-            (None, None) => Target::Own,
-            (Some(v), None) => Target::Version(v),
-            (None, Some(m)) => Target::Manifest(m),
-            (Some(v), Some(m)) => Target::VersionAndManifest(v, m),
-        }
-    }
-
-    /// The target version and manifest for `obj`, as OVO's two arguments.
-    fn resolve<O: VersionedObject>(self, obj: &O) -> (Option<Version>, Option<&'a VersionManifest>) {
-        match self {
-            Target::Own => (None, None),
-            Target::Version(v) => (Some(v), None),
-            Target::Manifest(m) => (None, Some(m)),
-            Target::VersionAndManifest(v, m) => (Some(v), Some(m)),
-            Target::Peer(m) => (peer_target(obj, m), Some(m)),
-        }
+/// The target version and manifest for `obj`, as OVO's two arguments of
+/// `obj_to_primitive`.
+fn resolve<'a, O: VersionedObject>(
+    target: Target<'a>,
+    obj: &O,
+) -> (Option<Version>, Option<&'a VersionManifest>) {
+    match target {
+        Target::Own => (None, None),
+        Target::Version(v) => (Some(v), None),
+        Target::Manifest(m) => (None, Some(m)),
+        Target::VersionAndManifest(v, m) => (Some(v), Some(m)),
+        Target::Peer(m) => (peer_target(obj, m), Some(m)),
     }
 }
 
 /// The primitive of `obj` for `target` (the work of [`VersionedObject::to_primitive`]).
 pub(crate) fn to_value<O: VersionedObject>(obj: &O, target: Target<'_>) -> Result<Value> {
-    match target.resolve(obj) {
+    match resolve(target, obj) {
         (None, None) => Ok(encode_own(obj)),
         (version, manifest) => encode(obj, version, manifest),
     }
@@ -101,7 +53,7 @@ pub(crate) fn to_value<O: VersionedObject>(obj: &O, target: Target<'_>) -> Resul
 /// The primitive of `obj` for `target` as JSON bytes, written directly (the work of
 /// [`VersionedObject::to_primitive_bytes`](crate::VersionedObject::to_primitive_bytes)).
 pub(crate) fn to_bytes<O: VersionedObject>(obj: &O, target: Target<'_>) -> Result<Vec<u8>> {
-    let (version, manifest) = target.resolve(obj);
+    let (version, manifest) = resolve(target, obj);
     encode_bytes(obj, version, manifest)
 }
 
@@ -149,8 +101,7 @@ fn envelope<O: VersionedObject>(obj: &O, version: &Version, data: PrimitiveData)
 
 /// The primitive at the instance version as JSON text, written directly (same JSON as
 /// `serde_json::to_vec(&encode_own(obj))`, keys in OVO's order).
-#[doc(hidden)]
-pub fn write_own<O: VersionedObject>(obj: &O, out: &mut Vec<u8>) {
+pub(crate) fn write_own<O: VersionedObject>(obj: &O, out: &mut Vec<u8>) {
     write_header::<O>(out, &obj.version());
     let schema = O::schema();
     obj.__write_fields(out);
@@ -213,14 +164,14 @@ pub(crate) fn write_backported<O: VersionedObject>(
     manifest: Option<&VersionManifest>,
     top: bool,
 ) -> Result<()> {
-    use crate::manifest::{lookup, table_for, Rule};
+    use crate::backport::{lookup, table_for, Rule};
     let schema = O::schema();
     if schema.custom_make_compatible {
         let p = if top {
             encode(obj, Some(*to), manifest)?
         } else {
             let mut p = encode_own(obj);
-            crate::manifest::backport_object(obj, &mut p, to, manifest)?;
+            backport_object(obj, &mut p, to, manifest)?;
             p
         };
         crate::field::write_value(out, &p);
@@ -300,9 +251,8 @@ pub(crate) fn encode_bytes<O: VersionedObject>(
     Ok(out)
 }
 
-/// Appends a contained object backported to `to`; used by the derive.
-#[doc(hidden)]
-pub fn write_backported_child<O: VersionedObject>(
+/// Appends a contained object backported to `to`.
+pub(crate) fn write_backported_child<O: VersionedObject>(
     obj: &O,
     out: &mut Vec<u8>,
     to: &Version,
@@ -311,10 +261,8 @@ pub fn write_backported_child<O: VersionedObject>(
     write_backported(obj, out, to, manifest, false)
 }
 
-/// The primitive at the instance version, with no backport (infallible). Used by the
-/// derive.
-#[doc(hidden)]
-pub fn encode_own<O: VersionedObject>(obj: &O) -> Value {
+/// The primitive at the instance version, with no backport (infallible).
+pub(crate) fn encode_own<O: VersionedObject>(obj: &O) -> Value {
     envelope(obj, &obj.version(), data_of(obj))
 }
 
@@ -468,8 +416,10 @@ pub(crate) fn decode_body<O: VersionedObject>(h: &Header<'_>) -> Result<O> {
 
 /// `(namespace, name)` to the class schema: the classes of the
 /// [`Registry`](crate::Registry) running a decode.
-pub(crate) type KnownClasses =
-    std::collections::BTreeMap<(&'static str, &'static str), fn() -> &'static crate::ObjectSchema>;
+pub(crate) type KnownClasses = std::collections::BTreeMap<
+    (&'static str, &'static str),
+    fn() -> &'static crate::schema::ObjectSchema,
+>;
 
 thread_local! {
     /// The classes of the registry whose decode runs on this thread, if any: OVO looks a
@@ -504,7 +454,7 @@ pub(crate) fn with_known_classes<T>(
 fn known_class(
     namespace: &str,
     name: &str,
-) -> (Option<fn() -> &'static crate::ObjectSchema>, bool) {
+) -> (Option<fn() -> &'static crate::schema::ObjectSchema>, bool) {
     DECODE_CLASSES.with(|c| match &*c.borrow() {
         Some(k) => (
             k.get(&(namespace, name)).copied(),
@@ -887,8 +837,7 @@ pub(crate) fn decode_slice<O: VersionedObject>(bytes: &[u8]) -> Result<O> {
 
 /// Decodes a contained object's primitive straight from the parser (the byte path of a
 /// field or list member); the same checks and errors as a top-level decode.
-#[doc(hidden)]
-pub fn decode_map<'de, O: VersionedObject, A: serde::de::MapAccess<'de>>(
+pub(crate) fn decode_map<'de, O: VersionedObject, A: serde::de::MapAccess<'de>>(
     map: A,
 ) -> std::result::Result<Result<O>, A::Error> {
     use serde::de::Visitor;
@@ -933,4 +882,48 @@ fn finish_collected<O: VersionedObject>(c: Collected<'_, O>) -> Result<O> {
     let mut obj = c.obj;
     finish(&mut obj, version, c.changes);
     Ok(obj)
+}
+
+/// Backports one contained object whose primitive is `primitive` to `to`, and labels
+/// it `to` (OVO's `_do_subobject_backport`). Used by the derive's `FieldValue` impl, through `__private`.
+pub(crate) fn backport_object<O: VersionedObject>(
+    obj: &O,
+    primitive: &mut Value,
+    to: &Version,
+    manifest: Option<&VersionManifest>,
+) -> Result<()> {
+    let Some(map) = primitive.as_object_mut() else {
+        return Ok(());
+    };
+    if let Some(Value::Object(data)) = map.get_mut(KEY_DATA) {
+        obj.make_compatible(data, to, manifest)?;
+    }
+    map.insert(KEY_VERSION.into(), Value::String(to.to_string()));
+    Ok(())
+}
+
+/// [`VersionedObject::from_primitive_limited`]: the limits of the whole document, then
+/// the decode.
+pub(crate) fn from_value_limited<O: VersionedObject>(
+    primitive: &Value,
+    limits: &DecodeLimits,
+) -> Result<O> {
+    limits.check_value(primitive)?;
+    decode(primitive)
+}
+
+/// [`VersionedObject::from_primitive_slice_limited`]: the limits of the whole text,
+/// then the streaming decode.
+pub(crate) fn from_slice_limited<O: VersionedObject>(
+    bytes: &[u8],
+    limits: &DecodeLimits,
+) -> Result<O> {
+    limits.check_json(bytes)?;
+    decode_slice(bytes)
+}
+
+/// Decodes a contained object (a field or list member): the entry point that decoded its
+/// parent has checked the limits of the whole document already.
+pub(crate) fn decode_contained<O: VersionedObject>(primitive: &Value) -> Result<O> {
+    decode(primitive)
 }

@@ -3,101 +3,17 @@
 //! There is no process-global registry: a service builds one at startup (two services,
 //! or two tests, in one process each have their own).
 
+use crate::context::RequestContext;
 use crate::error::{Error, Result};
-use crate::object::ObjectSchema;
-use crate::primitive::{decode_body, header, with_known_classes, Header, KnownClasses, Target};
 use crate::indirection::{BoxFuture, CallArgs, CallError, MethodOutput, Remotable};
-use crate::{DecodeLimits, RequestContext, Version, VersionManifest, VersionedObject};
+use crate::limits::DecodeLimits;
+use crate::manifest::VersionManifest;
+use crate::object::{AnyObject, ObjectSchema, VersionedObject};
+use crate::primitive::{decode_body, header, with_known_classes, Header, KnownClasses};
+use crate::version::Version;
 use serde_json::{Map, Value};
-use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-
-/// An object of any registered class, seen through what every class can do.
-pub trait AnyObject: fmt::Debug + Send + Sync + 'static {
-    /// The class schema.
-    fn obj_schema(&self) -> &'static ObjectSchema;
-    /// The instance version.
-    fn obj_version(&self) -> Version;
-    /// See [`VersionedObject::to_primitive`].
-    fn obj_to_primitive(&self, target: Target<'_>) -> Result<Value>;
-    /// See [`VersionedObject::to_primitive_bytes`].
-    fn obj_to_primitive_bytes(&self, target: Target<'_>) -> Result<Vec<u8>>;
-    /// See [`VersionedObject::describe`].
-    fn obj_describe(&self) -> Value;
-    /// See [`VersionedObject::what_changed`].
-    fn obj_what_changed(&self) -> BTreeSet<&'static str>;
-    /// See [`VersionedObject::reset_changes_of`].
-    fn obj_reset_changes(&mut self, fields: &[&str], recursive: bool);
-    /// See [`VersionedObject::set_defaults`].
-    fn obj_set_defaults(&mut self, fields: &[&str]) -> Result<()>;
-    /// See [`VersionedObject::set_field_primitive`].
-    fn obj_set_field(&mut self, name: &str, value: &Value) -> Result<()>;
-    /// Stores a request context on the object.
-    fn obj_set_context(&mut self, ctx: Option<RequestContext>);
-    /// For downcasting to the concrete class.
-    fn as_any(&self) -> &dyn Any;
-    /// For downcasting to the concrete class.
-    fn into_any(self: Box<Self>) -> Box<dyn Any>;
-}
-
-impl<O: VersionedObject> AnyObject for O {
-    fn obj_schema(&self) -> &'static ObjectSchema {
-        O::schema()
-    }
-    fn obj_version(&self) -> Version {
-        self.version()
-    }
-    fn obj_to_primitive(&self, target: Target<'_>) -> Result<Value> {
-        self.to_primitive(target)
-    }
-    fn obj_to_primitive_bytes(&self, target: Target<'_>) -> Result<Vec<u8>> {
-        self.to_primitive_bytes(target)
-    }
-    fn obj_describe(&self) -> Value {
-        self.describe()
-    }
-    fn obj_what_changed(&self) -> BTreeSet<&'static str> {
-        self.what_changed()
-    }
-    fn obj_reset_changes(&mut self, fields: &[&str], recursive: bool) {
-        self.reset_changes_of(fields, recursive);
-    }
-    fn obj_set_defaults(&mut self, fields: &[&str]) -> Result<()> {
-        self.set_defaults(fields)
-    }
-    fn obj_set_field(&mut self, name: &str, value: &Value) -> Result<()> {
-        self.set_field_primitive(name, value)
-    }
-    fn obj_set_context(&mut self, ctx: Option<RequestContext>) {
-        self.meta_mut().context = ctx;
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    fn into_any(self: Box<Self>) -> Box<dyn Any> {
-        self
-    }
-}
-
-impl dyn AnyObject {
-    /// The concrete object, if it is an `O`.
-    pub fn downcast<O: VersionedObject>(self: Box<Self>) -> Result<O, Box<dyn AnyObject>> {
-        if self.as_any().is::<O>() {
-            match self.into_any().downcast::<O>() {
-                Ok(o) => Ok(*o),
-                Err(_) => unreachable!("type checked just above"),
-            }
-        } else {
-            Err(self)
-        }
-    }
-
-    /// The concrete object by reference, if it is an `O`.
-    pub fn downcast_ref<O: VersionedObject>(&self) -> Option<&O> {
-        self.as_any().downcast_ref()
-    }
-}
 
 type DecodeFn = fn(&Header<'_>) -> Result<Box<dyn AnyObject>>;
 
@@ -263,7 +179,7 @@ impl Registry {
             .iter()
             .find(|m| m.name == method)
             .map(|m| m.kind);
-        if kind != Some(crate::MethodKind::Class) {
+        if kind != Some(crate::schema::MethodKind::Class) {
             return Err(CallError::UnknownMethod {
                 object: objname.into(),
                 method: method.into(),
@@ -301,7 +217,7 @@ impl Registry {
             .iter()
             .find(|m| m.name == method)
             .map(|m| m.kind)
-            != Some(crate::MethodKind::Instance)
+            != Some(crate::schema::MethodKind::Instance)
         {
             return Err(CallError::UnknownMethod {
                 object: schema.name.into(),

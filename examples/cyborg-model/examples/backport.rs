@@ -272,7 +272,9 @@ fn main() -> ExitCode {
         manifest.insert(name.clone(), *version);
     }
     let handles = handles();
-    let ours = handles.to_primitive(verso::Target::Own).expect("encodes at its own version");
+    let ours = handles
+        .to_primitive(verso::Target::Own)
+        .expect("encodes at its own version");
     let sent = match handles.to_primitive(verso::Target::Peer(&manifest)) {
         Ok(p) => p,
         Err(e) => {

@@ -245,7 +245,10 @@ fn decode_slice_as(
         AttachHandle, AttachHandleList, Deployable, DeployableList, Device, DeviceList,
     };
     use verso::VersionedObject;
-    fn boxed<O: VersionedObject>(reg: &Registry, bytes: &[u8]) -> verso::Result<Box<dyn AnyObject>> {
+    fn boxed<O: VersionedObject>(
+        reg: &Registry,
+        bytes: &[u8],
+    ) -> verso::Result<Box<dyn AnyObject>> {
         reg.from_primitive_slice_as::<O>(bytes)
             .map(|o| Box::new(o) as Box<dyn AnyObject>)
     }
@@ -299,13 +302,14 @@ pub fn run_case(reg: &Registry, case: &Value) -> Result<(), String> {
             };
             check(expect, "primitive", out)?;
             // The direct byte writer must give the same JSON.
-            let bytes = match obj.obj_to_primitive_bytes(verso::Target::ovo(target, manifest.as_ref())) {
-                Ok(b) => Outcome::Value(
-                    serde_json::from_slice(&b)
-                        .map_err(|e| format!("byte path wrote bad JSON: {e}"))?,
-                ),
-                Err(e) => Outcome::Error(e),
-            };
+            let bytes =
+                match obj.obj_to_primitive_bytes(verso::Target::ovo(target, manifest.as_ref())) {
+                    Ok(b) => Outcome::Value(
+                        serde_json::from_slice(&b)
+                            .map_err(|e| format!("byte path wrote bad JSON: {e}"))?,
+                    ),
+                    Err(e) => Outcome::Error(e),
+                };
             check(expect, "primitive", bytes).map_err(|e| format!("byte path: {e}"))
         }
         Some("from_primitive") => {
