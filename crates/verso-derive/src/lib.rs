@@ -447,6 +447,7 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                     #(#indices => ::verso::__private::read_field(
                         &mut self.#idents,
                         fields[#indices].default.as_ref(),
+                        (#name, fields[#indices].name),
                         map,
                     ),)*
                     _ => ::core::result::Result::Ok(::core::result::Result::Err(
@@ -467,12 +468,12 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
             fn to_primitive(&self) -> ::verso::__private::Value {
                 ::verso::__private::encode_own(self)
             }
-            fn from_primitive(value: &::verso::__private::Value) -> ::verso::Result<Self> {
+            fn from_primitive(value: &::verso::__private::Value) -> ::core::result::Result<Self, ::verso::FieldError> {
                 ::verso::__private::decode_contained::<Self>(value)
             }
             fn from_json_map<'de, A: ::verso::__private::MapAccess<'de>>(
                 map: A,
-            ) -> ::core::result::Result<::verso::Result<Self>, A::Error> {
+            ) -> ::core::result::Result<::core::result::Result<Self, ::verso::FieldError>, A::Error> {
                 ::verso::__private::decode_map::<Self, A>(map)
             }
             fn describe(&self) -> ::verso::__private::Value {
@@ -512,7 +513,7 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
             fn to_remote(&self) -> ::verso::__private::Value {
                 ::verso::__private::encode_own(self)
             }
-            fn from_remote(value: &::verso::__private::Value) -> ::verso::Result<Self> {
+            fn from_remote(value: &::verso::__private::Value) -> ::core::result::Result<Self, ::verso::FieldError> {
                 ::verso::__private::decode_contained::<Self>(value)
             }
             fn attach_context(&mut self, ctx: &::verso::RequestContext) {
@@ -575,10 +576,10 @@ fn expand_enum(input: &DeriveInput) -> syn::Result<TokenStream2> {
             fn write_json(&self, out: &mut ::std::vec::Vec<u8>) {
                 ::verso::__private::write_str(out, ::verso::VersionedEnum::as_str(self))
             }
-            fn from_primitive(value: &::verso::__private::Value) -> ::verso::Result<Self> {
+            fn from_primitive(value: &::verso::__private::Value) -> ::core::result::Result<Self, ::verso::FieldError> {
                 ::verso::__private::enum_from_primitive(value)
             }
-            fn from_json_str(s: &str) -> ::verso::Result<Self> {
+            fn from_json_str(s: &str) -> ::core::result::Result<Self, ::verso::FieldError> {
                 ::verso::__private::enum_from_str(s)
             }
         }
@@ -592,7 +593,7 @@ fn expand_enum(input: &DeriveInput) -> syn::Result<TokenStream2> {
             fn to_remote(&self) -> ::verso::__private::Value {
                 ::verso::FieldValue::to_primitive(self)
             }
-            fn from_remote(value: &::verso::__private::Value) -> ::verso::Result<Self> {
+            fn from_remote(value: &::verso::__private::Value) -> ::core::result::Result<Self, ::verso::FieldError> {
                 ::verso::__private::enum_from_primitive(value)
             }
             fn attach_context(&mut self, _ctx: &::verso::RequestContext) {}

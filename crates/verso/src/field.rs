@@ -11,7 +11,7 @@
 
 use crate::context::RequestContext;
 use crate::datetime::DateTime;
-use crate::error::{Error, Result};
+use crate::error::Error;
 use crate::manifest::VersionManifest;
 pub use crate::schema::FieldType;
 use crate::version::Version;
@@ -19,6 +19,52 @@ use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::fmt;
 use uuid::Uuid;
+
+/// Why a field rejects a value, before it is known which object and field it is: what
+/// [`FieldValue`] conversions return. The object-level code that knows the field makes
+/// the [`Error`] with [`at`](Self::at).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum FieldError {
+    /// The value is not one the field takes; the reason is in OVO's words where it has
+    /// them (`Field value bogus is invalid`) and names the value.
+    #[error("{0}")]
+    Invalid(String),
+    /// `null` for a non-nullable field without a default.
+    #[error("cannot be None")]
+    CannotBeNone,
+    /// A contained object that failed to decode: its own error, already complete.
+    #[error(transparent)]
+    Object(Box<Error>),
+}
+
+impl FieldError {
+    /// The error of field `field` of `object` rejecting the value.
+    pub fn at(self, object: &'static str, field: &str) -> Error {
+        match self {
+            FieldError::Invalid(reason) => Error::InvalidField {
+                object,
+                field: field.to_owned(),
+                reason,
+            },
+            FieldError::CannotBeNone => Error::InvalidField {
+                object,
+                field: field.to_owned(),
+                reason: format!("Field `{field}' cannot be None"),
+            },
+            FieldError::Object(e) => *e,
+        }
+    }
+}
+
+impl From<Error> for FieldError {
+    /// A contained object's decode error.
+    fn from(e: Error) -> Self {
+        FieldError::Object(Box::new(e))
+    }
+}
+
+/// Results of field conversions.
+pub type Result<T, E = FieldError> = std::result::Result<T, E>;
 
 /// A Rust type that can be the value of an object field.
 ///
@@ -87,7 +133,7 @@ pub trait FieldValue: Clone + fmt::Debug + PartialEq + Send + Sync + 'static {
         out: &mut Vec<u8>,
         to: &Version,
         manifest: Option<&VersionManifest>,
-    ) -> Result<()> {
+    ) -> crate::error::Result<()> {
         let _ = (to, manifest);
         self.write_json(out);
         Ok(())
@@ -109,7 +155,7 @@ pub trait FieldValue: Clone + fmt::Debug + PartialEq + Send + Sync + 'static {
         primitive: &mut Value,
         to: &Version,
         manifest: Option<&VersionManifest>,
-    ) -> Result<()> {
+    ) -> crate::error::Result<()> {
         let _ = (primitive, to, manifest);
         Ok(())
     }
@@ -119,19 +165,11 @@ pub trait FieldValue: Clone + fmt::Debug + PartialEq + Send + Sync + 'static {
     }
 }
 
-fn invalid(reason: impl Into<String>) -> Error {
-    // The object and field names are filled in by the caller that knows them.
-    Error::InvalidField {
-        object: "",
-        field: String::new(),
-        reason: reason.into(),
-    }
+fn invalid(reason: impl Into<String>) -> FieldError {
+    FieldError::Invalid(reason.into())
 }
 
-/// The reason of a `null` on a non-nullable field without a default.
-const CANNOT_BE_NONE: &str = "cannot be None";
-
-fn type_error(expected: &str, value: &Value) -> Error {
+fn type_error(expected: &str, value: &Value) -> FieldError {
     invalid(format!("A {expected} is required, not {value}"))
 }
 
@@ -433,7 +471,7 @@ impl<T: FieldValue> FieldValue for Option<T> {
         out: &mut Vec<u8>,
         to: &Version,
         manifest: Option<&VersionManifest>,
-    ) -> Result<()> {
+    ) -> crate::error::Result<()> {
         match self {
             Some(v) => v.write_backport(out, to, manifest),
             None => {
@@ -464,7 +502,7 @@ impl<T: FieldValue> FieldValue for Option<T> {
         primitive: &mut Value,
         to: &Version,
         manifest: Option<&VersionManifest>,
-    ) -> Result<()> {
+    ) -> crate::error::Result<()> {
         match self {
             Some(v) => v.backport(primitive, to, manifest),
             None => Ok(()),
@@ -505,7 +543,7 @@ impl<T: FieldValue> FieldValue for Vec<T> {
         out: &mut Vec<u8>,
         to: &Version,
         manifest: Option<&VersionManifest>,
-    ) -> Result<()> {
+    ) -> crate::error::Result<()> {
         out.push(b'[');
         for (i, v) in self.iter().enumerate() {
             if i > 0 {
@@ -553,7 +591,7 @@ impl<T: FieldValue> FieldValue for Vec<T> {
         primitive: &mut Value,
         to: &Version,
         manifest: Option<&VersionManifest>,
-    ) -> Result<()> {
+    ) -> crate::error::Result<()> {
         let Some(items) = primitive.as_array_mut() else {
             return Ok(());
         };
@@ -808,7 +846,7 @@ pub trait DynField {
         out: &mut Vec<u8>,
         to: &Version,
         manifest: Option<&VersionManifest>,
-    ) -> Result<()>;
+    ) -> crate::error::Result<()>;
     /// Assigns from a primitive (marks changed). `default` is the field's default in
     /// primitive form, which a `null` takes on a non-nullable field (OVO's coerce).
     fn set_from_primitive(&mut self, value: &Value, default: Option<&Value>) -> Result<()>;
@@ -826,7 +864,7 @@ pub trait DynField {
         primitive: &mut Value,
         to: &Version,
         manifest: Option<&VersionManifest>,
-    ) -> Result<()>;
+    ) -> crate::error::Result<()>;
     /// Stores the request context on contained objects.
     fn attach_context(&mut self, ctx: &RequestContext);
     /// Makes the field unset.
@@ -859,7 +897,7 @@ impl<T: FieldValue> DynField for Field<T> {
         out: &mut Vec<u8>,
         to: &Version,
         manifest: Option<&VersionManifest>,
-    ) -> Result<()> {
+    ) -> crate::error::Result<()> {
         match &self.value {
             Some(v) => v.write_backport(out, to, manifest),
             None => Ok(()),
@@ -872,7 +910,7 @@ impl<T: FieldValue> DynField for Field<T> {
         let v = if value.is_null() && !T::nullable() {
             match default {
                 Some(d) => T::from_primitive(d)?,
-                None => return Err(invalid(CANNOT_BE_NONE)),
+                None => return Err(FieldError::CannotBeNone),
             }
         } else {
             T::from_primitive_owned(value)?
@@ -897,7 +935,7 @@ impl<T: FieldValue> DynField for Field<T> {
         primitive: &mut Value,
         to: &Version,
         manifest: Option<&VersionManifest>,
-    ) -> Result<()> {
+    ) -> crate::error::Result<()> {
         match &self.value {
             Some(v) => v.backport(primitive, to, manifest),
             None => Ok(()),
@@ -910,27 +948,6 @@ impl<T: FieldValue> DynField for Field<T> {
     }
     fn clear(&mut self) {
         Field::clear(self);
-    }
-}
-
-/// Names an error from a field with the object and field it belongs to.
-pub(crate) fn locate(err: Error, object: &'static str, field: &str) -> Error {
-    match err {
-        Error::InvalidField {
-            object: "", reason, ..
-        } => {
-            let reason = if reason == CANNOT_BE_NONE {
-                format!("Field `{field}' cannot be None")
-            } else {
-                reason
-            };
-            Error::InvalidField {
-                object,
-                field: field.to_owned(),
-                reason,
-            }
-        }
-        other => other,
     }
 }
 
@@ -1018,7 +1035,7 @@ impl<'de, T: FieldValue> serde::de::Visitor<'de> for JsonSeed<'_, T> {
         Ok(match self.field {
             Some(default) if !T::nullable() => match default {
                 Some(d) => T::from_primitive(d),
-                None => Err(invalid(CANNOT_BE_NONE)),
+                None => Err(FieldError::CannotBeNone),
             },
             _ => T::from_primitive_owned(Value::Null),
         })
@@ -1041,15 +1058,21 @@ impl<'de, T: FieldValue> serde::de::Visitor<'de> for JsonSeed<'_, T> {
 }
 
 /// Reads the next map value into `field` (marking it changed); used by the derive's
-/// field dispatch of the byte path (through `__private`).
+/// field dispatch of the byte path (through `__private`). A value the field rejects is
+/// an error of field `name` of `object`.
 pub(crate) fn read_field<'de, T: FieldValue, A: serde::de::MapAccess<'de>>(
     field: &mut Field<T>,
     default: Option<&Value>,
+    (object, name): (&'static str, &'static str),
     map: &mut A,
-) -> std::result::Result<Result<()>, A::Error> {
-    Ok(map
-        .next_value_seed(JsonSeed::<T>::field(default))?
-        .map(|v| field.set(v)))
+) -> std::result::Result<crate::error::Result<()>, A::Error> {
+    Ok(match map.next_value_seed(JsonSeed::<T>::field(default))? {
+        Ok(v) => {
+            field.set(v);
+            Ok(())
+        }
+        Err(e) => Err(e.at(object, name)),
+    })
 }
 
 /// The primitive of a default value, for schemas; used by the derive, through
@@ -1169,7 +1192,7 @@ mod tests {
             .set_from_primitive(&Value::Null, None)
             .expect_err("no default");
         assert_eq!(
-            locate(err, "Device", "hostname").to_string(),
+            err.at("Device", "hostname").to_string(),
             "Device.hostname: Field `hostname' cannot be None"
         );
         f.set_from_primitive(&Value::Null, Some(&Value::from("d")))

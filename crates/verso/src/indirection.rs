@@ -49,7 +49,7 @@
 
 use crate::context::RequestContext;
 use crate::error::Error;
-use crate::field::FieldValue;
+use crate::field::{FieldError, FieldValue};
 use crate::manifest::{Target, VersionManifest};
 use crate::object::{AnyObject, MethodSchema, VersionedObject};
 use crate::primitive::KEY_DATA;
@@ -225,8 +225,8 @@ impl MethodOutput {
 pub trait RemoteValue: Sized + Send + 'static {
     /// The primitive form.
     fn to_remote(&self) -> Value;
-    /// Reads the primitive form.
-    fn from_remote(value: &Value) -> Result<Self, Error>;
+    /// Reads the primitive form; the caller names the argument or result it was.
+    fn from_remote(value: &Value) -> Result<Self, FieldError>;
     /// Stores the context on returned objects.
     fn attach_context(&mut self, ctx: &RequestContext);
     /// As the conductor keeps it.
@@ -241,7 +241,7 @@ macro_rules! remote_by_value {
             fn to_remote(&self) -> Value {
                 FieldValue::to_primitive(self)
             }
-            fn from_remote(value: &Value) -> Result<Self, Error> {
+            fn from_remote(value: &Value) -> Result<Self, FieldError> {
                 <$t as FieldValue>::from_primitive(value)
             }
             fn attach_context(&mut self, ctx: &RequestContext) {
@@ -281,7 +281,7 @@ impl RemoteValue for () {
     fn to_remote(&self) -> Value {
         Value::Null
     }
-    fn from_remote(_: &Value) -> Result<Self, Error> {
+    fn from_remote(_: &Value) -> Result<Self, FieldError> {
         Ok(())
     }
     fn attach_context(&mut self, _: &RequestContext) {}
@@ -440,7 +440,12 @@ pub(crate) fn decode_result<T: RemoteValue>(
     value: &Value,
     ctx: &RequestContext,
 ) -> Result<T, CallError> {
-    let mut v = T::from_remote(value)?;
+    let mut v = T::from_remote(value).map_err(|e| match e {
+        FieldError::Object(e) => CallError::Object(*e),
+        other => CallError::Object(Error::Malformed {
+            what: format!("the result of a remote call: {other}"),
+        }),
+    })?;
     v.attach_context(ctx);
     Ok(v)
 }

@@ -4,7 +4,7 @@
 
 use crate::context::RequestContext;
 use crate::error::{Error, Result};
-use crate::field::{locate, DynField, PrimitiveData};
+use crate::field::{DynField, PrimitiveData};
 use crate::limits::DecodeLimits;
 use crate::manifest::{Target, VersionManifest};
 use crate::schema::FieldType;
@@ -106,11 +106,16 @@ pub trait VersionedObject: Clone + fmt::Debug + PartialEq + Send + Sync + 'stati
         map: &mut A,
     ) -> std::result::Result<Result<()>, A::Error> {
         let value: Value = map.next_value()?;
-        let default = Self::schema()
-            .fields
-            .get(index)
-            .and_then(|f| f.default.as_ref());
-        Ok(self.field_mut(index).set_from_owned(value, default))
+        let Some(f) = Self::schema().fields.get(index) else {
+            return Ok(Err(Error::UnknownField {
+                object: Self::NAME,
+                field: format!("#{index}"),
+            }));
+        };
+        Ok(self
+            .field_mut(index)
+            .set_from_owned(value, f.default.as_ref())
+            .map_err(|e| e.at(Self::NAME, f.name)))
     }
 
     /// Appends the set fields as the members of `versioned_object.data` (`"name":value`,
@@ -228,7 +233,7 @@ pub trait VersionedObject: Clone + fmt::Debug + PartialEq + Send + Sync + 'stati
                 if !self.field(i).is_set() {
                     self.field_mut(i)
                         .set_from_primitive(default, None)
-                        .map_err(|e| locate(e, Self::NAME, f.name))?;
+                        .map_err(|e| e.at(Self::NAME, f.name))?;
                 }
             }
         }
@@ -243,7 +248,7 @@ pub trait VersionedObject: Clone + fmt::Debug + PartialEq + Send + Sync + 'stati
         let f = &schema.fields[i];
         self.field_mut(i)
             .set_from_primitive(value, f.default.as_ref())
-            .map_err(|e| locate(e, Self::NAME, name))
+            .map_err(|e| e.at(Self::NAME, name))
     }
 
     /// The primitive for `target`: at the instance version ([`Target::Own`]), backported

@@ -719,7 +719,6 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for DataSeed<'_, O> {
         self,
         mut map: A,
     ) -> std::result::Result<bool, A::Error> {
-        let schema = O::schema();
         while let Some(key) = map.next_key::<Key<'de>>()? {
             let Some(i) = O::__field_index(&key.0) else {
                 map.next_value::<serde::de::IgnoredAny>()?;
@@ -727,7 +726,7 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for DataSeed<'_, O> {
             };
             let result = self.0.__read_field(i, &mut map)?;
             if let (Err(e), None) = (result, &self.1) {
-                *self.1 = Some(crate::field::locate(e, O::NAME, schema.fields[i].name));
+                *self.1 = Some(e);
             }
         }
         Ok(true)

@@ -4,7 +4,7 @@
 
 use crate::context::RequestContext;
 use crate::error::{Error, Result};
-use crate::field::{Field, FieldValue, VersionedEnum};
+use crate::field::{Field, FieldError, FieldValue, VersionedEnum};
 use crate::indirection::{CallError, MethodOutput, RemoteValue};
 use crate::limits::DecodeLimits;
 use crate::manifest::{Target, VersionManifest};
@@ -52,25 +52,28 @@ pub fn from_primitive_slice_limited<O: VersionedObject>(
     crate::primitive::from_slice_limited(bytes, limits)
 }
 
-/// A contained object from its primitive (`FieldValue::from_primitive` of an object).
-pub fn decode_contained<O: VersionedObject>(primitive: &Value) -> Result<O> {
-    crate::primitive::decode_contained(primitive)
+/// A contained object from its primitive (`FieldValue::from_primitive` of an object,
+/// `RemoteValue::from_remote`).
+pub fn decode_contained<O: VersionedObject>(primitive: &Value) -> Result<O, FieldError> {
+    Ok(crate::primitive::decode_contained(primitive)?)
 }
 
 /// A contained object straight from the parser (`FieldValue::from_json_map`).
 pub fn decode_map<'de, O: VersionedObject, A: MapAccess<'de>>(
     map: A,
-) -> std::result::Result<Result<O>, A::Error> {
-    crate::primitive::decode_map(map)
+) -> std::result::Result<Result<O, FieldError>, A::Error> {
+    Ok(crate::primitive::decode_map(map)?.map_err(FieldError::from))
 }
 
-/// Reads the next map value into a field (the byte path's field dispatch).
+/// Reads the next map value into field `at` (object and field name) (the byte path's
+/// field dispatch).
 pub fn read_field<'de, T: FieldValue, A: MapAccess<'de>>(
     field: &mut Field<T>,
     default: Option<&Value>,
+    at: (&'static str, &'static str),
     map: &mut A,
 ) -> std::result::Result<Result<()>, A::Error> {
-    crate::field::read_field(field, default, map)
+    crate::field::read_field(field, default, at, map)
 }
 
 /// `FieldValue::write_json` of an object.
@@ -114,12 +117,12 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
 }
 
 /// `FieldValue::from_primitive` of a versioned enum.
-pub fn enum_from_primitive<E: VersionedEnum>(value: &Value) -> Result<E> {
+pub fn enum_from_primitive<E: VersionedEnum>(value: &Value) -> Result<E, FieldError> {
     crate::field::enum_from_primitive(value)
 }
 
 /// `FieldValue::from_json_str` of a versioned enum.
-pub fn enum_from_str<E: VersionedEnum>(s: &str) -> Result<E> {
+pub fn enum_from_str<E: VersionedEnum>(s: &str) -> Result<E, FieldError> {
     crate::field::enum_from_str(s)
 }
 
