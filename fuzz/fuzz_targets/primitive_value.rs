@@ -38,16 +38,16 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let again = obj
-        .obj_to_primitive(None, None)
+        .obj_to_primitive(verso::Target::Own)
         .expect("a decoded object encodes at its own version");
     let back = registry()
         .from_primitive(&again)
         .expect("an object's own primitive decodes");
     assert_eq!(
-        back.obj_to_primitive(None, None).ok(),
+        back.obj_to_primitive(verso::Target::Own).ok(),
         Some(again),
         "decode(encode(x)) differs from x"
     );
     let _ = obj.obj_describe();
-    let _ = obj.obj_to_primitive_bytes(None, None);
+    let _ = obj.obj_to_primitive_bytes(verso::Target::Own);
 });

@@ -236,7 +236,7 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
         let ty = &f.inner;
         let since = f.since.as_ref().map_or(quote!(::core::option::Option::None), |v| quote!(::core::option::Option::Some(#v)));
         let default = f.default.as_ref().map_or(quote!(::core::option::Option::None), |e| {
-            quote!(::core::option::Option::Some(::verso::field::default_primitive::<#ty>(::core::convert::Into::<#ty>::into(#e))))
+            quote!(::core::option::Option::Some(::verso::__private::default_primitive::<#ty>(::core::convert::Into::<#ty>::into(#e))))
         });
         let rel = f.relationships.clone().unwrap_or_else(|| quote!(::std::vec::Vec::new()));
         quote! {
@@ -258,13 +258,24 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
     let test_only = attrs.test_only;
     let custom = attrs.make_compatible.is_some();
     let methods = if attrs.remotable {
-        quote!(<#ident as ::verso::remote::Remotable>::remotable_methods())
+        quote!(<#ident as ::verso::indirection::Remotable>::remotable_methods())
     } else {
         quote!(::std::vec::Vec::new())
     };
 
     let idents: Vec<&Ident> = fields.iter().map(|f| &f.ident).collect();
     let indices: Vec<usize> = (0..fields.len()).collect();
+    let wire_names: Vec<&String> = fields.iter().map(|f| &f.wire_name).collect();
+    // `"name":` as a byte literal when the name needs no JSON escaping (always, for a
+    // Rust identifier), else escaped at run time.
+    let write_keys = wire_names.iter().map(|name| {
+        if name.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+            let key = syn::LitByteStr::new(format!("\"{name}\":").as_bytes(), Span::call_site());
+            quote!(out.extend_from_slice(#key);)
+        } else {
+            quote!(::verso::__private::write_str(out, #name); out.push(b':');)
+        }
+    });
     let blank_fields = fields.iter().map(|f| {
         let id = &f.ident;
         if is_list && id == "objects" {
@@ -274,19 +285,40 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
             quote!(#id: ::verso::Field::unset())
         }
     });
-    let make_compatible = attrs.make_compatible.map(|path| {
-        quote! {
-            fn make_compatible(
-                &self,
-                data: &mut ::verso::PrimitiveData,
-                target: &::verso::Version,
-                manifest: ::core::option::Option<&::verso::VersionManifest>,
-            ) -> ::verso::Result<()> {
-                #path(self, data, target, manifest)
-            }
+    let make_compatible_body = match attrs.make_compatible {
+        Some(path) => quote!(#path(self, data, target, manifest)),
+        None => quote!(::verso::__private::default_make_compatible(
+            self, data, target, manifest
+        )),
+    };
+    let make_compatible = quote! {
+        fn make_compatible(
+            &self,
+            data: &mut ::verso::PrimitiveData,
+            target: &::verso::Version,
+            manifest: ::core::option::Option<&::verso::VersionManifest>,
+        ) -> ::verso::Result<()> {
+            #make_compatible_body
         }
-    });
-
+        fn to_primitive(&self, target: ::verso::Target<'_>) -> ::verso::Result<::verso::__private::Value> {
+            ::verso::__private::to_primitive(self, target)
+        }
+        fn to_primitive_bytes(&self, target: ::verso::Target<'_>) -> ::verso::Result<::std::vec::Vec<u8>> {
+            ::verso::__private::to_primitive_bytes(self, target)
+        }
+        fn from_primitive_limited(
+            primitive: &::verso::__private::Value,
+            limits: &::verso::DecodeLimits,
+        ) -> ::verso::Result<Self> {
+            ::verso::__private::from_primitive_limited(primitive, limits)
+        }
+        fn from_primitive_slice_limited(
+            bytes: &[u8],
+            limits: &::verso::DecodeLimits,
+        ) -> ::verso::Result<Self> {
+            ::verso::__private::from_primitive_slice_limited(bytes, limits)
+        }
+    };
     let list_impls = if is_list {
         let objects = fields
             .iter()
@@ -385,6 +417,44 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                     _ => panic!("{} has {} fields, not {}", #name, #n, index),
                 }
             }
+            fn __write_fields(&self, out: &mut ::std::vec::Vec<u8>) {
+                let mut first = true;
+                #(
+                    if let ::core::option::Option::Some(v) = self.#idents.get() {
+                        if !first {
+                            out.push(b',');
+                        }
+                        first = false;
+                        #write_keys
+                        ::verso::FieldValue::write_json(v, out);
+                    }
+                )*
+                let _ = first;
+            }
+            fn __field_index(name: &str) -> ::core::option::Option<usize> {
+                match name {
+                    #(#wire_names => ::core::option::Option::Some(#indices),)*
+                    _ => ::core::option::Option::None,
+                }
+            }
+            fn __read_field<'de, A: ::verso::__private::MapAccess<'de>>(
+                &mut self,
+                index: usize,
+                map: &mut A,
+            ) -> ::core::result::Result<::verso::Result<()>, A::Error> {
+                let fields = &<Self as ::verso::VersionedObject>::schema().fields;
+                match index {
+                    #(#indices => ::verso::__private::read_field(
+                        &mut self.#idents,
+                        fields[#indices].default.as_ref(),
+                        (#name, fields[#indices].name),
+                        map,
+                    ),)*
+                    _ => ::core::result::Result::Ok(::core::result::Result::Err(
+                        ::verso::__private::no_field_at(#name, index),
+                    )),
+                }
+            }
             #make_compatible
         }
 
@@ -396,16 +466,21 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                 ::core::option::Option::Some(<Self as ::verso::VersionedObject>::schema)
             }
             fn to_primitive(&self) -> ::verso::__private::Value {
-                ::verso::VersionedObject::to_primitive(self)
+                ::verso::__private::encode_own(self)
             }
-            fn from_primitive(value: &::verso::__private::Value) -> ::verso::Result<Self> {
-                ::verso::object::decode_contained::<Self>(value)
+            fn from_primitive(value: &::verso::__private::Value) -> ::core::result::Result<Self, ::verso::FieldError> {
+                ::verso::__private::decode_contained::<Self>(value)
+            }
+            fn from_json_map<'de, A: ::verso::__private::MapAccess<'de>>(
+                map: A,
+            ) -> ::core::result::Result<::core::result::Result<Self, ::verso::FieldError>, A::Error> {
+                ::verso::__private::decode_map::<Self, A>(map)
             }
             fn describe(&self) -> ::verso::__private::Value {
                 ::verso::VersionedObject::describe(self)
             }
             fn write_json(&self, out: &mut ::std::vec::Vec<u8>) {
-                ::verso::primitive::write_own(self, out)
+                ::verso::__private::write_own(self, out)
             }
             fn write_backport(
                 &self,
@@ -413,10 +488,10 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                 to: &::verso::Version,
                 manifest: ::core::option::Option<&::verso::VersionManifest>,
             ) -> ::verso::Result<()> {
-                ::verso::primitive::write_backported_child(self, out, to, manifest)
+                ::verso::__private::write_backported_child(self, out, to, manifest)
             }
             fn has_changes(&self) -> bool {
-                !::verso::VersionedObject::what_changed(self).is_empty()
+                ::verso::__private::has_changes(self)
             }
             fn reset_changes_recursive(&mut self) {
                 ::verso::VersionedObject::reset_changes_of(self, &[], true)
@@ -427,13 +502,25 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                 to: &::verso::Version,
                 manifest: ::core::option::Option<&::verso::VersionManifest>,
             ) -> ::verso::Result<()> {
-                ::verso::manifest::backport_object(self, primitive, to, manifest)
+                ::verso::__private::backport_object(self, primitive, to, manifest)
             }
             fn attach_context(&mut self, ctx: &::verso::RequestContext) {
-                ::verso::remote::attach_context(self, ctx)
+                ::verso::__private::attach_context(self, ctx)
             }
-            fn into_any_object(self) -> ::core::result::Result<::std::boxed::Box<dyn ::verso::AnyObject>, Self> {
-                ::core::result::Result::Ok(::std::boxed::Box::new(self))
+        }
+
+        impl ::verso::indirection::RemoteValue for #ident {
+            fn to_remote(&self) -> ::verso::__private::Value {
+                ::verso::__private::encode_own(self)
+            }
+            fn from_remote(value: &::verso::__private::Value) -> ::core::result::Result<Self, ::verso::FieldError> {
+                ::verso::__private::decode_contained::<Self>(value)
+            }
+            fn attach_context(&mut self, ctx: &::verso::RequestContext) {
+                ::verso::__private::attach_context(self, ctx)
+            }
+            fn into_output(self) -> ::verso::indirection::MethodOutput {
+                ::verso::__private::object_into_output(self)
             }
         }
 
@@ -487,18 +574,31 @@ fn expand_enum(input: &DeriveInput) -> syn::Result<TokenStream2> {
                 ::verso::__private::Value::String(::verso::VersionedEnum::as_str(self).into())
             }
             fn write_json(&self, out: &mut ::std::vec::Vec<u8>) {
-                ::verso::field::write_str(out, ::verso::VersionedEnum::as_str(self))
+                ::verso::__private::write_str(out, ::verso::VersionedEnum::as_str(self))
             }
-            fn from_primitive(value: &::verso::__private::Value) -> ::verso::Result<Self> {
-                ::verso::field::enum_from_primitive(value)
+            fn from_primitive(value: &::verso::__private::Value) -> ::core::result::Result<Self, ::verso::FieldError> {
+                ::verso::__private::enum_from_primitive(value)
             }
-            fn from_json_str(s: &str) -> ::verso::Result<Self> {
-                ::verso::field::enum_from_str(s)
+            fn from_json_str(s: &str) -> ::core::result::Result<Self, ::verso::FieldError> {
+                ::verso::__private::enum_from_str(s)
             }
         }
         impl ::core::fmt::Display for #ident {
             fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
                 f.write_str(::verso::VersionedEnum::as_str(self))
+            }
+        }
+
+        impl ::verso::indirection::RemoteValue for #ident {
+            fn to_remote(&self) -> ::verso::__private::Value {
+                ::verso::FieldValue::to_primitive(self)
+            }
+            fn from_remote(value: &::verso::__private::Value) -> ::core::result::Result<Self, ::verso::FieldError> {
+                ::verso::__private::enum_from_primitive(value)
+            }
+            fn attach_context(&mut self, _ctx: &::verso::RequestContext) {}
+            fn into_output(self) -> ::verso::indirection::MethodOutput {
+                ::verso::__private::enum_into_output(self)
             }
         }
     })
@@ -508,7 +608,7 @@ fn expand_enum(input: &DeriveInput) -> syn::Result<TokenStream2> {
 ///
 /// A class method is `async fn name(ctx: &RequestContext, args...) -> Result<R, E>`; an
 /// instance method is `async fn name(&mut self, args...) -> Result<R, E>`, where
-/// arguments and `R` are `verso::remote::RemoteValue`s (field values, objects, `()`) and
+/// arguments and `R` are `verso::indirection::RemoteValue`s (field values, objects, `()`) and
 /// `E` converts to and from `verso::CallError`. Each becomes a wrapper that delegates to
 /// the context's indirection API when one is configured for the object's namespace and
 /// runs the body locally otherwise; the block also implements `verso::Remotable` so a
@@ -659,9 +759,8 @@ fn expand_remotable(mut block: syn::ItemImpl) -> syn::Result<TokenStream2> {
         quote!(::verso::MethodSchema { name: #name, kind: #kind, args: ::std::vec![#(#args),*], returns: #returns })
     });
     let self_ty_ref = &self_ty;
-    let arms =
-        |instance: bool| {
-            methods.iter().filter(move |m| m.instance == instance).map(move |m| {
+    let arms = |instance: bool| {
+        methods.iter().filter(move |m| m.instance == instance).map(move |m| {
             let name = m.name.to_string();
             let local = format_ident_local(&m.name);
             let takes = m.args.iter().enumerate().map(|(i, (n, t))| {
@@ -680,17 +779,17 @@ fn expand_remotable(mut block: syn::ItemImpl) -> syn::Result<TokenStream2> {
                     #(#takes)*
                     args.finish()?;
                     let out = #call.map_err(|e: #err| ::verso::CallError::from(e))?;
-                    ::core::result::Result::Ok(::verso::remote::RemoteValue::into_output(out))
+                    ::core::result::Result::Ok(::verso::indirection::RemoteValue::into_output(out))
                 }
             }
         })
-        };
+    };
     let class_arms = arms(false);
     let instance_arms = arms(true);
     Ok(quote! {
         #block
 
-        impl ::verso::remote::Remotable for #self_ty {
+        impl ::verso::indirection::Remotable for #self_ty {
             fn remotable_methods() -> ::std::vec::Vec<::verso::MethodSchema> {
                 ::std::vec![#(#schemas),*]
             }
@@ -698,8 +797,8 @@ fn expand_remotable(mut block: syn::ItemImpl) -> syn::Result<TokenStream2> {
             fn dispatch_class<'a>(
                 ctx: &'a ::verso::RequestContext,
                 method: &'a str,
-                mut args: ::verso::remote::CallArgs,
-            ) -> ::verso::remote::BoxFuture<'a, ::core::result::Result<::verso::remote::MethodOutput, ::verso::CallError>> {
+                mut args: ::verso::indirection::CallArgs,
+            ) -> ::verso::indirection::BoxFuture<'a, ::core::result::Result<::verso::indirection::MethodOutput, ::verso::CallError>> {
                 ::std::boxed::Box::pin(async move {
                     match method {
                         #(#class_arms)*
@@ -714,8 +813,8 @@ fn expand_remotable(mut block: syn::ItemImpl) -> syn::Result<TokenStream2> {
             fn dispatch_instance<'a>(
                 &'a mut self,
                 method: &'a str,
-                mut args: ::verso::remote::CallArgs,
-            ) -> ::verso::remote::BoxFuture<'a, ::core::result::Result<::verso::remote::MethodOutput, ::verso::CallError>> {
+                mut args: ::verso::indirection::CallArgs,
+            ) -> ::verso::indirection::BoxFuture<'a, ::core::result::Result<::verso::indirection::MethodOutput, ::verso::CallError>> {
                 ::std::boxed::Box::pin(async move {
                     match method {
                         #(#instance_arms)*
@@ -752,15 +851,15 @@ fn wrapper_body(m: &RemoteMethod, local: &Ident) -> syn::Result<syn::Block> {
             };
             if let ::core::option::Option::Some(api) = ctx.indirection(<Self as ::verso::VersionedObject>::NAMESPACE) {
                 let api = api.clone();
-                let args = ::std::vec![#(::verso::remote::RemoteValue::to_remote(&#names)),*];
-                let objinst = ::verso::VersionedObject::to_primitive(self);
+                let args = ::std::vec![#(::verso::indirection::RemoteValue::to_remote(&#names)),*];
+                let objinst = ::verso::__private::encode_own(self);
                 let (updates, result) = api
                     .object_action(&ctx, objinst, #name, args, ::verso::__private::Map::new())
                     .await
                     .map_err(<#err as ::core::convert::From<::verso::CallError>>::from)?;
-                ::verso::remote::apply_updates(self, &updates)
+                ::verso::__private::apply_updates(self, &updates)
                     .map_err(|e| <#err as ::core::convert::From<::verso::CallError>>::from(e.into()))?;
-                return ::verso::remote::decode_result::<#ok>(&result, &ctx).map_err(<#err as ::core::convert::From<::verso::CallError>>::from);
+                return ::verso::__private::decode_result::<#ok>(&result, &ctx).map_err(<#err as ::core::convert::From<::verso::CallError>>::from);
             }
             self.#local(#(#names),*).await
         })
@@ -773,12 +872,12 @@ fn wrapper_body(m: &RemoteMethod, local: &Ident) -> syn::Result<syn::Block> {
             if let ::core::option::Option::Some(api) = #ctx.indirection(<Self as ::verso::VersionedObject>::NAMESPACE) {
                 static MANIFEST: ::std::sync::OnceLock<::verso::VersionManifest> = ::std::sync::OnceLock::new();
                 let manifest = MANIFEST.get_or_init(<Self as ::verso::VersionedObject>::manifest);
-                let args = ::std::vec![#(::verso::remote::RemoteValue::to_remote(&#names)),*];
+                let args = ::std::vec![#(::verso::indirection::RemoteValue::to_remote(&#names)),*];
                 let result = api
                     .object_class_action_versions(#ctx, <Self as ::verso::VersionedObject>::NAME, #name, manifest, args, ::verso::__private::Map::new())
                     .await
                     .map_err(<#err as ::core::convert::From<::verso::CallError>>::from)?;
-                return ::verso::remote::decode_result::<#ok>(&result, #ctx).map_err(<#err as ::core::convert::From<::verso::CallError>>::from);
+                return ::verso::__private::decode_result::<#ok>(&result, #ctx).map_err(<#err as ::core::convert::From<::verso::CallError>>::from);
             }
             Self::#local(#ctx, #(#names),*).await
         })

@@ -56,7 +56,7 @@ fn bench(c: &mut Criterion) {
     let remote_list = rt
         .block_on(cyborg_model::DeviceList::get_all(&agent))
         .expect("remote call");
-    let bytes = serde_json::to_vec(&remote_list.to_primitive())
+    let bytes = serde_json::to_vec(&verso::FieldValue::to_primitive(&remote_list))
         .expect("json")
         .len();
     println!(
@@ -75,7 +75,7 @@ fn bench(c: &mut Criterion) {
             let list = rt
                 .block_on(cyborg_model::DeviceList::get_all(&local))
                 .expect("local call");
-            list.to_primitive_for_peer(&cyborg_model::DeviceList::manifest())
+            list.to_primitive(verso::Target::Peer(&cyborg_model::DeviceList::manifest()))
                 .expect("encode")
         })
     });

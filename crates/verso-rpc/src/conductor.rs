@@ -37,7 +37,7 @@ use crate::endpoint::{ArgSpec, ArgType, Args, Endpoint, MethodSpec};
 use crate::{RemoteError, RpcClient, RpcError};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
-use verso::remote::{action_updates, ActionReply, BoxFuture, CallError, IndirectionApi};
+use verso::indirection::{action_updates, ActionReply, BoxFuture, CallError, IndirectionApi};
 use verso::{Registry, RequestContext, Version, VersionManifest};
 
 /// The conductor RPC version that added object indirection.
@@ -196,7 +196,7 @@ pub fn add_object_endpoints(
                 let obj = reg
                     .from_primitive(&objinst)
                     .map_err(|e| to_remote(e.into()))?;
-                obj.obj_to_primitive_for_peer(&manifest)
+                obj.obj_to_primitive(verso::Target::Peer(&manifest))
                     .map_err(|e| to_remote(e.into()))
             }
         },

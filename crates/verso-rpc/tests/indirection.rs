@@ -5,7 +5,7 @@ use cyborg_model::{Device, DeviceList, ManagedMode, MemoryStore, StoreHandle};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use verso::remote::CallError;
+use verso::indirection::CallError;
 use verso::{
     IndirectionApi, ObjectList, RequestContext, Version, VersionManifest, VersionedObject,
 };
@@ -274,7 +274,7 @@ async fn backport_versions_converts_nested_objects() {
     m.insert("AttachHandle", Version::new(1, 1))
         .insert("Device", Version::new(1, 0));
     let back = api
-        .object_backport_versions(&ctx, handle.to_primitive(), &m)
+        .object_backport_versions(&ctx, verso::FieldValue::to_primitive(&handle), &m)
         .await
         .expect("backport");
     assert_eq!(back["versioned_object.version"], "1.1");
@@ -316,7 +316,7 @@ async fn unsupported_requests_fail_typed_without_fallback() {
         .await
         .expect_err("missing argument");
     assert_eq!(e.kind(), "TypeError");
-    let mut too_new = Device::blank().to_primitive();
+    let mut too_new = verso::FieldValue::to_primitive(&Device::blank());
     too_new["versioned_object.version"] = json!("1.9");
     let e = api
         .object_backport_versions(&ctx, too_new, &Device::manifest())

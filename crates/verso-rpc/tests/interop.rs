@@ -167,7 +167,7 @@ async fn verso_client_calls_python_server() {
             &ctx,
             "echo_thing",
             "1.1",
-            json!({"thing": thing.to_primitive()}),
+            json!({"thing": verso::FieldValue::to_primitive(&thing)}),
         )
         .await
         .expect("echo_thing");
@@ -1283,7 +1283,7 @@ mod support {
                     let mut tags = t.tags.get().cloned().unwrap_or_default();
                     tags.push("rs".into());
                     t.tags = tags.into();
-                    Ok(t.to_primitive())
+                    Ok(verso::FieldValue::to_primitive(&t))
                 },
             )
             .method(

@@ -89,21 +89,34 @@ impl DateTime {
         use chrono::{Datelike, Timelike};
         use std::io::Write;
         let t = self.value;
-        if micros {
-            let _ = write!(out, "{:04}", t.year());
-        } else {
+        let two = |out: &mut Vec<u8>, n: u32| {
+            out.push(b'0' + (n / 10 % 10) as u8);
+            out.push(b'0' + (n % 10) as u8);
+        };
+        match u32::try_from(t.year()) {
             // OVO's strftime("%Y") (glibc) does not pad: year 1 is written "1".
-            let _ = write!(out, "{}", t.year());
+            Ok(y) if micros && y < 1000 => {
+                out.extend(std::iter::repeat(b'0').take(4 - y.max(1).ilog10() as usize - 1));
+                crate::version::write_u32(out, y);
+            }
+            Ok(y) => crate::version::write_u32(out, y),
+            Err(_) if micros => {
+                let _ = write!(out, "{:04}", t.year());
+            }
+            Err(_) => {
+                let _ = write!(out, "{}", t.year());
+            }
         }
-        let _ = write!(
-            out,
-            "-{:02}-{:02}T{:02}:{:02}:{:02}",
-            t.month(),
-            t.day(),
-            t.hour(),
-            t.minute(),
-            t.second()
-        );
+        for (sep, n) in [
+            (b'-', t.month()),
+            (b'-', t.day()),
+            (b'T', t.hour()),
+            (b':', t.minute()),
+            (b':', t.second()),
+        ] {
+            out.push(sep);
+            two(out, n);
+        }
         let us = t.timestamp_subsec_micros();
         if micros && us != 0 {
             let _ = write!(out, ".{us:06}");
@@ -115,11 +128,14 @@ impl DateTime {
             let m = secs.unsigned_abs() / 60;
             // isoformat() writes a zero offset as +00:00 whatever its name.
             let sign = if secs < 0 || (self.negative_zero && !micros) {
-                '-'
+                b'-'
             } else {
-                '+'
+                b'+'
             };
-            let _ = write!(out, "{sign}{:02}:{:02}", m / 60, m % 60);
+            out.push(sign);
+            two(out, m / 60);
+            out.push(b':');
+            two(out, m % 60);
         }
     }
 }

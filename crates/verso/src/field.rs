@@ -9,80 +9,62 @@
 //! A [`Field`] is *unset* until assigned (as in OVO, an unset field is absent from the
 //! primitive and [`Field::get`] returns `None`); assigning marks it changed.
 
-use crate::error::{Error, Result};
-use crate::{DateTime, RequestContext, Version, VersionManifest};
+use crate::context::RequestContext;
+use crate::datetime::DateTime;
+use crate::error::Error;
+use crate::manifest::VersionManifest;
+pub use crate::schema::FieldType;
+use crate::version::Version;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::fmt;
 use uuid::Uuid;
 
-/// The OVO field type class of a field, as fingerprints and the lint see it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FieldType {
-    /// `String`.
-    String,
-    /// `Integer`.
-    Integer,
-    /// `Float`.
-    Float,
-    /// `Boolean`.
-    Boolean,
-    /// `UUID`.
-    Uuid,
-    /// `DateTime` (timezone-aware).
-    DateTime,
-    /// `Enum` with its valid values, in declaration order.
-    Enum(&'static [&'static str]),
-    /// `Dict` of a value type (keys are strings).
-    Dict(Box<FieldType>),
-    /// `List` of an element type.
-    List(Box<FieldType>),
-    /// `Object` of the named class.
-    Object(&'static str),
-    /// `ListOfObjects` of the named class.
-    ListOfObjects(&'static str),
+/// Why a field rejects a value, before it is known which object and field it is: what
+/// [`FieldValue`] conversions return. The object-level code that knows the field makes
+/// the [`Error`] with [`at`](Self::at).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum FieldError {
+    /// The value is not one the field takes; the reason is in OVO's words where it has
+    /// them (`Field value bogus is invalid`) and names the value.
+    #[error("{0}")]
+    Invalid(String),
+    /// `null` for a non-nullable field without a default.
+    #[error("cannot be None")]
+    CannotBeNone,
+    /// A contained object that failed to decode: its own error, already complete.
+    #[error(transparent)]
+    Object(Box<Error>),
 }
 
-impl FieldType {
-    /// OVO's field type class name (`String`, `Dict`, `Object`, ...), as it appears in
-    /// fingerprints.
-    pub fn ovo_class(&self) -> &'static str {
+impl FieldError {
+    /// The error of field `field` of `object` rejecting the value.
+    pub fn at(self, object: &'static str, field: &str) -> Error {
         match self {
-            FieldType::String => "String",
-            FieldType::Integer => "Integer",
-            FieldType::Float => "Float",
-            FieldType::Boolean => "Boolean",
-            FieldType::Uuid => "UUID",
-            FieldType::DateTime => "DateTime",
-            FieldType::Enum(_) => "Enum",
-            FieldType::Dict(_) => "Dict",
-            FieldType::List(_) => "List",
-            FieldType::Object(_) => "Object",
-            FieldType::ListOfObjects(_) => "List",
-        }
-    }
-
-    /// The class an `Object` or `ListOfObjects` field holds.
-    pub fn child_object(&self) -> Option<&'static str> {
-        match self {
-            FieldType::Object(n) | FieldType::ListOfObjects(n) => Some(n),
-            _ => None,
+            FieldError::Invalid(reason) => Error::InvalidField {
+                object,
+                field: field.to_owned(),
+                reason,
+            },
+            FieldError::CannotBeNone => Error::InvalidField {
+                object,
+                field: field.to_owned(),
+                reason: format!("Field `{field}' cannot be None"),
+            },
+            FieldError::Object(e) => *e,
         }
     }
 }
 
-impl fmt::Display for FieldType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FieldType::Dict(v) => write!(f, "Dict({v})"),
-            FieldType::List(v) => write!(f, "List({v})"),
-            FieldType::Object(n) => write!(f, "Object({n})"),
-            FieldType::ListOfObjects(n) => write!(f, "ListOfObjects({n})"),
-            FieldType::Enum(v) => write!(f, "Enum({})", v.join(",")),
-            other => f.write_str(other.ovo_class()),
-        }
+impl From<Error> for FieldError {
+    /// A contained object's decode error.
+    fn from(e: Error) -> Self {
+        FieldError::Object(Box::new(e))
     }
 }
+
+/// Results of field conversions.
+pub type Result<T, E = FieldError> = std::result::Result<T, E>;
 
 /// A Rust type that can be the value of an object field.
 ///
@@ -96,7 +78,7 @@ pub trait FieldValue: Clone + fmt::Debug + PartialEq + Send + Sync + 'static {
         false
     }
     /// The schema of the object this field holds, if it holds objects.
-    fn child_schema() -> Option<fn() -> &'static crate::ObjectSchema> {
+    fn child_schema() -> Option<fn() -> &'static crate::schema::ObjectSchema> {
         None
     }
     /// The primitive (JSON) form, as OVO's `field.to_primitive`.
@@ -113,6 +95,32 @@ pub trait FieldValue: Clone + fmt::Debug + PartialEq + Send + Sync + 'static {
     fn from_json_str(s: &str) -> Result<Self> {
         Self::from_primitive_owned(Value::String(s.to_owned()))
     }
+    /// Reads a primitive that is a JSON integer (the byte path's fast path).
+    fn from_json_i64(v: i64) -> Result<Self> {
+        Self::from_primitive_owned(Value::from(v))
+    }
+    /// Reads a primitive that is a JSON list straight from the parser (the byte path):
+    /// the outer error is the parser's, the inner one the field's. By default the list
+    /// is read into a `Value` first.
+    fn from_json_seq<'de, A: serde::de::SeqAccess<'de>>(
+        seq: A,
+    ) -> std::result::Result<Result<Self>, A::Error> {
+        let v = <Value as serde::Deserialize>::deserialize(
+            serde::de::value::SeqAccessDeserializer::new(seq),
+        )?;
+        Ok(Self::from_primitive_owned(v))
+    }
+    /// Reads a primitive that is a JSON object straight from the parser (the byte path);
+    /// objects decode their primitive without building a `Value`. By default the object
+    /// is read into a `Value` first.
+    fn from_json_map<'de, A: serde::de::MapAccess<'de>>(
+        map: A,
+    ) -> std::result::Result<Result<Self>, A::Error> {
+        let v = <Value as serde::Deserialize>::deserialize(
+            serde::de::value::MapAccessDeserializer::new(map),
+        )?;
+        Ok(Self::from_primitive_owned(v))
+    }
     /// Appends the primitive as JSON text to `out`, without building a `Value` first
     /// (the fast path of [`VersionedObject::to_primitive_bytes`](crate::VersionedObject::to_primitive_bytes)).
     fn write_json(&self, out: &mut Vec<u8>) {
@@ -125,7 +133,7 @@ pub trait FieldValue: Clone + fmt::Debug + PartialEq + Send + Sync + 'static {
         out: &mut Vec<u8>,
         to: &Version,
         manifest: Option<&VersionManifest>,
-    ) -> Result<()> {
+    ) -> crate::error::Result<()> {
         let _ = (to, manifest);
         self.write_json(out);
         Ok(())
@@ -147,7 +155,7 @@ pub trait FieldValue: Clone + fmt::Debug + PartialEq + Send + Sync + 'static {
         primitive: &mut Value,
         to: &Version,
         manifest: Option<&VersionManifest>,
-    ) -> Result<()> {
+    ) -> crate::error::Result<()> {
         let _ = (primitive, to, manifest);
         Ok(())
     }
@@ -155,22 +163,13 @@ pub trait FieldValue: Clone + fmt::Debug + PartialEq + Send + Sync + 'static {
     fn attach_context(&mut self, ctx: &RequestContext) {
         let _ = ctx;
     }
-    /// The value as an object of any class, if it is one (remotable results).
-    fn into_any_object(self) -> std::result::Result<Box<dyn crate::AnyObject>, Self> {
-        Err(self)
-    }
 }
 
-fn invalid(reason: impl Into<String>) -> Error {
-    // The object and field names are filled in by the caller that knows them.
-    Error::InvalidField {
-        object: "",
-        field: String::new(),
-        reason: reason.into(),
-    }
+fn invalid(reason: impl Into<String>) -> FieldError {
+    FieldError::Invalid(reason.into())
 }
 
-fn type_error(expected: &str, value: &Value) -> Error {
+fn type_error(expected: &str, value: &Value) -> FieldError {
     invalid(format!("A {expected} is required, not {value}"))
 }
 
@@ -190,6 +189,12 @@ impl FieldValue for String {
             Value::String(s) => Ok(s),
             other => Self::from_primitive(&other),
         }
+    }
+    fn from_json_str(s: &str) -> Result<Self> {
+        Ok(s.to_owned())
+    }
+    fn from_json_i64(v: i64) -> Result<Self> {
+        Ok(v.to_string())
     }
     fn from_primitive(value: &Value) -> Result<Self> {
         match value {
@@ -272,7 +277,10 @@ impl FieldValue for i64 {
     }
     /// Like OVO's `Integer.coerce` (`int(value)`): integral strings are accepted.
     fn write_json(&self, out: &mut Vec<u8>) {
-        let _ = serde_json::to_writer(out, self);
+        out.extend_from_slice(itoa_i64(*self, &mut [0u8; 20]));
+    }
+    fn from_json_i64(v: i64) -> Result<Self> {
+        Ok(v)
     }
     fn from_primitive(value: &Value) -> Result<Self> {
         match value {
@@ -363,19 +371,30 @@ impl FieldValue for Uuid {
 /// the other forms rather than send back text other than it received (a deliberate
 /// difference, README "Deliberate differences from oslo.versionedobjects").
 fn uuid_from_canonical(s: &str) -> Result<Uuid> {
+    // One pass over the text: hyphens where they belong, lower-case hex elsewhere.
+    let mut value: u128 = 0;
     let canonical = s.len() == 36
-        && s.bytes().enumerate().all(|(i, b)| match i {
-            8 | 13 | 18 | 23 => b == b'-',
-            _ => b.is_ascii_digit() || (b'a'..=b'f').contains(&b),
+        && s.bytes().enumerate().all(|(i, b)| match (i, b) {
+            (8 | 13 | 18 | 23, b'-') => true,
+            (8 | 13 | 18 | 23, _) => false,
+            (_, b'0'..=b'9') => {
+                value = value << 4 | u128::from(b - b'0');
+                true
+            }
+            (_, b'a'..=b'f') => {
+                value = value << 4 | u128::from(b - b'a' + 10);
+                true
+            }
+            _ => false,
         });
-    if !canonical {
-        return Err(invalid(if Uuid::parse_str(s).is_ok() {
-            format!("{s} is not a UUID in canonical form (lower-case, hyphenated)")
-        } else {
-            format!("{s} is not a valid UUID")
-        }));
+    if canonical {
+        return Ok(Uuid::from_u128(value));
     }
-    Uuid::parse_str(s).map_err(|_| invalid(format!("{s} is not a valid UUID")))
+    Err(invalid(if Uuid::parse_str(s).is_ok() {
+        format!("{s} is not a UUID in canonical form (lower-case, hyphenated)")
+    } else {
+        format!("{s} is not a valid UUID")
+    }))
 }
 
 impl FieldValue for DateTime {
@@ -392,14 +411,14 @@ impl FieldValue for DateTime {
     }
     fn from_json_str(s: &str) -> Result<Self> {
         s.parse()
-            .map_err(|e: crate::DateTimeError| invalid(e.to_string()))
+            .map_err(|e: crate::datetime::DateTimeError| invalid(e.to_string()))
     }
     fn from_primitive(value: &Value) -> Result<Self> {
         let s = value
             .as_str()
             .ok_or_else(|| type_error("datetime string", value))?;
         s.parse()
-            .map_err(|e: crate::DateTimeError| invalid(e.to_string()))
+            .map_err(|e: crate::datetime::DateTimeError| invalid(e.to_string()))
     }
     fn describe(&self) -> Value {
         Value::String(self.to_isoformat())
@@ -413,7 +432,7 @@ impl<T: FieldValue> FieldValue for Option<T> {
     fn nullable() -> bool {
         true
     }
-    fn child_schema() -> Option<fn() -> &'static crate::ObjectSchema> {
+    fn child_schema() -> Option<fn() -> &'static crate::schema::ObjectSchema> {
         T::child_schema()
     }
     fn to_primitive(&self) -> Value {
@@ -434,12 +453,25 @@ impl<T: FieldValue> FieldValue for Option<T> {
     fn from_json_str(s: &str) -> Result<Self> {
         T::from_json_str(s).map(Some)
     }
+    fn from_json_i64(v: i64) -> Result<Self> {
+        T::from_json_i64(v).map(Some)
+    }
+    fn from_json_seq<'de, A: serde::de::SeqAccess<'de>>(
+        seq: A,
+    ) -> std::result::Result<Result<Self>, A::Error> {
+        Ok(T::from_json_seq(seq)?.map(Some))
+    }
+    fn from_json_map<'de, A: serde::de::MapAccess<'de>>(
+        map: A,
+    ) -> std::result::Result<Result<Self>, A::Error> {
+        Ok(T::from_json_map(map)?.map(Some))
+    }
     fn write_backport(
         &self,
         out: &mut Vec<u8>,
         to: &Version,
         manifest: Option<&VersionManifest>,
-    ) -> Result<()> {
+    ) -> crate::error::Result<()> {
         match self {
             Some(v) => v.write_backport(out, to, manifest),
             None => {
@@ -470,7 +502,7 @@ impl<T: FieldValue> FieldValue for Option<T> {
         primitive: &mut Value,
         to: &Version,
         manifest: Option<&VersionManifest>,
-    ) -> Result<()> {
+    ) -> crate::error::Result<()> {
         match self {
             Some(v) => v.backport(primitive, to, manifest),
             None => Ok(()),
@@ -490,7 +522,7 @@ impl<T: FieldValue> FieldValue for Vec<T> {
             other => FieldType::List(Box::new(other)),
         }
     }
-    fn child_schema() -> Option<fn() -> &'static crate::ObjectSchema> {
+    fn child_schema() -> Option<fn() -> &'static crate::schema::ObjectSchema> {
         T::child_schema()
     }
     fn to_primitive(&self) -> Value {
@@ -511,7 +543,7 @@ impl<T: FieldValue> FieldValue for Vec<T> {
         out: &mut Vec<u8>,
         to: &Version,
         manifest: Option<&VersionManifest>,
-    ) -> Result<()> {
+    ) -> crate::error::Result<()> {
         out.push(b'[');
         for (i, v) in self.iter().enumerate() {
             if i > 0 {
@@ -525,6 +557,25 @@ impl<T: FieldValue> FieldValue for Vec<T> {
     fn from_primitive(value: &Value) -> Result<Self> {
         let items = value.as_array().ok_or_else(|| type_error("list", value))?;
         items.iter().map(T::from_primitive).collect()
+    }
+    fn from_json_seq<'de, A: serde::de::SeqAccess<'de>>(
+        mut seq: A,
+    ) -> std::result::Result<Result<Self>, A::Error> {
+        // As `from_primitive`: the first member's error is the list's; the rest of the
+        // list is still read (the parser must get past it).
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+        let mut error = None;
+        while let Some(item) = seq.next_element_seed(JsonSeed::<T>::member())? {
+            match (item, &error) {
+                (Ok(v), None) => items.push(v),
+                (Err(e), None) => error = Some(e),
+                _ => {}
+            }
+        }
+        Ok(match error {
+            Some(e) => Err(e),
+            None => Ok(items),
+        })
     }
     fn describe(&self) -> Value {
         Value::Array(self.iter().map(T::describe).collect())
@@ -540,7 +591,7 @@ impl<T: FieldValue> FieldValue for Vec<T> {
         primitive: &mut Value,
         to: &Version,
         manifest: Option<&VersionManifest>,
-    ) -> Result<()> {
+    ) -> crate::error::Result<()> {
         let Some(items) = primitive.as_array_mut() else {
             return Ok(());
         };
@@ -592,9 +643,9 @@ impl<V: FieldValue> FieldValue for BTreeMap<String, V> {
     }
 }
 
-/// Reads a [`VersionedEnum`] from its wire text; used by the derive.
-#[doc(hidden)]
-pub fn enum_from_str<E: VersionedEnum>(s: &str) -> Result<E> {
+/// Reads a [`VersionedEnum`] from its wire text; used by the derive, through
+/// `__private`.
+pub(crate) fn enum_from_str<E: VersionedEnum>(s: &str) -> Result<E> {
     E::from_str(s).ok_or_else(|| invalid(format!("Field value {s} is invalid")))
 }
 
@@ -605,9 +656,8 @@ pub(crate) fn write_value(out: &mut Vec<u8>, v: &Value) {
 
 /// Appends a JSON string, escaped (copied as is when nothing needs escaping, the
 /// common case for names, UUIDs and enum values).
-#[doc(hidden)]
-pub fn write_str(out: &mut Vec<u8>, s: &str) {
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
+    if !needs_escape(s.as_bytes()) {
         out.reserve(s.len() + 2);
         out.push(b'"');
         out.extend_from_slice(s.as_bytes());
@@ -615,6 +665,32 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
     } else {
         let _ = serde_json::to_writer(out, s);
     }
+}
+
+/// Whether JSON string text needs escaping (a control character, `"` or `\\`), looked
+/// for eight bytes at a time: every name and string value of every encode passes here.
+fn needs_escape(text: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // A byte below `n` (n <= 128) somewhere in `v`.
+    let below = |v: u64, n: u8| v.wrapping_sub(ONES * u64::from(n)) & !v & HIGH != 0;
+    let zero = |v: u64| below(v, 1);
+    let mut chunks = text.chunks_exact(8);
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let v = u64::from_le_bytes(word);
+        if below(v, 0x20)
+            || zero(v ^ (ONES * u64::from(b'"')))
+            || zero(v ^ (ONES * u64::from(b'\\')))
+        {
+            return true;
+        }
+    }
+    chunks
+        .remainder()
+        .iter()
+        .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
 }
 
 /// A field enum: a Rust enum whose variants are an OVO `Enum` field's valid values.
@@ -628,9 +704,9 @@ pub trait VersionedEnum: Copy + Eq + fmt::Debug + Send + Sync + 'static {
     fn from_str(s: &str) -> Option<Self>;
 }
 
-/// Implements [`FieldValue`] for a [`VersionedEnum`]; used by the derive.
-#[doc(hidden)]
-pub fn enum_from_primitive<E: VersionedEnum>(value: &Value) -> Result<E> {
+/// Implements [`FieldValue`] for a [`VersionedEnum`]; used by the derive, through
+/// `__private`.
+pub(crate) fn enum_from_primitive<E: VersionedEnum>(value: &Value) -> Result<E> {
     match value {
         Value::String(s) => {
             E::from_str(s).ok_or_else(|| invalid(format!("Field value {s} is invalid")))
@@ -770,7 +846,7 @@ pub trait DynField {
         out: &mut Vec<u8>,
         to: &Version,
         manifest: Option<&VersionManifest>,
-    ) -> Result<()>;
+    ) -> crate::error::Result<()>;
     /// Assigns from a primitive (marks changed). `default` is the field's default in
     /// primitive form, which a `null` takes on a non-nullable field (OVO's coerce).
     fn set_from_primitive(&mut self, value: &Value, default: Option<&Value>) -> Result<()>;
@@ -788,7 +864,7 @@ pub trait DynField {
         primitive: &mut Value,
         to: &Version,
         manifest: Option<&VersionManifest>,
-    ) -> Result<()>;
+    ) -> crate::error::Result<()>;
     /// Stores the request context on contained objects.
     fn attach_context(&mut self, ctx: &RequestContext);
     /// Makes the field unset.
@@ -821,7 +897,7 @@ impl<T: FieldValue> DynField for Field<T> {
         out: &mut Vec<u8>,
         to: &Version,
         manifest: Option<&VersionManifest>,
-    ) -> Result<()> {
+    ) -> crate::error::Result<()> {
         match &self.value {
             Some(v) => v.write_backport(out, to, manifest),
             None => Ok(()),
@@ -834,7 +910,7 @@ impl<T: FieldValue> DynField for Field<T> {
         let v = if value.is_null() && !T::nullable() {
             match default {
                 Some(d) => T::from_primitive(d)?,
-                None => return Err(invalid("cannot be None")),
+                None => return Err(FieldError::CannotBeNone),
             }
         } else {
             T::from_primitive_owned(value)?
@@ -859,7 +935,7 @@ impl<T: FieldValue> DynField for Field<T> {
         primitive: &mut Value,
         to: &Version,
         manifest: Option<&VersionManifest>,
-    ) -> Result<()> {
+    ) -> crate::error::Result<()> {
         match &self.value {
             Some(v) => v.backport(primitive, to, manifest),
             None => Ok(()),
@@ -875,30 +951,133 @@ impl<T: FieldValue> DynField for Field<T> {
     }
 }
 
-/// Names an error from a field with the object and field it belongs to.
-pub(crate) fn locate(err: Error, object: &'static str, field: &str) -> Error {
-    match err {
-        Error::InvalidField {
-            object: "", reason, ..
-        } => {
-            let reason = if reason == "cannot be None" {
-                format!("Field `{field}' cannot be None")
-            } else {
-                reason
-            };
-            Error::InvalidField {
-                object,
-                field: field.to_owned(),
-                reason,
-            }
+/// Writes `v` in decimal into `buf`, returning the digits (no allocation, no `fmt`).
+pub(crate) fn itoa_i64(v: i64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut n = v.unsigned_abs();
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
         }
-        other => other,
+    }
+    if v < 0 {
+        i -= 1;
+        buf[i] = b'-';
+    }
+    &buf[i..]
+}
+
+/// Reads one JSON value of type `T` straight from the parser (the byte path), with the
+/// same results as `T::from_primitive` of the same JSON. The outer error is the
+/// parser's; the inner one is the value's, which the decoder reports in OVO's order.
+pub(crate) struct JsonSeed<'a, T> {
+    /// `Some(default)` for a field's value, where `null` on a non-nullable field takes
+    /// the default or fails; `None` for a list member.
+    field: Option<Option<&'a Value>>,
+    ty: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<'a, T: FieldValue> JsonSeed<'a, T> {
+    /// For a list member.
+    pub fn member() -> Self {
+        JsonSeed {
+            field: None,
+            ty: std::marker::PhantomData,
+        }
+    }
+
+    /// For the value of a field whose default (in primitive form) is `default`.
+    pub fn field(default: Option<&'a Value>) -> Self {
+        JsonSeed {
+            field: Some(default),
+            ty: std::marker::PhantomData,
+        }
     }
 }
 
-/// The primitive of a default value, for schemas; used by the derive.
-#[doc(hidden)]
-pub fn default_primitive<T: FieldValue>(value: T) -> Value {
+impl<'de, T: FieldValue> serde::de::DeserializeSeed<'de> for JsonSeed<'_, T> {
+    type Value = Result<T>;
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> std::result::Result<Result<T>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, T: FieldValue> serde::de::Visitor<'de> for JsonSeed<'_, T> {
+    type Value = Result<T>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a field value")
+    }
+    fn visit_str<E>(self, v: &str) -> std::result::Result<Result<T>, E> {
+        Ok(T::from_json_str(v))
+    }
+    fn visit_bool<E>(self, v: bool) -> std::result::Result<Result<T>, E> {
+        Ok(T::from_primitive_owned(Value::Bool(v)))
+    }
+    fn visit_i64<E>(self, v: i64) -> std::result::Result<Result<T>, E> {
+        Ok(T::from_json_i64(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> std::result::Result<Result<T>, E> {
+        Ok(match i64::try_from(v) {
+            Ok(v) => T::from_json_i64(v),
+            Err(_) => T::from_primitive_owned(Value::from(v)),
+        })
+    }
+    fn visit_f64<E>(self, v: f64) -> std::result::Result<Result<T>, E> {
+        Ok(T::from_primitive_owned(Value::from(v)))
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<Result<T>, E> {
+        Ok(match self.field {
+            Some(default) if !T::nullable() => match default {
+                Some(d) => T::from_primitive(d),
+                None => Err(FieldError::CannotBeNone),
+            },
+            _ => T::from_primitive_owned(Value::Null),
+        })
+    }
+    fn visit_none<E: serde::de::Error>(self) -> std::result::Result<Result<T>, E> {
+        self.visit_unit()
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        seq: A,
+    ) -> std::result::Result<Result<T>, A::Error> {
+        T::from_json_seq(seq)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        map: A,
+    ) -> std::result::Result<Result<T>, A::Error> {
+        T::from_json_map(map)
+    }
+}
+
+/// Reads the next map value into `field` (marking it changed); used by the derive's
+/// field dispatch of the byte path (through `__private`). A value the field rejects is
+/// an error of field `name` of `object`.
+pub(crate) fn read_field<'de, T: FieldValue, A: serde::de::MapAccess<'de>>(
+    field: &mut Field<T>,
+    default: Option<&Value>,
+    (object, name): (&'static str, &'static str),
+    map: &mut A,
+) -> std::result::Result<crate::error::Result<()>, A::Error> {
+    Ok(match map.next_value_seed(JsonSeed::<T>::field(default))? {
+        Ok(v) => {
+            field.set(v);
+            Ok(())
+        }
+        Err(e) => Err(e.at(object, name)),
+    })
+}
+
+/// The primitive of a default value, for schemas; used by the derive, through
+/// `__private`.
+pub(crate) fn default_primitive<T: FieldValue>(value: T) -> Value {
     value.to_primitive()
 }
 
@@ -1013,7 +1192,7 @@ mod tests {
             .set_from_primitive(&Value::Null, None)
             .expect_err("no default");
         assert_eq!(
-            locate(err, "Device", "hostname").to_string(),
+            err.at("Device", "hostname").to_string(),
             "Device.hostname: Field `hostname' cannot be None"
         );
         f.set_from_primitive(&Value::Null, Some(&Value::from("d")))
@@ -1022,6 +1201,22 @@ mod tests {
         let mut n: Field<Option<String>> = Field::unset();
         n.set_from_primitive(&Value::Null, None).expect("nullable");
         assert_eq!(n.get(), Some(&None));
+    }
+
+    #[test]
+    fn escape_check_agrees_with_the_byte_by_byte_one() {
+        let naive = |t: &[u8]| t.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\');
+        let mut texts: Vec<Vec<u8>> = vec![b"".to_vec(), "héllo wörld, plain".into()];
+        for special in [0u8, 0x1f, b'"', b'\\', 0x20, 0x7f, 0x80, 0xff, b'!', b'#'] {
+            for pos in 0..20 {
+                let mut t = vec![b'a'; 20];
+                t[pos] = special;
+                texts.push(t);
+            }
+        }
+        for t in &texts {
+            assert_eq!(needs_escape(t), naive(t), "{t:?}");
+        }
     }
 
     #[test]

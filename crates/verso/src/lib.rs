@@ -36,44 +36,45 @@
 //!     managed_mode: Mode::Managed.into(),
 //!     ..Device::blank()
 //! };
-//! let p = dev.to_primitive_for("1.1".parse()?)?;
+//! let p = dev.to_primitive(verso::Target::Version("1.1".parse()?))?;
 //! assert_eq!(p["versioned_object.version"], "1.1");
 //! assert!(p["versioned_object.data"].get("managed_mode").is_none());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod backport;
 pub mod context;
 pub mod datetime;
 pub mod error;
 pub mod field;
 pub mod fingerprint;
+pub mod indirection;
 pub mod limits;
 pub mod list;
 pub mod manifest;
 pub mod object;
 pub mod primitive;
 pub mod registry;
-pub mod remote;
+pub mod schema;
 pub mod version;
 
+pub use backport::default_make_compatible;
 pub use context::RequestContext;
 pub use datetime::{DateTime, DateTimeError};
 pub use error::{Error, Result};
-pub use field::{DynField, Field, FieldType, FieldValue, PrimitiveData, VersionedEnum};
+pub use field::{DynField, Field, FieldError, FieldType, FieldValue, PrimitiveData, VersionedEnum};
 pub use fingerprint::{ContractChange, ObjectContract};
+pub use indirection::{CallError, IndirectionApi, Remotable};
 pub use limits::{DecodeLimits, LimitError};
 pub use list::ObjectList;
-pub use manifest::{default_make_compatible, VersionManifest};
-pub use object::{
-    ArgSchema, FieldSchema, MethodKind, MethodSchema, ObjectMeta, ObjectSchema, VersionedObject,
-};
-pub use registry::{AnyObject, Registry};
-pub use remote::{CallError, IndirectionApi, Remotable};
+pub use manifest::{Target, VersionManifest};
+pub use object::{AnyObject, ObjectMeta, VersionedObject};
+pub use registry::Registry;
+pub use schema::{ArgSchema, FieldSchema, MethodKind, MethodSchema, ObjectSchema};
 pub use version::{Version, VersionError};
 pub use verso_derive::{remotable, VersionedEnum, VersionedObject};
 
 /// Items the derive macros refer to; not part of the public API.
 #[doc(hidden)]
-pub mod __private {
-    pub use serde_json::{Map, Value};
-}
+#[path = "private.rs"]
+pub mod __private;

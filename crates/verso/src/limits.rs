@@ -79,13 +79,11 @@ impl DecodeLimits {
 
     /// Checks a parsed document. Iterative: any depth is refused without recursion.
     pub fn check_value(&self, value: &Value) -> Result<(), LimitError> {
-        // Only containers are stacked, each with its depth.
-        let mut stack: Vec<(&Value, usize)> = Vec::new();
-        let mut next = Some((value, 0usize));
-        while let Some((v, depth)) = next.take().or_else(|| stack.pop()) {
-            let len = match v {
-                Value::Array(a) => a.len(),
-                Value::Object(m) => m.len(),
+        let mut stack: Vec<(&Value, usize)> = vec![(value, 0)];
+        while let Some((v, depth)) = stack.pop() {
+            let (len, children): (usize, Box<dyn Iterator<Item = &Value>>) = match v {
+                Value::Array(a) => (a.len(), Box::new(a.iter())),
+                Value::Object(m) => (m.len(), Box::new(m.values())),
                 _ => continue,
             };
             if depth >= self.max_depth {
@@ -98,12 +96,11 @@ impl DecodeLimits {
                     limit: self.max_members,
                 });
             }
-            let nested = |c: &&Value| c.is_array() || c.is_object();
-            match v {
-                Value::Array(a) => stack.extend(a.iter().filter(nested).map(|c| (c, depth + 1))),
-                Value::Object(m) => stack.extend(m.values().filter(nested).map(|c| (c, depth + 1))),
-                _ => {}
-            }
+            stack.extend(
+                children
+                    .filter(|c| c.is_array() || c.is_object())
+                    .map(|c| (c, depth + 1)),
+            );
         }
         Ok(())
     }
@@ -112,92 +109,159 @@ impl DecodeLimits {
     /// structure is looked at: text that is not JSON passes or fails here as it happens
     /// and is refused by the parser afterwards.
     pub fn check_json(&self, text: &[u8]) -> Result<(), LimitError> {
-        // The commas of each open list or object, innermost last; the depth is its
-        // length. A container with n commas has n + 1 members. Only the innermost
-        // `max_depth` levels are ever open, so this stays small.
-        let mut commas: Vec<usize> = Vec::new();
+        // The member count of each open list or object; the depth is its length. Only
+        // the innermost `max_depth` levels are ever open, so this stays small.
+        let mut members = Levels::default();
+        // Whether the innermost open container has any member yet.
+        let mut empty = false;
         let mut i = 0;
-        while i < text.len() {
-            let b = text[i];
+        while let Some(&b) = text.get(i) {
             i += 1;
-            // Most bytes are not structural: one table lookup passes them.
-            if !STRUCTURAL[usize::from(b)] {
-                continue;
-            }
             match b {
+                b' ' | b'\t' | b'\n' | b'\r' => {}
                 b'[' | b'{' => {
-                    if commas.len() >= self.max_depth {
+                    self.first_member(&mut members, &mut empty)?;
+                    if members.len() >= self.max_depth {
                         return Err(LimitError::TooDeep {
                             limit: self.max_depth,
                         });
                     }
-                    commas.push(0);
+                    members.push(0);
+                    empty = true;
                 }
                 b']' | b'}' => {
-                    // With no member allowed, a container without commas may still
-                    // hold one: it is empty only if its opener comes right before.
-                    let closed = commas.pop();
-                    if self.max_members == 0 && closed == Some(0) {
-                        let before = text[..i - 1]
-                            .iter()
-                            .rev()
-                            .find(|c| !matches!(c, b' ' | b'\t' | b'\n' | b'\r'));
-                        if !matches!(before, Some(b'[' | b'{') | None) {
-                            return Err(self.too_many());
-                        }
-                    }
+                    members.pop();
+                    empty = false;
                 }
                 b',' => {
-                    if let Some(n) = commas.last_mut() {
+                    if let Some(n) = members.last_mut() {
                         *n += 1;
-                        if *n >= self.max_members {
-                            return Err(self.too_many());
+                        if *n > self.max_members {
+                            return Err(LimitError::TooManyMembers {
+                                limit: self.max_members,
+                            });
                         }
                     }
                 }
-                // b'"': skip the string, escapes included. Most of a primitive's bytes
-                // are in strings, and memchr passes over them several at a time.
-                _ => loop {
-                    let rest = text.get(i..).unwrap_or_default();
-                    match memchr::memchr2(b'"', b'\\', rest) {
-                        None => return Ok(()),
-                        Some(at) if rest[at] == b'"' => {
-                            i += at + 1;
-                            break;
-                        }
-                        // A backslash escapes the byte after it.
-                        Some(at) => i += at + 2,
-                    }
-                },
+                b'"' => {
+                    self.first_member(&mut members, &mut empty)?;
+                    i = string_end(text, i);
+                }
+                _ => self.first_member(&mut members, &mut empty)?,
             }
         }
         Ok(())
     }
 
-    fn too_many(&self) -> LimitError {
-        LimitError::TooManyMembers {
-            limit: self.max_members,
+    /// The first value inside a container counts as its first member (a list of `n`
+    /// members has `n - 1` commas).
+    fn first_member(&self, members: &mut Levels, empty: &mut bool) -> Result<(), LimitError> {
+        if std::mem::take(empty) {
+            if let Some(n) = members.last_mut() {
+                *n = 1;
+                if *n > self.max_members {
+                    return Err(LimitError::TooManyMembers {
+                        limit: self.max_members,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The member counts of the open levels, innermost last: the first levels in place (a
+/// primitive is rarely more than a dozen deep), deeper ones on the heap.
+#[derive(Default)]
+struct Levels {
+    inline: [usize; 16],
+    len: usize,
+    deeper: Vec<usize>,
+}
+
+impl Levels {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn push(&mut self, n: usize) {
+        match self.inline.get_mut(self.len) {
+            Some(slot) => *slot = n,
+            None => self.deeper.push(n),
+        }
+        self.len += 1;
+    }
+
+    fn pop(&mut self) {
+        if self.len > self.inline.len() {
+            self.deeper.pop();
+        }
+        self.len = self.len.saturating_sub(1);
+    }
+
+    fn last_mut(&mut self) -> Option<&mut usize> {
+        match self.len {
+            0 => None,
+            n if n <= self.inline.len() => self.inline.get_mut(n - 1),
+            _ => self.deeper.last_mut(),
         }
     }
 }
 
-/// The bytes [`DecodeLimits::check_json`] acts on outside strings: brackets, braces,
-/// commas and the quote that starts a string.
-static STRUCTURAL: [bool; 256] = {
-    let mut t = [false; 256];
-    t[b'[' as usize] = true;
-    t[b']' as usize] = true;
-    t[b'{' as usize] = true;
-    t[b'}' as usize] = true;
-    t[b',' as usize] = true;
-    t[b'"' as usize] = true;
-    t
-};
+/// The index just past the `"` that closes the string whose text starts at `i` (the
+/// length of `text` when it is not closed). Most of a primitive's bytes are string
+/// text, so it is skipped eight bytes at a time, looking only for `"` and `\\`.
+fn string_end(text: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    loop {
+        if let Some(chunk) = text.get(i..i + 8) {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            let v = u64::from_le_bytes(word);
+            let hits =
+                zero_byte(v ^ (ONES * u64::from(b'"'))) | zero_byte(v ^ (ONES * u64::from(b'\\')));
+            if hits == 0 {
+                i += 8;
+                continue;
+            }
+            // The lowest flagged byte is exact (a borrow only flags bytes above it).
+            i += (hits.trailing_zeros() / 8) as usize;
+        }
+        match text.get(i) {
+            None => return text.len(),
+            Some(b'"') => return i + 1,
+            // An escape: the next byte is part of it, whatever it is.
+            Some(b'\\') => i += 2,
+            Some(_) => i += 1,
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn string_ends_are_found_across_words_and_escapes() {
+        for (text, from, end) in [
+            (&br#""abc" x"#[..], 1, 5),
+            (br#""0123456789abcdef" x"#, 1, 18),
+            (br#""01234\"6789abcdef" x"#, 1, 19),
+            (br#""0123456\\" x"#, 1, 11),
+            (br#""0123456789abcdef\"#, 1, 18),
+            (br#""unclosed text here"#, 1, 19),
+        ] {
+            assert_eq!(
+                string_end(text, from),
+                end,
+                "{}",
+                String::from_utf8_lossy(text)
+            );
+        }
+    }
 
     fn nested(open: &str, close: &str, depth: usize) -> Vec<u8> {
         let mut s = open.repeat(depth).into_bytes();

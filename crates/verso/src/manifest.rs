@@ -1,30 +1,12 @@
-//! Version manifests and the backport of contained objects.
+//! Version manifests, and the targets of an encode.
 //!
 //! A [`VersionManifest`] maps object names to the versions one side knows (OVO's
 //! `obj_tree_get_versions`). Backporting with a manifest converts the object and every
-//! contained object and list member, at any depth, in the same pass over the primitive.
-//!
-//! The rules are OVO's, quirks included (see `crates/verso/tests/vectors/README.md`):
-//! - without a manifest, an object field follows its relationship table
-//!   (`#[verso(relationships = ...)]`): a target before the first entry removes the
-//!   field, an exact or in-between target picks the child version of the nearest entry
-//!   at or below it, a target after the last entry leaves the child as it is;
-//! - with a manifest, the manifest's version for the child's class wins, even where the
-//!   table would have removed the field; a class missing from the manifest leaves an
-//!   object field untouched;
-//! - a list object with `child_versions` uses them, manifest or not; without them, a
-//!   list uses its relationship table (no manifest) or the manifest, and falls back to
-//!   sending members at `1.0` when neither has an answer;
-//! - a backported child's `versioned_object.version` is set to the chosen version even
-//!   when the child was older (its data is then unchanged).
-
-use crate::error::{Error, Result};
-use crate::field::PrimitiveData;
-use crate::object::{FieldSchema, ObjectSchema};
-use crate::primitive::{KEY_DATA, KEY_VERSION};
-use crate::{Version, VersionedObject};
-use serde_json::Value;
-use std::borrow::Cow;
+//! contained object and list member, at any depth, in the same pass over the primitive
+//! (the rules are in [`backport`](crate::backport)). A [`Target`] says what an encode is
+//! for: the instance version, a version, a manifest, or a peer's manifest.
+use crate::schema::ObjectSchema;
+use crate::version::Version;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -101,125 +83,57 @@ impl FromIterator<(String, Version)> for VersionManifest {
     }
 }
 
-/// What a relationship table says for a target version.
-pub(crate) enum Rule {
-    /// The parent at this version did not have the field: remove it.
-    Remove,
-    /// Backport the child to this version.
-    To(Version),
-    /// The target is past the table: leave the child alone.
-    Keep,
+/// What version an object is encoded at, and for whom: the argument of
+/// [`VersionedObject::to_primitive`] and
+/// [`VersionedObject::to_primitive_bytes`](crate::VersionedObject::to_primitive_bytes).
+///
+/// ```
+/// use verso::{Field, ObjectMeta, Target, VersionedObject, VersionManifest};
+/// #[derive(VersionedObject, Clone, Debug, PartialEq)]
+/// #[verso(namespace = "demo", version = "1.1")]
+/// pub struct Widget {
+///     pub id: Field<i64>,
+///     #[verso(since = "1.1")]
+///     pub colour: Field<String>,
+///     pub meta: ObjectMeta,
+/// }
+/// let w = Widget { id: 1.into(), colour: "red".into(), ..Widget::blank() };
+/// let mut peer = VersionManifest::new();
+/// peer.insert("Widget", "1.0".parse()?);
+/// let own = w.to_primitive(Target::Own)?;
+/// let old = w.to_primitive_bytes(Target::Peer(&peer))?;
+/// assert_eq!(own["versioned_object.version"], "1.1");
+/// assert_eq!(serde_json::from_slice::<serde_json::Value>(&old)?["versioned_object.version"], "1.0");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub enum Target<'a> {
+    /// The instance version, nothing backported (`obj_to_primitive()`).
+    Own,
+    /// Backported to this version (`obj_to_primitive(target_version)`); contained
+    /// objects follow their relationship tables.
+    Version(Version),
+    /// The instance version with every contained object and list member backported to
+    /// the version the manifest names for its class, in one pass
+    /// (`obj_to_primitive(version_manifest=...)`).
+    Manifest(&'a VersionManifest),
+    /// Both at once: OVO's `obj_to_primitive(target_version, version_manifest)`.
+    VersionAndManifest(Version, &'a VersionManifest),
+    /// For a peer that knows the versions in the manifest: the object at the manifest's
+    /// version of its class when that is older than the instance (else its own),
+    /// contained objects as the manifest says. What a conductor sends back to an older
+    /// agent.
+    Peer(&'a VersionManifest),
 }
 
-/// OVO's `_get_subobject_version`.
-pub(crate) fn lookup(target: &Version, table: &[(Version, Version)]) -> Rule {
-    for (i, (parent, child)) in table.iter().enumerate() {
-        if target < parent {
-            return if i == 0 {
-                Rule::Remove
-            } else {
-                Rule::To(table[i - 1].1)
-            };
-        }
-        if target == parent {
-            return Rule::To(*child);
+impl<'a> Target<'a> {
+    /// OVO's two optional arguments of `obj_to_primitive`.
+    pub fn ovo(version: Option<Version>, manifest: Option<&'a VersionManifest>) -> Self {
+        match (version, manifest) {
+            (None, None) => Target::Own,
+            (Some(v), None) => Target::Version(v),
+            (None, Some(m)) => Target::Manifest(m),
+            (Some(v), Some(m)) => Target::VersionAndManifest(v, m),
         }
     }
-    Rule::Keep
-}
-
-/// `(parent_version, child_version)` pairs, borrowed from the schema or made for a call.
-pub(crate) type Table<'a> = Cow<'a, [(Version, Version)]>;
-
-/// The rule table for one object field, or `None` for "leave it alone".
-pub(crate) fn table_for<'a>(
-    schema: &'a ObjectSchema,
-    f: &'a FieldSchema,
-    target: &Version,
-    manifest: Option<&VersionManifest>,
-) -> Result<Option<Table<'a>>> {
-    let is_members = schema.is_list && f.name == "objects";
-    if is_members && !schema.child_versions.is_empty() {
-        return Ok(Some(Cow::Borrowed(&schema.child_versions)));
-    }
-    let from_rules = match manifest {
-        None if !f.relationships.is_empty() => Some(Cow::Borrowed(f.relationships.as_slice())),
-        None => None,
-        Some(m) => {
-            f.ty.child_object()
-                .and_then(|c| m.get(c))
-                .map(|v| Cow::Owned(vec![(*target, v)]))
-        }
-    };
-    match (from_rules, is_members) {
-        (Some(t), _) => Ok(Some(t)),
-        // OVO's list fallback: with no information at all, members go to 1.0.
-        (None, true) => Ok(Some(Cow::Owned(vec![(*target, Version::new(1, 0))]))),
-        (None, false) if manifest.is_some() => Ok(None),
-        (None, false) => Err(Error::NoRelationshipRule {
-            object: schema.name,
-            field: f.name,
-        }),
-    }
-}
-
-/// OVO's default `obj_make_compatible`, plus the drop of fields added after `target`
-/// (the rule every OVO model writes by hand). Call it from a custom hook to keep the
-/// default behaviour and add to it.
-pub fn default_make_compatible<O: VersionedObject>(
-    obj: &O,
-    data: &mut PrimitiveData,
-    target: &Version,
-    manifest: Option<&VersionManifest>,
-) -> Result<()> {
-    let schema = O::schema();
-    for (i, f) in schema.fields.iter().enumerate() {
-        if f.ty.child_object().is_none() || !obj.field(i).is_set() {
-            continue;
-        }
-        let Some(table) = table_for(schema, f, target, manifest)? else {
-            continue;
-        };
-        match lookup(target, &table) {
-            Rule::Remove => {
-                data.remove(f.name);
-            }
-            Rule::To(child_version) => {
-                if let Some(p) = data.get_mut(f.name) {
-                    // OVO passes contained objects `manifest or None`.
-                    obj.field(i).backport_children(
-                        p,
-                        &child_version,
-                        manifest.filter(|m| !m.is_empty()),
-                    )?;
-                }
-            }
-            Rule::Keep => {}
-        }
-    }
-    for f in &schema.fields {
-        if f.ty.child_object().is_none() && f.since.is_some_and(|s| *target < s) {
-            data.remove(f.name);
-        }
-    }
-    Ok(())
-}
-
-/// Backports one contained object whose primitive is `primitive` to `to`, and labels
-/// it `to` (OVO's `_do_subobject_backport`). Used by the derive's `FieldValue` impl.
-#[doc(hidden)]
-pub fn backport_object<O: VersionedObject>(
-    obj: &O,
-    primitive: &mut Value,
-    to: &Version,
-    manifest: Option<&VersionManifest>,
-) -> Result<()> {
-    let Some(map) = primitive.as_object_mut() else {
-        return Ok(());
-    };
-    if let Some(Value::Object(data)) = map.get_mut(KEY_DATA) {
-        obj.make_compatible(data, to, manifest)?;
-    }
-    map.insert(KEY_VERSION.into(), Value::String(to.to_string()));
-    Ok(())
 }

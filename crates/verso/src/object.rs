@@ -1,100 +1,19 @@
-//! The `VersionedObject` trait, object schemas, and change tracking.
+//! The `VersionedObject` trait, change tracking, and [`AnyObject`], the same objects
+//! with their class erased (for the registry and the conductor). The schema types are
+//! re-exported from [`schema`](crate::schema).
 
+use crate::context::RequestContext;
 use crate::error::{Error, Result};
-use crate::field::{locate, DynField, FieldType, PrimitiveData};
-use crate::{DecodeLimits, RequestContext, Version, VersionManifest};
+use crate::field::{DynField, PrimitiveData};
+use crate::limits::DecodeLimits;
+use crate::manifest::{Target, VersionManifest};
+use crate::schema::FieldType;
+pub use crate::schema::{ArgSchema, FieldSchema, MethodKind, MethodSchema, ObjectSchema};
+use crate::version::Version;
 use serde_json::Value;
+use std::any::Any;
 use std::collections::BTreeSet;
 use std::fmt;
-
-/// What a field is: its name, OVO type, nullability, default and history.
-#[derive(Debug, Clone)]
-pub struct FieldSchema {
-    /// The field name (the key in `versioned_object.data`).
-    pub name: &'static str,
-    /// The OVO type.
-    pub ty: FieldType,
-    /// Whether `None` is a value.
-    pub nullable: bool,
-    /// The default, in primitive form (`obj_set_defaults`, and what `null` becomes on a
-    /// non-nullable field).
-    pub default: Option<Value>,
-    /// The object version that added the field; a backport below it drops the field.
-    /// `None` means the field has been there since the first version.
-    pub since: Option<Version>,
-    /// For an object (or list-of-objects) field, OVO's `obj_relationships` entry:
-    /// `(my_version, child_version)` pairs, oldest first.
-    pub relationships: Vec<(Version, Version)>,
-    /// The schema of the contained class, for object fields.
-    pub child: Option<fn() -> &'static ObjectSchema>,
-}
-
-/// Whether a remotable method is called on the class or on an instance.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MethodKind {
-    /// A class method (`@remotable_classmethod`): the caller passes the context.
-    Class,
-    /// An instance method (`@remotable`): the context is the one on the object.
-    Instance,
-}
-
-/// One argument of a remotable method.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ArgSchema {
-    /// The argument name.
-    pub name: &'static str,
-    /// Its Rust type, as written in the signature.
-    pub ty: &'static str,
-}
-
-/// A remotable method of an object, as the registry and fingerprints see it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MethodSchema {
-    /// The method name.
-    pub name: &'static str,
-    /// Class or instance method.
-    pub kind: MethodKind,
-    /// The arguments after the receiver and context.
-    pub args: Vec<ArgSchema>,
-    /// The Rust return type, as written.
-    pub returns: &'static str,
-}
-
-/// Everything verso knows about a class: what the derive declares.
-#[derive(Debug, Clone)]
-pub struct ObjectSchema {
-    /// The object name on the wire.
-    pub name: &'static str,
-    /// The project namespace (`versioned_object.namespace`).
-    pub namespace: &'static str,
-    /// The class version.
-    pub version: Version,
-    /// Whether this is a list object (one `objects` field of a list of objects).
-    pub is_list: bool,
-    /// Fields in declaration order.
-    pub fields: Vec<FieldSchema>,
-    /// For list objects, OVO's `child_versions`: `(list_version, member_version)` pairs,
-    /// in declaration order.
-    pub child_versions: Vec<(Version, Version)>,
-    /// Remotable methods, sorted by name.
-    pub methods: Vec<MethodSchema>,
-    /// Registered for tests only: left out of fingerprint lock files.
-    pub test_only: bool,
-    /// The class has a custom `make_compatible` hook.
-    pub custom_make_compatible: bool,
-}
-
-impl ObjectSchema {
-    /// The field called `name`.
-    pub fn field(&self, name: &str) -> Option<&FieldSchema> {
-        self.fields.iter().find(|f| f.name == name)
-    }
-
-    /// The position of the field called `name` (the index of `VersionedObject::field`).
-    pub fn index_of(&self, name: &str) -> Option<usize> {
-        self.fields.iter().position(|f| f.name == name)
-    }
-}
 
 /// State every object carries besides its fields: the instance version and the
 /// request context it was loaded with. Declare one field of this type in the struct.
@@ -141,7 +60,7 @@ impl fmt::Debug for ObjectMeta {
 /// let mut w = Widget::blank();
 /// w.id.set(7);
 /// w.colour.set("red".into());
-/// let old = w.to_primitive_for("1.0".parse()?)?;
+/// let old = w.to_primitive(verso::Target::Version("1.0".parse()?))?;
 /// assert_eq!(old["versioned_object.data"], serde_json::json!({"id": 7}));
 /// let back = Widget::from_primitive(&old)?;
 /// assert_eq!(back.version().to_string(), "1.0");
@@ -169,19 +88,69 @@ pub trait VersionedObject: Clone + fmt::Debug + PartialEq + Send + Sync + 'stati
     /// The field at `index` in schema order, mutably.
     fn field_mut(&mut self, index: usize) -> &mut dyn DynField;
 
+    /// The index of the field called `name` in schema order. The derive generates a
+    /// `match` on the names; not part of the public API.
+    #[doc(hidden)]
+    fn __field_index(name: &str) -> Option<usize> {
+        Self::schema().index_of(name)
+    }
+
+    /// Reads the next value of `map` (a JSON parser's) into the field at `index`, marking
+    /// it changed: the byte path's field dispatch, generated by the derive to read each
+    /// field's type straight from the parser. The outer error is the parser's, the inner
+    /// one the field's. Not part of the public API.
+    #[doc(hidden)]
+    fn __read_field<'de, A: serde::de::MapAccess<'de>>(
+        &mut self,
+        index: usize,
+        map: &mut A,
+    ) -> std::result::Result<Result<()>, A::Error> {
+        let value: Value = map.next_value()?;
+        let Some(f) = Self::schema().fields.get(index) else {
+            return Ok(Err(Error::UnknownField {
+                object: Self::NAME,
+                field: format!("#{index}"),
+            }));
+        };
+        Ok(self
+            .field_mut(index)
+            .set_from_owned(value, f.default.as_ref())
+            .map_err(|e| e.at(Self::NAME, f.name)))
+    }
+
+    /// Appends the set fields as the members of `versioned_object.data` (`"name":value`,
+    /// comma-separated, in schema order): the byte path's field writer, generated by
+    /// the derive without dynamic dispatch. Not part of the public API.
+    #[doc(hidden)]
+    fn __write_fields(&self, out: &mut Vec<u8>) {
+        let mut first = true;
+        for (i, f) in Self::schema().fields.iter().enumerate() {
+            let slot = self.field(i);
+            if !slot.is_set() {
+                continue;
+            }
+            if !first {
+                out.push(b',');
+            }
+            first = false;
+            crate::field::write_str(out, f.name);
+            out.push(b':');
+            slot.write_json(out);
+        }
+    }
+
     /// OVO's `obj_make_compatible`: make `data` (this object's `versioned_object.data`,
-    /// already encoded) fit `target`. The default, [`crate::default_make_compatible`],
-    /// backports object fields by their relationship rules or the manifest and drops
-    /// fields added after `target`. Override it with `#[verso(make_compatible = path)]`;
-    /// the override usually calls the default too.
+    /// already encoded) fit `target`. The derive implements it with
+    /// [`crate::default_make_compatible`], which backports object fields by their
+    /// relationship rules or the manifest and drops fields added after `target`, or with
+    /// the hook of `#[verso(make_compatible = path)]` (which usually calls the default
+    /// too).
     fn make_compatible(
         &self,
         data: &mut PrimitiveData,
         target: &Version,
         manifest: Option<&VersionManifest>,
-    ) -> Result<()> {
-        crate::manifest::default_make_compatible(self, data, target, manifest)
-    }
+    ) -> Result<()>;
 
     /// The instance version: the class version, or the version it was decoded at.
     fn version(&self) -> Version {
@@ -264,7 +233,7 @@ pub trait VersionedObject: Clone + fmt::Debug + PartialEq + Send + Sync + 'stati
                 if !self.field(i).is_set() {
                     self.field_mut(i)
                         .set_from_primitive(default, None)
-                        .map_err(|e| locate(e, Self::NAME, f.name))?;
+                        .map_err(|e| e.at(Self::NAME, f.name))?;
                 }
             }
         }
@@ -279,31 +248,19 @@ pub trait VersionedObject: Clone + fmt::Debug + PartialEq + Send + Sync + 'stati
         let f = &schema.fields[i];
         self.field_mut(i)
             .set_from_primitive(value, f.default.as_ref())
-            .map_err(|e| locate(e, Self::NAME, name))
+            .map_err(|e| e.at(Self::NAME, name))
     }
 
-    /// The primitive at the instance version (`obj_to_primitive()`).
-    fn to_primitive(&self) -> Value {
-        crate::primitive::encode_own(self)
-    }
+    /// The primitive for `target`: at the instance version ([`Target::Own`]), backported
+    /// to a version, with contained objects backported to a manifest, or for a peer's
+    /// manifest ([`Target::Peer`]). OVO's `obj_to_primitive`. A target version newer
+    /// than the instance is [`Error::InvalidTargetVersion`].
+    /// (Implemented by the derive with the codec.)
+    fn to_primitive(&self, target: Target<'_>) -> Result<Value>;
 
-    /// [`to_primitive`](Self::to_primitive) as JSON bytes, written directly without an
-    /// intermediate `serde_json::Value` (the same JSON).
-    fn to_primitive_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(256);
-        crate::primitive::write_own(self, &mut out);
-        out
-    }
-
-    /// [`to_primitive_for_peer`](Self::to_primitive_for_peer) as JSON bytes, written in
-    /// one pass without an intermediate `serde_json::Value` (the same JSON).
-    fn to_primitive_bytes_for_peer(&self, manifest: &VersionManifest) -> Result<Vec<u8>> {
-        crate::primitive::encode_bytes(
-            self,
-            crate::primitive::peer_target(self, manifest),
-            Some(manifest),
-        )
-    }
+    /// [`to_primitive`](Self::to_primitive) as JSON bytes, written in one pass without
+    /// an intermediate `serde_json::Value` (the same JSON; the hot path of every call).
+    fn to_primitive_bytes(&self, target: Target<'_>) -> Result<Vec<u8>>;
 
     /// Decodes JSON bytes of a primitive of this class; the same rules and errors as
     /// [`from_primitive`](Self::from_primitive), without building the whole document as
@@ -314,33 +271,7 @@ pub trait VersionedObject: Clone + fmt::Debug + PartialEq + Send + Sync + 'stati
     }
 
     /// [`from_primitive_slice`](Self::from_primitive_slice) with other limits.
-    fn from_primitive_slice_limited(bytes: &[u8], limits: &DecodeLimits) -> Result<Self> {
-        limits.check_json(bytes)?;
-        crate::primitive::decode_slice(bytes)
-    }
-
-    /// The primitive backported to `target` (`obj_to_primitive(target_version)`).
-    fn to_primitive_for(&self, target: Version) -> Result<Value> {
-        crate::primitive::encode(self, Some(target), None)
-    }
-
-    /// The primitive at the instance version with every contained object backported to
-    /// the version `manifest` names for its class, in one pass
-    /// (`obj_to_primitive(version_manifest=...)`).
-    fn to_primitive_with_manifest(&self, manifest: &VersionManifest) -> Result<Value> {
-        crate::primitive::encode(self, None, Some(manifest))
-    }
-
-    /// The primitive for a peer that knows the versions in `manifest`: the object at the
-    /// manifest's version for its class (or its own), contained objects as the manifest
-    /// says. This is what a conductor sends back to an older agent.
-    fn to_primitive_for_peer(&self, manifest: &VersionManifest) -> Result<Value> {
-        crate::primitive::encode(
-            self,
-            crate::primitive::peer_target(self, manifest),
-            Some(manifest),
-        )
-    }
+    fn from_primitive_slice_limited(bytes: &[u8], limits: &DecodeLimits) -> Result<Self>;
 
     /// Decodes a primitive of this class (any older or equal minor of the same major).
     /// The whole primitive is first checked against the default [`DecodeLimits`].
@@ -349,10 +280,7 @@ pub trait VersionedObject: Clone + fmt::Debug + PartialEq + Send + Sync + 'stati
     }
 
     /// [`from_primitive`](Self::from_primitive) with other limits.
-    fn from_primitive_limited(primitive: &Value, limits: &DecodeLimits) -> Result<Self> {
-        limits.check_value(primitive)?;
-        crate::primitive::decode(primitive)
-    }
+    fn from_primitive_limited(primitive: &Value, limits: &DecodeLimits) -> Result<Self>;
 
     /// OVO's `obj_tree_get_versions`: this class and every class it can contain, at
     /// this side's versions.
@@ -391,6 +319,17 @@ pub(crate) fn propagates_child_changes(schema: &ObjectSchema, f: &FieldSchema) -
     matches!(f.ty, FieldType::Object(_)) || (schema.is_list && f.name == "objects")
 }
 
+/// Whether [`VersionedObject::what_changed`] is not empty, without building the set
+/// (asked of every contained object and list member on each encode). Used by the derive,
+/// through `__private`.
+pub(crate) fn has_changes<O: VersionedObject>(obj: &O) -> bool {
+    let schema = O::schema();
+    schema.fields.iter().enumerate().any(|(i, f)| {
+        let slot = obj.field(i);
+        slot.is_changed() || (propagates_child_changes(schema, f) && slot.has_child_changes())
+    })
+}
+
 fn unknown<O: VersionedObject>(name: &str) -> Error {
     Error::UnknownField {
         object: O::NAME,
@@ -398,9 +337,88 @@ fn unknown<O: VersionedObject>(name: &str) -> Error {
     }
 }
 
-/// Decodes a contained object (a field or list member): the entry point that decoded its
-/// parent has checked the limits of the whole document already. Used by the derive.
-#[doc(hidden)]
-pub fn decode_contained<O: VersionedObject>(primitive: &Value) -> Result<O> {
-    crate::primitive::decode(primitive)
+/// An object of any registered class, seen through what every class can do.
+pub trait AnyObject: fmt::Debug + Send + Sync + 'static {
+    /// The class schema.
+    fn obj_schema(&self) -> &'static ObjectSchema;
+    /// The instance version.
+    fn obj_version(&self) -> Version;
+    /// See [`VersionedObject::to_primitive`].
+    fn obj_to_primitive(&self, target: Target<'_>) -> Result<Value>;
+    /// See [`VersionedObject::to_primitive_bytes`].
+    fn obj_to_primitive_bytes(&self, target: Target<'_>) -> Result<Vec<u8>>;
+    /// See [`VersionedObject::describe`].
+    fn obj_describe(&self) -> Value;
+    /// See [`VersionedObject::what_changed`].
+    fn obj_what_changed(&self) -> BTreeSet<&'static str>;
+    /// See [`VersionedObject::reset_changes_of`].
+    fn obj_reset_changes(&mut self, fields: &[&str], recursive: bool);
+    /// See [`VersionedObject::set_defaults`].
+    fn obj_set_defaults(&mut self, fields: &[&str]) -> Result<()>;
+    /// See [`VersionedObject::set_field_primitive`].
+    fn obj_set_field(&mut self, name: &str, value: &Value) -> Result<()>;
+    /// Stores a request context on the object.
+    fn obj_set_context(&mut self, ctx: Option<RequestContext>);
+    /// For downcasting to the concrete class.
+    fn as_any(&self) -> &dyn Any;
+    /// For downcasting to the concrete class.
+    fn into_any(self: Box<Self>) -> Box<dyn Any>;
+}
+
+impl<O: VersionedObject> AnyObject for O {
+    fn obj_schema(&self) -> &'static ObjectSchema {
+        O::schema()
+    }
+    fn obj_version(&self) -> Version {
+        self.version()
+    }
+    fn obj_to_primitive(&self, target: Target<'_>) -> Result<Value> {
+        self.to_primitive(target)
+    }
+    fn obj_to_primitive_bytes(&self, target: Target<'_>) -> Result<Vec<u8>> {
+        self.to_primitive_bytes(target)
+    }
+    fn obj_describe(&self) -> Value {
+        self.describe()
+    }
+    fn obj_what_changed(&self) -> BTreeSet<&'static str> {
+        self.what_changed()
+    }
+    fn obj_reset_changes(&mut self, fields: &[&str], recursive: bool) {
+        self.reset_changes_of(fields, recursive);
+    }
+    fn obj_set_defaults(&mut self, fields: &[&str]) -> Result<()> {
+        self.set_defaults(fields)
+    }
+    fn obj_set_field(&mut self, name: &str, value: &Value) -> Result<()> {
+        self.set_field_primitive(name, value)
+    }
+    fn obj_set_context(&mut self, ctx: Option<RequestContext>) {
+        self.meta_mut().context = ctx;
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+impl dyn AnyObject {
+    /// The concrete object, if it is an `O`.
+    pub fn downcast<O: VersionedObject>(self: Box<Self>) -> Result<O, Box<dyn AnyObject>> {
+        if self.as_any().is::<O>() {
+            match self.into_any().downcast::<O>() {
+                Ok(o) => Ok(*o),
+                Err(_) => unreachable!("type checked just above"),
+            }
+        } else {
+            Err(self)
+        }
+    }
+
+    /// The concrete object by reference, if it is an `O`.
+    pub fn downcast_ref<O: VersionedObject>(&self) -> Option<&O> {
+        self.as_any().downcast_ref()
+    }
 }

@@ -10,7 +10,10 @@
 
 use crate::error::{Error, Result};
 use crate::field::PrimitiveData;
-use crate::{Version, VersionManifest, VersionedObject};
+use crate::limits::DecodeLimits;
+use crate::manifest::{Target, VersionManifest};
+use crate::object::VersionedObject;
+use crate::version::Version;
 use serde_json::{Map, Value};
 
 /// `versioned_object.name`.
@@ -23,6 +26,36 @@ pub const KEY_VERSION: &str = "versioned_object.version";
 pub const KEY_DATA: &str = "versioned_object.data";
 /// `versioned_object.changes`.
 pub const KEY_CHANGES: &str = "versioned_object.changes";
+
+/// The target version and manifest for `obj`, as OVO's two arguments of
+/// `obj_to_primitive`.
+fn resolve<'a, O: VersionedObject>(
+    target: Target<'a>,
+    obj: &O,
+) -> (Option<Version>, Option<&'a VersionManifest>) {
+    match target {
+        Target::Own => (None, None),
+        Target::Version(v) => (Some(v), None),
+        Target::Manifest(m) => (None, Some(m)),
+        Target::VersionAndManifest(v, m) => (Some(v), Some(m)),
+        Target::Peer(m) => (peer_target(obj, m), Some(m)),
+    }
+}
+
+/// The primitive of `obj` for `target` (the work of [`VersionedObject::to_primitive`]).
+pub(crate) fn to_value<O: VersionedObject>(obj: &O, target: Target<'_>) -> Result<Value> {
+    match resolve(target, obj) {
+        (None, None) => Ok(encode_own(obj)),
+        (version, manifest) => encode(obj, version, manifest),
+    }
+}
+
+/// The primitive of `obj` for `target` as JSON bytes, written directly (the work of
+/// [`VersionedObject::to_primitive_bytes`](crate::VersionedObject::to_primitive_bytes)).
+pub(crate) fn to_bytes<O: VersionedObject>(obj: &O, target: Target<'_>) -> Result<Vec<u8>> {
+    let (version, manifest) = resolve(target, obj);
+    encode_bytes(obj, version, manifest)
+}
 
 /// Whether a JSON value looks like an object primitive (has `versioned_object.name`),
 /// which is how OVO's serializer tells objects from plain values.
@@ -68,24 +101,10 @@ fn envelope<O: VersionedObject>(obj: &O, version: &Version, data: PrimitiveData)
 
 /// The primitive at the instance version as JSON text, written directly (same JSON as
 /// `serde_json::to_vec(&encode_own(obj))`, keys in OVO's order).
-#[doc(hidden)]
-pub fn write_own<O: VersionedObject>(obj: &O, out: &mut Vec<u8>) {
+pub(crate) fn write_own<O: VersionedObject>(obj: &O, out: &mut Vec<u8>) {
     write_header::<O>(out, &obj.version());
     let schema = O::schema();
-    let mut first = true;
-    for (i, f) in schema.fields.iter().enumerate() {
-        let slot = obj.field(i);
-        if !slot.is_set() {
-            continue;
-        }
-        if !first {
-            out.push(b',');
-        }
-        first = false;
-        crate::field::write_str(out, f.name);
-        out.push(b':');
-        slot.write_json(out);
-    }
+    obj.__write_fields(out);
     out.push(b'}');
     // As OVO (and `envelope`): only changed fields that are in `data`, i.e. set
     // (`what_changed` restricted to set fields, without looking names up).
@@ -113,7 +132,7 @@ fn write_header<O: VersionedObject>(out: &mut Vec<u8>, version: &Version) {
     out.extend_from_slice(b",\"versioned_object.namespace\":");
     write_str(out, O::NAMESPACE);
     out.extend_from_slice(b",\"versioned_object.version\":\"");
-    let _ = std::io::Write::write_fmt(out, format_args!("{version}"));
+    version.write_text(out);
     out.extend_from_slice(b"\",\"versioned_object.data\":{");
 }
 
@@ -145,14 +164,14 @@ pub(crate) fn write_backported<O: VersionedObject>(
     manifest: Option<&VersionManifest>,
     top: bool,
 ) -> Result<()> {
-    use crate::manifest::{lookup, table_for, Rule};
+    use crate::backport::{lookup, table_for, Rule};
     let schema = O::schema();
     if schema.custom_make_compatible {
         let p = if top {
             encode(obj, Some(*to), manifest)?
         } else {
             let mut p = encode_own(obj);
-            crate::manifest::backport_object(obj, &mut p, to, manifest)?;
+            backport_object(obj, &mut p, to, manifest)?;
             p
         };
         crate::field::write_value(out, &p);
@@ -232,9 +251,8 @@ pub(crate) fn encode_bytes<O: VersionedObject>(
     Ok(out)
 }
 
-/// Appends a contained object backported to `to`; used by the derive.
-#[doc(hidden)]
-pub fn write_backported_child<O: VersionedObject>(
+/// Appends a contained object backported to `to`.
+pub(crate) fn write_backported_child<O: VersionedObject>(
     obj: &O,
     out: &mut Vec<u8>,
     to: &Version,
@@ -243,7 +261,7 @@ pub fn write_backported_child<O: VersionedObject>(
     write_backported(obj, out, to, manifest, false)
 }
 
-/// The primitive at the instance version, with no backport.
+/// The primitive at the instance version, with no backport (infallible).
 pub(crate) fn encode_own<O: VersionedObject>(obj: &O) -> Value {
     envelope(obj, &obj.version(), data_of(obj))
 }
@@ -396,29 +414,62 @@ pub(crate) fn decode_body<O: VersionedObject>(h: &Header<'_>) -> Result<O> {
     Ok(obj)
 }
 
-/// Every class any [`Registry`](crate::Registry) has registered, by namespace and name:
-/// OVO's process-wide registry, which its decode of a contained object consults before
-/// it compares the class with the field's.
-static KNOWN_CLASSES: std::sync::RwLock<KnownClasses> =
-    std::sync::RwLock::new(std::collections::BTreeMap::new());
+/// `(namespace, name)` to the class schema: the classes of the
+/// [`Registry`](crate::Registry) running a decode.
+pub(crate) type KnownClasses = std::collections::BTreeMap<
+    (&'static str, &'static str),
+    fn() -> &'static crate::schema::ObjectSchema,
+>;
 
-/// `(namespace, name)` to the class schema.
-type KnownClasses =
-    std::collections::BTreeMap<(&'static str, &'static str), fn() -> &'static crate::ObjectSchema>;
+thread_local! {
+    /// The classes of the registry whose decode runs on this thread, if any: OVO looks a
+    /// contained object of another class up in its registry before it compares the
+    /// class with the field's. Set only for the duration of one decode
+    /// ([`with_known_classes`]), so registries (and tests) in one process never see
+    /// each other's classes.
+    static DECODE_CLASSES: std::cell::RefCell<Option<std::sync::Arc<KnownClasses>>> =
+        const { std::cell::RefCell::new(None) };
+}
 
-pub(crate) fn note_known_class(schema: fn() -> &'static crate::ObjectSchema) {
-    let s = schema();
-    if let Ok(mut known) = KNOWN_CLASSES.write() {
-        known.insert((s.namespace, s.name), schema);
+/// Runs `decode` with `known` as the classes a contained object of another class is
+/// looked up in, then restores what was there before (decodes nest).
+pub(crate) fn with_known_classes<T>(
+    known: &std::sync::Arc<KnownClasses>,
+    decode: impl FnOnce() -> T,
+) -> T {
+    struct Restore(Option<std::sync::Arc<KnownClasses>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            DECODE_CLASSES.with(|c| *c.borrow_mut() = previous);
+        }
     }
+    let previous = DECODE_CLASSES.with(|c| c.replace(Some(known.clone())));
+    let _restore = Restore(previous);
+    decode()
+}
+
+/// The class `(namespace, name)` among the decoding registry's classes, and whether that
+/// registry has any class of `namespace`.
+fn known_class(
+    namespace: &str,
+    name: &str,
+) -> (Option<fn() -> &'static crate::schema::ObjectSchema>, bool) {
+    DECODE_CLASSES.with(|c| match &*c.borrow() {
+        Some(k) => (
+            k.get(&(namespace, name)).copied(),
+            k.keys().any(|(ns, _)| *ns == namespace),
+        ),
+        None => (None, false),
+    })
 }
 
 /// A typed decode's class checks, in OVO's order: the namespace, then the name. A
 /// primitive of another class fails as OVO's would: an unregistered name is
 /// `UnsupportedObjectError`, a registered one at a version this side cannot read
 /// `IncompatibleObjectVersion`, one without data `KeyError`, any other a wrong type.
-/// "Registered" means by any [`Registry`](crate::Registry) of the process; when none
-/// has registered a class of the namespace, another name is only a wrong type.
+/// "Registered" means by the [`Registry`](crate::Registry) running the decode; without
+/// one, or when it has no class of the namespace, another name is only a wrong type.
 fn check_class<O: VersionedObject>(
     namespace: &str,
     name: &str,
@@ -435,13 +486,7 @@ fn check_class<O: VersionedObject>(
             expected: O::NAME,
             found: name.into(),
         };
-        let (other, namespace_known) = match KNOWN_CLASSES.read() {
-            Ok(k) => (
-                k.get(&(namespace, name)).copied(),
-                k.keys().any(|(ns, _)| *ns == namespace),
-            ),
-            Err(_) => (None, false),
-        };
+        let (other, namespace_known) = known_class(namespace, name);
         let Some(other) = other else {
             // With no registry for the namespace there is nothing to resolve the name
             // against: only the type is known to be wrong.
@@ -575,6 +620,32 @@ impl<'de> serde::Deserialize<'de> for MaybeStr<'de> {
     }
 }
 
+/// A key of a JSON object, borrowed from the input when it has no escapes (serde's own
+/// `Cow<str>` always copies: one allocation per key of every decode).
+struct Key<'de>(std::borrow::Cow<'de, str>);
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> std::result::Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> std::result::Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> std::result::Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
 /// What the streaming decoder collects before the header checks run.
 struct Collected<'de, O> {
     namespace: Option<MaybeStr<'de>>,
@@ -648,86 +719,17 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for DataSeed<'_, O> {
         self,
         mut map: A,
     ) -> std::result::Result<bool, A::Error> {
-        let schema = O::schema();
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            let Some(i) = schema.index_of(&key) else {
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            let Some(i) = O::__field_index(&key.0) else {
                 map.next_value::<serde::de::IgnoredAny>()?;
                 continue;
             };
-            let f = &schema.fields[i];
-            let result = map.next_value_seed(FieldSeed {
-                slot: self.0.field_mut(i),
-                default: f.default.as_ref(),
-            })?;
+            let result = self.0.__read_field(i, &mut map)?;
             if let (Err(e), None) = (result, &self.1) {
-                *self.1 = Some(crate::field::locate(e, O::NAME, f.name));
+                *self.1 = Some(e);
             }
         }
         Ok(true)
-    }
-}
-
-/// Reads one field's value: JSON strings straight into the field (no `Value`), anything
-/// else through a `Value`. The field's own error is returned, not raised, so the header
-/// checks can still run first.
-struct FieldSeed<'a> {
-    slot: &'a mut dyn crate::DynField,
-    default: Option<&'a Value>,
-}
-
-impl<'de> serde::de::DeserializeSeed<'de> for FieldSeed<'_> {
-    type Value = Result<()>;
-    fn deserialize<D: serde::Deserializer<'de>>(
-        self,
-        d: D,
-    ) -> std::result::Result<Result<()>, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for FieldSeed<'_> {
-    type Value = Result<()>;
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a field value")
-    }
-    fn visit_str<E>(self, v: &str) -> std::result::Result<Result<()>, E> {
-        Ok(self.slot.set_from_str(v))
-    }
-    fn visit_bool<E>(self, v: bool) -> std::result::Result<Result<()>, E> {
-        Ok(self.slot.set_from_owned(Value::Bool(v), self.default))
-    }
-    fn visit_i64<E>(self, v: i64) -> std::result::Result<Result<()>, E> {
-        Ok(self.slot.set_from_owned(Value::from(v), self.default))
-    }
-    fn visit_u64<E>(self, v: u64) -> std::result::Result<Result<()>, E> {
-        Ok(self.slot.set_from_owned(Value::from(v), self.default))
-    }
-    fn visit_f64<E>(self, v: f64) -> std::result::Result<Result<()>, E> {
-        Ok(self.slot.set_from_owned(Value::from(v), self.default))
-    }
-    fn visit_unit<E>(self) -> std::result::Result<Result<()>, E> {
-        Ok(self.slot.set_from_owned(Value::Null, self.default))
-    }
-    fn visit_none<E>(self) -> std::result::Result<Result<()>, E> {
-        Ok(self.slot.set_from_owned(Value::Null, self.default))
-    }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(
-        self,
-        seq: A,
-    ) -> std::result::Result<Result<()>, A::Error> {
-        let v = <Value as serde::Deserialize>::deserialize(
-            serde::de::value::SeqAccessDeserializer::new(seq),
-        )?;
-        Ok(self.slot.set_from_owned(v, self.default))
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(
-        self,
-        map: A,
-    ) -> std::result::Result<Result<()>, A::Error> {
-        let v = <Value as serde::Deserialize>::deserialize(
-            serde::de::value::MapAccessDeserializer::new(map),
-        )?;
-        Ok(self.slot.set_from_owned(v, self.default))
     }
 }
 
@@ -762,10 +764,9 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for ChangesSeed<'_, O> {
         self,
         mut seq: A,
     ) -> std::result::Result<bool, A::Error> {
-        let schema = O::schema();
         // Entries that are not field names, strings or not, are ignored (as OVO does).
         while let Some(name) = seq.next_element::<MaybeStr<'de>>()? {
-            if let Some(i) = name.0.as_deref().and_then(|n| schema.index_of(n)) {
+            if let Some(i) = name.0.as_deref().and_then(O::__field_index) {
                 self.0.push(i);
             }
         }
@@ -795,8 +796,8 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for EnvelopeVisitor<O> {
             changes_is_list: true,
             field_error: None,
         };
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            match key.as_ref() {
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            match key.0.as_ref() {
                 KEY_NAME => c.name = Some(map.next_value()?),
                 KEY_NAMESPACE => c.namespace = Some(map.next_value()?),
                 KEY_VERSION => c.version = Some(map.next_value()?),
@@ -830,6 +831,22 @@ pub(crate) fn decode_slice<O: VersionedObject>(bytes: &[u8]) -> Result<O> {
         .map_err(|e| Error::Malformed {
             what: e.to_string(),
         })?;
+    finish_collected(c)
+}
+
+/// Decodes a contained object's primitive straight from the parser (the byte path of a
+/// field or list member); the same checks and errors as a top-level decode.
+pub(crate) fn decode_map<'de, O: VersionedObject, A: serde::de::MapAccess<'de>>(
+    map: A,
+) -> std::result::Result<Result<O>, A::Error> {
+    use serde::de::Visitor;
+    let c = EnvelopeVisitor::<O>(std::marker::PhantomData).visit_map(map)?;
+    Ok(finish_collected(c))
+}
+
+/// The header checks, then the shapes and field errors in the order decode_body (and
+/// OVO) meets them.
+fn finish_collected<O: VersionedObject>(c: Collected<'_, O>) -> Result<O> {
     let missing = |key: &str| Error::MissingKey { key: key.into() };
     let namespace = c.namespace.ok_or_else(|| missing(KEY_NAMESPACE))?;
     let name = c.name.ok_or_else(|| missing(KEY_NAME))?;
@@ -864,4 +881,48 @@ pub(crate) fn decode_slice<O: VersionedObject>(bytes: &[u8]) -> Result<O> {
     let mut obj = c.obj;
     finish(&mut obj, version, c.changes);
     Ok(obj)
+}
+
+/// Backports one contained object whose primitive is `primitive` to `to`, and labels
+/// it `to` (OVO's `_do_subobject_backport`). Used by the derive's `FieldValue` impl, through `__private`.
+pub(crate) fn backport_object<O: VersionedObject>(
+    obj: &O,
+    primitive: &mut Value,
+    to: &Version,
+    manifest: Option<&VersionManifest>,
+) -> Result<()> {
+    let Some(map) = primitive.as_object_mut() else {
+        return Ok(());
+    };
+    if let Some(Value::Object(data)) = map.get_mut(KEY_DATA) {
+        obj.make_compatible(data, to, manifest)?;
+    }
+    map.insert(KEY_VERSION.into(), Value::String(to.to_string()));
+    Ok(())
+}
+
+/// [`VersionedObject::from_primitive_limited`]: the limits of the whole document, then
+/// the decode.
+pub(crate) fn from_value_limited<O: VersionedObject>(
+    primitive: &Value,
+    limits: &DecodeLimits,
+) -> Result<O> {
+    limits.check_value(primitive)?;
+    decode(primitive)
+}
+
+/// [`VersionedObject::from_primitive_slice_limited`]: the limits of the whole text,
+/// then the streaming decode.
+pub(crate) fn from_slice_limited<O: VersionedObject>(
+    bytes: &[u8],
+    limits: &DecodeLimits,
+) -> Result<O> {
+    limits.check_json(bytes)?;
+    decode_slice(bytes)
+}
+
+/// Decodes a contained object (a field or list member): the entry point that decoded its
+/// parent has checked the limits of the whole document already.
+pub(crate) fn decode_contained<O: VersionedObject>(primitive: &Value) -> Result<O> {
+    decode(primitive)
 }

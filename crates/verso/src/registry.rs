@@ -3,122 +3,17 @@
 //! There is no process-global registry: a service builds one at startup (two services,
 //! or two tests, in one process each have their own).
 
+use crate::context::RequestContext;
 use crate::error::{Error, Result};
-use crate::object::ObjectSchema;
-use crate::primitive::{decode_body, header, Header};
-use crate::remote::{BoxFuture, CallArgs, CallError, MethodOutput, Remotable};
-use crate::{DecodeLimits, RequestContext, Version, VersionManifest, VersionedObject};
+use crate::indirection::{BoxFuture, CallArgs, CallError, MethodOutput, Remotable};
+use crate::limits::DecodeLimits;
+use crate::manifest::VersionManifest;
+use crate::object::{AnyObject, ObjectSchema, VersionedObject};
+use crate::primitive::{decode_body, header, with_known_classes, Header, KnownClasses};
+use crate::version::Version;
 use serde_json::{Map, Value};
-use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-
-/// An object of any registered class, seen through what every class can do.
-pub trait AnyObject: fmt::Debug + Send + Sync + 'static {
-    /// The class schema.
-    fn obj_schema(&self) -> &'static ObjectSchema;
-    /// The instance version.
-    fn obj_version(&self) -> Version;
-    /// `obj_to_primitive(target_version, version_manifest)`.
-    fn obj_to_primitive(
-        &self,
-        target: Option<Version>,
-        manifest: Option<&VersionManifest>,
-    ) -> Result<Value>;
-    /// See [`VersionedObject::to_primitive_for_peer`].
-    fn obj_to_primitive_for_peer(&self, manifest: &VersionManifest) -> Result<Value>;
-    /// `obj_to_primitive` as JSON bytes, written directly (the same JSON).
-    fn obj_to_primitive_bytes(
-        &self,
-        target: Option<Version>,
-        manifest: Option<&VersionManifest>,
-    ) -> Result<Vec<u8>>;
-    /// See [`VersionedObject::describe`].
-    fn obj_describe(&self) -> Value;
-    /// See [`VersionedObject::what_changed`].
-    fn obj_what_changed(&self) -> BTreeSet<&'static str>;
-    /// See [`VersionedObject::reset_changes_of`].
-    fn obj_reset_changes(&mut self, fields: &[&str], recursive: bool);
-    /// See [`VersionedObject::set_defaults`].
-    fn obj_set_defaults(&mut self, fields: &[&str]) -> Result<()>;
-    /// See [`VersionedObject::set_field_primitive`].
-    fn obj_set_field(&mut self, name: &str, value: &Value) -> Result<()>;
-    /// Stores a request context on the object.
-    fn obj_set_context(&mut self, ctx: Option<RequestContext>);
-    /// For downcasting to the concrete class.
-    fn as_any(&self) -> &dyn Any;
-    /// For downcasting to the concrete class.
-    fn into_any(self: Box<Self>) -> Box<dyn Any>;
-}
-
-impl<O: VersionedObject> AnyObject for O {
-    fn obj_schema(&self) -> &'static ObjectSchema {
-        O::schema()
-    }
-    fn obj_version(&self) -> Version {
-        self.version()
-    }
-    fn obj_to_primitive(
-        &self,
-        target: Option<Version>,
-        manifest: Option<&VersionManifest>,
-    ) -> Result<Value> {
-        crate::primitive::encode(self, target, manifest)
-    }
-    fn obj_to_primitive_for_peer(&self, manifest: &VersionManifest) -> Result<Value> {
-        self.to_primitive_for_peer(manifest)
-    }
-    fn obj_to_primitive_bytes(
-        &self,
-        target: Option<Version>,
-        manifest: Option<&VersionManifest>,
-    ) -> Result<Vec<u8>> {
-        crate::primitive::encode_bytes(self, target, manifest)
-    }
-    fn obj_describe(&self) -> Value {
-        self.describe()
-    }
-    fn obj_what_changed(&self) -> BTreeSet<&'static str> {
-        self.what_changed()
-    }
-    fn obj_reset_changes(&mut self, fields: &[&str], recursive: bool) {
-        self.reset_changes_of(fields, recursive);
-    }
-    fn obj_set_defaults(&mut self, fields: &[&str]) -> Result<()> {
-        self.set_defaults(fields)
-    }
-    fn obj_set_field(&mut self, name: &str, value: &Value) -> Result<()> {
-        self.set_field_primitive(name, value)
-    }
-    fn obj_set_context(&mut self, ctx: Option<RequestContext>) {
-        self.meta_mut().context = ctx;
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    fn into_any(self: Box<Self>) -> Box<dyn Any> {
-        self
-    }
-}
-
-impl dyn AnyObject {
-    /// The concrete object, if it is an `O`.
-    pub fn downcast<O: VersionedObject>(self: Box<Self>) -> Result<O, Box<dyn AnyObject>> {
-        if self.as_any().is::<O>() {
-            match self.into_any().downcast::<O>() {
-                Ok(o) => Ok(*o),
-                Err(_) => unreachable!("type checked just above"),
-            }
-        } else {
-            Err(self)
-        }
-    }
-
-    /// The concrete object by reference, if it is an `O`.
-    pub fn downcast_ref<O: VersionedObject>(&self) -> Option<&O> {
-        self.as_any().downcast_ref()
-    }
-}
 
 type DecodeFn = fn(&Header<'_>) -> Result<Box<dyn AnyObject>>;
 
@@ -169,7 +64,7 @@ fn decode_as<O: VersionedObject>(h: &Header<'_>) -> Result<Box<dyn AnyObject>> {
 ///
 /// let mut registry = Registry::new();
 /// registry.register::<Widget>();
-/// let prim = Widget { id: 3.into(), ..Widget::blank() }.to_primitive();
+/// let prim = Widget { id: 3.into(), ..Widget::blank() }.to_primitive(verso::Target::Own)?;
 /// let any = registry.from_primitive(&prim)?;
 /// assert_eq!(any.obj_schema().name, "Widget");
 /// let w: Widget = any.downcast().expect("a Widget");
@@ -180,6 +75,9 @@ fn decode_as<O: VersionedObject>(h: &Header<'_>) -> Result<Box<dyn AnyObject>> {
 pub struct Registry {
     entries: BTreeMap<&'static str, Entry>,
     namespaces: BTreeSet<&'static str>,
+    /// The same classes by namespace and name, for the decode context (shared with the
+    /// decodes in progress, so registering never waits for them).
+    known: std::sync::Arc<KnownClasses>,
     limits: DecodeLimits,
 }
 
@@ -214,7 +112,7 @@ impl Registry {
             },
         );
         self.namespaces.insert(O::NAMESPACE);
-        crate::primitive::note_known_class(O::schema);
+        std::sync::Arc::make_mut(&mut self.known).insert((O::NAMESPACE, O::NAME), O::schema);
         self
     }
 
@@ -231,7 +129,7 @@ impl Registry {
             },
         );
         self.namespaces.insert(O::NAMESPACE);
-        crate::primitive::note_known_class(O::schema);
+        std::sync::Arc::make_mut(&mut self.known).insert((O::NAMESPACE, O::NAME), O::schema);
         self
     }
 
@@ -281,7 +179,7 @@ impl Registry {
             .iter()
             .find(|m| m.name == method)
             .map(|m| m.kind);
-        if kind != Some(crate::MethodKind::Class) {
+        if kind != Some(crate::schema::MethodKind::Class) {
             return Err(CallError::UnknownMethod {
                 object: objname.into(),
                 method: method.into(),
@@ -319,7 +217,7 @@ impl Registry {
             .iter()
             .find(|m| m.name == method)
             .map(|m| m.kind)
-            != Some(crate::MethodKind::Instance)
+            != Some(crate::schema::MethodKind::Instance)
         {
             return Err(CallError::UnknownMethod {
                 object: schema.name.into(),
@@ -377,7 +275,18 @@ impl Registry {
         if (entry.schema)().namespace != h.namespace {
             return Err(h.unsupported_namespace());
         }
-        (entry.decode)(&h)
+        with_known_classes(&self.known, || (entry.decode)(&h))
+    }
+
+    /// Decodes JSON bytes of a primitive that must be of class `O`
+    /// ([`VersionedObject::from_primitive_slice`]) with this registry's limits, and with
+    /// its classes as the ones a contained object of another class is looked up in (as
+    /// OVO's registry is): such an object is then `UnsupportedObject` or
+    /// `IncompatibleObjectVersion` rather than only of the wrong type.
+    pub fn from_primitive_slice_as<O: VersionedObject>(&self, bytes: &[u8]) -> Result<O> {
+        with_known_classes(&self.known, || {
+            O::from_primitive_slice_limited(bytes, &self.limits)
+        })
     }
 }
 

@@ -187,6 +187,37 @@ impl TryFrom<&str> for Version {
     }
 }
 
+impl Version {
+    /// Appends the version text (as [`Display`](fmt::Display) writes it) to `out`
+    /// without going through `fmt`: every primitive header carries one.
+    pub fn write_text(&self, out: &mut Vec<u8>) {
+        let parts = [Some(self.major), Some(self.minor), self.patch];
+        for (i, part) in parts.iter().enumerate() {
+            let Some(p) = part else { break };
+            if i > 0 {
+                out.push(b'.');
+            }
+            out.extend(std::iter::repeat(b'0').take(usize::from(self.zeros[i])));
+            write_u32(out, *p);
+        }
+    }
+}
+
+/// Appends `n` in decimal.
+pub(crate) fn write_u32(out: &mut Vec<u8>, mut n: u32) {
+    let mut buf = [0u8; 10];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
 impl fmt::Display for Version {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.zeros == [0; 3] {

@@ -31,7 +31,9 @@ fn nested_text(levels: usize) -> String {
 
 /// A Device primitive whose `hostname` holds `inner` (JSON text) instead of a string.
 fn device_with_hostname(inner: &str) -> Vec<u8> {
-    let p = device(1).to_primitive();
+    let p = device(1)
+        .to_primitive(verso::Target::Own)
+        .expect("encodes at its own version");
     let text = serde_json::to_string(&p).expect("json");
     text.replacen("\"host1\"", inner, 1).into_bytes()
 }
@@ -75,7 +77,9 @@ fn a_hundred_thousand_nested_lists_are_refused_on_the_byte_path() {
 
 #[test]
 fn a_hundred_thousand_nested_lists_are_refused_on_the_value_path() {
-    let mut p = device(1).to_primitive();
+    let mut p = device(1)
+        .to_primitive(verso::Target::Own)
+        .expect("encodes at its own version");
     let mut deep = json!(1);
     for _ in 0..100_000 {
         deep = Value::Array(vec![deep]);
@@ -103,29 +107,54 @@ fn lists_over_the_member_limit_are_refused_whole_on_both_paths() {
     let list = |n: i64| DeviceList::from_objects((1..=n).map(device).collect());
     let ok = list(5);
     assert_eq!(
-        DeviceList::from_primitive_limited(&ok.to_primitive(), &limits).expect("5 members"),
+        DeviceList::from_primitive_limited(
+            &ok.to_primitive(verso::Target::Own)
+                .expect("encodes at its own version"),
+            &limits
+        )
+        .expect("5 members"),
         ok
     );
     assert_eq!(
-        DeviceList::from_primitive_slice_limited(&ok.to_primitive_bytes(), &limits)
-            .expect("5 members"),
+        DeviceList::from_primitive_slice_limited(
+            &ok.to_primitive_bytes(verso::Target::Own)
+                .expect("encodes at its own version"),
+            &limits
+        )
+        .expect("5 members"),
         ok
     );
     let long = list(6);
     let refused = Err(Error::Limit(LimitError::TooManyMembers { limit: 5 }));
     assert_eq!(
-        DeviceList::from_primitive_limited(&long.to_primitive(), &limits),
+        DeviceList::from_primitive_limited(
+            &long
+                .to_primitive(verso::Target::Own)
+                .expect("encodes at its own version"),
+            &limits
+        ),
         refused
     );
     assert_eq!(
-        DeviceList::from_primitive_slice_limited(&long.to_primitive_bytes(), &limits),
+        DeviceList::from_primitive_slice_limited(
+            &long
+                .to_primitive_bytes(verso::Target::Own)
+                .expect("encodes at its own version"),
+            &limits
+        ),
         refused
     );
     let mut registry = cyborg_model::registry();
     registry.set_limits(limits);
     assert_eq!(registry.limits(), limits);
     assert_eq!(
-        registry.from_primitive(&long.to_primitive()).map(drop),
+        registry
+            .from_primitive(
+                &long
+                    .to_primitive(verso::Target::Own)
+                    .expect("encodes at its own version")
+            )
+            .map(drop),
         Err(Error::Limit(LimitError::TooManyMembers { limit: 5 }))
     );
 }
@@ -133,7 +162,9 @@ fn lists_over_the_member_limit_are_refused_whole_on_both_paths() {
 #[test]
 fn the_default_member_limit_is_a_hundred_thousand() {
     // A list of 100,001 nulls is cheap to build and to check (nothing is decoded).
-    let mut p = DeviceList::from_objects(vec![]).to_primitive();
+    let mut p = DeviceList::from_objects(vec![])
+        .to_primitive(verso::Target::Own)
+        .expect("encodes at its own version");
     p["versioned_object.data"]["objects"] = Value::Array(vec![Value::Null; 100_001]);
     let refused = Err(Error::Limit(LimitError::TooManyMembers { limit: 100_000 }));
     assert_eq!(DeviceList::from_primitive(&p), refused);
@@ -158,12 +189,19 @@ fn the_deepest_primitive_of_the_model_is_far_inside_the_default_depth() {
         ..AttachHandle::blank()
     };
     let list = AttachHandleList::from_objects(vec![handle(1), handle(2)]);
-    let p = list.to_primitive();
+    let p = list
+        .to_primitive(verso::Target::Own)
+        .expect("encodes at its own version");
     // list -> data -> objects -> handle -> data -> device -> data
     assert_eq!(depth(&p), 7);
     assert_eq!(AttachHandleList::from_primitive(&p).expect("decodes"), list);
     assert_eq!(
-        AttachHandleList::from_primitive_slice(&list.to_primitive_bytes()).expect("decodes"),
+        AttachHandleList::from_primitive_slice(
+            &list
+                .to_primitive_bytes(verso::Target::Own)
+                .expect("encodes at its own version")
+        )
+        .expect("decodes"),
         list
     );
     // Exactly at a tight limit is fine, one level less is refused.
@@ -177,7 +215,12 @@ fn the_deepest_primitive_of_the_model_is_far_inside_the_default_depth() {
         ..DecodeLimits::default()
     };
     assert_eq!(
-        AttachHandleList::from_primitive_slice_limited(&list.to_primitive_bytes(), &tight),
+        AttachHandleList::from_primitive_slice_limited(
+            &list
+                .to_primitive_bytes(verso::Target::Own)
+                .expect("encodes at its own version"),
+            &tight
+        ),
         Err(Error::Limit(LimitError::TooDeep { limit: 6 }))
     );
 }

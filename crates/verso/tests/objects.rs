@@ -37,7 +37,9 @@ fn unset_fields_read_as_none_and_never_default() {
     assert_eq!(d.managed_mode.get(), None);
     assert!(!d.is_set("managed_mode").expect("known field"));
     assert!(matches!(d.is_set("nope"), Err(Error::UnknownField { .. })));
-    let p = d.to_primitive();
+    let p = d
+        .to_primitive(verso::Target::Own)
+        .expect("encodes at its own version");
     assert_eq!(p["versioned_object.data"], json!({}));
     assert!(p.get("versioned_object.changes").is_none());
 }
@@ -72,19 +74,23 @@ fn nested_changes_propagate_and_recursive_reset_clears_them() {
 
 #[test]
 fn decoded_object_keeps_its_version_and_refuses_newer_targets() {
-    let old = device(1).to_primitive_for(v("1.0")).expect("backport");
+    let old = device(1)
+        .to_primitive(verso::Target::Version(v("1.0")))
+        .expect("backport");
     let d = Device::from_primitive(&old).expect("decode 1.0");
     assert_eq!(d.version(), v("1.0"));
     assert_eq!(d.vendor_board_info.get(), None);
     assert!(matches!(
-        d.to_primitive_for(v("1.1")),
+        d.to_primitive(verso::Target::Version(v("1.1"))),
         Err(Error::InvalidTargetVersion { .. })
     ));
 }
 
 #[test]
 fn decode_errors_are_typed() {
-    let mut p = device(1).to_primitive();
+    let mut p = device(1)
+        .to_primitive(verso::Target::Own)
+        .expect("encodes at its own version");
     p["versioned_object.version"] = json!("1.3");
     assert!(
         matches!(Device::from_primitive(&p), Err(Error::IncompatibleObjectVersion { supported, .. }) if supported == v("1.2"))
@@ -109,7 +115,9 @@ fn decode_errors_are_typed() {
         Device::from_primitive(&json!({"versioned_object.name": "Device"})),
         Err(Error::MissingKey { .. })
     ));
-    let h = AttachHandle::blank().to_primitive();
+    let h = AttachHandle::blank()
+        .to_primitive(verso::Target::Own)
+        .expect("encodes at its own version");
     assert!(matches!(
         Device::from_primitive(&h),
         Err(Error::WrongObjectType { .. })
@@ -118,7 +126,9 @@ fn decode_errors_are_typed() {
 
 #[test]
 fn byte_decoder_reports_the_same_errors() {
-    let good = device(1).to_primitive();
+    let good = device(1)
+        .to_primitive(verso::Target::Own)
+        .expect("encodes at its own version");
     let cases = [
         ("versioned_object.version", json!("1.3")),
         ("versioned_object.version", json!("1.x")),
@@ -160,7 +170,9 @@ fn list_objects_iterate_like_a_vec_and_backport_members() {
     assert_eq!(list.len(), 2);
     assert_eq!((&list).into_iter().count(), 2);
     assert_eq!(list[1].id.get(), Some(&2));
-    let p = list.to_primitive_for(v("1.0")).expect("backport");
+    let p = list
+        .to_primitive(verso::Target::Version(v("1.0")))
+        .expect("backport");
     for member in p["versioned_object.data"]["objects"]
         .as_array()
         .expect("members")
@@ -185,7 +197,9 @@ fn manifest_backports_every_level_in_one_call() {
     m.insert("AttachHandleList", v("1.1"))
         .insert("AttachHandle", v("1.1"))
         .insert("Device", v("1.0"));
-    let p = list.to_primitive_with_manifest(&m).expect("backport");
+    let p = list
+        .to_primitive(verso::Target::Manifest(&m))
+        .expect("backport");
     for member in p["versioned_object.data"]["objects"]
         .as_array()
         .expect("members")
@@ -203,7 +217,7 @@ fn peer_primitive_uses_the_manifest_version_of_the_top_object() {
     let mut m = DeviceList::manifest();
     m.insert("DeviceList", v("1.1")).insert("Device", v("1.1"));
     let p = DeviceList::from_objects(vec![device(1)])
-        .to_primitive_for_peer(&m)
+        .to_primitive(verso::Target::Peer(&m))
         .expect("backport");
     assert_eq!(p["versioned_object.version"], "1.1");
     assert_eq!(
@@ -244,7 +258,9 @@ fn custom_make_compatible_hook_runs_with_the_default_rules() {
         size: 5.into(),
         ..Widget::blank()
     };
-    let p = w.to_primitive_for(v("1.0")).expect("backport");
+    let p = w
+        .to_primitive(verso::Target::Version(v("1.0")))
+        .expect("backport");
     assert_eq!(p["versioned_object.data"], json!({"label": "w"}));
     assert!(Widget::schema().custom_make_compatible);
     assert!(Widget::schema().test_only);
@@ -273,13 +289,16 @@ fn registries_are_independent() {
         name: "w".into(),
         ..Widget::blank()
     }
-    .to_primitive();
+    .to_primitive(verso::Target::Own)
+    .expect("encodes at its own version");
     assert!(a.from_primitive(&p).is_ok());
     assert!(matches!(
         b.from_primitive(&p),
         Err(Error::UnsupportedObject { .. })
     ));
-    let d = device(1).to_primitive();
+    let d = device(1)
+        .to_primitive(verso::Target::Own)
+        .expect("encodes at its own version");
     assert!(matches!(
         a.from_primitive(&d),
         Err(Error::UnsupportedObject { .. })

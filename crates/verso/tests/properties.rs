@@ -109,17 +109,17 @@ fn assert_no_newer_fields<O: VersionedObject>(obj: &O, target: Version, scalars_
 proptest! {
     #[test]
     fn device_round_trips(d in device()) {
-        let back = Device::from_primitive(&d.to_primitive()).expect("decodes");
+        let back = Device::from_primitive(&d.to_primitive(verso::Target::Own).expect("encodes at its own version")).expect("decodes");
         prop_assert_eq!(back, d);
     }
 
     #[test]
     fn byte_paths_match_the_value_paths(h in attach_handle(), d in deployable()) {
-        let bytes = h.to_primitive_bytes();
+        let bytes = h.to_primitive_bytes(verso::Target::Own).expect("encodes at its own version");
         let parsed: serde_json::Value = serde_json::from_slice(&bytes).expect("valid JSON");
-        prop_assert_eq!(&parsed, &h.to_primitive());
+        prop_assert_eq!(&parsed, &h.to_primitive(verso::Target::Own).expect("encodes at its own version"));
         prop_assert_eq!(AttachHandle::from_primitive_slice(&bytes).expect("decodes").describe(), h.describe());
-        let bytes = d.to_primitive_bytes();
+        let bytes = d.to_primitive_bytes(verso::Target::Own).expect("encodes at its own version");
         prop_assert_eq!(Deployable::from_primitive_slice(&bytes).expect("decodes"), d);
     }
 
@@ -132,15 +132,15 @@ proptest! {
         } else {
             m = [("AttachHandle".to_string(), target)].into_iter().collect();
         }
-        let by_value = h.to_primitive_for_peer(&m).expect("backports");
-        let bytes = h.to_primitive_bytes_for_peer(&m).expect("backports");
+        let by_value = h.to_primitive(verso::Target::Peer(&m)).expect("backports");
+        let bytes = h.to_primitive_bytes(verso::Target::Peer(&m)).expect("backports");
         let parsed: serde_json::Value = serde_json::from_slice(&bytes).expect("valid JSON");
         prop_assert_eq!(parsed, by_value);
     }
 
     #[test]
     fn deployable_round_trips(d in deployable()) {
-        let back = Deployable::from_primitive(&d.to_primitive()).expect("decodes");
+        let back = Deployable::from_primitive(&d.to_primitive(verso::Target::Own).expect("encodes at its own version")).expect("decodes");
         prop_assert_eq!(back, d);
     }
 
@@ -149,21 +149,21 @@ proptest! {
         // Compared as OVO sees objects (data, version, what_changed): a parent whose own
         // `device` mark is clear but whose child has changes reports `device` changed on
         // the wire, so the decoded parent has the mark set.
-        let bytes = serde_json::to_vec(&h.to_primitive()).expect("serializes");
+        let bytes = serde_json::to_vec(&h.to_primitive(verso::Target::Own).expect("encodes at its own version")).expect("serializes");
         let back = AttachHandle::from_primitive(&serde_json::from_slice(&bytes).expect("parses")).expect("decodes");
         prop_assert_eq!(back.describe(), h.describe());
     }
 
     #[test]
     fn device_backport_has_only_target_fields(d in device(), target in versions()) {
-        let back = Device::from_primitive(&d.to_primitive_for(target).expect("backports")).expect("decodes");
+        let back = Device::from_primitive(&d.to_primitive(verso::Target::Version(target)).expect("backports")).expect("decodes");
         prop_assert_eq!(back.version(), target);
         assert_no_newer_fields(&back, target, false);
     }
 
     #[test]
     fn attach_handle_backport_follows_relationships(h in attach_handle(), target in versions()) {
-        let back = AttachHandle::from_primitive(&h.to_primitive_for(target).expect("backports")).expect("decodes");
+        let back = AttachHandle::from_primitive(&h.to_primitive(verso::Target::Version(target)).expect("backports")).expect("decodes");
         assert_no_newer_fields(&back, target, false);
         if let Some(Some(d)) = back.device.get() {
             prop_assert_eq!(d.version(), target);
@@ -173,7 +173,7 @@ proptest! {
 
     #[test]
     fn deployable_backport_has_only_target_fields(d in deployable(), target in prop_oneof![Just(Version::new(1, 0)), Just(Version::new(1, 1))]) {
-        let back = Deployable::from_primitive(&d.to_primitive_for(target).expect("backports")).expect("decodes");
+        let back = Deployable::from_primitive(&d.to_primitive(verso::Target::Version(target)).expect("backports")).expect("decodes");
         assert_no_newer_fields(&back, target, false);
     }
 
@@ -181,7 +181,7 @@ proptest! {
     fn attach_handle_manifest_backport_has_only_manifest_fields(h in attach_handle(), target in versions(), dev in versions()) {
         let mut m = AttachHandle::manifest();
         m.insert("AttachHandle", target).insert("Device", dev);
-        let back = AttachHandle::from_primitive(&h.to_primitive_for_peer(&m).expect("backports")).expect("decodes");
+        let back = AttachHandle::from_primitive(&h.to_primitive(verso::Target::Peer(&m)).expect("backports")).expect("decodes");
         assert_no_newer_fields(&back, target, true);
         if let Some(Some(d)) = back.device.get() {
             prop_assert_eq!(d.version(), dev);

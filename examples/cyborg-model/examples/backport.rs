@@ -272,8 +272,10 @@ fn main() -> ExitCode {
         manifest.insert(name.clone(), *version);
     }
     let handles = handles();
-    let ours = handles.to_primitive();
-    let sent = match handles.to_primitive_for_peer(&manifest) {
+    let ours = handles
+        .to_primitive(verso::Target::Own)
+        .expect("encodes at its own version");
+    let sent = match handles.to_primitive(verso::Target::Peer(&manifest)) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: cannot backport for this peer: {e}");

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use uuid::Uuid;
-use verso::remote::CallError;
+use verso::indirection::CallError;
 use verso::{
     DateTime, Field, ObjectList, ObjectMeta, Registry, RequestContext, VersionedEnum,
     VersionedObject,

@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use uuid::Uuid;
-use verso::remote::CallError;
+use verso::indirection::CallError;
 use verso::{RequestContext, VersionedObject};
 
 /// The storage the remotable bodies need.
@@ -92,7 +92,7 @@ fn row<O: VersionedObject>(index: usize, data: &Value) -> Result<O, SeedError> {
 }
 
 fn uuid_of<O: VersionedObject>(o: &O) -> Result<Uuid, CallError> {
-    let mut p = o.to_primitive();
+    let mut p = o.to_primitive(verso::Target::Own)?;
     let text = p["versioned_object.data"]["uuid"].take();
     text.as_str()
         .and_then(|s| Uuid::parse_str(s).ok())
@@ -108,7 +108,7 @@ fn uuid_of<O: VersionedObject>(o: &O) -> Result<Uuid, CallError> {
 fn upsert<O: VersionedObject>(table: &mut BTreeMap<Uuid, O>, new: &O) -> Result<(), CallError> {
     let uuid = uuid_of(new)?;
     let mut merged = table.remove(&uuid).unwrap_or_else(O::blank);
-    let data = new.to_primitive();
+    let data = new.to_primitive(verso::Target::Own)?;
     if let Some(fields) = data["versioned_object.data"].as_object() {
         for (k, v) in fields {
             merged.set_field_primitive(k, v)?;

@@ -49,7 +49,7 @@ fn a_report_has_one_device_per_physical_function_and_vfs_as_handles(
         "/dev/nvme1n2"
     );
     // It travels as an OVO primitive and comes back whole.
-    let primitive = report.to_primitive();
+    let primitive = report.to_primitive(verso::Target::Own)?;
     assert_eq!(primitive["versioned_object.name"], "DriverDeviceList");
     assert_eq!(DriverDeviceList::from_primitive(&primitive)?, report);
     Ok(())

@@ -234,22 +234,31 @@ fn check(expect: &Value, key: &str, outcome: Outcome) -> Result<(), String> {
     }
 }
 
-/// Decodes `bytes` with the typed streaming decoder of the model class `name`.
-fn decode_slice_as(name: &str, bytes: &[u8]) -> Option<verso::Result<Box<dyn AnyObject>>> {
+/// Decodes `bytes` with the typed streaming decoder of the model class `name`, with
+/// `reg`'s classes as the ones contained objects of another class are looked up in.
+fn decode_slice_as(
+    reg: &Registry,
+    name: &str,
+    bytes: &[u8],
+) -> Option<verso::Result<Box<dyn AnyObject>>> {
     use cyborg_model::{
         AttachHandle, AttachHandleList, Deployable, DeployableList, Device, DeviceList,
     };
     use verso::VersionedObject;
-    fn boxed<O: VersionedObject>(bytes: &[u8]) -> verso::Result<Box<dyn AnyObject>> {
-        O::from_primitive_slice(bytes).map(|o| Box::new(o) as Box<dyn AnyObject>)
+    fn boxed<O: VersionedObject>(
+        reg: &Registry,
+        bytes: &[u8],
+    ) -> verso::Result<Box<dyn AnyObject>> {
+        reg.from_primitive_slice_as::<O>(bytes)
+            .map(|o| Box::new(o) as Box<dyn AnyObject>)
     }
     Some(match name {
-        "Device" => boxed::<Device>(bytes),
-        "Deployable" => boxed::<Deployable>(bytes),
-        "AttachHandle" => boxed::<AttachHandle>(bytes),
-        "DeviceList" => boxed::<DeviceList>(bytes),
-        "AttachHandleList" => boxed::<AttachHandleList>(bytes),
-        "DeployableList" => boxed::<DeployableList>(bytes),
+        "Device" => boxed::<Device>(reg, bytes),
+        "Deployable" => boxed::<Deployable>(reg, bytes),
+        "AttachHandle" => boxed::<AttachHandle>(reg, bytes),
+        "DeviceList" => boxed::<DeviceList>(reg, bytes),
+        "AttachHandleList" => boxed::<AttachHandleList>(reg, bytes),
+        "DeployableList" => boxed::<DeployableList>(reg, bytes),
         _ => return None,
     })
 }
@@ -287,19 +296,20 @@ pub fn run_case(reg: &Registry, case: &Value) -> Result<(), String> {
                 ),
                 None => None,
             };
-            let out = match obj.obj_to_primitive(target, manifest.as_ref()) {
+            let out = match obj.obj_to_primitive(verso::Target::ovo(target, manifest.as_ref())) {
                 Ok(p) => Outcome::Value(p),
                 Err(e) => Outcome::Error(e),
             };
             check(expect, "primitive", out)?;
             // The direct byte writer must give the same JSON.
-            let bytes = match obj.obj_to_primitive_bytes(target, manifest.as_ref()) {
-                Ok(b) => Outcome::Value(
-                    serde_json::from_slice(&b)
-                        .map_err(|e| format!("byte path wrote bad JSON: {e}"))?,
-                ),
-                Err(e) => Outcome::Error(e),
-            };
+            let bytes =
+                match obj.obj_to_primitive_bytes(verso::Target::ovo(target, manifest.as_ref())) {
+                    Ok(b) => Outcome::Value(
+                        serde_json::from_slice(&b)
+                            .map_err(|e| format!("byte path wrote bad JSON: {e}"))?,
+                    ),
+                    Err(e) => Outcome::Error(e),
+                };
             check(expect, "primitive", bytes).map_err(|e| format!("byte path: {e}"))
         }
         Some("from_primitive") => {
@@ -308,7 +318,7 @@ pub fn run_case(reg: &Registry, case: &Value) -> Result<(), String> {
                 Ok(obj) => {
                     check(expect, "object", Outcome::Value(obj.obj_describe()))?;
                     let re = obj
-                        .obj_to_primitive(None, None)
+                        .obj_to_primitive(verso::Target::Own)
                         .map_err(|e| format!("re-encode: {e}"))?;
                     check(expect, "reencoded", Outcome::Value(re))?;
                 }
@@ -316,7 +326,7 @@ pub fn run_case(reg: &Registry, case: &Value) -> Result<(), String> {
             // The streaming decoder of the class the primitive names must agree.
             let bytes = serde_json::to_vec(&case["primitive"]).map_err(|e| e.to_string())?;
             let by_slice = match case["primitive"].get("versioned_object.name") {
-                Some(Value::String(name)) => decode_slice_as(name, &bytes),
+                Some(Value::String(name)) => decode_slice_as(reg, name, &bytes),
                 _ => None,
             };
             match by_slice {

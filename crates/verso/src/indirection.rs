@@ -13,7 +13,7 @@
 //! a test without indirection run side by side.
 //!
 //! ```
-//! use verso::remote::CallError;
+//! use verso::indirection::CallError;
 //! use verso::{Field, ObjectMeta, RequestContext, VersionedObject};
 //!
 //! #[derive(VersionedObject, Clone, Debug, PartialEq)]
@@ -47,11 +47,12 @@
 //! # Ok(()) }
 //! ```
 
+use crate::context::RequestContext;
 use crate::error::Error;
-use crate::field::FieldValue;
-use crate::object::MethodSchema;
-use crate::registry::AnyObject;
-use crate::{RequestContext, VersionManifest, VersionedObject};
+use crate::field::{FieldError, FieldValue};
+use crate::manifest::{Target, VersionManifest};
+use crate::object::{AnyObject, MethodSchema, VersionedObject};
+use crate::primitive::KEY_DATA;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -212,8 +213,8 @@ impl MethodOutput {
         match self {
             MethodOutput::Value(v) => Ok(v.clone()),
             MethodOutput::Object(o) => match manifest {
-                Some(m) => o.obj_to_primitive_for_peer(m),
-                None => o.obj_to_primitive(None, None),
+                Some(m) => o.obj_to_primitive(Target::Peer(m)),
+                None => o.obj_to_primitive(Target::Own),
             },
         }
     }
@@ -224,37 +225,63 @@ impl MethodOutput {
 pub trait RemoteValue: Sized + Send + 'static {
     /// The primitive form.
     fn to_remote(&self) -> Value;
-    /// Reads the primitive form.
-    fn from_remote(value: &Value) -> Result<Self, Error>;
+    /// Reads the primitive form; the caller names the argument or result it was.
+    fn from_remote(value: &Value) -> Result<Self, FieldError>;
     /// Stores the context on returned objects.
     fn attach_context(&mut self, ctx: &RequestContext);
     /// As the conductor keeps it.
     fn into_output(self) -> MethodOutput;
 }
 
-impl<T: FieldValue> RemoteValue for T {
-    fn to_remote(&self) -> Value {
-        self.to_primitive()
-    }
-    fn from_remote(value: &Value) -> Result<Self, Error> {
-        T::from_primitive(value)
-    }
-    fn attach_context(&mut self, ctx: &RequestContext) {
-        <T as FieldValue>::attach_context(self, ctx);
-    }
-    fn into_output(self) -> MethodOutput {
-        match self.into_any_object() {
-            Ok(o) => MethodOutput::Object(o),
-            Err(v) => MethodOutput::Value(v.to_primitive()),
+/// `RemoteValue` for field values that travel as plain primitives (everything but an
+/// object itself; objects implement it through the derive).
+macro_rules! remote_by_value {
+    ($([$($generics:tt)*] $t:ty),* $(,)?) => {$(
+        impl<$($generics)*> RemoteValue for $t {
+            fn to_remote(&self) -> Value {
+                FieldValue::to_primitive(self)
+            }
+            fn from_remote(value: &Value) -> Result<Self, FieldError> {
+                <$t as FieldValue>::from_primitive(value)
+            }
+            fn attach_context(&mut self, ctx: &RequestContext) {
+                FieldValue::attach_context(self, ctx);
+            }
+            fn into_output(self) -> MethodOutput {
+                MethodOutput::Value(FieldValue::to_primitive(&self))
+            }
         }
-    }
+    )*};
+}
+
+remote_by_value!(
+    [] String,
+    [] i64,
+    [] f64,
+    [] bool,
+    [] uuid::Uuid,
+    [] crate::datetime::DateTime,
+    [T: FieldValue] Option<T>,
+    [T: FieldValue] Vec<T>,
+    [V: FieldValue] BTreeMap<String, V>,
+);
+
+/// `RemoteValue` of a versioned enum (the derive's).
+pub(crate) fn enum_into_output<E: FieldValue>(value: E) -> MethodOutput {
+    MethodOutput::Value(value.to_primitive())
+}
+
+/// `RemoteValue` of an object (the derive's): kept as an object, so the conductor can
+/// backport it to the caller's manifest.
+pub(crate) fn object_into_output<O: VersionedObject>(obj: O) -> MethodOutput {
+    MethodOutput::Object(Box::new(obj))
 }
 
 impl RemoteValue for () {
     fn to_remote(&self) -> Value {
         Value::Null
     }
-    fn from_remote(_: &Value) -> Result<Self, Error> {
+    fn from_remote(_: &Value) -> Result<Self, FieldError> {
         Ok(())
     }
     fn attach_context(&mut self, _: &RequestContext) {}
@@ -376,13 +403,11 @@ pub fn action_updates(
     after: &dyn AnyObject,
 ) -> Result<Map<String, Value>, Error> {
     let data = |o: &dyn AnyObject| -> Result<Map<String, Value>, Error> {
-        let mut p = o.obj_to_primitive(None, None)?;
-        Ok(
-            match p.get_mut(crate::primitive::KEY_DATA).map(Value::take) {
-                Some(Value::Object(m)) => m,
-                _ => Map::new(),
-            },
-        )
+        let mut p = o.obj_to_primitive(Target::Own)?;
+        Ok(match p.get_mut(KEY_DATA).map(Value::take) {
+            Some(Value::Object(m)) => m,
+            _ => Map::new(),
+        })
     };
     let old = data(before)?;
     let mut updates: Map<String, Value> = data(after)?
@@ -403,8 +428,7 @@ pub fn action_updates(
 }
 
 /// Sets `ctx` on an object (and on contained objects), as OVO's deserializer does.
-#[doc(hidden)]
-pub fn attach_context<O: VersionedObject>(obj: &mut O, ctx: &RequestContext) {
+pub(crate) fn attach_context<O: VersionedObject>(obj: &mut O, ctx: &RequestContext) {
     obj.meta_mut().context = Some(ctx.clone());
     for i in 0..O::schema().fields.len() {
         obj.field_mut(i).attach_context(ctx);
@@ -412,9 +436,16 @@ pub fn attach_context<O: VersionedObject>(obj: &mut O, ctx: &RequestContext) {
 }
 
 /// Decodes a delegated call's result and gives it the caller's context.
-#[doc(hidden)]
-pub fn decode_result<T: RemoteValue>(value: &Value, ctx: &RequestContext) -> Result<T, CallError> {
-    let mut v = T::from_remote(value)?;
+pub(crate) fn decode_result<T: RemoteValue>(
+    value: &Value,
+    ctx: &RequestContext,
+) -> Result<T, CallError> {
+    let mut v = T::from_remote(value).map_err(|e| match e {
+        FieldError::Object(e) => CallError::Object(*e),
+        other => CallError::Object(Error::Malformed {
+            what: format!("the result of a remote call: {other}"),
+        }),
+    })?;
     v.attach_context(ctx);
     Ok(v)
 }

@@ -1,0 +1,164 @@
+//! What the derive declares about a class: its fields, their OVO types and history,
+//! its remotable methods. Plain data, below everything that encodes, decodes or
+//! backports objects.
+
+use crate::Version;
+use serde_json::Value;
+use std::fmt;
+
+/// The OVO field type class of a field, as fingerprints and the lint see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FieldType {
+    /// `String`.
+    String,
+    /// `Integer`.
+    Integer,
+    /// `Float`.
+    Float,
+    /// `Boolean`.
+    Boolean,
+    /// `UUID`.
+    Uuid,
+    /// `DateTime` (timezone-aware).
+    DateTime,
+    /// `Enum` with its valid values, in declaration order.
+    Enum(&'static [&'static str]),
+    /// `Dict` of a value type (keys are strings).
+    Dict(Box<FieldType>),
+    /// `List` of an element type.
+    List(Box<FieldType>),
+    /// `Object` of the named class.
+    Object(&'static str),
+    /// `ListOfObjects` of the named class.
+    ListOfObjects(&'static str),
+}
+
+impl FieldType {
+    /// OVO's field type class name (`String`, `Dict`, `Object`, ...), as it appears in
+    /// fingerprints.
+    pub fn ovo_class(&self) -> &'static str {
+        match self {
+            FieldType::String => "String",
+            FieldType::Integer => "Integer",
+            FieldType::Float => "Float",
+            FieldType::Boolean => "Boolean",
+            FieldType::Uuid => "UUID",
+            FieldType::DateTime => "DateTime",
+            FieldType::Enum(_) => "Enum",
+            FieldType::Dict(_) => "Dict",
+            FieldType::List(_) => "List",
+            FieldType::Object(_) => "Object",
+            FieldType::ListOfObjects(_) => "List",
+        }
+    }
+
+    /// The class an `Object` or `ListOfObjects` field holds.
+    pub fn child_object(&self) -> Option<&'static str> {
+        match self {
+            FieldType::Object(n) | FieldType::ListOfObjects(n) => Some(n),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for FieldType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FieldType::Dict(v) => write!(f, "Dict({v})"),
+            FieldType::List(v) => write!(f, "List({v})"),
+            FieldType::Object(n) => write!(f, "Object({n})"),
+            FieldType::ListOfObjects(n) => write!(f, "ListOfObjects({n})"),
+            FieldType::Enum(v) => write!(f, "Enum({})", v.join(",")),
+            other => f.write_str(other.ovo_class()),
+        }
+    }
+}
+
+/// What a field is: its name, OVO type, nullability, default and history.
+#[derive(Debug, Clone)]
+pub struct FieldSchema {
+    /// The field name (the key in `versioned_object.data`).
+    pub name: &'static str,
+    /// The OVO type.
+    pub ty: FieldType,
+    /// Whether `None` is a value.
+    pub nullable: bool,
+    /// The default, in primitive form (`obj_set_defaults`, and what `null` becomes on a
+    /// non-nullable field).
+    pub default: Option<Value>,
+    /// The object version that added the field; a backport below it drops the field.
+    /// `None` means the field has been there since the first version.
+    pub since: Option<Version>,
+    /// For an object (or list-of-objects) field, OVO's `obj_relationships` entry:
+    /// `(my_version, child_version)` pairs, oldest first.
+    pub relationships: Vec<(Version, Version)>,
+    /// The schema of the contained class, for object fields.
+    pub child: Option<fn() -> &'static ObjectSchema>,
+}
+
+/// Whether a remotable method is called on the class or on an instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MethodKind {
+    /// A class method (`@remotable_classmethod`): the caller passes the context.
+    Class,
+    /// An instance method (`@remotable`): the context is the one on the object.
+    Instance,
+}
+
+/// One argument of a remotable method.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgSchema {
+    /// The argument name.
+    pub name: &'static str,
+    /// Its Rust type, as written in the signature.
+    pub ty: &'static str,
+}
+
+/// A remotable method of an object, as the registry and fingerprints see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MethodSchema {
+    /// The method name.
+    pub name: &'static str,
+    /// Class or instance method.
+    pub kind: MethodKind,
+    /// The arguments after the receiver and context.
+    pub args: Vec<ArgSchema>,
+    /// The Rust return type, as written.
+    pub returns: &'static str,
+}
+
+/// Everything verso knows about a class: what the derive declares.
+#[derive(Debug, Clone)]
+pub struct ObjectSchema {
+    /// The object name on the wire.
+    pub name: &'static str,
+    /// The project namespace (`versioned_object.namespace`).
+    pub namespace: &'static str,
+    /// The class version.
+    pub version: Version,
+    /// Whether this is a list object (one `objects` field of a list of objects).
+    pub is_list: bool,
+    /// Fields in declaration order.
+    pub fields: Vec<FieldSchema>,
+    /// For list objects, OVO's `child_versions`: `(list_version, member_version)` pairs,
+    /// in declaration order.
+    pub child_versions: Vec<(Version, Version)>,
+    /// Remotable methods, sorted by name.
+    pub methods: Vec<MethodSchema>,
+    /// Registered for tests only: left out of fingerprint lock files.
+    pub test_only: bool,
+    /// The class has a custom `make_compatible` hook.
+    pub custom_make_compatible: bool,
+}
+
+impl ObjectSchema {
+    /// The field called `name`.
+    pub fn field(&self, name: &str) -> Option<&FieldSchema> {
+        self.fields.iter().find(|f| f.name == name)
+    }
+
+    /// The position of the field called `name` (the index of `VersionedObject::field`).
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.fields.iter().position(|f| f.name == name)
+    }
+}
