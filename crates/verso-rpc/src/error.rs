@@ -1,10 +1,16 @@
 //! [`RpcError`]: everything that can go wrong in this crate, one enum.
 //!
 //! Errors come in three families, and each variant says what the user can do:
-//! - **local**, raised before anything is sent (`VersionCap`, `InvalidVersion`, ...);
+//! - **local**, raised before anything is sent (`VersionCap`, `InvalidVersion`, ...) or
+//!   by the transport (`Timeout`, `Transport`, `ConnectionLost`);
 //! - **dispatch**, raised by the server's dispatcher and carried back over the wire, so a
 //!   caller can match on them (`UnsupportedVersion`, `MissingArgument`, ...);
 //! - **config**, raised while reading `[upgrade_levels]` (`Cap*`, `ConfigFile`).
+//!
+//! As reqwest's and hyper's errors do, an error says what kind of failure it is
+//! ([`RpcError::is_timeout`], [`RpcError::is_connection_lost`], ...) and keeps its cause:
+//! a transport failure holds the transport's own error as its [`source`](std::error::Error::source),
+//! which [`RpcError::transport_cause`] downcasts (`AmqpError::NameTooLong`, ...).
 //!
 //! Errors raised by an endpoint's own code arrive as [`RpcError::Remote`], holding the
 //! [`RemoteError`] in oslo.messaging's failure form.
@@ -92,6 +98,11 @@ pub enum RpcError {
     Transport {
         /// What failed.
         detail: String,
+        /// The transport's own error, when there is one (an
+        /// [`AmqpError`](crate::transport::amqp::AmqpError) on RabbitMQ): see
+        /// [`RpcError::transport_cause`].
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
     /// The broker connection dropped while the call waited for its reply. The request
     /// had been sent: the server may or may not have run it, so it was not retried.
@@ -319,6 +330,93 @@ pub enum RpcError {
 }
 
 impl RpcError {
+    /// A transport failure without a cause of its own.
+    pub fn transport(detail: impl Into<String>) -> Self {
+        RpcError::Transport {
+            detail: detail.into(),
+            source: None,
+        }
+    }
+
+    /// A transport failure caused by `source` (the message is `source`'s).
+    pub fn transport_caused_by(source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        RpcError::Transport {
+            detail: source.to_string(),
+            source: Some(Box::new(source)),
+        }
+    }
+
+    /// No reply came within the call's timeout ([`RpcError::Timeout`]).
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, RpcError::Timeout { .. })
+    }
+
+    /// The connection dropped with the call in flight ([`RpcError::ConnectionLost`]): the
+    /// server may or may not have run it.
+    pub fn is_connection_lost(&self) -> bool {
+        matches!(self, RpcError::ConnectionLost { .. })
+    }
+
+    /// The transport failed ([`RpcError::Transport`] or [`RpcError::ConnectionLost`]).
+    pub fn is_transport(&self) -> bool {
+        matches!(
+            self,
+            RpcError::Transport { .. } | RpcError::ConnectionLost { .. }
+        )
+    }
+
+    /// The call was above the operator's cap, or this client's own version: nothing was
+    /// sent.
+    pub fn is_version_cap(&self) -> bool {
+        matches!(
+            self,
+            RpcError::VersionCap { .. } | RpcError::VersionAboveLocal { .. }
+        )
+    }
+
+    /// The server's dispatcher refused the call (a version, method or argument it does not
+    /// serve, a malformed or too large message); the endpoint's code did not run.
+    pub fn is_dispatch(&self) -> bool {
+        matches!(
+            self,
+            RpcError::UnsupportedVersion { .. }
+                | RpcError::NoSuchMethod { .. }
+                | RpcError::MethodNotInVersion { .. }
+                | RpcError::MissingArgument { .. }
+                | RpcError::UnknownArgument { .. }
+                | RpcError::ArgumentNotInVersion { .. }
+                | RpcError::InvalidArgument { .. }
+                | RpcError::MalformedMessage { .. }
+                | RpcError::MessageTooLarge { .. }
+                | RpcError::LimitExceeded { .. }
+        )
+    }
+
+    /// The endpoint's own code raised the error ([`RpcError::Remote`]).
+    pub fn is_remote(&self) -> bool {
+        matches!(self, RpcError::Remote(_))
+    }
+
+    /// The first error of type `E` in this error's chain of causes: the transport's own
+    /// error behind a [`RpcError::Transport`].
+    ///
+    /// ```
+    /// use verso_rpc::RpcError;
+    /// let e = RpcError::transport_caused_by(std::io::Error::other("reset"));
+    /// assert!(e.is_transport());
+    /// assert_eq!(e.transport_cause::<std::io::Error>().map(|io| io.kind()), Some(std::io::ErrorKind::Other));
+    /// ```
+    pub fn transport_cause<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        let mut cause = std::error::Error::source(self);
+        while let Some(e) = cause {
+            if let Some(found) = e.downcast_ref::<E>() {
+                return Some(found);
+            }
+            cause = e.source();
+        }
+        None
+    }
+
     /// The error in oslo.messaging's failure form, for sending back to a caller.
     ///
     /// Dispatch errors keep their fields in `kwargs` so a verso client rebuilds the typed

@@ -12,7 +12,7 @@ use std::time::Duration;
 use support::*;
 use verso::{RequestContext, Version, VersionedObject};
 use verso_rpc::message::Request;
-use verso_rpc::transport::amqp::AmqpTransport;
+use verso_rpc::transport::amqp::{AmqpError, AmqpTransport, ConnectKind};
 use verso_rpc::{RpcClient, RpcError, Target};
 
 // ---- 1. a Python oslo.messaging client calls a verso server ---------------------------
@@ -536,7 +536,17 @@ async fn a_closed_transport_stays_closed_and_ends_its_listeners() {
         )
         .await;
     match call {
-        Err(RpcError::Transport { detail }) => assert!(detail.contains("closed"), "{detail}"),
+        Err(e @ RpcError::Transport { .. }) => {
+            let RpcError::Transport { detail, .. } = &e else {
+                unreachable!()
+            };
+            assert!(detail.contains("closed"), "{detail}");
+            // The cause is kept: the transport's own error says it was closed.
+            assert!(
+                matches!(e.transport_cause(), Some(AmqpError::Closed { .. })),
+                "{e:?}"
+            );
+        }
         other => panic!("expected a typed Transport error, got {other:?}"),
     }
     assert!(started.elapsed() < Duration::from_secs(1), "failed at once");
@@ -564,7 +574,7 @@ async fn refused_declarations_carry_the_brokers_reason() {
             .cast(&ctx, "ping", "1.0", json!({"arg": 1}))
             .await;
         match fanout {
-            Err(RpcError::Transport { detail }) => assert!(
+            Err(RpcError::Transport { detail, .. }) => assert!(
                 detail.contains("refused to declare exchange")
                     && detail.contains("PRECONDITION_FAILED"),
                 "{detail}"
@@ -625,8 +635,13 @@ async fn names_amqp_cannot_carry_are_typed_errors() {
             .await,
     ] {
         match result {
-            Err(RpcError::Transport { detail }) => {
-                assert!(detail.contains("at most 255"), "{detail}")
+            Err(RpcError::Transport { ref detail, .. }) => {
+                assert!(detail.contains("at most 255"), "{detail}");
+                let e = result.as_ref().unwrap_err();
+                assert!(
+                    matches!(e.transport_cause(), Some(AmqpError::NameTooLong { .. })),
+                    "{e:?}"
+                );
             }
             other => panic!("expected a typed Transport error, got {other:?}"),
         }
@@ -635,7 +650,9 @@ async fn names_amqp_cannot_carry_are_typed_errors() {
         .await
         .map(drop)
     {
-        Err(RpcError::Transport { detail }) => assert!(detail.contains("at most 255"), "{detail}"),
+        Err(RpcError::Transport { detail, .. }) => {
+            assert!(detail.contains("at most 255"), "{detail}")
+        }
         other => panic!("expected a typed Transport error, got {other:?}"),
     }
     serves_and_calls(&t).await;
@@ -657,6 +674,7 @@ async fn a_missing_vhost_is_named_and_the_broker_once() {
         Err(other) => panic!("expected Connect, got {other:?}"),
         Ok(_) => panic!("connected to a vhost that does not exist"),
     };
+    assert_eq!(e.connect_kind(), Some(ConnectKind::VhostNotFound), "{e:?}");
     let text = e.to_string();
     assert!(
         text.contains(&format!("vhost '{vhost}' not found")),
@@ -669,6 +687,23 @@ async fn a_missing_vhost_is_named_and_the_broker_once() {
         !text.contains(&format!(":{password}@")),
         "no password: {text}"
     );
+}
+
+/// A wrong password is a refused login, typed as such, and the password is not shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_login_is_typed() {
+    let env = Env::get();
+    let mut config = verso_rpc::transport::amqp::AmqpConfig::from_url(&env.url).expect("url");
+    let wrong = format!("wrong-{}", uuid::Uuid::new_v4().simple());
+    config.hosts[0].password = wrong.clone();
+    let e = match AmqpTransport::connect_with(config).await {
+        Err(e) => e,
+        Ok(_) => panic!("connected with a wrong password"),
+    };
+    assert_eq!(e.connect_kind(), Some(ConnectKind::LoginRefused), "{e:?}");
+    let text = e.to_string();
+    assert!(text.contains("refuses a login"), "{text}");
+    assert!(!text.contains(&wrong), "no password: {text}");
 }
 
 /// A call to a topic nobody serves: the rpc_client example gives up after its

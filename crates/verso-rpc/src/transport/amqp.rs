@@ -87,7 +87,7 @@ mod tls;
 mod topology;
 mod url;
 
-pub use error::AmqpError;
+pub use error::{AmqpError, ConnectKind};
 pub use tls::TlsOptions;
 pub use url::{redact, AmqpConfig, BrokerHost, DEFAULT_CONTROL_EXCHANGE, KNOWN_OPTIONS};
 
@@ -308,7 +308,7 @@ impl Transport for AmqpTransport {
         };
         inner.publish_on(&session, publish, &message).await?;
         rx.await
-            .unwrap_or_else(|_| Err(lost("the transport was closed while waiting for a reply")))
+            .unwrap_or_else(|_| Err(closed(" while waiting for a reply")))
             .and_then(Reply::from_message)
     }
 
@@ -506,6 +506,37 @@ mod tests {
     }
 
     #[test]
+    fn the_brokers_refusals_have_a_kind() {
+        let kind = |code, text: &str| close_kind(code, text);
+        assert_eq!(
+            kind(530, "NOT_ALLOWED - vhost prod not found"),
+            ConnectKind::VhostNotFound
+        );
+        assert_eq!(
+            kind(
+                530,
+                "NOT_ALLOWED - access to vhost 'prod' refused for user 'u'"
+            ),
+            ConnectKind::VhostRefused
+        );
+        assert_eq!(
+            kind(
+                403,
+                "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN"
+            ),
+            ConnectKind::LoginRefused
+        );
+        assert_eq!(kind(320, "CONNECTION_FORCED"), ConnectKind::BrokerClosed);
+        let config = AmqpConfig::from_url("rabbit://u:p@h:5672/prod").unwrap();
+        let login = closed_with(403, "ACCESS_REFUSED - Login was refused");
+        let said = open_refusal(&config, "u", &login).unwrap();
+        assert!(
+            said.starts_with("the broker refused the login of user 'u'"),
+            "{said}"
+        );
+    }
+
+    #[test]
     fn a_port_of_the_other_kind_is_named() {
         let tls = AmqpConfig::from_url("rabbit://u:p@h:5672/?ssl=1").unwrap();
         let plain = AmqpConfig::from_url("rabbit://u:p@h:5671/").unwrap();
@@ -523,6 +554,7 @@ mod tests {
         let one = AmqpError::Connect {
             brokers: "u:***@h:5672".into(),
             detail: "refused".into(),
+            kind: ConnectKind::Other,
         };
         assert_eq!(
             one.to_string(),
@@ -531,6 +563,7 @@ mod tests {
         let two = AmqpError::Connect {
             brokers: "u:***@h:5672,u:***@g:5672".into(),
             detail: "u:***@g:5672: refused; u:***@h:5672: reset".into(),
+            kind: ConnectKind::Other,
         };
         assert_eq!(
             two.to_string(),
@@ -539,6 +572,7 @@ mod tests {
         let none = AmqpError::Connect {
             brokers: String::new(),
             detail: "TLS cannot be set up".into(),
+            kind: ConnectKind::Other,
         };
         assert_eq!(
             none.to_string(),

@@ -17,6 +17,8 @@ pub(super) struct Failure {
     pub(super) why: String,
     /// Whether `why` says what is wrong; if not, the error adds what to check.
     pub(super) diagnosed: bool,
+    /// What kind of failure it was.
+    pub(super) kind: ConnectKind,
 }
 
 impl Failure {
@@ -24,13 +26,15 @@ impl Failure {
         Failure {
             why,
             diagnosed: false,
+            kind: ConnectKind::Other,
         }
     }
 
-    pub(super) fn diagnosed(why: String) -> Self {
+    pub(super) fn diagnosed(why: String, kind: ConnectKind) -> Self {
         Failure {
             why,
             diagnosed: true,
+            kind,
         }
     }
 }
@@ -49,7 +53,8 @@ pub(super) async fn connect_once(
         // The files are read on every attempt: a renewed certificate is used on the next
         // reconnect.
         args.tls_adaptor(
-            tls::adaptor(tls, &host.host).map_err(|e| Failure::diagnosed(e.to_string()))?,
+            tls::adaptor(tls, &host.host)
+                .map_err(|e| Failure::diagnosed(e.to_string(), ConnectKind::Tls))?,
         );
     }
     // In a task of its own: amqprs's open, cancelled after it started the connection's
@@ -61,7 +66,10 @@ pub(super) async fn connect_once(
         Ok(Ok(Err(e))) => {
             let e = e.to_string();
             if let Some(explained) = open_refusal(config, &host.username, &e) {
-                return Err(Failure::diagnosed(explained));
+                let kind = broker_close(&e).map_or(ConnectKind::BrokerClosed, |(code, text)| {
+                    close_kind(code, &text)
+                });
+                return Err(Failure::diagnosed(explained, kind));
             }
             let hints = [
                 client_cert_hint(config, &e).to_owned(),
@@ -69,10 +77,13 @@ pub(super) async fn connect_once(
                 tls_port_hint(config, host, &e),
             ]
             .concat();
-            Err(if hints.is_empty() {
-                Failure::plain(e)
+            let login = login_hint(&host.username, &e);
+            Err(if !hints.is_empty() {
+                Failure::diagnosed(format!("{e}{hints}"), ConnectKind::Tls)
+            } else if !login.is_empty() {
+                Failure::diagnosed(format!("{e}{login}"), ConnectKind::LoginRefused)
             } else {
-                Failure::diagnosed(format!("{e}{hints}"))
+                Failure::plain(e)
             })
         }
         Ok(Err(e)) => Err(Failure::plain(format!(
@@ -88,9 +99,10 @@ pub(super) async fn connect_once(
                     Err(_) => opening.abort(),
                 }
             });
-            Err(Failure::plain(format!(
-                "no answer within {CONNECT_TIMEOUT:?}"
-            )))
+            Err(Failure {
+                kind: ConnectKind::Timeout,
+                ..Failure::plain(format!("no answer within {CONNECT_TIMEOUT:?}"))
+            })
         }
     }
 }
@@ -149,9 +161,24 @@ pub(super) fn open_refusal(config: &AmqpConfig, user: &str, error: &str) -> Opti
              (rabbitmqctl set_permissions -p '{vhost}' '{user}' '.*' '.*' '.*') or use a \
              vhost it may"
         )
+    } else if code == 403 {
+        format!(
+            "the broker refused the login of user '{user}' ({said}); check the user and \
+             password of the URL"
+        )
     } else {
         format!("the broker closed the connection: {code} {text}")
     })
+}
+
+/// The kind of a broker's `connection.close` answer, as [`open_refusal`] words it.
+pub(super) fn close_kind(code: u16, text: &str) -> ConnectKind {
+    match code {
+        530 if text.contains("not found") => ConnectKind::VhostNotFound,
+        530 if text.contains("refused for user") => ConnectKind::VhostRefused,
+        403 => ConnectKind::LoginRefused,
+        _ => ConnectKind::BrokerClosed,
+    }
 }
 
 /// What to check when a TLS handshake got an answer that is not TLS at all: rustls reads
@@ -183,6 +210,21 @@ pub(super) fn tls_port_hint(config: &AmqpConfig, host: &BrokerHost, error: &str)
         " (port 5671 is usually RabbitMQ's TLS port: add ?ssl=true, with ssl_ca_file for a \
          private CA, or use the plain port, usually 5672)"
             .to_owned()
+    } else {
+        String::new()
+    }
+}
+
+/// What to check when the broker reset the connection during the AMQP handshake (and no
+/// TLS explanation applies): RabbitMQ refuses a login that way to a client that cannot be
+/// told why (amqprs does not ask for `authentication_failure_close`), after the TCP
+/// connection and any TLS handshake succeeded.
+pub(super) fn login_hint(user: &str, error: &str) -> String {
+    if error.contains("Connection reset") {
+        format!(
+            " (RabbitMQ resets the connection when it refuses a login: check the password of \
+             user '{user}' in the URL, and that the user exists)"
+        )
     } else {
         String::new()
     }

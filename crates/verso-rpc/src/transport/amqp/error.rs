@@ -89,6 +89,9 @@ pub enum AmqpError {
         /// (a missing vhost, TLS to a plain port, ...); otherwise it ends with what to
         /// check.
         detail: String,
+        /// What kind of failure it was: the kind every broker tried failed with, or
+        /// [`ConnectKind::Other`] when they failed differently.
+        kind: ConnectKind,
     },
     /// A name AMQP cannot carry: exchange and queue names and routing keys are at most
     /// 255 bytes.
@@ -112,13 +115,94 @@ pub enum AmqpError {
         /// The broker's or client's error.
         detail: String,
     },
+    /// The transport was closed ([`AmqpTransport::close`], or its last clone dropped).
+    #[error("the transport was closed{when}")]
+    Closed {
+        /// When it was found closed (` before the reply was sent`), or empty.
+        when: &'static str,
+    },
+    /// No connection came back within the wait while reconnecting; nothing was sent.
+    #[error(
+        "not connected to RabbitMQ at {brokers} (reconnecting) within {wait:?}; nothing was \
+         sent; check the broker"
+    )]
+    NotConnected {
+        /// The brokers, passwords replaced by `***`.
+        brokers: String,
+        /// How long the caller waited.
+        wait: Duration,
+    },
+    /// Publishing failed: the channel is unusable, and the transport reconnects.
+    #[error(
+        "publishing to exchange '{exchange}' with routing key '{routing_key}' failed: \
+         {detail}; the transport is reconnecting"
+    )]
+    Publish {
+        /// The exchange.
+        exchange: String,
+        /// The routing key.
+        routing_key: String,
+        /// amqprs's error.
+        detail: String,
+    },
+    /// A reply was not delivered: its caller's reply queue does not exist (any more).
+    #[error(
+        "the reply to call {msg_id} was not delivered: its reply queue '{reply_q}' does not \
+         exist"
+    )]
+    MissingReplyQueue {
+        /// The caller's reply queue.
+        reply_q: String,
+        /// The call's `_msg_id`.
+        msg_id: String,
+    },
+    /// The I/O thread's task ended without an answer (it panicked or was cancelled).
+    #[error("the AMQP I/O task failed: {detail}")]
+    IoTask {
+        /// The task's end.
+        detail: String,
+    },
+}
+
+/// What kind of failure a connect error ([`AmqpError::Connect`]) is, for a caller to
+/// match on (the message says it in words).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConnectKind {
+    /// The vhost does not exist (RabbitMQ's 530 NOT_ALLOWED, "vhost ... not found").
+    VhostNotFound,
+    /// The user may not use the vhost (530 NOT_ALLOWED, "access ... refused for user").
+    VhostRefused,
+    /// The broker refused the login: a wrong user or password. Either it said so (403
+    /// ACCESS_REFUSED), or it reset the connection during the handshake, which is how
+    /// RabbitMQ refuses a login to a client that does not ask for the reason (as amqprs
+    /// does not); verso takes such a reset as a refused login.
+    LoginRefused,
+    /// The broker closed the connection for another reason it gave.
+    BrokerClosed,
+    /// TLS could not be set up with the given files, the handshake failed, or TLS and
+    /// plain AMQP ports were mixed up.
+    Tls,
+    /// No answer within the connect timeout.
+    Timeout,
+    /// The broker could not be reached, or the connection failed otherwise.
+    Other,
+}
+
+impl AmqpError {
+    /// The kind of a connect error, `None` for other errors.
+    pub fn connect_kind(&self) -> Option<ConnectKind> {
+        match self {
+            AmqpError::Connect { kind, .. } => Some(*kind),
+            _ => None,
+        }
+    }
 }
 
 impl From<AmqpError> for RpcError {
+    /// [`RpcError::Transport`] with the same message, keeping the error as its source.
     fn from(e: AmqpError) -> Self {
-        RpcError::Transport {
-            detail: e.to_string(),
-        }
+        RpcError::transport_caused_by(e)
     }
 }
 
@@ -150,18 +234,16 @@ pub(super) fn refused(
 }
 
 pub(super) fn missing_reply_queue(reply_q: &str, msg_id: &str) -> RpcError {
-    RpcError::Transport {
-        detail: format!(
-            "the reply to call {msg_id} was not delivered: its reply queue '{reply_q}' does \
-             not exist"
-        ),
+    AmqpError::MissingReplyQueue {
+        reply_q: reply_q.to_owned(),
+        msg_id: msg_id.to_owned(),
     }
+    .into()
 }
 
-pub(super) fn lost(detail: impl Into<String>) -> RpcError {
-    RpcError::Transport {
-        detail: detail.into(),
-    }
+/// The transport was closed (`when`: ` before the reply was sent`, or empty).
+pub(super) fn closed(when: &'static str) -> RpcError {
+    AmqpError::Closed { when }.into()
 }
 
 /// " at BROKERS" for the connect error, or nothing when no broker was tried or when

@@ -80,9 +80,8 @@ pub(super) async fn on_io_thread<T: Send + 'static>(
     f: impl std::future::Future<Output = Result<T, AmqpError>> + Send + 'static,
 ) -> Result<T, AmqpError> {
     io_handle().spawn(f).await.unwrap_or_else(|e| {
-        Err(AmqpError::Connect {
-            brokers: String::new(),
-            detail: format!("the AMQP I/O task failed: {e}"),
+        Err(AmqpError::IoTask {
+            detail: e.to_string(),
         })
     })
 }

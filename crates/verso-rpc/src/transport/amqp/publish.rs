@@ -76,10 +76,12 @@ impl Inner {
             Err(e) => {
                 // The channel is unusable: reconnect everything.
                 session.mark_dead();
-                Err(lost(format!(
-                    "publishing to exchange '{exchange}' with routing key '{routing_key}' \
-                     failed: {e}; the transport is reconnecting"
-                )))
+                Err(AmqpError::Publish {
+                    exchange: exchange.to_owned(),
+                    routing_key: routing_key.to_owned(),
+                    detail: e.to_string(),
+                }
+                .into())
             }
         }
     }

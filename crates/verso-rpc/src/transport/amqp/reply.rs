@@ -304,7 +304,7 @@ impl ReplySink for AmqpReply {
         let inner = self
             .inner
             .upgrade()
-            .ok_or_else(|| lost("the transport was closed before the reply was sent"))?;
+            .ok_or_else(|| closed(" before the reply was sent"))?;
         if lock(&inner.obsolete_reply_qs).contains(&self.reply_q) {
             tracing::debug!(reply_q = %self.reply_q, msg_id = %self.msg_id,
                 "dropping a reply to a reply queue already found missing");

@@ -207,7 +207,7 @@ impl Inner {
     /// The live session, waiting up to `wait` while reconnecting.
     pub(super) async fn session_within(&self, wait: Duration) -> Result<Arc<Session>, RpcError> {
         if *self.closed.borrow() {
-            return Err(lost("the transport was closed"));
+            return Err(closed(""));
         }
         let mut rx = self.session.subscribe();
         let found = tokio::time::timeout(wait, async {
@@ -219,12 +219,12 @@ impl Inner {
         .await;
         match found {
             Ok(Some(s)) => Ok(s),
-            Ok(None) => Err(lost("the transport was closed")),
-            Err(_) => Err(lost(format!(
-                "not connected to RabbitMQ at {} (reconnecting) within {wait:?}; nothing was \
-                 sent; check the broker",
-                self.config
-            ))),
+            Ok(None) => Err(closed("")),
+            Err(_) => Err(AmqpError::NotConnected {
+                brokers: self.config.to_string(),
+                wait,
+            }
+            .into()),
         }
     }
 }
@@ -364,7 +364,15 @@ pub(super) async fn connect_session(
     if failures.iter().any(|(_, f)| !f.diagnosed) {
         detail = format!("{detail}; {CONNECT_CHECKLIST}");
     }
-    Err(AmqpError::Connect { brokers, detail })
+    let kind = match failures.split_first() {
+        Some(((_, first), rest)) if rest.iter().all(|(_, f)| f.kind == first.kind) => first.kind,
+        _ => ConnectKind::Other,
+    };
+    Err(AmqpError::Connect {
+        brokers,
+        detail,
+        kind,
+    })
 }
 
 /// Watches the session; when it dies, fails its calls and reconnects.

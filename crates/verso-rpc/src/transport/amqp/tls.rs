@@ -144,6 +144,7 @@ fn with_client_cert(roots: RootCertStore, opts: &TlsOptions) -> Result<ClientCon
             .map_err(|e| AmqpError::Connect {
                 brokers: String::new(),
                 detail: format!("TLS cannot be set up: {e}"),
+                kind: super::ConnectKind::Tls,
             })?
             .with_root_certificates(roots);
     let cert = match (&opts.cert_file, &opts.key_file) {
