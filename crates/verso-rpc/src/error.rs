@@ -1,16 +1,16 @@
 //! [`RpcError`]: everything that can go wrong in this crate, one enum.
 //!
-//! Errors come in three families, and each variant says what the user can do:
+//! Errors come in two families, and each variant says what the user can do:
 //! - **local**, raised before anything is sent (`VersionCap`, `InvalidVersion`, ...) or
 //!   by the transport (`Timeout`, `Transport`, `ConnectionLost`);
 //! - **dispatch**, raised by the server's dispatcher and carried back over the wire, so a
-//!   caller can match on them (`UnsupportedVersion`, `MissingArgument`, ...);
-//! - **config**, raised while reading `[upgrade_levels]` (`Cap*`, `ConfigFile`).
+//!   caller can match on them (`UnsupportedVersion`, `MissingArgument`, ...).
 //!
 //! As reqwest's and hyper's errors do, an error says what kind of failure it is
 //! ([`RpcError::is_timeout`], [`RpcError::is_connection_lost`], ...) and keeps its cause:
 //! a transport failure holds the transport's own error as its [`source`](std::error::Error::source),
 //! which [`RpcError::transport_cause`] downcasts (`AmqpError::NameTooLong`, ...).
+//! Configuration errors are [`ConfigError`](crate::config::ConfigError)s.
 //!
 //! Errors raised by an endpoint's own code arrive as [`RpcError::Remote`], holding the
 //! [`RemoteError`] in oslo.messaging's failure form.
@@ -26,7 +26,7 @@ pub(crate) const OSLO_DISPATCHER: &str = "oslo_messaging.rpc.dispatcher";
 /// The module name of the dispatcher errors verso adds (argument checking).
 pub(crate) const VERSO_DISPATCHER: &str = "verso_rpc.dispatcher";
 
-/// An error from an RPC client, server, transport or the `[upgrade_levels]` config.
+/// An error from an RPC client, server or transport.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RpcError {
@@ -238,93 +238,6 @@ pub enum RpcError {
     #[error("invalid endpoint: {detail}")]
     InvalidEndpoint {
         /// The rule broken.
-        detail: String,
-    },
-
-    // ---- [upgrade_levels] config ------------------------------------------------------
-    /// A cap is not a `major.minor` string.
-    #[error(
-        "[upgrade_levels] {option} = \"{value}\" (from {origin}) is not a version: {detail}; \
-         write MAJOR.MINOR such as \"1.0\""
-    )]
-    CapMalformed {
-        /// The option (`conductor`, `agent`).
-        option: String,
-        /// The value given.
-        value: String,
-        /// Where the value came from.
-        origin: String,
-        /// What is wrong with it.
-        detail: String,
-    },
-    /// A cap of `auto`.
-    #[error(
-        "[upgrade_levels] {option} = \"auto\" (from {origin}): automatic version discovery is \
-         not supported; pin a version such as \"1.0\" and raise it once every node is upgraded"
-    )]
-    CapAuto {
-        /// The option.
-        option: String,
-        /// Where the value came from.
-        origin: String,
-    },
-    /// A cap written as a bare TOML number.
-    #[error(
-        "[upgrade_levels] {option} = {value} (from {origin}) is a bare number; quote it, as in \
-         {option} = \"{suggestion}\", since a number like 1.10 would read as 1.1"
-    )]
-    CapBareNumber {
-        /// The option.
-        option: String,
-        /// The number as the TOML parser read it.
-        value: String,
-        /// The quoted form to write instead (check it: the number may have lost digits).
-        suggestion: String,
-        /// Where the value came from.
-        origin: String,
-    },
-    /// A cap of another TOML type (boolean, table, ...).
-    #[error("[upgrade_levels] {option} (from {origin}) must be a quoted version string such as \"1.0\", got {found}")]
-    CapWrongType {
-        /// The option.
-        option: String,
-        /// Where the value came from.
-        origin: String,
-        /// The TOML type given.
-        found: String,
-    },
-    /// A cap above what the local client can send, or of another major version.
-    #[error(
-        "[upgrade_levels] {option} = \"{value}\" (from {origin}) is not supported here: this \
-         {option} client speaks up to {local_max}; use a version of major {} at most {local_max}",
-        local_max.major()
-    )]
-    CapNotSupported {
-        /// The option.
-        option: String,
-        /// The cap given.
-        value: Version,
-        /// The newest version the local client speaks.
-        local_max: Version,
-        /// Where the value came from.
-        origin: String,
-    },
-    /// An option that `[upgrade_levels]` does not have (likely a typo).
-    #[error("[upgrade_levels] has no option '{option}' (from {origin}); known options: {known}")]
-    CapUnknownOption {
-        /// The option given.
-        option: String,
-        /// Where it came from.
-        origin: String,
-        /// The options that exist.
-        known: String,
-    },
-    /// The config file could not be read or is not TOML.
-    #[error("config file {path}: {detail}")]
-    ConfigFile {
-        /// The file.
-        path: String,
-        /// What failed.
         detail: String,
     },
 }

@@ -52,6 +52,7 @@
 pub mod caps;
 pub mod client;
 pub mod conductor;
+pub mod config;
 pub mod endpoint;
 pub mod error;
 pub mod message;
