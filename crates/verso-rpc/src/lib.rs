@@ -60,8 +60,8 @@ pub mod remote;
 pub mod serializer;
 pub mod server;
 pub mod target;
-#[cfg(test)]
-mod testing;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod transport;
 
 pub use client::{IntoVersion, Prepared, RpcClient, DEFAULT_TIMEOUT};

@@ -228,27 +228,19 @@ fn pem_error(e: &pem::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
 
-    struct TempDir(PathBuf);
+    /// A temporary directory (removed when dropped) to write PEM files in.
+    struct TempDir(tempfile::TempDir);
 
     impl TempDir {
         fn new() -> TempDir {
-            let d = std::env::temp_dir().join(format!("verso-tls-unit-{}", uuid::Uuid::new_v4()));
-            std::fs::create_dir_all(&d).expect("temp dir");
-            TempDir(d)
+            TempDir(tempfile::tempdir().expect("temp dir"))
         }
 
         fn file(&self, name: &str, text: &str) -> String {
-            let p = self.0.join(name);
+            let p = self.0.path().join(name);
             std::fs::write(&p, text).expect("write");
             p.to_string_lossy().into_owned()
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
         }
     }
 
