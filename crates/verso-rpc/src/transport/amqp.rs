@@ -91,34 +91,24 @@ pub use error::{AmqpError, ConnectKind};
 pub use tls::TlsOptions;
 pub use url::{redact, AmqpConfig, BrokerHost, DEFAULT_CONTROL_EXCHANGE, KNOWN_OPTIONS};
 
-use connect::*;
-use error::*;
-use io::*;
-use listen::*;
-use publish::*;
-use reply::*;
-use session::*;
-use topology::*;
+use error::closed;
+use io::{io_handle, on_io_thread};
+use listen::{attach, Dedup, ListenerState};
+use publish::Publish;
+use reply::{Pending, PendingGuard, OBSOLETE_REPLY_QUEUES};
+use session::{close_connection, connect_session, supervise, Session};
+use topology::{amqp_name, routing_key, Kind};
 
-use super::{Incoming, Listener, ReplySink, Transport};
-use crate::message::{envelope, open_envelope, read_body, Message, MessageLimits, Reply, Request};
+use super::{Listener, Transport};
+use crate::message::{Reply, Request};
 use crate::{RpcError, Target};
-use amqprs::callbacks::{ChannelCallback, ConnectionCallback};
-use amqprs::channel::{
-    BasicAckArguments, BasicConsumeArguments, BasicPublishArguments, Channel, ConsumerMessage,
-    ExchangeDeclareArguments, QueueBindArguments, QueueDeclareArguments,
-};
-use amqprs::connection::{Connection, OpenConnectionArguments};
-use amqprs::Return;
-use amqprs::{Ack, BasicProperties, Cancel, Close, CloseChannel, FieldTable, FieldValue, Nack};
 use async_trait::async_trait;
-use futures::StreamExt;
 use serde_json::Value;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot, watch, OnceCell};
+use tokio::sync::{mpsc, oneshot, watch};
 
 /// The RabbitMQ transport. Cheap to clone (clones share one connection); the connection
 /// closes when the last clone is dropped or [`close`](Self::close) is called.
@@ -381,6 +371,11 @@ impl Transport for AmqpTransport {
 
 #[cfg(test)]
 mod tests {
+    use super::connect::{
+        broker_close, client_cert_hint, close_kind, heartbeat_secs, login_hint, open_refusal,
+        plain_port_hint, tls_port_hint,
+    };
+    use super::listen::DEDUP_WINDOW;
     use super::*;
 
     #[test]
@@ -534,6 +529,14 @@ mod tests {
             said.starts_with("the broker refused the login of user 'u'"),
             "{said}"
         );
+        // RabbitMQ's way with a client that cannot be told why: a reset in the handshake.
+        let reset = "network io error: Connection reset by peer (os error 104)";
+        assert!(
+            login_hint("u", reset).contains("refuses a login: check the password of user 'u'"),
+            "{}",
+            login_hint("u", reset)
+        );
+        assert_eq!(login_hint("u", "Connection refused (os error 111)"), "");
     }
 
     #[test]

@@ -1,7 +1,11 @@
 //! One connection attempt to one broker, and the diagnosis of a failed one (a refused
 //! login, a missing vhost, TLS to a plain port, a refused client certificate).
 
-use super::*;
+use super::error::ConnectKind;
+use super::io::io_handle;
+use super::{tls, AmqpConfig, BrokerHost};
+use amqprs::connection::{Connection, OpenConnectionArguments};
+use std::time::Duration;
 
 /// How long one connection attempt to one broker may take.
 pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

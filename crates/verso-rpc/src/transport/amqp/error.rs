@@ -2,7 +2,10 @@
 //! helpers that turn amqprs's errors into it, and the [`RpcError`]s the transport
 //! returns at the [`Transport`] boundary.
 
-use super::*;
+use super::lock;
+use super::session::ClosedReason;
+use crate::RpcError;
+use std::time::Duration;
 
 /// Errors of the AMQP transport's configuration and connection. At the [`Transport`]
 /// boundary they become [`RpcError::Transport`] with the same message.

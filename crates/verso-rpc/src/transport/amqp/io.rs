@@ -1,7 +1,7 @@
 //! The I/O runtime: the one `verso-amqp` thread that runs every connection's tasks, and
 //! [`OnIo`], which drops amqprs handles there.
 
-use super::*;
+use super::error::AmqpError;
 
 /// An amqprs connection or channel that is dropped in the I/O runtime's context. amqprs
 /// closes one still open when it is dropped, with `tokio::spawn`, which panics outside a

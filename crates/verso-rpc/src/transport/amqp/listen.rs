@@ -2,7 +2,24 @@
 //! hands requests to the server, and the `_unique_id` window that drops redelivered
 //! duplicates.
 
-use super::*;
+use super::error::{broker_err, refused, AmqpError};
+use super::io::{io_handle, on_io_thread};
+use super::reply::{start_heartbeat, AmqpReply};
+use super::session::{session_channel, Role, Session};
+use super::topology::{amqp_name, declare_on_own_channel, Kind};
+use super::{lock, Inner};
+use crate::message::{read_body, MessageLimits, Request};
+use crate::transport::Incoming;
+use crate::Target;
+use amqprs::channel::{
+    BasicAckArguments, BasicConsumeArguments, Channel, ConsumerMessage, ExchangeDeclareArguments,
+    QueueBindArguments, QueueDeclareArguments,
+};
+use futures::StreamExt;
+use serde_json::Value;
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex, Weak};
+use tokio::sync::mpsc;
 
 /// How many `_unique_id`s a listener remembers to drop redelivered duplicates.
 pub(super) const DEDUP_WINDOW: usize = 1024;

@@ -1,6 +1,14 @@
 //! Publishing a message with oslo.messaging's properties.
 
-use super::*;
+use super::error::AmqpError;
+use super::session::Session;
+use super::topology::amqp_name;
+use super::Inner;
+use crate::message::{envelope, Message};
+use crate::RpcError;
+use amqprs::channel::{BasicPublishArguments, Channel};
+use amqprs::{BasicProperties, FieldTable};
+use std::time::Duration;
 
 /// Where [`Inner::publish_on`] publishes.
 pub(super) struct Publish<'a> {

@@ -2,7 +2,21 @@
 //! server's reply sink with its call-monitor heartbeats, and the retry of replies whose
 //! queue is missing.
 
-use super::*;
+use super::error::{broker_err, closed, missing_reply_queue, refused, AmqpError};
+use super::io::{io_handle, on_io_thread};
+use super::publish::{encode, Publish};
+use super::session::{session_channel, Returned, Role, Session};
+use super::topology::declare_on_own_channel;
+use super::{lock, uuid_hex, Inner};
+use crate::message::{open_envelope, read_body, Message, Reply};
+use crate::transport::ReplySink;
+use crate::RpcError;
+use amqprs::channel::{BasicConsumeArguments, Channel, ConsumerMessage, QueueDeclareArguments};
+use async_trait::async_trait;
+use serde_json::Value;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
 
 /// How many abandoned reply queues are remembered (oslo.messaging keeps 200).
 pub(super) const OBSOLETE_REPLY_QUEUES: usize = 200;

@@ -2,7 +2,23 @@
 //! broker's asynchronous messages, connecting to the first broker that answers, and the
 //! supervisor that reconnects when the connection drops.
 
-use super::*;
+use super::connect::{connect_once, Failure, CONNECT_CHECKLIST};
+use super::error::{broker_err, closed, AmqpError, ConnectKind};
+use super::io::{io_handle, OnIo};
+use super::listen::{attach, retry_attach, ListenerState};
+use super::reply::watch_returns;
+use super::{lock, Inner};
+use crate::RpcError;
+use amqprs::callbacks::{ChannelCallback, ConnectionCallback};
+use amqprs::channel::Channel;
+use amqprs::connection::Connection;
+use amqprs::{Ack, BasicProperties, Cancel, Close, CloseChannel, Nack, Return};
+use async_trait::async_trait;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+use tokio::sync::{mpsc, watch, OnceCell};
 
 /// How often the supervisor checks that the connection is still up (besides amqprs's
 /// failure notice and the broker's connection.close).

@@ -1,7 +1,14 @@
 //! Topology: the exchanges and queues verso declares, the names AMQP can carry, and
 //! declarations on a channel of their own (a refusal closes its channel).
 
-use super::*;
+use super::error::{refused, AmqpError};
+use super::io::on_io_thread;
+use super::session::{open_channel, opened, Callbacks, ClosedReason, Role, Session};
+use super::{lock, Inner};
+use crate::{RpcError, Target};
+use amqprs::channel::{Channel, ExchangeDeclareArguments};
+use amqprs::{FieldTable, FieldValue};
+use std::sync::Arc;
 
 /// The exchange types verso declares.
 #[derive(Clone, Copy)]
