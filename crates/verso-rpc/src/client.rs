@@ -370,7 +370,7 @@ impl Prepared<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::caps::{Limits, UpgradeLevels};
+    use crate::caps::{RpcApi, UpgradeLevels};
     use crate::testing::{Recording, Sent};
     use crate::{ArgSpec, ArgType, Args, Endpoint, MethodSpec, RpcServer, ServerHandle};
     use serde_json::json;
@@ -480,10 +480,10 @@ mod tests {
 
     #[tokio::test]
     async fn agent_calls_stay_at_1_0_under_the_default_levels() {
-        let levels = UpgradeLevels::defaults(Limits {
-            conductor: v(1, 2),
-            agent: v(1, 2),
-        })
+        let levels = UpgradeLevels::defaults([
+            RpcApi::new("conductor", v(1, 2), v(1, 1)),
+            RpcApi::new("agent", v(1, 2), v(1, 0)),
+        ])
         .expect("defaults fit");
         let t = Recording::default();
         let ep = Endpoint::new(v(1, 2))
@@ -499,8 +499,8 @@ mod tests {
         .start()
         .await
         .expect("listening");
-        let c =
-            RpcClient::new(Arc::new(t.clone()), Target::new("agent")).version_cap(levels.agent());
+        let cap = levels.cap("agent").expect("declared");
+        let c = RpcClient::new(Arc::new(t.clone()), Target::new("agent")).version_cap(cap);
         assert_eq!(c.cap(), Some(v(1, 0)));
         c.prepare()
             .server("host1")

@@ -1,10 +1,16 @@
 //! [`RpcError`]: everything that can go wrong in this crate, one enum.
 //!
-//! Errors come in three families, and each variant says what the user can do:
-//! - **local**, raised before anything is sent (`VersionCap`, `InvalidVersion`, ...);
+//! Errors come in two families, and each variant says what the user can do:
+//! - **local**, raised before anything is sent (`VersionCap`, `InvalidVersion`, ...) or
+//!   by the transport (`Timeout`, `Transport`, `ConnectionLost`);
 //! - **dispatch**, raised by the server's dispatcher and carried back over the wire, so a
-//!   caller can match on them (`UnsupportedVersion`, `MissingArgument`, ...);
-//! - **config**, raised while reading `[upgrade_levels]` (`Cap*`, `ConfigFile`).
+//!   caller can match on them (`UnsupportedVersion`, `MissingArgument`, ...).
+//!
+//! As reqwest's and hyper's errors do, an error says what kind of failure it is
+//! ([`RpcError::is_timeout`], [`RpcError::is_connection_lost`], ...) and keeps its cause:
+//! a transport failure holds the transport's own error as its [`source`](std::error::Error::source),
+//! which [`RpcError::transport_cause`] downcasts (`AmqpError::NameTooLong`, ...).
+//! Configuration errors are [`ConfigError`](crate::config::ConfigError)s.
 //!
 //! Errors raised by an endpoint's own code arrive as [`RpcError::Remote`], holding the
 //! [`RemoteError`] in oslo.messaging's failure form.
@@ -20,7 +26,7 @@ pub(crate) const OSLO_DISPATCHER: &str = "oslo_messaging.rpc.dispatcher";
 /// The module name of the dispatcher errors verso adds (argument checking).
 pub(crate) const VERSO_DISPATCHER: &str = "verso_rpc.dispatcher";
 
-/// An error from an RPC client, server, transport or the `[upgrade_levels]` config.
+/// An error from an RPC client, server or transport.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RpcError {
@@ -92,6 +98,11 @@ pub enum RpcError {
     Transport {
         /// What failed.
         detail: String,
+        /// The transport's own error, when there is one (an
+        /// [`AmqpError`](crate::transport::amqp::AmqpError) on RabbitMQ): see
+        /// [`RpcError::transport_cause`].
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
     /// The broker connection dropped while the call waited for its reply. The request
     /// had been sent: the server may or may not have run it, so it was not retried.
@@ -229,96 +240,96 @@ pub enum RpcError {
         /// The rule broken.
         detail: String,
     },
-
-    // ---- [upgrade_levels] config ------------------------------------------------------
-    /// A cap is not a `major.minor` string.
-    #[error(
-        "[upgrade_levels] {option} = \"{value}\" (from {origin}) is not a version: {detail}; \
-         write MAJOR.MINOR such as \"1.0\""
-    )]
-    CapMalformed {
-        /// The option (`conductor`, `agent`).
-        option: String,
-        /// The value given.
-        value: String,
-        /// Where the value came from.
-        origin: String,
-        /// What is wrong with it.
-        detail: String,
-    },
-    /// A cap of `auto`.
-    #[error(
-        "[upgrade_levels] {option} = \"auto\" (from {origin}): automatic version discovery is \
-         not supported; pin a version such as \"1.0\" and raise it once every node is upgraded"
-    )]
-    CapAuto {
-        /// The option.
-        option: String,
-        /// Where the value came from.
-        origin: String,
-    },
-    /// A cap written as a bare TOML number.
-    #[error(
-        "[upgrade_levels] {option} = {value} (from {origin}) is a bare number; quote it, as in \
-         {option} = \"{suggestion}\", since a number like 1.10 would read as 1.1"
-    )]
-    CapBareNumber {
-        /// The option.
-        option: String,
-        /// The number as the TOML parser read it.
-        value: String,
-        /// The quoted form to write instead (check it: the number may have lost digits).
-        suggestion: String,
-        /// Where the value came from.
-        origin: String,
-    },
-    /// A cap of another TOML type (boolean, table, ...).
-    #[error("[upgrade_levels] {option} (from {origin}) must be a quoted version string such as \"1.0\", got {found}")]
-    CapWrongType {
-        /// The option.
-        option: String,
-        /// Where the value came from.
-        origin: String,
-        /// The TOML type given.
-        found: String,
-    },
-    /// A cap above what the local client can send, or of another major version.
-    #[error(
-        "[upgrade_levels] {option} = \"{value}\" (from {origin}) is not supported here: this \
-         {option} client speaks up to {local_max}; use a version of major {} at most {local_max}",
-        local_max.major()
-    )]
-    CapNotSupported {
-        /// The option.
-        option: String,
-        /// The cap given.
-        value: Version,
-        /// The newest version the local client speaks.
-        local_max: Version,
-        /// Where the value came from.
-        origin: String,
-    },
-    /// An option that `[upgrade_levels]` does not have (likely a typo).
-    #[error("[upgrade_levels] has no option '{option}' (from {origin}); known options: {known}")]
-    CapUnknownOption {
-        /// The option given.
-        option: String,
-        /// Where it came from.
-        origin: String,
-        /// The options that exist.
-        known: String,
-    },
-    /// The config file could not be read or is not TOML.
-    #[error("config file {path}: {detail}")]
-    ConfigFile {
-        /// The file.
-        path: String,
-        /// What failed.
-        detail: String,
-    },
 }
 
 impl RpcError {
+    /// A transport failure without a cause of its own.
+    pub fn transport(detail: impl Into<String>) -> Self {
+        RpcError::Transport {
+            detail: detail.into(),
+            source: None,
+        }
+    }
+
+    /// A transport failure caused by `source` (the message is `source`'s).
+    pub fn transport_caused_by(source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        RpcError::Transport {
+            detail: source.to_string(),
+            source: Some(Box::new(source)),
+        }
+    }
+
+    /// No reply came within the call's timeout ([`RpcError::Timeout`]).
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, RpcError::Timeout { .. })
+    }
+
+    /// The connection dropped with the call in flight ([`RpcError::ConnectionLost`]): the
+    /// server may or may not have run it.
+    pub fn is_connection_lost(&self) -> bool {
+        matches!(self, RpcError::ConnectionLost { .. })
+    }
+
+    /// The transport failed ([`RpcError::Transport`] or [`RpcError::ConnectionLost`]).
+    pub fn is_transport(&self) -> bool {
+        matches!(
+            self,
+            RpcError::Transport { .. } | RpcError::ConnectionLost { .. }
+        )
+    }
+
+    /// The call was above the operator's cap, or this client's own version: nothing was
+    /// sent.
+    pub fn is_version_cap(&self) -> bool {
+        matches!(
+            self,
+            RpcError::VersionCap { .. } | RpcError::VersionAboveLocal { .. }
+        )
+    }
+
+    /// The server's dispatcher refused the call (a version, method or argument it does not
+    /// serve, a malformed or too large message); the endpoint's code did not run.
+    pub fn is_dispatch(&self) -> bool {
+        matches!(
+            self,
+            RpcError::UnsupportedVersion { .. }
+                | RpcError::NoSuchMethod { .. }
+                | RpcError::MethodNotInVersion { .. }
+                | RpcError::MissingArgument { .. }
+                | RpcError::UnknownArgument { .. }
+                | RpcError::ArgumentNotInVersion { .. }
+                | RpcError::InvalidArgument { .. }
+                | RpcError::MalformedMessage { .. }
+                | RpcError::MessageTooLarge { .. }
+                | RpcError::LimitExceeded { .. }
+        )
+    }
+
+    /// The endpoint's own code raised the error ([`RpcError::Remote`]).
+    pub fn is_remote(&self) -> bool {
+        matches!(self, RpcError::Remote(_))
+    }
+
+    /// The first error of type `E` in this error's chain of causes: the transport's own
+    /// error behind a [`RpcError::Transport`].
+    ///
+    /// ```
+    /// use verso_rpc::RpcError;
+    /// let e = RpcError::transport_caused_by(std::io::Error::other("reset"));
+    /// assert!(e.is_transport());
+    /// assert_eq!(e.transport_cause::<std::io::Error>().map(|io| io.kind()), Some(std::io::ErrorKind::Other));
+    /// ```
+    pub fn transport_cause<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        let mut cause = std::error::Error::source(self);
+        while let Some(e) = cause {
+            if let Some(found) = e.downcast_ref::<E>() {
+                return Some(found);
+            }
+            cause = e.source();
+        }
+        None
+    }
+
     /// The error in oslo.messaging's failure form, for sending back to a caller.
     ///
     /// Dispatch errors keep their fields in `kwargs` so a verso client rebuilds the typed

@@ -52,6 +52,7 @@
 pub mod caps;
 pub mod client;
 pub mod conductor;
+pub mod config;
 pub mod endpoint;
 pub mod error;
 pub mod message;
@@ -59,8 +60,8 @@ pub mod remote;
 pub mod serializer;
 pub mod server;
 pub mod target;
-#[cfg(test)]
-mod testing;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod transport;
 
 pub use client::{IntoVersion, Prepared, RpcClient, DEFAULT_TIMEOUT};

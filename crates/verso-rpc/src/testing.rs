@@ -1,17 +1,28 @@
-//! Test helpers: a transport layer that records what was sent.
+//! Test helpers: a transport that records what was sent.
+//!
+//! Compiled for this crate's unit tests and, with the `testing` feature, for anyone's
+//! tests (this crate's integration tests turn it on):
+//!
+//! ```toml
+//! [dev-dependencies]
+//! verso-rpc = { workspace = true, features = ["testing"] }
+//! ```
 
 use crate::message::{Message, Reply, Request};
 use crate::transport::{memory::MemoryTransport, Listener, Transport};
 use crate::{RpcError, Target};
 use async_trait::async_trait;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 /// What a [`Recording`] transport saw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sent {
+    /// A call (a reply awaited).
     Call,
+    /// A cast to one server of the topic.
     Cast,
+    /// A cast to every server of the topic.
     Fanout,
 }
 
@@ -19,34 +30,38 @@ pub enum Sent {
 /// message dict a broker would carry.
 #[derive(Clone, Default)]
 pub struct Recording {
+    /// The transport the requests go on to (servers listen on it).
     pub inner: MemoryTransport,
+    /// Every request sent, oldest first.
     pub sent: Arc<Mutex<Vec<(Sent, Target, Message)>>>,
 }
 
 impl Recording {
-    pub fn count(&self) -> usize {
-        self.sent.lock().expect("lock").len()
+    fn sent(&self) -> MutexGuard<'_, Vec<(Sent, Target, Message)>> {
+        self.sent.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// How many requests were sent.
+    pub fn count(&self) -> usize {
+        self.sent().len()
+    }
+
+    /// The `version` of every request sent, oldest first (`?` where it has none).
     pub fn versions(&self) -> Vec<String> {
-        self.sent
-            .lock()
-            .expect("lock")
+        self.sent()
             .iter()
             .map(|(_, _, m)| m["version"].as_str().unwrap_or("?").to_owned())
             .collect()
     }
 
+    /// The last request sent.
     pub fn last(&self) -> Option<(Sent, Target, Message)> {
-        self.sent.lock().expect("lock").last().cloned()
+        self.sent().last().cloned()
     }
 
     fn record(&self, kind: Sent, target: &Target, request: &Request) {
-        self.sent.lock().expect("lock").push((
-            kind,
-            target.clone(),
-            request.clone().into_message(),
-        ));
+        self.sent()
+            .push((kind, target.clone(), request.clone().into_message()));
     }
 }
 

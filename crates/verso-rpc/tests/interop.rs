@@ -9,10 +9,12 @@
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
+mod support;
+
 use support::*;
 use verso::{RequestContext, Version, VersionedObject};
 use verso_rpc::message::Request;
-use verso_rpc::transport::amqp::AmqpTransport;
+use verso_rpc::transport::amqp::{AmqpError, AmqpTransport, ConnectKind};
 use verso_rpc::{RpcClient, RpcError, Target};
 
 // ---- 1. a Python oslo.messaging client calls a verso server ---------------------------
@@ -275,8 +277,8 @@ async fn casts_and_fanout_from_verso_to_python() {
     let env = Env::get();
     let topic = unique_topic("cast-rs-to-py");
     let dir = tempdir();
-    let rec_a = dir.join("a.jsonl");
-    let rec_b = dir.join("b.jsonl");
+    let rec_a = dir.path().join("a.jsonl");
+    let rec_b = dir.path().join("b.jsonl");
     let _a = env.py_server(&topic, "py-a", Some(&rec_a));
     let _b = env.py_server(&topic, "py-b", Some(&rec_b));
     let client = RpcClient::new(env.transport().await, Target::new(topic.clone()));
@@ -536,7 +538,17 @@ async fn a_closed_transport_stays_closed_and_ends_its_listeners() {
         )
         .await;
     match call {
-        Err(RpcError::Transport { detail }) => assert!(detail.contains("closed"), "{detail}"),
+        Err(e @ RpcError::Transport { .. }) => {
+            let RpcError::Transport { detail, .. } = &e else {
+                unreachable!()
+            };
+            assert!(detail.contains("closed"), "{detail}");
+            // The cause is kept: the transport's own error says it was closed.
+            assert!(
+                matches!(e.transport_cause(), Some(AmqpError::Closed { .. })),
+                "{e:?}"
+            );
+        }
         other => panic!("expected a typed Transport error, got {other:?}"),
     }
     assert!(started.elapsed() < Duration::from_secs(1), "failed at once");
@@ -564,7 +576,7 @@ async fn refused_declarations_carry_the_brokers_reason() {
             .cast(&ctx, "ping", "1.0", json!({"arg": 1}))
             .await;
         match fanout {
-            Err(RpcError::Transport { detail }) => assert!(
+            Err(RpcError::Transport { detail, .. }) => assert!(
                 detail.contains("refused to declare exchange")
                     && detail.contains("PRECONDITION_FAILED"),
                 "{detail}"
@@ -625,8 +637,13 @@ async fn names_amqp_cannot_carry_are_typed_errors() {
             .await,
     ] {
         match result {
-            Err(RpcError::Transport { detail }) => {
-                assert!(detail.contains("at most 255"), "{detail}")
+            Err(RpcError::Transport { ref detail, .. }) => {
+                assert!(detail.contains("at most 255"), "{detail}");
+                let e = result.as_ref().unwrap_err();
+                assert!(
+                    matches!(e.transport_cause(), Some(AmqpError::NameTooLong { .. })),
+                    "{e:?}"
+                );
             }
             other => panic!("expected a typed Transport error, got {other:?}"),
         }
@@ -635,7 +652,9 @@ async fn names_amqp_cannot_carry_are_typed_errors() {
         .await
         .map(drop)
     {
-        Err(RpcError::Transport { detail }) => assert!(detail.contains("at most 255"), "{detail}"),
+        Err(RpcError::Transport { detail, .. }) => {
+            assert!(detail.contains("at most 255"), "{detail}")
+        }
         other => panic!("expected a typed Transport error, got {other:?}"),
     }
     serves_and_calls(&t).await;
@@ -657,6 +676,7 @@ async fn a_missing_vhost_is_named_and_the_broker_once() {
         Err(other) => panic!("expected Connect, got {other:?}"),
         Ok(_) => panic!("connected to a vhost that does not exist"),
     };
+    assert_eq!(e.connect_kind(), Some(ConnectKind::VhostNotFound), "{e:?}");
     let text = e.to_string();
     assert!(
         text.contains(&format!("vhost '{vhost}' not found")),
@@ -669,6 +689,23 @@ async fn a_missing_vhost_is_named_and_the_broker_once() {
         !text.contains(&format!(":{password}@")),
         "no password: {text}"
     );
+}
+
+/// A wrong password is a refused login, typed as such, and the password is not shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_login_is_typed() {
+    let env = Env::get();
+    let mut config = verso_rpc::transport::amqp::AmqpConfig::from_url(&env.url).expect("url");
+    let wrong = format!("wrong-{}", uuid::Uuid::new_v4().simple());
+    config.hosts[0].password = wrong.clone();
+    let e = match AmqpTransport::connect_with(config).await {
+        Err(e) => e,
+        Ok(_) => panic!("connected with a wrong password"),
+    };
+    assert_eq!(e.connect_kind(), Some(ConnectKind::LoginRefused), "{e:?}");
+    let text = e.to_string();
+    assert!(text.contains("refuses a login"), "{text}");
+    assert!(!text.contains(&wrong), "no password: {text}");
 }
 
 /// A call to a topic nobody serves: the rpc_client example gives up after its
@@ -981,613 +1018,4 @@ async fn an_unreadable_reply_fails_its_call_at_once() {
     let small = client.call(&ctx, "ping", "1.0", json!({"arg": 1})).await;
     assert_eq!(small.expect("a small reply")["arg"], 1);
     server.stop().await;
-}
-
-// ---- support: the environment, the Python peer, a verso server, bare lapin, a proxy ---
-
-mod support {
-    use futures::StreamExt;
-    use lapin::options::{
-        BasicConsumeOptions, BasicPublishOptions, QueueBindOptions, QueueDeclareOptions,
-    };
-    use lapin::types::{AMQPValue, FieldTable, ShortString};
-    use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
-    use serde_json::{json, Value};
-    use std::io::{BufRead, BufReader};
-    use std::path::{Path, PathBuf};
-    use std::process::{Child, Command, Output, Stdio};
-    use std::sync::{Arc, Mutex};
-    use std::time::Duration;
-    use tokio::sync::mpsc;
-    use verso::{Field, ObjectMeta, Version, VersionedObject};
-    use verso_rpc::transport::amqp::{AmqpConfig, AmqpTransport};
-    use verso_rpc::transport::Transport;
-    use verso_rpc::{
-        ArgSpec, ArgType, Args, Endpoint, MethodSpec, RemoteError, RpcServer, ServerHandle, Target,
-    };
-
-    /// The object both peers know (`InteropThing` in peer.py); 1.1 added `tags`.
-    #[derive(VersionedObject, Clone, Debug, PartialEq)]
-    #[verso(namespace = "verso_interop", name = "InteropThing", version = "1.1")]
-    pub struct InteropThing {
-        pub id: Field<i64>,
-        pub name: Field<String>,
-        #[verso(since = "1.1")]
-        pub tags: Field<Vec<String>>,
-        pub meta: ObjectMeta,
-    }
-
-    pub struct Env {
-        pub url: String,
-        pub python: PathBuf,
-    }
-
-    fn workspace_root() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-    }
-
-    fn peer_script() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("interop/peer.py")
-    }
-
-    impl Env {
-        /// The broker and the Python peer; panics with what to do if either is missing.
-        pub fn get() -> Env {
-            let url = std::env::var("VERSO_TEST_RABBIT_URL")
-                .unwrap_or_else(|_| "rabbit://guest:guest@127.0.0.1:5672/".into());
-            let config = AmqpConfig::from_url(&url)
-                .unwrap_or_else(|e| panic!("VERSO_TEST_RABBIT_URL is not usable: {e}"));
-            let host = &config.hosts[0];
-            if std::net::TcpStream::connect_timeout(
-                &std::net::ToSocketAddrs::to_socket_addrs(&(host.host.as_str(), host.port))
-                    .ok()
-                    .and_then(|mut a| a.next())
-                    .unwrap_or_else(|| panic!("cannot resolve RabbitMQ host {host}")),
-                Duration::from_secs(3),
-            )
-            .is_err()
-            {
-                panic!(
-                    "RabbitMQ is not reachable at {host} (VERSO_TEST_RABBIT_URL). The interop \
-                     tests need a real broker: run crates/verso-rpc/interop/start-rabbitmq.sh \
-                     (after apt-get install -y rabbitmq-server), or .ci/run, or point \
-                     VERSO_TEST_RABBIT_URL at one."
-                );
-            }
-            let python = std::env::var_os("VERSO_TEST_PYTHON")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| workspace_root().join(".venv/bin/python"));
-            let probe = Command::new(&python)
-                .args([
-                    "-c",
-                    "import oslo_messaging, oslo_versionedobjects, oslo_config",
-                ])
-                .output();
-            match probe {
-                Ok(o) if o.status.success() => {}
-                other => panic!(
-                    "the Python oslo.messaging peer is missing: {} cannot import \
-                     oslo_messaging/oslo_versionedobjects ({other:?}). Create it with \
-                     `python3 -m venv .venv && .venv/bin/pip install oslo.messaging \
-                     oslo.versionedobjects` at the workspace root (or run .ci/run), or set \
-                     VERSO_TEST_PYTHON to a python that has them.",
-                    python.display()
-                ),
-            }
-            Env { url, python }
-        }
-
-        pub async fn transport(&self) -> Arc<dyn Transport> {
-            Arc::new(
-                AmqpTransport::connect(&self.url)
-                    .await
-                    .unwrap_or_else(|e| panic!("{e}")),
-            )
-        }
-
-        /// One oslo.messaging client call or cast; its JSON line.
-        pub fn py_client(&self, topic: &str, args: &[&str]) -> Value {
-            let out = Command::new(&self.python)
-                .arg(peer_script())
-                .args(["client", "--url", &self.url, "--topic", topic])
-                .args(args)
-                .output()
-                .expect("run peer.py client");
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            let line = stdout.lines().last().unwrap_or("");
-            serde_json::from_str(line).unwrap_or_else(|e| {
-                panic!(
-                    "peer.py client printed no JSON ({e}): stdout {stdout:?} stderr {:?}",
-                    String::from_utf8_lossy(&out.stderr)
-                )
-            })
-        }
-
-        /// An oslo.messaging server, stopped when dropped.
-        pub fn py_server(&self, topic: &str, server: &str, record: Option<&Path>) -> PyServer {
-            let mut cmd = Command::new(&self.python);
-            cmd.arg(peer_script())
-                .args([
-                    "server", "--url", &self.url, "--topic", topic, "--server", server,
-                ])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit());
-            if let Some(r) = record {
-                cmd.arg("--record").arg(r);
-            }
-            let mut child = cmd.spawn().expect("start peer.py server");
-            let stdout = child.stdout.take().expect("piped stdout");
-            let (tx, rx) = std::sync::mpsc::channel();
-            std::thread::spawn(move || {
-                let mut line = String::new();
-                let _ = BufReader::new(stdout).read_line(&mut line);
-                let _ = tx.send(line);
-            });
-            match rx.recv_timeout(Duration::from_secs(60)) {
-                Ok(l) if l.trim() == "ready" => PyServer(child),
-                other => {
-                    let _ = child.kill();
-                    panic!("peer.py server did not get ready: {other:?}")
-                }
-            }
-        }
-
-        /// The rpc_client example, built by `cargo test` beside this test binary.
-        pub fn example_client(&self, topic: &str, args: &[&str]) -> Output {
-            let exe = std::env::current_exe().expect("test binary path");
-            let dir = exe
-                .parent()
-                .and_then(Path::parent)
-                .expect("target dir")
-                .join("examples");
-            let bin = dir.join(format!("rpc_client{}", std::env::consts::EXE_SUFFIX));
-            assert!(
-                bin.exists(),
-                "{} is missing: `cargo test -p verso-rpc` builds the examples",
-                bin.display()
-            );
-            Command::new(bin)
-                .args([
-                    "--transport-url",
-                    &self.url,
-                    "--topic",
-                    topic,
-                    "--timeout",
-                    "15",
-                ])
-                .args(args)
-                .output()
-                .expect("run rpc_client")
-        }
-    }
-
-    pub struct PyServer(Child);
-
-    impl Drop for PyServer {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-
-    pub fn unique_topic(name: &str) -> String {
-        format!("verso-interop-{name}-{}", uuid::Uuid::new_v4().simple())
-    }
-
-    pub fn tempdir() -> PathBuf {
-        let d = std::env::temp_dir().join(format!("verso-interop-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&d).expect("temp dir");
-        d
-    }
-
-    pub async fn wait_lines(path: &Path, n: usize) -> Vec<Value> {
-        for _ in 0..200 {
-            if let Ok(text) = std::fs::read_to_string(path) {
-                let lines: Vec<Value> = text
-                    .lines()
-                    .filter_map(|l| serde_json::from_str(l).ok())
-                    .collect();
-                if lines.len() >= n {
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    let text = std::fs::read_to_string(path).unwrap_or_default();
-                    return text
-                        .lines()
-                        .filter_map(|l| serde_json::from_str(l).ok())
-                        .collect();
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!("{} did not get {n} records", path.display())
-    }
-
-    pub async fn recv(rx: &mut mpsc::UnboundedReceiver<Value>) -> Value {
-        tokio::time::timeout(Duration::from_secs(15), rx.recv())
-            .await
-            .expect("a cast within 15 s")
-            .expect("server alive")
-    }
-
-    /// A verso server like the Python one: ping, echo_thing, fail, record (casts go to
-    /// the returned channel), sleep.
-    /// Calls `ping` until it is answered (with its argument), for up to `within`; every
-    /// failure before must be one `expected` accepts.
-    pub async fn ping_until_served(
-        client: &verso_rpc::RpcClient,
-        ctx: &verso::RequestContext,
-        within: Duration,
-        expected: impl Fn(&verso_rpc::RpcError) -> bool,
-    ) {
-        let deadline = std::time::Instant::now() + within;
-        loop {
-            match client.call(ctx, "ping", "1.0", json!({"arg": 2})).await {
-                Ok(v) => {
-                    assert_eq!(v["arg"], 2);
-                    return;
-                }
-                Err(e) if std::time::Instant::now() < deadline => {
-                    assert!(expected(&e), "unexpected failure: {e:?}");
-                    eprintln!("not served yet: {e}");
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
-                Err(e) => panic!("not served within {within:?}: {e:?}"),
-            }
-        }
-    }
-
-    /// Serves a fresh topic on `t` and calls it through `t`: the transport still works.
-    pub async fn serves_and_calls(t: &Arc<AmqpTransport>) {
-        let topic = unique_topic("still-works");
-        let (server, _casts) = start_verso_server(t.clone(), &topic, "w1").await;
-        let reply = verso_rpc::RpcClient::new(t.clone(), verso_rpc::Target::new(topic))
-            .timeout(Duration::from_secs(20))
-            .call(
-                &verso::RequestContext::new("req-still-works"),
-                "ping",
-                "1.0",
-                json!({"arg": 5}),
-            )
-            .await
-            .expect("the transport still serves and calls");
-        assert_eq!(reply["arg"], 5);
-        server.stop().await;
-    }
-
-    pub async fn start_verso_server(
-        transport: Arc<dyn Transport>,
-        topic: &str,
-        server: &str,
-    ) -> (ServerHandle, mpsc::UnboundedReceiver<Value>) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let name = server.to_owned();
-        let endpoint = Endpoint::new(Version::new(1, 1))
-            .method(
-                MethodSpec::new("ping", Version::new(1, 0))
-                    .arg(ArgSpec::required("arg", ArgType::Any)),
-                move |ctx: verso::RequestContext, args: Args| {
-                    let reply = json!({"arg": args.value("arg"), "server": name,
-                        "peer": "verso", "user": ctx.user});
-                    async move { Ok(reply) }
-                },
-            )
-            .method(
-                MethodSpec::new("echo_thing", Version::new(1, 1))
-                    .arg(ArgSpec::required("thing", ArgType::Any)),
-                |_ctx, args: Args| async move {
-                    let p = args.value("thing").cloned().unwrap_or_default();
-                    let mut t = InteropThing::from_primitive(&p).map_err(|e| {
-                        RemoteError::new("InvalidThing", "verso_interop", e.to_string())
-                    })?;
-                    let upper = t.name.get().map(|n| n.to_uppercase()).unwrap_or_default();
-                    t.name = upper.into();
-                    let mut tags = t.tags.get().cloned().unwrap_or_default();
-                    tags.push("rs".into());
-                    t.tags = tags.into();
-                    Ok(verso::FieldValue::to_primitive(&t))
-                },
-            )
-            .method(
-                MethodSpec::new("fail", Version::new(1, 1))
-                    .arg(ArgSpec::required("arg", ArgType::Any)),
-                |_ctx, args: Args| {
-                    let m = args.value("arg").cloned().unwrap_or_default();
-                    async move {
-                        Err(RemoteError::new(
-                            "InteropError",
-                            "verso_interop",
-                            m.to_string(),
-                        ))
-                    }
-                },
-            )
-            .method(
-                MethodSpec::new("record", Version::new(1, 0))
-                    .arg(ArgSpec::required("arg", ArgType::Any)),
-                move |_ctx, args: Args| {
-                    let _ = tx.send(args.value("arg").cloned().unwrap_or_default());
-                    async move { Ok(Value::Null) }
-                },
-            )
-            .method(
-                MethodSpec::new("sleep", Version::new(1, 1))
-                    .arg(ArgSpec::required("arg", ArgType::Int)),
-                |_ctx, args: Args| async move {
-                    let secs = args.value("arg").and_then(Value::as_u64).unwrap_or(1);
-                    tokio::time::sleep(Duration::from_secs(secs)).await;
-                    Ok(json!(secs))
-                },
-            );
-        let handle = RpcServer::new(transport, Target::new(topic).with_server(server))
-            .endpoint(endpoint)
-            .expect("endpoint")
-            .start()
-            .await
-            .expect("server starts");
-        (handle, rx)
-    }
-
-    /// A bare lapin peer, to read and write the wire directly.
-    pub struct RawPeer {
-        _conn: Connection,
-        ch: Channel,
-        consumers: Mutex<std::collections::HashMap<String, lapin::Consumer>>,
-    }
-
-    /// lapin's own URL form of the broker (its empty vhost is not `/`).
-    pub fn amqp_url(url: &str) -> String {
-        let c = AmqpConfig::from_url(url).expect("url");
-        let h = &c.hosts[0];
-        let vhost = c.vhost.replace('%', "%25").replace('/', "%2f");
-        format!(
-            "amqp://{}:{}@{}:{}/{vhost}",
-            h.username, h.password, h.host, h.port
-        )
-    }
-
-    impl RawPeer {
-        pub async fn connect(url: &str) -> RawPeer {
-            let conn = Connection::connect(
-                &amqp_url(url),
-                ConnectionProperties::default()
-                    .with_executor(tokio_executor_trait::Tokio::current())
-                    .with_reactor(tokio_reactor_trait::Tokio),
-            )
-            .await
-            .expect("raw connect");
-            let ch = conn.create_channel().await.expect("channel");
-            RawPeer {
-                _conn: conn,
-                ch,
-                consumers: Mutex::new(Default::default()),
-            }
-        }
-
-        /// A queue bound to `openstack` with key `topic`, consumed.
-        pub async fn bind_topic_queue(&self, topic: &str) -> String {
-            let q = format!("{topic}-raw");
-            self.ch
-                .exchange_declare(
-                    "openstack",
-                    lapin::ExchangeKind::Topic,
-                    Default::default(),
-                    FieldTable::default(),
-                )
-                .await
-                .expect("exchange");
-            self.ch
-                .queue_declare(
-                    &q,
-                    QueueDeclareOptions {
-                        auto_delete: true,
-                        ..Default::default()
-                    },
-                    FieldTable::default(),
-                )
-                .await
-                .expect("queue");
-            self.ch
-                .queue_bind(
-                    &q,
-                    "openstack",
-                    topic,
-                    QueueBindOptions::default(),
-                    FieldTable::default(),
-                )
-                .await
-                .expect("bind");
-            let c = self
-                .ch
-                .basic_consume(
-                    &q,
-                    "raw",
-                    BasicConsumeOptions {
-                        no_ack: true,
-                        ..Default::default()
-                    },
-                    FieldTable::default(),
-                )
-                .await
-                .expect("consume");
-            self.consumers.lock().unwrap().insert(q.clone(), c);
-            q
-        }
-
-        /// Declares (auto-delete) and consumes the queue `q`, as a caller does its reply
-        /// queue.
-        pub async fn consume_queue(&self, q: &str) {
-            self.ch
-                .queue_declare(
-                    q,
-                    QueueDeclareOptions {
-                        auto_delete: true,
-                        ..Default::default()
-                    },
-                    FieldTable::default(),
-                )
-                .await
-                .expect("queue");
-            let c = self
-                .ch
-                .basic_consume(
-                    q,
-                    &format!("raw-{q}"),
-                    BasicConsumeOptions {
-                        no_ack: true,
-                        ..Default::default()
-                    },
-                    FieldTable::default(),
-                )
-                .await
-                .expect("consume");
-            self.consumers.lock().unwrap().insert(q.to_owned(), c);
-        }
-
-        /// The next message on `queue` within `wait`, if any.
-        pub async fn try_next(&self, queue: &str, wait: Duration) -> Option<Value> {
-            let mut c = self
-                .consumers
-                .lock()
-                .unwrap()
-                .remove(queue)
-                .expect("consumed");
-            let got = tokio::time::timeout(wait, c.next()).await;
-            self.consumers.lock().unwrap().insert(queue.to_owned(), c);
-            let d = got.ok()?.expect("consumer open").expect("delivery");
-            let body: Value = serde_json::from_slice(&d.data).expect("json body");
-            Some(serde_json::from_str(body["oslo.message"].as_str().expect("enveloped")).unwrap())
-        }
-
-        pub async fn next(&self, queue: &str) -> lapin::message::Delivery {
-            let mut c = self
-                .consumers
-                .lock()
-                .unwrap()
-                .remove(queue)
-                .expect("consumed");
-            let d = tokio::time::timeout(Duration::from_secs(10), c.next())
-                .await
-                .expect("a message within 10 s")
-                .expect("consumer open")
-                .expect("delivery");
-            self.consumers.lock().unwrap().insert(queue.to_owned(), c);
-            d
-        }
-
-        pub async fn publish_enveloped(&self, exchange: &str, key: &str, msg: &Value) {
-            let body = json!({"oslo.version": "2.0", "oslo.message": msg.to_string()});
-            self.publish_raw(exchange, key, body.to_string().as_bytes())
-                .await;
-        }
-
-        /// Publishes `body` as it is, garbage included.
-        pub async fn publish_raw(&self, exchange: &str, key: &str, body: &[u8]) {
-            self.ch
-                .basic_publish(
-                    exchange,
-                    key,
-                    BasicPublishOptions::default(),
-                    body,
-                    BasicProperties::default()
-                        .with_content_type(ShortString::from("application/json")),
-                )
-                .await
-                .expect("publish");
-        }
-
-        /// Checks a queue's flags by redeclaring it passively and then with the flags
-        /// oslo.messaging uses (the broker refuses an inequivalent redeclaration).
-        pub async fn assert_queue(&self, name: &str, expires: bool) {
-            let ch = self._conn.create_channel().await.expect("channel");
-            let mut args = FieldTable::default();
-            if expires {
-                args.insert(
-                    ShortString::from("x-expires"),
-                    AMQPValue::LongInt(1_800_000),
-                );
-            }
-            ch.queue_declare(name, QueueDeclareOptions::default(), args)
-                .await
-                .unwrap_or_else(|e| panic!("queue {name} is not declared as oslo does: {e}"));
-        }
-
-        /// Declares a durable topic exchange.
-        pub async fn declare_durable_topic_exchange(&self, name: &str) {
-            self.ch
-                .exchange_declare(
-                    name,
-                    lapin::ExchangeKind::Topic,
-                    lapin::options::ExchangeDeclareOptions {
-                        durable: true,
-                        ..Default::default()
-                    },
-                    FieldTable::default(),
-                )
-                .await
-                .unwrap_or_else(|e| panic!("declaring exchange {name}: {e}"));
-        }
-
-        /// Deletes an exchange.
-        pub async fn delete_exchange(&self, name: &str) {
-            self.ch
-                .exchange_delete(name, Default::default())
-                .await
-                .unwrap_or_else(|e| panic!("deleting exchange {name}: {e}"));
-        }
-
-        /// Deletes a queue (the broker cancels its consumers).
-        pub async fn delete_queue(&self, name: &str) {
-            self.ch
-                .queue_delete(name, Default::default())
-                .await
-                .unwrap_or_else(|e| panic!("deleting queue {name}: {e}"));
-        }
-    }
-
-    /// A TCP proxy in front of the broker whose connections can be cut.
-    pub struct CuttableProxy {
-        port: u16,
-        conns: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
-    }
-
-    impl CuttableProxy {
-        pub async fn start(url: &str) -> CuttableProxy {
-            let config = AmqpConfig::from_url(url).expect("url");
-            let upstream = format!("{}:{}", config.hosts[0].host, config.hosts[0].port);
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
-                .expect("bind");
-            let port = listener.local_addr().expect("addr").port();
-            let conns: Arc<Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
-            let reg = conns.clone();
-            tokio::spawn(async move {
-                while let Ok((mut inbound, _)) = listener.accept().await {
-                    let upstream = upstream.clone();
-                    let task = tokio::spawn(async move {
-                        if let Ok(mut out) = tokio::net::TcpStream::connect(upstream).await {
-                            let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
-                        }
-                    });
-                    reg.lock().unwrap().push(task.abort_handle());
-                }
-            });
-            CuttableProxy { port, conns }
-        }
-
-        /// The broker URL through this proxy.
-        pub fn url(&self, url: &str) -> String {
-            let config = AmqpConfig::from_url(url).expect("url");
-            let h = &config.hosts[0];
-            format!(
-                "rabbit://{}:{}@127.0.0.1:{}/",
-                h.username, h.password, self.port
-            )
-        }
-
-        /// Drops every proxied connection (as a broker restart or a network cut does).
-        pub fn cut(&self) {
-            for c in self.conns.lock().unwrap().drain(..) {
-                c.abort();
-            }
-        }
-    }
 }

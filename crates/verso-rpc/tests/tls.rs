@@ -10,16 +10,19 @@
 //! a missing broker, certificate or Python FAILS these tests (never skips).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+mod support;
+
+use serde_json::json;
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
-use verso::{RequestContext, Version};
+use support::{
+    py_client, python, recv, require_reachable, start_verso_server, temp_file, unique_topic,
+};
+use verso::RequestContext;
 use verso_rpc::transport::amqp::{AmqpConfig, AmqpError, AmqpTransport, TlsOptions};
-use verso_rpc::transport::Transport;
-use verso_rpc::{ArgSpec, ArgType, Args, Endpoint, MethodSpec, RpcClient, RpcServer, Target};
+use verso_rpc::{RpcClient, Target};
 
 // ---- 1. verso to verso over TLS --------------------------------------------------------
 
@@ -28,7 +31,7 @@ async fn call_and_cast_over_tls() {
     let env = Env::get();
     let topic = unique_topic("call-cast");
     let server_t = env.connect(env.config()).await;
-    let (server, mut casts) = start_server(server_t, &topic, "tls-1").await;
+    let (server, mut casts) = start_verso_server(server_t, &topic, "tls-1").await;
 
     let client_t = env.connect(env.config()).await;
     let ctx = RequestContext::new("req-tls").with_user("tls-client");
@@ -66,7 +69,7 @@ async fn plain_and_tls_clients_share_the_broker() {
     let env = Env::get();
     let topic = unique_topic("plain-beside-tls");
     let server_t = env.connect(env.config()).await;
-    let (server, _casts) = start_server(server_t, &topic, "tls-2").await;
+    let (server, _casts) = start_verso_server(server_t, &topic, "tls-2").await;
 
     // The plain listener beside the TLS one (VERSO_TEST_RABBIT_URL, as interop.rs).
     let plain_url = std::env::var("VERSO_TEST_RABBIT_URL")
@@ -102,7 +105,7 @@ async fn client_certificates_in_every_pem_key_form() {
     let server_t = env
         .connect(env.with_client_cert("client.pem", "client-key.pem"))
         .await;
-    let (server, _casts) = start_server(server_t, &topic, "tls-cert").await;
+    let (server, _casts) = start_verso_server(server_t, &topic, "tls-cert").await;
     let ctx = RequestContext::new("req-tls-cert");
 
     for (cert, key) in [
@@ -166,8 +169,12 @@ async fn client_certificates_in_every_pem_key_form() {
     // (Python's load_cert_chain) takes it: the certificate is presented, since the one of
     // an untrusted CA in the same form is refused.
     let combined = env.combined("client.pem", "client-key.pem");
-    let config = AmqpConfig::from_url(&format!("{}&ssl_cert_file={}", env.url, q(combined.path())))
-        .expect("a certificate file alone");
+    let config = AmqpConfig::from_url(&format!(
+        "{}&ssl_cert_file={}",
+        env.url,
+        q(&combined.path().to_string_lossy())
+    ))
+    .expect("a certificate file alone");
     assert_eq!(config.tls.as_ref().unwrap().key_file, None);
     let t = env.connect(config).await;
     let got = RpcClient::new(t.clone(), Target::new(topic.clone()))
@@ -178,8 +185,12 @@ async fn client_certificates_in_every_pem_key_form() {
     assert_eq!(got["arg"], "combined");
     t.close().await;
     let other = env.combined("other-client.pem", "other-client-key.pem");
-    let refused = AmqpConfig::from_url(&format!("{}&ssl_cert_file={}", env.url, q(other.path())))
-        .expect("url");
+    let refused = AmqpConfig::from_url(&format!(
+        "{}&ssl_cert_file={}",
+        env.url,
+        q(&other.path().to_string_lossy())
+    ))
+    .expect("url");
     match AmqpTransport::connect_with(refused).await {
         Err(AmqpError::Connect { .. }) => {}
         Err(other) => panic!("expected Connect, got {other:?}"),
@@ -359,7 +370,7 @@ async fn python_client_calls_verso_server_over_tls() {
     let server_t = env
         .connect(env.with_client_cert("client.pem", "client-key.pem"))
         .await;
-    let (server, mut casts) = start_server(server_t, &topic, "tls-py").await;
+    let (server, mut casts) = start_verso_server(server_t, &topic, "tls-py").await;
 
     // oslo.messaging reads ssl, ssl_ca_file, ssl_cert_file and ssl_key_file from the URL
     // as this transport does: the same URLs serve both.
@@ -371,7 +382,11 @@ async fn python_client_calls_verso_server_over_tls() {
     );
     // oslo.messaging also takes the key inside ssl_cert_file, as this transport does.
     let combined = env.combined("client.pem", "client-key.pem");
-    let with_combined = format!("{}&ssl_cert_file={}", env.url, q(combined.path()));
+    let with_combined = format!(
+        "{}&ssl_cert_file={}",
+        env.url,
+        q(&combined.path().to_string_lossy())
+    );
     for url in [env.url.as_str(), with_cert.as_str(), with_combined.as_str()] {
         let out = py_client(
             &python,
@@ -439,20 +454,12 @@ impl Env {
             config.tls.is_some(),
             "VERSO_TEST_RABBIT_TLS_URL must ask for TLS (ssl=1): {config}"
         );
-        let host = &config.hosts[0];
-        let reachable = std::net::ToSocketAddrs::to_socket_addrs(&(host.host.as_str(), host.port))
-            .map(|addrs| {
-                addrs.into_iter().any(|a| {
-                    std::net::TcpStream::connect_timeout(&a, Duration::from_secs(3)).is_ok()
-                })
-            })
-            .unwrap_or(false);
-        assert!(
-            reachable,
-            "RabbitMQ's TLS listener is not reachable at {host} (VERSO_TEST_RABBIT_TLS_URL). \
-             These tests need a real broker with TLS: run \
+        require_reachable(
+            &config.hosts[0],
+            "VERSO_TEST_RABBIT_TLS_URL",
+            "These tests need a real broker with a TLS listener: run \
              crates/verso-rpc/interop/start-rabbitmq.sh (after apt-get install -y \
-             rabbitmq-server), or .ci/run."
+             rabbitmq-server), or .ci/run.",
         );
         Env { url, dir }
     }
@@ -474,15 +481,10 @@ impl Env {
     }
 
     /// A temporary PEM file of the certificate `cert` followed by its key `key`.
-    fn combined(&self, cert: &str, key: &str) -> TempFile {
+    fn combined(&self, cert: &str, key: &str) -> tempfile::NamedTempFile {
         let mut pem = std::fs::read(self.file(cert)).expect("certificate");
         pem.extend(std::fs::read(self.file(key)).expect("key"));
-        let path = std::env::temp_dir().join(format!(
-            "verso-tls-combined-{}.pem",
-            uuid::Uuid::new_v4().simple()
-        ));
-        std::fs::write(&path, pem).expect("write the combined file");
-        TempFile(path.to_string_lossy().into_owned())
+        temp_file(".pem", &pem)
     }
 
     async fn connect(&self, config: AmqpConfig) -> Arc<AmqpTransport> {
@@ -491,21 +493,6 @@ impl Env {
                 .await
                 .unwrap_or_else(|e| panic!("{e}")),
         )
-    }
-}
-
-/// A file removed when dropped.
-struct TempFile(String);
-
-impl TempFile {
-    fn path(&self) -> &str {
-        &self.0
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
     }
 }
 
@@ -519,90 +506,4 @@ fn q(s: &str) -> String {
         }
     }
     out
-}
-
-fn unique_topic(name: &str) -> String {
-    format!("verso-tls-{name}-{}", uuid::Uuid::new_v4().simple())
-}
-
-async fn recv(rx: &mut mpsc::UnboundedReceiver<Value>) -> Value {
-    tokio::time::timeout(Duration::from_secs(15), rx.recv())
-        .await
-        .expect("a cast within 15 s")
-        .expect("server alive")
-}
-
-/// A server with ping(arg) -> {"arg", "peer": "verso", "user"} and record(arg) (a cast:
-/// its arg goes to the returned channel), as interop/peer.py's clients expect.
-async fn start_server(
-    transport: Arc<AmqpTransport>,
-    topic: &str,
-    server: &str,
-) -> (verso_rpc::ServerHandle, mpsc::UnboundedReceiver<Value>) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let endpoint = Endpoint::new(Version::new(1, 1))
-        .method(
-            MethodSpec::new("ping", Version::new(1, 0)).arg(ArgSpec::required("arg", ArgType::Any)),
-            |ctx: RequestContext, args: Args| {
-                let reply = json!({"arg": args.value("arg"), "peer": "verso", "user": ctx.user});
-                async move { Ok(reply) }
-            },
-        )
-        .method(
-            MethodSpec::new("record", Version::new(1, 0))
-                .arg(ArgSpec::required("arg", ArgType::Any)),
-            move |_ctx, args: Args| {
-                let _ = tx.send(args.value("arg").cloned().unwrap_or_default());
-                async move { Ok(Value::Null) }
-            },
-        );
-    let transport: Arc<dyn Transport> = transport;
-    let handle = RpcServer::new(transport, Target::new(topic).with_server(server))
-        .endpoint(endpoint)
-        .expect("endpoint")
-        .start()
-        .await
-        .expect("server starts");
-    (handle, rx)
-}
-
-/// The Python with oslo.messaging; panics with what to do if it is missing.
-fn python() -> PathBuf {
-    let python = std::env::var_os("VERSO_TEST_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python"));
-    let probe = Command::new(&python)
-        .args([
-            "-c",
-            "import oslo_messaging, oslo_versionedobjects, oslo_config",
-        ])
-        .output();
-    match probe {
-        Ok(o) if o.status.success() => python,
-        other => panic!(
-            "the Python oslo.messaging peer is missing: {} cannot import oslo_messaging \
-             ({other:?}). Create it with `python3 -m venv .venv && .venv/bin/pip install \
-             oslo.messaging oslo.versionedobjects` at the workspace root (or run .ci/run), \
-             or set VERSO_TEST_PYTHON.",
-            python.display()
-        ),
-    }
-}
-
-/// One interop/peer.py client call or cast; its JSON line.
-fn py_client(python: &Path, url: &str, topic: &str, args: &[&str]) -> Value {
-    let out = Command::new(python)
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("interop/peer.py"))
-        .args(["client", "--url", url, "--topic", topic])
-        .args(args)
-        .output()
-        .expect("run peer.py client");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout.lines().last().unwrap_or("");
-    serde_json::from_str(line).unwrap_or_else(|e| {
-        panic!(
-            "peer.py client printed no JSON ({e}): stdout {stdout:?} stderr {:?}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
 }

@@ -153,8 +153,8 @@ struct OneshotReply(oneshot::Sender<Reply>);
 #[async_trait]
 impl ReplySink for OneshotReply {
     async fn send(self: Box<Self>, reply: Reply) -> Result<(), RpcError> {
-        self.0.send(reply).map_err(|_| RpcError::Transport {
-            detail: "the caller stopped waiting for this reply (timed out?)".into(),
+        self.0.send(reply).map_err(|_| {
+            RpcError::transport("the caller stopped waiting for this reply (timed out?)")
         })
     }
 }
@@ -170,8 +170,10 @@ impl Transport for MemoryTransport {
         let (tx, rx) = oneshot::channel();
         let incoming = Incoming::call(Ok(as_received(request)), Box::new(OneshotReply(tx)));
         self.deliver(target, incoming)?;
-        rx.await.map_err(|_| RpcError::Transport {
-            detail: format!("the server of {target} dropped the call without replying (stopped?)"),
+        rx.await.map_err(|_| {
+            RpcError::transport(format!(
+                "the server of {target} dropped the call without replying (stopped?)"
+            ))
         })
     }
 

@@ -8,6 +8,7 @@
 //! `ConfigOptsProxy` does; the ones this transport understands are listed in
 //! [`KNOWN_OPTIONS`].
 
+use super::tls::{key_without_cert, TlsOptions};
 use super::AmqpError;
 use crate::message::MessageLimits;
 use std::fmt;
@@ -59,73 +60,6 @@ impl fmt::Display for BrokerHost {
         } else {
             write!(f, "{}:***@{}:{}", self.username, self.host, self.port)
         }
-    }
-}
-
-/// TLS settings: `ssl=true` (or an `amqps://` URL) with oslo.messaging's `ssl_ca_file`,
-/// `ssl_cert_file` and `ssl_key_file`.
-///
-/// The broker's certificate is always verified, and so is its name: the host of the URL
-/// (a DNS name or an IP address) must be in the certificate's subject alternative names.
-/// - With `ssl_ca_file`, the certificates of that PEM file are the only ones trusted, as in
-///   oslo.messaging.
-/// - Without it, the broker's certificate must chain to one of the system's CA
-///   certificates (`/etc/ssl/certs`, or `SSL_CERT_FILE` / `SSL_CERT_DIR`). This is
-///   stricter than oslo.messaging, which then checks the chain against the system's CAs
-///   but not the broker's name; a broker with a private CA needs `ssl_ca_file` here.
-///   oslo.messaging also skips the name check when the URL has several hosts; this
-///   transport checks it for each host.
-/// - `ssl_cert_file` makes the transport present a client certificate: the certificate
-///   (its intermediates may follow it in the file) and its unencrypted private key
-///   (PKCS#8 `BEGIN PRIVATE KEY`, PKCS#1 `BEGIN RSA PRIVATE KEY` or SEC1
-///   `BEGIN EC PRIVATE KEY`), from `ssl_key_file`, or, without it, from `ssl_cert_file`
-///   itself, as oslo.messaging (Python's `load_cert_chain`) reads it. The key stays in
-///   memory. `ssl_key_file` without `ssl_cert_file` is refused: oslo.messaging would
-///   ignore it and connect without a certificate.
-///
-/// The files are read on every connection attempt (so a renewed certificate is picked up
-/// by the next reconnect); [`check`](Self::check) reads them once to report a bad file
-/// early. A bad file makes the connection attempt fail with the file named, never a
-/// connection without it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TlsOptions {
-    /// `ssl_ca_file`: PEM file of the certificate authorities to trust, instead of the
-    /// system's.
-    pub ca_file: Option<String>,
-    /// `ssl_cert_file`: PEM file of the client certificate, and of its private key when
-    /// `key_file` is not given.
-    pub cert_file: Option<String>,
-    /// `ssl_key_file`: PEM file of the client certificate's private key (only with
-    /// `cert_file`).
-    pub key_file: Option<String>,
-}
-
-impl TlsOptions {
-    /// Reads the files of these options as a connection attempt would and reports the
-    /// first problem: an unreadable or empty `ssl_ca_file`, a client certificate or key
-    /// that cannot be read or parsed (or no key at all), a key that does not match its
-    /// certificate, or `ssl_key_file` without `ssl_cert_file`.
-    ///
-    /// ```
-    /// use verso_rpc::transport::amqp::{AmqpConfig, AmqpError};
-    /// let c = AmqpConfig::from_url("rabbit://u:p@h/?ssl=1&ssl_ca_file=/no/such/ca.pem")?;
-    /// let tls = c.tls.as_ref().expect("ssl=1");
-    /// assert!(matches!(tls.check(), Err(AmqpError::CaFile { .. })));
-    /// # Ok::<(), AmqpError>(())
-    /// ```
-    pub fn check(&self) -> Result<(), AmqpError> {
-        super::tls::connector(self).map(drop)
-    }
-}
-
-/// The error of a client key without its certificate.
-pub(super) fn key_without_cert(key_file: &str) -> AmqpError {
-    AmqpError::InvalidOption {
-        option: "ssl_key_file".to_owned(),
-        value: key_file.to_owned(),
-        detail: "a client key needs its certificate: give ssl_cert_file too (the client \
-                 certificate, PEM), or neither"
-            .into(),
     }
 }
 

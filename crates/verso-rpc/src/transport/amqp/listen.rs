@@ -1,0 +1,312 @@
+//! Listeners: a server's queues, declared and consumed on every session, the loop that
+//! hands requests to the server, and the `_unique_id` window that drops redelivered
+//! duplicates.
+
+use super::error::{broker_err, refused, AmqpError};
+use super::io::{io_handle, on_io_thread};
+use super::reply::{start_heartbeat, AmqpReply};
+use super::session::{session_channel, Role, Session};
+use super::topology::{amqp_name, declare_on_own_channel, Kind};
+use super::{lock, Inner};
+use crate::message::{read_body, MessageLimits, Request};
+use crate::transport::Incoming;
+use crate::Target;
+use amqprs::channel::{
+    BasicAckArguments, BasicConsumeArguments, Channel, ConsumerMessage, ExchangeDeclareArguments,
+    QueueBindArguments, QueueDeclareArguments,
+};
+use futures::StreamExt;
+use serde_json::Value;
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex, Weak};
+use tokio::sync::mpsc;
+
+/// How many `_unique_id`s a listener remembers to drop redelivered duplicates.
+pub(super) const DEDUP_WINDOW: usize = 1024;
+
+pub(super) struct ListenerState {
+    pub(super) target: Target,
+    pub(super) fanout_q: String,
+    pub(super) tx: mpsc::UnboundedSender<Incoming>,
+    pub(super) dedup: Mutex<Dedup>,
+    /// The session this listener is consuming on (0: none yet).
+    pub(super) attached: tokio::sync::Mutex<u64>,
+}
+
+/// The last ids seen (`_unique_id`s, or abandoned reply queues), oldest first, at most
+/// `cap` of them.
+pub(super) struct Dedup {
+    pub(super) cap: usize,
+    pub(super) order: VecDeque<String>,
+    pub(super) seen: HashSet<String>,
+}
+
+impl Default for Dedup {
+    fn default() -> Self {
+        Dedup::with_capacity(DEDUP_WINDOW)
+    }
+}
+
+impl Dedup {
+    pub(super) fn with_capacity(cap: usize) -> Self {
+        Dedup {
+            cap,
+            order: VecDeque::new(),
+            seen: HashSet::new(),
+        }
+    }
+
+    pub(super) fn contains(&self, id: &str) -> bool {
+        self.seen.contains(id)
+    }
+
+    /// Records `id`; false if it was already seen.
+    pub(super) fn insert(&mut self, id: &str) -> bool {
+        if self.seen.contains(id) {
+            return false;
+        }
+        if self.order.len() == self.cap {
+            if let Some(old) = self.order.pop_front() {
+                self.seen.remove(&old);
+            }
+        }
+        self.order.push_back(id.to_owned());
+        self.seen.insert(id.to_owned());
+        true
+    }
+}
+
+/// Re-subscribes a listener that could not be attached after a reconnect, with a growing
+/// delay, for as long as its session lives (a new session attaches it anyway).
+pub(super) async fn retry_attach(
+    weak: Weak<Inner>,
+    session: Weak<Session>,
+    state: Arc<ListenerState>,
+) {
+    let Some((mut delay, max)) = weak.upgrade().map(|i| {
+        let c = &i.config;
+        (c.retry_interval, c.retry_interval_max.max(c.retry_interval))
+    }) else {
+        return;
+    };
+    loop {
+        tokio::time::sleep(delay).await;
+        let (Some(inner), Some(s)) = (weak.upgrade(), session.upgrade()) else {
+            return;
+        };
+        if s.is_dead() || state.tx.is_closed() || *inner.closed.borrow() {
+            return;
+        }
+        match attach(&inner, &s, &state).await {
+            Ok(()) => {
+                tracing::info!(target = %state.target, "listener re-subscribed");
+                return;
+            }
+            Err(e) => tracing::warn!(target = %state.target, error = %e, retry_in = ?delay,
+                "re-subscribing a listener failed"),
+        }
+        delay = (delay * 2).min(max);
+    }
+}
+
+/// Declares the queues of `state`'s target on `session` and consumes them (once per
+/// session), on the I/O thread.
+pub(super) async fn attach(
+    inner: &Arc<Inner>,
+    session: &Arc<Session>,
+    state: &Arc<ListenerState>,
+) -> Result<(), AmqpError> {
+    let (inner, session, state) = (inner.clone(), session.clone(), state.clone());
+    on_io_thread(async move { attach_here(&inner, &session, &state).await }).await
+}
+
+pub(super) async fn attach_here(
+    inner: &Arc<Inner>,
+    session: &Arc<Session>,
+    state: &Arc<ListenerState>,
+) -> Result<(), AmqpError> {
+    let mut attached = state.attached.lock().await;
+    if *attached == session.id {
+        return Ok(());
+    }
+    let exchange = inner.config.control_exchange.as_str();
+    let durable = inner.config.durable_queues;
+    let topic = state.target.topic.as_str();
+    let mut queues = vec![topic.to_owned()];
+    if let Some(server) = &state.target.server {
+        queues.push(format!("{topic}.{server}"));
+    }
+    let fanout_x = format!("{topic}_fanout");
+    let fq = state.fanout_q.as_str();
+    amqp_name("exchange", exchange)?;
+    amqp_name("exchange", &fanout_x)?;
+    for q in queues.iter().map(String::as_str).chain([fq]) {
+        amqp_name("queue", q)?;
+    }
+    let topic_queues = &queues;
+    declare_on_own_channel(session, |dch, closed| async move {
+        dch.exchange_declare(ExchangeDeclareArguments {
+            durable,
+            ..ExchangeDeclareArguments::new(exchange, Kind::Topic.as_str())
+        })
+        .await
+        .map_err(refused(format!("declare exchange '{exchange}'"), &closed))?;
+        for q in topic_queues {
+            dch.queue_declare(QueueDeclareArguments::new(q).durable(durable).finish())
+                .await
+                .map_err(refused(format!("declare queue '{q}'"), &closed))?;
+            dch.queue_bind(QueueBindArguments::new(q, exchange, q))
+                .await
+                .map_err(refused(
+                    format!("bind queue '{q}' to '{exchange}'"),
+                    &closed,
+                ))?;
+        }
+        dch.exchange_declare(ExchangeDeclareArguments {
+            auto_delete: true,
+            ..ExchangeDeclareArguments::new(&fanout_x, Kind::Fanout.as_str())
+        })
+        .await
+        .map_err(refused(format!("declare exchange '{fanout_x}'"), &closed))?;
+        dch.queue_declare(
+            QueueDeclareArguments::new(fq)
+                .arguments(inner.queue_args())
+                .finish(),
+        )
+        .await
+        .map_err(refused(format!("declare queue '{fq}'"), &closed))?;
+        dch.queue_bind(QueueBindArguments::new(fq, &fanout_x, topic))
+            .await
+            .map_err(refused(
+                format!("bind queue '{fq}' to '{fanout_x}'"),
+                &closed,
+            ))?;
+        Ok(())
+    })
+    .await?;
+    queues.push(fq.to_owned());
+    let ch = session_channel(session, Role::Vital).await?;
+    let mut consumers = Vec::new();
+    for (k, q) in queues.iter().enumerate() {
+        let (_, mut rx) = ch
+            .basic_consume_rx(BasicConsumeArguments::new(
+                q,
+                &format!("verso-{}-{k}", session.id),
+            ))
+            .await
+            .map_err(broker_err(format!("consume queue '{q}'")))?;
+        consumers.push(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed());
+    }
+    *attached = session.id;
+    io_handle().spawn(listen_loop(
+        Arc::downgrade(inner),
+        Arc::downgrade(session),
+        state.clone(),
+        futures::stream::select_all(consumers),
+        ch,
+    ));
+    Ok(())
+}
+
+pub(super) async fn listen_loop(
+    weak: Weak<Inner>,
+    session: Weak<Session>,
+    state: Arc<ListenerState>,
+    mut deliveries: futures::stream::SelectAll<
+        futures::stream::BoxStream<'static, ConsumerMessage>,
+    >,
+    channel: Channel,
+) {
+    let limits = weak
+        .upgrade()
+        .map(|inner| inner.config.limits)
+        .unwrap_or_default();
+    loop {
+        let delivery = tokio::select! {
+            d = deliveries.next() => d,
+            () = state.tx.closed() => {
+                // The server stopped: unsubscribe.
+                let _ = channel.close().await;
+                return;
+            }
+        };
+        let Some(delivery) = delivery else { break };
+        let (Some(deliver), Some(data)) = (delivery.deliver, delivery.content) else {
+            continue;
+        };
+        // Acknowledged on receipt, before it runs, as oslo.messaging does. This queues the
+        // basic.ack for the connection's writer: a write that fails breaks the
+        // connection, and a broker that never read the ack redelivers the message, which
+        // the `_unique_id` check drops if it comes back here.
+        let ack = BasicAckArguments::new(deliver.delivery_tag(), false);
+        if let Err(e) = channel.basic_ack(ack).await {
+            tracing::warn!(error = %e, "acknowledging a request failed");
+        }
+        if let Some(incoming) = read_request(&weak, &state, &limits, &data) {
+            let _ = state.tx.send(incoming);
+        }
+    }
+    // The consumer ended without the listener being dropped: the connection or channel
+    // went away. Reconnecting re-attaches this listener.
+    if let Some(s) = session.upgrade() {
+        if !state.tx.is_closed() {
+            s.mark_dead();
+        }
+    }
+}
+
+/// The received request, or why it cannot be read: a call whose reply address can be
+/// found is answered with the reason, anything else goes to the server as a failed
+/// cast, for it to log.
+pub(super) fn read_request(
+    weak: &Weak<Inner>,
+    state: &ListenerState,
+    limits: &MessageLimits,
+    data: &[u8],
+) -> Option<Incoming> {
+    let mut msg = match read_body(data, limits) {
+        Ok(m) => m,
+        Err(unreadable) => {
+            let unreadable = *unreadable;
+            return Some(match unreadable.reply_to() {
+                Some(to) => Incoming::call(
+                    Err(unreadable.error),
+                    Box::new(AmqpReply {
+                        inner: weak.clone(),
+                        reply_q: to.reply_q,
+                        msg_id: to.msg_id,
+                        _heartbeat: None,
+                    }),
+                ),
+                None => Incoming::cast(Err(unreadable.error)),
+            });
+        }
+    };
+    if let Some(Value::String(unique_id)) = msg.remove("_unique_id") {
+        if !lock(&state.dedup).insert(&unique_id) {
+            tracing::warn!(target = %state.target, unique_id = %unique_id,
+                "dropping a duplicate delivery of a request already received");
+            return None;
+        }
+    }
+    let msg_id = msg.remove("_msg_id");
+    let reply_q = msg.remove("_reply_q");
+    let monitor = msg.remove("_timeout").and_then(|t| t.as_f64());
+    match (msg_id, reply_q) {
+        (Some(Value::String(msg_id)), Some(Value::String(reply_q))) => {
+            let heartbeat = monitor
+                .filter(|t| t.is_finite() && *t > 0.0)
+                .map(|t| start_heartbeat(weak.clone(), reply_q.clone(), msg_id.clone(), t));
+            Some(Incoming::call(
+                Request::from_message(msg),
+                Box::new(AmqpReply {
+                    inner: weak.clone(),
+                    reply_q,
+                    msg_id,
+                    _heartbeat: heartbeat,
+                }),
+            ))
+        }
+        _ => Some(Incoming::cast(Request::from_message(msg))),
+    }
+}
