@@ -145,9 +145,12 @@ pub struct Deployable {
 
 /// How one accelerator is attached.
 ///
-/// 1.0 initial; 1.1 added `device` (Device 1.1); 1.2 Device 1.2.
+/// 1.0 initial; 1.1 added `device` (Device 1.1); 1.2 Device 1.2; 1.3 added `revision`,
+/// `cleanup_state`, `instance_uuid`, and the PCI managed mode in `attach_info`
+/// (`"managed": "yes" | "no"`), which a backport below 1.3 removes: older peers see the
+/// old form and assume `yes`, as before.
 #[derive(VersionedObject, Clone, Debug, PartialEq)]
-#[verso(namespace = "cyborg", version = "1.2")]
+#[verso(namespace = "cyborg", version = "1.3", make_compatible = attach_handle_compatible)]
 pub struct AttachHandle {
     /// Database id.
     pub id: Field<i64>,
@@ -163,10 +166,61 @@ pub struct AttachHandle {
     /// Attach information (JSON text).
     pub attach_info: Field<String>,
     /// The device, when loaded.
-    #[verso(since = "1.1", relationships = [("1.1", "1.1"), ("1.2", "1.2")])]
+    #[verso(since = "1.1", relationships = [("1.1", "1.1"), ("1.2", "1.2"), ("1.3", "1.2")])]
     pub device: Field<Option<Device>>,
+    /// Changes with every allocation, release, metadata or cleanup update: the
+    /// compare-and-swap token of `update_managed` and the cleanup results.
+    #[verso(since = "1.3", default = 0)]
+    pub revision: Field<i64>,
+    /// `cleaning` (a released NVMe device being erased) or `error` (cleanup failed);
+    /// `None` when available.
+    #[verso(since = "1.3")]
+    pub cleanup_state: Field<Option<String>>,
+    /// The instance it is bound to, when allocated.
+    #[verso(since = "1.3")]
+    pub instance_uuid: Field<Option<String>>,
     /// Instance state.
     pub meta: ObjectMeta,
+}
+
+/// The managed mode recorded in an attach handle's info (`yes` when absent: the form
+/// before 1.3 and the libvirt default).
+pub fn attach_info_managed(attach_info: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(attach_info)
+        .ok()
+        .and_then(|v| v.get("managed").and_then(|m| m.as_str().map(|m| m != "no")))
+        .unwrap_or(true)
+}
+
+/// `attach_info` with the managed mode set.
+pub fn attach_info_with_managed(attach_info: &str, managed: bool) -> String {
+    let mut v = serde_json::from_str::<serde_json::Value>(attach_info)
+        .ok()
+        .filter(serde_json::Value::is_object)
+        .unwrap_or_else(|| serde_json::json!({}));
+    v["managed"] = serde_json::Value::from(if managed { "yes" } else { "no" });
+    v.to_string()
+}
+
+/// AttachHandle's backport: the default rules, and below 1.3 the managed mode leaves
+/// `attach_info` (an old peer would not expect the key).
+fn attach_handle_compatible(
+    obj: &AttachHandle,
+    data: &mut verso::PrimitiveData,
+    target: &verso::Version,
+    manifest: Option<&verso::VersionManifest>,
+) -> verso::Result<()> {
+    verso::default_make_compatible(obj, data, target, manifest)?;
+    if *target < verso::Version::new(1, 3) {
+        if let Some(serde_json::Value::String(info)) = data.get_mut("attach_info") {
+            if let Ok(serde_json::Value::Object(mut map)) = serde_json::from_str(info) {
+                if map.remove("managed").is_some() {
+                    *info = serde_json::Value::Object(map).to_string();
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A named set of accelerator requirements (`resources:FPGA=1`, `trait:CUSTOM_X`).
@@ -292,9 +346,10 @@ pub struct DeployableList {
 
 /// A list of attach handles.
 ///
-/// 1.0 AttachHandle 1.1; 1.1 AttachHandle 1.2; 1.2 adds `child_versions`.
+/// 1.0 AttachHandle 1.1; 1.1 AttachHandle 1.2; 1.2 adds `child_versions`; 1.3
+/// AttachHandle 1.3.
 #[derive(VersionedObject, Clone, Debug, PartialEq)]
-#[verso(namespace = "cyborg", version = "1.2", list, child_versions = [("1.0", "1.1"), ("1.1", "1.2"), ("1.2", "1.2")])]
+#[verso(namespace = "cyborg", version = "1.3", list, child_versions = [("1.0", "1.1"), ("1.1", "1.2"), ("1.2", "1.2"), ("1.3", "1.3")])]
 pub struct AttachHandleList {
     /// The members.
     pub objects: Field<Vec<AttachHandle>>,

@@ -1,0 +1,79 @@
+//! AttachHandle 1.3's managed mode: written in `attach_info`, removed for peers below
+//! 1.3 (who assume `yes`), on the value and the byte path alike.
+
+use accel_objects::{attach_info_managed, attach_info_with_managed, AttachHandle, AttachType};
+use verso::{Target, Version, VersionManifest, VersionedObject};
+
+fn handle() -> AttachHandle {
+    AttachHandle {
+        id: 1.into(),
+        uuid: uuid::Uuid::nil().into(),
+        deployable_id: 2.into(),
+        in_use: false.into(),
+        attach_type: AttachType::Pci.into(),
+        attach_info: attach_info_with_managed(
+            r#"{"bus": "5e", "device": "00", "domain": "0000", "function": "1"}"#,
+            false,
+        )
+        .into(),
+        revision: 7.into(),
+        cleanup_state: None.into(),
+        instance_uuid: None.into(),
+        ..AttachHandle::blank()
+    }
+}
+
+#[test]
+fn managed_mode_is_in_attach_info_from_1_3() {
+    let h = handle();
+    assert!(!attach_info_managed(h.attach_info.get().expect("set")));
+    assert!(attach_info_managed(r#"{"bus": "5e"}"#), "absent means yes");
+    assert!(
+        attach_info_managed("not json"),
+        "unreadable means the default"
+    );
+    let p = h.to_primitive(Target::Own).expect("encode");
+    assert_eq!(p["versioned_object.version"], "1.3");
+    let info: serde_json::Value = serde_json::from_str(
+        p["versioned_object.data"]["attach_info"]
+            .as_str()
+            .expect("text"),
+    )
+    .expect("json");
+    assert_eq!(info["managed"], "no");
+}
+
+#[test]
+fn a_1_2_peer_gets_the_old_form() {
+    let h = handle();
+    let old = h
+        .to_primitive(Target::Version(Version::new(1, 2)))
+        .expect("backport");
+    let data = &old["versioned_object.data"];
+    assert_eq!(old["versioned_object.version"], "1.2");
+    let info: serde_json::Value =
+        serde_json::from_str(data["attach_info"].as_str().expect("text")).expect("json");
+    assert!(info.get("managed").is_none(), "{info}");
+    assert_eq!(info["bus"], "5e");
+    for gone in ["revision", "cleanup_state", "instance_uuid"] {
+        assert!(
+            data.get(gone).is_none(),
+            "{gone} is not a 1.2 field: {data}"
+        );
+    }
+    // The byte path writes the same JSON, and so does a peer's manifest.
+    let bytes = h
+        .to_primitive_bytes(Target::Version(Version::new(1, 2)))
+        .expect("bytes");
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&bytes).expect("json"),
+        old
+    );
+    let manifest: VersionManifest = [
+        ("AttachHandle".to_owned(), Version::new(1, 2)),
+        ("Device".to_owned(), Version::new(1, 2)),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(h.to_primitive(Target::Peer(&manifest)).expect("peer"), old);
+}
