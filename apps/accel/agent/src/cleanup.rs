@@ -85,18 +85,38 @@ pub enum CleanupError {
     },
 }
 
+/// Starts `program`. A program file that is still open for writing somewhere (being
+/// replaced by an operator, or inherited for an instant by another thread's fork) makes
+/// exec fail with ETXTBSY; that passes within milliseconds, so it is retried briefly.
+async fn spawn(program: &str, args: &[String]) -> Result<tokio::process::Child, CleanupError> {
+    const ETXTBSY: i32 = 26;
+    let mut attempt = 0;
+    loop {
+        let spawned = Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn();
+        match spawned {
+            Ok(child) => return Ok(child),
+            Err(e) if e.raw_os_error() == Some(ETXTBSY) && attempt < 20 => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(e) => {
+                return Err(CleanupError::Spawn {
+                    program: program.to_owned(),
+                    why: e.to_string(),
+                })
+            }
+        }
+    }
+}
+
 async fn run(program: &str, args: &[String], timeout: Duration) -> Result<Vec<u8>, CleanupError> {
-    let child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| CleanupError::Spawn {
-            program: program.to_owned(),
-            why: e.to_string(),
-        })?;
+    let child = spawn(program, args).await?;
     let output = match tokio::time::timeout(timeout, child.wait_with_output()).await {
         Ok(out) => out.map_err(|e| CleanupError::Spawn {
             program: program.to_owned(),
