@@ -7,6 +7,7 @@
 //! local cap alone) and builds the older form itself.
 
 use crate::message::{json_type, Request};
+use crate::method::{Encoder, RpcApi, RpcMethod};
 use crate::serializer::{NoOpSerializer, Serializer};
 use crate::transport::Transport;
 use crate::{RpcError, Target};
@@ -14,7 +15,7 @@ use serde_json::{Map, Value};
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
-use verso::{RequestContext, Version};
+use verso::{RequestContext, Version, VersionManifest};
 
 /// How long a call waits for its reply unless told otherwise (oslo.messaging's
 /// `rpc_response_timeout`).
@@ -86,6 +87,16 @@ impl RpcClient {
             timeout: DEFAULT_TIMEOUT,
             serializer: Arc::new(NoOpSerializer),
         }
+    }
+
+    /// A client of the declared API `A` on `topic`: its own version is `A::VERSION`
+    /// (nothing newer is sent) and its namespace `A::NAMESPACE`.
+    pub fn for_api<A: RpcApi>(transport: Arc<dyn Transport>, topic: impl Into<String>) -> Self {
+        let mut target = Target::new(topic).with_version(A::VERSION);
+        if let Some(ns) = A::NAMESPACE {
+            target = target.with_namespace(ns);
+        }
+        RpcClient::new(transport, target)
     }
 
     /// Sets the version cap (from `[upgrade_levels]`): calls above it are refused locally.
@@ -177,7 +188,33 @@ impl RpcClient {
             server: None,
             fanout: false,
             timeout: None,
+            manifest: None,
         }
+    }
+
+    /// Whether the typed method `M` may be sent at all (at its own version, with every
+    /// later argument at its default). Answered locally.
+    pub fn can_send<M: RpcMethod>(&self) -> bool {
+        self.can_send_version(M::SINCE)
+    }
+
+    /// Calls the typed method `m` and returns its typed reply. See
+    /// [`Prepared::call_method`].
+    pub async fn call_method<M: RpcMethod>(
+        &self,
+        ctx: &RequestContext,
+        m: M,
+    ) -> Result<M::Reply, RpcError> {
+        self.prepare().call_method(ctx, m).await
+    }
+
+    /// Casts the typed method `m`: sent, not waited for.
+    pub async fn cast_method<M: RpcMethod>(
+        &self,
+        ctx: &RequestContext,
+        m: M,
+    ) -> Result<(), RpcError> {
+        self.prepare().cast_method(ctx, m).await
     }
 
     /// Calls `method` at `version` with named `args` (a JSON object, or `null` for none)
@@ -217,27 +254,18 @@ impl RpcClient {
         Ok(())
     }
 
-    /// Checks everything that can be checked locally and builds the request.
+    /// Checks everything that can be checked locally and builds the request: the one
+    /// path of typed and untyped calls alike.
     fn request(
         &self,
         ctx: &RequestContext,
         method: &str,
         version: Version,
-        args: Value,
+        args: Map<String, Value>,
     ) -> Result<Request, RpcError> {
         self.check_version(version).inspect_err(|e| {
             tracing::debug!(method, %version, error = %e, "call refused before sending");
         })?;
-        let args = match args {
-            Value::Object(m) => m,
-            Value::Null => Map::new(),
-            other => {
-                return Err(RpcError::ArgumentsNotAnObject {
-                    method: method.to_owned(),
-                    found: json_type(&other),
-                })
-            }
-        };
         let args = if self.serializer.is_identity() {
             args
         } else {
@@ -252,6 +280,18 @@ impl RpcClient {
             namespace: self.target.namespace.clone(),
             context: ctx.clone(),
         })
+    }
+}
+
+/// Named arguments of an untyped call: a JSON object, or `null` for none.
+fn args_map(method: &str, args: Value) -> Result<Map<String, Value>, RpcError> {
+    match args {
+        Value::Object(m) => Ok(m),
+        Value::Null => Ok(Map::new()),
+        other => Err(RpcError::ArgumentsNotAnObject {
+            method: method.to_owned(),
+            found: json_type(&other),
+        }),
     }
 }
 
@@ -284,9 +324,10 @@ pub struct Prepared<'a> {
     server: Option<String>,
     fanout: bool,
     timeout: Option<Duration>,
+    manifest: Option<&'a VersionManifest>,
 }
 
-impl Prepared<'_> {
+impl<'a> Prepared<'a> {
     /// Sends to one server of the topic.
     pub fn server(mut self, server: impl Into<String>) -> Self {
         self.server = Some(server.into());
@@ -305,7 +346,51 @@ impl Prepared<'_> {
         self
     }
 
-    /// Calls `method` at `version` and waits for its result.
+    /// Encodes the objects in a typed call's arguments for a peer that knows the
+    /// versions in `manifest` (backported as the conductor's object endpoints do).
+    pub fn peer_manifest(mut self, manifest: &'a VersionManifest) -> Self {
+        self.manifest = Some(manifest);
+        self
+    }
+
+    /// Calls the typed method `m` and decodes its reply.
+    ///
+    /// The call is sent at the method's version, raised to that of each argument whose
+    /// value is not its default; later arguments at their default are left out (the
+    /// server fills them in). Above the cap it fails with [`RpcError::VersionCap`]
+    /// before anything is sent; otherwise as [`call`](Self::call).
+    pub async fn call_method<M: RpcMethod>(
+        self,
+        ctx: &RequestContext,
+        m: M,
+    ) -> Result<M::Reply, RpcError> {
+        let (version, args) = self.encode(&m)?;
+        let reply = self.send_call(ctx, M::NAME, version, args).await?;
+        M::decode_reply(reply)
+    }
+
+    /// Casts the typed method `m`: sent, not waited for.
+    pub async fn cast_method<M: RpcMethod>(
+        self,
+        ctx: &RequestContext,
+        m: M,
+    ) -> Result<(), RpcError> {
+        let (version, args) = self.encode(&m)?;
+        self.send_cast(ctx, M::NAME, version, args).await
+    }
+
+    fn encode<M: RpcMethod>(&self, m: &M) -> Result<(Version, Map<String, Value>), RpcError> {
+        let enc = match self.manifest {
+            Some(manifest) => Encoder::for_peer(manifest),
+            None => Encoder::new(),
+        };
+        let mut args = m.encode_args(&enc)?;
+        let version = M::spec().version_for(&mut args);
+        Ok((version, args))
+    }
+
+    /// Calls `method` at `version` and waits for its result: the untyped form of
+    /// [`call_method`](Self::call_method), for dynamic callers.
     ///
     /// Fails before sending with [`RpcError::VersionCap`] (above the cap),
     /// [`RpcError::InvalidVersion`] or [`RpcError::ArgumentsNotAnObject`]; after sending
@@ -320,6 +405,18 @@ impl Prepared<'_> {
         args: Value,
     ) -> Result<Value, RpcError> {
         let version = version.into_version()?;
+        let args = args_map(method, args)?;
+        self.send_call(ctx, method, version, args).await
+    }
+
+    /// The call path of typed and untyped calls.
+    async fn send_call(
+        self,
+        ctx: &RequestContext,
+        method: &str,
+        version: Version,
+        args: Map<String, Value>,
+    ) -> Result<Value, RpcError> {
         let request = self.client.request(ctx, method, version, args)?;
         let target = self.target();
         let timeout = self.timeout.unwrap_or(self.client.timeout);
@@ -350,6 +447,17 @@ impl Prepared<'_> {
         args: Value,
     ) -> Result<(), RpcError> {
         let version = version.into_version()?;
+        let args = args_map(method, args)?;
+        self.send_cast(ctx, method, version, args).await
+    }
+
+    async fn send_cast(
+        self,
+        ctx: &RequestContext,
+        method: &str,
+        version: Version,
+        args: Map<String, Value>,
+    ) -> Result<(), RpcError> {
         let request = self.client.request(ctx, method, version, args)?;
         let target = self.target();
         if self.fanout || target.fanout {

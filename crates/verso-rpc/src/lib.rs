@@ -49,12 +49,16 @@
 //! ```
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+// The derives name this crate `::verso_rpc`, also from inside it.
+extern crate self as verso_rpc;
+
 pub mod caps;
 pub mod client;
 pub mod conductor;
 pub mod endpoint;
 pub mod error;
 pub mod message;
+pub mod method;
 pub mod remote;
 pub mod serializer;
 pub mod server;
@@ -62,13 +66,18 @@ pub mod target;
 #[cfg(test)]
 mod testing;
 pub mod transport;
+#[cfg(test)]
+mod typed_tests;
 
 pub use client::{IntoVersion, Prepared, RpcClient, DEFAULT_TIMEOUT};
 pub use endpoint::{
     ArgSpec, ArgType, Args, Endpoint, EndpointSpec, Handler, HandlerResult, MethodSpec, Requirement,
 };
 pub use error::RpcError;
+pub use method::{Encoder, RpcApi, RpcMethod};
 pub use remote::{RemoteError, RemoteException};
 pub use serializer::{NoOpSerializer, Serializer};
 pub use server::{Dispatcher, RpcServer, ServerHandle, DEFAULT_MAX_CONCURRENCY};
 pub use target::Target;
+/// `#[derive(RpcMethod)]`: see [`method`].
+pub use verso_derive::RpcMethod;
