@@ -151,7 +151,7 @@ pub(crate) fn expand_rpc_method(input: &DeriveInput) -> syn::Result<TokenStream2
             None => quote!(::core::option::Option::None),
         };
         let default = match default {
-            Some(d) if matches!(d, Expr::Path(x) if x.path.is_ident("None")) => {
+            Some(Expr::Path(x)) if x.path.is_ident("None") => {
                 quote!(::core::option::Option::Some({
                     let d: #ty = ::core::option::Option::None;
                     #t.encode(&d, &::verso_rpc::method::Encoder::new())

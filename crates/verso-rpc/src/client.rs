@@ -6,7 +6,7 @@
 //! keep working with older servers asks [`RpcClient::can_send_version`] (answered from the
 //! local cap alone) and builds the older form itself.
 
-use crate::message::{json_type, Request};
+use crate::message::{json_type, Reply, Request};
 use crate::method::{Encoder, RpcApi, RpcMethod};
 use crate::serializer::{NoOpSerializer, Serializer};
 use crate::transport::Transport;
@@ -14,7 +14,10 @@ use crate::{RpcError, Target};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
+use tower::util::BoxCloneSyncService;
+use tower::{Layer, Service, ServiceExt};
 use verso::{RequestContext, Version, VersionManifest};
 
 /// How long a call waits for its reply unless told otherwise (oslo.messaging's
@@ -75,6 +78,93 @@ pub struct RpcClient {
     cap: Option<Version>,
     timeout: Duration,
     serializer: Arc<dyn Serializer>,
+    /// The application's layers around the transport, when it added any.
+    service: Option<ClientService>,
+}
+
+/// How an [`Outgoing`] request is delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Delivery {
+    /// A call: one server answers, the caller waits.
+    Call,
+    /// A cast to one server of the topic (or `target.server`).
+    Cast,
+    /// A cast to every server of the topic.
+    Fanout,
+}
+
+/// A request on its way out, as the client's pipeline sees it: version checks and the
+/// serializer have run.
+#[derive(Debug)]
+pub struct Outgoing {
+    /// Where it goes.
+    pub target: Target,
+    /// The request.
+    pub request: Request,
+    /// Call, cast or fanout.
+    pub delivery: Delivery,
+    /// How long a call waits for its reply.
+    pub timeout: Duration,
+}
+
+/// The client's pipeline as a [`tower::Service`]: an [`Outgoing`] request in, the reply
+/// of a call (`None` for a cast) out. [`RpcClient::layer`] wraps it.
+pub type ClientService = BoxCloneSyncService<Outgoing, Option<Reply>, RpcError>;
+
+/// The innermost service of the client's pipeline: the transport, with the call's
+/// timeout.
+#[derive(Clone)]
+pub struct TransportService(Arc<dyn Transport>);
+
+impl TransportService {
+    /// The service sending through `transport`.
+    pub fn new(transport: Arc<dyn Transport>) -> Self {
+        TransportService(transport)
+    }
+}
+
+impl std::fmt::Debug for TransportService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TransportService").finish_non_exhaustive()
+    }
+}
+
+impl Service<Outgoing> for TransportService {
+    type Response = Option<Reply>;
+    type Error = RpcError;
+    type Future = futures::future::BoxFuture<'static, Result<Option<Reply>, RpcError>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), RpcError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, out: Outgoing) -> Self::Future {
+        let transport = self.0.clone();
+        Box::pin(async move {
+            let Outgoing {
+                target,
+                request,
+                delivery,
+                timeout,
+            } = out;
+            match delivery {
+                Delivery::Call => {
+                    let method = request.method.clone();
+                    tokio::time::timeout(timeout, transport.call(&target, request, timeout))
+                        .await
+                        .map_err(|_| RpcError::Timeout {
+                            method,
+                            topic: target.topic.clone(),
+                            timeout,
+                        })?
+                        .map(Some)
+                }
+                Delivery::Cast => transport.cast(&target, request).await.map(|()| None),
+                Delivery::Fanout => transport.fanout(&target, request).await.map(|()| None),
+            }
+        })
+    }
 }
 
 impl RpcClient {
@@ -86,7 +176,46 @@ impl RpcClient {
             cap: None,
             timeout: DEFAULT_TIMEOUT,
             serializer: Arc::new(NoOpSerializer),
+            service: None,
         }
+    }
+
+    /// Wraps the client's pipeline (the transport and the call's timeout) in `layer`:
+    /// metrics, tracing spans, rate limits, credentials. Each layer wraps what is there
+    /// already, so the last one added runs first; add a [`tower::ServiceBuilder`] to add
+    /// several in reading order. Version checks and the serializer run before the
+    /// pipeline, so a call refused by the cap reaches no layer.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// use verso_rpc::{transport::memory::MemoryTransport, Outgoing, RpcClient, Target};
+    ///
+    /// let sent = Arc::new(AtomicUsize::new(0));
+    /// let count = sent.clone();
+    /// let client = RpcClient::new(Arc::new(MemoryTransport::new()), Target::new("svc"))
+    ///     .layer(tower::ServiceBuilder::new().map_request(move |o: Outgoing| {
+    ///         count.fetch_add(1, Ordering::Relaxed);
+    ///         o
+    ///     }));
+    /// # let _ = client;
+    /// ```
+    pub fn layer<L>(mut self, layer: L) -> Self
+    where
+        L: Layer<ClientService>,
+        L::Service: Service<Outgoing, Response = Option<Reply>, Error = RpcError>
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        <L::Service as Service<Outgoing>>::Future: Send + 'static,
+    {
+        let inner = self
+            .service
+            .take()
+            .unwrap_or_else(|| BoxCloneSyncService::new(TransportService(self.transport.clone())));
+        self.service = Some(BoxCloneSyncService::new(layer.layer(inner)));
+        self
     }
 
     /// A client of the declared API `A` on `topic`: its own version is `A::VERSION`
@@ -420,16 +549,33 @@ impl<'a> Prepared<'a> {
         let request = self.client.request(ctx, method, version, args)?;
         let target = self.target();
         let timeout = self.timeout.unwrap_or(self.client.timeout);
-        let reply = tokio::time::timeout(
-            timeout,
-            self.client.transport.call(&target, request, timeout),
-        )
-        .await
-        .map_err(|_| RpcError::Timeout {
-            method: method.to_owned(),
-            topic: target.topic.clone(),
-            timeout,
-        })??;
+        let reply = match &self.client.service {
+            None => tokio::time::timeout(
+                timeout,
+                self.client.transport.call(&target, request, timeout),
+            )
+            .await
+            .map_err(|_| RpcError::Timeout {
+                method: method.to_owned(),
+                topic: target.topic.clone(),
+                timeout,
+            })??,
+            Some(service) => {
+                let out = Outgoing {
+                    target: target.into_owned(),
+                    request,
+                    delivery: Delivery::Call,
+                    timeout,
+                };
+                service
+                    .clone()
+                    .oneshot(out)
+                    .await?
+                    .ok_or_else(|| RpcError::MalformedMessage {
+                        detail: format!("the client's pipeline gave no reply to call '{method}'"),
+                    })?
+            }
+        };
         match reply.0 {
             Ok(result) if self.client.serializer.is_identity() => Ok(result),
             Ok(result) => self.client.serializer.deserialize_entity(ctx, result),
@@ -460,10 +606,23 @@ impl<'a> Prepared<'a> {
     ) -> Result<(), RpcError> {
         let request = self.client.request(ctx, method, version, args)?;
         let target = self.target();
-        if self.fanout || target.fanout {
-            self.client.transport.fanout(&target, request).await
-        } else {
-            self.client.transport.cast(&target, request).await
+        let fanout = self.fanout || target.fanout;
+        match &self.client.service {
+            None if fanout => self.client.transport.fanout(&target, request).await,
+            None => self.client.transport.cast(&target, request).await,
+            Some(service) => {
+                let out = Outgoing {
+                    target: target.into_owned(),
+                    request,
+                    delivery: if fanout {
+                        Delivery::Fanout
+                    } else {
+                        Delivery::Cast
+                    },
+                    timeout: self.timeout.unwrap_or(self.client.timeout),
+                };
+                service.clone().oneshot(out).await.map(|_| ())
+            }
         }
     }
 

@@ -69,7 +69,10 @@ pub mod transport;
 #[cfg(test)]
 mod typed_tests;
 
-pub use client::{IntoVersion, Prepared, RpcClient, DEFAULT_TIMEOUT};
+pub use client::{
+    ClientService, Delivery, IntoVersion, Outgoing, Prepared, RpcClient, TransportService,
+    DEFAULT_TIMEOUT,
+};
 pub use endpoint::{
     ArgSpec, ArgType, Args, Endpoint, EndpointSpec, Handler, HandlerResult, MethodSpec, Requirement,
 };
@@ -77,7 +80,11 @@ pub use error::RpcError;
 pub use method::{Encoder, RpcApi, RpcMethod};
 pub use remote::{RemoteError, RemoteException};
 pub use serializer::{NoOpSerializer, Serializer};
-pub use server::{Dispatcher, RpcServer, ServerHandle, DEFAULT_MAX_CONCURRENCY};
+pub use server::{
+    DispatchService, Dispatcher, RpcServer, ServerHandle, ServerService, DEFAULT_MAX_CONCURRENCY,
+};
 pub use target::Target;
+/// The `tower` crate the pipelines are built with, for writing layers.
+pub use tower;
 /// `#[derive(RpcMethod)]`: see [`method`].
 pub use verso_derive::RpcMethod;
