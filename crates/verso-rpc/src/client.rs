@@ -567,9 +567,8 @@ impl<'a> Prepared<'a> {
                     delivery: Delivery::Call,
                     timeout,
                 };
-                service
-                    .clone()
-                    .oneshot(out)
+                // Boxed, so the direct path's future stays as small as it was.
+                Box::pin(service.clone().oneshot(out))
                     .await?
                     .ok_or_else(|| RpcError::MalformedMessage {
                         detail: format!("the client's pipeline gave no reply to call '{method}'"),
@@ -621,7 +620,7 @@ impl<'a> Prepared<'a> {
                     },
                     timeout: self.timeout.unwrap_or(self.client.timeout),
                 };
-                service.clone().oneshot(out).await.map(|_| ())
+                Box::pin(service.clone().oneshot(out)).await.map(|_| ())
             }
         }
     }

@@ -443,6 +443,9 @@ async fn serve(
                 None => break,
             },
         };
+        // Taken: a broker transport acknowledges the delivery now.
+        let mut incoming = incoming;
+        incoming.accept();
         let dispatcher = dispatcher.clone();
         // The request is boxed so the task's future stays small: tokio copies all of it
         // into the task, and glibc serves blocks under 1 KiB from its fast bins.
@@ -488,6 +491,9 @@ async fn serve_layered(
                 None => break,
             },
         };
+        // Taken: a broker transport acknowledges the delivery now.
+        let mut incoming = incoming;
+        incoming.accept();
         let (request, reply) = incoming.into_parts();
         let is_call = reply.is_some();
         let who = log_received(&request, is_call);

@@ -24,8 +24,12 @@
 //! transport is reconnecting waits for the connection (a call up to its timeout, a cast up
 //! to [`AmqpConfig::publish_wait`]), since nothing was sent yet. A request delivered twice
 //! (the broker redelivers one whose acknowledgement was lost) is recognised by its
-//! `_unique_id` and dispatched once. Requests are acknowledged on receipt, before they
-//! run (at-most-once, as oslo.messaging does). Replies are published `mandatory`: one
+//! `_unique_id` and dispatched once. Requests are acknowledged when the server takes
+//! them (it has a free handler slot), not on receipt: at most [`LISTENER_BUFFER`]
+//! requests per queue wait unacknowledged in the transport (the consumer's prefetch), so
+//! a saturated server leaves the rest on the broker, and when a server crashes or stops
+//! the broker redelivers the requests it had not taken to another consumer (a
+//! redelivered duplicate is dropped by its `_unique_id`). Replies are published `mandatory`: one
 //! whose reply queue does not exist (its caller is reconnecting) comes back from the
 //! broker and is retried every 0.25 s for [`AmqpConfig::missing_reply_queue_timeout`]
 //! (oslo's `kombu_missing_consumer_retry_timeout`, 60 s), then abandoned, and later
@@ -67,13 +71,13 @@ pub use url::{
     redact, AmqpConfig, BrokerHost, TlsOptions, DEFAULT_CONTROL_EXCHANGE, KNOWN_OPTIONS,
 };
 
-use super::{Incoming, Listener, ReplySink, Transport};
+use super::{Incoming, Listener, ReplySink, Transport, LISTENER_BUFFER};
 use crate::message::{envelope, open_envelope, read_body, Message, MessageLimits, Reply, Request};
 use crate::{RpcError, Target};
 use amqprs::callbacks::{ChannelCallback, ConnectionCallback};
 use amqprs::channel::{
-    BasicAckArguments, BasicConsumeArguments, BasicPublishArguments, Channel, ConsumerMessage,
-    ExchangeDeclareArguments, QueueBindArguments, QueueDeclareArguments,
+    BasicAckArguments, BasicConsumeArguments, BasicPublishArguments, BasicQosArguments, Channel,
+    ConsumerMessage, ExchangeDeclareArguments, QueueBindArguments, QueueDeclareArguments,
 };
 use amqprs::connection::{Connection, OpenConnectionArguments};
 use amqprs::Return;
@@ -362,7 +366,7 @@ impl Session {
 struct ListenerState {
     target: Target,
     fanout_q: String,
-    tx: mpsc::UnboundedSender<Incoming>,
+    tx: mpsc::Sender<Incoming>,
     dedup: Mutex<Dedup>,
     /// The session this listener is consuming on (0: none yet).
     attached: tokio::sync::Mutex<u64>,
@@ -1726,6 +1730,12 @@ async fn attach_here(
     .await?;
     queues.push(fq.to_owned());
     let ch = session_channel(session, Role::Vital).await?;
+    // At most this many unacknowledged requests per queue: requests are acknowledged
+    // when the server takes them, so a saturated server leaves the rest on the broker.
+    let prefetch = u16::try_from(LISTENER_BUFFER).unwrap_or(u16::MAX);
+    ch.basic_qos(BasicQosArguments::new(0, prefetch, false))
+        .await
+        .map_err(broker_err("set the consumer prefetch".to_owned()))?;
     let mut consumers = Vec::new();
     for (k, q) in queues.iter().enumerate() {
         let (_, mut rx) = ch
@@ -1774,16 +1784,34 @@ async fn listen_loop(
         let (Some(deliver), Some(data)) = (delivery.deliver, delivery.content) else {
             continue;
         };
-        // Acknowledged on receipt, before it runs, as oslo.messaging does. This queues the
-        // basic.ack for the connection's writer: a write that fails breaks the
-        // connection, and a broker that never read the ack redelivers the message, which
-        // the `_unique_id` check drops if it comes back here.
+        // Acknowledged when the server takes it (Incoming::accept), not on receipt: a
+        // request the server never took (it was full, then crashed or stopped) is
+        // redelivered by the broker to another consumer, and one delivered twice is
+        // dropped by the `_unique_id` check. What is not handed to the server is
+        // acknowledged now.
         let ack = BasicAckArguments::new(deliver.delivery_tag(), false);
-        if let Err(e) = channel.basic_ack(ack).await {
-            tracing::warn!(error = %e, "acknowledging a request failed");
-        }
-        if let Some(incoming) = read_request(&weak, &state, &limits, &data) {
-            let _ = state.tx.send(incoming);
+        match read_request(&weak, &state, &limits, &data) {
+            Some(incoming) => {
+                let ch = channel.clone();
+                let incoming = incoming.with_ack(move || {
+                    io_handle().spawn(async move {
+                        if let Err(e) = ch.basic_ack(ack).await {
+                            tracing::warn!(error = %e, "acknowledging a request failed");
+                        }
+                    });
+                });
+                // Waits while the server's buffer is full (backpressure).
+                if state.tx.send(incoming).await.is_err() {
+                    // The server stopped: its unacknowledged requests go back.
+                    let _ = channel.close().await;
+                    return;
+                }
+            }
+            None => {
+                if let Err(e) = channel.basic_ack(ack).await {
+                    tracing::warn!(error = %e, "acknowledging a request failed");
+                }
+            }
         }
     }
     // The consumer ended without the listener being dropped: the connection or channel
@@ -1988,7 +2016,7 @@ impl Transport for AmqpTransport {
 
     async fn listen(&self, target: &Target) -> Result<Listener, RpcError> {
         let inner = &self.inner;
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(LISTENER_BUFFER);
         let state = Arc::new(ListenerState {
             target: target.clone(),
             fanout_q: format!("{}_fanout_{}", target.topic, uuid_hex()),
@@ -2016,9 +2044,9 @@ impl Transport for AmqpTransport {
             }
         };
         match attach(inner, &session, &state).await {
-            Ok(()) => Ok(Listener::new(rx)),
+            Ok(()) => Ok(Listener::bounded(rx)),
             // The connection dropped meanwhile: the reconnect attaches it.
-            Err(_) if session.is_dead() || !session.conn.is_open() => Ok(Listener::new(rx)),
+            Err(_) if session.is_dead() || !session.conn.is_open() => Ok(Listener::bounded(rx)),
             Err(e) => {
                 lock(&inner.listeners).retain(|s| !Arc::ptr_eq(s, &state));
                 Err(e.into())
