@@ -256,3 +256,50 @@ fn an_endpoint_of_a_declared_api_serves_exactly_its_methods() {
     let err = extra.validate().expect_err("extra is not declared");
     assert!(err.to_string().contains("'extra' is not declared"), "{err}");
 }
+
+#[test]
+fn defaults_take_any_value_convertible_into_the_field_type() {
+    #[derive(RpcMethod)]
+    #[rpc(since = "2.0", reply = Option<String>)]
+    struct Tune {
+        #[rpc(default = "fast")]
+        mode: String,
+        #[rpc(default = 3)]
+        level: i64,
+        #[rpc(since = "2.1", default = None)]
+        label: Option<String>,
+        #[rpc(rename = "type", default = "gpu")]
+        kind: String,
+    }
+    let spec = Tune::spec();
+    let defaults: Vec<_> = spec
+        .args
+        .iter()
+        .map(|a| match &a.requirement {
+            crate::Requirement::Optional { default } => (a.name.as_str(), default.clone()),
+            crate::Requirement::Required => (a.name.as_str(), serde_json::Value::Null),
+        })
+        .collect();
+    assert_eq!(
+        defaults,
+        vec![
+            ("mode", serde_json::json!("fast")),
+            ("level", serde_json::json!(3)),
+            ("label", serde_json::Value::Null),
+            ("type", serde_json::json!("gpu")),
+        ]
+    );
+    assert!(Endpoint::new(Version::new(2, 1))
+        .handle(|_ctx, t: Tune| async move { Ok(t.label.or(Some(t.kind))) })
+        .validate()
+        .is_ok());
+    let t = Tune {
+        mode: "fast".into(),
+        level: 3,
+        label: None,
+        kind: "gpu".into(),
+    };
+    let mut args = t.encode_args(&crate::Encoder::new()).expect("encodes");
+    assert_eq!(spec.version_for(&mut args), Version::new(2, 0));
+    assert!(!args.contains_key("label"));
+}
