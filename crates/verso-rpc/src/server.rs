@@ -1338,6 +1338,20 @@ mod ack_tests {
         })
     }
 
+    /// Waits (at most 10 s, on a loaded machine) until `n` acknowledgements were made.
+    async fn until(acks: &AtomicUsize, n: usize) {
+        for _ in 0..1000 {
+            if acks.load(Ordering::SeqCst) >= n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!(
+            "{n} acknowledgements expected, {} made",
+            acks.load(Ordering::SeqCst)
+        );
+    }
+
     #[tokio::test]
     async fn a_request_is_acknowledged_when_the_server_takes_it_not_before() {
         let (tx, rx) = mpsc::channel(4);
@@ -1362,12 +1376,12 @@ mod ack_tests {
         let acks = Arc::new(AtomicUsize::new(0));
         tx.send(cast(&acks)).await.expect("queued");
         tx.send(cast(&acks)).await.expect("queued");
-        tokio::time::sleep(Duration::from_millis(50)).await;
         // One handler slot: the first is taken (acknowledged), the second waits unacknowledged.
+        until(&acks, 1).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(acks.load(Ordering::SeqCst), 1);
         release.send(true).expect("handler waiting");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        assert_eq!(acks.load(Ordering::SeqCst), 2);
+        until(&acks, 2).await;
         server.stop().await;
     }
 }
