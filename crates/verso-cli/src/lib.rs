@@ -60,16 +60,29 @@ use verso_upgrade::VersionUse;
 /// What the CLI knows of an application: its objects, the RPC APIs it serves, and
 /// where its lock file lives.
 ///
+/// RPC APIs are recorded from their typed declarations ([`verso_rpc::RpcApi`]), the same
+/// the client and the server are built from:
+///
 /// ```
 /// use verso::{Registry, Version};
 /// use verso_cli::Application;
-/// use verso_rpc::{ArgSpec, ArgType, Endpoint, MethodSpec};
-/// let api = Endpoint::new(Version::new(1, 0)).method(
-///     MethodSpec::new("ping", Version::new(1, 0)).arg(ArgSpec::required("arg", ArgType::Any)),
-///     |_ctx, _args| async { Ok(serde_json::Value::Null) },
-/// );
-/// let app = Application::new("demo", Registry::new()).rpc_api("demo", api.spec());
-/// assert_eq!(app.contracts().rpc["demo"].methods[0].name, "ping");
+/// use verso_rpc::{MethodSpec, RpcApi, RpcMethod};
+///
+/// #[derive(RpcMethod)]
+/// #[rpc(since = "1.0", reply = serde_json::Value)]
+/// struct Ping { arg: serde_json::Value }
+///
+/// struct Demo;
+/// impl RpcApi for Demo {
+///     const NAME: &'static str = "demo";
+///     const VERSION: Version = Version::new(1, 0);
+///     fn methods() -> Vec<&'static MethodSpec> { vec![Ping::spec()] }
+/// }
+///
+/// let app = Application::new("demo", Registry::new()).api::<Demo>();
+/// let lock = app.contracts();
+/// assert_eq!(lock.rpc["demo"].methods[0].name, "ping");
+/// assert_eq!(lock.rpc["demo"].methods[0].args[0].ty, "any");
 /// ```
 pub struct Application {
     name: String,
@@ -108,7 +121,13 @@ impl Application {
         self
     }
 
-    /// Adds an RPC API the application serves, under the name the lock uses.
+    /// Adds the declared RPC API `A` the application serves, as `[rpc.NAME]`.
+    pub fn api<A: verso_rpc::RpcApi>(self) -> Self {
+        self.rpc_api(A::NAME, A::spec())
+    }
+
+    /// Adds an RPC API the application serves from its endpoint's declaration, under the
+    /// name the lock uses (for APIs assembled at run time; prefer [`api`](Self::api)).
     pub fn rpc_api(mut self, name: impl Into<String>, spec: EndpointSpec) -> Self {
         self.rpc_apis.insert(name.into(), spec);
         self

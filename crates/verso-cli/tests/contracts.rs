@@ -11,23 +11,36 @@ use verso_cli::rpc::RpcContract;
 use verso_cli::{
     check, diff, execute, lint, lint_schemas, update_lock, Application, CliError, Lock, Severity,
 };
-use verso_rpc::conductor::{add_object_endpoints, INDIRECTION_VERSION};
-use verso_rpc::{ArgSpec, ArgType, Endpoint, EndpointSpec, MethodSpec};
+use verso_rpc::conductor::{add_object_endpoints, ObjectIndirectionApi, INDIRECTION_VERSION};
+use verso_rpc::{ArgSpec, ArgType, Endpoint, EndpointSpec, MethodSpec, RpcApi};
 
 fn lock_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cyborg-model/objects.lock")
 }
 
-/// The same application as `examples/cyborg.rs`.
+/// The same application as `examples/cyborg.rs`: the conductor API as declared.
 fn app() -> Application {
-    let conductor = add_object_endpoints(
-        Endpoint::new(INDIRECTION_VERSION),
+    Application::new("cyborg", cyborg_model::registry())
+        .api::<ObjectIndirectionApi>()
+        .default_lock(lock_path())
+}
+
+#[test]
+fn the_served_conductor_endpoint_is_the_declared_api() {
+    let served = add_object_endpoints(
+        Endpoint::for_api::<ObjectIndirectionApi>(),
         Arc::new(cyborg_model::registry()),
         |ctx| ctx,
     );
-    Application::new("cyborg", cyborg_model::registry())
-        .rpc_api("conductor", conductor.spec())
-        .default_lock(lock_path())
+    served
+        .validate()
+        .expect("serves exactly the declared methods");
+    assert_eq!(served.spec(), ObjectIndirectionApi::spec());
+    assert_eq!(served.version(), INDIRECTION_VERSION);
+    let from_endpoint = Application::new("cyborg", cyborg_model::registry())
+        .rpc_api("conductor", served.spec())
+        .contracts();
+    assert_eq!(from_endpoint.rpc, app().contracts().rpc);
 }
 
 fn device() -> ObjectSchema {

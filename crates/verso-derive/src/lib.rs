@@ -11,6 +11,27 @@ use syn::{
     GenericArgument, Ident, LitStr, PathArguments, Type,
 };
 
+mod rpc;
+
+/// Derives `verso_rpc::RpcMethod` for the argument struct of an RPC method (use it as
+/// `verso_rpc::RpcMethod`).
+///
+/// Struct attributes (`#[rpc(...)]`): `since = "X.Y"` (required: the API version that
+/// introduced the method), `name = "..."` (the wire name; default: the struct name in
+/// snake case), `reply = Type` (default `()`).
+///
+/// Field attributes: `since = "X.Y"` (the version that added the argument),
+/// `default = expr` (makes it optional; required without it), `nullable` (takes `null`;
+/// `Option` fields of verso field types are nullable already), `arg_type = Dict` (the
+/// declared `ArgType` when the field type does not say it), `rename = "..."`.
+#[proc_macro_derive(RpcMethod, attributes(rpc))]
+pub fn derive_rpc_method(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    rpc::expand_rpc_method(&input)
+        .unwrap_or_else(Error::into_compile_error)
+        .into()
+}
+
 /// Derives `verso::VersionedObject` for a struct of `Field<T>` fields and one
 /// `ObjectMeta` field.
 ///

@@ -18,15 +18,15 @@ use serde::Deserialize;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use verso::Version;
-use verso_rpc::caps::RpcApi;
+use verso_rpc::caps::ApiCap;
 use verso_rpc::config::{Config, ConfigError, ConfigLoader};
 
 /// The RPC APIs this example's clients call: name, newest version spoken, default cap.
-fn apis() -> [RpcApi; 3] {
+fn apis() -> [ApiCap; 3] {
     [
-        RpcApi::new("conductor", Version::new(1, 2), Version::new(1, 1)),
-        RpcApi::new("agent", Version::new(1, 0), Version::new(1, 0)),
-        RpcApi::new("scheduler", Version::new(2, 3), Version::new(2, 0)),
+        ApiCap::new("conductor", Version::new(1, 2), Version::new(1, 1)),
+        ApiCap::new("agent", Version::new(1, 0), Version::new(1, 0)),
+        ApiCap::new("scheduler", Version::new(2, 3), Version::new(2, 0)),
     ]
 }
 

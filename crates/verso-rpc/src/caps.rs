@@ -1,6 +1,6 @@
 //! `[upgrade_levels]`: the operator's version caps, one per RPC API the application calls.
 //!
-//! The application declares each RPC API its clients call ([`RpcApi`]: the option's name,
+//! The application declares each RPC API its clients call ([`ApiCap`]: the option's name,
 //! the newest version the client speaks, the default cap), and the section has exactly
 //! those options. During a rolling upgrade the operator pins what new code may send to
 //! old code:
@@ -24,11 +24,11 @@
 //!
 //! ```
 //! use verso::Version;
-//! use verso_rpc::caps::{Origin, RpcApi, UpgradeLevels};
+//! use verso_rpc::caps::{Origin, ApiCap, UpgradeLevels};
 //!
 //! let mut levels = UpgradeLevels::defaults([
-//!     RpcApi::new("conductor", Version::new(1, 2), Version::new(1, 1)),
-//!     RpcApi::new("scheduler", Version::new(2, 3), Version::new(2, 0)),
+//!     ApiCap::new("conductor", Version::new(1, 2), Version::new(1, 1)),
+//!     ApiCap::new("scheduler", Version::new(2, 3), Version::new(2, 0)),
 //! ])?;
 //! assert_eq!(levels.cap("conductor"), Some(Version::new(1, 1)));
 //! levels.set("scheduler", "2.3", Origin::Cli)?;
@@ -48,21 +48,27 @@ pub const SECTION: &str = "upgrade_levels";
 
 /// One RPC API the application's clients call, as `[upgrade_levels]` knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RpcApi {
+pub struct ApiCap {
     name: String,
     newest: Version,
     default_cap: Version,
 }
 
-impl RpcApi {
+impl ApiCap {
     /// The API `name` (its option in `[upgrade_levels]`, lower case), whose local client
     /// speaks up to `newest`, capped at `default_cap` unless the operator says otherwise.
     pub fn new(name: impl Into<String>, newest: Version, default_cap: Version) -> Self {
-        RpcApi {
+        ApiCap {
             name: name.into(),
             newest,
             default_cap,
         }
+    }
+
+    /// The cap declaration of a typed API ([`crate::RpcApi`]): its name and newest
+    /// version come from the one declaration the client and server are built from.
+    pub fn for_api<A: crate::RpcApi>(default_cap: Version) -> Self {
+        ApiCap::new(A::NAME, A::VERSION, default_cap)
     }
 
     /// The option's name.
@@ -93,14 +99,14 @@ pub struct Level {
 /// The effective `[upgrade_levels]`: one cap per declared API.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpgradeLevels {
-    apis: Vec<(RpcApi, Level)>,
+    apis: Vec<(ApiCap, Level)>,
 }
 
 impl UpgradeLevels {
     /// Every API at its default cap, each checked against the API's newest version. Two
     /// APIs of one name, or a name that cannot be an option (empty, or other than lower
     /// case ASCII letters, digits and `_`), are refused.
-    pub fn defaults(apis: impl IntoIterator<Item = RpcApi>) -> Result<Self, ConfigError> {
+    pub fn defaults(apis: impl IntoIterator<Item = ApiCap>) -> Result<Self, ConfigError> {
         let mut levels = UpgradeLevels { apis: Vec::new() };
         for api in apis {
             let name = api.name.as_str();
@@ -141,7 +147,7 @@ impl UpgradeLevels {
     }
 
     /// The declared APIs, in declaration order.
-    pub fn apis(&self) -> impl Iterator<Item = &RpcApi> {
+    pub fn apis(&self) -> impl Iterator<Item = &ApiCap> {
         self.apis.iter().map(|(api, _)| api)
     }
 
@@ -155,7 +161,7 @@ impl UpgradeLevels {
             return Err(ConfigError::CapUnknownOption {
                 option: option.to_owned(),
                 origin: origin.to_string(),
-                known: self.apis().map(RpcApi::name).collect::<Vec<_>>().join(", "),
+                known: self.apis().map(ApiCap::name).collect::<Vec<_>>().join(", "),
             });
         };
         let limit = self.apis[index].0.newest;
@@ -177,9 +183,9 @@ impl UpgradeLevels {
     ///
     /// ```
     /// # use verso::Version;
-    /// # use verso_rpc::caps::{RpcApi, UpgradeLevels};
+    /// # use verso_rpc::caps::{ApiCap, UpgradeLevels};
     /// let levels = UpgradeLevels::defaults([
-    ///     RpcApi::new("conductor", Version::new(1, 2), Version::new(1, 1)),
+    ///     ApiCap::new("conductor", Version::new(1, 2), Version::new(1, 1)),
     /// ])?;
     /// assert!(levels.show_config().contains("conductor = \"1.1\"  # default"));
     /// # Ok::<(), verso_rpc::config::ConfigError>(())
@@ -230,10 +236,10 @@ fn parse_cap(option: &str, value: &str, origin: &Origin) -> Result<Version, Conf
 mod tests {
     use super::*;
 
-    fn apis() -> [RpcApi; 2] {
+    fn apis() -> [ApiCap; 2] {
         [
-            RpcApi::new("conductor", Version::new(1, 2), Version::new(1, 1)),
-            RpcApi::new("agent", Version::new(1, 0), Version::new(1, 0)),
+            ApiCap::new("conductor", Version::new(1, 2), Version::new(1, 1)),
+            ApiCap::new("agent", Version::new(1, 0), Version::new(1, 0)),
         ]
     }
 
@@ -255,7 +261,7 @@ mod tests {
 
     #[test]
     fn bad_declarations_are_refused() {
-        let above = RpcApi::new("conductor", Version::new(1, 0), Version::new(1, 1));
+        let above = ApiCap::new("conductor", Version::new(1, 0), Version::new(1, 1));
         assert!(matches!(
             UpgradeLevels::defaults([above]),
             Err(ConfigError::CapNotSupported { .. })
@@ -266,7 +272,7 @@ mod tests {
             Err(ConfigError::InvalidApi { .. })
         ));
         for bad in ["", "Conductor", "con.ductor", "a-b"] {
-            let api = RpcApi::new(bad, Version::new(1, 0), Version::new(1, 0));
+            let api = ApiCap::new(bad, Version::new(1, 0), Version::new(1, 0));
             assert!(
                 matches!(
                     UpgradeLevels::defaults([api]),

@@ -6,15 +6,19 @@
 //! keep working with older servers asks [`RpcClient::can_send_version`] (answered from the
 //! local cap alone) and builds the older form itself.
 
-use crate::message::{json_type, Request};
+use crate::message::{json_type, Reply, Request};
+use crate::method::{Encoder, RpcApi, RpcMethod};
 use crate::serializer::{NoOpSerializer, Serializer};
 use crate::transport::Transport;
 use crate::{RpcError, Target};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
-use verso::{RequestContext, Version};
+use tower::util::BoxCloneSyncService;
+use tower::{Layer, Service, ServiceExt};
+use verso::{RequestContext, Version, VersionManifest};
 
 /// How long a call waits for its reply unless told otherwise (oslo.messaging's
 /// `rpc_response_timeout`).
@@ -74,6 +78,93 @@ pub struct RpcClient {
     cap: Option<Version>,
     timeout: Duration,
     serializer: Arc<dyn Serializer>,
+    /// The application's layers around the transport, when it added any.
+    service: Option<ClientService>,
+}
+
+/// How an [`Outgoing`] request is delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Delivery {
+    /// A call: one server answers, the caller waits.
+    Call,
+    /// A cast to one server of the topic (or `target.server`).
+    Cast,
+    /// A cast to every server of the topic.
+    Fanout,
+}
+
+/// A request on its way out, as the client's pipeline sees it: version checks and the
+/// serializer have run.
+#[derive(Debug)]
+pub struct Outgoing {
+    /// Where it goes.
+    pub target: Target,
+    /// The request.
+    pub request: Request,
+    /// Call, cast or fanout.
+    pub delivery: Delivery,
+    /// How long a call waits for its reply.
+    pub timeout: Duration,
+}
+
+/// The client's pipeline as a [`tower::Service`]: an [`Outgoing`] request in, the reply
+/// of a call (`None` for a cast) out. [`RpcClient::layer`] wraps it.
+pub type ClientService = BoxCloneSyncService<Outgoing, Option<Reply>, RpcError>;
+
+/// The innermost service of the client's pipeline: the transport, with the call's
+/// timeout.
+#[derive(Clone)]
+pub struct TransportService(Arc<dyn Transport>);
+
+impl TransportService {
+    /// The service sending through `transport`.
+    pub fn new(transport: Arc<dyn Transport>) -> Self {
+        TransportService(transport)
+    }
+}
+
+impl std::fmt::Debug for TransportService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TransportService").finish_non_exhaustive()
+    }
+}
+
+impl Service<Outgoing> for TransportService {
+    type Response = Option<Reply>;
+    type Error = RpcError;
+    type Future = futures::future::BoxFuture<'static, Result<Option<Reply>, RpcError>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), RpcError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, out: Outgoing) -> Self::Future {
+        let transport = self.0.clone();
+        Box::pin(async move {
+            let Outgoing {
+                target,
+                request,
+                delivery,
+                timeout,
+            } = out;
+            match delivery {
+                Delivery::Call => {
+                    let method = request.method.clone();
+                    tokio::time::timeout(timeout, transport.call(&target, request, timeout))
+                        .await
+                        .map_err(|_| RpcError::Timeout {
+                            method,
+                            topic: target.topic.clone(),
+                            timeout,
+                        })?
+                        .map(Some)
+                }
+                Delivery::Cast => transport.cast(&target, request).await.map(|()| None),
+                Delivery::Fanout => transport.fanout(&target, request).await.map(|()| None),
+            }
+        })
+    }
 }
 
 impl RpcClient {
@@ -85,7 +176,56 @@ impl RpcClient {
             cap: None,
             timeout: DEFAULT_TIMEOUT,
             serializer: Arc::new(NoOpSerializer),
+            service: None,
         }
+    }
+
+    /// Wraps the client's pipeline (the transport and the call's timeout) in `layer`:
+    /// metrics, tracing spans, rate limits, credentials. Each layer wraps what is there
+    /// already, so the last one added runs first; add a [`tower::ServiceBuilder`] to add
+    /// several in reading order. Version checks and the serializer run before the
+    /// pipeline, so a call refused by the cap reaches no layer.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// use verso_rpc::{transport::memory::MemoryTransport, Outgoing, RpcClient, Target};
+    ///
+    /// let sent = Arc::new(AtomicUsize::new(0));
+    /// let count = sent.clone();
+    /// let client = RpcClient::new(Arc::new(MemoryTransport::new()), Target::new("svc"))
+    ///     .layer(tower::ServiceBuilder::new().map_request(move |o: Outgoing| {
+    ///         count.fetch_add(1, Ordering::Relaxed);
+    ///         o
+    ///     }));
+    /// # let _ = client;
+    /// ```
+    pub fn layer<L>(mut self, layer: L) -> Self
+    where
+        L: Layer<ClientService>,
+        L::Service: Service<Outgoing, Response = Option<Reply>, Error = RpcError>
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        <L::Service as Service<Outgoing>>::Future: Send + 'static,
+    {
+        let inner = self
+            .service
+            .take()
+            .unwrap_or_else(|| BoxCloneSyncService::new(TransportService(self.transport.clone())));
+        self.service = Some(BoxCloneSyncService::new(layer.layer(inner)));
+        self
+    }
+
+    /// A client of the declared API `A` on `topic`: its own version is `A::VERSION`
+    /// (nothing newer is sent) and its namespace `A::NAMESPACE`.
+    pub fn for_api<A: RpcApi>(transport: Arc<dyn Transport>, topic: impl Into<String>) -> Self {
+        let mut target = Target::new(topic).with_version(A::VERSION);
+        if let Some(ns) = A::NAMESPACE {
+            target = target.with_namespace(ns);
+        }
+        RpcClient::new(transport, target)
     }
 
     /// Sets the version cap (from `[upgrade_levels]`): calls above it are refused locally.
@@ -177,7 +317,33 @@ impl RpcClient {
             server: None,
             fanout: false,
             timeout: None,
+            manifest: None,
         }
+    }
+
+    /// Whether the typed method `M` may be sent at all (at its own version, with every
+    /// later argument at its default). Answered locally.
+    pub fn can_send<M: RpcMethod>(&self) -> bool {
+        self.can_send_version(M::SINCE)
+    }
+
+    /// Calls the typed method `m` and returns its typed reply. See
+    /// [`Prepared::call_method`].
+    pub async fn call_method<M: RpcMethod>(
+        &self,
+        ctx: &RequestContext,
+        m: M,
+    ) -> Result<M::Reply, RpcError> {
+        self.prepare().call_method(ctx, m).await
+    }
+
+    /// Casts the typed method `m`: sent, not waited for.
+    pub async fn cast_method<M: RpcMethod>(
+        &self,
+        ctx: &RequestContext,
+        m: M,
+    ) -> Result<(), RpcError> {
+        self.prepare().cast_method(ctx, m).await
     }
 
     /// Calls `method` at `version` with named `args` (a JSON object, or `null` for none)
@@ -217,27 +383,18 @@ impl RpcClient {
         Ok(())
     }
 
-    /// Checks everything that can be checked locally and builds the request.
+    /// Checks everything that can be checked locally and builds the request: the one
+    /// path of typed and untyped calls alike.
     fn request(
         &self,
         ctx: &RequestContext,
         method: &str,
         version: Version,
-        args: Value,
+        args: Map<String, Value>,
     ) -> Result<Request, RpcError> {
         self.check_version(version).inspect_err(|e| {
             tracing::debug!(method, %version, error = %e, "call refused before sending");
         })?;
-        let args = match args {
-            Value::Object(m) => m,
-            Value::Null => Map::new(),
-            other => {
-                return Err(RpcError::ArgumentsNotAnObject {
-                    method: method.to_owned(),
-                    found: json_type(&other),
-                })
-            }
-        };
         let args = if self.serializer.is_identity() {
             args
         } else {
@@ -252,6 +409,18 @@ impl RpcClient {
             namespace: self.target.namespace.clone(),
             context: ctx.clone(),
         })
+    }
+}
+
+/// Named arguments of an untyped call: a JSON object, or `null` for none.
+fn args_map(method: &str, args: Value) -> Result<Map<String, Value>, RpcError> {
+    match args {
+        Value::Object(m) => Ok(m),
+        Value::Null => Ok(Map::new()),
+        other => Err(RpcError::ArgumentsNotAnObject {
+            method: method.to_owned(),
+            found: json_type(&other),
+        }),
     }
 }
 
@@ -284,9 +453,10 @@ pub struct Prepared<'a> {
     server: Option<String>,
     fanout: bool,
     timeout: Option<Duration>,
+    manifest: Option<&'a VersionManifest>,
 }
 
-impl Prepared<'_> {
+impl<'a> Prepared<'a> {
     /// Sends to one server of the topic.
     pub fn server(mut self, server: impl Into<String>) -> Self {
         self.server = Some(server.into());
@@ -305,7 +475,51 @@ impl Prepared<'_> {
         self
     }
 
-    /// Calls `method` at `version` and waits for its result.
+    /// Encodes the objects in a typed call's arguments for a peer that knows the
+    /// versions in `manifest` (backported as the conductor's object endpoints do).
+    pub fn peer_manifest(mut self, manifest: &'a VersionManifest) -> Self {
+        self.manifest = Some(manifest);
+        self
+    }
+
+    /// Calls the typed method `m` and decodes its reply.
+    ///
+    /// The call is sent at the method's version, raised to that of each argument whose
+    /// value is not its default; later arguments at their default are left out (the
+    /// server fills them in). Above the cap it fails with [`RpcError::VersionCap`]
+    /// before anything is sent; otherwise as [`call`](Self::call).
+    pub async fn call_method<M: RpcMethod>(
+        self,
+        ctx: &RequestContext,
+        m: M,
+    ) -> Result<M::Reply, RpcError> {
+        let (version, args) = self.encode(&m)?;
+        let reply = self.send_call(ctx, M::NAME, version, args).await?;
+        M::decode_reply(reply)
+    }
+
+    /// Casts the typed method `m`: sent, not waited for.
+    pub async fn cast_method<M: RpcMethod>(
+        self,
+        ctx: &RequestContext,
+        m: M,
+    ) -> Result<(), RpcError> {
+        let (version, args) = self.encode(&m)?;
+        self.send_cast(ctx, M::NAME, version, args).await
+    }
+
+    fn encode<M: RpcMethod>(&self, m: &M) -> Result<(Version, Map<String, Value>), RpcError> {
+        let enc = match self.manifest {
+            Some(manifest) => Encoder::for_peer(manifest),
+            None => Encoder::new(),
+        };
+        let mut args = m.encode_args(&enc)?;
+        let version = M::spec().version_for(&mut args);
+        Ok((version, args))
+    }
+
+    /// Calls `method` at `version` and waits for its result: the untyped form of
+    /// [`call_method`](Self::call_method), for dynamic callers.
     ///
     /// Fails before sending with [`RpcError::VersionCap`] (above the cap),
     /// [`RpcError::InvalidVersion`] or [`RpcError::ArgumentsNotAnObject`]; after sending
@@ -320,19 +534,47 @@ impl Prepared<'_> {
         args: Value,
     ) -> Result<Value, RpcError> {
         let version = version.into_version()?;
+        let args = args_map(method, args)?;
+        self.send_call(ctx, method, version, args).await
+    }
+
+    /// The call path of typed and untyped calls.
+    async fn send_call(
+        self,
+        ctx: &RequestContext,
+        method: &str,
+        version: Version,
+        args: Map<String, Value>,
+    ) -> Result<Value, RpcError> {
         let request = self.client.request(ctx, method, version, args)?;
         let target = self.target();
         let timeout = self.timeout.unwrap_or(self.client.timeout);
-        let reply = tokio::time::timeout(
-            timeout,
-            self.client.transport.call(&target, request, timeout),
-        )
-        .await
-        .map_err(|_| RpcError::Timeout {
-            method: method.to_owned(),
-            topic: target.topic.clone(),
-            timeout,
-        })??;
+        let reply = match &self.client.service {
+            None => tokio::time::timeout(
+                timeout,
+                self.client.transport.call(&target, request, timeout),
+            )
+            .await
+            .map_err(|_| RpcError::Timeout {
+                method: method.to_owned(),
+                topic: target.topic.clone(),
+                timeout,
+            })??,
+            Some(service) => {
+                let out = Outgoing {
+                    target: target.into_owned(),
+                    request,
+                    delivery: Delivery::Call,
+                    timeout,
+                };
+                // Boxed, so the direct path's future stays as small as it was.
+                Box::pin(service.clone().oneshot(out))
+                    .await?
+                    .ok_or_else(|| RpcError::MalformedMessage {
+                        detail: format!("the client's pipeline gave no reply to call '{method}'"),
+                    })?
+            }
+        };
         match reply.0 {
             Ok(result) if self.client.serializer.is_identity() => Ok(result),
             Ok(result) => self.client.serializer.deserialize_entity(ctx, result),
@@ -350,12 +592,36 @@ impl Prepared<'_> {
         args: Value,
     ) -> Result<(), RpcError> {
         let version = version.into_version()?;
+        let args = args_map(method, args)?;
+        self.send_cast(ctx, method, version, args).await
+    }
+
+    async fn send_cast(
+        self,
+        ctx: &RequestContext,
+        method: &str,
+        version: Version,
+        args: Map<String, Value>,
+    ) -> Result<(), RpcError> {
         let request = self.client.request(ctx, method, version, args)?;
         let target = self.target();
-        if self.fanout || target.fanout {
-            self.client.transport.fanout(&target, request).await
-        } else {
-            self.client.transport.cast(&target, request).await
+        let fanout = self.fanout || target.fanout;
+        match &self.client.service {
+            None if fanout => self.client.transport.fanout(&target, request).await,
+            None => self.client.transport.cast(&target, request).await,
+            Some(service) => {
+                let out = Outgoing {
+                    target: target.into_owned(),
+                    request,
+                    delivery: if fanout {
+                        Delivery::Fanout
+                    } else {
+                        Delivery::Cast
+                    },
+                    timeout: self.timeout.unwrap_or(self.client.timeout),
+                };
+                Box::pin(service.clone().oneshot(out)).await.map(|_| ())
+            }
         }
     }
 
@@ -370,7 +636,7 @@ impl Prepared<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::caps::{RpcApi, UpgradeLevels};
+    use crate::caps::{ApiCap, UpgradeLevels};
     use crate::testing::{Recording, Sent};
     use crate::{ArgSpec, ArgType, Args, Endpoint, MethodSpec, RpcServer, ServerHandle};
     use serde_json::json;
@@ -481,8 +747,8 @@ mod tests {
     #[tokio::test]
     async fn agent_calls_stay_at_1_0_under_the_default_levels() {
         let levels = UpgradeLevels::defaults([
-            RpcApi::new("conductor", v(1, 2), v(1, 1)),
-            RpcApi::new("agent", v(1, 2), v(1, 0)),
+            ApiCap::new("conductor", v(1, 2), v(1, 1)),
+            ApiCap::new("agent", v(1, 2), v(1, 0)),
         ])
         .expect("defaults fit");
         let t = Recording::default();

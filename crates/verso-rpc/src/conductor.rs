@@ -33,7 +33,8 @@
 //! # Ok(()) }
 //! ```
 
-use crate::endpoint::{ArgSpec, ArgType, Args, Endpoint, MethodSpec};
+use crate::endpoint::{Endpoint, MethodSpec};
+use crate::method::{RpcApi, RpcMethod};
 use crate::{RemoteError, RpcClient, RpcError};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
@@ -71,44 +72,76 @@ fn from_rpc(err: RpcError) -> CallError {
     }
 }
 
-fn bad_request(what: &str, e: impl std::fmt::Display) -> RemoteError {
-    RemoteError::new("ValueError", "builtins", format!("{what}: {e}"))
+/// `object_class_action_versions`: runs a class method of `objname` on the conductor
+/// and returns its result backported to `object_versions`.
+#[derive(Debug, Clone, PartialEq, crate::RpcMethod)]
+#[rpc(name = "object_class_action_versions", since = "1.1", reply = Value)]
+pub struct ObjectClassActionVersions {
+    /// The class.
+    pub objname: String,
+    /// The class method.
+    pub objmethod: String,
+    /// The versions the caller knows (its manifest).
+    #[rpc(arg_type = Dict)]
+    pub object_versions: VersionManifest,
+    /// Positional arguments.
+    #[rpc(nullable, default = None)]
+    pub args: Option<Vec<Value>>,
+    /// Keyword arguments.
+    #[rpc(nullable, default = None)]
+    pub kwargs: Option<Map<String, Value>>,
 }
 
-// Handlers return RemoteError by value (the Handler signature), so do their helpers.
-#[allow(clippy::result_large_err)]
-fn manifest_arg(args: &Args, name: &str) -> Result<VersionManifest, RemoteError> {
-    serde_json::from_value(args.value(name).cloned().unwrap_or_default())
-        .map_err(|e| bad_request(name, e))
+/// `object_action`: runs an instance method on the conductor; replies
+/// `[updates, result]`.
+#[derive(Debug, Clone, PartialEq, crate::RpcMethod)]
+#[rpc(name = "object_action", since = "1.1", reply = Value)]
+pub struct ObjectAction {
+    /// The object's primitive.
+    pub objinst: Value,
+    /// The instance method.
+    pub objmethod: String,
+    /// Positional arguments.
+    #[rpc(nullable, default = None)]
+    pub args: Option<Vec<Value>>,
+    /// Keyword arguments.
+    #[rpc(nullable, default = None)]
+    pub kwargs: Option<Map<String, Value>>,
 }
 
-// Handlers return RemoteError by value (the Handler signature), so do their helpers.
-#[allow(clippy::result_large_err)]
-fn list_arg(args: &Args) -> Result<(Vec<Value>, Map<String, Value>), RemoteError> {
-    let positional = match args.value("args") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(a)) => a.clone(),
-        Some(other) => return Err(bad_request("args", format!("expected a list, got {other}"))),
-    };
-    let keyword = match args.value("kwargs") {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(m)) => m.clone(),
-        Some(other) => {
-            return Err(bad_request(
-                "kwargs",
-                format!("expected an object, got {other}"),
-            ))
-        }
-    };
-    Ok((positional, keyword))
+/// `object_backport_versions`: `objinst` converted to the versions of `object_versions`.
+#[derive(Debug, Clone, PartialEq, crate::RpcMethod)]
+#[rpc(name = "object_backport_versions", since = "1.1", reply = Value)]
+pub struct ObjectBackportVersions {
+    /// The object's primitive.
+    pub objinst: Value,
+    /// The versions the caller knows.
+    #[rpc(arg_type = Dict)]
+    pub object_versions: VersionManifest,
 }
 
-// Handlers return RemoteError by value (the Handler signature), so do their helpers.
-#[allow(clippy::result_large_err)]
-fn str_arg<'a>(args: &'a Args, name: &str) -> Result<&'a str, RemoteError> {
-    args.value(name)
-        .and_then(Value::as_str)
-        .ok_or_else(|| bad_request(name, "expected a string"))
+/// The conductor's object-indirection API (`conductor`, 1.1): the three methods above.
+/// A conductor with methods of its own declares an API of its own that lists these
+/// three too.
+#[derive(Debug, Clone, Copy)]
+pub struct ObjectIndirectionApi;
+
+impl RpcApi for ObjectIndirectionApi {
+    const NAME: &'static str = "conductor";
+    const VERSION: Version = INDIRECTION_VERSION;
+
+    fn methods() -> Vec<&'static MethodSpec> {
+        object_methods()
+    }
+}
+
+/// The declarations of the three object-indirection methods.
+pub fn object_methods() -> Vec<&'static MethodSpec> {
+    vec![
+        ObjectClassActionVersions::spec(),
+        ObjectAction::spec(),
+        ObjectBackportVersions::spec(),
+    ]
 }
 
 /// Adds the three object-indirection methods (at [`INDIRECTION_VERSION`]) to a conductor
@@ -120,87 +153,61 @@ pub fn add_object_endpoints(
     prepare: impl Fn(RequestContext) -> RequestContext + Send + Sync + 'static,
 ) -> Endpoint {
     let prepare = Arc::new(prepare);
-    let any = |name: &str| ArgSpec::required(name, ArgType::Any);
-    let optional_list = |name: &str| ArgSpec::optional(name, ArgType::Any, Value::Null).nullable();
+    let (reg, prep) = (registry.clone(), prepare.clone());
+    let endpoint = endpoint.handle(move |ctx: RequestContext, m: ObjectClassActionVersions| {
+        let (reg, prep) = (reg.clone(), prep.clone());
+        async move {
+            let ctx = prep(ctx);
+            let out = reg
+                .call_class(
+                    &ctx,
+                    &m.objname,
+                    &m.objmethod,
+                    m.object_versions.get(&m.objname),
+                    m.args.unwrap_or_default(),
+                    m.kwargs.unwrap_or_default(),
+                )
+                .await
+                .map_err(to_remote)?;
+            out.to_primitive_for_peer(Some(&m.object_versions))
+                .map_err(|e| to_remote(e.into()))
+        }
+    });
 
     let (reg, prep) = (registry.clone(), prepare.clone());
-    let endpoint = endpoint.method(
-        MethodSpec::new("object_class_action_versions", INDIRECTION_VERSION)
-            .arg(ArgSpec::required("objname", ArgType::String))
-            .arg(ArgSpec::required("objmethod", ArgType::String))
-            .arg(ArgSpec::required("object_versions", ArgType::Dict))
-            .arg(optional_list("args"))
-            .arg(optional_list("kwargs")),
-        move |ctx: RequestContext, args: Args| {
-            let (reg, prep) = (reg.clone(), prep.clone());
-            async move {
-                let objname = str_arg(&args, "objname")?;
-                let objmethod = str_arg(&args, "objmethod")?;
-                let manifest = manifest_arg(&args, "object_versions")?;
-                let (positional, keyword) = list_arg(&args)?;
-                let ctx = prep(ctx);
-                let out = reg
-                    .call_class(
-                        &ctx,
-                        objname,
-                        objmethod,
-                        manifest.get(objname),
-                        positional,
-                        keyword,
-                    )
-                    .await
-                    .map_err(to_remote)?;
-                out.to_primitive_for_peer(Some(&manifest))
-                    .map_err(|e| to_remote(e.into()))
-            }
-        },
-    );
+    let endpoint = endpoint.handle(move |ctx: RequestContext, m: ObjectAction| {
+        let (reg, prep) = (reg.clone(), prep.clone());
+        async move {
+            let ctx = prep(ctx);
+            let (before, after, out) = reg
+                .call_instance(
+                    &ctx,
+                    &m.objinst,
+                    &m.objmethod,
+                    m.args.unwrap_or_default(),
+                    m.kwargs.unwrap_or_default(),
+                )
+                .await
+                .map_err(to_remote)?;
+            let updates =
+                action_updates(before.as_ref(), after.as_ref()).map_err(|e| to_remote(e.into()))?;
+            let result = out
+                .to_primitive_for_peer(None)
+                .map_err(|e| to_remote(e.into()))?;
+            Ok(json!([updates, result]))
+        }
+    });
 
-    let (reg, prep) = (registry.clone(), prepare.clone());
-    let endpoint = endpoint.method(
-        MethodSpec::new("object_action", INDIRECTION_VERSION)
-            .arg(any("objinst"))
-            .arg(ArgSpec::required("objmethod", ArgType::String))
-            .arg(optional_list("args"))
-            .arg(optional_list("kwargs")),
-        move |ctx: RequestContext, args: Args| {
-            let (reg, prep) = (reg.clone(), prep.clone());
-            async move {
-                let objinst = args.value("objinst").cloned().unwrap_or_default();
-                let objmethod = str_arg(&args, "objmethod")?;
-                let (positional, keyword) = list_arg(&args)?;
-                let ctx = prep(ctx);
-                let (before, after, out) = reg
-                    .call_instance(&ctx, &objinst, objmethod, positional, keyword)
-                    .await
-                    .map_err(to_remote)?;
-                let updates = action_updates(before.as_ref(), after.as_ref())
-                    .map_err(|e| to_remote(e.into()))?;
-                let result = out
-                    .to_primitive_for_peer(None)
-                    .map_err(|e| to_remote(e.into()))?;
-                Ok(json!([updates, result]))
-            }
-        },
-    );
-
-    endpoint.method(
-        MethodSpec::new("object_backport_versions", INDIRECTION_VERSION)
-            .arg(any("objinst"))
-            .arg(ArgSpec::required("object_versions", ArgType::Dict)),
-        move |_ctx: RequestContext, args: Args| {
-            let reg = registry.clone();
-            async move {
-                let objinst = args.value("objinst").cloned().unwrap_or_default();
-                let manifest = manifest_arg(&args, "object_versions")?;
-                let obj = reg
-                    .from_primitive(&objinst)
-                    .map_err(|e| to_remote(e.into()))?;
-                obj.obj_to_primitive(verso::Target::Peer(&manifest))
-                    .map_err(|e| to_remote(e.into()))
-            }
-        },
-    )
+    endpoint.handle(move |_ctx: RequestContext, m: ObjectBackportVersions| {
+        let reg = registry.clone();
+        async move {
+            let obj = reg
+                .from_primitive(&m.objinst)
+                .map_err(|e| to_remote(e.into()))?;
+            obj.obj_to_primitive(verso::Target::Peer(&m.object_versions))
+                .map_err(|e| to_remote(e.into()))
+        }
+    })
 }
 
 /// The agent's view of the conductor's object API.
@@ -258,16 +265,8 @@ impl ConductorApi {
         })
     }
 
-    async fn call(
-        &self,
-        ctx: &RequestContext,
-        method: &str,
-        args: Value,
-    ) -> Result<Value, CallError> {
-        self.client
-            .call(ctx, method, INDIRECTION_VERSION, args)
-            .await
-            .map_err(from_rpc)
+    async fn call<M: RpcMethod>(&self, ctx: &RequestContext, m: M) -> Result<M::Reply, CallError> {
+        self.client.call_method(ctx, m).await.map_err(from_rpc)
     }
 }
 
@@ -282,14 +281,14 @@ impl IndirectionApi for ConductorApi {
         kwargs: Map<String, Value>,
     ) -> BoxFuture<'a, Result<Value, CallError>> {
         Box::pin(async move {
-            let body = json!({
-                "objname": objname,
-                "objmethod": objmethod,
-                "object_versions": object_versions,
-                "args": args,
-                "kwargs": kwargs,
-            });
-            self.call(ctx, "object_class_action_versions", body).await
+            let m = ObjectClassActionVersions {
+                objname: objname.to_owned(),
+                objmethod: objmethod.to_owned(),
+                object_versions: object_versions.clone(),
+                args: Some(args),
+                kwargs: Some(kwargs),
+            };
+            self.call(ctx, m).await
         })
     }
 
@@ -302,9 +301,13 @@ impl IndirectionApi for ConductorApi {
         kwargs: Map<String, Value>,
     ) -> BoxFuture<'a, Result<ActionReply, CallError>> {
         Box::pin(async move {
-            let body =
-                json!({"objinst": objinst, "objmethod": objmethod, "args": args, "kwargs": kwargs});
-            let reply = self.call(ctx, "object_action", body).await?;
+            let m = ObjectAction {
+                objinst,
+                objmethod: objmethod.to_owned(),
+                args: Some(args),
+                kwargs: Some(kwargs),
+            };
+            let reply = self.call(ctx, m).await?;
             match reply {
                 Value::Array(mut pair) if pair.len() == 2 => {
                     let result = pair.pop().unwrap_or_default();
@@ -325,8 +328,11 @@ impl IndirectionApi for ConductorApi {
         object_versions: &'a VersionManifest,
     ) -> BoxFuture<'a, Result<Value, CallError>> {
         Box::pin(async move {
-            let body = json!({"objinst": objinst, "object_versions": object_versions});
-            self.call(ctx, "object_backport_versions", body).await
+            let m = ObjectBackportVersions {
+                objinst,
+                object_versions: object_versions.clone(),
+            };
+            self.call(ctx, m).await
         })
     }
 }

@@ -4,7 +4,7 @@
 //! The layering is [figment](https://docs.rs/figment)'s; verso adds what a verso service
 //! needs on top:
 //! - **`[upgrade_levels]` from the application's declarations.** Each RPC API the
-//!   application calls is declared ([`RpcApi`]); the section has exactly those options,
+//!   application calls is declared ([`ApiCap`]); the section has exactly those options,
 //!   checked as [`caps`](crate::caps) says (quoted versions, no `auto`, no bare numbers,
 //!   nothing above what the local client speaks, unknown options named). Every layer is
 //!   checked, not only the value that wins.
@@ -21,15 +21,15 @@
 //! ```
 //! use serde::Deserialize;
 //! use verso::Version;
-//! use verso_rpc::caps::RpcApi;
+//! use verso_rpc::caps::ApiCap;
 //! use verso_rpc::config::{ConfigLoader, Origin};
 //!
 //! #[derive(Deserialize)]
 //! struct Database { url: String, #[serde(default)] pool: u32 }
 //!
 //! let config = ConfigLoader::new()
-//!     .api(RpcApi::new("conductor", Version::new(1, 2), Version::new(1, 1)))
-//!     .api(RpcApi::new("scheduler", Version::new(2, 3), Version::new(2, 0)))
+//!     .api(ApiCap::new("conductor", Version::new(1, 2), Version::new(1, 1)))
+//!     .api(ApiCap::new("scheduler", Version::new(2, 3), Version::new(2, 0)))
 //!     .section("database")
 //!     .toml_str("[database]\nurl = \"postgres://accel:secret@db/accel\"\n", "accel.toml")
 //!     .env_vars([("VERSO_DATABASE_POOL".to_string(), "10".to_string())])
@@ -44,7 +44,7 @@
 //! # Ok::<(), verso_rpc::config::ConfigError>(())
 //! ```
 
-use crate::caps::{RpcApi, UpgradeLevels, SECTION as UPGRADE_LEVELS};
+use crate::caps::{ApiCap, UpgradeLevels, SECTION as UPGRADE_LEVELS};
 use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile, Provider, Source};
 use serde::de::DeserializeOwned;
@@ -205,7 +205,7 @@ pub enum ConfigError {
 pub struct ConfigLoader {
     env_prefix: String,
     sections: Vec<String>,
-    apis: Vec<RpcApi>,
+    apis: Vec<ApiCap>,
     file: Option<FileSource>,
     env: Option<Vec<(String, String)>>,
     overrides: Vec<String>,
@@ -243,7 +243,7 @@ impl ConfigLoader {
     }
 
     /// Declares an RPC API the application's clients call: an `[upgrade_levels]` option.
-    pub fn api(mut self, api: RpcApi) -> Self {
+    pub fn api(mut self, api: ApiCap) -> Self {
         self.apis.push(api);
         self
     }
@@ -708,12 +708,12 @@ mod tests {
 
     fn loader() -> ConfigLoader {
         ConfigLoader::new()
-            .api(RpcApi::new(
+            .api(ApiCap::new(
                 "conductor",
                 Version::new(1, 2),
                 Version::new(1, 1),
             ))
-            .api(RpcApi::new("agent", Version::new(1, 0), Version::new(1, 0)))
+            .api(ApiCap::new("agent", Version::new(1, 0), Version::new(1, 0)))
             .env_vars([])
     }
 
@@ -881,7 +881,7 @@ mod tests {
     #[test]
     fn environment_values_stay_text() {
         let c = loader()
-            .api(RpcApi::new(
+            .api(ApiCap::new(
                 "scheduler",
                 Version::new(1, 10),
                 Version::new(1, 0),

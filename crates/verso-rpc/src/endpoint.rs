@@ -11,6 +11,7 @@
 //! default must match its argument's type.
 
 use crate::message::json_type;
+use crate::method::{Encoder, RpcApi, RpcMethod};
 use crate::{RemoteError, RpcError};
 use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
@@ -374,6 +375,8 @@ pub struct Endpoint {
     version: Version,
     methods: Vec<Method>,
     index: HashMap<String, usize>,
+    /// For an endpoint of a declared API: its name and the names of its methods.
+    declared: Option<(&'static str, Vec<&'static str>)>,
 }
 
 impl Endpoint {
@@ -384,7 +387,51 @@ impl Endpoint {
             version,
             methods: Vec::new(),
             index: HashMap::new(),
+            declared: None,
         }
+    }
+
+    /// The endpoint of a declared API: its version and namespace, and the rule that it
+    /// serves exactly the API's methods ([`validate`](Self::validate) refuses a method
+    /// missing or one the API does not declare). Add each with [`handle`](Self::handle).
+    pub fn for_api<A: RpcApi>() -> Self {
+        let mut ep = Endpoint::new(A::VERSION);
+        ep.namespace = A::NAMESPACE.map(str::to_owned);
+        ep.declared = Some((
+            A::NAME,
+            A::methods().iter().map(|m| m.name.as_str()).collect(),
+        ));
+        ep
+    }
+
+    /// Adds the typed method `M`: the declaration is `M::spec()`, and `handler` gets the
+    /// decoded arguments and returns `M`'s reply, which is encoded for the wire.
+    ///
+    /// ```
+    /// use verso::Version;
+    /// use verso_rpc::{Endpoint, RpcMethod};
+    ///
+    /// #[derive(RpcMethod)]
+    /// #[rpc(since = "1.0", reply = i64)]
+    /// struct Add { a: i64, #[rpc(default = 0i64)] b: i64 }
+    ///
+    /// let ep = Endpoint::new(Version::new(1, 0)).handle(|_ctx, x: Add| async move { Ok(x.a + x.b) });
+    /// assert!(ep.validate().is_ok());
+    /// assert_eq!(ep.spec().methods[0].name, "add");
+    /// ```
+    pub fn handle<M, F, Fut>(self, handler: F) -> Self
+    where
+        M: RpcMethod,
+        F: Fn(RequestContext, M) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<M::Reply, RemoteError>> + Send + 'static,
+    {
+        self.method(M::spec().clone(), move |ctx, args: Args| {
+            let started = M::decode_args(args.into_map()).map(|m| handler(ctx, m));
+            async move {
+                let reply = started?.await?;
+                M::encode_reply(&reply, &Encoder::new()).map_err(|e| e.to_remote())
+            }
+        })
     }
 
     /// Puts the endpoint in a namespace.
@@ -430,6 +477,21 @@ impl Endpoint {
     /// (an older client does not send it); defaults match their types.
     pub fn validate(&self) -> Result<(), RpcError> {
         let bad = |detail: String| Err(RpcError::InvalidEndpoint { detail });
+        if let Some((api, names)) = &self.declared {
+            if let Some(m) = self
+                .methods
+                .iter()
+                .find(|m| !names.contains(&m.spec.name.as_str()))
+            {
+                return bad(format!(
+                    "method '{}' is not declared by RPC API '{api}'",
+                    m.spec.name
+                ));
+            }
+            if let Some(n) = names.iter().find(|n| !self.index.contains_key(**n)) {
+                return bad(format!("method '{n}' of RPC API '{api}' has no handler"));
+            }
+        }
         for (i, m) in self.methods.iter().enumerate() {
             let spec = &m.spec;
             if self.index.get(&spec.name) != Some(&i) {

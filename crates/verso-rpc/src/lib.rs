@@ -49,6 +49,9 @@
 //! ```
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+// The derives name this crate `::verso_rpc`, also from inside it.
+extern crate self as verso_rpc;
+
 pub mod caps;
 pub mod client;
 pub mod conductor;
@@ -56,6 +59,7 @@ pub mod config;
 pub mod endpoint;
 pub mod error;
 pub mod message;
+pub mod method;
 pub mod remote;
 pub mod serializer;
 pub mod server;
@@ -63,13 +67,25 @@ pub mod target;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod transport;
+#[cfg(test)]
+mod typed_tests;
 
-pub use client::{IntoVersion, Prepared, RpcClient, DEFAULT_TIMEOUT};
+pub use client::{
+    ClientService, Delivery, IntoVersion, Outgoing, Prepared, RpcClient, TransportService,
+    DEFAULT_TIMEOUT,
+};
 pub use endpoint::{
     ArgSpec, ArgType, Args, Endpoint, EndpointSpec, Handler, HandlerResult, MethodSpec, Requirement,
 };
 pub use error::RpcError;
+pub use method::{Encoder, RpcApi, RpcMethod};
 pub use remote::{RemoteError, RemoteException};
 pub use serializer::{NoOpSerializer, Serializer};
-pub use server::{Dispatcher, RpcServer, ServerHandle, DEFAULT_MAX_CONCURRENCY};
+pub use server::{
+    DispatchService, Dispatcher, RpcServer, ServerHandle, ServerService, DEFAULT_MAX_CONCURRENCY,
+};
 pub use target::Target;
+/// The `tower` crate the pipelines are built with, for writing layers.
+pub use tower;
+/// `#[derive(RpcMethod)]`: see [`method`].
+pub use verso_derive::RpcMethod;

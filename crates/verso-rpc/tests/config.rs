@@ -8,18 +8,18 @@ use serde::Deserialize;
 use std::io::Write;
 use std::process::Command;
 use verso::Version;
-use verso_rpc::caps::RpcApi;
+use verso_rpc::caps::ApiCap;
 use verso_rpc::config::{ConfigError, ConfigLoader, Origin};
 
 fn accel() -> ConfigLoader {
     ConfigLoader::new()
-        .api(RpcApi::new(
+        .api(ApiCap::new(
             "conductor",
             Version::new(1, 2),
             Version::new(1, 1),
         ))
-        .api(RpcApi::new("agent", Version::new(1, 0), Version::new(1, 0)))
-        .api(RpcApi::new(
+        .api(ApiCap::new("agent", Version::new(1, 0), Version::new(1, 0)))
+        .api(ApiCap::new(
             "scheduler",
             Version::new(2, 3),
             Version::new(2, 0),
@@ -122,7 +122,7 @@ fn a_declared_api_has_the_same_rules() {
     // An API this application does not declare is unknown here.
     let e = ConfigLoader::new()
         .env_vars([])
-        .api(RpcApi::new(
+        .api(ApiCap::new(
             "conductor",
             Version::new(1, 2),
             Version::new(1, 1),

@@ -5,7 +5,7 @@
 use serde_json::json;
 use std::sync::Arc;
 use verso::{RequestContext, Version};
-use verso_rpc::caps::RpcApi;
+use verso_rpc::caps::ApiCap;
 use verso_rpc::config::ConfigLoader;
 use verso_rpc::testing::{Recording, Sent};
 use verso_rpc::{Endpoint, MethodSpec, RpcClient, RpcError, RpcServer, Target};
@@ -13,7 +13,7 @@ use verso_rpc::{Endpoint, MethodSpec, RpcClient, RpcError, RpcServer, Target};
 #[tokio::test]
 async fn a_call_above_the_configured_cap_sends_nothing() {
     let config = ConfigLoader::new()
-        .api(RpcApi::new(
+        .api(ApiCap::new(
             "scheduler",
             Version::new(2, 3),
             Version::new(2, 0),

@@ -24,8 +24,12 @@
 //! transport is reconnecting waits for the connection (a call up to its timeout, a cast up
 //! to [`AmqpConfig::publish_wait`]), since nothing was sent yet. A request delivered twice
 //! (the broker redelivers one whose acknowledgement was lost) is recognised by its
-//! `_unique_id` and dispatched once. Requests are acknowledged on receipt, before they
-//! run (at-most-once, as oslo.messaging does). Replies are published `mandatory`: one
+//! `_unique_id` and dispatched once. Requests are acknowledged when the server takes
+//! them (it has a free handler slot), not on receipt: at most [`LISTENER_BUFFER`]
+//! requests per queue wait unacknowledged in the transport (the consumer's prefetch), so
+//! a saturated server leaves the rest on the broker, and when a server crashes or stops
+//! the broker redelivers the requests it had not taken to another consumer (a
+//! redelivered duplicate is dropped by its `_unique_id`). Replies are published `mandatory`: one
 //! whose reply queue does not exist (its caller is reconnecting) comes back from the
 //! broker and is retried every 0.25 s for [`AmqpConfig::missing_reply_queue_timeout`]
 //! (oslo's `kombu_missing_consumer_retry_timeout`, 60 s), then abandoned, and later
@@ -99,7 +103,7 @@ use reply::{Pending, PendingGuard, OBSOLETE_REPLY_QUEUES};
 use session::{close_connection, connect_session, supervise, Session};
 use topology::{amqp_name, routing_key, Kind};
 
-use super::{Listener, Transport};
+use super::{Listener, Transport, LISTENER_BUFFER};
 use crate::message::{Reply, Request};
 use crate::{RpcError, Target};
 use async_trait::async_trait;
@@ -330,7 +334,7 @@ impl Transport for AmqpTransport {
 
     async fn listen(&self, target: &Target) -> Result<Listener, RpcError> {
         let inner = &self.inner;
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(LISTENER_BUFFER);
         let state = Arc::new(ListenerState {
             target: target.clone(),
             fanout_q: format!("{}_fanout_{}", target.topic, uuid_hex()),
@@ -358,9 +362,9 @@ impl Transport for AmqpTransport {
             }
         };
         match attach(inner, &session, &state).await {
-            Ok(()) => Ok(Listener::new(rx)),
+            Ok(()) => Ok(Listener::bounded(rx)),
             // The connection dropped meanwhile: the reconnect attaches it.
-            Err(_) if session.is_dead() || !session.conn.is_open() => Ok(Listener::new(rx)),
+            Err(_) if session.is_dead() || !session.conn.is_open() => Ok(Listener::bounded(rx)),
             Err(e) => {
                 lock(&inner.listeners).retain(|s| !Arc::ptr_eq(s, &state));
                 Err(e.into())

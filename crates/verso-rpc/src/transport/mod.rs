@@ -88,12 +88,20 @@ pub trait ReplySink: Send + 'static {
     async fn send(self: Box<Self>, reply: Reply) -> Result<(), RpcError>;
 }
 
+/// How many received messages a broker transport holds for its server, unacknowledged,
+/// before it takes no more (the bound of its [`Listener`] and of the broker's prefetch).
+pub const LISTENER_BUFFER: usize = 64;
+
+/// Acknowledges a message to its broker.
+pub type Ack = Box<dyn FnOnce() + Send>;
+
 /// One received message: a call (with its reply sink) or a cast.
 pub struct Incoming {
     /// The request, or why the received message is not one (a call still gets a reply
     /// saying so).
     pub request: Result<Request, RpcError>,
     reply: Option<Box<dyn ReplySink>>,
+    ack: Option<Ack>,
 }
 
 impl Incoming {
@@ -102,6 +110,7 @@ impl Incoming {
         Incoming {
             request,
             reply: Some(reply),
+            ack: None,
         }
     }
 
@@ -110,6 +119,23 @@ impl Incoming {
         Incoming {
             request,
             reply: None,
+            ack: None,
+        }
+    }
+
+    /// Runs `ack` when the server takes the message ([`accept`](Self::accept)), not
+    /// before: a broker transport acknowledges the delivery there, so a message its
+    /// server never took (a full server that crashed or stopped) is redelivered by the
+    /// broker to another consumer.
+    pub fn with_ack(mut self, ack: impl FnOnce() + Send + 'static) -> Self {
+        self.ack = Some(Box::new(ack));
+        self
+    }
+
+    /// The server has taken the message: acknowledges it to the broker (once).
+    pub fn accept(&mut self) {
+        if let Some(ack) = self.ack.take() {
+            ack();
         }
     }
 
@@ -137,17 +163,36 @@ impl std::fmt::Debug for Incoming {
 /// channel; dropping the listener stops the subscription.
 #[derive(Debug)]
 pub struct Listener {
-    rx: mpsc::UnboundedReceiver<Incoming>,
+    rx: Rx,
+}
+
+#[derive(Debug)]
+enum Rx {
+    Unbounded(mpsc::UnboundedReceiver<Incoming>),
+    Bounded(mpsc::Receiver<Incoming>),
 }
 
 impl Listener {
     /// A listener fed by `rx`.
     pub fn new(rx: mpsc::UnboundedReceiver<Incoming>) -> Self {
-        Listener { rx }
+        Listener {
+            rx: Rx::Unbounded(rx),
+        }
+    }
+
+    /// A listener fed by a bounded channel: the transport waits while it is full
+    /// (backpressure up to the broker).
+    pub fn bounded(rx: mpsc::Receiver<Incoming>) -> Self {
+        Listener {
+            rx: Rx::Bounded(rx),
+        }
     }
 
     /// The next message; `None` once the transport has closed the subscription.
     pub async fn next(&mut self) -> Option<Incoming> {
-        self.rx.recv().await
+        match &mut self.rx {
+            Rx::Unbounded(rx) => rx.recv().await,
+            Rx::Bounded(rx) => rx.recv().await,
+        }
     }
 }

@@ -12,8 +12,8 @@ use crate::message::{read_body, MessageLimits, Request};
 use crate::transport::Incoming;
 use crate::Target;
 use amqprs::channel::{
-    BasicAckArguments, BasicConsumeArguments, Channel, ConsumerMessage, ExchangeDeclareArguments,
-    QueueBindArguments, QueueDeclareArguments,
+    BasicAckArguments, BasicConsumeArguments, BasicQosArguments, Channel, ConsumerMessage,
+    ExchangeDeclareArguments, QueueBindArguments, QueueDeclareArguments,
 };
 use futures::StreamExt;
 use serde_json::Value;
@@ -27,7 +27,7 @@ pub(super) const DEDUP_WINDOW: usize = 1024;
 pub(super) struct ListenerState {
     pub(super) target: Target,
     pub(super) fanout_q: String,
-    pub(super) tx: mpsc::UnboundedSender<Incoming>,
+    pub(super) tx: mpsc::Sender<Incoming>,
     pub(super) dedup: Mutex<Dedup>,
     /// The session this listener is consuming on (0: none yet).
     pub(super) attached: tokio::sync::Mutex<u64>,
@@ -186,6 +186,12 @@ pub(super) async fn attach_here(
     .await?;
     queues.push(fq.to_owned());
     let ch = session_channel(session, Role::Vital).await?;
+    // At most this many unacknowledged requests per queue: requests are acknowledged
+    // when the server takes them, so a saturated server leaves the rest on the broker.
+    let prefetch = u16::try_from(crate::transport::LISTENER_BUFFER).unwrap_or(u16::MAX);
+    ch.basic_qos(BasicQosArguments::new(0, prefetch, false))
+        .await
+        .map_err(broker_err("set the consumer prefetch".to_owned()))?;
     let mut consumers = Vec::new();
     for (k, q) in queues.iter().enumerate() {
         let (_, mut rx) = ch
@@ -234,16 +240,34 @@ pub(super) async fn listen_loop(
         let (Some(deliver), Some(data)) = (delivery.deliver, delivery.content) else {
             continue;
         };
-        // Acknowledged on receipt, before it runs, as oslo.messaging does. This queues the
-        // basic.ack for the connection's writer: a write that fails breaks the
-        // connection, and a broker that never read the ack redelivers the message, which
-        // the `_unique_id` check drops if it comes back here.
+        // Acknowledged when the server takes it (Incoming::accept), not on receipt: a
+        // request the server never took (it was full, then crashed or stopped) is
+        // redelivered by the broker to another consumer, and one delivered twice is
+        // dropped by the `_unique_id` check. What is not handed to the server is
+        // acknowledged now.
         let ack = BasicAckArguments::new(deliver.delivery_tag(), false);
-        if let Err(e) = channel.basic_ack(ack).await {
-            tracing::warn!(error = %e, "acknowledging a request failed");
-        }
-        if let Some(incoming) = read_request(&weak, &state, &limits, &data) {
-            let _ = state.tx.send(incoming);
+        match read_request(&weak, &state, &limits, &data) {
+            Some(incoming) => {
+                let ch = channel.clone();
+                let incoming = incoming.with_ack(move || {
+                    io_handle().spawn(async move {
+                        if let Err(e) = ch.basic_ack(ack).await {
+                            tracing::warn!(error = %e, "acknowledging a request failed");
+                        }
+                    });
+                });
+                // Waits while the server's buffer is full (backpressure).
+                if state.tx.send(incoming).await.is_err() {
+                    // The server stopped: its unacknowledged requests go back.
+                    let _ = channel.close().await;
+                    return;
+                }
+            }
+            None => {
+                if let Err(e) = channel.basic_ack(ack).await {
+                    tracing::warn!(error = %e, "acknowledging a request failed");
+                }
+            }
         }
     }
     // The consumer ended without the listener being dropped: the connection or channel
