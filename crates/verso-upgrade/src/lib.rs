@@ -11,6 +11,8 @@
 //!   resumable after a crash.
 //! - [`RequestValidators`]: refuse a request that uses a new field or value before its
 //!   version is finalized.
+//! - [`rpc::FinalizationGates`]: a server layer refusing gated RPC methods until
+//!   finalized.
 //! - [`Coordinator`]: finalization across a server and its clients: one admin command,
 //!   the invariant checked first, the server before its clients, fencing, status.
 //!
@@ -44,6 +46,7 @@ pub mod action;
 pub mod coordinator;
 pub mod error;
 pub mod manager;
+pub mod rpc;
 pub mod store;
 pub mod validate;
 pub mod version;
