@@ -7,6 +7,12 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CliError {
+    /// The deployment's `upgrade` API could not be reached or answered an error.
+    #[error("the deployment did not answer: {0}")]
+    Deployment(String),
+    /// `finalize --wait` ran out of time while clients were still finalizing.
+    #[error("still finalizing after {0} s; `verso upgrade status` shows who is left")]
+    StillFinalizing(u64),
     /// An application's component versions could not be built.
     #[error("cannot build the component versions: {0}")]
     Versions(String),

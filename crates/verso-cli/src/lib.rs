@@ -193,6 +193,48 @@ enum Command {
     /// Component versions (verso-upgrade) and what uses them.
     #[command(subcommand)]
     Versions(Versions),
+    /// The upgrade of a running deployment, through its `upgrade` RPC API.
+    #[command(subcommand)]
+    Upgrade(Upgrade),
+}
+
+/// Where the deployment's `upgrade` API is served.
+#[derive(clap::Args, Debug)]
+struct Deployment {
+    /// The deployment's transport (`rabbit://user:pass@host:5672/`).
+    #[arg(long)]
+    transport_url: String,
+    /// The topic the server serves the `upgrade` API on.
+    #[arg(long, default_value = "upgrade")]
+    topic: String,
+    /// The control exchange.
+    #[arg(long)]
+    exchange: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum Upgrade {
+    /// Every component's software and apparent version, state, and the blockers.
+    Status {
+        #[command(flatten)]
+        deployment: Deployment,
+    },
+    /// Starts finalization (idempotent). Exit 0: started or done (with --wait: done);
+    /// 1: refused, with each blocker; 2: the deployment could not be reached; 3 (with
+    /// --wait): still finalizing when the wait ran out.
+    Finalize {
+        #[command(flatten)]
+        deployment: Deployment,
+        /// Poll status until every live client has finalized.
+        #[arg(long)]
+        wait: bool,
+        /// How long --wait waits, in seconds.
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -272,6 +314,10 @@ fn finish(result: Result<bool, CliError>) -> ExitCode {
             let _ = e.print();
             ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
         }
+        Err(e @ CliError::StillFinalizing(_)) => {
+            eprintln!("verso: {e}");
+            ExitCode::from(3)
+        }
         Err(e) => {
             eprintln!("verso: {e}");
             ExitCode::from(2)
@@ -307,6 +353,7 @@ where
     let cmd = match cli.command {
         Command::Objects(cmd) => cmd,
         Command::Versions(cmd) => return versions(need("versions")?, cmd, out),
+        Command::Upgrade(cmd) => return upgrade(cmd, out),
     };
     match cmd {
         Objects::List { json } => {
@@ -445,6 +492,87 @@ fn versions(app: &Application, cmd: Versions, out: &mut dyn Write) -> Result<boo
             Ok(unused.is_empty())
         }
     }
+}
+
+fn upgrade(cmd: Upgrade, out: &mut dyn Write) -> Result<bool, CliError> {
+    use verso_upgrade::admin::{finalize_and_wait, Status, UpgradeApi, WaitOutcome};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Deployment(e.to_string()))?;
+    let deployment = match &cmd {
+        Upgrade::Status { deployment } | Upgrade::Finalize { deployment, .. } => deployment,
+    };
+    let json = deployment.json;
+    let unreachable = |e: verso_rpc::RpcError| CliError::Deployment(e.to_string());
+    let write_status =
+        |status: &verso_upgrade::DeploymentStatus, out: &mut dyn Write| -> Result<(), CliError> {
+            if json {
+                let text = serde_json::to_string_pretty(status)
+                    .map_err(|e| CliError::Render(e.to_string()))?;
+                writeln!(out, "{text}")?;
+            } else {
+                write!(out, "{status}")?;
+            }
+            Ok(())
+        };
+    runtime.block_on(async {
+        let transport = verso_rpc::transport::transport_from_url(
+            &deployment.transport_url,
+            deployment.exchange.as_deref(),
+        )
+        .await
+        .map_err(unreachable)?;
+        let client =
+            verso_rpc::RpcClient::for_api::<UpgradeApi>(transport, deployment.topic.clone());
+        let ctx = verso::RequestContext::new("verso-upgrade-admin");
+        match cmd {
+            Upgrade::Status { .. } => {
+                let status = client
+                    .call_method(&ctx, Status {})
+                    .await
+                    .map_err(unreachable)?;
+                write_status(&status, out)?;
+                Ok(true)
+            }
+            Upgrade::Finalize { wait, timeout, .. } => {
+                let wait = if wait {
+                    std::time::Duration::from_secs(timeout)
+                } else {
+                    std::time::Duration::ZERO
+                };
+                let outcome =
+                    finalize_and_wait(&client, &ctx, wait, std::time::Duration::from_secs(1))
+                        .await
+                        .map_err(unreachable)?;
+                match outcome {
+                    WaitOutcome::Finalized(status) => {
+                        write_status(&status, out)?;
+                        Ok(true)
+                    }
+                    WaitOutcome::TimedOut(status) if wait.is_zero() => {
+                        writeln!(
+                            out,
+                            "finalization started; `verso upgrade status` shows its progress"
+                        )?;
+                        write_status(&status, out)?;
+                        Ok(true)
+                    }
+                    WaitOutcome::TimedOut(status) => {
+                        write_status(&status, out)?;
+                        Err(CliError::StillFinalizing(timeout))
+                    }
+                    WaitOutcome::Refused(refused) => {
+                        writeln!(out, "finalization refused: {refused}")?;
+                        for b in &refused.blockers {
+                            writeln!(out, "blocker: {b}")?;
+                        }
+                        Ok(false)
+                    }
+                }
+            }
+        }
+    })
 }
 
 fn is_first(all: &[VersionUse], v: &VersionUse) -> bool {

@@ -13,6 +13,8 @@
 //!   version is finalized.
 //! - [`rpc::FinalizationGates`]: a server layer refusing gated RPC methods until
 //!   finalized.
+//! - [`admin`]: the `upgrade` RPC API (heartbeat, finalize, status) and
+//!   [`admin::finalize_and_wait`], what an admin command runs.
 //! - [`Coordinator`]: finalization across a server and its clients: one admin command,
 //!   the invariant checked first, the server before its clients, fencing, status.
 //!
@@ -43,6 +45,7 @@
 //! ```
 
 pub mod action;
+pub mod admin;
 pub mod coordinator;
 pub mod error;
 pub mod manager;
