@@ -6,12 +6,14 @@
 //!   with their lifecycle enforced in the database.
 //! - [`handles`]: attach handles as agents see them: managed-mode metadata by
 //!   compare-and-swap, NVMe cleanup states.
+//! - [`service`]: accel's `conductor` RPC API served over the database.
 //! - [`lifecycle`]: the accelerator request states and the table of allowed transitions.
 //! - [`versions`]: the conductor's component versions (verso-upgrade), kept in the database.
 
 pub mod db;
 pub mod handles;
 pub mod lifecycle;
+pub mod service;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod versions;

@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let lock = concat!(env!("CARGO_MANIFEST_DIR"), "/objects.lock");
-    let app = verso_cli::Application::new("accel", accel_objects::registry()).default_lock(lock);
+    let app = verso_cli::Application::new("accel", accel_objects::registry())
+        .api::<accel_objects::rpc::ConductorApi>()
+        .default_lock(lock);
     verso_cli::run(&app, std::env::args_os())
 }

@@ -12,8 +12,10 @@
 //! - new: `DeviceProfile`, `AcceleratorRequest`, and the report an agent sends
 //!   (`DriverDevice` with its `DriverAttachHandle`s), each with a list.
 //!
-//! This crate has no database and no RPC: the agent depends on it and must stay free of
-//! both.
+//! [`rpc`] declares accel's RPC APIs. This crate has no database: the agent depends on
+//! it and must stay free of one.
+
+pub mod rpc;
 
 use std::collections::BTreeMap;
 use uuid::Uuid;

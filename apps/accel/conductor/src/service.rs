@@ -1,0 +1,220 @@
+//! The conductor's RPC service: accel's `conductor` API (1.0 inventory, profiles and
+//! requests; 1.1 object indirection) served over the database.
+//!
+//! Errors reach the caller with their kind (`NotFound`, `Duplicate`, `InvalidTransition`,
+//! `NoFreeHandle`, `ProfileInUse`, `StaleHandle`, `HandleInUse`, `NotCleaning`,
+//! `Invalid`, `DatabaseError`), module `accel`, so a client matches on `kind`; a
+//! database failure is logged here and sent as `DatabaseError` without its details.
+
+use crate::db::{ArqRow, Db, DbError, DeviceProfileRow, Release, ReportedDevice};
+use accel_objects::rpc::{
+    BindArq, ConductorApi, CreateArqs, CreateDeviceProfile, DeleteArqs, DeleteDeviceProfile,
+    ReportData, ReportSummary, UnbindArq,
+};
+use accel_objects::{AcceleratorRequest, AcceleratorRequestList, DeviceProfile};
+use std::sync::Arc;
+use verso::{Field, ObjectList, Registry, RequestContext, VersionedObject};
+use verso_rpc::{Endpoint, RemoteError};
+
+/// The error module accel's remote errors carry.
+pub const ERROR_MODULE: &str = "accel";
+
+/// A database error as the caller sees it.
+pub fn to_remote(e: DbError) -> RemoteError {
+    let kind = match &e {
+        DbError::NotFound { .. } => "NotFound",
+        DbError::Duplicate { .. } => "Duplicate",
+        DbError::InvalidTransition { .. } => "InvalidTransition",
+        DbError::NoFreeHandle { .. } => "NoFreeHandle",
+        DbError::ProfileInUse(_) => "ProfileInUse",
+        DbError::StaleHandle { .. } => "StaleHandle",
+        DbError::HandleInUse { .. } => "HandleInUse",
+        DbError::NotCleaning { .. } => "NotCleaning",
+        DbError::Invalid { .. } | DbError::UnsupportedUrl(_) => "Invalid",
+        DbError::Connect { .. } | DbError::Migrate(_) | DbError::Query(_) => {
+            tracing::error!(error = %e, "database failure");
+            return RemoteError::new(
+                "DatabaseError",
+                ERROR_MODULE,
+                "the conductor's database failed; see its log",
+            );
+        }
+    };
+    RemoteError::new(kind, ERROR_MODULE, e.to_string())
+}
+
+fn uuid_field(text: &str) -> Field<uuid::Uuid> {
+    text.parse().map(Field::new).unwrap_or_default()
+}
+
+/// A request row as the object callers get.
+pub fn arq_object(r: &ArqRow) -> AcceleratorRequest {
+    AcceleratorRequest {
+        id: r.id.into(),
+        uuid: uuid_field(&r.uuid),
+        state: r.state.as_str().to_owned().into(),
+        device_profile_name: r.device_profile_name.clone().into(),
+        device_profile_group_id: r.device_profile_group_id.into(),
+        hostname: r.hostname.clone().into(),
+        device_rp_uuid: r.device_rp_uuid.clone().into(),
+        instance_uuid: r.instance_uuid.clone().into(),
+        project_id: r.project_id.clone().into(),
+        attach_handle_type: r.attach_handle_type.clone().into(),
+        attach_handle_info: r.attach_handle_info.clone().into(),
+        attach_handle_uuid: r.attach_handle_uuid.clone().into(),
+        ..AcceleratorRequest::blank()
+    }
+}
+
+/// A profile row as the object callers get.
+pub fn profile_object(p: &DeviceProfileRow) -> DeviceProfile {
+    DeviceProfile {
+        id: p.id.into(),
+        uuid: uuid_field(&p.uuid),
+        name: p.name.clone().into(),
+        groups: p.groups.clone().into(),
+        description: p.description.clone().into(),
+        ..DeviceProfile::blank()
+    }
+}
+
+/// An agent's report as the database's rows.
+pub fn reported(devices: &accel_objects::DriverDeviceList) -> Vec<ReportedDevice> {
+    devices
+        .iter()
+        .map(|d| ReportedDevice {
+            control_path_id: d.control_path_id.get().cloned().unwrap_or_default(),
+            device_type: d
+                .r#type
+                .get()
+                .map(|t| verso::VersionedEnum::as_str(t).to_owned())
+                .unwrap_or_default(),
+            vendor: d.vendor.get().cloned().unwrap_or_default(),
+            model: d.model.get().cloned().unwrap_or_default(),
+            std_board_info: d.std_board_info.get().cloned().flatten(),
+            driver_name: d.driver_name.get().cloned().flatten(),
+            handles: d
+                .attach_handles
+                .get()
+                .map(|hs| {
+                    hs.iter()
+                        .map(|h| {
+                            (
+                                h.attach_type
+                                    .get()
+                                    .map(|t| verso::VersionedEnum::as_str(t).to_owned())
+                                    .unwrap_or_default(),
+                                h.attach_info.get().cloned().unwrap_or_default(),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// How the conductor releases devices (release N+1's NVMe cleanup turns on when its
+/// version is finalized): asked on every release.
+pub type ReleasePolicy = Arc<dyn Fn() -> Release + Send + Sync>;
+
+/// The conductor's endpoint: accel's `conductor` API over `db`, with object indirection
+/// for `registry`'s classes (their remotable bodies get contexts from `prepare`).
+pub fn endpoint(
+    db: Db,
+    registry: Registry,
+    release: ReleasePolicy,
+    prepare: impl Fn(RequestContext) -> RequestContext + Send + Sync + 'static,
+) -> Endpoint {
+    let (d1, d2, d3, d4, d5, d6, d7) = (
+        db.clone(),
+        db.clone(),
+        db.clone(),
+        db.clone(),
+        db.clone(),
+        db.clone(),
+        db,
+    );
+    let (r1, r2) = (release.clone(), release);
+    let endpoint = Endpoint::for_api::<ConductorApi>()
+        .handle(move |_ctx, m: ReportData| {
+            let db = d1.clone();
+            async move {
+                let devices = reported(&m.devices);
+                let out = db.report(&m.hostname, &devices).await.map_err(to_remote)?;
+                tracing::info!(host = %m.hostname, added = out.added.len(), updated = out.updated.len(),
+                    removed = out.removed.len(), lost = out.lost.len(), "report applied");
+                Ok(ReportSummary {
+                    added: out.added,
+                    updated: out.updated,
+                    removed: out.removed,
+                    lost: out.lost,
+                    unchanged: out.unchanged as u64,
+                })
+            }
+        })
+        .handle(move |_ctx, m: CreateDeviceProfile| {
+            let db = d2.clone();
+            async move {
+                let p = db.create_profile(&m.name, m.groups, m.description).await.map_err(to_remote)?;
+                Ok(profile_object(&p))
+            }
+        })
+        .handle(move |_ctx, m: DeleteDeviceProfile| {
+            let db = d3.clone();
+            async move { db.delete_profile(&m.name).await.map_err(to_remote) }
+        })
+        .handle(move |_ctx, m: CreateArqs| {
+            let db = d4.clone();
+            async move {
+                let profile = db.profile(&m.device_profile_name).await.map_err(to_remote)?;
+                let groups: Vec<i64> = match m.group_id {
+                    Some(g) => vec![g],
+                    None => (0..profile.groups.len() as i64).collect(),
+                };
+                let mut arqs = Vec::new();
+                for g in groups {
+                    let row = db.create_arq(&profile.name, g, m.project_id.as_deref()).await.map_err(to_remote)?;
+                    arqs.push(arq_object(&row));
+                }
+                Ok(AcceleratorRequestList {
+                    objects: Field::new(arqs),
+                    ..AcceleratorRequestList::blank()
+                })
+            }
+        })
+        .handle(move |_ctx, m: BindArq| {
+            let db = d5.clone();
+            async move {
+                let row = db
+                    .bind(&m.uuid, &m.hostname, &m.instance_uuid, m.device_rp_uuid.as_deref())
+                    .await
+                    .map_err(to_remote)?;
+                Ok(arq_object(&row))
+            }
+        })
+        .handle(move |_ctx, m: UnbindArq| {
+            let (db, release) = (d6.clone(), r1.clone());
+            async move {
+                let row = db.unbind_with(&m.uuid, release()).await.map_err(to_remote)?;
+                Ok(arq_object(&row))
+            }
+        })
+        .handle(move |_ctx, m: DeleteArqs| {
+            let (db, release) = (d7.clone(), r2.clone());
+            async move {
+                let mut uuids = m.uuids;
+                if let Some(instance) = &m.instance_uuid {
+                    uuids.extend(db.arqs(Some(instance)).await.map_err(to_remote)?.into_iter().map(|a| a.uuid));
+                }
+                let mut n = 0;
+                for uuid in uuids {
+                    if db.delete_arq_with(&uuid, release()).await.map_err(to_remote)? {
+                        n += 1;
+                    }
+                }
+                Ok(n)
+            }
+        });
+    verso_rpc::conductor::add_object_endpoints(endpoint, Arc::new(registry), prepare)
+}
