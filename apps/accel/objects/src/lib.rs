@@ -17,6 +17,17 @@
 
 pub mod rpc;
 
+verso_upgrade::component_versions! {
+    /// accel's component versions, shared by the conductor and its agents (the conductor
+    /// finalizes first, then tells the agents in their heartbeat replies).
+    pub enum AccelVersion: "accel" {
+        /// Release N: inventory, profiles, accelerator requests.
+        Initial = 1 => "release N",
+        /// Release N+1: object indirection, PCI managed-mode metadata, NVMe secure cleanup.
+        DriverFeatures = 2 => "release N+1 driver features",
+    }
+}
+
 use std::collections::BTreeMap;
 use uuid::Uuid;
 use verso::{DateTime, Field, ObjectMeta, Registry, VersionedEnum, VersionedObject};

@@ -1,0 +1,138 @@
+//! `accel`: the reference service built on verso, one binary with a subcommand per
+//! component.
+//!
+//! ```text
+//! accel all-in-one [--agents N]    conductor, API and N agents (fixture hosts) in one process
+//! accel conductor                  the conductor: owns the database, serves the conductor API
+//! accel agent [--host NAME]        an agent: discovers devices, reports them to the conductor
+//! accel api                        the HTTP API (reads the database)
+//! accel db sync                    applies the database migrations
+//! accel upgrade check              can this deployment be upgraded? (exit 0 ok, 1 warning, 2 failure)
+//! accel config show                the effective configuration and where each value came from
+//! ```
+
+mod config;
+mod run;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// accel: accelerator management (the verso reference service).
+#[derive(Parser, Debug)]
+#[command(name = "accel", version)]
+struct Cli {
+    /// The configuration file (TOML).
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// Overrides a value: `--set database.url=sqlite:///tmp/a.db` (repeatable).
+    #[arg(long = "set", global = true, value_name = "SECTION.KEY=VALUE")]
+    set: Vec<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Conductor, API and N agents (each on its own fixture sysfs tree) in one process,
+    /// on the memory transport and a SQLite file in a temporary directory unless
+    /// configured otherwise.
+    AllInOne {
+        /// How many agents.
+        #[arg(long, default_value_t = 3)]
+        agents: u32,
+    },
+    /// The conductor.
+    Conductor,
+    /// An agent.
+    Agent {
+        /// This host's name (overrides `[agent] host`).
+        #[arg(long)]
+        host: Option<String>,
+        /// Where sysfs is (overrides `[agent] sysfs_root`).
+        #[arg(long)]
+        sysfs_root: Option<PathBuf>,
+        /// Report once and exit.
+        #[arg(long)]
+        once: bool,
+    },
+    /// The HTTP API.
+    Api,
+    /// The database.
+    #[command(subcommand)]
+    Db(Db),
+    /// Upgrade checks.
+    #[command(subcommand)]
+    Upgrade(Upgrade),
+    /// The configuration.
+    #[command(subcommand)]
+    Config(ConfigCmd),
+}
+
+#[derive(Subcommand, Debug)]
+enum Db {
+    /// Applies the migrations the database lacks.
+    Sync,
+}
+
+#[derive(Subcommand, Debug)]
+enum Upgrade {
+    /// Reports whether this deployment can be upgraded: exit 0 ok, 1 warning, 2 failure.
+    Check,
+}
+
+#[derive(Subcommand, Debug)]
+enum ConfigCmd {
+    /// Prints the effective configuration with each value's origin, passwords masked.
+    Show,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let config = match config::load(cli.config.as_ref(), &cli.set) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("accel: configuration: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("accel: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::AllInOne { agents } => run::all_in_one(config, agents).await,
+            Command::Conductor => run::conductor(config).await,
+            Command::Agent {
+                host,
+                sysfs_root,
+                once,
+            } => run::agent(config, host, sysfs_root, once).await,
+            Command::Api => run::api(config).await,
+            Command::Db(Db::Sync) => run::db_sync(config).await,
+            Command::Upgrade(Upgrade::Check) => run::upgrade_check(config).await,
+            Command::Config(ConfigCmd::Show) => {
+                print!("{}", config.layers.show_config());
+                Ok(ExitCode::SUCCESS)
+            }
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("accel: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
