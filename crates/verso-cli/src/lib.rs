@@ -504,7 +504,22 @@ fn upgrade(cmd: Upgrade, out: &mut dyn Write) -> Result<bool, CliError> {
         Upgrade::Status { deployment } | Upgrade::Finalize { deployment, .. } => deployment,
     };
     let json = deployment.json;
-    let unreachable = |e: verso_rpc::RpcError| CliError::Deployment(e.to_string());
+    let (topic, exchange) = (
+        deployment.topic.clone(),
+        deployment
+            .exchange
+            .clone()
+            .unwrap_or_else(|| "openstack".into()),
+    );
+    let unreachable = |e: verso_rpc::RpcError| {
+        if e.is_timeout() {
+            CliError::Deployment(format!(
+                "no answer on topic '{topic}' of exchange '{exchange}' within 30 s: is the server running, and are --topic and --exchange the service's?"
+            ))
+        } else {
+            CliError::Deployment(e.to_string())
+        }
+    };
     let write_status =
         |status: &verso_upgrade::DeploymentStatus, out: &mut dyn Write| -> Result<(), CliError> {
             if json {
@@ -524,7 +539,8 @@ fn upgrade(cmd: Upgrade, out: &mut dyn Write) -> Result<bool, CliError> {
         .await
         .map_err(unreachable)?;
         let client =
-            verso_rpc::RpcClient::for_api::<UpgradeApi>(transport, deployment.topic.clone());
+            verso_rpc::RpcClient::for_api::<UpgradeApi>(transport, deployment.topic.clone())
+                .timeout(std::time::Duration::from_secs(30));
         let ctx = verso::RequestContext::new("verso-upgrade-admin");
         match cmd {
             Upgrade::Status { .. } => {
