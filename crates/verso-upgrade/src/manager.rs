@@ -154,6 +154,7 @@ pub struct Builder<V: ComponentVersion> {
     actions: Vec<UpgradeAction<V>>,
     retry: RetryPolicy,
     min_supported: Option<V>,
+    fresh_at: Option<V>,
 }
 
 impl<V: ComponentVersion> Builder<V> {
@@ -176,19 +177,28 @@ impl<V: ComponentVersion> Builder<V> {
         self
     }
 
+    /// The apparent version of a fresh install (default: the software version). A client
+    /// joining a deployment whose server is still pre-finalized starts at the server's
+    /// apparent version, never above it.
+    pub fn fresh_at(mut self, v: V) -> Self {
+        self.fresh_at = Some(v);
+        self
+    }
+
     /// Reads the record and decides the start (see the module docs).
     pub async fn open(self) -> Result<VersionManager<V>, UpgradeError> {
         let software = V::software();
         let record = match self.store.load().await? {
             None => {
+                let start = self.fresh_at.unwrap_or(software).min(software);
                 let fresh = PersistedState {
                     format: 1,
                     component: V::COMPONENT.to_owned(),
-                    apparent: software.number(),
+                    apparent: start.number(),
                     finalizing: None,
                 };
                 self.store.save(&fresh).await?;
-                tracing::info!(component = V::COMPONENT, version = %software.label(), "fresh install: finalized at the software version");
+                tracing::info!(component = V::COMPONENT, version = %start.label(), "fresh install");
                 fresh
             }
             Some(r) => r,
@@ -264,6 +274,7 @@ impl<V: ComponentVersion> VersionManager<V> {
             actions: Vec::new(),
             retry: RetryPolicy::default(),
             min_supported: None,
+            fresh_at: None,
         }
     }
 

@@ -478,3 +478,22 @@ async fn values_introduced_by_a_version_wait_for_it() -> Result<(), UpgradeError
     assert!(m.check_value(&HandleState::Cleaning).is_ok());
     Ok(())
 }
+
+#[tokio::test]
+async fn a_fresh_client_can_start_at_its_servers_version() -> Result<(), UpgradeError> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = VersionManager::<New>::builder(FileStore::new(file(dir.path())))
+        .fresh_at(New::B)
+        .open()
+        .await?;
+    assert_eq!(
+        (m.apparent(), m.state()),
+        (New::B, UpgradeState::PreFinalized)
+    );
+    let on_disk = FileStore::new(file(dir.path()))
+        .load()
+        .await?
+        .expect("persisted");
+    assert_eq!(on_disk.apparent, 2);
+    Ok(())
+}

@@ -70,8 +70,10 @@ pub struct Agent {
     pub host: Option<String>,
     /// Where sysfs is.
     pub sysfs_root: PathBuf,
-    /// Seconds between inventory reports.
+    /// Seconds between inventory reports (and heartbeats).
     pub report_interval: u64,
+    /// Where the agent keeps its component-version record (`agent-HOST.version`).
+    pub state_dir: PathBuf,
 }
 
 impl Default for Agent {
@@ -80,6 +82,7 @@ impl Default for Agent {
             host: None,
             sysfs_root: PathBuf::from("/sys"),
             report_interval: 60,
+            state_dir: PathBuf::from("/var/lib/accel"),
         }
     }
 }

@@ -152,12 +152,107 @@ fn conductor_client(config: &AccelConfig, transport: Arc<dyn Transport>) -> RpcC
     }
 }
 
-async fn agent_loop(client: RpcClient, host: String, sysfs_root: PathBuf, interval: Duration) {
+/// An agent's place in the upgrade: its version record and the `upgrade` API client.
+struct AgentVersions {
+    manager: VersionManager<AccelVersion>,
+    upgrade: RpcClient,
+}
+
+/// Why an agent stops.
+#[derive(Debug)]
+enum AgentStop {
+    /// The conductor refused it (fencing): the reason says what to do.
+    Fenced(verso_upgrade::Fenced),
+    /// Its version record does not allow this build to run.
+    Versions(verso_upgrade::UpgradeError),
+}
+
+/// Opens the agent's version record; a fresh agent starts at the conductor's apparent
+/// version (asked with a heartbeat at the oldest version), never above it.
+async fn agent_versions(
+    upgrade: RpcClient,
+    host: &str,
+    state_dir: &std::path::Path,
+) -> Result<AgentVersions, Error> {
+    std::fs::create_dir_all(state_dir)?;
+    let store = verso_upgrade::FileStore::new(state_dir.join(format!("agent-{host}.version")));
+    let mut builder = VersionManager::<AccelVersion>::builder(store.clone());
+    if store.load().await?.is_none() {
+        let probe = verso_upgrade::MemberReport {
+            id: host.to_owned(),
+            host: host.to_owned(),
+            software: AccelVersion::software().number(),
+            apparent: AccelVersion::oldest().number(),
+        };
+        let ctx = RequestContext::new(format!("req-heartbeat-{host}"));
+        let reply = upgrade
+            .call_method(&ctx, verso_upgrade::admin::Heartbeat { report: probe })
+            .await?;
+        let server = AccelVersion::observe(reply.server_apparent)
+            .ok()
+            .and_then(Observed::known);
+        builder = builder.fresh_at(server.unwrap_or_else(AccelVersion::oldest));
+    }
+    let manager = builder.open().await.map_err(|e| Box::new(e) as Error)?;
+    Ok(AgentVersions { manager, upgrade })
+}
+
+/// One heartbeat: the conductor records the agent and says whether to finalize.
+async fn heartbeat(v: &AgentVersions, host: &str) -> Result<(), AgentStop> {
+    let ctx = RequestContext::new(format!("req-heartbeat-{host}"));
+    let report = v.manager.report(host, host);
+    match v
+        .upgrade
+        .call_method(&ctx, verso_upgrade::admin::Heartbeat { report })
+        .await
+    {
+        Ok(reply) => {
+            if let Some(outcome) = v.manager.apply(&reply).await.map_err(AgentStop::Versions)? {
+                tracing::info!(host, ?outcome, apparent = %v.manager.apparent().label(), "agent finalized");
+            }
+            Ok(())
+        }
+        Err(verso_rpc::RpcError::Remote(r)) if r.is::<verso_upgrade::Fenced>() => {
+            match r.downcast::<verso_upgrade::Fenced>() {
+                Some(f) => Err(AgentStop::Fenced(f)),
+                None => Ok(()),
+            }
+        }
+        Err(e) => {
+            tracing::warn!(host, error = %e, "heartbeat failed; retried at the next interval");
+            Ok(())
+        }
+    }
+}
+
+async fn agent_loop(
+    client: RpcClient,
+    versions: AgentVersions,
+    host: String,
+    sysfs_root: PathBuf,
+    interval: Duration,
+) -> AgentStop {
     loop {
+        if let Err(stop) = heartbeat(&versions, &host).await {
+            return stop;
+        }
         if let Err(e) = report(&client, &host, &sysfs_root).await {
             tracing::warn!(host, error = %e, "inventory report failed; retried at the next interval");
         }
         tokio::time::sleep(interval).await;
+    }
+}
+
+fn stopped(host: &str, stop: AgentStop) -> ExitCode {
+    match stop {
+        AgentStop::Fenced(f) => {
+            eprintln!("accel agent {host}: refused by the conductor: {}", f.reason);
+            ExitCode::from(3)
+        }
+        AgentStop::Versions(e) => {
+            eprintln!("accel agent {host}: {e}");
+            ExitCode::from(2)
+        }
     }
 }
 
@@ -172,18 +267,29 @@ pub async fn agent(
         .or_else(|| config.agent.host.clone())
         .unwrap_or_else(default_host);
     let sysfs_root = sysfs_root.unwrap_or_else(|| config.agent.sysfs_root.clone());
-    let client = conductor_client(&config, transport(&config).await?);
+    let transport = transport(&config).await?;
+    let client = conductor_client(&config, transport.clone());
+    let upgrade = RpcClient::for_api::<verso_upgrade::admin::UpgradeApi>(transport, UPGRADE_TOPIC);
+    let versions = match agent_versions(upgrade, &host, &config.agent.state_dir).await {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("accel agent {host}: cannot start: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
     if once {
+        if let Err(stop) = heartbeat(&versions, &host).await {
+            return Ok(stopped(&host, stop));
+        }
         let n = report(&client, &host, &sysfs_root).await?;
         println!("agent {host}: reported {n} devices");
         return Ok(ExitCode::SUCCESS);
     }
     let interval = Duration::from_secs(config.agent.report_interval.max(1));
     tokio::select! {
-        () = agent_loop(client, host, sysfs_root, interval) => {}
-        r = tokio::signal::ctrl_c() => r?,
+        stop = agent_loop(client, versions, host.clone(), sysfs_root, interval) => Ok(stopped(&host, stop)),
+        r = tokio::signal::ctrl_c() => { r?; Ok(ExitCode::SUCCESS) }
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 async fn serve_api(
@@ -286,7 +392,8 @@ pub async fn all_in_one(config: AccelConfig, agents: u32) -> Result<ExitCode, Er
     let transport = transport(&config).await?;
     let running = start_conductor(db.clone(), transport.clone()).await?;
     let (addr, api_task) = serve_api(db, &config.api.listen).await?;
-    let client = conductor_client(&config, transport);
+    let client = conductor_client(&config, transport.clone());
+    let upgrade = RpcClient::for_api::<verso_upgrade::admin::UpgradeApi>(transport, UPGRADE_TOPIC);
     let interval = Duration::from_secs(config.agent.report_interval.max(1));
     let mut tasks = Vec::new();
     let mut reported = 0;
@@ -294,9 +401,15 @@ pub async fn all_in_one(config: AccelConfig, agents: u32) -> Result<ExitCode, Er
         let host = format!("host{i}");
         let root = scratch.path().join(&host);
         accel_agent::fixture::write_tree(&root, &accel_agent::fixture::sample_host(i))?;
+        let versions = agent_versions(upgrade.clone(), &host, scratch.path()).await?;
+        if let Err(stop) = heartbeat(&versions, &host).await {
+            return Ok(stopped(&host, stop));
+        }
         reported += report(&client, &host, &root).await?;
         let client = client.clone();
-        tasks.push(tokio::spawn(agent_loop(client, host, root, interval)));
+        tasks.push(tokio::spawn(agent_loop(
+            client, versions, host, root, interval,
+        )));
     }
     println!("all-in-one: {agents} agents reported {reported} devices");
     println!("api: listening on http://{addr}");

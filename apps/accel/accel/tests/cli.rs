@@ -138,3 +138,111 @@ fn config_show_names_origins_and_masks_passwords() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("auto"));
 }
+
+/// The conductor (a real process) on RabbitMQ (`VERSO_TEST_RABBIT_URL`, started by
+/// scripts/test.sh) and a SQLite file whose conductor record is pre-finalized.
+#[test]
+fn agents_heartbeat_and_one_ahead_of_its_conductor_exits_with_the_reason() {
+    use accel_conductor::DbVersionStore;
+    use verso_upgrade::store::{PersistedState, VersionStore};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db_url = format!("sqlite://{}", dir.path().join("accel.db").display());
+    let rabbit = std::env::var("VERSO_TEST_RABBIT_URL")
+        .unwrap_or_else(|_| "rabbit://guest:guest@127.0.0.1:5672/".into());
+    let sets = [
+        format!("database.url={db_url}"),
+        format!("transport.url={rabbit}"),
+        format!(
+            "transport.control_exchange=accel-test-{}",
+            uuid::Uuid::new_v4().simple()
+        ),
+        format!("agent.state_dir={}", dir.path().display()),
+    ];
+    let with_sets = |c: &mut Command| {
+        for s in &sets {
+            c.args(["--set", s]);
+        }
+    };
+    // Release N+1's conductor, still pre-finalized at release N's version.
+    let mut sync = accel();
+    with_sets(&mut sync);
+    assert!(sync
+        .args(["db", "sync"])
+        .status()
+        .expect("db sync")
+        .success());
+    tokio::runtime::Runtime::new()
+        .expect("runtime")
+        .block_on(async {
+            let db = accel_conductor::Db::connect(&db_url).await.expect("db");
+            let record = PersistedState {
+                format: 1,
+                component: "accel".into(),
+                apparent: 1,
+                finalizing: None,
+            };
+            DbVersionStore::new(db, "accel")
+                .save(&record)
+                .await
+                .expect("seed the record");
+        });
+    let mut conductor = accel();
+    with_sets(&mut conductor);
+    let mut child = conductor
+        .arg("conductor")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("conductor starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let _conductor = Killed(child);
+    let ready = BufReader::new(stdout)
+        .lines()
+        .next()
+        .expect("a line")
+        .expect("text");
+    assert!(ready.starts_with("conductor: serving"), "{ready}");
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../agent/tests/fixtures/sysfs/host1"
+    );
+
+    // A fresh agent starts at the conductor's version and reports.
+    let mut fresh = accel();
+    with_sets(&mut fresh);
+    let out = fresh
+        .args(["agent", "--once", "--host", "h2", "--sysfs-root", fixture])
+        .output()
+        .expect("agent runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let record =
+        std::fs::read_to_string(dir.path().join("agent-h2.version")).expect("agent record");
+    let record: serde_json::Value = serde_json::from_str(&record).expect("json");
+    assert_eq!(
+        record["apparent"], 1,
+        "a fresh agent never starts above its conductor"
+    );
+
+    // An agent whose record is ahead of the conductor's is fenced and exits with why.
+    std::fs::write(
+        dir.path().join("agent-h1.version"),
+        r#"{"format": 1, "component": "accel", "apparent": 2}"#,
+    )
+    .expect("write");
+    let mut ahead = accel();
+    with_sets(&mut ahead);
+    let out = ahead
+        .args(["agent", "--once", "--host", "h1", "--sysfs-root", fixture])
+        .output()
+        .expect("agent runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("refused by the conductor")
+            && stderr.contains("never finalizes before its server"),
+        "{stderr}"
+    );
+}
