@@ -427,25 +427,12 @@ async fn serve(
 ) {
     loop {
         // Take a permit first, so a saturated server stops taking messages (backpressure).
-        let permit = tokio::select! {
-            biased;
-            _ = &mut stop => break,
-            p = permits.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
+        let Some(permit) = permit(&permits, &mut stop).await else {
+            break;
         };
-        let incoming = tokio::select! {
-            biased;
-            _ = &mut stop => break,
-            i = listener.next() => match i {
-                Some(i) => i,
-                None => break,
-            },
+        let Some(incoming) = take(&mut listener, &mut stop).await else {
+            break;
         };
-        // Taken: a broker transport acknowledges the delivery now.
-        let mut incoming = incoming;
-        incoming.accept();
         let dispatcher = dispatcher.clone();
         // The request is boxed so the task's future stays small: tokio copies all of it
         // into the task, and glibc serves blocks under 1 KiB from its fast bins.
@@ -457,6 +444,36 @@ async fn serve(
     }
 }
 
+/// `fut`'s output, unless the server is told to stop first (checked first).
+async fn unless_stopped<T>(
+    stop: &mut oneshot::Receiver<()>,
+    fut: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    tokio::select! {
+        biased;
+        _ = stop => None,
+        v = fut => Some(v),
+    }
+}
+
+/// A handler slot; `None` when stopping.
+async fn permit(
+    permits: &Arc<Semaphore>,
+    stop: &mut oneshot::Receiver<()>,
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    unless_stopped(stop, permits.clone().acquire_owned())
+        .await?
+        .ok()
+}
+
+/// The next message, taken (a broker transport acknowledges the delivery now); `None`
+/// when stopping or when the listener ended.
+async fn take(listener: &mut Listener, stop: &mut oneshot::Receiver<()>) -> Option<Incoming> {
+    let mut incoming = unless_stopped(stop, listener.next()).await.flatten()?;
+    incoming.accept();
+    Some(incoming)
+}
+
 /// The serve loop of a server with layers: as [`serve`], and a message is taken only once
 /// the pipeline is ready.
 async fn serve_layered(
@@ -466,34 +483,19 @@ async fn serve_layered(
     mut stop: oneshot::Receiver<()>,
 ) {
     loop {
-        let permit = tokio::select! {
-            biased;
-            _ = &mut stop => break,
-            p = permits.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
+        let Some(permit) = permit(&permits, &mut stop).await else {
+            break;
         };
-        let ready = tokio::select! {
-            biased;
-            _ = &mut stop => break,
-            r = service.ready() => r.map(|_| ()),
+        let Some(ready) = unless_stopped(&mut stop, service.ready()).await else {
+            break;
         };
         if let Err(e) = ready {
             tracing::error!(error = %e, "RPC server pipeline failed; the server stops");
             break;
         }
-        let incoming = tokio::select! {
-            biased;
-            _ = &mut stop => break,
-            i = listener.next() => match i {
-                Some(i) => i,
-                None => break,
-            },
+        let Some(incoming) = take(&mut listener, &mut stop).await else {
+            break;
         };
-        // Taken: a broker transport acknowledges the delivery now.
-        let mut incoming = incoming;
-        incoming.accept();
         let (request, reply) = incoming.into_parts();
         let is_call = reply.is_some();
         let who = log_received(&request, is_call);
