@@ -5,7 +5,7 @@
 //! accel all-in-one [--agents N]    conductor, API and N agents (fixture hosts) in one process
 //! accel conductor                  the conductor: owns the database, serves the conductor API
 //! accel agent [--host NAME]        an agent: discovers devices, reports them to the conductor
-//! accel api                        the HTTP API (reads the database)
+//! accel api                        the HTTP API (reads the database, writes through the conductor)
 //! accel db sync                    applies the database migrations
 //! accel upgrade check              can this deployment be upgraded? (exit 0 ok, 1 warning, 2 failure)
 //! accel config show                the effective configuration and where each value came from

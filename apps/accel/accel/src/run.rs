@@ -292,14 +292,18 @@ pub async fn agent(
     }
 }
 
+/// The API: reads from `db`, writes through the conductor (`conductor`, capped by the
+/// operator's `[upgrade_levels] conductor`).
 async fn serve_api(
     db: Db,
+    conductor: RpcClient,
     listen: &str,
 ) -> Result<(std::net::SocketAddr, tokio::task::JoinHandle<()>), Error> {
     let listener = tokio::net::TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
+    let service = accel_api::ConductorService::new(accel_api::DbService::new(db), conductor);
     let task = tokio::spawn(async move {
-        if let Err(e) = accel_api::serve(listener, accel_api::DbService::new(db)).await {
+        if let Err(e) = accel_api::serve(listener, service).await {
             tracing::error!(error = %e, "the API stopped");
         }
     });
@@ -313,7 +317,8 @@ pub async fn api(config: AccelConfig) -> Result<ExitCode, Error> {
     if !pending.is_empty() {
         return Err(format!("the database lacks migrations {pending:?}: run `accel db sync` (or start the conductor) first").into());
     }
-    let (addr, task) = serve_api(db, &config.api.listen).await?;
+    let conductor = conductor_client(&config, transport(&config).await?);
+    let (addr, task) = serve_api(db, conductor, &config.api.listen).await?;
     println!("api: listening on http://{addr}");
     tokio::select! {
         _ = task => {}
@@ -391,8 +396,8 @@ pub async fn all_in_one(config: AccelConfig, agents: u32) -> Result<ExitCode, Er
     let db = open_db(&url).await?;
     let transport = transport(&config).await?;
     let running = start_conductor(db.clone(), transport.clone()).await?;
-    let (addr, api_task) = serve_api(db, &config.api.listen).await?;
     let client = conductor_client(&config, transport.clone());
+    let (addr, api_task) = serve_api(db, client.clone(), &config.api.listen).await?;
     let upgrade = RpcClient::for_api::<verso_upgrade::admin::UpgradeApi>(transport, UPGRADE_TOPIC);
     let interval = Duration::from_secs(config.agent.report_interval.max(1));
     let mut tasks = Vec::new();

@@ -1,9 +1,10 @@
 //! [`DbService`]: [`AccelService`] over the conductor's database, reads and writes.
 //!
 //! Reads stay here for good: every API replica reads the database itself, so reads scale
-//! with API replicas and never load the conductor. Writes go to the database directly
-//! for now; binds and unbinds must later coordinate with the agents, and will then go
-//! through the conductor's RPC API in a second implementation of the trait.
+//! with API replicas and never load the conductor. Its writes go to the database
+//! directly, which suits tools and tests; a deployment serves
+//! [`ConductorService`](crate::ConductorService), which keeps these reads and sends
+//! writes through the conductor (releases must coordinate with the agents).
 
 use crate::error::{ErrorKind, ServiceError};
 use crate::service::{

@@ -10,18 +10,20 @@
 //!   [`AccelService`], and shape the answer for the negotiated microversion;
 //! - [`AccelService`]: the operations, in plain data and [`ServiceError`]; no database
 //!   types, so an implementation may be the database or an RPC client;
-//! - [`DbService`]: the implementation over the conductor's database
-//!   ([`accel_conductor::Db`]);
+//! - [`ConductorService`]: what a deployment runs: reads from the database, writes
+//!   through the conductor's RPC API;
+//! - [`DbService`]: the implementation over the conductor's database alone
+//!   ([`accel_conductor::Db`]), for tools and tests without a conductor;
 //! - [`error`]: the JSON error form and the status of each [`ErrorKind`].
 //!
 //! # Reads from the database, writes through the conductor
 //!
 //! The API reads the database directly: reads are most of an API's traffic, and reading
 //! from the database lets them scale with the number of API replicas without loading the
-//! conductor, which stays the one writer that agents coordinate with. Writes go to the
-//! database directly for now ([`DbService`]); binds and unbinds must coordinate with the
-//! agents on the hosts, so writes will go through the conductor's RPC API, in a second
-//! implementation of [`AccelService`] that keeps [`DbService`]'s reads.
+//! conductor, which stays the one writer that agents coordinate with. Writes go through
+//! the conductor's RPC API ([`ConductorService`]): a release is more than a row update
+//! (an NVMe device goes through secure cleanup on its agent, which the conductor starts
+//! when the deployment is finalized and the agent API cap allows it).
 //!
 //! # Binding
 //!
@@ -45,6 +47,7 @@
 //! The caller binds the listener: the `accel` binary's default is loopback,
 //! [`DEFAULT_LISTEN`].
 
+pub mod conductor_service;
 pub mod db_service;
 pub mod error;
 pub mod microversion;
@@ -52,6 +55,7 @@ mod routes;
 pub mod service;
 mod views;
 
+pub use conductor_service::ConductorService;
 pub use db_service::DbService;
 pub use error::{ApiError, ErrorKind, ServiceError};
 pub use microversion::ApiVersion;

@@ -691,6 +691,18 @@ macro_rules! on_both {
                 }
             )*
         }
+        /// The same answers when writes go through the conductor's RPC API, as in a
+        /// deployment.
+        mod through_conductor {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    let (db, _dir) = crate::support::sqlite().await;
+                    let api = crate::support::Api::start_through_conductor(db).await;
+                    crate::$name(&api).await;
+                }
+            )*
+        }
     };
 }
 

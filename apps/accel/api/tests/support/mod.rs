@@ -4,11 +4,17 @@
 
 #![allow(dead_code)]
 
-use accel_api::DbService;
+use accel_api::{AccelService, ConductorService, DbService};
+use accel_conductor::db::Release;
+use accel_conductor::service::{endpoint, ReleasePolicy};
 use accel_conductor::Db;
+use accel_objects::rpc::ConductorApi;
 use reqwest::{Method, RequestBuilder, Response};
 use serde_json::Value;
+use std::sync::Arc;
 use tokio::sync::oneshot;
+use verso_rpc::transport::memory::MemoryTransport;
+use verso_rpc::{RpcClient, RpcServer, ServerHandle, Target};
 
 pub use accel_conductor::testing::{postgres, sqlite};
 
@@ -20,17 +26,42 @@ pub struct Api {
     pub db: Db,
     client: reqwest::Client,
     stop: Option<oneshot::Sender<()>>,
+    conductor: Option<ServerHandle>,
 }
 
 impl Api {
-    /// Serves the API over `db`.
+    /// Serves the API over `db` alone ([`DbService`]).
     pub async fn start(db: Db) -> Api {
+        Api::serve(db.clone(), DbService::new(db), None).await
+    }
+
+    /// Serves the API as a deployment does ([`ConductorService`]): reads from `db`,
+    /// writes through a conductor serving `db` on the memory transport.
+    pub async fn start_through_conductor(db: Db) -> Api {
+        let transport = Arc::new(MemoryTransport::new());
+        let release: ReleasePolicy = Arc::new(|| Release::Immediate);
+        let conductor = RpcServer::new(transport.clone(), Target::new("accel-conductor"))
+            .endpoint(endpoint(
+                db.clone(),
+                accel_objects::registry(),
+                release,
+                |ctx| ctx,
+            ))
+            .expect("conductor endpoint")
+            .start()
+            .await
+            .expect("conductor starts");
+        let client = RpcClient::for_api::<ConductorApi>(transport, "accel-conductor");
+        let service = ConductorService::new(DbService::new(db.clone()), client);
+        Api::serve(db, service, Some(conductor)).await
+    }
+
+    async fn serve(db: Db, service: impl AccelService, conductor: Option<ServerHandle>) -> Api {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind loopback");
         let addr = listener.local_addr().expect("local addr");
         let (stop, stopped) = oneshot::channel::<()>();
-        let service = DbService::new(db.clone());
         tokio::spawn(async move {
             let shutdown = async move {
                 let _ = stopped.await;
@@ -47,6 +78,7 @@ impl Api {
                 .build()
                 .expect("client"),
             stop: Some(stop),
+            conductor,
         }
     }
 
@@ -71,6 +103,9 @@ impl Drop for Api {
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
+        }
+        if let Some(conductor) = self.conductor.take() {
+            tokio::spawn(conductor.stop());
         }
     }
 }

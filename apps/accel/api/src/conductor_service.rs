@@ -1,0 +1,207 @@
+//! [`ConductorService`]: [`AccelService`] with reads from the database and writes through
+//! the conductor's RPC API.
+//!
+//! This is what a deployment runs. Writes go to the conductor because some of them are
+//! more than rows: releasing an NVMe device sends it through secure cleanup, which only
+//! the conductor starts (it knows the finalized component version and the agent API cap).
+//! An API writing the database itself would skip that. Reads stay on the database
+//! ([`DbService`]): they are most of the traffic and scale with API replicas.
+//!
+//! After a write the row is read back from the database, so the API answers with what
+//! was stored, in the same shape as every read.
+
+use crate::db_service::DbService;
+use crate::error::{ErrorKind, ServiceError};
+use crate::service::{
+    AccelService, ArqRow, Binding, DeployableRow, DeviceProfileRow, DeviceRow, ListQuery,
+    NewProfile,
+};
+use accel_objects::rpc::{
+    BindArq, CreateArqs, CreateDeviceProfile, DeleteArqs, DeleteDeviceProfile, UnbindArq,
+};
+use async_trait::async_trait;
+use verso::RequestContext;
+use verso_rpc::{RpcClient, RpcError, RpcMethod};
+
+/// The accel API's operations: reads from the database, writes through the conductor.
+#[derive(Clone)]
+pub struct ConductorService {
+    reads: DbService,
+    conductor: RpcClient,
+}
+
+impl ConductorService {
+    /// Reads from `reads`' database; writes with `conductor`, a client of accel's
+    /// `conductor` API (with the operator's cap applied by the caller).
+    pub fn new(reads: DbService, conductor: RpcClient) -> ConductorService {
+        ConductorService { reads, conductor }
+    }
+
+    /// The database reads come from.
+    pub fn db_service(&self) -> &DbService {
+        &self.reads
+    }
+
+    async fn call<M: RpcMethod>(&self, method: M) -> Result<M::Reply, ServiceError> {
+        let ctx = RequestContext::new(format!("req-api-{}", uuid::Uuid::new_v4()));
+        self.conductor
+            .call_method(&ctx, method)
+            .await
+            .map_err(service_error)
+    }
+}
+
+impl std::fmt::Debug for ConductorService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConductorService")
+            .field("reads", &self.reads)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The conductor's typed errors as the API's; the kinds are accel's remote error kinds
+/// (`accel_conductor::service::to_remote`).
+fn service_error(e: RpcError) -> ServiceError {
+    let (kind, message) = match &e {
+        RpcError::Remote(r) => {
+            let kind = match r.kind.as_str() {
+                "NotFound" => ErrorKind::NotFound,
+                "Duplicate" => ErrorKind::Duplicate,
+                "InvalidTransition" => ErrorKind::InvalidTransition,
+                "NoFreeHandle" => ErrorKind::NoFreeHandle,
+                "ProfileInUse" => ErrorKind::ProfileInUse,
+                "Invalid" => ErrorKind::BadRequest,
+                _ => ErrorKind::Internal,
+            };
+            (kind, r.message.clone())
+        }
+        RpcError::Timeout { .. }
+        | RpcError::Unreachable { .. }
+        | RpcError::Transport { .. }
+        | RpcError::ConnectionLost { .. } => (
+            ErrorKind::Unavailable,
+            "the accel conductor cannot be reached".to_owned(),
+        ),
+        other => (ErrorKind::Internal, other.to_string()),
+    };
+    if kind == ErrorKind::Internal || kind == ErrorKind::Unavailable {
+        tracing::error!(error = %e, "conductor call failed");
+    }
+    ServiceError::with_source(kind, message, e)
+}
+
+#[async_trait]
+impl AccelService for ConductorService {
+    async fn devices(&self, query: &ListQuery) -> Result<Vec<DeviceRow>, ServiceError> {
+        self.reads.devices(query).await
+    }
+
+    async fn device(&self, uuid: &str) -> Result<DeviceRow, ServiceError> {
+        self.reads.device(uuid).await
+    }
+
+    async fn deployables(&self, query: &ListQuery) -> Result<Vec<DeployableRow>, ServiceError> {
+        self.reads.deployables(query).await
+    }
+
+    async fn deployable(&self, uuid: &str) -> Result<DeployableRow, ServiceError> {
+        self.reads.deployable(uuid).await
+    }
+
+    async fn profiles(&self) -> Result<Vec<DeviceProfileRow>, ServiceError> {
+        self.reads.profiles().await
+    }
+
+    async fn profile(&self, name_or_uuid: &str) -> Result<DeviceProfileRow, ServiceError> {
+        self.reads.profile(name_or_uuid).await
+    }
+
+    async fn create_profile(&self, profile: NewProfile) -> Result<DeviceProfileRow, ServiceError> {
+        let name = profile.name.clone();
+        self.call(CreateDeviceProfile {
+            name: profile.name,
+            groups: profile.groups,
+            description: profile.description,
+        })
+        .await?;
+        self.reads.profile(&name).await
+    }
+
+    async fn delete_profile(&self, name_or_uuid: &str) -> Result<(), ServiceError> {
+        self.call(DeleteDeviceProfile {
+            name: name_or_uuid.to_owned(),
+        })
+        .await
+    }
+
+    async fn create_arqs(
+        &self,
+        profile: &str,
+        group_id: Option<i64>,
+        project_id: Option<&str>,
+    ) -> Result<Vec<ArqRow>, ServiceError> {
+        let created = self
+            .call(CreateArqs {
+                device_profile_name: profile.to_owned(),
+                group_id,
+                project_id: project_id.map(str::to_owned),
+            })
+            .await?;
+        let mut rows = Vec::new();
+        for arq in verso::ObjectList::iter(&created) {
+            let uuid = arq.uuid.get().ok_or_else(|| {
+                ServiceError::new(
+                    ErrorKind::Internal,
+                    "the conductor returned an accelerator request without a uuid",
+                )
+            })?;
+            rows.push(self.reads.arq(&uuid.to_string()).await?);
+        }
+        Ok(rows)
+    }
+
+    async fn arqs(&self, instance_uuid: Option<&str>) -> Result<Vec<ArqRow>, ServiceError> {
+        self.reads.arqs(instance_uuid).await
+    }
+
+    async fn arq(&self, uuid: &str) -> Result<ArqRow, ServiceError> {
+        self.reads.arq(uuid).await
+    }
+
+    async fn bind(&self, uuid: &str, binding: &Binding) -> Result<ArqRow, ServiceError> {
+        self.call(BindArq {
+            uuid: uuid.to_owned(),
+            hostname: binding.hostname.clone(),
+            instance_uuid: binding.instance_uuid.clone(),
+            device_rp_uuid: binding.device_rp_uuid.clone(),
+        })
+        .await?;
+        self.reads.arq(uuid).await
+    }
+
+    async fn unbind(&self, uuid: &str) -> Result<ArqRow, ServiceError> {
+        self.call(UnbindArq {
+            uuid: uuid.to_owned(),
+        })
+        .await?;
+        self.reads.arq(uuid).await
+    }
+
+    async fn delete_arqs(&self, uuids: &[String]) -> Result<(), ServiceError> {
+        self.call(DeleteArqs {
+            uuids: uuids.to_vec(),
+            instance_uuid: None,
+        })
+        .await
+        .map(drop)
+    }
+
+    async fn delete_arqs_of_instance(&self, instance_uuid: &str) -> Result<(), ServiceError> {
+        self.call(DeleteArqs {
+            uuids: Vec::new(),
+            instance_uuid: Some(instance_uuid.to_owned()),
+        })
+        .await
+        .map(drop)
+    }
+}
