@@ -1,6 +1,7 @@
 //! accel's conductor: the one accel component that owns the database. Agents reach
 //! persisted state only through it (reports, and object methods it runs for them).
 //!
+//! - [`census`]: how many of each thing the database holds (checks, the demo).
 //! - [`db`]: the schema (sqlx migrations for SQLite and PostgreSQL) and every query:
 //!   inventory reports diffed by control-path id, device profiles, accelerator requests
 //!   with their lifecycle enforced in the database.
@@ -10,6 +11,7 @@
 //! - [`lifecycle`]: the accelerator request states and the table of allowed transitions.
 //! - [`versions`]: the conductor's component versions (verso-upgrade), kept in the database.
 
+pub mod census;
 pub mod db;
 pub mod handles;
 pub mod lifecycle;

@@ -1,0 +1,95 @@
+//! [`Census`]: how many of each thing the database holds, in one read-only pass that
+//! works on every schema release N and N+1 share (the cleanup columns are counted only
+//! once migration 2 has added them). Operators' checks and the rolling-upgrade demo use
+//! it to verify side effects in the database, not only API answers.
+
+use crate::db::{Db, DbError};
+use serde::Serialize;
+use sqlx::Row;
+use std::collections::BTreeMap;
+
+/// What the database holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Census {
+    /// Devices.
+    pub devices: i64,
+    /// Deployables.
+    pub deployables: i64,
+    /// Attach handles.
+    pub attach_handles: i64,
+    /// Attach handles allocated to a request.
+    pub handles_in_use: i64,
+    /// Attach handles in NVMe cleanup (`None` before migration 2).
+    pub handles_cleaning: Option<i64>,
+    /// Attach handles whose cleanup failed (`None` before migration 2).
+    pub handles_failed_cleanup: Option<i64>,
+    /// Device profiles.
+    pub device_profiles: i64,
+    /// Accelerator requests by state.
+    pub arqs: BTreeMap<String, i64>,
+}
+
+impl Census {
+    /// Accelerator requests in every state.
+    pub fn arqs_total(&self) -> i64 {
+        self.arqs.values().sum()
+    }
+
+    /// Accelerator requests in `state`.
+    pub fn arqs_in(&self, state: &str) -> i64 {
+        self.arqs.get(state).copied().unwrap_or(0)
+    }
+}
+
+impl Db {
+    async fn count(&self, sql: &str) -> Result<i64, DbError> {
+        Ok(sqlx::query(sql)
+            .fetch_one(self.pool())
+            .await?
+            .try_get::<i64, _>("n")?)
+    }
+
+    /// Counts what the database holds.
+    pub async fn census(&self) -> Result<Census, DbError> {
+        let cleanup = self.applied_migrations().await?.contains(&2);
+        let mut arqs = BTreeMap::new();
+        for r in sqlx::query("SELECT state, COUNT(*) AS n FROM accelerator_requests GROUP BY state")
+            .fetch_all(self.pool())
+            .await?
+        {
+            arqs.insert(r.try_get::<String, _>("state")?, r.try_get::<i64, _>("n")?);
+        }
+        Ok(Census {
+            devices: self.count("SELECT COUNT(*) AS n FROM devices").await?,
+            deployables: self.count("SELECT COUNT(*) AS n FROM deployables").await?,
+            attach_handles: self
+                .count("SELECT COUNT(*) AS n FROM attach_handles")
+                .await?,
+            handles_in_use: self
+                .count("SELECT COUNT(*) AS n FROM attach_handles WHERE in_use <> 0")
+                .await?,
+            handles_cleaning: match cleanup {
+                true => Some(
+                    self.count(
+                        "SELECT COUNT(*) AS n FROM attach_handles WHERE cleanup_state = 'cleaning'",
+                    )
+                    .await?,
+                ),
+                false => None,
+            },
+            handles_failed_cleanup: match cleanup {
+                true => Some(
+                    self.count(
+                        "SELECT COUNT(*) AS n FROM attach_handles WHERE cleanup_state = 'error'",
+                    )
+                    .await?,
+                ),
+                false => None,
+            },
+            device_profiles: self
+                .count("SELECT COUNT(*) AS n FROM device_profiles")
+                .await?,
+            arqs,
+        })
+    }
+}
