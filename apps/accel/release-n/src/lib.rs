@@ -13,6 +13,7 @@
 //! migration of release N+1's, taken from the same files). What is not part of the wire
 //! is reused: the agent's sysfs parsing (`accel_agent::discovery`).
 
+pub mod agent;
 pub mod conductor;
 pub mod objects;
 pub mod rpc;
