@@ -216,10 +216,13 @@ struct Inner {
     conductor: RpcClient,
     upgrade: RpcClient,
     versions: VersionManager<AccelVersion>,
+    /// One report at a time (the loop's and `report_now`'s).
+    reporting: tokio::sync::Mutex<()>,
 }
 
 impl Inner {
     async fn report(&self) -> Result<u64, ReportError> {
+        let _one = self.reporting.lock().await;
         let root = self.sysfs_root.clone();
         let found = tokio::task::spawn_blocking(move || discover(&root))
             .await
@@ -407,6 +410,7 @@ pub async fn start(
         conductor,
         upgrade,
         versions,
+        reporting: tokio::sync::Mutex::new(()),
     });
     if let Err(stop) = inner.heartbeat().await {
         return Err(match stop {

@@ -478,8 +478,28 @@ impl Db {
 
     /// Applies one host's full inventory, diffed by control-path id: adds new devices,
     /// updates changed ones, deletes vanished ones, and keeps (marked `lost`) vanished
-    /// ones whose handles are in use.
+    /// ones whose handles are in use. Two reports of one host racing to add the same
+    /// device (the loser hits the unique key) are applied one after the other.
     pub async fn report(
+        &self,
+        host: &str,
+        devices: &[ReportedDevice],
+    ) -> Result<ReportOutcome, DbError> {
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            match self.report_once(host, devices).await {
+                Err(DbError::Query(sqlx::Error::Database(d)))
+                    if d.is_unique_violation() && attempts < 3 =>
+                {
+                    tracing::debug!(host, "concurrent report of the same host: applied again");
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn report_once(
         &self,
         host: &str,
         devices: &[ReportedDevice],
