@@ -14,6 +14,7 @@
 //! is reused: the agent's sysfs parsing (`accel_agent::discovery`).
 
 pub mod agent;
+pub mod api;
 pub mod conductor;
 pub mod objects;
 pub mod rpc;

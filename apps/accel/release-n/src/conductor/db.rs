@@ -221,6 +221,8 @@ pub struct DeviceRow {
     pub model: String,
     /// Board details.
     pub std_board_info: Option<String>,
+    /// Vendor board details.
+    pub vendor_board_info: Option<String>,
     /// Host.
     pub hostname: String,
     /// `available` or `lost`.
@@ -231,6 +233,29 @@ pub struct DeviceRow {
     pub created_at: String,
     /// Last changed.
     pub updated_at: String,
+}
+
+/// A deployable row.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeployableRow {
+    /// Primary key.
+    pub id: i64,
+    /// UUID.
+    pub uuid: String,
+    /// Name.
+    pub name: String,
+    /// Its device.
+    pub device_id: i64,
+    /// Host.
+    pub hostname: String,
+    /// PCI address.
+    pub control_path_id: String,
+    /// Accelerators it offers.
+    pub num_accelerators: i64,
+    /// Driver.
+    pub driver_name: Option<String>,
+    /// Usable.
+    pub enabled: bool,
 }
 
 /// An attach handle row.
@@ -369,8 +394,11 @@ pub struct Db {
 }
 
 const DEVICE_SELECT: &str = "SELECT v.id, v.uuid, v.type, v.vendor, v.model, v.std_board_info, \
-     v.hostname, v.status, v.created_at, v.updated_at, d.control_path_id \
+     v.vendor_board_info, v.hostname, v.status, v.created_at, v.updated_at, d.control_path_id \
      FROM devices v JOIN deployables d ON d.device_id = v.id";
+
+const DEPLOYABLE_SELECT: &str = "SELECT id, uuid, name, device_id, hostname, control_path_id, \
+     num_accelerators, driver_name, enabled FROM deployables";
 
 const ARQ_SELECT: &str =
     "SELECT r.id, r.uuid, r.state, r.device_profile_name, r.device_profile_group_id, \
@@ -680,6 +708,31 @@ impl Db {
                 id: uuid.to_owned(),
             })?;
         device_row(&row)
+    }
+
+    /// Deployables of one host (or all), oldest first.
+    pub async fn deployables(&self, host: Option<&str>) -> Result<Vec<DeployableRow>, DbError> {
+        let rows = sqlx::query(&format!(
+            "{DEPLOYABLE_SELECT} WHERE ($1 = '' OR hostname = $2) ORDER BY id"
+        ))
+        .bind(host.unwrap_or_default())
+        .bind(host.unwrap_or_default())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(deployable_row).collect()
+    }
+
+    /// One deployable by UUID.
+    pub async fn deployable(&self, uuid: &str) -> Result<DeployableRow, DbError> {
+        let row = sqlx::query(&format!("{DEPLOYABLE_SELECT} WHERE uuid = $1"))
+            .bind(uuid)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| DbError::NotFound {
+                kind: "deployable",
+                id: uuid.to_owned(),
+            })?;
+        deployable_row(&row)
     }
 
     /// Attach handles of one host (or all), oldest first.
@@ -1144,11 +1197,26 @@ fn device_row(r: &AnyRow) -> Result<DeviceRow, DbError> {
         vendor: r.try_get("vendor")?,
         model: r.try_get("model")?,
         std_board_info: r.try_get("std_board_info")?,
+        vendor_board_info: r.try_get("vendor_board_info")?,
         hostname: r.try_get("hostname")?,
         status: r.try_get("status")?,
         control_path_id: r.try_get("control_path_id")?,
         created_at: r.try_get("created_at")?,
         updated_at: r.try_get("updated_at")?,
+    })
+}
+
+fn deployable_row(r: &AnyRow) -> Result<DeployableRow, DbError> {
+    Ok(DeployableRow {
+        id: r.try_get("id")?,
+        uuid: r.try_get("uuid")?,
+        name: r.try_get("name")?,
+        device_id: r.try_get("device_id")?,
+        hostname: r.try_get("hostname")?,
+        control_path_id: r.try_get("control_path_id")?,
+        num_accelerators: r.try_get("num_accelerators")?,
+        driver_name: r.try_get("driver_name")?,
+        enabled: r.try_get::<i64, _>("enabled")? != 0,
     })
 }
 
