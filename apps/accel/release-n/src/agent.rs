@@ -82,6 +82,14 @@ pub enum StartError {
     /// The conductor refused the agent.
     #[error("release N agent: {0}")]
     Fenced(Fenced),
+    /// The first heartbeat asked for a finalization the version record refused.
+    #[error("release N agent {host}: {why}")]
+    Finalize {
+        /// The host.
+        host: String,
+        /// What the version record said.
+        why: String,
+    },
     /// The agent API could not be served.
     #[error("release N agent {host}: cannot serve topic {AGENT_TOPIC}: {source}")]
     Serve {
@@ -415,7 +423,7 @@ pub async fn start(
     if let Err(stop) = inner.heartbeat().await {
         return Err(match stop {
             AgentStopped::Fenced(f) => StartError::Fenced(f),
-            AgentStopped::Versions(why) => StartError::Config(why),
+            AgentStopped::Versions(why) => StartError::Finalize { host, why },
         });
     }
     let for_api = inner.clone();

@@ -485,3 +485,57 @@ async fn n_agent_is_fenced_once_n_plus_1_finalizes() {
         "{err:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_downgrades_to_n_until_n_plus_1_finalizes_it() {
+    use verso_upgrade::FileStore;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t = memory();
+    let running = conductor::start(&sqlite_url(dir.path()), t.clone())
+        .await
+        .expect("release N conductor");
+    // The record a release N+1 agent writes while the deployment is pre-finalized.
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).expect("state dir");
+    let record = state.join("agent-host1.version");
+    let new_agent = VersionManager::<NewVersion>::builder(FileStore::new(&record))
+        .fresh_at(NewVersion::Initial)
+        .open()
+        .await
+        .expect("N+1 agent record");
+    assert_eq!(new_agent.apparent().number(), 1);
+    // Downgraded to release N on the same state directory: it runs.
+    let agent = n_agent(dir.path(), 1, t.clone()).await;
+    assert_eq!(agent.apparent().number(), 1);
+    assert_eq!(agent.report_now().await.expect("report"), HOST1_DEVICES);
+    agent.stop().await;
+    // Once N+1 finalized that agent's record, release N refuses to run on it.
+    new_agent.finalize().await.expect("N+1 agent finalizes");
+    let err = accel_release_n::agent::start(
+        AgentConfig {
+            host: "host1".into(),
+            sysfs_root: sysfs(dir.path(), 1),
+            state_dir: state,
+            report_interval: Duration::from_secs(60),
+        },
+        t,
+    )
+    .await
+    .expect_err("finalized record");
+    assert!(
+        matches!(
+            &err,
+            accel_release_n::agent::StartError::Versions {
+                source: UpgradeError::DowngradeAfterFinalization {
+                    apparent: 2,
+                    software: 1,
+                    ..
+                },
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("host1"), "{err}");
+    running.stop().await;
+}

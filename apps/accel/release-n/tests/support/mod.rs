@@ -38,9 +38,12 @@ pub fn memory() -> Arc<dyn Transport> {
     Arc::new(MemoryTransport::new())
 }
 
-/// Writes sample host `index`'s sysfs tree under `dir`; returns its root.
+/// Writes sample host `index`'s sysfs tree under `dir` (once); returns its root.
 pub fn sysfs(dir: &Path, index: u32) -> PathBuf {
     let root = dir.join(format!("sysfs-host{index}"));
+    if root.exists() {
+        return root;
+    }
     accel_agent::fixture::write_tree(&root, &accel_agent::fixture::sample_host(index))
         .expect("fixture tree");
     root
