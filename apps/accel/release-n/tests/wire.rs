@@ -322,3 +322,23 @@ fn release_n_contracts_match_its_own_lock() {
     let ok = verso_cli::execute(Some(&app), ["verso", "objects", "check"], &mut out).expect("runs");
     assert!(ok, "{}", String::from_utf8_lossy(&out));
 }
+
+#[test]
+fn release_n_lint_findings_are_the_gaps_n_plus_1_fixed() {
+    // Release N shipped the golden vectors' lists: N+1 bumped DeployableList to 1.1 and
+    // AttachHandleList to 1.2 to give them child_versions. The lint sees exactly those.
+    let app = verso_cli::Application::new("accel-release-n", n::registry());
+    let mut out = Vec::new();
+    let ok = verso_cli::execute(Some(&app), ["verso", "objects", "lint"], &mut out).expect("runs");
+    let text = String::from_utf8_lossy(&out);
+    assert!(!ok, "{text}");
+    assert!(text.contains("2 finding(s)"), "{text}");
+    assert!(
+        text.contains("AttachHandleList.objects [list-no-child-versions]"),
+        "{text}"
+    );
+    assert!(
+        text.contains("DeployableList.objects [list-no-child-rule]"),
+        "{text}"
+    );
+}
