@@ -396,3 +396,20 @@ async fn concurrent_reports_of_one_host_on_postgres() {
     assert!(err.to_string().contains("reported twice"), "{err}");
     db.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_in_memory_sqlite_database_is_one_database() {
+    let t = memory();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let running = conductor::start("sqlite::memory:", t.clone())
+        .await
+        .expect("starts in memory");
+    let agent = n_agent(dir.path(), 1, t).await;
+    assert_eq!(agent.report_now().await.expect("report"), HOST1_DEVICES);
+    assert_eq!(
+        running.db().devices(None).await.expect("devices").len() as u64,
+        HOST1_DEVICES
+    );
+    agent.stop().await;
+    running.stop().await;
+}

@@ -425,8 +425,11 @@ impl Db {
             }
             _ => url.to_owned(),
         };
+        // An in-memory SQLite database exists once per connection: one connection.
+        let in_memory = url.contains(":memory:") || url.contains("mode=memory");
         let pool = AnyPoolOptions::new()
             .max_connections(match backend {
+                Backend::Sqlite if in_memory => 1,
                 Backend::Sqlite => 4,
                 Backend::Postgres => 8,
             })
