@@ -72,12 +72,21 @@ pub const MAX_LIMIT: u32 = 1000;
 
 /// The API's router over a service, to mount or serve.
 pub fn router(service: impl AccelService) -> axum::Router {
-    routes::build(Arc::new(service))
+    routes::build(Arc::new(service), microversion::Supported::ALL)
 }
 
 /// The API's router over a shared service.
 pub fn router_shared(service: Arc<dyn AccelService>) -> axum::Router {
-    routes::build(service)
+    routes::build(service, microversion::Supported::ALL)
+}
+
+/// The API's router serving microversions up to `max` only (an older release's API:
+/// accel release N serves 2.0); `max` must be one this build has.
+pub fn router_up_to(
+    service: Arc<dyn AccelService>,
+    max: ApiVersion,
+) -> Result<axum::Router, microversion::VersionError> {
+    Ok(routes::build(service, microversion::Supported::up_to(max)?))
 }
 
 /// Serves the API on `listener` until the process ends (or the listener fails).

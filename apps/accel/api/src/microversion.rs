@@ -11,6 +11,10 @@
 //!
 //! Every response carries `OpenStack-API-Version: accelerator <version served>` and
 //! `Vary: OpenStack-API-Version`.
+//!
+//! A router may serve less than [`MAX`] ([`Supported::up_to`], `crate::router_up_to`):
+//! release N of accel serves 2.0 only, with the same handlers; its `latest` is 2.0 and
+//! 2.1 is refused with 406 as an older Cyborg would.
 
 use crate::error::{ApiError, ErrorKind};
 use axum::extract::Request;
@@ -34,6 +38,29 @@ pub const MAX: ApiVersion = ApiVersion::new(2, 1);
 
 /// The microversion that adds the device `status` field (`available` / `lost`).
 pub const DEVICE_STATUS: ApiVersion = ApiVersion::new(2, 1);
+
+/// The range a router serves: [`MIN`] up to `max`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Supported {
+    /// The newest version served (what `latest` gets).
+    pub max: ApiVersion,
+}
+
+impl Supported {
+    /// Everything this build has: [`MIN`] to [`MAX`].
+    pub const ALL: Supported = Supported { max: MAX };
+
+    /// [`MIN`] up to `max`, which must lie in `MIN..=MAX`.
+    pub fn up_to(max: ApiVersion) -> Result<Supported, VersionError> {
+        if max < MIN || max > MAX {
+            return Err(VersionError::Unsupported {
+                requested: max,
+                max: MAX,
+            });
+        }
+        Ok(Supported { max })
+    }
+}
 
 /// A microversion, `MAJOR.MINOR`, compared as a pair of integers (`2.10 > 2.9`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -81,25 +108,39 @@ impl fmt::Display for ApiVersion {
 /// Why a requested microversion is refused (answered with 406).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VersionError {
-    /// Well formed, but outside `MIN..=MAX`.
-    #[error("accelerator API version {requested} is not supported: this service supports {MIN} to {MAX}")]
+    /// Well formed, but outside `MIN..=max`.
+    #[error("accelerator API version {requested} is not supported: this service supports {MIN} to {max}")]
     Unsupported {
         /// What was asked for.
         requested: ApiVersion,
+        /// The newest version served.
+        max: ApiVersion,
     },
     /// Not `X.Y` or `latest`.
-    #[error("invalid OpenStack-API-Version value {value:?}: use \"accelerator X.Y\" with X.Y from {MIN} to {MAX}, or \"accelerator latest\"")]
+    #[error("invalid OpenStack-API-Version value {value:?}: use \"accelerator X.Y\" with X.Y from {MIN} to {max}, or \"accelerator latest\"")]
     Malformed {
         /// The header's text.
         value: String,
+        /// The newest version served.
+        max: ApiVersion,
     },
 }
 
 /// The version a request asks for, from its headers (see the module docs).
 pub fn negotiate(headers: &HeaderMap) -> Result<ApiVersion, VersionError> {
+    negotiate_within(headers, Supported::ALL)
+}
+
+/// [`negotiate`] for a router serving `supported`.
+pub fn negotiate_within(
+    headers: &HeaderMap,
+    supported: Supported,
+) -> Result<ApiVersion, VersionError> {
+    let max = supported.max;
     for value in headers.get_all(&HEADER) {
         let text = value.to_str().map_err(|_| VersionError::Malformed {
             value: String::from_utf8_lossy(value.as_bytes()).into_owned(),
+            max,
         })?;
         // Several services may share one header: "compute 2.60, accelerator 2.1".
         for entry in text.split(',') {
@@ -112,16 +153,17 @@ pub fn negotiate(headers: &HeaderMap) -> Result<ApiVersion, VersionError> {
             }
             let malformed = || VersionError::Malformed {
                 value: entry.trim().to_owned(),
+                max,
             };
             let (Some(version), None) = (words.next(), words.next()) else {
                 return Err(malformed());
             };
             if version.eq_ignore_ascii_case("latest") {
-                return Ok(MAX);
+                return Ok(max);
             }
             let requested = ApiVersion::parse(version).ok_or_else(malformed)?;
-            if requested < MIN || requested > MAX {
-                return Err(VersionError::Unsupported { requested });
+            if requested < MIN || requested > max {
+                return Err(VersionError::Unsupported { requested, max });
             }
             return Ok(requested);
         }
@@ -140,11 +182,17 @@ fn add_vary(headers: &mut HeaderMap) {
     headers.append(VARY, HeaderValue::from_static("OpenStack-API-Version"));
 }
 
-/// Middleware: negotiates the version, puts it in the request's extensions (handlers
-/// take it as `Extension<ApiVersion>`), and adds the response headers; answers 406
-/// itself for a refused version.
+/// Middleware: negotiates the version (within the [`Supported`] range in the request's
+/// extensions, [`Supported::ALL`] without one), puts it in the request's extensions
+/// (handlers take it as `Extension<ApiVersion>`), and adds the response headers; answers
+/// 406 itself for a refused version.
 pub async fn layer(mut request: Request, next: Next) -> Response {
-    match negotiate(request.headers()) {
+    let supported = request
+        .extensions()
+        .get::<Supported>()
+        .copied()
+        .unwrap_or(Supported::ALL);
+    match negotiate_within(request.headers(), supported) {
         Ok(version) => {
             request.extensions_mut().insert(version);
             let mut response = next.run(request).await;
@@ -216,6 +264,19 @@ mod tests {
             );
         }
         assert!(ApiVersion::new(2, 10) > ApiVersion::new(2, 9));
+    }
+
+    #[test]
+    fn a_router_may_serve_less() {
+        let only_2_0 = Supported::up_to(ApiVersion::new(2, 0)).expect("in range");
+        let mut h = HeaderMap::new();
+        h.insert(HEADER, HeaderValue::from_static("accelerator latest"));
+        assert_eq!(negotiate_within(&h, only_2_0), Ok(ApiVersion::new(2, 0)));
+        h.insert(HEADER, HeaderValue::from_static("accelerator 2.1"));
+        let e = negotiate_within(&h, only_2_0).expect_err("2.1 is refused");
+        assert!(e.to_string().contains("2.0 to 2.0"), "{e}");
+        assert!(Supported::up_to(ApiVersion::new(2, 9)).is_err());
+        assert!(Supported::up_to(ApiVersion::new(1, 0)).is_err());
     }
 
     #[test]

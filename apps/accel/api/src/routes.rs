@@ -24,8 +24,8 @@ use tower_http::catch_panic::CatchPanicLayer;
 type Service = Arc<dyn AccelService>;
 type Result<T> = std::result::Result<T, ApiError>;
 
-/// The router over a shared service.
-pub(crate) fn build(service: Service) -> Router {
+/// The router over a shared service, serving the `supported` microversions.
+pub(crate) fn build(service: Service, supported: microversion::Supported) -> Router {
     Router::new()
         .route("/", get(root))
         .route("/v2", get(v2))
@@ -54,6 +54,7 @@ pub(crate) fn build(service: Service) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(service)
         .layer(axum::middleware::from_fn(microversion::layer))
+        .layer(Extension(supported))
         .layer(CatchPanicLayer::custom(
             |_panic: Box<dyn std::any::Any + Send>| {
                 tracing::error!("an accel API handler panicked");
@@ -217,12 +218,18 @@ fn next_link(
 
 // ---- versions ------------------------------------------------------------------------
 
-async fn root(headers: HeaderMap) -> Json<Value> {
-    Json(views::root(&base(&headers)))
+async fn root(
+    Extension(supported): Extension<microversion::Supported>,
+    headers: HeaderMap,
+) -> Json<Value> {
+    Json(views::root(&base(&headers), supported.max))
 }
 
-async fn v2(headers: HeaderMap) -> Json<Value> {
-    Json(json!({"version": views::v2(&base(&headers))}))
+async fn v2(
+    Extension(supported): Extension<microversion::Supported>,
+    headers: HeaderMap,
+) -> Json<Value> {
+    Json(json!({"version": views::v2(&base(&headers), supported.max)}))
 }
 
 // ---- devices and deployables ---------------------------------------------------------

@@ -8,13 +8,13 @@ fn links(base: &str, collection: &str, uuid: &str) -> Value {
     json!([{"href": format!("{base}/v2/{collection}/{uuid}"), "rel": "self"}])
 }
 
-/// The v2 version document.
-pub fn v2(base: &str) -> Value {
+/// The v2 version document, for a router serving up to `max`.
+pub fn v2(base: &str, max: ApiVersion) -> Value {
     json!({
         "id": "v2.0",
         "status": "CURRENT",
         "min_version": microversion::MIN.to_string(),
-        "max_version": microversion::MAX.to_string(),
+        "max_version": max.to_string(),
         "links": [{"href": format!("{base}/v2/"), "rel": "self"}],
         "media_types": [{
             "base": "application/json",
@@ -24,12 +24,12 @@ pub fn v2(base: &str) -> Value {
 }
 
 /// The root document: the versions there are.
-pub fn root(base: &str) -> Value {
+pub fn root(base: &str, max: ApiVersion) -> Value {
     json!({
         "name": "OpenStack Cyborg API",
         "description": "accel: accelerator management in the model of OpenStack Cyborg",
-        "versions": [v2(base)],
-        "default_version": v2(base),
+        "versions": [v2(base, max)],
+        "default_version": v2(base, max),
     })
 }
 

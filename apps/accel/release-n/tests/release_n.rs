@@ -1,0 +1,415 @@
+//! Release N on its own: a release N agent reports to and binds through a release N
+//! conductor (SQLite with the memory transport; PostgreSQL with RabbitMQ), and the
+//! release N conductor refuses databases release N+1 upgraded or finalized.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod support;
+
+use accel_release_n::conductor::{self, StartError};
+use accel_release_n::objects as n;
+use accel_release_n::rpc::{
+    AgentApi, BindArq, CreateArqs, CreateDeviceProfile, DeleteArqs, DeleteDeviceProfile, ReportNow,
+    UnbindArq, AGENT_TOPIC, UPGRADE_TOPIC,
+};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use support::*;
+use verso::{ObjectList, RequestContext};
+use verso_rpc::transport::Transport;
+use verso_rpc::{RpcClient, RpcError};
+use verso_upgrade::admin::{Status, UpgradeApi};
+use verso_upgrade::{ComponentVersion, VersionManager};
+
+fn gpu_group() -> Vec<BTreeMap<String, String>> {
+    vec![BTreeMap::from([(
+        "resources:GPU".to_owned(),
+        "1".to_owned(),
+    )])]
+}
+
+async fn release_n_deployment(
+    url: &str,
+    conductor_transport: Arc<dyn Transport>,
+    agent_transport: Arc<dyn Transport>,
+) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let running = conductor::start(url, conductor_transport.clone())
+        .await
+        .expect("release N conductor starts on a fresh database");
+    assert_eq!(running.db_url(), url);
+    assert_eq!(
+        running
+            .db()
+            .applied_migrations()
+            .await
+            .expect("migrations")
+            .into_iter()
+            .collect::<Vec<_>>(),
+        [1],
+        "schema N only"
+    );
+    let agent = n_agent(dir.path(), 1, agent_transport.clone()).await;
+    assert_eq!(agent.host(), "host1");
+    assert_eq!(agent.report_now().await.expect("report"), HOST1_DEVICES);
+    let db = running.db();
+    let devices = db.devices(Some("host1")).await.expect("devices");
+    assert_eq!(devices.len() as u64, HOST1_DEVICES);
+    assert!(devices.iter().all(|d| d.status == "available"));
+    let handles = db.attach_handles(Some("host1")).await.expect("handles");
+    assert_eq!(handles.len(), HOST1_HANDLES);
+
+    // The conductor side asks the agent (agent API 1.0, server = host name).
+    let ctx = RequestContext::new("req-test");
+    let agents = RpcClient::for_api::<AgentApi>(conductor_transport.clone(), AGENT_TOPIC);
+    let n_reported = agents
+        .prepare()
+        .server("host1")
+        .call_method(&ctx, ReportNow {})
+        .await
+        .expect("report_now over RPC");
+    assert_eq!(n_reported, HOST1_DEVICES);
+
+    // The heartbeat reached the conductor's upgrade API.
+    let upgrade = RpcClient::for_api::<UpgradeApi>(agent_transport.clone(), UPGRADE_TOPIC);
+    let status = upgrade.call_method(&ctx, Status {}).await.expect("status");
+    let member = status
+        .clients
+        .iter()
+        .find(|c| c.id == "host1")
+        .expect("host1 heartbeated");
+    assert_eq!((member.software, member.apparent), (1, 1));
+    assert_eq!(status.server.software, 1);
+
+    // Profiles and requests through release N's conductor API.
+    let client = n_client(agent_transport.clone());
+    let profile: n::DeviceProfile = client
+        .call_method(
+            &ctx,
+            CreateDeviceProfile {
+                name: "gpu".into(),
+                groups: gpu_group(),
+                description: Some("one GPU".into()),
+            },
+        )
+        .await
+        .expect("profile");
+    assert_eq!(profile.name.get().map(String::as_str), Some("gpu"));
+    let mut arqs = Vec::new();
+    for _ in 0..2 {
+        let list: n::AcceleratorRequestList = client
+            .call_method(
+                &ctx,
+                CreateArqs {
+                    device_profile_name: "gpu".into(),
+                    group_id: None,
+                    project_id: Some("p1".into()),
+                },
+            )
+            .await
+            .expect("arqs");
+        assert_eq!(list.len(), 1);
+        arqs.push(
+            list.iter()
+                .next()
+                .expect("one")
+                .uuid
+                .get()
+                .expect("uuid")
+                .to_string(),
+        );
+    }
+    let bound: n::AcceleratorRequest = client
+        .call_method(
+            &ctx,
+            BindArq {
+                uuid: arqs[0].clone(),
+                hostname: "host1".into(),
+                instance_uuid: "inst-1".into(),
+                device_rp_uuid: None,
+            },
+        )
+        .await
+        .expect("bind");
+    assert_eq!(bound.state.get().map(String::as_str), Some("Bound"));
+    let handle_uuid = bound
+        .attach_handle_uuid
+        .get()
+        .cloned()
+        .flatten()
+        .expect("bound to a handle");
+    let in_use: Vec<_> = db
+        .attach_handles(Some("host1"))
+        .await
+        .expect("handles")
+        .into_iter()
+        .filter(|h| h.in_use)
+        .collect();
+    assert_eq!(in_use.len(), 1);
+    assert_eq!(in_use[0].uuid, handle_uuid);
+    // The one GPU VF is taken: the second request fails with the typed error.
+    let err = client
+        .call_method(
+            &ctx,
+            BindArq {
+                uuid: arqs[1].clone(),
+                hostname: "host1".into(),
+                instance_uuid: "inst-2".into(),
+                device_rp_uuid: None,
+            },
+        )
+        .await
+        .expect_err("no second GPU");
+    match err {
+        RpcError::Remote(r) => assert_eq!(r.kind, "NoFreeHandle", "{r:?}"),
+        other => panic!("{other}"),
+    }
+    assert_eq!(
+        db.arq(&arqs[1]).await.expect("arq").state.as_str(),
+        "BindFailed"
+    );
+    // Release N frees a device at once.
+    let unbound: n::AcceleratorRequest = client
+        .call_method(
+            &ctx,
+            UnbindArq {
+                uuid: arqs[0].clone(),
+            },
+        )
+        .await
+        .expect("unbind");
+    assert_eq!(unbound.state.get().map(String::as_str), Some("Unbound"));
+    assert!(db
+        .attach_handles(Some("host1"))
+        .await
+        .expect("handles")
+        .iter()
+        .all(|h| !h.in_use));
+    let err = client
+        .call_method(&ctx, DeleteDeviceProfile { name: "gpu".into() })
+        .await
+        .expect_err("in use");
+    assert!(
+        matches!(&err, RpcError::Remote(r) if r.kind == "ProfileInUse"),
+        "{err}"
+    );
+    let deleted = client
+        .call_method(
+            &ctx,
+            DeleteArqs {
+                uuids: arqs.clone(),
+                instance_uuid: None,
+            },
+        )
+        .await
+        .expect("delete");
+    assert_eq!(deleted, 2);
+    client
+        .call_method(&ctx, DeleteDeviceProfile { name: "gpu".into() })
+        .await
+        .expect("profile deleted");
+    assert!(db.arqs(None).await.expect("arqs").is_empty());
+    assert!(db.profiles().await.expect("profiles").is_empty());
+
+    agent.stop().await;
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn n_agent_and_n_conductor_on_sqlite_and_memory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t = memory();
+    release_n_deployment(&sqlite_url(dir.path()), t.clone(), t).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn n_agent_and_n_conductor_on_postgres_and_rabbitmq() {
+    let url = accel_conductor::testing::postgres_database().await;
+    let exchange = exchange();
+    release_n_deployment(&url, rabbit(&exchange).await, rabbit(&exchange).await).await;
+}
+
+/// Starts release N on `url`, migrates it to N+1 with N+1's code, and checks that
+/// release N refuses it; then finalizes it at N+1's version 2 and checks again.
+async fn refusals(url: &str) {
+    let t = memory();
+    let running = conductor::start(url, t.clone())
+        .await
+        .expect("release N starts");
+    let profile = running
+        .db()
+        .create_profile("kept", gpu_group(), None)
+        .await
+        .expect("profile");
+    running.stop().await;
+    // Release N restarts on its own database.
+    conductor::start(url, t.clone())
+        .await
+        .expect("release N restarts on schema N")
+        .stop()
+        .await;
+
+    let new = accel_conductor::Db::connect(url).await.expect("N+1 opens");
+    assert_eq!(new.migrate().await.expect("N+1 migrates"), vec![2]);
+    assert_eq!(
+        new.profile("kept").await.expect("survived").uuid,
+        profile.uuid
+    );
+    let err = conductor::start(url, t.clone())
+        .await
+        .expect_err("schema N+1 is refused");
+    assert!(
+        matches!(&err, StartError::SchemaNewer { newer, known: 1, .. } if newer == &[2]),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("[2]") && text.contains("migration 1") && text.contains("release N+1"),
+        "{text}"
+    );
+    assert!(!text.contains(":verso@"), "password masked: {text}");
+
+    let versions = VersionManager::<accel_objects::AccelVersion>::open(
+        accel_conductor::DbVersionStore::new(new.clone(), accel_objects::AccelVersion::COMPONENT),
+    )
+    .await
+    .expect("N+1 versions");
+    assert_eq!(
+        versions.apparent().number(),
+        1,
+        "release N recorded version 1"
+    );
+    versions.finalize().await.expect("N+1 finalizes");
+    assert_eq!(versions.apparent().number(), 2);
+    new.close().await;
+    let err = conductor::start(url, t)
+        .await
+        .expect_err("finalized at 2 is refused");
+    assert!(
+        matches!(
+            err,
+            StartError::FinalizedByNewer {
+                apparent: 2,
+                software: 1,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("accel version 2")
+            && text.contains("accel version 1")
+            && text.contains("run release N+1"),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn n_conductor_refuses_databases_of_n_plus_1_on_sqlite() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    refusals(&sqlite_url(dir.path())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn n_conductor_refuses_databases_of_n_plus_1_on_postgres() {
+    refusals(&accel_conductor::testing::postgres_database().await).await;
+}
+
+#[tokio::test]
+async fn bad_input_is_a_typed_error() {
+    let err = conductor::start("mysql://x", memory())
+        .await
+        .expect_err("unsupported");
+    assert!(matches!(err, StartError::Db(_)), "{err:?}");
+    assert!(err.to_string().contains("sqlite://"), "{err}");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = accel_release_n::agent::AgentConfig {
+        host: String::new(),
+        sysfs_root: dir.path().into(),
+        state_dir: dir.path().into(),
+        report_interval: std::time::Duration::from_secs(1),
+    };
+    let err = accel_release_n::agent::start(config, memory())
+        .await
+        .expect_err("empty host");
+    assert!(
+        matches!(err, accel_release_n::agent::StartError::Config(_)),
+        "{err:?}"
+    );
+
+    // A conductor with an agent whose sysfs tree is missing: the report fails typed.
+    let t = memory();
+    let running = conductor::start(&sqlite_url(dir.path()), t.clone())
+        .await
+        .expect("starts");
+    let agent = accel_release_n::agent::start(
+        accel_release_n::agent::AgentConfig {
+            host: "nosysfs".into(),
+            sysfs_root: dir.path().join("missing"),
+            state_dir: dir.path().join("state"),
+            report_interval: std::time::Duration::from_secs(60),
+        },
+        t,
+    )
+    .await
+    .expect("starts without a sysfs tree");
+    let err = agent.report_now().await.expect_err("no sysfs");
+    assert!(
+        matches!(err, accel_release_n::agent::ReportError::Discovery(_)),
+        "{err:?}"
+    );
+    agent.stop().await;
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_reports_of_one_host_on_postgres() {
+    use accel_release_n::conductor::db::{Db, ReportedDevice};
+    let url = accel_conductor::testing::postgres_database().await;
+    let db = Db::connect(&url, std::time::Duration::from_secs(10))
+        .await
+        .expect("open");
+    assert!(db.migrate().await.expect("migrate"), "applied now");
+    assert!(!db.migrate().await.expect("again"), "already there");
+    let devices: Vec<ReportedDevice> = (0..4)
+        .map(|i| ReportedDevice {
+            control_path_id: format!("0000:{:02x}:00.0", 0x3b + i),
+            device_type: "GPU".into(),
+            vendor: "10de".into(),
+            model: "20b5".into(),
+            std_board_info: None,
+            driver_name: Some("nvidia".into()),
+            handles: vec![("PCI".into(), format!("{{\"bus\": \"{i}\"}}"))],
+        })
+        .collect();
+    let (a, b) = tokio::join!(db.report("h", &devices), db.report("h", &devices));
+    let (a, b) = (a.expect("first"), b.expect("second"));
+    assert_eq!(a.added.len() + b.added.len(), 4, "{a:?} {b:?}");
+    assert_eq!(a.unchanged + b.unchanged, 4, "{a:?} {b:?}");
+    assert_eq!(db.devices(Some("h")).await.expect("devices").len(), 4);
+    let err = db
+        .report("h", &[devices[0].clone(), devices[0].clone()])
+        .await
+        .expect_err("twice");
+    assert!(err.to_string().contains("reported twice"), "{err}");
+    db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_in_memory_sqlite_database_is_one_database() {
+    let t = memory();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let running = conductor::start("sqlite::memory:", t.clone())
+        .await
+        .expect("starts in memory");
+    let agent = n_agent(dir.path(), 1, t).await;
+    assert_eq!(agent.report_now().await.expect("report"), HOST1_DEVICES);
+    assert_eq!(
+        running.db().devices(None).await.expect("devices").len() as u64,
+        HOST1_DEVICES
+    );
+    agent.stop().await;
+    running.stop().await;
+}
