@@ -537,7 +537,7 @@ impl AttachHandle {
     pub fn managed(&self) -> bool {
         self.attach_info
             .get()
-            .is_none_or(|i| attach_info_managed(i))
+            .map_or(true, |i| attach_info_managed(i))
     }
 
     /// Whether the handle is allocated.
