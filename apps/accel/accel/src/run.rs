@@ -2,8 +2,7 @@
 
 use crate::config::AccelConfig;
 use accel_agent::service::{AgentConfig, AgentStartError, AgentStop, NvmeConfig, RunningAgent};
-use accel_conductor::db::Release;
-use accel_conductor::service::{endpoint_with_agents, AgentNotifier, ReleasePolicy};
+use accel_conductor::runtime::RunningConductor;
 use accel_conductor::{Db, DbVersionStore};
 pub use accel_objects::rpc::{CONDUCTOR_TOPIC, UPGRADE_TOPIC};
 use accel_objects::AccelVersion;
@@ -12,9 +11,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 use verso_rpc::transport::{transport_from_url, Transport};
-use verso_rpc::{RpcServer, ServerHandle, Target};
 use verso_upgrade::store::VersionStore;
-use verso_upgrade::{ComponentVersion, Coordinator, Observed, VersionManager};
+use verso_upgrade::{ComponentVersion, Observed};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -35,66 +33,12 @@ async fn open_db(url: &str) -> Result<Db, Error> {
     Ok(db)
 }
 
-/// A running conductor: its servers and its version coordinator.
-struct RunningConductor {
-    servers: Vec<ServerHandle>,
-}
-
 async fn start_conductor(
     db: Db,
     transport: Arc<dyn Transport>,
     config: &AccelConfig,
 ) -> Result<RunningConductor, Error> {
-    let recovered = db.recover_interrupted_binds().await?;
-    if recovered > 0 {
-        tracing::warn!(
-            recovered,
-            "binds interrupted by a restart marked BindFailed"
-        );
-    }
-    let versions = VersionManager::<AccelVersion>::open(DbVersionStore::new(
-        db.clone(),
-        AccelVersion::COMPONENT,
-    ))
-    .await?;
-    let cleanup = versions.gate(AccelVersion::DriverFeatures, "NVMe secure cleanup");
-    // Registered for `status`; the method body checks it (see AttachHandle.update_managed).
-    let _unmanaged = versions.gate(
-        AccelVersion::DriverFeatures,
-        accel_objects::UNMANAGED_FEATURE,
-    );
-    let state = accel_conductor::objects::state(db.clone(), versions.clone());
-    let coordinator = Arc::new(Coordinator::new(
-        versions,
-        "agent",
-        Duration::from_secs(180),
-    ));
-    coordinator.resume().await?;
-    let release: ReleasePolicy = Arc::new(move || {
-        if cleanup.is_open() {
-            Release::CleanSsd
-        } else {
-            Release::Immediate
-        }
-    });
-    let agents = AgentNotifier::new(transport.clone(), config.layers.cap("agent"));
-    let conductor = RpcServer::new(transport.clone(), Target::new(CONDUCTOR_TOPIC))
-        .endpoint(endpoint_with_agents(
-            db,
-            accel_objects::registry(),
-            release,
-            Some(agents),
-            move |ctx| state.attach(ctx),
-        ))?
-        .start()
-        .await?;
-    let upgrade = RpcServer::new(transport, Target::new(UPGRADE_TOPIC))
-        .endpoint(verso_upgrade::admin::endpoint(coordinator))?
-        .start()
-        .await?;
-    Ok(RunningConductor {
-        servers: vec![conductor, upgrade],
-    })
+    Ok(accel_conductor::runtime::start(db, transport, config.layers.cap("agent")).await?)
 }
 
 /// `accel conductor`.
@@ -106,9 +50,7 @@ pub async fn conductor(config: AccelConfig) -> Result<ExitCode, Error> {
         verso_rpc::transport::amqp::redact(&config.transport.url)
     );
     tokio::signal::ctrl_c().await?;
-    for s in running.servers {
-        s.stop().await;
-    }
+    running.stop().await;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -326,8 +268,6 @@ pub async fn all_in_one(config: AccelConfig, agents: u32) -> Result<ExitCode, Er
     for agent in started {
         agent.stop().await;
     }
-    for s in running.servers {
-        s.stop().await;
-    }
+    running.stop().await;
     Ok(ExitCode::SUCCESS)
 }

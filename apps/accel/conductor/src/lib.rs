@@ -10,6 +10,7 @@
 //!   agent calls them through object indirection.
 //! - [`service`]: accel's `conductor` RPC API served over the database, and the
 //!   conductor's calls to agents (`cleanup_device`).
+//! - [`runtime`]: the conductor as a library (`start`, `RunningConductor`).
 //! - [`lifecycle`]: the accelerator request states and the table of allowed transitions.
 //! - [`versions`]: the conductor's component versions (verso-upgrade), kept in the database.
 
@@ -17,6 +18,7 @@ pub mod db;
 pub mod handles;
 pub mod lifecycle;
 pub mod objects;
+pub mod runtime;
 pub mod service;
 #[cfg(feature = "testing")]
 pub mod testing;
