@@ -635,29 +635,29 @@ impl Agent {
                     source,
                 })?;
             let mut raced = false;
-            for h in handles.iter() {
-                if h.attach_type.get() != Some(&AttachType::Pci) || h.managed() == desired {
-                    continue;
+            let differs = |h: &&AttachHandle| {
+                h.attach_type.get() == Some(&AttachType::Pci) && h.managed() != desired
+            };
+            // Refusals first: a refused start changes nothing.
+            for h in handles.iter().filter(differs).filter(|h| h.is_in_use()) {
+                let refusal = AgentStartError::ManagedModeInUse {
+                    device: describe_device(h),
+                    handle: handle_uuid(h),
+                    instance: h
+                        .instance_uuid
+                        .get()
+                        .cloned()
+                        .flatten()
+                        .unwrap_or_else(|| "unknown".into()),
+                    persisted: h.managed(),
+                    configured: desired,
+                };
+                if at_start {
+                    return Err(refusal);
                 }
-                if h.is_in_use() {
-                    let refusal = AgentStartError::ManagedModeInUse {
-                        device: describe_device(h),
-                        handle: handle_uuid(h),
-                        instance: h
-                            .instance_uuid
-                            .get()
-                            .cloned()
-                            .flatten()
-                            .unwrap_or_else(|| "unknown".into()),
-                        persisted: h.managed(),
-                        configured: desired,
-                    };
-                    if at_start {
-                        return Err(refusal);
-                    }
-                    tracing::warn!(host = self.host(), "{refusal}");
-                    continue;
-                }
+                tracing::warn!(host = self.host(), "{refusal}");
+            }
+            for h in handles.iter().filter(differs).filter(|h| !h.is_in_use()) {
                 let mut h = h.clone();
                 h.meta.context = Some(ctx.clone());
                 let expected = h.current_revision();
@@ -667,11 +667,10 @@ impl Agent {
                         tracing::info!(host = self.host(), handle = %handle_uuid(&h), managed = desired, revision = h.current_revision(), "attach handle managed mode updated");
                     }
                     Err(e) => match classify(&e) {
-                        HandleErrorKind::Stale | HandleErrorKind::InUse => {
+                        HandleErrorKind::Stale | HandleErrorKind::InUse | HandleErrorKind::NotFound => {
                             tracing::warn!(host = self.host(), handle = %handle_uuid(&h), error = %e, "attach handle changed since it was read: reading again");
                             raced = true;
                         }
-                        HandleErrorKind::NotFound => raced = true,
                         HandleErrorKind::NotFinalized(n) => {
                             return Err(AgentStartError::NotFinalized(n))
                         }
