@@ -60,7 +60,7 @@ use verso_upgrade::{
 };
 
 /// The feature name `[pci] managed = false` is refused under when indirection is capped.
-pub const UNMANAGED_PCI_FEATURE: &str = "PCI managed mode off ([pci] managed = false)";
+pub const UNMANAGED_PCI_FEATURE: &str = "PCI unmanaged mode ([pci] managed = false)";
 
 /// The error module of the agent API's remote errors.
 pub const ERROR_MODULE: &str = "accel.agent";

@@ -446,7 +446,7 @@ async fn managed_mode_validation(db: Db) {
     assert!(matches!(err, AgentStartError::Indirection(_)), "{err}");
     let text = err.to_string();
     for needed in [
-        "PCI managed mode off",
+        "PCI unmanaged mode ([pci] managed = false) needs object indirection",
         "conductor RPC 1.1",
         "[upgrade_levels] conductor is 1.0",
     ] {
