@@ -370,6 +370,34 @@ pub async fn start(
         }
     }
 
+    // 3 to 7; a refusal or failure leaves nothing running (recovered cleanups included).
+    let server = match bring_up(&agent, &indirection, transport).await {
+        Ok(server) => server,
+        Err(e) => {
+            agent.abort_cleanups();
+            return Err(e);
+        }
+    };
+    let (shutdown, rx) = watch::channel(false);
+    let task = tokio::spawn(run_loop(agent.clone(), rx));
+    tracing::info!(host, apparent = %agent.versions.apparent().label(), indirection = agent.indirection.is_some(), "agent started");
+    Ok(RunningAgent {
+        agent,
+        shutdown,
+        task: Some(task),
+        server: Some(server),
+        outcome: None,
+    })
+}
+
+/// Start steps 3 to 7: the RPC requirement, the managed mode, recovery, the first report,
+/// the agent API's server.
+async fn bring_up(
+    agent: &Arc<Agent>,
+    indirection: &Indirection,
+    transport: Arc<dyn Transport>,
+) -> Result<ServerHandle, AgentStartError> {
+    let host = agent.host();
     // 3. The RPC requirement of the configured features.
     if !agent.config.pci_managed {
         indirection.require_indirection(UNMANAGED_PCI_FEATURE)?;
@@ -414,7 +442,7 @@ pub async fn start(
     }
 
     // 7. Serve and loop.
-    let server = RpcServer::new(
+    RpcServer::new(
         transport,
         Target::new(AGENT_TOPIC).with_server(agent.config.host.clone()),
     )
@@ -422,17 +450,7 @@ pub async fn start(
     .map_err(AgentStartError::Serve)?
     .start()
     .await
-    .map_err(AgentStartError::Serve)?;
-    let (shutdown, rx) = watch::channel(false);
-    let task = tokio::spawn(run_loop(agent.clone(), rx));
-    tracing::info!(host, apparent = %agent.versions.apparent().label(), indirection = agent.indirection.is_some(), "agent started");
-    Ok(RunningAgent {
-        agent,
-        shutdown,
-        task: Some(task),
-        server: Some(server),
-        outcome: None,
-    })
+    .map_err(AgentStartError::Serve)
 }
 
 /// Opens the agent's version record; a fresh agent starts at the conductor's apparent
