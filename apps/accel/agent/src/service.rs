@@ -539,7 +539,10 @@ impl Agent {
 
     /// A context for a call; with the conductor as the object API when allowed.
     fn ctx(&self, what: &str) -> RequestContext {
-        let ctx = RequestContext::new(format!("req-{what}-{}-{}", self.config.host, uuid_like()));
+        // A fresh request id per context: a cleanup's claim is the request id of the
+        // context it runs with (its retries reuse it; another runner's differs).
+        let ctx = RequestContext::generate();
+        tracing::debug!(host = %self.config.host, request_id = %ctx.request_id, what, "request context");
         match &self.indirection {
             Some(api) => ctx.with_indirection(accel_objects::NAMESPACE, api.clone()),
             None => ctx,
@@ -923,12 +926,6 @@ fn pci_address(attach_info: &str) -> Option<String> {
         part("device")?,
         part("function")?
     ))
-}
-
-/// A short unique suffix for request ids.
-fn uuid_like() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    format!("{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 fn agent_endpoint(agent: Arc<Agent>) -> Endpoint {

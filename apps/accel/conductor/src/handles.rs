@@ -158,17 +158,25 @@ impl Db {
         })
     }
 
-    /// An agent starts erasing a handle in `cleaning` at `expected_revision`: the
-    /// revision moves on (a second runner or a stale agent loses with
-    /// [`DbError::StaleHandle`]) and the reason records the start. The handle stays in
-    /// `cleaning`, so an agent killed during the erase finds it again at its next start.
-    /// A retry of a start that landed answers the same.
+    /// An agent starts erasing a handle in `cleaning` at `expected_revision`, under
+    /// `claim` (the claiming call's request id): the revision moves on (a second runner
+    /// or a stale agent loses with [`DbError::StaleHandle`]) and the reason records the
+    /// claim. The handle stays in `cleaning`, so an agent killed during the erase finds
+    /// it again at its next start. A retry of the same claim that landed answers the
+    /// same.
     pub async fn start_cleanup(
         &self,
         uuid: &str,
         expected_revision: i64,
+        claim: &str,
     ) -> Result<HostHandle, DbError> {
-        let marker = started_marker(expected_revision);
+        if claim.is_empty() {
+            return Err(DbError::Invalid {
+                what: "cleanup claim",
+                why: "a cleanup is claimed by a request id, and it is empty".into(),
+            });
+        }
+        let marker = started_marker(expected_revision, claim);
         let updated = sqlx::query(
             "UPDATE attach_handles SET cleanup_reason = $1, revision = revision + 1, updated_at = $2 \
              WHERE uuid = $3 AND revision = $4 AND cleanup_state = 'cleaning'",
@@ -255,7 +263,8 @@ impl Db {
 }
 
 /// The reason a handle in `cleaning` carries once an agent started erasing it at
-/// `revision` (deterministic, so a retried start recognises its own write).
-fn started_marker(revision: i64) -> String {
-    format!("cleanup started by the agent at revision {revision}")
+/// `revision` under `claim` (deterministic, so a retried start recognises its own write
+/// and no other runner's).
+fn started_marker(revision: i64, claim: &str) -> String {
+    format!("cleanup started at revision {revision} by request {claim}")
 }

@@ -137,7 +137,9 @@ impl HandleStore for DbHandleStore {
     ) -> BoxFuture<'a, Result<AttachHandle, CallError>> {
         Box::pin(async move {
             let h = match transition {
-                CleanupTransition::Started => self.db.start_cleanup(uuid, expected_revision).await,
+                CleanupTransition::Started { claim } => {
+                    self.db.start_cleanup(uuid, expected_revision, &claim).await
+                }
                 CleanupTransition::Succeeded => {
                     self.db
                         .finish_cleanup(uuid, expected_revision, &CleanupResult::Clean)

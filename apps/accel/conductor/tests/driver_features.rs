@@ -318,6 +318,46 @@ async fn update_managed_races_have_one_winner(db: Db) {
         .await
         .expect_err("stale");
     assert_eq!(classify(&stale), HandleErrorKind::Stale);
+
+    // Two runners claiming the same cleanup (agent cap 1.0 and an hourly scan: nobody
+    // else touches it): one claims it; the other, and any stale result, is refused.
+    let c = client(&transport);
+    let (arq, handle) = bind_ssd(&c, "vm-1").await;
+    unbind(&c, &arq).await;
+    let cleaning = AttachHandleList::get_cleaning(&ctx, HOST.into())
+        .await
+        .expect("get_cleaning");
+    let h = cleaning
+        .iter()
+        .find(|h| h.uuid.get().map(ToString::to_string) == Some(handle.clone()))
+        .expect("the released handle is cleaning")
+        .clone();
+    // Each runner has its own context (its request id is its claim).
+    let (mut a, mut b) = (h.clone(), h.clone());
+    a.meta.context = Some(indirect_ctx(&transport));
+    b.meta.context = Some(indirect_ctx(&transport));
+    let (ra, rb) = tokio::join!(a.cleanup_started(), b.cleanup_started());
+    assert_eq!(
+        [ra.is_ok(), rb.is_ok()].iter().filter(|w| **w).count(),
+        1,
+        "{ra:?} {rb:?}"
+    );
+    let (mut claimed, mut stale) = if ra.is_ok() { (a, b) } else { (b, a) };
+    let e = stale
+        .cleanup_succeeded()
+        .await
+        .expect_err("a stale runner cannot finish it");
+    assert_eq!(classify(&e), HandleErrorKind::Stale, "{e}");
+    claimed
+        .cleanup_failed("media error".into())
+        .await
+        .expect("recorded");
+    let row = db.host_handle(&handle).await.expect("row");
+    assert_eq!(row.cleanup_state.as_deref(), Some("error"));
+    // The device someone else moved to error cannot be made available by the stale one.
+    let e = stale.cleanup_succeeded().await.expect_err("moved");
+    assert_eq!(classify(&e), HandleErrorKind::NotCleaning, "{e}");
+    assert_eq!(db.host_handle(&handle).await.expect("row"), row);
     agent.stop().await;
     conductor.stop().await;
 }

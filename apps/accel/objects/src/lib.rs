@@ -506,11 +506,19 @@ impl AttachHandle {
 
     /// The agent starts erasing this handle's device: recorded only if the handle is
     /// `cleaning` at this object's revision (`NotCleaning`, `StaleHandle` otherwise), so
-    /// one runner claims it. A retry of a start that landed answers the same.
+    /// one runner claims it. The claim is this call's request id: a retry with the same
+    /// context answers the same; another runner (another context) loses.
     #[remotable]
     pub async fn cleanup_started(&mut self) -> Result<(), CallError> {
-        self.cleanup_transition("cleanup_started", store::CleanupTransition::Started)
-            .await
+        let claim = self
+            .context()
+            .map(|c| c.request_id.clone())
+            .unwrap_or_default();
+        self.cleanup_transition(
+            "cleanup_started",
+            store::CleanupTransition::Started { claim },
+        )
+        .await
     }
 
     /// The erase succeeded and was verified: the handle is available again.

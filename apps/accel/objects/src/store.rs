@@ -16,9 +16,14 @@ use verso_upgrade::VersionManager;
 /// only if the handle is still at the revision the agent read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CleanupTransition {
-    /// The agent starts erasing the device (claims it at this revision: a second
-    /// runner, or a stale agent, loses).
-    Started,
+    /// The agent starts erasing the device: it claims the handle at this revision. The
+    /// claim is the request id of the claiming call, so a retry of the same call (same
+    /// context) is recognised as its own, and a second runner from the same revision
+    /// loses.
+    Started {
+        /// The claiming call's request id.
+        claim: String,
+    },
     /// The erase succeeded: available again.
     Succeeded,
     /// The erase failed or timed out: `error`, never reused.

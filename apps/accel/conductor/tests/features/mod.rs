@@ -216,5 +216,5 @@ pub fn started(h: &HostHandle) -> bool {
 /// A context that sends attach-handle methods to the conductor, as an agent's does.
 pub fn indirect_ctx(transport: &Arc<dyn Transport>) -> RequestContext {
     let api = verso_rpc::conductor::ConductorApi::new(client(transport));
-    RequestContext::new("req-indirect").with_indirection(NAMESPACE, Arc::new(api))
+    RequestContext::generate().with_indirection(NAMESPACE, Arc::new(api))
 }
