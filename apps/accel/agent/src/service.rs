@@ -11,7 +11,9 @@
 //!    indirection (conductor RPC 1.1), so with `[upgrade_levels] conductor = "1.0"` it
 //!    refuses with [`IndirectionUnavailable`] (the feature, 1.1, the cap, the option);
 //!    with no such feature enabled it runs with cap 1.0 and skips the steps below that
-//!    need indirection;
+//!    need indirection. `managed = false` also waits for `AccelVersion::DriverFeatures`
+//!    to be finalized: before, the start is refused with
+//!    [`AgentStartError::NotFinalized`] (the typed [`NotSupportedBeforeFinalization`]);
 //! 4. validates the PCI managed mode against the persisted attach handles (one
 //!    `AttachHandleList.get_by_host` call): an allocated handle whose mode would change
 //!    refuses the start, naming the device, the handle, the instance and the setting to
@@ -401,6 +403,17 @@ async fn bring_up(
     // 3. The RPC requirement of the configured features.
     if !agent.config.pci_managed {
         indirection.require_indirection(UNMANAGED_PCI_FEATURE)?;
+        // Unmanaged handles wait for finalization (old agents and API clients do not
+        // understand them): the agent's own apparent version says, before any handle
+        // is read, so the refusal does not depend on the host's handles. The conductor
+        // checks the same gate in AttachHandle.update_managed for any other caller.
+        agent
+            .versions
+            .require(
+                AccelVersion::DriverFeatures,
+                accel_objects::UNMANAGED_FEATURE,
+            )
+            .map_err(AgentStartError::NotFinalized)?;
     }
     if agent.indirection.is_none() {
         tracing::info!(host, cap = ?agent.config.conductor_cap, "conductor RPC capped below 1.1: no object indirection, so no PCI managed-mode validation and no NVMe cleanup on this agent until the cap is raised");
@@ -451,6 +464,23 @@ async fn bring_up(
     .start()
     .await
     .map_err(AgentStartError::Serve)
+}
+
+/// A request context whose remotable calls of accel's objects go to the conductor
+/// (object indirection through `[upgrade_levels] conductor` = `conductor_cap`), as an
+/// agent's do: for tools and tests that call `AttachHandleList::get_by_host`,
+/// `AttachHandle::update_managed` and the like directly. Above the cap the calls fail
+/// before anything is sent.
+pub fn conductor_context(
+    transport: Arc<dyn Transport>,
+    conductor_cap: Option<Version>,
+) -> RequestContext {
+    let mut client = RpcClient::for_api::<ConductorApi>(transport, CONDUCTOR_TOPIC);
+    if let Some(cap) = conductor_cap {
+        client = client.version_cap(cap);
+    }
+    RequestContext::generate()
+        .with_indirection(accel_objects::NAMESPACE, Arc::new(Indirection::new(client)))
 }
 
 /// Opens the agent's version record; a fresh agent starts at the conductor's apparent

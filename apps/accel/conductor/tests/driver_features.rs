@@ -16,7 +16,7 @@
 
 mod features;
 
-use accel_agent::service::AgentStartError;
+use accel_agent::service::{self, AgentStartError};
 use accel_conductor::service::{AgentNotifier, CleanupNotice};
 use accel_conductor::testing as support;
 use accel_conductor::Db;
@@ -45,14 +45,14 @@ async fn cleanup_through_cleanup_device(db: Db) {
         .expect("agent starts");
     let c = client(&transport);
     let (arq, handle) = bind_ssd(&c, "vm-1").await;
+    let bound = db.host_handle(&handle).await.expect("handle");
     unbind(&c, &arq).await;
-    let cleaning = db.host_handle(&handle).await.expect("handle");
     // The scan runs hourly here: only cleanup_device can have started this.
     let done = wait_for(&db, &handle, Duration::from_secs(15), "cleaned", available).await;
     assert_eq!(
         done.revision,
-        cleaning.revision + 2,
-        "started and succeeded, each recorded once"
+        bound.revision + 3,
+        "released, started and succeeded, each recorded once"
     );
     assert_eq!(scripts.erased(), vec!["/dev/nvme0n1".to_owned()]);
     agent.stop().await;
@@ -367,11 +367,14 @@ async fn unmanaged_is_refused_before_finalization(db: Db) {
     let transport: Arc<dyn Transport> = Arc::new(MemoryTransport::new());
     let conductor = conductor(&db, &transport, "1.0").await;
     let scripts = Scripts::new();
-    // Through the agent: it refuses to start with the typed error.
+    // A managed agent runs (and reports the host's handles).
+    let managed = agent(&transport, agent_config(&scripts, "ok.sh"))
+        .await
+        .expect("a managed agent starts before finalization");
+    managed.stop().await;
+    // An unmanaged one refuses to start with the typed error, changing nothing.
     let mut config = agent_config(&scripts, "ok.sh");
     config.pci_managed = false;
-    // The first start has no handles yet; the report creates them, and the update
-    // after it is refused.
     let err = agent(&transport, config.clone())
         .await
         .expect_err("refused before finalization");
@@ -379,12 +382,14 @@ async fn unmanaged_is_refused_before_finalization(db: Db) {
         panic!("not the typed refusal: {err}")
     };
     assert_eq!((refusal.required, refusal.apparent), (2, 1));
+    assert_eq!(refusal.feature, accel_objects::UNMANAGED_FEATURE);
     assert!(
         err.to_string().contains("finalize the upgrade first"),
         "{err}"
     );
-    // Directly: the method's typed error crosses the wire.
-    let ctx = indirect_ctx(&transport);
+    // Any other caller (a tool, an old agent's own code) gets the conductor's typed
+    // remote refusal.
+    let ctx = service::conductor_context(transport.clone(), None);
     let handles = AttachHandleList::get_by_host(&ctx, HOST.into())
         .await
         .expect("get_by_host");
@@ -394,18 +399,29 @@ async fn unmanaged_is_refused_before_finalization(db: Db) {
     let e = h.update_managed(false, rev).await.expect_err("gated");
     assert_eq!(e.kind(), "NotSupportedBeforeFinalization");
     let typed = not_supported(&e).expect("typed");
-    assert_eq!(typed.feature, accel_objects::UNMANAGED_FEATURE);
+    assert_eq!(
+        (typed.feature.as_str(), typed.required, typed.apparent),
+        (accel_objects::UNMANAGED_FEATURE, 2, 1)
+    );
+    assert_eq!(classify(&e), HandleErrorKind::NotFinalized(typed));
     assert!(db
         .host_handles(HOST)
         .await
         .expect("handles")
         .iter()
         .all(|h| !h.attach_info.contains("managed")));
-    // Once finalized, the same agent starts.
+    // Once the conductor is finalized, the same agent (same record) starts: its start's
+    // heartbeat finalizes it before the check.
     conductor.versions.finalize().await.expect("finalize");
     let agent = agent(&transport, config)
         .await
         .expect("starts once finalized");
+    assert!(db
+        .host_handles(HOST)
+        .await
+        .expect("handles")
+        .iter()
+        .all(|h| !accel_objects::attach_info_managed(&h.attach_info)));
     agent.stop().await;
     conductor.stop().await;
 }
