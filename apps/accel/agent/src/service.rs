@@ -197,6 +197,17 @@ pub enum AgentStartError {
     Serve(#[source] RpcError),
 }
 
+/// Why a report failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// Devices cannot be discovered.
+    #[error("discovery: {0}")]
+    Discovery(#[from] DiscoveryError),
+    /// The conductor did not take the report.
+    #[error("report_data: {0}")]
+    Conductor(#[from] RpcError),
+}
+
 /// Why a running agent stopped.
 #[derive(Clone, Debug)]
 pub enum AgentStop {
@@ -261,7 +272,7 @@ impl RunningAgent {
     }
 
     /// Discovers and reports now (what `report_now` does); returns how many devices.
-    pub async fn report_now(&self) -> Result<u64, RpcError> {
+    pub async fn report_now(&self) -> Result<u64, ReportError> {
         self.agent.report().await
     }
 
@@ -443,8 +454,9 @@ async fn bring_up(
     }
 
     // 6. The first report; then the handles it created get the managed mode.
+    let devices = agent.discover()?;
     agent
-        .report()
+        .send_report(devices)
         .await
         .map_err(|source| AgentStartError::Conductor {
             what: "the first inventory report (report_data)",
@@ -609,14 +621,15 @@ impl Agent {
     }
 
     /// Discovers and reports; returns how many devices.
-    async fn report(&self) -> Result<u64, RpcError> {
-        let devices = self
-            .discover()
-            .map_err(|e| RpcError::transport(format!("discovery failed: {e}")))?;
-        self.send_report(devices).await
+    async fn report(&self) -> Result<u64, ReportError> {
+        let devices = self.discover()?;
+        let (n, changed) = self.send_report(devices).await?;
+        self.after_report(changed).await;
+        Ok(n)
     }
 
-    async fn send_report(&self, devices: DriverDeviceList) -> Result<u64, RpcError> {
+    /// Reports `devices`; returns how many, and whether handles may have been added.
+    async fn send_report(&self, devices: DriverDeviceList) -> Result<(u64, bool), RpcError> {
         let n = ObjectList::len(&devices) as u64;
         let ctx = RequestContext::new(format!("req-report-{}", self.host()));
         let summary = self
@@ -640,12 +653,17 @@ impl Agent {
             lost = summary.lost.len(),
             "inventory reported"
         );
-        if !summary.added.is_empty() && self.indirection.is_some() && !self.config.pci_managed {
+        Ok((n, !summary.added.is_empty() || !summary.updated.is_empty()))
+    }
+
+    /// After a report outside the start: new handles get the configured managed mode
+    /// (a failure is logged; the next report or start tries again).
+    async fn after_report(&self, changed: bool) {
+        if changed && self.indirection.is_some() && !self.config.pci_managed {
             if let Err(e) = self.reconcile_managed(false).await {
-                tracing::warn!(host = self.host(), error = %e, "new handles keep the default managed mode");
+                tracing::warn!(host = self.host(), error = %e, "new handles keep the default managed mode for now");
             }
         }
-        Ok(n)
     }
 
     /// Reports when the discovered inventory differs from the last one reported.
@@ -664,8 +682,11 @@ impl Agent {
             .as_ref()
             .is_some_and(|last| *last == devices);
         if !same {
-            if let Err(e) = self.send_report(devices).await {
-                tracing::warn!(host = self.host(), error = %e, "inventory report failed; retried at the next scan");
+            match self.send_report(devices).await {
+                Ok((_, changed)) => self.after_report(changed).await,
+                Err(e) => {
+                    tracing::warn!(host = self.host(), error = %e, "inventory report failed; retried at the next scan")
+                }
             }
         }
     }
