@@ -4,7 +4,7 @@
 //! `[upgrade_levels]`); `accel config show` prints every value with its origin,
 //! passwords masked.
 
-use accel_objects::rpc::ConductorApi;
+use accel_objects::rpc::{AgentApi, ConductorApi};
 use serde::Deserialize;
 use std::path::PathBuf;
 use verso::Version;
@@ -74,6 +74,9 @@ pub struct Agent {
     pub report_interval: u64,
     /// Where the agent keeps its component-version record (`agent-HOST.version`).
     pub state_dir: PathBuf,
+    /// Seconds between rediscoveries (reported when changed) and scans for this host's
+    /// NVMe handles left in `cleaning`.
+    pub scan_interval: u64,
 }
 
 impl Default for Agent {
@@ -83,6 +86,44 @@ impl Default for Agent {
             sysfs_root: PathBuf::from("/sys"),
             report_interval: 60,
             state_dir: PathBuf::from("/var/lib/accel"),
+            scan_interval: 10,
+        }
+    }
+}
+
+/// `[pci]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Pci {
+    /// The PCI managed mode guests get: `true` (libvirt detaches and reattaches the
+    /// device) or `false` (VFIO variant drivers: the operator binds the driver; needs
+    /// `[upgrade_levels] conductor = "1.1"` and a finalized upgrade).
+    pub managed: bool,
+}
+
+impl Default for Pci {
+    fn default() -> Self {
+        Pci { managed: true }
+    }
+}
+
+/// `[nvme]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Nvme {
+    /// The command that erases a released NVMe namespace, run with its device path as
+    /// the last argument; exit 0 means clean. Unset: the built-in nvme-cli sanitize or
+    /// secure-erase format, checked against the controller's capabilities.
+    pub cleanup_command: Option<String>,
+    /// Seconds a cleanup may take; a longer one is killed and the device goes to `error`.
+    pub cleanup_timeout: u64,
+}
+
+impl Default for Nvme {
+    fn default() -> Self {
+        Nvme {
+            cleanup_command: None,
+            cleanup_timeout: 3600,
         }
     }
 }
@@ -98,13 +139,23 @@ pub struct AccelConfig {
     pub api: Api,
     /// `[agent]`.
     pub agent: Agent,
+    /// `[pci]`.
+    pub pci: Pci,
+    /// `[nvme]`.
+    pub nvme: Nvme,
     /// The layered configuration (caps, origins).
     pub layers: Config,
 }
 
-/// The RPC APIs accel's clients call, with their default caps.
-pub fn apis() -> [ApiCap; 1] {
-    [ApiCap::for_api::<ConductorApi>(Version::new(1, 1))]
+/// The RPC APIs accel's clients call, with their default caps: agents call the
+/// conductor (1.1, object indirection); the conductor calls agents at 1.0 until the
+/// operator raises `[upgrade_levels] agent` to 1.1 once every agent runs release N+1
+/// (`cleanup_device`).
+pub fn apis() -> [ApiCap; 2] {
+    [
+        ApiCap::for_api::<ConductorApi>(Version::new(1, 1)),
+        ApiCap::for_api::<AgentApi>(Version::new(1, 0)),
+    ]
 }
 
 /// Loads the configuration from `file`, the environment and `overrides`.
@@ -118,6 +169,8 @@ pub fn load(file: Option<&PathBuf>, overrides: &[String]) -> Result<AccelConfig,
         .section("transport")
         .section("api")
         .section("agent")
+        .section("pci")
+        .section("nvme")
         .maybe_file(file)
         .overrides(overrides.iter().cloned())
         .load()?;
@@ -126,6 +179,8 @@ pub fn load(file: Option<&PathBuf>, overrides: &[String]) -> Result<AccelConfig,
         transport: layers.section("transport")?,
         api: layers.section("api")?,
         agent: layers.section("agent")?,
+        pci: layers.section("pci")?,
+        nvme: layers.section("nvme")?,
         layers,
     })
 }

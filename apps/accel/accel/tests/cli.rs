@@ -245,4 +245,22 @@ fn agents_heartbeat_and_one_ahead_of_its_conductor_exits_with_the_reason() {
             && stderr.contains("never finalizes before its server"),
         "{stderr}"
     );
+
+    // A feature that needs object indirection, with the conductor pinned to 1.0: the
+    // agent refuses to start with the configuration error naming what to change.
+    let mut pinned = accel();
+    with_sets(&mut pinned);
+    let out = pinned
+        .args(["--set", "pci.managed=false"])
+        .args(["--set", "upgrade_levels.conductor=1.0"])
+        .args(["agent", "--once", "--host", "h3", "--sysfs-root", fixture])
+        .output()
+        .expect("agent runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("PCI unmanaged mode ([pci] managed = false) needs object indirection (conductor RPC 1.1)")
+            && stderr.contains("[upgrade_levels] conductor is 1.0"),
+        "{stderr}"
+    );
 }

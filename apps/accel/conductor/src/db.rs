@@ -630,14 +630,18 @@ impl Db {
                     .await?;
                     let mut have: BTreeMap<(String, String), (i64, bool)> = BTreeMap::new();
                     for h in &handles {
+                        let info: String = h.try_get("attach_info")?;
                         have.insert(
-                            (h.try_get("attach_type")?, h.try_get("attach_info")?),
+                            (h.try_get("attach_type")?, handle_identity(&info)),
                             (h.try_get("id")?, h.try_get::<i64, _>("in_use")? != 0),
                         );
                     }
                     let mut lost_handle = false;
                     for key in &d.handles {
-                        if have.remove(key).is_none() {
+                        if have
+                            .remove(&(key.0.clone(), handle_identity(&key.1)))
+                            .is_none()
+                        {
                             insert_handle(&mut tx, e.dep_id, &key.0, &key.1, &at).await?;
                             changed = true;
                         }
@@ -1160,6 +1164,19 @@ impl Db {
         .await?
         .rows_affected();
         Ok(n)
+    }
+}
+
+/// What identifies a reported handle: its attach info without the PCI managed mode,
+/// which is metadata the conductor keeps (set through `AttachHandle.update_managed`),
+/// not part of what an agent reports; a report never replaces a handle because of it.
+fn handle_identity(attach_info: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(attach_info) {
+        Ok(serde_json::Value::Object(mut map)) => {
+            map.remove("managed");
+            serde_json::Value::Object(map).to_string()
+        }
+        _ => attach_info.to_owned(),
     }
 }
 

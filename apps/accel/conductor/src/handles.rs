@@ -17,6 +17,10 @@ use sqlx::Row;
 /// One attach handle with what an agent needs to reason about it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostHandle {
+    /// The handle's database id.
+    pub id: i64,
+    /// Its deployable's database id.
+    pub deployable_id: i64,
     /// The handle's UUID.
     pub uuid: String,
     /// Attach type (`PCI`).
@@ -37,6 +41,8 @@ pub struct HostHandle {
     pub device_type: String,
     /// The physical function's PCI address.
     pub control_path_id: String,
+    /// The device's host.
+    pub hostname: String,
     /// The instance it is bound to, when allocated.
     pub instance_uuid: Option<String>,
 }
@@ -50,15 +56,18 @@ pub enum CleanupResult {
     Failed(String),
 }
 
-const SELECT: &str = "SELECT h.uuid, h.attach_type, h.attach_info, h.revision, h.in_use, \
+const SELECT: &str =
+    "SELECT h.id, h.deployable_id, h.uuid, h.attach_type, h.attach_info, h.revision, h.in_use, \
      h.cleanup_state, h.cleanup_reason, v.uuid AS device_uuid, v.type AS device_type, \
-     d.control_path_id, r.instance_uuid \
+     d.control_path_id, d.hostname, r.instance_uuid \
      FROM attach_handles h JOIN deployables d ON h.deployable_id = d.id \
      JOIN devices v ON d.device_id = v.id \
      LEFT JOIN accelerator_requests r ON r.attach_handle_id = h.id";
 
 fn row(r: &AnyRow) -> Result<HostHandle, DbError> {
     Ok(HostHandle {
+        id: r.try_get("id")?,
+        deployable_id: r.try_get("deployable_id")?,
         uuid: r.try_get("uuid")?,
         attach_type: r.try_get("attach_type")?,
         attach_info: r.try_get("attach_info")?,
@@ -69,6 +78,7 @@ fn row(r: &AnyRow) -> Result<HostHandle, DbError> {
         device_uuid: r.try_get("device_uuid")?,
         device_type: r.try_get("device_type")?,
         control_path_id: r.try_get("control_path_id")?,
+        hostname: r.try_get("hostname")?,
         instance_uuid: r.try_get("instance_uuid")?,
     })
 }
@@ -148,6 +158,59 @@ impl Db {
         })
     }
 
+    /// An agent starts erasing a handle in `cleaning` at `expected_revision`, under
+    /// `claim` (the claiming call's request id): the revision moves on (a second runner
+    /// or a stale agent loses with [`DbError::StaleHandle`]) and the reason records the
+    /// claim. The handle stays in `cleaning`, so an agent killed during the erase finds
+    /// it again at its next start. A retry of the same claim that landed answers the
+    /// same.
+    pub async fn start_cleanup(
+        &self,
+        uuid: &str,
+        expected_revision: i64,
+        claim: &str,
+    ) -> Result<HostHandle, DbError> {
+        if claim.is_empty() {
+            return Err(DbError::Invalid {
+                what: "cleanup claim",
+                why: "a cleanup is claimed by a request id, and it is empty".into(),
+            });
+        }
+        let marker = started_marker(expected_revision, claim);
+        let updated = sqlx::query(
+            "UPDATE attach_handles SET cleanup_reason = $1, revision = revision + 1, updated_at = $2 \
+             WHERE uuid = $3 AND revision = $4 AND cleanup_state = 'cleaning'",
+        )
+        .bind(&marker)
+        .bind(now())
+        .bind(uuid)
+        .bind(expected_revision)
+        .execute(self.pool())
+        .await?
+        .rows_affected();
+        let current = self.host_handle(uuid).await?;
+        if updated == 1 {
+            return Ok(current);
+        }
+        if current.revision == expected_revision + 1
+            && current.cleanup_state.as_deref() == Some("cleaning")
+            && current.cleanup_reason.as_deref() == Some(marker.as_str())
+        {
+            return Ok(current);
+        }
+        if current.cleanup_state.as_deref() != Some("cleaning") {
+            return Err(DbError::NotCleaning {
+                uuid: uuid.to_owned(),
+                state: current.cleanup_state.unwrap_or_else(|| "none".into()),
+            });
+        }
+        Err(DbError::StaleHandle {
+            uuid: uuid.to_owned(),
+            expected: expected_revision,
+            found: current.revision,
+        })
+    }
+
     /// Records an agent's cleanup of a handle in `cleaning` at `expected_revision`:
     /// available again when clean, `error` (with the reason) otherwise. A retry of a
     /// result that already landed answers the same; any other state is
@@ -197,4 +260,11 @@ impl Db {
             found: current.revision,
         })
     }
+}
+
+/// The reason a handle in `cleaning` carries once an agent started erasing it at
+/// `revision` under `claim` (deterministic, so a retried start recognises its own write
+/// and no other runner's).
+fn started_marker(revision: i64, claim: &str) -> String {
+    format!("cleanup started at revision {revision} by request {claim}")
 }

@@ -7,7 +7,11 @@
 //!   with their lifecycle enforced in the database.
 //! - [`handles`]: attach handles as agents see them: managed-mode metadata by
 //!   compare-and-swap, NVMe cleanup states.
-//! - [`service`]: accel's `conductor` RPC API served over the database.
+//! - [`objects`]: the store the attach-handle remotable methods run against when an
+//!   agent calls them through object indirection.
+//! - [`service`]: accel's `conductor` RPC API served over the database, and the
+//!   conductor's calls to agents (`cleanup_device`).
+//! - [`runtime`]: the conductor as a library (`start`, `RunningConductor`).
 //! - [`lifecycle`]: the accelerator request states and the table of allowed transitions.
 //! - [`versions`]: the conductor's component versions (verso-upgrade), kept in the database.
 
@@ -15,6 +19,8 @@ pub mod census;
 pub mod db;
 pub mod handles;
 pub mod lifecycle;
+pub mod objects;
+pub mod runtime;
 pub mod service;
 #[cfg(feature = "testing")]
 pub mod testing;

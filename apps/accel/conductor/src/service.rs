@@ -8,13 +8,14 @@
 
 use crate::db::{ArqRow, Db, DbError, DeviceProfileRow, Release, ReportedDevice};
 use accel_objects::rpc::{
-    BindArq, ConductorApi, CreateArqs, CreateDeviceProfile, DeleteArqs, DeleteDeviceProfile,
-    ReportData, ReportSummary, UnbindArq,
+    AgentApi, BindArq, CleanupDevice, ConductorApi, CreateArqs, CreateDeviceProfile, DeleteArqs,
+    DeleteDeviceProfile, ReportData, ReportSummary, UnbindArq, AGENT_TOPIC, CLEANUP_DEVICE_VERSION,
 };
 use accel_objects::{AcceleratorRequest, AcceleratorRequestList, DeviceProfile};
 use std::sync::Arc;
-use verso::{Field, ObjectList, Registry, RequestContext, VersionedObject};
-use verso_rpc::{Endpoint, RemoteError};
+use verso::{Field, ObjectList, Registry, RequestContext, Version, VersionedObject};
+use verso_rpc::transport::Transport;
+use verso_rpc::{Endpoint, RemoteError, RpcClient};
 
 /// The error module accel's remote errors carry.
 pub const ERROR_MODULE: &str = "accel";
@@ -118,12 +119,126 @@ pub fn reported(devices: &accel_objects::DriverDeviceList) -> Vec<ReportedDevice
 /// version is finalized): asked on every release.
 pub type ReleasePolicy = Arc<dyn Fn() -> Release + Send + Sync>;
 
+/// What the conductor did to have a released NVMe device erased.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CleanupNotice {
+    /// `cleanup_device` (agent API 1.1) was cast to the agent of the device's host.
+    Sent,
+    /// `[upgrade_levels] agent` does not allow 1.1: nothing was sent (never relabelled as
+    /// 1.0); the handle waits in `cleaning` for the agent's periodic scan.
+    LeftForScan {
+        /// The configured cap.
+        cap: String,
+    },
+    /// The cast could not be sent (the broker failed): the scan picks the handle up.
+    SendFailed(String),
+}
+
+/// The conductor's client of the agents' API (`agent` on `accel-agent`, one server per
+/// host), capped by `[upgrade_levels] agent`.
+#[derive(Clone)]
+pub struct AgentNotifier {
+    client: RpcClient,
+}
+
+impl AgentNotifier {
+    /// A client over `transport`; `cap` is `[upgrade_levels] agent` (1.0 by default
+    /// while any agent may run release N).
+    pub fn new(transport: Arc<dyn Transport>, cap: Option<Version>) -> Self {
+        let client = RpcClient::for_api::<AgentApi>(transport, AGENT_TOPIC);
+        AgentNotifier {
+            client: match cap {
+                Some(cap) => client.version_cap(cap),
+                None => client,
+            },
+        }
+    }
+
+    /// Whether the cap allows `cleanup_device` (agent API 1.1). Sends nothing.
+    pub fn sends_cleanup(&self) -> bool {
+        self.client.can_send_version(CLEANUP_DEVICE_VERSION)
+    }
+
+    /// Asks the agent of `host` to erase `handle_uuid` (just put in `cleaning`).
+    ///
+    /// A cast, not a call: the release that caused it must neither wait for the erase
+    /// nor fail because an agent is down or slow, and nothing is lost when the cast is:
+    /// the handle stays in `cleaning`, where the agent's periodic scan and its startup
+    /// recovery find it, and the cleanup transitions are compare-and-swap, so a device
+    /// that both the cast and the scan reach is erased and recorded once.
+    pub async fn cleanup_released(&self, host: &str, handle_uuid: &str) -> CleanupNotice {
+        if !self.sends_cleanup() {
+            let cap = self
+                .client
+                .cap()
+                .map_or_else(|| "unset".into(), |v| v.to_string());
+            tracing::info!(host, handle = handle_uuid, %cap, "cleanup_device needs agent API 1.1 above [upgrade_levels] agent: left in cleaning for the agent's scan");
+            return CleanupNotice::LeftForScan { cap };
+        }
+        let ctx = RequestContext::new(format!("req-cleanup-{handle_uuid}"));
+        let sent = self
+            .client
+            .prepare()
+            .server(host)
+            .cast_method(
+                &ctx,
+                CleanupDevice {
+                    handle_uuid: handle_uuid.to_owned(),
+                },
+            )
+            .await;
+        match sent {
+            Ok(()) => {
+                tracing::info!(host, handle = handle_uuid, "cleanup_device sent");
+                CleanupNotice::Sent
+            }
+            Err(e) => {
+                tracing::warn!(host, handle = handle_uuid, error = %e, "cleanup_device not sent: left in cleaning for the agent's scan");
+                CleanupNotice::SendFailed(e.to_string())
+            }
+        }
+    }
+}
+
+/// After a release: when `handle` went to `cleaning`, tell its host's agent (in the
+/// background; the scan covers a lost notice).
+async fn notify_released(db: &Db, agents: Option<&AgentNotifier>, handle: Option<String>) {
+    let (Some(agents), Some(handle)) = (agents, handle) else {
+        return;
+    };
+    match db.host_handle(&handle).await {
+        Ok(h) if h.cleanup_state.as_deref() == Some(accel_objects::CLEANING) => {
+            let agents = agents.clone();
+            tokio::spawn(async move {
+                agents.cleanup_released(&h.hostname, &h.uuid).await;
+            });
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(handle, error = %e, "released handle not found"),
+    }
+}
+
 /// The conductor's endpoint: accel's `conductor` API over `db`, with object indirection
 /// for `registry`'s classes (their remotable bodies get contexts from `prepare`).
+/// Released NVMe devices wait in `cleaning` for their agents' scans; see
+/// [`endpoint_with_agents`] to also tell the agents.
 pub fn endpoint(
     db: Db,
     registry: Registry,
     release: ReleasePolicy,
+    prepare: impl Fn(RequestContext) -> RequestContext + Send + Sync + 'static,
+) -> Endpoint {
+    endpoint_with_agents(db, registry, release, None, prepare)
+}
+
+/// [`endpoint`], and each NVMe device a release puts in `cleaning` is announced to its
+/// host's agent through `agents` (`cleanup_device`, when `[upgrade_levels] agent`
+/// allows 1.1).
+pub fn endpoint_with_agents(
+    db: Db,
+    registry: Registry,
+    release: ReleasePolicy,
+    agents: Option<AgentNotifier>,
     prepare: impl Fn(RequestContext) -> RequestContext + Send + Sync + 'static,
 ) -> Endpoint {
     let (d1, d2, d3, d4, d5, d6, d7) = (
@@ -136,6 +251,7 @@ pub fn endpoint(
         db,
     );
     let (r1, r2) = (release.clone(), release);
+    let (a1, a2) = (agents.clone(), agents);
     let endpoint = Endpoint::for_api::<ConductorApi>()
         .handle(move |_ctx, m: ReportData| {
             let db = d1.clone();
@@ -194,14 +310,16 @@ pub fn endpoint(
             }
         })
         .handle(move |_ctx, m: UnbindArq| {
-            let (db, release) = (d6.clone(), r1.clone());
+            let (db, release, agents) = (d6.clone(), r1.clone(), a1.clone());
             async move {
+                let handle = db.arq(&m.uuid).await.map_err(to_remote)?.attach_handle_uuid;
                 let row = db.unbind_with(&m.uuid, release()).await.map_err(to_remote)?;
+                notify_released(&db, agents.as_ref(), handle).await;
                 Ok(arq_object(&row))
             }
         })
         .handle(move |_ctx, m: DeleteArqs| {
-            let (db, release) = (d7.clone(), r2.clone());
+            let (db, release, agents) = (d7.clone(), r2.clone(), a2.clone());
             async move {
                 let mut uuids = m.uuids;
                 if let Some(instance) = &m.instance_uuid {
@@ -209,8 +327,14 @@ pub fn endpoint(
                 }
                 let mut n = 0;
                 for uuid in uuids {
+                    let handle = match db.arq(&uuid).await {
+                        Ok(arq) => arq.attach_handle_uuid,
+                        Err(DbError::NotFound { .. }) => None,
+                        Err(e) => return Err(to_remote(e)),
+                    };
                     if db.delete_arq_with(&uuid, release()).await.map_err(to_remote)? {
                         n += 1;
+                        notify_released(&db, agents.as_ref(), handle).await;
                     }
                 }
                 Ok(n)

@@ -7,6 +7,7 @@ fn main() -> ExitCode {
     let lock = concat!(env!("CARGO_MANIFEST_DIR"), "/objects.lock");
     let app = verso_cli::Application::new("accel", accel_objects::registry())
         .api::<accel_objects::rpc::ConductorApi>()
+        .api::<accel_objects::rpc::AgentApi>()
         .default_lock(lock);
     verso_cli::run(&app, std::env::args_os())
 }

@@ -9,13 +9,21 @@
 //! - `Deployable` 1.2 adds `control_path_id` (the PCI address the conductor keys
 //!   reports by); `DeployableList` 1.1 gains `child_versions`;
 //! - `AttachHandleList` 1.2 gains `child_versions`;
+//! - `AttachHandle` 1.3 carries the PCI managed mode, a revision and the cleanup state;
+//!   1.4 adds the remotable methods of the driver features (`update_managed`, the
+//!   cleanup transitions), `AttachHandleList` 1.4 its remotable lookups (`get_by_host`,
+//!   `get_cleaning`): their bodies run on the conductor through [`store`];
 //! - new: `DeviceProfile`, `AcceleratorRequest`, and the report an agent sends
 //!   (`DriverDevice` with its `DriverAttachHandle`s), each with a list.
 //!
 //! [`rpc`] declares accel's RPC APIs. This crate has no database: the agent depends on
-//! it and must stay free of one.
+//! it and must stay free of one; the remotable bodies reach the conductor's database
+//! through the [`store::HandleStore`] its request contexts carry, and fail with the
+//! kinds of [`errors`].
 
+pub mod errors;
 pub mod rpc;
+pub mod store;
 
 verso_upgrade::component_versions! {
     /// accel's component versions, shared by the conductor and its agents (the conductor
@@ -30,7 +38,10 @@ verso_upgrade::component_versions! {
 
 use std::collections::BTreeMap;
 use uuid::Uuid;
-use verso::{DateTime, Field, ObjectMeta, Registry, VersionedEnum, VersionedObject};
+use verso::indirection::CallError;
+use verso::{
+    DateTime, Field, ObjectMeta, Registry, RequestContext, VersionedEnum, VersionedObject,
+};
 
 /// The project namespace of every class here.
 pub const NAMESPACE: &str = "cyborg";
@@ -161,9 +172,10 @@ pub struct Deployable {
 /// 1.0 initial; 1.1 added `device` (Device 1.1); 1.2 Device 1.2; 1.3 added `revision`,
 /// `cleanup_state`, `instance_uuid`, and the PCI managed mode in `attach_info`
 /// (`"managed": "yes" | "no"`), which a backport below 1.3 removes: older peers see the
-/// old form and assume `yes`, as before.
+/// old form and assume `yes`, as before; 1.4 added the remotable methods
+/// `update_managed`, `cleanup_started`, `cleanup_succeeded`, `cleanup_failed`.
 #[derive(VersionedObject, Clone, Debug, PartialEq)]
-#[verso(namespace = "cyborg", version = "1.3", make_compatible = attach_handle_compatible)]
+#[verso(namespace = "cyborg", version = "1.4", remotable, make_compatible = attach_handle_compatible)]
 pub struct AttachHandle {
     /// Database id.
     pub id: Field<i64>,
@@ -179,7 +191,7 @@ pub struct AttachHandle {
     /// Attach information (JSON text).
     pub attach_info: Field<String>,
     /// The device, when loaded.
-    #[verso(since = "1.1", relationships = [("1.1", "1.1"), ("1.2", "1.2"), ("1.3", "1.2")])]
+    #[verso(since = "1.1", relationships = [("1.1", "1.1"), ("1.2", "1.2"), ("1.3", "1.2"), ("1.4", "1.2")])]
     pub device: Field<Option<Device>>,
     /// Changes with every allocation, release, metadata or cleanup update: the
     /// compare-and-swap token of `update_managed` and the cleanup results.
@@ -360,9 +372,10 @@ pub struct DeployableList {
 /// A list of attach handles.
 ///
 /// 1.0 AttachHandle 1.1; 1.1 AttachHandle 1.2; 1.2 adds `child_versions`; 1.3
-/// AttachHandle 1.3.
+/// AttachHandle 1.3; 1.4 AttachHandle 1.4, and the remotable `get_by_host`,
+/// `get_cleaning`.
 #[derive(VersionedObject, Clone, Debug, PartialEq)]
-#[verso(namespace = "cyborg", version = "1.3", list, child_versions = [("1.0", "1.1"), ("1.1", "1.2"), ("1.2", "1.2"), ("1.3", "1.3")])]
+#[verso(namespace = "cyborg", version = "1.4", list, remotable, child_versions = [("1.0", "1.1"), ("1.1", "1.2"), ("1.2", "1.2"), ("1.3", "1.3"), ("1.4", "1.4")])]
 pub struct AttachHandleList {
     /// The members.
     pub objects: Field<Vec<AttachHandle>>,
@@ -405,16 +418,185 @@ pub fn registry() -> Registry {
     let mut r = Registry::new();
     r.register::<Device>()
         .register::<Deployable>()
-        .register::<AttachHandle>()
+        .register_remotable::<AttachHandle>()
         .register::<DeviceProfile>()
         .register::<AcceleratorRequest>()
         .register::<DriverAttachHandle>()
         .register::<DriverDevice>()
         .register::<DeviceList>()
         .register::<DeployableList>()
-        .register::<AttachHandleList>()
+        .register_remotable::<AttachHandleList>()
         .register::<DeviceProfileList>()
         .register::<AcceleratorRequestList>()
         .register::<DriverDeviceList>();
     r
+}
+
+/// The feature `AttachHandle.update_managed` to `managed = false` is gated as: old
+/// agents and old API clients do not understand unmanaged handles, so none is written
+/// before `AccelVersion::DriverFeatures` is finalized.
+pub const UNMANAGED_FEATURE: &str = "unmanaged PCI attach handles ([pci] managed = false)";
+
+/// The cleanup state of a handle being erased.
+pub const CLEANING: &str = "cleaning";
+/// The cleanup state of a handle whose erase failed.
+pub const CLEANUP_ERROR: &str = "error";
+
+// The remotable bodies run where the database is: on the conductor, whose request
+// contexts carry a `store::ConductorState`. An agent's contexts carry an indirection API
+// (conductor RPC 1.1) instead, so these bodies never run there.
+
+#[verso::remotable]
+impl AttachHandleList {
+    /// Every attach handle of `host`, with its device, allocation, managed mode and
+    /// cleanup state: one RPC for a host's handles.
+    #[remotable]
+    pub async fn get_by_host(
+        ctx: &RequestContext,
+        host: String,
+    ) -> Result<AttachHandleList, CallError> {
+        Ok(listed(store::of(ctx)?.store.host_handles(&host).await?))
+    }
+
+    /// The handles of `host` left in `cleaning`: what its agent must (still) erase.
+    #[remotable]
+    pub async fn get_cleaning(
+        ctx: &RequestContext,
+        host: String,
+    ) -> Result<AttachHandleList, CallError> {
+        Ok(listed(store::of(ctx)?.store.cleaning_handles(&host).await?))
+    }
+}
+
+#[verso::remotable]
+impl AttachHandle {
+    /// Sets the PCI managed mode in an unallocated handle's attach info, if the handle
+    /// is still at `expected_revision` (compare-and-swap): a lost race fails with
+    /// `StaleHandle` and nothing is written; an allocated handle with `HandleInUse`.
+    /// The handle keeps its UUID; on success this object is the stored one.
+    /// `managed = false` is refused with `NotSupportedBeforeFinalization` until
+    /// `AccelVersion::DriverFeatures` is finalized.
+    #[remotable]
+    pub async fn update_managed(
+        &mut self,
+        managed: bool,
+        expected_revision: i64,
+    ) -> Result<(), CallError> {
+        let ctx = self.context().cloned().unwrap_or_default();
+        let state = store::of(&ctx)?;
+        if !managed {
+            state
+                .versions
+                .require(AccelVersion::DriverFeatures, UNMANAGED_FEATURE)
+                .map_err(|e| errors::refused(&e))?;
+        }
+        let uuid = self.uuid_text("update_managed")?;
+        let info = self.attach_info.get().cloned().unwrap_or_default();
+        let updated = state
+            .store
+            .update_attach_info(
+                &uuid,
+                expected_revision,
+                attach_info_with_managed(&info, managed),
+            )
+            .await?;
+        self.become_stored(updated);
+        Ok(())
+    }
+
+    /// The agent starts erasing this handle's device: recorded only if the handle is
+    /// `cleaning` at this object's revision (`NotCleaning`, `StaleHandle` otherwise), so
+    /// one runner claims it. The claim is this call's request id: a retry with the same
+    /// context answers the same; another runner (another context) loses.
+    #[remotable]
+    pub async fn cleanup_started(&mut self) -> Result<(), CallError> {
+        let claim = self
+            .context()
+            .map(|c| c.request_id.clone())
+            .unwrap_or_default();
+        self.cleanup_transition(
+            "cleanup_started",
+            store::CleanupTransition::Started { claim },
+        )
+        .await
+    }
+
+    /// The erase succeeded and was verified: the handle is available again.
+    #[remotable]
+    pub async fn cleanup_succeeded(&mut self) -> Result<(), CallError> {
+        self.cleanup_transition("cleanup_succeeded", store::CleanupTransition::Succeeded)
+            .await
+    }
+
+    /// The erase failed or timed out: the handle goes to `error` with `reason` and is
+    /// never allocated again without an operator.
+    #[remotable]
+    pub async fn cleanup_failed(&mut self, reason: String) -> Result<(), CallError> {
+        self.cleanup_transition(
+            "cleanup_failed",
+            store::CleanupTransition::Failed { reason },
+        )
+        .await
+    }
+}
+
+impl AttachHandle {
+    /// The PCI managed mode this handle's attach info records (`true` when absent).
+    pub fn managed(&self) -> bool {
+        self.attach_info
+            .get()
+            .map_or(true, |i| attach_info_managed(i))
+    }
+
+    /// Whether the handle is allocated.
+    pub fn is_in_use(&self) -> bool {
+        self.in_use.get().copied().unwrap_or(false)
+    }
+
+    /// The revision read with the handle (0 when absent).
+    pub fn current_revision(&self) -> i64 {
+        self.revision.get().copied().unwrap_or(0)
+    }
+
+    fn uuid_text(&self, method: &str) -> Result<String, CallError> {
+        self.uuid
+            .get()
+            .map(ToString::to_string)
+            .ok_or_else(|| CallError::BadArguments {
+                object: "AttachHandle",
+                method: method.to_owned(),
+                reason: "the handle has no uuid".into(),
+            })
+    }
+
+    /// Replaces this object's data by the stored handle, keeping its context.
+    fn become_stored(&mut self, stored: AttachHandle) {
+        let context = self.meta.context.take();
+        *self = stored;
+        self.meta.context = context;
+        self.reset_changes();
+    }
+
+    async fn cleanup_transition(
+        &mut self,
+        method: &str,
+        transition: store::CleanupTransition,
+    ) -> Result<(), CallError> {
+        let ctx = self.context().cloned().unwrap_or_default();
+        let state = store::of(&ctx)?;
+        let uuid = self.uuid_text(method)?;
+        let updated = state
+            .store
+            .cleanup_transition(&uuid, self.current_revision(), transition)
+            .await?;
+        self.become_stored(updated);
+        Ok(())
+    }
+}
+
+/// A list as loaded from the store: nothing changed.
+fn listed<L: verso::ObjectList>(objects: Vec<L::Item>) -> L {
+    let mut list = L::from_objects(objects);
+    list.reset_changes_of(&[], true);
+    list
 }

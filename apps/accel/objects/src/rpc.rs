@@ -6,6 +6,12 @@
 //! |---|---|---|
 //! | `conductor` | 1.0 | `report_data`, `create_device_profile`, `delete_device_profile`, `create_arqs`, `bind_arq`, `unbind_arq`, `delete_arqs` |
 //! | `conductor` | 1.1 | + object indirection (`object_class_action_versions`, `object_action`, `object_backport_versions`) |
+//! | `agent` | 1.0 | `report_now` |
+//! | `agent` | 1.1 | + `cleanup_device` |
+//!
+//! The conductor serves on [`CONDUCTOR_TOPIC`], its `upgrade` API (heartbeats, finalize,
+//! status) on [`UPGRADE_TOPIC`]; each agent serves the agent API on [`AGENT_TOPIC`] with
+//! its host name as the server, so the conductor addresses one host's agent.
 //!
 //! Objects travel as their primitives (an agent's report is a [`DriverDeviceList`],
 //! requests come back as [`AcceleratorRequest`]s).
@@ -15,6 +21,13 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use verso::Version;
 use verso_rpc::{MethodSpec, RpcApi, RpcMethod};
+
+/// The topic the conductor API is served on.
+pub const CONDUCTOR_TOPIC: &str = "accel-conductor";
+/// The topic the `upgrade` API (heartbeats, finalize, status) is served on.
+pub const UPGRADE_TOPIC: &str = "accel-upgrade";
+/// The topic each agent serves the agent API on (server: the agent's host name).
+pub const AGENT_TOPIC: &str = "accel-agent";
 
 /// What a report changed, by control-path id.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -134,5 +147,42 @@ impl RpcApi for ConductorApi {
         ];
         m.extend(verso_rpc::conductor::object_methods());
         m
+    }
+}
+
+/// Asks an agent to discover its devices and report them now; replies how many devices
+/// it reported.
+#[derive(RpcMethod, Debug, Clone)]
+#[rpc(name = "report_now", since = "1.0", reply = u64)]
+pub struct ReportNow {}
+
+/// Asks an agent to erase the NVMe device of an attach handle the conductor put in
+/// `cleaning` (agent API 1.1). The agent starts the cleanup and replies at once; the
+/// result reaches the conductor through the handle's remotable cleanup transitions.
+#[derive(RpcMethod, Debug, Clone)]
+#[rpc(name = "cleanup_device", since = "1.1")]
+pub struct CleanupDevice {
+    /// The attach handle in `cleaning`.
+    pub handle_uuid: String,
+}
+
+/// The agent's API (what the conductor calls), served by each agent on [`AGENT_TOPIC`]
+/// with its host name as the server.
+#[derive(Debug, Clone, Copy)]
+pub struct AgentApi;
+
+/// The agent API's newest version (1.1: `cleanup_device`).
+pub const AGENT_VERSION: Version = Version::new(1, 1);
+
+/// The agent API version `cleanup_device` needs: a conductor whose `[upgrade_levels]
+/// agent` cap is below it never sends it (the agent's periodic scan finds the handle).
+pub const CLEANUP_DEVICE_VERSION: Version = Version::new(1, 1);
+
+impl RpcApi for AgentApi {
+    const NAME: &'static str = "agent";
+    const VERSION: Version = AGENT_VERSION;
+
+    fn methods() -> Vec<&'static MethodSpec> {
+        vec![ReportNow::spec(), CleanupDevice::spec()]
     }
 }

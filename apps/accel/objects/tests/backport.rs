@@ -33,7 +33,7 @@ fn managed_mode_is_in_attach_info_from_1_3() {
         "unreadable means the default"
     );
     let p = h.to_primitive(Target::Own).expect("encode");
-    assert_eq!(p["versioned_object.version"], "1.3");
+    assert_eq!(p["versioned_object.version"], "1.4");
     let info: serde_json::Value = serde_json::from_str(
         p["versioned_object.data"]["attach_info"]
             .as_str()

@@ -6,6 +6,7 @@ use verso_cli::{execute, Application};
 fn app() -> Application {
     Application::new("accel", accel_objects::registry())
         .api::<accel_objects::rpc::ConductorApi>()
+        .api::<accel_objects::rpc::AgentApi>()
         .default_lock(concat!(env!("CARGO_MANIFEST_DIR"), "/objects.lock"))
 }
 

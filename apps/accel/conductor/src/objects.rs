@@ -1,0 +1,159 @@
+//! The attach-handle methods' store over the database: what the remotable bodies of
+//! `AttachHandle` and `AttachHandleList` (in accel-objects) read and write when the
+//! conductor runs them for an agent.
+//!
+//! The conductor attaches a [`ConductorState`] to every context its object endpoints
+//! run with ([`state`], then `ConductorState::attach` as the endpoint's `prepare`).
+//! Database errors become the method error kinds an agent matches on
+//! (`accel_objects::errors`): the same names as the conductor API's remote errors.
+
+use crate::db::{Db, DbError};
+use crate::handles::{CleanupResult, HostHandle};
+use accel_objects::errors;
+use accel_objects::store::{CleanupTransition, ConductorState, HandleStore};
+use accel_objects::{AccelVersion, AttachHandle, AttachType, Device, DeviceType};
+use std::sync::Arc;
+use verso::indirection::{BoxFuture, CallError};
+use verso::{VersionedEnum, VersionedObject};
+use verso_upgrade::VersionManager;
+
+/// The database as the attach-handle methods' store.
+#[derive(Clone)]
+pub struct DbHandleStore {
+    db: Db,
+}
+
+impl DbHandleStore {
+    /// Over `db`.
+    pub fn new(db: Db) -> Self {
+        DbHandleStore { db }
+    }
+}
+
+/// The state the conductor attaches to its object methods' contexts.
+pub fn state(db: Db, versions: VersionManager<AccelVersion>) -> ConductorState {
+    ConductorState {
+        store: Arc::new(DbHandleStore::new(db)),
+        versions,
+    }
+}
+
+/// A database error as the method error an agent matches on.
+pub fn to_call_error(e: DbError) -> CallError {
+    let kind = match &e {
+        DbError::StaleHandle { .. } => errors::STALE_HANDLE,
+        DbError::HandleInUse { .. } => errors::HANDLE_IN_USE,
+        DbError::NotCleaning { .. } => errors::NOT_CLEANING,
+        DbError::NotFound { .. } => errors::NOT_FOUND,
+        DbError::Connect { .. } | DbError::Migrate(_) | DbError::Query(_) => {
+            tracing::error!(error = %e, "database failure in an object method");
+            return CallError::method(
+                errors::DATABASE_ERROR,
+                "the conductor's database failed; see its log",
+            );
+        }
+        _ => "Invalid",
+    };
+    CallError::method(kind, e.to_string())
+}
+
+/// A handle row as the object agents get (its device loaded with uuid, type and host).
+pub fn handle_object(h: &HostHandle) -> AttachHandle {
+    let device = Device {
+        uuid: h
+            .device_uuid
+            .parse()
+            .map(verso::Field::new)
+            .unwrap_or_default(),
+        r#type: <DeviceType as VersionedEnum>::from_str(&h.device_type)
+            .map(verso::Field::new)
+            .unwrap_or_default(),
+        hostname: h.hostname.clone().into(),
+        ..Device::blank()
+    };
+    let mut obj = AttachHandle {
+        id: h.id.into(),
+        uuid: h.uuid.parse().map(verso::Field::new).unwrap_or_default(),
+        deployable_id: h.deployable_id.into(),
+        in_use: h.in_use.into(),
+        attach_type: <AttachType as VersionedEnum>::from_str(&h.attach_type)
+            .map(verso::Field::new)
+            .unwrap_or_default(),
+        attach_info: h.attach_info.clone().into(),
+        device: Some(device).into(),
+        revision: h.revision.into(),
+        cleanup_state: h.cleanup_state.clone().into(),
+        instance_uuid: h.instance_uuid.clone().into(),
+        ..AttachHandle::blank()
+    };
+    obj.reset_changes_of(&[], true);
+    obj
+}
+
+fn objects(rows: Result<Vec<HostHandle>, DbError>) -> Result<Vec<AttachHandle>, CallError> {
+    Ok(rows
+        .map_err(to_call_error)?
+        .iter()
+        .map(handle_object)
+        .collect())
+}
+
+impl HandleStore for DbHandleStore {
+    fn host_handles<'a>(
+        &'a self,
+        host: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<AttachHandle>, CallError>> {
+        Box::pin(async move { objects(self.db.host_handles(host).await) })
+    }
+
+    fn cleaning_handles<'a>(
+        &'a self,
+        host: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<AttachHandle>, CallError>> {
+        Box::pin(async move { objects(self.db.cleaning_handles(host).await) })
+    }
+
+    fn update_attach_info<'a>(
+        &'a self,
+        uuid: &'a str,
+        expected_revision: i64,
+        attach_info: String,
+    ) -> BoxFuture<'a, Result<AttachHandle, CallError>> {
+        Box::pin(async move {
+            let h = self
+                .db
+                .update_handle_info(uuid, expected_revision, &attach_info)
+                .await
+                .map_err(to_call_error)?;
+            Ok(handle_object(&h))
+        })
+    }
+
+    fn cleanup_transition<'a>(
+        &'a self,
+        uuid: &'a str,
+        expected_revision: i64,
+        transition: CleanupTransition,
+    ) -> BoxFuture<'a, Result<AttachHandle, CallError>> {
+        Box::pin(async move {
+            let h = match transition {
+                CleanupTransition::Started { claim } => {
+                    self.db.start_cleanup(uuid, expected_revision, &claim).await
+                }
+                CleanupTransition::Succeeded => {
+                    self.db
+                        .finish_cleanup(uuid, expected_revision, &CleanupResult::Clean)
+                        .await
+                }
+                CleanupTransition::Failed { reason } => {
+                    self.db
+                        .finish_cleanup(uuid, expected_revision, &CleanupResult::Failed(reason))
+                        .await
+                }
+            }
+            .map_err(to_call_error)?;
+            tracing::info!(handle = uuid, revision = h.revision, state = ?h.cleanup_state, "cleanup transition recorded");
+            Ok(handle_object(&h))
+        })
+    }
+}
