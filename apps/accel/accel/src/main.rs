@@ -2,6 +2,7 @@
 //! component.
 //!
 //! ```text
+//! accel demo [--agents N]          a whole rolling upgrade from release N to N+1 (start here)
 //! accel all-in-one [--agents N]    conductor, API and N agents (fixture hosts) in one process
 //! accel conductor                  the conductor: owns the database, serves the conductor API
 //! accel agent [--host NAME]        an agent: discovers devices, reports them to the conductor
@@ -12,6 +13,7 @@
 //! ```
 
 mod config;
+mod demo;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -34,6 +36,27 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// A whole rolling upgrade from release N to release N+1 on this machine, checked
+    /// step by step: exit 0 only if every check passed.
+    Demo {
+        /// How many agents (hosts with fixture devices), at least 2.
+        #[arg(long, default_value_t = 6)]
+        agents: u32,
+        /// Run over this broker (`rabbit://user:pass@host:5672/`) instead of the memory
+        /// transport.
+        #[arg(long)]
+        transport_url: Option<String>,
+        /// Run on this database (`postgres://...`, empty) instead of a SQLite file in a
+        /// temporary directory.
+        #[arg(long)]
+        database_url: Option<String>,
+        /// Write the report as JSON to this file (`-`: to stdout, without the timeline).
+        #[arg(long, value_name = "PATH")]
+        json: Option<PathBuf>,
+        /// Leave the deployment running at the end, until Ctrl-C.
+        #[arg(long)]
+        keep: bool,
+    },
     /// Conductor, API and N agents (each on its own fixture sysfs tree) in one process,
     /// on the memory transport and a SQLite file in a temporary directory unless
     /// configured otherwise.
@@ -89,10 +112,15 @@ enum ConfigCmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The demo's timeline is its output; its components' logs stay quiet unless asked.
+    let default_level = match cli.command {
+        Command::Demo { .. } => "error",
+        _ => "info",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -112,6 +140,22 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async move {
         match cli.command {
+            Command::Demo {
+                agents,
+                transport_url,
+                database_url,
+                json,
+                keep,
+            } => {
+                demo::run(demo::DemoOptions {
+                    agents,
+                    transport_url,
+                    database_url,
+                    json,
+                    keep,
+                })
+                .await
+            }
             Command::AllInOne { agents } => run::all_in_one(config, agents).await,
             Command::Conductor => run::conductor(config).await,
             Command::Agent {

@@ -1,0 +1,1002 @@
+//! The nine steps of the rolling upgrade, over a [`Deployment`] of release N and N+1
+//! nodes in this process.
+
+use super::report::{CheckFailed, Component, Timeline};
+use super::{DemoOptions, Error};
+use accel_conductor::census::Census;
+use accel_conductor::Db;
+use accel_objects::rpc::{CONDUCTOR_TOPIC, UPGRADE_TOPIC};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use verso::{RequestContext, Version};
+use verso_rpc::transport::{transport_from_url, Transport};
+use verso_rpc::{RpcClient, RpcError};
+use verso_upgrade::admin::{Finalize, Status, UpgradeApi};
+use verso_upgrade::coordinator::DeploymentStatus;
+
+/// How often agents heartbeat, report and scan in the demo (seconds in production).
+const AGENT_INTERVAL: Duration = Duration::from_millis(300);
+/// How long the demo waits for something the deployment does in the background.
+const PATIENCE: Duration = Duration::from_secs(30);
+/// The demo's NVMe cleanup command: it waits a second and succeeds. It never touches a
+/// disk (a deployment configures `nvme format`/`sanitize` or its own tool).
+const CLEANUP_SCRIPT: &str = "#!/bin/sh\n# accel demo: stands in for a secure erase of \"$1\"; touches nothing.\nsleep 1\nexit 0\n";
+
+/// A release N or N+1 conductor.
+enum ConductorNode {
+    N(accel_release_n::conductor::RunningConductor),
+    Next(accel_conductor::runtime::RunningConductor),
+}
+
+/// A release N or N+1 agent.
+enum AgentNode {
+    N(accel_release_n::agent::RunningAgent),
+    Next(accel_agent::service::RunningAgent),
+}
+
+impl AgentNode {
+    async fn stop(self) {
+        match self {
+            AgentNode::N(a) => a.stop().await,
+            AgentNode::Next(a) => a.stop().await,
+        }
+    }
+}
+
+/// The API, served in this process.
+struct ApiNode {
+    base: String,
+    server: ApiServer,
+}
+
+enum ApiServer {
+    N(accel_release_n::api::RunningApi),
+    Next {
+        stop: tokio::sync::oneshot::Sender<()>,
+        task: tokio::task::JoinHandle<()>,
+    },
+}
+
+/// Everything the demo runs, and its handles on it.
+struct Deployment {
+    scratch: PathBuf,
+    db_url: String,
+    db: Db,
+    transport: Arc<dyn Transport>,
+    http: reqwest::Client,
+    api: Option<ApiNode>,
+    conductor: Option<ConductorNode>,
+    agents: BTreeMap<String, AgentNode>,
+    hosts: Vec<String>,
+    upgrade: RpcClient,
+    cleanup_command: PathBuf,
+}
+
+fn host_name(i: u32) -> String {
+    format!("host{i}")
+}
+
+impl Deployment {
+    fn sysfs(&self, host: &str) -> PathBuf {
+        self.scratch.join("sysfs").join(host)
+    }
+
+    fn state_dir(&self) -> PathBuf {
+        self.scratch.join("state")
+    }
+
+    async fn start_conductor_n(&mut self) -> Result<(), Error> {
+        let c = accel_release_n::conductor::start(&self.db_url, self.transport.clone()).await?;
+        self.conductor = Some(ConductorNode::N(c));
+        Ok(())
+    }
+
+    async fn start_conductor_next(&mut self, agent_cap: Option<Version>) -> Result<(), Error> {
+        let db = Db::connect(&self.db_url).await?;
+        let c = accel_conductor::runtime::start(db, self.transport.clone(), agent_cap).await?;
+        self.conductor = Some(ConductorNode::Next(c));
+        Ok(())
+    }
+
+    async fn stop_conductor(&mut self) {
+        match self.conductor.take() {
+            Some(ConductorNode::N(c)) => c.stop().await,
+            Some(ConductorNode::Next(c)) => c.stop().await,
+            None => {}
+        }
+    }
+
+    async fn serve_api(&mut self, service: impl accel_api::AccelService) -> Result<(), Error> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let base = format!("http://{}", listener.local_addr()?);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = stopped.await;
+            };
+            if let Err(e) = accel_api::serve_with_shutdown(listener, service, shutdown).await {
+                tracing::error!(error = %e, "the demo's API stopped");
+            }
+        });
+        self.api = Some(ApiNode {
+            base,
+            server: ApiServer::Next { stop, task },
+        });
+        Ok(())
+    }
+
+    async fn start_api_n(&mut self) -> Result<(), Error> {
+        let api = accel_release_n::api::start(&self.db_url, "127.0.0.1:0").await?;
+        self.api = Some(ApiNode {
+            base: api.url(),
+            server: ApiServer::N(api),
+        });
+        Ok(())
+    }
+
+    async fn start_api_next(&mut self) -> Result<(), Error> {
+        let reads = accel_api::DbService::new(Db::connect(&self.db_url).await?);
+        let conductor = RpcClient::for_api::<accel_objects::rpc::ConductorApi>(
+            self.transport.clone(),
+            CONDUCTOR_TOPIC,
+        );
+        self.serve_api(accel_api::ConductorService::new(reads, conductor))
+            .await
+    }
+
+    async fn stop_api(&mut self) {
+        match self.api.take().map(|a| a.server) {
+            Some(ApiServer::N(api)) => api.stop().await,
+            Some(ApiServer::Next { stop, task }) => {
+                let _ = stop.send(());
+                let _ = task.await;
+            }
+            None => {}
+        }
+    }
+
+    async fn start_agent_n(&mut self, host: &str) -> Result<(), Error> {
+        let config = accel_release_n::agent::AgentConfig {
+            host: host.to_owned(),
+            sysfs_root: self.sysfs(host),
+            state_dir: self.state_dir(),
+            report_interval: AGENT_INTERVAL,
+        };
+        let agent = accel_release_n::agent::start(config, self.transport.clone()).await?;
+        self.agents.insert(host.to_owned(), AgentNode::N(agent));
+        Ok(())
+    }
+
+    fn agent_config_next(&self, host: &str) -> accel_agent::service::AgentConfig {
+        accel_agent::service::AgentConfig {
+            host: host.to_owned(),
+            sysfs_root: self.sysfs(host),
+            state_dir: self.state_dir(),
+            report_interval: AGENT_INTERVAL,
+            scan_interval: AGENT_INTERVAL,
+            conductor_cap: None,
+            pci_managed: true,
+            nvme: accel_agent::service::NvmeConfig {
+                cleanup_command: Some(self.cleanup_command.display().to_string()),
+                cleanup_timeout: Duration::from_secs(20),
+            },
+        }
+    }
+
+    async fn start_agent_next(&mut self, host: &str) -> Result<(), Error> {
+        let agent =
+            accel_agent::service::start(self.agent_config_next(host), self.transport.clone())
+                .await?;
+        self.agents.insert(host.to_owned(), AgentNode::Next(agent));
+        Ok(())
+    }
+
+    async fn stop_agent(&mut self, host: &str) {
+        if let Some(a) = self.agents.remove(host) {
+            a.stop().await;
+        }
+    }
+
+    async fn census(&self) -> Result<Census, Error> {
+        Ok(self.db.census().await?)
+    }
+
+    async fn status(&self) -> Result<DeploymentStatus, Error> {
+        let ctx = RequestContext::new("req-demo-status");
+        Ok(self.upgrade.call_method(&ctx, Status {}).await?)
+    }
+
+    fn api_base(&self) -> Result<&str, Error> {
+        Ok(self
+            .api
+            .as_ref()
+            .map(|a| a.base.as_str())
+            .ok_or("the API is not running")?)
+    }
+
+    async fn http(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<(u16, Value), Error> {
+        let mut request = self
+            .http
+            .request(method, format!("{}{path}", self.api_base()?));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await?;
+        let status = response.status().as_u16();
+        let bytes = response.bytes().await?;
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)?
+        };
+        Ok((status, body))
+    }
+
+    async fn create_arq(&self, profile: &str) -> Result<String, Error> {
+        let (status, body) = self
+            .http(
+                reqwest::Method::POST,
+                "/v2/accelerator_requests",
+                Some(json!({"device_profile_name": profile})),
+            )
+            .await?;
+        if status != 201 {
+            return Err(format!("creating a request of {profile}: {status} {body}").into());
+        }
+        Ok(body["arqs"][0]["uuid"]
+            .as_str()
+            .ok_or("a created request without a uuid")?
+            .to_owned())
+    }
+
+    async fn bind(&self, arq: &str, host: &str) -> Result<u16, Error> {
+        let patch = json!({ arq: [
+            {"path": "/hostname", "op": "add", "value": host},
+            {"path": "/instance_uuid", "op": "add", "value": uuid::Uuid::new_v4().to_string()},
+        ]});
+        let (status, _) = self
+            .http(
+                reqwest::Method::PATCH,
+                "/v2/accelerator_requests",
+                Some(patch),
+            )
+            .await?;
+        Ok(status)
+    }
+
+    async fn unbind(&self, arq: &str) -> Result<u16, Error> {
+        let patch = json!({ arq: [
+            {"path": "/hostname", "op": "remove"},
+            {"path": "/instance_uuid", "op": "remove"},
+        ]});
+        let (status, _) = self
+            .http(
+                reqwest::Method::PATCH,
+                "/v2/accelerator_requests",
+                Some(patch),
+            )
+            .await?;
+        Ok(status)
+    }
+
+    async fn api_count(&self, path: &str, key: &str) -> Result<usize, Error> {
+        let (status, body) = self.http(reqwest::Method::GET, path, None).await?;
+        if status != 200 {
+            return Err(format!("GET {path}: {status} {body}").into());
+        }
+        Ok(body[key].as_array().map_or(0, Vec::len))
+    }
+
+    async fn arq_states(&self) -> Result<BTreeMap<String, usize>, Error> {
+        let (_, body) = self
+            .http(reqwest::Method::GET, "/v2/accelerator_requests", None)
+            .await?;
+        let mut states = BTreeMap::new();
+        for a in body["arqs"].as_array().into_iter().flatten() {
+            let state = a["state"].as_str().unwrap_or("?").to_owned();
+            *states.entry(state).or_insert(0) += 1;
+        }
+        Ok(states)
+    }
+
+    /// Asks each agent to report now through the agent RPC API at 1.0 (what every
+    /// release serves); returns the devices they reported.
+    async fn report_all(&self) -> Result<u64, Error> {
+        let mut total = 0;
+        for host in &self.hosts {
+            let client = RpcClient::for_api::<accel_objects::rpc::AgentApi>(
+                self.transport.clone(),
+                accel_objects::rpc::AGENT_TOPIC,
+            )
+            .version_cap(Version::new(1, 0));
+            let ctx = RequestContext::new(format!("req-demo-report-{host}"));
+            total += client
+                .prepare()
+                .server(host)
+                .call_method(&ctx, accel_objects::rpc::ReportNow {})
+                .await?;
+        }
+        Ok(total)
+    }
+
+    async fn wait_for<F>(&self, what: &str, mut done: F) -> Result<Census, Error>
+    where
+        F: FnMut(&Census) -> bool,
+    {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let c = self.census().await?;
+            if done(&c) {
+                return Ok(c);
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(format!("gave up waiting {PATIENCE:?} for {what}: {c:?}").into());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn shutdown(&mut self) {
+        let hosts: Vec<String> = self.agents.keys().cloned().collect();
+        for h in hosts {
+            self.stop_agent(&h).await;
+        }
+        self.stop_api().await;
+        self.stop_conductor().await;
+    }
+}
+
+/// How many devices a host's fixture tree has, as discovery sees it.
+fn discovered(root: &Path) -> Result<u64, Error> {
+    let found = accel_agent::discovery::discover(root)?;
+    Ok(verso::ObjectList::len(&accel_agent::report::driver_devices(&found)) as u64)
+}
+
+fn components(status: &DeploymentStatus) -> Vec<Component> {
+    let mut out = vec![Component {
+        component: "conductor".into(),
+        id: "conductor".into(),
+        software: status.server.software,
+        apparent: status.server.apparent,
+        state: format!("{:?}", status.server.state),
+    }];
+    out.extend(status.clients.iter().map(|m| Component {
+        component: status.client_component.clone(),
+        id: m.id.clone(),
+        software: m.software,
+        apparent: m.apparent,
+        state: format!("{:?}", m.state),
+    }));
+    out
+}
+
+/// Runs the scenario; the report says what passed. An error is returned only when the
+/// demo cannot run at all (no scratch directory, say).
+pub async fn run(options: &DemoOptions, quiet: bool) -> Result<super::Report, Error> {
+    let tmp = tempfile::Builder::new().prefix("accel-demo-").tempdir()?;
+    let scratch = tmp.path().to_owned();
+    let db_url = options
+        .database_url
+        .clone()
+        .unwrap_or_else(|| format!("sqlite://{}", scratch.join("accel.db").display()));
+    let transport_url = options
+        .transport_url
+        .clone()
+        .unwrap_or_else(|| "memory://".into());
+    let mut t = Timeline::new(
+        options.agents,
+        verso_rpc::transport::amqp::redact(&transport_url),
+        accel_conductor::db::redact_url(&db_url),
+        quiet,
+    );
+    let transport = transport_from_url(&transport_url, None).await?;
+    let cleanup_command = scratch.join("demo-cleanup.sh");
+    std::fs::write(&cleanup_command, CLEANUP_SCRIPT)?;
+    make_executable(&cleanup_command)?;
+    let hosts: Vec<String> = (1..=options.agents).map(host_name).collect();
+    for (i, h) in hosts.iter().enumerate() {
+        accel_agent::fixture::write_tree(
+            &scratch.join("sysfs").join(h),
+            &accel_agent::fixture::sample_host(i as u32 + 1),
+        )?;
+    }
+    let mut d = Deployment {
+        db: Db::connect_within(&db_url, Duration::from_secs(10)).await?,
+        scratch,
+        db_url,
+        transport: transport.clone(),
+        http: reqwest::Client::builder().use_rustls_tls().build()?,
+        api: None,
+        conductor: None,
+        agents: BTreeMap::new(),
+        hosts,
+        upgrade: RpcClient::for_api::<UpgradeApi>(transport, UPGRADE_TOPIC)
+            .timeout(Duration::from_secs(10)),
+        cleanup_command,
+    };
+    let outcome = steps(&mut d, &mut t).await;
+    if let Ok(status) = d.status().await {
+        t.components(components(&status));
+    }
+    let error = match outcome {
+        Ok(()) => None,
+        Err(e) => Some(e.to_string()),
+    };
+    let report = t.finish(error);
+    if options.keep {
+        let api = d.api.as_ref().map_or("-", |a| a.base.as_str()).to_owned();
+        let kept = tmp.keep();
+        println!(
+            "\nthe deployment keeps running: API {api}, database {}, files in {}; Ctrl-C ends it",
+            d.db_url,
+            kept.display()
+        );
+        tokio::signal::ctrl_c().await?;
+    }
+    d.shutdown().await;
+    Ok(report)
+}
+
+#[cfg(unix)]
+fn make_executable(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+}
+
+#[cfg(not(unix))]
+fn make_executable(_: &Path) -> std::io::Result<()> {
+    Ok(())
+}
+
+/// What step 1 made, checked again later.
+struct Baseline {
+    devices: u64,
+    bound: Vec<String>,
+    spare_gpu: String,
+}
+
+async fn steps(d: &mut Deployment, t: &mut Timeline) -> Result<(), Error> {
+    let base = release_n(d, t).await?;
+    verify_release_n(d, t, &base).await?;
+    upgrade_conductor(d, t, &base).await?;
+    pinned_agent_refuses(d, t).await?;
+    upgrade_agents(d, t, &base).await?;
+    before_finalization(d, t).await?;
+    finalize(d, t).await?;
+    after_finalization(d, t).await?;
+    destroy(d, t).await?;
+    Ok(())
+}
+
+/// Step 1.
+async fn release_n(d: &mut Deployment, t: &mut Timeline) -> Result<Baseline, Error> {
+    let n = d.hosts.len();
+    t.step(
+        1,
+        format!("release N: conductor, API and {n} agents start on a fresh database"),
+    );
+    d.start_conductor_n().await?;
+    d.start_api_n().await?;
+    let bar = t.bar(n as u64, "release N agents");
+    let mut devices = 0;
+    for host in d.hosts.clone() {
+        devices += discovered(&d.sysfs(&host))?;
+        d.start_agent_n(&host).await?;
+        bar.inc(1);
+    }
+    t.finish_bar(bar, "release N agents started");
+    let census = d
+        .wait_for("every agent's first report", |c| {
+            c.devices as u64 == devices
+        })
+        .await?;
+    t.expect_eq(
+        "devices reported by the agents",
+        census.devices as u64,
+        devices,
+    )?;
+    let mut created = 0;
+    for (name, rc) in [("demo-gpu", "GPU"), ("demo-ssd", "SSD")] {
+        let (status, _) = d
+            .http(
+                reqwest::Method::POST,
+                "/v2/device_profiles",
+                Some(json!({"name": name, "groups": [{format!("resources:{rc}"): "1"}]})),
+            )
+            .await?;
+        created += usize::from(status == 201);
+    }
+    t.expect_eq("device profiles created through the API", created, 2)?;
+    let mut bound = Vec::new();
+    for host in d.hosts.clone() {
+        let arq = d.create_arq("demo-gpu").await?;
+        if d.bind(&arq, &host).await? == 202 {
+            bound.push(arq);
+        }
+    }
+    let ssd = d.create_arq("demo-ssd").await?;
+    if d.bind(&ssd, &d.hosts[0].clone()).await? == 202 {
+        bound.push(ssd);
+    }
+    let spare_gpu = d.create_arq("demo-gpu").await?;
+    t.expect_eq(
+        "requests bound (one GPU per host, one SSD)",
+        bound.len(),
+        n + 1,
+    )?;
+    Ok(Baseline {
+        devices,
+        bound,
+        spare_gpu,
+    })
+}
+
+/// Checks step 1's results in the database and through the API.
+async fn check_baseline(
+    d: &Deployment,
+    t: &mut Timeline,
+    base: &Baseline,
+    extra_bound: usize,
+) -> Result<(), CheckFailed> {
+    let census = d.census().await.unwrap_or_default();
+    let bound = (base.bound.len() + extra_bound) as i64;
+    t.expect_eq(
+        "devices in the database",
+        census.devices as u64,
+        base.devices,
+    )?;
+    let listed = d
+        .api_count("/v2/devices", "devices")
+        .await
+        .unwrap_or_default();
+    t.expect_eq("devices listed by the API", listed as u64, base.devices)?;
+    t.expect_eq(
+        "attach handles in use (database)",
+        census.handles_in_use,
+        bound,
+    )?;
+    t.expect_eq("requests Bound (database)", census.arqs_in("Bound"), bound)?;
+    let states = d.arq_states().await.unwrap_or_default();
+    t.expect_eq(
+        "requests Bound (API)",
+        states.get("Bound").copied().unwrap_or(0) as i64,
+        bound,
+    )
+}
+
+/// Step 2.
+async fn verify_release_n(d: &Deployment, t: &mut Timeline, base: &Baseline) -> Result<(), Error> {
+    t.step(2, "verify release N: the API and the database agree");
+    check_baseline(d, t, base, 0).await?;
+    let census = d.census().await?;
+    t.expect_eq(
+        "no NVMe cleanup columns in release N's schema",
+        census.handles_cleaning.is_none(),
+        true,
+    )?;
+    Ok(())
+}
+
+/// Step 3.
+async fn upgrade_conductor(
+    d: &mut Deployment,
+    t: &mut Timeline,
+    base: &Baseline,
+) -> Result<(), Error> {
+    t.step(
+        3,
+        "upgrade the database and the conductor (and API) to N+1; release N agents keep working",
+    );
+    d.stop_api().await;
+    d.stop_conductor().await;
+    let applied = Db::connect(&d.db_url).await?.migrate().await?;
+    t.expect_eq(
+        "migrations applied",
+        format!("{applied:?}"),
+        "[2]".to_owned(),
+    )?;
+    d.start_conductor_next(None).await?;
+    d.start_api_next().await?;
+    let status = d.status().await?;
+    t.expect_eq(
+        "conductor software/apparent version (pre-finalized)",
+        format!("{}/{}", status.server.software, status.server.apparent),
+        "2/1".to_owned(),
+    )?;
+    let reported = d.report_all().await?;
+    t.expect_eq(
+        "devices release N agents report to the N+1 conductor",
+        reported,
+        base.devices,
+    )?;
+    let status = d.bind(&base.spare_gpu, &d.hosts[1].clone()).await?;
+    t.expect_eq(
+        "a bind on a release N agent's host (HTTP status)",
+        status,
+        202,
+    )?;
+    backport_example(d, t).await?;
+    check_baseline(d, t, base, 1).await?;
+    Ok(())
+}
+
+/// What a release N peer receives for an object N+1 has moved on from: the host's
+/// attach handles through the conductor's object indirection, at N's manifest.
+async fn backport_example(d: &Deployment, t: &mut Timeline) -> Result<(), Error> {
+    let conductor =
+        verso_rpc::conductor::ConductorApi::new(RpcClient::for_api::<
+            accel_objects::rpc::ConductorApi,
+        >(d.transport.clone(), CONDUCTOR_TOPIC));
+    let ctx = RequestContext::new("req-demo-backport");
+    let host = json!(d.hosts[0]);
+    let newest = accel_objects::registry()
+        .manifest("AttachHandleList")
+        .ok_or("AttachHandleList is not registered")?;
+    let n_registry = accel_release_n::objects::registry();
+    let release_n = n_registry
+        .manifest("AttachHandleList")
+        .ok_or("release N has no AttachHandleList")?;
+    use verso::indirection::IndirectionApi;
+    let call = |manifest| {
+        conductor.object_class_action_versions(
+            &ctx,
+            "AttachHandleList",
+            "get_by_host",
+            manifest,
+            vec![host.clone()],
+            serde_json::Map::new(),
+        )
+    };
+    let before = call(&newest).await?;
+    let after = call(&release_n).await?;
+    let first = |v: &Value| v["versioned_object.data"]["objects"][0].clone();
+    let describe = |o: &Value| {
+        let mut fields: Vec<&str> = o["versioned_object.data"]
+            .as_object()
+            .map(|m| m.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        fields.sort_unstable();
+        format!(
+            "AttachHandle {} {{{}}}",
+            o["versioned_object.version"].as_str().unwrap_or("?"),
+            fields.join(", ")
+        )
+    };
+    t.note(format!(
+        "an attach handle as release N+1 sends it:   {}\nthe same, backported to release N's manifest: {}",
+        describe(&first(&before)),
+        describe(&first(&after))
+    ));
+    let loaded = n_registry.from_primitive(&after);
+    t.check(
+        "release N's registry loads the backported list",
+        loaded.is_ok(),
+        match &loaded {
+            Ok(_) => format!(
+                "AttachHandleList {} with {} handles",
+                after["versioned_object.version"].as_str().unwrap_or("?"),
+                after["versioned_object.data"]["objects"]
+                    .as_array()
+                    .map_or(0, Vec::len)
+            ),
+            Err(e) => e.to_string(),
+        },
+    )?;
+    Ok(())
+}
+
+/// Step 4.
+async fn pinned_agent_refuses(d: &mut Deployment, t: &mut Timeline) -> Result<(), Error> {
+    t.step(
+        4,
+        "an N+1 agent with PCI unmanaged mode but [upgrade_levels] conductor = 1.0 refuses to start",
+    );
+    let mut config = d.agent_config_next(&d.hosts[0].clone());
+    config.pci_managed = false;
+    config.conductor_cap = Some(Version::new(1, 0));
+    config.state_dir = d.scratch.join("probe");
+    match accel_agent::service::start(config, d.transport.clone()).await {
+        Ok(agent) => {
+            agent.stop().await;
+            t.check("the pinned agent refused to start", false, "it started")?;
+        }
+        Err(e) => {
+            let message = e.to_string();
+            t.note(format!("accel agent: {message}"));
+            t.check(
+                "refused, naming the required version and the option",
+                message.contains("1.1") && message.contains("conductor"),
+                "the error names conductor RPC 1.1 and [upgrade_levels] conductor",
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Step 5.
+async fn upgrade_agents(
+    d: &mut Deployment,
+    t: &mut Timeline,
+    base: &Baseline,
+) -> Result<(), Error> {
+    let n = d.hosts.len();
+    let size = n.div_ceil(3).max(1);
+    t.step(
+        5,
+        format!("upgrade the agents to N+1 in batches of {size}; then raise the agent cap"),
+    );
+    let hosts = d.hosts.clone();
+    for (b, batch) in hosts.chunks(size).enumerate() {
+        let bar = t.bar(
+            batch.len() as u64,
+            format!("batch {}: {}", b + 1, batch.join(", ")),
+        );
+        for host in batch {
+            d.stop_agent(host).await;
+            d.start_agent_next(host).await?;
+            bar.inc(1);
+        }
+        t.finish_bar(bar, format!("batch {} on N+1", b + 1));
+        let status = d.status().await?;
+        let upgraded = status
+            .clients
+            .iter()
+            .filter(|m| batch.contains(&m.id) && m.software == 2 && m.apparent == 1)
+            .count();
+        t.expect_eq(
+            format!("batch {}: agents on software 2, apparent 1", b + 1),
+            upgraded,
+            batch.len(),
+        )?;
+    }
+    let census = d.census().await?;
+    t.expect_eq(
+        "devices after the agents' upgrade",
+        census.devices as u64,
+        base.devices,
+    )?;
+    d.stop_conductor().await;
+    d.start_conductor_next(Some(Version::new(1, 1))).await?;
+    let reported = d.report_all().await?;
+    t.expect_eq(
+        "conductor restarted with [upgrade_levels] agent = 1.1; every agent answers",
+        reported,
+        base.devices,
+    )?;
+    Ok(())
+}
+
+/// Step 6.
+async fn before_finalization(d: &mut Deployment, t: &mut Timeline) -> Result<(), Error> {
+    t.step(
+        6,
+        "before finalization: the gated feature is refused; one agent goes back to release N",
+    );
+    let refused = gated_feature(d).await;
+    t.check(
+        "PCI unmanaged mode refused before finalization",
+        matches!(&refused, Err(kind) if kind == "NotSupportedBeforeFinalization"),
+        format!("{refused:?}"),
+    )?;
+    let last = d.hosts.last().cloned().ok_or("no hosts")?;
+    d.stop_agent(&last).await;
+    d.start_agent_n(&last).await?;
+    let status = d.status().await?;
+    let back = status
+        .clients
+        .iter()
+        .any(|m| m.id == last && m.software == 1);
+    t.check(
+        format!("{last} downgraded to release N and heartbeating"),
+        back,
+        format!("{last}: software 1"),
+    )?;
+    Ok(())
+}
+
+/// An agent-side context: object methods of namespace `cyborg` run on the conductor.
+fn agent_context(d: &Deployment, request_id: &str) -> RequestContext {
+    let client = RpcClient::for_api::<accel_objects::rpc::ConductorApi>(
+        d.transport.clone(),
+        CONDUCTOR_TOPIC,
+    );
+    RequestContext::new(request_id).with_indirection(
+        accel_objects::NAMESPACE,
+        Arc::new(verso_rpc::conductor::ConductorApi::new(client)),
+    )
+}
+
+/// Tries the feature release N+1 gates on finalization, as an agent would: marking a
+/// free PCI handle of the first host unmanaged. `Err(kind)` is the typed refusal.
+async fn gated_feature(d: &Deployment) -> Result<(), String> {
+    let ctx = agent_context(d, "req-demo-unmanaged");
+    let handles = accel_objects::AttachHandleList::get_by_host(&ctx, d.hosts[0].clone())
+        .await
+        .map_err(|e| format!("get_by_host: {e}"))?;
+    let mut handle = verso::ObjectList::iter(&handles)
+        .find(|h| !h.is_in_use())
+        .cloned()
+        .ok_or("the host has no free handle")?;
+    handle.meta.context = Some(ctx);
+    let revision = handle.current_revision();
+    handle
+        .update_managed(false, revision)
+        .await
+        .map_err(|e| e.kind().to_owned())
+}
+
+/// Step 7.
+async fn finalize(d: &mut Deployment, t: &mut Timeline) -> Result<(), Error> {
+    t.step(
+        7,
+        "finalize: refused while an agent runs N; upgrade it; conductor first, then every agent",
+    );
+    let last = d.hosts.last().cloned().ok_or("no hosts")?;
+    let ctx = RequestContext::new("req-demo-finalize");
+    match d.upgrade.call_method(&ctx, Finalize {}).await {
+        Err(RpcError::Remote(r)) => {
+            let blockers = r
+                .downcast::<verso_upgrade::admin::FinalizeRefused>()
+                .map(|f| f.blockers.into_iter().map(|b| b.id).collect::<Vec<_>>())
+                .unwrap_or_default();
+            t.note(format!("verso upgrade finalize: {}", r.message));
+            t.expect_eq(
+                "finalization refused; the blocker",
+                blockers.join(","),
+                last.clone(),
+            )?;
+        }
+        other => {
+            t.check("finalization refused", false, format!("{other:?}"))?;
+        }
+    }
+    d.stop_agent(&last).await;
+    d.start_agent_next(&last).await?;
+    let state = d.upgrade.call_method(&ctx, Finalize {}).await?;
+    let status = d.status().await?;
+    let agents_finalized_then = status.clients_finalized;
+    t.expect_eq(
+        "conductor finalized first (apparent version)",
+        status.server.apparent,
+        2,
+    )?;
+    t.note(format!(
+        "finalize answered {state:?}; agents finalized at that moment: {agents_finalized_then}/{}",
+        d.hosts.len()
+    ));
+    let bar = t.bar(d.hosts.len() as u64, "agents finalized");
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let status = loop {
+        let status = d.status().await?;
+        bar.set_position(status.clients_finalized as u64);
+        if status.clients_finalized == d.hosts.len() || tokio::time::Instant::now() > deadline {
+            break status;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    t.finish_bar(bar, "agents finalized");
+    t.expect_eq(
+        "agents finalized",
+        format!("{}/{}", status.clients_finalized, d.hosts.len()),
+        format!("{}/{}", d.hosts.len(), d.hosts.len()),
+    )?;
+    Ok(())
+}
+
+/// Step 8.
+async fn after_finalization(d: &mut Deployment, t: &mut Timeline) -> Result<(), Error> {
+    t.step(
+        8,
+        "after finalization: an NVMe release goes through cleanup on its agent (agent RPC 1.1)",
+    );
+    let host = d.hosts[1].clone();
+    let arq = d.create_arq("demo-ssd").await?;
+    t.expect_eq(
+        format!("an SSD bound on {host} (HTTP status)"),
+        d.bind(&arq, &host).await?,
+        202,
+    )?;
+    t.expect_eq("unbound (HTTP status)", d.unbind(&arq).await?, 202)?;
+    let census = d.census().await?;
+    t.expect_eq(
+        "the released SSD's handle is cleaning, not back in the pool",
+        census.handles_cleaning.unwrap_or(-1),
+        1,
+    )?;
+    let census = d
+        .wait_for("the agent's cleanup", |c| c.handles_cleaning == Some(0))
+        .await?;
+    t.expect_eq(
+        "cleanup done by the agent: handles cleaning / failed",
+        format!(
+            "{}/{}",
+            census.handles_cleaning.unwrap_or(-1),
+            census.handles_failed_cleanup.unwrap_or(-1)
+        ),
+        "0/0".to_owned(),
+    )?;
+    match accel_release_n::conductor::start(&d.db_url, d.transport.clone()).await {
+        Ok(c) => {
+            c.stop().await;
+            t.check(
+                "release N's conductor refuses the finalized database",
+                false,
+                "it started",
+            )?;
+        }
+        Err(e) => {
+            t.note(format!("release N conductor: {e}"));
+            t.check(
+                "release N's conductor refuses the finalized database",
+                true,
+                e.to_string(),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Step 9.
+async fn destroy(d: &mut Deployment, t: &mut Timeline) -> Result<(), Error> {
+    t.step(
+        9,
+        "destroy every request and profile; the database is clean",
+    );
+    let (_, body) = d
+        .http(reqwest::Method::GET, "/v2/accelerator_requests", None)
+        .await?;
+    let uuids: Vec<String> = body["arqs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a["uuid"].as_str().map(str::to_owned))
+        .collect();
+    let (status, _) = d
+        .http(
+            reqwest::Method::DELETE,
+            &format!("/v2/accelerator_requests?arqs={}", uuids.join(",")),
+            None,
+        )
+        .await?;
+    t.expect_eq(
+        format!("{} requests deleted (HTTP status)", uuids.len()),
+        status,
+        204,
+    )?;
+    for name in ["demo-gpu", "demo-ssd"] {
+        let (status, _) = d
+            .http(
+                reqwest::Method::DELETE,
+                &format!("/v2/device_profiles/{name}"),
+                None,
+            )
+            .await?;
+        t.expect_eq(format!("profile {name} deleted (HTTP status)"), status, 204)?;
+    }
+    let census = d
+        .wait_for("released SSDs to be cleaned", |c| {
+            c.handles_cleaning == Some(0)
+        })
+        .await?;
+    t.expect_eq("requests left", census.arqs_total(), 0)?;
+    t.expect_eq("profiles left", census.device_profiles, 0)?;
+    t.expect_eq(
+        "handles in use or cleaning",
+        census.handles_in_use + census.handles_cleaning.unwrap_or(0),
+        0,
+    )?;
+    t.expect_eq(
+        "handles whose cleanup failed",
+        census.handles_failed_cleanup.unwrap_or(-1),
+        0,
+    )?;
+    Ok(())
+}
