@@ -63,6 +63,7 @@ pub mod method;
 pub mod remote;
 pub mod serializer;
 pub mod server;
+pub mod shutdown;
 pub mod target;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

@@ -90,6 +90,9 @@ enum Command {
     /// The configuration.
     #[command(subcommand)]
     Config(ConfigCmd),
+    /// Release N's components (for mixed-version deployments and `accel demo`).
+    #[command(subcommand, name = "release-n", hide = true)]
+    ReleaseN(accel_release_n::cli::Command),
 }
 
 #[derive(Subcommand, Debug)]
@@ -156,6 +159,7 @@ fn main() -> ExitCode {
                 })
                 .await
             }
+            Command::ReleaseN(command) => Ok(accel_release_n::cli::run(command).await),
             Command::AllInOne { agents } => run::all_in_one(config, agents).await,
             Command::Conductor => run::conductor(config).await,
             Command::Agent {

@@ -61,7 +61,7 @@ pub async fn conductor(config: AccelConfig) -> Result<ExitCode, Error> {
         "conductor: serving {CONDUCTOR_TOPIC} and {UPGRADE_TOPIC} on {}",
         verso_rpc::transport::amqp::redact(&config.transport.url)
     );
-    tokio::signal::ctrl_c().await?;
+    verso_rpc::shutdown::shutdown_signal().await;
     running.stop().await;
     Ok(ExitCode::SUCCESS)
 }
@@ -147,8 +147,7 @@ pub async fn agent(
             running.stop().await;
             Ok(stopped(&host, stop))
         }
-        r = tokio::signal::ctrl_c() => {
-            r?;
+        () = verso_rpc::shutdown::shutdown_signal() => {
             running.stop().await;
             Ok(ExitCode::SUCCESS)
         }
@@ -185,7 +184,7 @@ pub async fn api(config: AccelConfig) -> Result<ExitCode, Error> {
     println!("api: listening on http://{addr}");
     tokio::select! {
         _ = task => {}
-        r = tokio::signal::ctrl_c() => r?,
+        () = verso_rpc::shutdown::shutdown_signal() => {}
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -281,7 +280,7 @@ pub async fn all_in_one(config: AccelConfig, agents: u32) -> Result<ExitCode, Er
     println!("api: listening on http://{addr}");
     tokio::select! {
         _ = api_task => {}
-        r = tokio::signal::ctrl_c() => r?,
+        () = verso_rpc::shutdown::shutdown_signal() => {}
     }
     for agent in started {
         agent.stop().await;

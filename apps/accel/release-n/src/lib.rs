@@ -5,7 +5,7 @@
 //! ([`objects`]), its RPC APIs ([`rpc`]: conductor 1.0, agent 1.0), its component
 //! versions ([`AccelVersion`]: only `Initial = 1`), its database schema (migration 1
 //! only, [`schema`]), and a conductor ([`conductor`]), an agent ([`agent`]) and a REST
-//! API ([`api`]) built on them.
+//! API ([`api`]) built on them; [`cli`] runs each as a command.
 //!
 //! The rule: release N and release N+1 share no Rust type that crosses the wire. They
 //! meet only in the wire form (oslo.versionedobjects primitives, backported by manifest,
@@ -15,6 +15,7 @@
 
 pub mod agent;
 pub mod api;
+pub mod cli;
 pub mod conductor;
 pub mod objects;
 pub mod rpc;

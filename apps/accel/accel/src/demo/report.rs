@@ -242,8 +242,8 @@ impl Timeline {
 fn print_tables(r: &Report) {
     println!("\nComponents");
     println!(
-        "  {:<10} {:<10} {:>8} {:>8}  {}",
-        "component", "id", "software", "apparent", "state"
+        "  {:<10} {:<10} {:>8} {:>8}  state",
+        "component", "id", "software", "apparent"
     );
     for c in &r.components {
         println!(

@@ -1,0 +1,144 @@
+//! Components as processes of this binary (`accel conductor`, `accel release-n agent`,
+//! ...), for the demo on a real broker: each writes its log to a file in the demo's
+//! directory and is stopped as a service manager stops it (SIGTERM, then SIGKILL).
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::process::{Child, Command};
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// How long a stopped component may take to finish before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// Starts components as processes of one executable.
+#[derive(Clone, Debug)]
+pub struct Launcher {
+    exe: PathBuf,
+    logs: PathBuf,
+}
+
+/// A running component process.
+#[derive(Debug)]
+pub struct Process {
+    name: String,
+    child: Child,
+    log: PathBuf,
+}
+
+/// How a process that was expected to end ended.
+#[derive(Debug)]
+pub struct Finished {
+    /// Its exit code (`None`: killed by a signal).
+    pub code: Option<i32>,
+    /// What it wrote to stderr and stdout.
+    pub output: String,
+}
+
+impl Launcher {
+    /// Components of `exe`, logging into `logs`.
+    pub fn new(exe: PathBuf, logs: PathBuf) -> Result<Launcher, Error> {
+        std::fs::create_dir_all(&logs)?;
+        Ok(Launcher { exe, logs })
+    }
+
+    fn command(&self, name: &str, args: &[String]) -> Result<(Command, PathBuf), Error> {
+        let log = self.logs.join(format!("{name}.log"));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)?;
+        let mut command = Command::new(&self.exe);
+        command
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone()?)
+            .stderr(file)
+            .kill_on_drop(true);
+        Ok((command, log))
+    }
+
+    /// Starts `name` (also its log's name) with `args`.
+    pub fn spawn(&self, name: &str, args: &[String]) -> Result<Process, Error> {
+        let (mut command, log) = self.command(name, args)?;
+        let child = command
+            .spawn()
+            .map_err(|e| format!("cannot start {name} ({}): {e}", self.exe.display()))?;
+        Ok(Process {
+            name: name.to_owned(),
+            child,
+            log,
+        })
+    }
+
+    /// Runs `name` with `args` to its end (at most `limit`).
+    pub async fn run(
+        &self,
+        name: &str,
+        args: &[String],
+        limit: Duration,
+    ) -> Result<Finished, Error> {
+        let mut process = self.spawn(name, args)?;
+        let status = match tokio::time::timeout(limit, process.child.wait()).await {
+            Ok(status) => status?,
+            Err(_) => {
+                process.stop().await;
+                return Err(format!("{name} did not finish within {limit:?}").into());
+            }
+        };
+        Ok(Finished {
+            code: status.code(),
+            output: std::fs::read_to_string(&process.log).unwrap_or_default(),
+        })
+    }
+}
+
+impl Process {
+    /// Whether it has exited (and with what).
+    pub fn exited(&mut self) -> Option<Option<i32>> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(status.code()),
+            Ok(None) => None,
+            Err(_) => Some(None),
+        }
+    }
+
+    /// Fails with its log's tail if it has exited.
+    pub fn ensure_running(&mut self) -> Result<(), Error> {
+        match self.exited() {
+            None => Ok(()),
+            Some(code) => {
+                let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(5).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                Err(format!(
+                    "{} exited ({}); its log {}:\n{}",
+                    self.name,
+                    code.map_or("killed".to_owned(), |c| format!("code {c}")),
+                    self.log.display(),
+                    tail.join("\n")
+                )
+                .into())
+            }
+        }
+    }
+
+    /// Stops it: SIGTERM, then SIGKILL after a grace period.
+    pub async fn stop(mut self) {
+        if let Some(pid) = self.child.id() {
+            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
+            if tokio::time::timeout(STOP_GRACE, self.child.wait())
+                .await
+                .is_ok()
+            {
+                return;
+            }
+            tracing::warn!(process = %self.name, "did not stop on SIGTERM; killed");
+        }
+        let _ = self.child.kill().await;
+    }
+}

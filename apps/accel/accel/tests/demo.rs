@@ -1,0 +1,154 @@
+//! `accel demo`, the README's main job, run as a newcomer runs it: the whole rolling
+//! upgrade from release N to N+1 on the embedded defaults (one process, memory
+//! transport, SQLite), and across RabbitMQ and PostgreSQL with every component its own
+//! process. Each run must pass every check of its JSON report.
+
+use serde_json::Value;
+use std::process::Command;
+
+fn demo(extra: &[&str]) -> (Value, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let report = dir.path().join("report.json");
+    let output = Command::new(env!("CARGO_BIN_EXE_accel"))
+        .arg("demo")
+        .arg("--json")
+        .arg(&report)
+        .args(extra)
+        .output()
+        .expect("accel demo runs");
+    let timeline = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "accel demo failed ({:?}):\n{timeline}\n{stderr}",
+        output.status
+    );
+    let text = std::fs::read_to_string(&report).expect("report written");
+    (
+        serde_json::from_str(&text).expect("report is JSON"),
+        timeline,
+    )
+}
+
+/// What every passing run's report shows.
+fn assert_complete(report: &Value, agents: u64) {
+    assert_eq!(report["passed"], true, "{report:#}");
+    assert_eq!(report["error"], Value::Null);
+    assert_eq!(report["agents"], agents);
+    let steps: Vec<u64> = report["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .map(|s| s["number"].as_u64().expect("number"))
+        .collect();
+    assert_eq!(steps, (1..=9).collect::<Vec<_>>());
+    let checks = report["checks"].as_array().expect("checks");
+    assert!(checks.len() >= 40, "{} checks", checks.len());
+    assert!(checks.iter().all(|c| c["passed"] == true));
+    for step in 1..=9u64 {
+        assert!(
+            checks.iter().any(|c| c["step"] == step),
+            "step {step} checked nothing"
+        );
+    }
+    // Every component ends on release N+1, finalized.
+    let components = report["components"].as_array().expect("components");
+    assert_eq!(components.len() as u64, agents + 1, "{components:#?}");
+    for c in components {
+        assert_eq!(
+            (c["software"].as_u64(), c["apparent"].as_u64()),
+            (Some(2), Some(2)),
+            "{c}"
+        );
+    }
+}
+
+fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|c| c["name"].as_str().is_some_and(|n| n.starts_with(name)))
+        .unwrap_or_else(|| panic!("no check {name:?}"))
+}
+
+#[test]
+fn the_rolling_upgrade_passes_on_the_embedded_defaults() {
+    let (report, timeline) = demo(&[]);
+    assert_complete(&report, 6);
+    assert_eq!(report["transport"], "memory://");
+    assert!(report["database"]
+        .as_str()
+        .unwrap_or("")
+        .starts_with("sqlite://"));
+    // The figures that prove the steps, not only that they ran.
+    assert_eq!(
+        check(&report, "devices reported by the agents")["evidence"],
+        "30"
+    );
+    assert_eq!(check(&report, "migrations applied")["evidence"], "[2]");
+    assert_eq!(
+        check(&report, "finalization refused; the blocker")["evidence"],
+        "host6"
+    );
+    assert_eq!(check(&report, "agents finalized")["evidence"], "6/6");
+    // The timeline a person reads has the nine steps and the closing tables.
+    for step in 1..=9 {
+        assert!(timeline.contains(&format!("[{step}/9]")), "{timeline}");
+    }
+    assert!(
+        timeline.contains("AttachHandle 1.2"),
+        "the backport is shown: {timeline}"
+    );
+    assert!(timeline.contains("every check passed"), "{timeline}");
+}
+
+#[test]
+fn the_rolling_upgrade_passes_with_two_agents_and_json_on_stdout() {
+    let output = Command::new(env!("CARGO_BIN_EXE_accel"))
+        .args(["demo", "--agents", "2", "--json", "-"])
+        .output()
+        .expect("accel demo runs");
+    assert!(output.status.success(), "{output:?}");
+    let report: Value =
+        serde_json::from_slice(&output.stdout).expect("stdout is the JSON report alone");
+    assert_complete(&report, 2);
+}
+
+#[test]
+fn a_single_agent_is_refused() {
+    let output = Command::new(env!("CARGO_BIN_EXE_accel"))
+        .args(["demo", "--agents", "1"])
+        .output()
+        .expect("accel demo runs");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("at least 2"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_rolling_upgrade_passes_on_rabbitmq_and_postgresql_as_processes() {
+    let rabbit = std::env::var("VERSO_TEST_RABBIT_URL")
+        .expect("VERSO_TEST_RABBIT_URL names the test broker (scripts/test.sh starts one)");
+    let database = accel_conductor::testing::postgres_database().await;
+    let (report, timeline) = tokio::task::spawn_blocking(move || {
+        demo(&["--transport-url", &rabbit, "--database-url", &database])
+    })
+    .await
+    .expect("demo thread");
+    assert_complete(&report, 6);
+    assert!(report["transport"]
+        .as_str()
+        .unwrap_or("")
+        .starts_with("rabbit://"));
+    assert!(report["database"]
+        .as_str()
+        .unwrap_or("")
+        .starts_with("postgres://"));
+    // Components ran as processes: the pinned agent and release N's conductor exited 2.
+    assert_eq!(check(&report, "accel agent exit code")["evidence"], "2");
+    assert_eq!(
+        check(&report, "release N conductor exit code")["evidence"],
+        "2"
+    );
+    assert!(timeline.contains("every check passed"), "{timeline}");
+}
