@@ -219,6 +219,10 @@ impl Timeline {
     /// Ends a progress bar, leaving its last line.
     pub fn finish_bar(&self, bar: ProgressBar, message: impl Into<String>) {
         bar.finish_with_message(message.into());
+        if !bar.is_hidden() {
+            // The finished bar stays as a line of the timeline.
+            println!();
+        }
     }
 
     /// Records the components' versions.
