@@ -608,7 +608,7 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
 
-    conf = cfg.ConfigOpts()
+    conf = cfg.CONF
     conf([], project="accel-agent-n")
     messaging.set_transport_defaults(control_exchange=a.control_exchange)
     transport = messaging.get_rpc_transport(conf, url=a.transport_url)
