@@ -32,6 +32,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -300,15 +301,25 @@ def required(d, name):
     return t
 
 
+HEX = re.compile(r"\+?[0-9a-fA-F]+")
+DEC = re.compile(r"\+?[0-9]+")
+
+
 def hexnum(text, name, maximum):
+    # Rust's u32::from_str_radix(_, 16) after an optional 0x.
     digits = text[2:] if text.startswith("0x") else text
-    try:
-        v = int(digits, 16)
-    except ValueError:
-        v = None
-    if v is None or v > maximum or v < 0 or not digits or digits[0] in "+-":
+    v = int(digits, 16) if HEX.fullmatch(digits) else None
+    if v is None or v > maximum:
         raise Skip("%s is not a hex number up to %#x: %r" % (name, maximum, text))
     return v
+
+
+def unsigned(text, bits=32):
+    # Rust's str::parse::<u32>() (or u64): None when it would fail.
+    if not DEC.fullmatch(text):
+        return None
+    v = int(text)
+    return v if v < 2**bits else None
 
 
 def link_name(path):
@@ -335,9 +346,10 @@ def read_nvme(d):
             if not (ns.startswith(name) and ns[len(name):].startswith("n")):
                 continue
             sectors = required(os.path.join(path, ns), "size")
-            if not sectors.isdigit():
+            count = unsigned(sectors, 64)
+            if count is None:
                 raise Skip("nvme/%s/%s/size is not a number: %r" % (name, ns, sectors))
-            namespaces.append({"name": ns, "size_bytes": min(int(sectors) * 512, 2**64 - 1),
+            namespaces.append({"name": ns, "size_bytes": min(count * 512, 2**64 - 1),
                                "dev_path": "/dev/" + ns})
         namespaces.sort(key=lambda n: n["name"])
         controllers.append({"controller": name, "model": read_text(path, "model"),
@@ -357,23 +369,37 @@ def read_function(d):
     group = link_name(os.path.join(d, "iommu_group"))
     iommu_group = None
     if group is not None:
-        if not group.isdigit():
+        iommu_group = unsigned(group)
+        if iommu_group is None:
             raise Skip("iommu_group is not a number: %r" % group)
-        iommu_group = int(group)
     numa_node = None
     n = read_text(d, "numa_node")
     if n is not None:
-        try:
-            v = int(n)
-        except ValueError:
+        # Rust parses an i64 (-1 is "no node") and keeps it only when it fits a u32.
+        if not re.fullmatch(r"[+-]?[0-9]+", n) or not -(2**63) <= int(n) < 2**63:
             raise Skip("numa_node is not a number: %r" % n)
+        v = int(n)
         numa_node = v if 0 <= v < 2**32 else None
+    # SR-IOV counts are not reported by release N, but a malformed one skips the function.
+    total = read_text(d, "sriov_totalvfs")
+    if total is not None:
+        if unsigned(total) is None:
+            raise Skip("sriov_totalvfs is not a number: %r" % total)
+        num = read_text(d, "sriov_numvfs")
+        num = "0" if num is None else num
+        if unsigned(num) is None:
+            raise Skip("sriov_numvfs is not a number: %r" % num)
     virtfns = []
-    for name in os.listdir(d):
-        if name.startswith("virtfn") and name[6:].isdigit():
+    try:
+        listing = os.listdir(d)
+    except OSError as e:
+        raise Skip("cannot list: %s" % e)
+    for name in listing:
+        index = unsigned(name[6:]) if name.startswith("virtfn") else None
+        if index is not None:
             target = link_name(os.path.join(d, name))
             if target is not None:
-                virtfns.append((int(name[6:]), target))
+                virtfns.append((index, target))
     virtfns.sort()
     return {
         "address": address,

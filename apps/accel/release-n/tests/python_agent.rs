@@ -68,24 +68,19 @@ struct Deployment {
 }
 
 impl Deployment {
+    /// A deployment release N installed and N+1 upgraded (pre-finalized).
     async fn start() -> Deployment {
+        Deployment::start_from(true).await
+    }
+
+    /// `from_n`: release N installed the database first; otherwise it is a fresh N+1
+    /// install (finalized at once).
+    async fn start_from(from_n: bool) -> Deployment {
         let dir = tempfile::tempdir().expect("tempdir");
         let url = sqlite_url(dir.path());
-        // Release N installed it (N's schema, its version record at 1) ...
-        let old = accel_release_n::conductor::db::Db::connect(&url, Duration::from_secs(10))
-            .await
-            .expect("release N opens SQLite");
-        old.migrate().await.expect("release N's schema");
-        VersionManager::<accel_release_n::objects::AccelVersion>::open(
-            accel_release_n::conductor::versions::DbVersionStore::new(
-                old.clone(),
-                accel_release_n::objects::AccelVersion::COMPONENT,
-            ),
-        )
-        .await
-        .expect("release N's version record");
-        old.close().await;
-        // ... and N+1 migrated it: pre-finalized until every agent runs N+1.
+        if from_n {
+            Deployment::install_n(&url).await;
+        }
         let db = accel_conductor::Db::connect(&url)
             .await
             .expect("SQLite opens");
@@ -105,14 +100,32 @@ impl Deployment {
         }
     }
 
+    async fn install_n(url: &str) {
+        // Release N installed it (N's schema, its version record at 1) ...
+        let old = accel_release_n::conductor::db::Db::connect(url, Duration::from_secs(10))
+            .await
+            .expect("release N opens SQLite");
+        old.migrate().await.expect("release N's schema");
+        VersionManager::<accel_release_n::objects::AccelVersion>::open(
+            accel_release_n::conductor::versions::DbVersionStore::new(
+                old.clone(),
+                accel_release_n::objects::AccelVersion::COMPONENT,
+            ),
+        )
+        .await
+        .expect("release N's version record");
+        old.close().await;
+        // ... and N+1 migrates it: pre-finalized until every agent runs N+1.
+    }
+
     async fn stop(self) {
         self.conductor.stop().await;
         self.db.close().await;
     }
 
-    /// Starts the Python agent for `host` on `root`; waits for its `ready`.
-    async fn python_agent(&self, host: &str, root: &Path) -> PyAgent {
-        let mut child = Command::new(python())
+    fn python_command(&self, host: &str, root: &Path) -> Command {
+        let mut c = Command::new(python());
+        c
             .arg(script("accel_agent_n.py"))
             .args(["--transport-url", &rabbit_url()])
             .args(["--control-exchange", &self.exchange])
@@ -122,9 +135,16 @@ impl Deployment {
             .arg("--state-dir")
             .arg(self.dir.path().join("state-py"))
             .args(["--report-interval", "0.5"])
+            .kill_on_drop(true);
+        c
+    }
+
+    /// Starts the Python agent for `host` on `root`; waits for its `ready`.
+    async fn python_agent(&self, host: &str, root: &Path) -> PyAgent {
+        let mut child = self
+            .python_command(host, root)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
-            .kill_on_drop(true)
             .spawn()
             .expect("python starts");
         let stdout = child.stdout.take().expect("stdout");
@@ -392,6 +412,31 @@ async fn python_ovo_client_one_release_behind_gets_backported_attach_handles() {
     }
     let status = agent.terminate().await;
     assert!(status.success(), "SIGTERM: clean exit 0, got {status}");
+    d.stop().await;
+}
+
+/// A release N+1 deployment already finalized fences the Python release N agent: the
+/// conductor's reason on stderr, exit 3, no version record written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_n_agent_is_fenced_by_a_finalized_n_plus_1() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let d = Deployment::start_from(false).await;
+    let root = sysfs(d.dir.path(), 1);
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        d.python_command("host1", &root).output(),
+    )
+    .await
+    .expect("the fenced agent exits")
+    .expect("python runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("refused by the conductor") && stderr.contains("software version 1"),
+        "{stderr}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("ready"));
+    assert!(!d.dir.path().join("state-py/agent-host1.version").exists());
     d.stop().await;
 }
 
