@@ -23,7 +23,7 @@ use std::time::Duration;
 use support::*;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
-use verso::RequestContext;
+use verso::{ObjectList, RequestContext};
 use verso_rpc::transport::Transport;
 use verso_rpc::RpcClient;
 use verso_upgrade::{ComponentVersion, UpgradeError, VersionManager};
@@ -37,7 +37,9 @@ fn workspace() -> PathBuf {
 }
 
 fn script(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("python").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("python")
+        .join(name)
 }
 
 fn python() -> PathBuf {
@@ -87,10 +89,9 @@ impl Deployment {
         db.migrate().await.expect("migrated to N+1");
         let exchange = exchange();
         let transport = rabbit(&exchange).await;
-        let conductor =
-            accel_conductor::runtime::start(db.clone(), transport.clone(), None)
-                .await
-                .expect("N+1 conductor starts");
+        let conductor = accel_conductor::runtime::start(db.clone(), transport.clone(), None)
+            .await
+            .expect("N+1 conductor starts");
         Deployment {
             db,
             conductor,
@@ -125,8 +126,7 @@ impl Deployment {
 
     fn python_command(&self, host: &str, root: &Path) -> Command {
         let mut c = Command::new(python());
-        c
-            .arg(script("accel_agent_n.py"))
+        c.arg(script("accel_agent_n.py"))
             .args(["--transport-url", &rabbit_url()])
             .args(["--control-exchange", &self.exchange])
             .args(["--host", host])
@@ -196,8 +196,8 @@ impl Deployment {
             rows.sort_by_key(|r| r.to_string());
             Value::Array(rows)
         };
-        let devices = serde_json::to_value(self.db.devices(&filter).await.expect("devices"))
-            .expect("json");
+        let devices =
+            serde_json::to_value(self.db.devices(&filter).await.expect("devices")).expect("json");
         let deployables =
             serde_json::to_value(self.db.deployables(&filter).await.expect("deployables"))
                 .expect("json");
@@ -325,7 +325,12 @@ async fn python_n_agent_answers_report_now_and_blocks_finalization() {
         .find(|c| c.id == "host1")
         .unwrap_or_else(|| panic!("host1 heartbeated: {status:?}"));
     assert_eq!(
-        (member.host.as_str(), member.software, member.apparent, member.live),
+        (
+            member.host.as_str(),
+            member.software,
+            member.apparent,
+            member.live
+        ),
         ("host1", 1, 1, true)
     );
     match d.conductor.coordinator.finalize().await {
