@@ -232,7 +232,8 @@ impl PyAgent {
     }
 }
 
-/// The Python agent's report of each fixture host reaches the N+1 database; the Rust
+/// The Python agent's report of each fixture host (checked-in trees and generated sample
+/// hosts) reaches the N+1 database; the Rust
 /// release N agent's report of the same tree then changes nothing there (the
 /// conductor's diff finds every device unchanged) and the rows stay the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -240,9 +241,12 @@ async fn python_n_agent_reports_what_the_rust_n_agent_reports() {
     let _one = ONE_AT_A_TIME.lock().await;
     python();
     let d = Deployment::start().await;
-    for index in 1..=3 {
-        let host = format!("host{index}");
-        let root = fixture_tree(index);
+    // The checked-in fixture trees, and the generated sample hosts the demo runs (they
+    // vary with the index: GPUs with VFs, an FPGA, NVMe SSDs, QAT, NICs).
+    let trees = (1..=3)
+        .map(|i| (format!("host{i}"), fixture_tree(i)))
+        .chain((1..=6).map(|i| (format!("sample{i}"), sysfs(d.dir.path(), i))));
+    for (host, root) in trees {
         let agent = d.python_agent(&host, &root).await;
         let status = agent.terminate().await;
         assert!(status.success(), "SIGTERM: clean exit 0, got {status}");
