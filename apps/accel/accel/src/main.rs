@@ -56,6 +56,11 @@ enum Command {
         /// Leave the deployment running at the end, until Ctrl-C.
         #[arg(long)]
         keep: bool,
+        /// Run the last host's release N agent as the project's Python agent
+        /// (oslo.versionedobjects, oslo.messaging) with this interpreter; needs
+        /// --transport-url.
+        #[arg(long, value_name = "PYTHON")]
+        python_agent: Option<PathBuf>,
     },
     /// Conductor, API and N agents (each on its own fixture sysfs tree) in one process,
     /// on the memory transport and a SQLite file in a temporary directory unless
@@ -149,6 +154,7 @@ fn main() -> ExitCode {
                 database_url,
                 json,
                 keep,
+                python_agent,
             } => {
                 demo::run(demo::DemoOptions {
                     agents,
@@ -156,6 +162,7 @@ fn main() -> ExitCode {
                     database_url,
                     json,
                     keep,
+                    python_agent,
                 })
                 .await
             }

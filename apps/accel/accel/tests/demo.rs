@@ -6,6 +6,15 @@
 use serde_json::Value;
 use std::process::Command;
 
+/// The demos on RabbitMQ use accel's fixed topics (queues are per broker, not per test):
+/// one at a time.
+static BROKER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn rabbit_url() -> String {
+    std::env::var("VERSO_TEST_RABBIT_URL")
+        .expect("VERSO_TEST_RABBIT_URL names the test broker (scripts/test.sh starts one)")
+}
+
 fn demo(extra: &[&str]) -> (Value, String) {
     let dir = tempfile::tempdir().expect("tempdir");
     let report = dir.path().join("report.json");
@@ -127,8 +136,8 @@ fn a_single_agent_is_refused() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_rolling_upgrade_passes_on_rabbitmq_and_postgresql_as_processes() {
-    let rabbit = std::env::var("VERSO_TEST_RABBIT_URL")
-        .expect("VERSO_TEST_RABBIT_URL names the test broker (scripts/test.sh starts one)");
+    let _broker = BROKER.lock().await;
+    let rabbit = rabbit_url();
     let database = accel_conductor::testing::postgres_database().await;
     let (report, timeline) = tokio::task::spawn_blocking(move || {
         demo(&["--transport-url", &rabbit, "--database-url", &database])
@@ -151,4 +160,45 @@ async fn the_rolling_upgrade_passes_on_rabbitmq_and_postgresql_as_processes() {
         "2"
     );
     assert!(timeline.contains("every check passed"), "{timeline}");
+}
+
+/// A Python service one release behind in the same rolling upgrade: the last host's
+/// release N agent is the project's oslo.versionedobjects agent, upgraded to the Rust
+/// N+1 agent in the last batch, back to Python for the downgrade, and finalized.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_rolling_upgrade_passes_with_a_python_release_n_agent() {
+    let _broker = BROKER.lock().await;
+    let rabbit = rabbit_url();
+    let python = std::env::var("VERSO_TEST_PYTHON").expect(
+        "VERSO_TEST_PYTHON names a Python with oslo.versionedobjects and oslo.messaging (scripts/test.sh makes .venv)",
+    );
+    let (report, timeline) = tokio::task::spawn_blocking(move || {
+        demo(&["--transport-url", &rabbit, "--python-agent", &python])
+    })
+    .await
+    .expect("demo thread");
+    assert_complete(&report, 6);
+    assert_eq!(report["python_agent"], "host6");
+    assert!(
+        timeline.contains("host6 runs release N's agent in Python"),
+        "{timeline}"
+    );
+    assert_eq!(
+        check(&report, "host6 downgraded to release N (the Python agent)")["passed"],
+        true
+    );
+    assert_eq!(
+        check(&report, "finalization refused; the blocker")["evidence"],
+        "host6"
+    );
+}
+
+#[test]
+fn a_python_agent_needs_a_broker() {
+    let output = Command::new(env!("CARGO_BIN_EXE_accel"))
+        .args(["demo", "--python-agent", "python3"])
+        .output()
+        .expect("accel demo runs");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--transport-url"));
 }

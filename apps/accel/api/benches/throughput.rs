@@ -72,7 +72,9 @@ async fn stack(db: Db) -> Stack {
         .await
         .expect("conductor");
     let client = RpcClient::for_api::<ConductorApi>(transport, CONDUCTOR_TOPIC);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let api = format!("http://{}", listener.local_addr().expect("addr"));
     let service = ConductorService::new(DbService::new(db), client.clone());
     tokio::spawn(async move {
@@ -103,10 +105,7 @@ async fn send_report(s: &Stack, devices: &DriverDeviceList) {
 /// A request of a GPU profile, ready to bind on the bench host.
 async fn arq(s: &Stack) -> String {
     let post = |path: &str, body: serde_json::Value| {
-        s.http
-            .post(format!("{}{path}", s.api))
-            .json(&body)
-            .send()
+        s.http.post(format!("{}{path}", s.api)).json(&body).send()
     };
     post(
         "/v2/device_profiles",
@@ -123,7 +122,10 @@ async fn arq(s: &Stack) -> String {
     .json()
     .await
     .expect("arq json");
-    created["arqs"][0]["uuid"].as_str().expect("uuid").to_owned()
+    created["arqs"][0]["uuid"]
+        .as_str()
+        .expect("uuid")
+        .to_owned()
 }
 
 async fn bind_unbind(s: &Stack, arq: &str) {

@@ -44,6 +44,9 @@ pub struct DemoOptions {
     pub json: Option<PathBuf>,
     /// Leave the deployment running at the end (until Ctrl-C).
     pub keep: bool,
+    /// Run the last host's release N agent as the project's Python oslo.versionedobjects
+    /// agent with this interpreter (needs a broker: `transport_url`).
+    pub python_agent: Option<PathBuf>,
 }
 
 /// Runs the demo; exit 0 only if every check passed.
@@ -52,6 +55,14 @@ pub async fn run(options: DemoOptions) -> Result<ExitCode, Error> {
         return Err(
             "--agents must be at least 2 (one of them is downgraded and upgraded again)".into(),
         );
+    }
+    if options.python_agent.is_some()
+        && options
+            .transport_url
+            .as_deref()
+            .is_none_or(|u| u.starts_with("memory:"))
+    {
+        return Err("--python-agent needs a broker: give --transport-url rabbit://...".into());
     }
     let quiet = options.json.as_deref() == Some(std::path::Path::new("-"));
     let report = scenario::run(&options, quiet).await?;

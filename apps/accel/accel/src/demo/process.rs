@@ -4,7 +4,7 @@
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::process::{Child, Command};
@@ -45,13 +45,18 @@ impl Launcher {
         Ok(Launcher { exe, logs })
     }
 
-    fn command(&self, name: &str, args: &[String]) -> Result<(Command, PathBuf), Error> {
+    fn command(
+        &self,
+        program: &Path,
+        name: &str,
+        args: &[String],
+    ) -> Result<(Command, PathBuf), Error> {
         let log = self.logs.join(format!("{name}.log"));
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&log)?;
-        let mut command = Command::new(&self.exe);
+        let mut command = Command::new(program);
         command
             .args(args)
             .env("RUST_LOG", "info")
@@ -62,12 +67,22 @@ impl Launcher {
         Ok((command, log))
     }
 
-    /// Starts `name` (also its log's name) with `args`.
+    /// Starts `name` (also its log's name): this executable with `args`.
     pub fn spawn(&self, name: &str, args: &[String]) -> Result<Process, Error> {
-        let (mut command, log) = self.command(name, args)?;
+        self.spawn_program(&self.exe.clone(), name, args)
+    }
+
+    /// Starts `name` (also its log's name): `program` with `args`.
+    pub fn spawn_program(
+        &self,
+        program: &Path,
+        name: &str,
+        args: &[String],
+    ) -> Result<Process, Error> {
+        let (mut command, log) = self.command(program, name, args)?;
         let child = command
             .spawn()
-            .map_err(|e| format!("cannot start {name} ({}): {e}", self.exe.display()))?;
+            .map_err(|e| format!("cannot start {name} ({}): {e}", program.display()))?;
         Ok(Process {
             name: name.to_owned(),
             child,

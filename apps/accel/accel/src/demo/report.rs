@@ -61,6 +61,8 @@ pub struct Report {
     pub transport: String,
     /// The database (password masked).
     pub database: String,
+    /// The host whose release N agent was the Python oslo.versionedobjects agent.
+    pub python_agent: Option<String>,
     /// Seconds from start to end.
     pub seconds: f64,
     /// The steps in order.
@@ -104,6 +106,7 @@ impl Timeline {
                 agents,
                 transport,
                 database,
+                python_agent: None,
                 seconds: 0.0,
                 steps: Vec::new(),
                 checks: Vec::new(),
@@ -223,6 +226,11 @@ impl Timeline {
             // The finished bar stays as a line of the timeline.
             println!();
         }
+    }
+
+    /// Records which host runs the Python release N agent.
+    pub fn python_agent(&mut self, host: Option<String>) {
+        self.report.python_agent = host;
     }
 
     /// Records the components' versions.

@@ -26,6 +26,9 @@ const AGENT_INTERVAL: Duration = Duration::from_millis(300);
 const SCAN_INTERVAL: Duration = Duration::from_secs(120);
 /// How long the demo waits for something the deployment does in the background.
 const PATIENCE: Duration = Duration::from_secs(30);
+/// Release N's agent in Python (oslo.versionedobjects and oslo.messaging), the
+/// project's own script: one host runs it with `--python-agent`.
+const PYTHON_AGENT: &str = include_str!("../../../release-n/python/accel_agent_n.py");
 /// accel's control exchange (the binary's default `[transport] control_exchange`).
 const CONTROL_EXCHANGE: &str = "accel";
 /// The demo's NVMe cleanup command: it waits a second and succeeds. It never touches a
@@ -87,6 +90,10 @@ struct Deployment {
     hosts: Vec<String>,
     upgrade: RpcClient,
     cleanup_command: PathBuf,
+    /// The Python interpreter (with oslo.versionedobjects and oslo.messaging) that runs
+    /// release N's agent on `python_host`, when asked for.
+    python: Option<PathBuf>,
+    python_host: Option<String>,
 }
 
 fn host_name(i: u32) -> String {
@@ -333,6 +340,31 @@ impl Deployment {
                     report_interval: AGENT_INTERVAL,
                 };
                 AgentNode::N(accel_release_n::agent::start(config, self.transport.clone()).await?)
+            }
+            Some(l) if self.python_host.as_deref() == Some(host) => {
+                let (root, state) = (self.sysfs(host), self.state_dir());
+                let python = self.python.as_ref().ok_or("no Python interpreter")?;
+                let script = self.scratch.join("accel_agent_n.py");
+                std::fs::write(&script, PYTHON_AGENT)?;
+                AgentNode::Process(l.spawn_program(
+                    python,
+                    &format!("agent-n-python-{host}"),
+                    &args(&[
+                        &script.display().to_string(),
+                        "--transport-url",
+                        &self.transport_url,
+                        "--control-exchange",
+                        CONTROL_EXCHANGE,
+                        "--host",
+                        host,
+                        "--sysfs-root",
+                        &root.display().to_string(),
+                        "--state-dir",
+                        &state.display().to_string(),
+                        "--report-interval",
+                        "1",
+                    ]),
+                )?)
             }
             Some(l) => {
                 let (root, state) = (self.sysfs(host), self.state_dir());
@@ -649,7 +681,13 @@ pub async fn run(options: &DemoOptions, quiet: bool) -> Result<super::Report, Er
         upgrade: RpcClient::for_api::<UpgradeApi>(transport, UPGRADE_TOPIC)
             .timeout(Duration::from_secs(10)),
         cleanup_command,
+        python_host: options
+            .python_agent
+            .as_ref()
+            .map(|_| host_name(options.agents)),
+        python: options.python_agent.clone(),
     };
+    t.python_agent(d.python_host.clone());
     let outcome = steps(&mut d, &mut t).await;
     if let Ok(status) = d.status().await {
         t.components(components(&status));
@@ -721,6 +759,11 @@ async fn release_n(d: &mut Deployment, t: &mut Timeline) -> Result<Baseline, Err
         bar.inc(1);
     }
     t.finish_bar(bar, "release N agents started");
+    if let Some(host) = &d.python_host {
+        t.note(format!(
+            "{host} runs release N's agent in Python (oslo.versionedobjects, oslo.messaging)"
+        ));
+    }
     let census = d
         .wait_for("every agent's first report", |c| {
             c.devices as u64 == devices
@@ -1045,8 +1088,12 @@ async fn before_finalization(d: &mut Deployment, t: &mut Timeline) -> Result<(),
         .clients
         .iter()
         .any(|m| m.id == last && m.software == 1);
+    let which = match d.python_host.as_deref() == Some(last.as_str()) {
+        true => " (the Python agent)",
+        false => "",
+    };
     t.check(
-        format!("{last} downgraded to release N and heartbeating"),
+        format!("{last} downgraded to release N{which} and heartbeating"),
         back,
         format!("{last}: software 1"),
     )?;
