@@ -8,7 +8,23 @@
 //! - an attach handle is taken by `UPDATE ... SET in_use = 1 WHERE id = ? AND in_use = 0`,
 //!   so of two conductors racing for one handle exactly one gets it;
 //! - every write transaction starts with a write, so SQLite takes its write lock first
-//!   (waiting up to its busy timeout) instead of failing a read-to-write upgrade.
+//!   (waiting up to its busy timeout) instead of failing a read-to-write upgrade;
+//! - reports of one host are applied one after the other (see [`Db::report`]).
+//!
+//! # Migrations: expand before finalization, contract after
+//!
+//! A release's migrations (`migrations/{sqlite,postgres}`) run before that release is
+//! finalized, while the previous release may still run, or be rolled back to, on the
+//! same database (the downgrade window: release N's conductor starts on a database these
+//! migrations expanded, until the `accel` record is finalized). So they **only add**:
+//! new tables, and new columns that are nullable or have a default, which the previous
+//! release's inserts fill by default and its reads never name. Anything that removes or
+//! rewrites (drop or rename a column or table, `NOT NULL` without a default, change a
+//! type, move or rewrite data, a constraint old rows or old writers may break) waits for
+//! a later release, after this one is finalized; the previous release then can no longer
+//! start. Queries name their columns (no `SELECT *`, no positional `INSERT`). A migration
+//! file is never edited once released (sqlx checks the checksums it recorded), so the
+//! rule lives here and in `docs/architecture.md` (Conventions), not in the SQL.
 
 use crate::lifecycle::ArqState;
 use serde::{Deserialize, Serialize};
@@ -360,6 +376,17 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
+/// Whether a SQLite URL names an in-memory database (`sqlite::memory:`,
+/// `sqlite://:memory:`, or `mode=memory` among its parameters).
+fn is_sqlite_memory(url: &str) -> bool {
+    let (path, params) = url.split_once('?').unwrap_or((url, ""));
+    let path = path
+        .strip_prefix("sqlite://")
+        .or_else(|| path.strip_prefix("sqlite:"))
+        .unwrap_or(path);
+    path == ":memory:" || params.split('&').any(|p| p == "mode=memory")
+}
+
 /// The conductor's database.
 #[derive(Clone, Debug)]
 pub struct Db {
@@ -403,11 +430,20 @@ impl Db {
             }
             _ => url.to_owned(),
         };
+        // An in-memory SQLite database lives in the connection that opened it: through the
+        // Any driver each new connection parses the URL again and gets its own empty
+        // database. So the pool holds exactly one connection, opened now and never closed
+        // for idleness or age (closing it would drop the database).
+        let in_memory = backend == Backend::Sqlite && is_sqlite_memory(url);
         let pool = AnyPoolOptions::new()
             .max_connections(match backend {
+                Backend::Sqlite if in_memory => 1,
                 Backend::Sqlite => 4,
                 Backend::Postgres => 16,
             })
+            .min_connections(u32::from(in_memory))
+            .idle_timeout((!in_memory).then_some(Duration::from_secs(10 * 60)))
+            .max_lifetime((!in_memory).then_some(Duration::from_secs(30 * 60)))
             .acquire_timeout(wait)
             .after_connect(move |conn, _| {
                 Box::pin(async move {
@@ -500,6 +536,17 @@ impl Db {
 
     /// Applies one host's full inventory: adds new devices, updates changed ones, deletes
     /// vanished ones, and keeps (marked `lost`) vanished ones whose handles are in use.
+    ///
+    /// Reports of one host are applied one after the other, each diffed against what the
+    /// previous one left. On SQLite the transaction's first write takes the database's
+    /// write lock. On PostgreSQL a transaction-scoped advisory lock keyed by the host
+    /// name serializes them: the first write (`UPDATE devices ... WHERE hostname`) locks
+    /// only rows that exist, so two reports adding a device the host never had would both
+    /// read "absent" and the later insert would fail on `(hostname, control_path_id)`.
+    /// The lock (rather than retrying that failure) makes the second report wait and
+    /// diff once, whatever the number of racers. A writer that does not take the lock
+    /// (release N's conductor during a rolling upgrade) can still win such an insert:
+    /// that unique violation is retried once the other transaction committed.
     pub async fn report(
         &self,
         host: &str,
@@ -514,8 +561,35 @@ impl Db {
                 });
             }
         }
+        const ATTEMPTS: u32 = 3;
+        let mut attempt = 1;
+        loop {
+            match self.report_once(host, devices).await {
+                Err(DbError::Query(sqlx::Error::Database(e)))
+                    if e.is_unique_violation() && attempt < ATTEMPTS =>
+                {
+                    tracing::debug!(host, attempt, error = %e, "a concurrent report of the host added the same device: diffed again");
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn report_once(
+        &self,
+        host: &str,
+        devices: &[ReportedDevice],
+    ) -> Result<ReportOutcome, DbError> {
         let mut tx = self.pool.begin().await?;
         let at = now();
+        if self.backend == Backend::Postgres {
+            // Released at commit or rollback; see `report`.
+            sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))::text AS locked")
+                .bind(format!("accel-report/{host}"))
+                .fetch_one(&mut *tx)
+                .await?;
+        }
         // A first write takes SQLite's write lock before anything is read.
         sqlx::query("UPDATE devices SET updated_at = updated_at WHERE hostname = $1")
             .bind(host)
@@ -1320,6 +1394,22 @@ fn arq_row(r: &AnyRow) -> Result<ArqRow, DbError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn in_memory_sqlite_urls_are_recognised() {
+        for url in [
+            "sqlite::memory:",
+            "sqlite://:memory:",
+            "sqlite::memory:?cache=shared",
+            "sqlite://accel?mode=memory",
+            "sqlite:file:x?cache=shared&mode=memory",
+        ] {
+            assert!(is_sqlite_memory(url), "{url}");
+        }
+        for url in ["sqlite:///var/lib/accel.db", "sqlite://memory.db?mode=rwc"] {
+            assert!(!is_sqlite_memory(url), "{url}");
+        }
+    }
 
     #[test]
     fn urls_are_redacted() {

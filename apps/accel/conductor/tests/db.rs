@@ -384,3 +384,130 @@ async fn migrations_are_reported_and_applied_once() {
         "{err}"
     );
 }
+
+/// Several reports of one host at once, each adding devices the host did not have (the
+/// agent's periodic report racing a `report_now`, or two conductors taking the same
+/// host's reports): all succeed, and the host ends with exactly one row per device.
+async fn concurrent_reports_of_one_host(db: &Db) {
+    // Round one: the host has no rows yet (nothing for a row lock to hold); round two:
+    // it has some, and the reports add one more device.
+    let first: Vec<ReportedDevice> = vec![
+        device("0000:01:00.0", "GPU", 1),
+        device("0000:3b:00.0", "FPGA", 2),
+        device("0000:3c:00.0", "NIC", 3),
+    ];
+    let mut second = first.clone();
+    second.push(device("0000:5e:00.0", "SSD", 1));
+    for (full, new) in [
+        (
+            &first,
+            &["0000:01:00.0", "0000:3b:00.0", "0000:3c:00.0"][..],
+        ),
+        (&second, &["0000:5e:00.0"][..]),
+    ] {
+        let racers: Vec<_> = (0..8)
+            .map(|_| {
+                let (db, full) = (db.clone(), full.clone());
+                tokio::spawn(async move { db.report("h1", &full).await })
+            })
+            .collect();
+        let mut added = Vec::new();
+        for r in racers {
+            let outcome = r.await.expect("task").expect("every report succeeds");
+            assert!(
+                outcome.removed.is_empty() && outcome.lost.is_empty(),
+                "{outcome:?}"
+            );
+            added.extend(outcome.added);
+        }
+        // Each new device was added by exactly one report; the others found it.
+        added.sort();
+        assert_eq!(added, new);
+        let deployables = db
+            .deployables(&ListFilter {
+                host: Some("h1".into()),
+                ..ListFilter::default()
+            })
+            .await
+            .expect("deployables");
+        let mut cps: Vec<&str> = deployables
+            .iter()
+            .map(|d| d.control_path_id.as_str())
+            .collect();
+        cps.sort_unstable();
+        let want: Vec<&str> = full.iter().map(|d| d.control_path_id.as_str()).collect();
+        assert_eq!(cps, want);
+        assert_eq!(
+            db.devices(&ListFilter::default())
+                .await
+                .expect("devices")
+                .len(),
+            full.len()
+        );
+        assert_eq!(
+            db.attach_handles(Some("h1")).await.expect("handles").len(),
+            full.iter().map(|d| d.handles.len()).sum::<usize>()
+        );
+        // And the next report finds everything as it is.
+        let again = db.report("h1", full).await.expect("report");
+        assert!(
+            again.added.is_empty() && again.updated.is_empty(),
+            "{again:?}"
+        );
+        assert_eq!(again.unchanged, full.len());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_reports_of_one_host_on_postgres() {
+    let db = support::postgres().await;
+    concurrent_reports_of_one_host(&db).await;
+    // Across two conductors (two pools) too.
+    let other = Db::connect(&support::postgres_database().await)
+        .await
+        .expect("open");
+    other.migrate().await.expect("migrate");
+    concurrent_reports_of_one_host(&other).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_reports_of_one_host_on_sqlite() {
+    let (db, _dir) = support::sqlite().await;
+    concurrent_reports_of_one_host(&db).await;
+}
+
+/// `sqlite::memory:` is one database however many tasks use the pool at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_memory_sqlite_is_one_database() {
+    for url in ["sqlite::memory:", "sqlite::memory:?cache=private"] {
+        let db = Db::connect(url).await.expect("open in memory");
+        assert_eq!(db.migrate().await.expect("migrate"), vec![1, 2], "{url}");
+        let readers: Vec<_> = (0..8)
+            .map(|i| {
+                let db = db.clone();
+                tokio::spawn(async move {
+                    db.report(&format!("h{i}"), &[device("0000:3b:00.0", "FPGA", 1)])
+                        .await
+                        .expect("report on the migrated schema");
+                    db.devices(&ListFilter::default())
+                        .await
+                        .expect("devices")
+                        .len()
+                })
+            })
+            .collect();
+        for r in readers {
+            assert!(r.await.expect("task") >= 1);
+        }
+        assert_eq!(
+            db.devices(&ListFilter::default())
+                .await
+                .expect("devices")
+                .len(),
+            8,
+            "{url}: every task wrote to the same database"
+        );
+        assert!(db.pending_migrations().await.expect("pending").is_empty());
+        db.close().await;
+    }
+}

@@ -8,6 +8,7 @@ mod support;
 use accel_release_n::{api, conductor};
 use serde_json::{json, Value};
 use support::*;
+use verso_upgrade::ComponentVersion;
 
 struct Http {
     base: String,
@@ -164,25 +165,127 @@ async fn release_n_api_on_postgres() {
     release_n_api(&accel_conductor::testing::postgres_database().await).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn release_n_api_refuses_a_database_n_plus_1_migrated() {
+/// Release N's API in the downgrade window: on a database release N+1 migrated and did
+/// not finalize it starts and serves (list, bind, unbind); once N+1 finalized it refuses.
+async fn release_n_api_in_the_downgrade_window(url: &str) {
+    use reqwest::Method;
     let dir = tempfile::tempdir().expect("tempdir");
-    let url = sqlite_url(dir.path());
-    conductor::start(&url, memory())
+    let t = memory();
+    let running = conductor::start(url, t.clone()).await.expect("release N");
+    let agent = n_agent(dir.path(), 1, t.clone()).await;
+    agent.report_now().await.expect("report");
+    agent.stop().await;
+    running.stop().await;
+    let new = accel_conductor::Db::connect(url).await.expect("open");
+    assert_eq!(new.migrate().await.expect("N+1 migrates"), vec![2]);
+
+    let served = api::start(url, "127.0.0.1:0")
         .await
-        .expect("release N")
-        .stop()
+        .expect("release N's API starts on N+1's schema before finalization");
+    let http = Http {
+        base: served.url(),
+        client: reqwest::Client::new(),
+    };
+    let (status, devices, version) = http
+        .send(http.req(Method::GET, "/v2/devices?hostname=host1"))
         .await;
-    let db = accel_conductor::Db::connect(&url).await.expect("open");
-    db.migrate().await.expect("N+1 migrates");
-    let err = api::start(&url, "127.0.0.1:0")
+    assert_eq!(status, 200, "{devices}");
+    assert_eq!(version.as_deref(), Some("accelerator 2.0"));
+    assert_eq!(
+        devices["devices"].as_array().map(Vec::len),
+        Some(HOST1_DEVICES as usize)
+    );
+    let (status, created, _) = http
+        .send(
+            http.req(Method::POST, "/v2/device_profiles")
+                .json(&json!([{"name": "nic", "groups": [{"resources:NIC": "1"}]}])),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let (status, created, _) = http
+        .send(
+            http.req(Method::POST, "/v2/accelerator_requests")
+                .json(&json!({"device_profile_name": "nic"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let arq = created["arqs"][0]["uuid"]
+        .as_str()
+        .expect("uuid")
+        .to_owned();
+    let bind = json!([
+        {"path": "/hostname", "op": "add", "value": "host1"},
+        {"path": "/device_rp_uuid", "op": "add", "value": "5b2c3f0e-0000-4000-8000-000000000001"},
+        {"path": "/instance_uuid", "op": "add", "value": "inst-1"},
+    ]);
+    let (status, body, _) = http
+        .send(
+            http.req(Method::PATCH, "/v2/accelerator_requests")
+                .json(&json!({&arq: bind})),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    // N+1 reads the handle release N took: in use, its added columns at their defaults.
+    let taken: Vec<_> = new
+        .attach_handles(Some("host1"))
         .await
-        .expect_err("migrated by N+1");
+        .expect("N+1 reads the handles")
+        .into_iter()
+        .filter(|h| h.in_use)
+        .collect();
+    assert_eq!(taken.len(), 1);
+    assert_eq!(new.arq(&arq).await.expect("arq").state.as_str(), "Bound");
+    let (status, body, _) = http
+        .send(
+            http.req(Method::PATCH, "/v2/accelerator_requests")
+                .json(&json!({&arq: [{"path": "/hostname", "op": "remove"}]})),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let (status, got, _) = http
+        .send(http.req(Method::GET, &format!("/v2/accelerator_requests/{arq}")))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(got["state"], "Unbound", "{got}");
+    assert!(new
+        .attach_handles(Some("host1"))
+        .await
+        .expect("handles")
+        .iter()
+        .all(|h| !h.in_use));
+    served.stop().await;
+
+    let versions = verso_upgrade::VersionManager::<accel_objects::AccelVersion>::open(
+        accel_conductor::DbVersionStore::new(new.clone(), accel_objects::AccelVersion::COMPONENT),
+    )
+    .await
+    .expect("N+1 versions");
+    versions.finalize().await.expect("N+1 finalizes");
+    new.close().await;
+    let err = api::start(url, "127.0.0.1:0")
+        .await
+        .expect_err("finalized by N+1");
     assert!(
         matches!(
             err,
-            api::ApiStartError::Database(conductor::StartError::SchemaNewer { .. })
+            api::ApiStartError::Database(conductor::StartError::FinalizedByNewer {
+                apparent: 2,
+                software: 1,
+                ..
+            })
         ),
         "{err:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_n_api_in_the_downgrade_window_on_sqlite() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    release_n_api_in_the_downgrade_window(&sqlite_url(dir.path())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_n_api_in_the_downgrade_window_on_postgres() {
+    release_n_api_in_the_downgrade_window(&accel_conductor::testing::postgres_database().await)
+        .await;
 }

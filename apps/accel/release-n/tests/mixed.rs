@@ -539,3 +539,141 @@ async fn an_agent_downgrades_to_n_until_n_plus_1_finalizes_it() {
     assert!(err.to_string().contains("host1"), "{err}");
     running.stop().await;
 }
+
+/// A rollback inside the downgrade window: N+1's conductor runs pre-finalized on the
+/// migrated database, is stopped, and release N's conductor takes over the same database
+/// (its agent, release N all along, keeps reporting and binding); then N+1 comes back and
+/// finalizes, after which release N is refused.
+async fn conductor_rolls_back_before_finalization(url: &str, t: Arc<dyn Transport>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ctx = RequestContext::new("req-rollback");
+    let old = conductor::start(url, t.clone())
+        .await
+        .expect("release N conductor");
+    let agent = fast_agent(dir.path(), t.clone()).await;
+    assert_eq!(agent.report_now().await.expect("report"), HOST1_DEVICES);
+    let client = n_client(t.clone());
+    for (name, rc) in [("gpu", "GPU"), ("nic", "NIC")] {
+        let _: n::DeviceProfile = client
+            .call_method(
+                &ctx,
+                CreateDeviceProfile {
+                    name: name.into(),
+                    groups: group(rc),
+                    description: None,
+                },
+            )
+            .await
+            .expect("profile");
+    }
+    old.stop().await;
+
+    // Upgrade: N+1 migrates and its conductor runs, pre-finalized, and binds.
+    let probe = accel_conductor::Db::connect(url).await.expect("N+1 opens");
+    assert_eq!(probe.migrate().await.expect("N+1 migrates"), vec![2]);
+    probe.close().await;
+    let new = NewConductor::start(url, t.clone(), Duration::from_millis(400)).await;
+    assert_eq!(new.coordinator.status().state, UpgradeState::PreFinalized);
+    let gpu = create_arq(&client, "gpu").await;
+    let gpu_handle = bind(&client, &gpu, "inst-1")
+        .await
+        .attach_handle_uuid
+        .get()
+        .cloned()
+        .flatten()
+        .expect("N+1 bound it");
+    new.stop().await;
+
+    // Rollback: release N's conductor on the same, expanded, database.
+    let old = conductor::start(url, t.clone())
+        .await
+        .expect("release N's conductor starts again before finalization");
+    let db = old.db();
+    let arq = db.arq(&gpu).await.expect("release N reads N+1's bind");
+    assert_eq!(arq.state.as_str(), "Bound");
+    assert_eq!(arq.attach_handle_uuid.as_deref(), Some(gpu_handle.as_str()));
+    // The agent, release N all along, keeps reporting: nothing changes.
+    assert_eq!(agent.report_now().await.expect("report"), HOST1_DEVICES);
+    assert_eq!(
+        db.attach_handles(Some("host1"))
+            .await
+            .expect("handles")
+            .len(),
+        HOST1_HANDLES
+    );
+    let nic = create_arq(&client, "nic").await;
+    let bound = bind(&client, &nic, "inst-2").await;
+    assert_eq!(bound.state.get().map(String::as_str), Some("Bound"));
+    let unbound: n::AcceleratorRequest = client
+        .call_method(&ctx, UnbindArq { uuid: gpu.clone() })
+        .await
+        .expect("release N unbinds what N+1 bound");
+    assert_eq!(unbound.state.get().map(String::as_str), Some("Unbound"));
+    old.stop().await;
+
+    // Forward again: N+1 sees release N's writes, with its columns at their defaults.
+    let new = NewConductor::start(url, t.clone(), Duration::from_millis(400)).await;
+    assert_eq!(new.coordinator.status().state, UpgradeState::PreFinalized);
+    let handles = new.db.host_handles("host1").await.expect("handles");
+    assert_eq!(handles.len(), HOST1_HANDLES);
+    let nic_handle = new
+        .db
+        .arq(&nic)
+        .await
+        .expect("nic arq")
+        .attach_handle_uuid
+        .expect("bound by release N");
+    for h in &handles {
+        assert_eq!(h.in_use, h.uuid == nic_handle, "{h:?}");
+        assert_eq!(h.cleanup_state, None, "{h:?}");
+    }
+    assert_eq!(
+        new.db.arq(&gpu).await.expect("gpu arq").state.as_str(),
+        "Unbound"
+    );
+    // The agents are upgraded (here: the release N one goes away), then finalize.
+    agent.stop().await;
+    let mut finalized = false;
+    for _ in 0..100 {
+        if new.coordinator.finalize().await.is_ok() {
+            finalized = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(finalized, "N+1 never finalized after the rollback");
+    assert_eq!(
+        new.coordinator.manager().apparent(),
+        NewVersion::DriverFeatures
+    );
+    new.stop().await;
+    let err = conductor::start(url, t)
+        .await
+        .expect_err("no rollback after finalization");
+    assert!(
+        matches!(
+            err,
+            conductor::StartError::FinalizedByNewer {
+                apparent: 2,
+                software: 1,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conductor_rolls_back_before_finalization_on_sqlite_and_memory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    conductor_rolls_back_before_finalization(&sqlite_url(dir.path()), memory()).await;
+}
+
+/// On PostgreSQL with the memory transport: RabbitMQ queues are named by topic on every
+/// exchange, so a second RabbitMQ test in this binary would share the conductor queue
+/// with `n_agent_against_n_plus_1_conductor_on_postgres_and_rabbitmq` running beside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conductor_rolls_back_before_finalization_on_postgres() {
+    let url = accel_conductor::testing::postgres_database().await;
+    conductor_rolls_back_before_finalization(&url, memory()).await;
+}

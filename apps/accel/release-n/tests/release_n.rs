@@ -1,6 +1,7 @@
 //! Release N on its own: a release N agent reports to and binds through a release N
 //! conductor (SQLite with the memory transport; PostgreSQL with RabbitMQ), and the
-//! release N conductor refuses databases release N+1 upgraded or finalized.
+//! release N conductor runs on a database release N+1 migrated but did not finalize (the
+//! downgrade window) and refuses one N+1 finalized or created.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -19,6 +20,7 @@ use verso::{ObjectList, RequestContext};
 use verso_rpc::transport::Transport;
 use verso_rpc::{RpcClient, RpcError};
 use verso_upgrade::admin::{Status, UpgradeApi};
+use verso_upgrade::store::VersionStore;
 use verso_upgrade::{ComponentVersion, VersionManager};
 
 fn gpu_group() -> Vec<BTreeMap<String, String>> {
@@ -229,10 +231,11 @@ async fn n_agent_and_n_conductor_on_postgres_and_rabbitmq() {
     release_n_deployment(&url, rabbit(&exchange).await, rabbit(&exchange).await).await;
 }
 
-/// Starts release N on `url`, migrates it to N+1 with N+1's code, and checks that
-/// release N refuses it; then finalizes it at N+1's version 2 and checks again.
-async fn refusals(url: &str) {
-    let t = memory();
+/// The downgrade window on `url`: release N runs, release N+1 migrates the database,
+/// and release N's conductor (rolled back) starts on the expanded schema and works (an N
+/// agent reports; bind, unbind); a finalization started or done by N+1 closes the window.
+async fn downgrade_window(url: &str, t: Arc<dyn Transport>) {
+    let dir = tempfile::tempdir().expect("tempdir");
     let running = conductor::start(url, t.clone())
         .await
         .expect("release N starts");
@@ -242,12 +245,6 @@ async fn refusals(url: &str) {
         .await
         .expect("profile");
     running.stop().await;
-    // Release N restarts on its own database.
-    conductor::start(url, t.clone())
-        .await
-        .expect("release N restarts on schema N")
-        .stop()
-        .await;
 
     let new = accel_conductor::Db::connect(url).await.expect("N+1 opens");
     assert_eq!(new.migrate().await.expect("N+1 migrates"), vec![2]);
@@ -255,30 +252,137 @@ async fn refusals(url: &str) {
         new.profile("kept").await.expect("survived").uuid,
         profile.uuid
     );
+
+    // Rolled back before finalization: release N starts on the expanded schema.
+    let running = conductor::start(url, t.clone())
+        .await
+        .expect("release N starts on N+1's schema before finalization");
+    assert_eq!(
+        running
+            .db()
+            .applied_migrations()
+            .await
+            .expect("migrations")
+            .into_iter()
+            .collect::<Vec<_>>(),
+        [1, 2],
+        "release N leaves N+1's migration in place"
+    );
+    assert_eq!(
+        conductor::check_database(running.db(), url)
+            .await
+            .expect("allowed")
+            .newer,
+        [2]
+    );
+    let agent = n_agent(dir.path(), 1, t.clone()).await;
+    assert_eq!(agent.report_now().await.expect("report"), HOST1_DEVICES);
+    // Release N inserted handles without N+1's columns: they got their defaults.
+    let handles = new.host_handles("host1").await.expect("N+1 reads them");
+    assert_eq!(handles.len(), HOST1_HANDLES);
+    assert!(
+        handles
+            .iter()
+            .all(|h| h.revision == 0 && h.cleanup_state.is_none() && !h.in_use),
+        "{handles:?}"
+    );
+    let ctx = RequestContext::new("req-window");
+    let client = n_client(t.clone());
+    let list: n::AcceleratorRequestList = client
+        .call_method(
+            &ctx,
+            CreateArqs {
+                device_profile_name: "kept".into(),
+                group_id: None,
+                project_id: None,
+            },
+        )
+        .await
+        .expect("arq");
+    let arq = list
+        .iter()
+        .next()
+        .expect("one")
+        .uuid
+        .get()
+        .expect("uuid")
+        .to_string();
+    let bound: n::AcceleratorRequest = client
+        .call_method(
+            &ctx,
+            BindArq {
+                uuid: arq.clone(),
+                hostname: "host1".into(),
+                instance_uuid: "inst-1".into(),
+                device_rp_uuid: None,
+            },
+        )
+        .await
+        .expect("bind on the expanded schema");
+    assert_eq!(bound.state.get().map(String::as_str), Some("Bound"));
+    let taken: Vec<_> = new
+        .host_handles("host1")
+        .await
+        .expect("handles")
+        .into_iter()
+        .filter(|h| h.in_use)
+        .collect();
+    assert_eq!(taken.len(), 1, "N+1 sees the handle release N took");
+    assert_eq!(
+        bound.attach_handle_uuid.get().cloned().flatten().as_deref(),
+        Some(taken[0].uuid.as_str())
+    );
+    let unbound: n::AcceleratorRequest = client
+        .call_method(&ctx, UnbindArq { uuid: arq.clone() })
+        .await
+        .expect("unbind");
+    assert_eq!(unbound.state.get().map(String::as_str), Some("Unbound"));
+    assert!(new
+        .host_handles("host1")
+        .await
+        .expect("handles")
+        .iter()
+        .all(|h| !h.in_use && h.cleanup_state.is_none()));
+    agent.stop().await;
+    running.stop().await;
+
+    // A finalization started by N+1 (its first checkpoint) closes the window.
+    let store =
+        accel_conductor::DbVersionStore::new(new.clone(), accel_objects::AccelVersion::COMPONENT);
+    let before = store
+        .load()
+        .await
+        .expect("load")
+        .expect("release N's record");
+    assert_eq!((before.apparent, before.finalizing.is_none()), (1, true));
+    let mut started = before.clone();
+    started.finalizing = Some(verso_upgrade::store::Finalizing {
+        checkpoint: verso_upgrade::store::Checkpoint::Started,
+        target: 2,
+        steps_done: Vec::new(),
+        failed: None,
+    });
+    store.save(&started).await.expect("save");
     let err = conductor::start(url, t.clone())
         .await
-        .expect_err("schema N+1 is refused");
+        .expect_err("a finalization under way is refused");
     assert!(
-        matches!(&err, StartError::SchemaNewer { newer, known: 1, .. } if newer == &[2]),
+        matches!(
+            err,
+            StartError::FinalizedByNewer {
+                apparent: 2,
+                software: 1,
+                ..
+            }
+        ),
         "{err:?}"
     );
-    let text = err.to_string();
-    assert!(
-        text.contains("[2]") && text.contains("migration 1") && text.contains("release N+1"),
-        "{text}"
-    );
-    assert!(!text.contains(":verso@"), "password masked: {text}");
+    store.save(&before).await.expect("restore");
 
-    let versions = VersionManager::<accel_objects::AccelVersion>::open(
-        accel_conductor::DbVersionStore::new(new.clone(), accel_objects::AccelVersion::COMPONENT),
-    )
-    .await
-    .expect("N+1 versions");
-    assert_eq!(
-        versions.apparent().number(),
-        1,
-        "release N recorded version 1"
-    );
+    let versions = VersionManager::<accel_objects::AccelVersion>::open(store)
+        .await
+        .expect("N+1 versions");
+    assert_eq!(versions.apparent().number(), 1, "release N's record");
     versions.finalize().await.expect("N+1 finalizes");
     assert_eq!(versions.apparent().number(), 2);
     new.close().await;
@@ -303,17 +407,54 @@ async fn refusals(url: &str) {
             && text.contains("run release N+1"),
         "{text}"
     );
+    assert!(!text.contains(":verso@"), "password masked: {text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn n_conductor_refuses_databases_of_n_plus_1_on_sqlite() {
+async fn n_conductor_in_the_downgrade_window_on_sqlite() {
     let dir = tempfile::tempdir().expect("tempdir");
-    refusals(&sqlite_url(dir.path())).await;
+    downgrade_window(&sqlite_url(dir.path()), memory()).await;
+}
+
+/// The memory transport: RabbitMQ queues are named by topic on every exchange, so this
+/// would share the conductor queue with the RabbitMQ test running beside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn n_conductor_in_the_downgrade_window_on_postgres() {
+    let url = accel_conductor::testing::postgres_database().await;
+    downgrade_window(&url, memory()).await;
+}
+
+/// A database N+1 migrated before any conductor ran has no `accel` record: release N
+/// never ran on it and cannot tell it is inside a downgrade window.
+async fn refuses_a_database_created_by_n_plus_1(url: &str) {
+    let new = accel_conductor::Db::connect(url).await.expect("N+1 opens");
+    assert_eq!(new.migrate().await.expect("N+1 migrates"), vec![1, 2]);
+    new.close().await;
+    let err = conductor::start(url, memory())
+        .await
+        .expect_err("no record, newer schema");
+    assert!(
+        matches!(&err, StartError::SchemaNewer { newer, known: 1, .. } if newer == &[2]),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("[2]") && text.contains("no accel version record"),
+        "{text}"
+    );
+    assert!(!text.contains(":verso@"), "password masked: {text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn n_conductor_refuses_databases_of_n_plus_1_on_postgres() {
-    refusals(&accel_conductor::testing::postgres_database().await).await;
+async fn n_conductor_refuses_a_database_created_by_n_plus_1_on_sqlite() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    refuses_a_database_created_by_n_plus_1(&sqlite_url(dir.path())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn n_conductor_refuses_a_database_created_by_n_plus_1_on_postgres() {
+    refuses_a_database_created_by_n_plus_1(&accel_conductor::testing::postgres_database().await)
+        .await;
 }
 
 #[tokio::test]

@@ -2,6 +2,13 @@
 //! through sqlx's Any driver, with only what release N does, against release N's
 //! columns (no revisions, no cleanup states: a released device is free at once).
 //!
+//! Release N also runs on a schema release N+1 expanded and has not finalized (the
+//! downgrade window): every query names its columns, and the columns N+1 added are
+//! nullable or defaulted, so release N's inserts fill them with their defaults and its
+//! reads never see them. Release N's writes of `attach_handles.in_use` do not move N+1's
+//! `revision`; N+1's compare-and-swap updates also require `in_use = 0`, so a handle
+//! release N took is never rewritten under it.
+//!
 //! The same rules as release N+1 hold, since both may run on one database during an
 //! upgrade: a request moves only from an allowed state (a conditional update), an attach
 //! handle is taken by `UPDATE ... SET in_use = 1 WHERE id = ? AND in_use = 0`, and every
@@ -472,11 +479,15 @@ impl Db {
     }
 
     /// Applies release N's migration if it is missing; true when it was applied now.
-    /// Fails (sqlx's `VersionMissing`) on a database with newer migrations: check
-    /// [`Db::applied_migrations`] first for a clear refusal.
+    /// Newer migrations already applied (release N+1's, which only add) are left alone
+    /// and not refused here: whether release N may run on them is
+    /// [`crate::conductor::check_database`]'s decision, made before this is called.
     pub async fn migrate(&self) -> Result<bool, DbError> {
         let before = self.applied_migrations().await?;
-        schema::migrator(self.backend).run(&self.pool).await?;
+        let mut migrator = schema::migrator(self.backend);
+        // Without this sqlx fails with `VersionMissing` on migrations it has no file for.
+        migrator.set_ignore_missing(true);
+        migrator.run(&self.pool).await?;
         Ok(!before.contains(&schema::SCHEMA_VERSION))
     }
 

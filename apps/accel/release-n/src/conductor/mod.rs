@@ -3,9 +3,15 @@
 //! (heartbeats, finalize, status) on topic `accel-upgrade`, with a verso-upgrade
 //! [`Coordinator`] over the component record in the database.
 //!
-//! [`start`] migrates a fresh database to schema N, and refuses a database release N
-//! cannot run on: one with migrations newer than release N's, or one whose recorded
-//! apparent version is above release N's software version (finalized by release N+1).
+//! [`start`] migrates a fresh database to schema N. It also runs on a database release
+//! N+1 has migrated but not finalized (the downgrade window): a release's migrations
+//! before finalization only add columns and tables (see `accel_conductor::db`), so release
+//! N's queries, which name their columns, work on the expanded schema and ignore what
+//! they do not know. It refuses a database whose `accel` record was finalized above
+//! release N's version, or whose finalization to such a version has started
+//! ([`StartError::FinalizedByNewer`]), and one with newer migrations but no `accel` record
+//! at all ([`StartError::SchemaNewer`]): release N never ran on it, so it is no upgrade
+//! of release N's and nothing says it is still inside a downgrade window.
 
 pub mod db;
 pub mod service;
@@ -35,10 +41,14 @@ pub enum StartError {
     /// The database could not be opened, read or migrated.
     #[error("release N conductor: {0}")]
     Db(#[from] DbError),
-    /// The database has migrations of a newer release.
+    /// The database has migrations of a newer release and no `accel` component record:
+    /// it was created by a newer release (its migrations applied before any conductor
+    /// ran), not upgraded from release N, so release N cannot tell it is inside a
+    /// downgrade window.
     #[error(
-        "release N conductor: the database {url} has migrations {newer:?}, newer than release N's schema (migration {known}): \
-         it was upgraded by release N+1; run release N+1 (or newer) on it, or restore a backup taken before the upgrade"
+        "release N conductor: the database {url} has migrations {newer:?}, newer than release N's schema (migration {known}), \
+         and no accel version record: it was created by a newer release, not upgraded from release N; \
+         run release N+1 (or newer) on it, or restore a backup taken before the upgrade"
     )]
     SchemaNewer {
         /// The database URL, password masked.
@@ -105,17 +115,37 @@ impl RunningConductor {
     }
 }
 
-/// Checks that release N can run on `db` (see [`StartError`]) without changing it.
-pub async fn check_database(db: &Db, url: &str) -> Result<(), StartError> {
+/// What [`check_database`] found on a database release N can run on.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DatabaseCheck {
+    /// Applied migrations newer than release N's (release N+1's, before finalization):
+    /// release N runs on that expanded schema and ignores the columns it added.
+    pub newer: Vec<i64>,
+}
+
+/// Checks that release N can run on `db` (see [`StartError`]) without changing it, and
+/// logs a warning when it runs on a schema expanded by a newer release.
+///
+/// The `accel` record decides: finalized above release N's version, or a finalization to
+/// such a version started (any checkpoint), is [`StartError::FinalizedByNewer`]. Newer
+/// migrations under a record still at release N's version are the downgrade window:
+/// allowed. Newer migrations without any record are [`StartError::SchemaNewer`].
+pub async fn check_database(db: &Db, url: &str) -> Result<DatabaseCheck, StartError> {
     let applied = db.applied_migrations().await?;
+    let newer: Vec<i64> = applied
+        .iter()
+        .copied()
+        .filter(|v| *v > SCHEMA_VERSION)
+        .collect();
+    let mut recorded = false;
     if applied.contains(&SCHEMA_VERSION) {
-        // The record decides first: a finalized database is the clearer reason.
         let store = DbVersionStore::new(db.clone(), AccelVersion::COMPONENT);
         if let Some(record) = store
             .load()
             .await
             .map_err(|e| StartError::Versions(e.into()))?
         {
+            recorded = true;
             let mut newest = record.apparent;
             if let Some(f) = &record.finalizing {
                 newest = newest.max(f.target);
@@ -129,18 +159,24 @@ pub async fn check_database(db: &Db, url: &str) -> Result<(), StartError> {
             }
         }
     }
-    let newer: Vec<i64> = applied
-        .into_iter()
-        .filter(|v| *v > SCHEMA_VERSION)
-        .collect();
-    if !newer.is_empty() {
+    if newer.is_empty() {
+        return Ok(DatabaseCheck::default());
+    }
+    if !recorded {
         return Err(StartError::SchemaNewer {
             url: redact_url(url),
             newer,
             known: SCHEMA_VERSION,
         });
     }
-    Ok(())
+    tracing::warn!(
+        url = %redact_url(url),
+        newer = ?newer,
+        known = SCHEMA_VERSION,
+        "release N runs on a schema expanded by a newer release (migrations {newer:?} above release N's {SCHEMA_VERSION}), \
+         not finalized: it ignores the added columns until the upgrade is finalized or rolled back"
+    );
+    Ok(DatabaseCheck { newer })
 }
 
 fn versions_error(e: UpgradeError, url: &str) -> StartError {
