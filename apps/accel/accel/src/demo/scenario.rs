@@ -964,6 +964,15 @@ async fn backport_example(d: &Deployment, t: &mut Timeline) -> Result<(), Error>
     Ok(())
 }
 
+/// The line of a component's output (a log, an error) that says `needle`, or all of it.
+fn line_with(output: &str, needle: &str) -> String {
+    output
+        .lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or(output.trim())
+        .to_owned()
+}
+
 /// Step 4.
 async fn pinned_agent_refuses(d: &mut Deployment, t: &mut Timeline) -> Result<(), Error> {
     t.step(
@@ -999,11 +1008,7 @@ async fn pinned_agent_refuses(d: &mut Deployment, t: &mut Timeline) -> Result<()
     match message {
         None => t.check("the pinned agent refused to start", false, "it started")?,
         Some(message) => {
-            let line = message
-                .lines()
-                .find(|l| l.contains("1.1"))
-                .unwrap_or(message.trim())
-                .to_owned();
+            let line = line_with(&message, "1.1");
             t.note(format!("accel agent: {line}"));
             t.check(
                 "refused, naming the required version and the option",
@@ -1257,11 +1262,7 @@ async fn after_finalization(d: &mut Deployment, t: &mut Timeline) -> Result<(), 
             "it started",
         )?,
         Some(message) => {
-            let line = message
-                .lines()
-                .find(|l| l.contains("finalized"))
-                .unwrap_or(message.trim())
-                .to_owned();
+            let line = line_with(&message, "finalized");
             t.note(line.clone());
             t.check(
                 "release N's conductor refuses the finalized database",
