@@ -26,7 +26,8 @@
 
 use crate::store::TransactionalStore;
 use crate::ComponentVersion;
-use futures::future::BoxFuture;
+/// What a transactional step returns: `|tx| Box::pin(async move { ... })`.
+pub use futures::future::BoxFuture;
 use std::any::{Any, TypeId};
 use std::future::Future;
 use std::sync::Arc;
