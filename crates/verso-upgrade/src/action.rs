@@ -144,10 +144,16 @@ impl<V: ComponentVersion> UpgradeAction<V> {
     /// ([`VersionManager::builder_tx`](crate::VersionManager::builder_tx)); `open`
     /// refuses any other store with [`UpgradeError::TransactionalStepWithoutStore`](crate::UpgradeError::TransactionalStepWithoutStore).
     ///
+    /// Over accel's conductor database (`DbVersionStore`, whose `Tx` is an sqlx
+    /// transaction; `apps/accel/conductor/tests/upgrade_actions.rs` runs this shape):
+    ///
     /// ```text
     /// UpgradeAction::new(AccelVersion::DriverFeatures, "backfill")
     ///     .step_in_tx::<DbVersionStore>("fill", |tx| Box::pin(async move {
-    ///         sqlx::query("UPDATE ...").execute(&mut **tx).await.map_err(transient)?;
+    ///         sqlx::query("UPDATE ...")
+    ///             .execute(&mut **tx)
+    ///             .await
+    ///             .map_err(|e| ActionError::Transient(e.to_string()))?;
     ///         Ok(())
     ///     }))
     /// ```
