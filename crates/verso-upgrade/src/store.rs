@@ -2,7 +2,8 @@
 //!
 //! The record is written *before* the component acts on it: a component that crashes
 //! right after a write finds it on the next start, and one that crashes right before
-//! finds the previous record and does the step again (every step is idempotent).
+//! finds the previous record and does the step again (every plain step is idempotent;
+//! a transactional step's data was rolled back with its record).
 //!
 //! [`FileStore`] keeps the record in a small JSON file, replaced atomically (temp file in
 //! the same directory, fsync, rename, fsync of the directory), so a crash or a power
