@@ -7,14 +7,28 @@
 //! the crash falls between its effect and the record) and must be idempotent: run twice,
 //! it leaves the same data as run once.
 //!
+//! A step whose data lives in the same database as the version record can instead be
+//! *transactional* ([`UpgradeAction::step_in_tx`]): it receives a transaction of the
+//! store ([`TransactionalStore`]), writes its data in it, and the manager records the
+//! step's completion in that same transaction before committing. A crash then leaves
+//! both or neither, so the step runs exactly once as far as committed data goes (it
+//! may still be *attempted* again, its earlier attempt rolled back). Such a step needs
+//! a manager built over that store type; [`crate::manager::Builder::open`] refuses
+//! anything else with [`UpgradeError::TransactionalStepWithoutStore`](crate::UpgradeError::TransactionalStepWithoutStore). Plain and
+//! transactional steps mix freely, within an action and across actions: plain steps
+//! keep their at-least-once, idempotent contract.
+//!
 //! A step fails [`ActionError::Transient`] for what may pass (a database restarting):
 //! finalization retries it with backoff and shows it as retrying in status. It fails
 //! [`ActionError::Permanent`] for what will not pass by waiting (data an operator must
 //! fix): finalization stops, status shows the error, and the next `finalize` starts again
 //! at that step.
 
+use crate::store::TransactionalStore;
 use crate::ComponentVersion;
-use futures::future::BoxFuture;
+/// What a transactional step returns: `|tx| Box::pin(async move { ... })`.
+pub use futures::future::BoxFuture;
+use std::any::{Any, TypeId};
 use std::future::Future;
 use std::sync::Arc;
 
@@ -31,11 +45,54 @@ pub enum ActionError {
 
 pub(crate) type StepFn = Arc<dyn Fn() -> BoxFuture<'static, Result<(), ActionError>> + Send + Sync>;
 
+/// A transactional step, its transaction type-erased (the manager checks at `open` that
+/// it is the transaction of the manager's store).
+pub(crate) type TxStepFn = Arc<
+    dyn for<'t> Fn(&'t mut (dyn Any + Send)) -> BoxFuture<'t, Result<(), ActionError>>
+        + Send
+        + Sync,
+>;
+
+/// How a step runs.
+#[derive(Clone)]
+pub(crate) enum StepKind {
+    /// On its own; its completion is recorded afterwards (at least once, idempotent).
+    Plain(StepFn),
+    /// In a transaction of a store of type `store`, committed with its completion.
+    InTx {
+        store: TypeId,
+        store_name: &'static str,
+        run: TxStepFn,
+    },
+}
+
 /// One step of an action.
 #[derive(Clone)]
 pub(crate) struct Step {
     pub(crate) name: &'static str,
-    pub(crate) run: StepFn,
+    pub(crate) kind: StepKind,
+}
+
+/// Erases a transactional step's transaction type.
+fn erase<S, F>(run: F) -> TxStepFn
+where
+    S: TransactionalStore,
+    F: for<'t> Fn(&'t mut S::Tx) -> BoxFuture<'t, Result<(), ActionError>> + Send + Sync + 'static,
+{
+    Arc::new(
+        move |tx: &mut (dyn Any + Send)| -> BoxFuture<'_, Result<(), ActionError>> {
+            match tx.downcast_mut::<S::Tx>() {
+                Some(tx) => run(tx),
+                // `open` checked the store type; reaching this is a bug, reported as such.
+                None => Box::pin(async {
+                    Err(ActionError::Permanent(format!(
+                        "internal error: the transaction is not a {}",
+                        std::any::type_name::<S::Tx>()
+                    )))
+                }),
+            }
+        },
+    )
 }
 
 /// An upgrade action: steps that run when `version` is finalized.
@@ -73,7 +130,48 @@ impl<V: ComponentVersion> UpgradeAction<V> {
     {
         self.steps.push(Step {
             name,
-            run: Arc::new(move || Box::pin(run())),
+            kind: StepKind::Plain(Arc::new(move || Box::pin(run()))),
+        });
+        self
+    }
+
+    /// Adds a transactional step over a store of type `S`: `run` writes its data in the
+    /// transaction it is given, and the manager records the step done in that same
+    /// transaction, then commits (see the module docs). On an error the transaction is
+    /// rolled back, data and all; a transient error is retried in a new transaction.
+    ///
+    /// The manager must be built over an `S`
+    /// ([`VersionManager::builder_tx`](crate::VersionManager::builder_tx)); `open`
+    /// refuses any other store with [`UpgradeError::TransactionalStepWithoutStore`](crate::UpgradeError::TransactionalStepWithoutStore).
+    ///
+    /// Over accel's conductor database (`DbVersionStore`, whose `Tx` is an sqlx
+    /// transaction; `apps/accel/conductor/tests/upgrade_actions.rs` runs this shape):
+    ///
+    /// ```text
+    /// UpgradeAction::new(AccelVersion::DriverFeatures, "backfill")
+    ///     .step_in_tx::<DbVersionStore>("fill", |tx| Box::pin(async move {
+    ///         sqlx::query("UPDATE ...")
+    ///             .execute(&mut **tx)
+    ///             .await
+    ///             .map_err(|e| ActionError::Transient(e.to_string()))?;
+    ///         Ok(())
+    ///     }))
+    /// ```
+    pub fn step_in_tx<S: TransactionalStore>(
+        mut self,
+        name: &'static str,
+        run: impl for<'t> Fn(&'t mut S::Tx) -> BoxFuture<'t, Result<(), ActionError>>
+            + Send
+            + Sync
+            + 'static,
+    ) -> Self {
+        self.steps.push(Step {
+            name,
+            kind: StepKind::InTx {
+                store: TypeId::of::<S>(),
+                store_name: std::any::type_name::<S>(),
+                run: erase::<S, _>(run),
+            },
         });
         self
     }
@@ -102,6 +200,22 @@ impl<V: ComponentVersion> std::fmt::Debug for UpgradeAction<V> {
             .field("steps", &self.step_names())
             .finish()
     }
+}
+
+/// The steps that run in a transaction of a store of another type than `store` (or in
+/// any, when the manager's store is not transactional), as `(step, wanted store)`.
+pub(crate) fn first_tx_step_not_over<V: ComponentVersion>(
+    action: &UpgradeAction<V>,
+    store: Option<TypeId>,
+) -> Option<(&'static str, &'static str)> {
+    action.steps.iter().find_map(|s| match &s.kind {
+        StepKind::InTx {
+            store: wanted,
+            store_name,
+            ..
+        } if Some(*wanted) != store => Some((s.name, *store_name)),
+        _ => None,
+    })
 }
 
 /// The id a completed step is recorded under.

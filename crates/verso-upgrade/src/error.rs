@@ -83,6 +83,24 @@ pub enum UpgradeError {
         /// The error.
         reason: String,
     },
+    /// An upgrade action has a transactional step, but the manager's store is not a
+    /// transactional store of the type the step was written for: its data and its
+    /// completion could not be committed together.
+    #[error("{component}: upgrade action {action} (version {version}) has step {step} that runs in a transaction of {wanted}, but the version manager was built over {store}: build it with VersionManager::builder_tx over a {wanted}")]
+    TransactionalStepWithoutStore {
+        /// The component.
+        component: &'static str,
+        /// The version the action belongs to.
+        version: u32,
+        /// The action.
+        action: String,
+        /// The step.
+        step: String,
+        /// The store type the step needs.
+        wanted: &'static str,
+        /// What the manager has instead.
+        store: &'static str,
+    },
     /// Finalization cannot start: components that must run the newest software do not.
     #[error("finalization refused: {} component(s) do not run the newest software: {}", .0.len(), .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     Blocked(Vec<crate::coordinator::Blocker>),

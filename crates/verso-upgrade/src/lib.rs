@@ -64,6 +64,6 @@ pub use manager::{
     ComponentStatus, FinalizeOutcome, Gate, Introduced, RetryPolicy, UpgradeState, VersionManager,
     VersionUse,
 };
-pub use store::{FileStore, VersionStore};
+pub use store::{FileStore, TransactionalStore, VersionStore};
 pub use validate::RequestValidators;
 pub use version::{ComponentVersion, Observed, UnknownVersion};

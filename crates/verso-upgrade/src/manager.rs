@@ -14,13 +14,18 @@
 //! feature whose own version is long finalized (the trap Ozone's guide describes;
 //! `tests/manager.rs` shows it).
 
-use crate::action::{step_id, UpgradeAction};
+use crate::action::{first_tx_step_not_over, step_id, StepKind, TxStepFn, UpgradeAction};
 use crate::error::{NotSupportedBeforeFinalization, UpgradeError};
-use crate::store::{Checkpoint, Finalizing, PersistedState, VersionStore};
+use crate::store::{
+    Checkpoint, Finalizing, PersistedState, StoreError, TransactionalStore, VersionStore,
+};
 use crate::version::{ComponentVersion, Observed};
 use crate::ActionError;
+use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use std::any::{Any, TypeId};
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -113,11 +118,75 @@ struct Shared<V> {
     retrying: Option<String>,
     uses: BTreeMap<V, Vec<String>>,
     deferred: Vec<(V, String)>,
+    /// A transactional step's commit failed: it may have landed. The record is read
+    /// back from the store before the next finalization step.
+    uncertain: bool,
+}
+
+/// The manager's view of a [`TransactionalStore`], its transaction type erased.
+#[async_trait]
+trait TxRunner: Send + Sync {
+    fn store_type(&self) -> TypeId;
+    fn store_name(&self) -> &'static str;
+    /// Begins, runs `step`, saves `record` in the transaction, commits. `Ok(Err)` is the
+    /// step's own failure (rolled back); `Err` the store's.
+    async fn run(
+        &self,
+        step: &TxStepFn,
+        record: &PersistedState,
+    ) -> Result<Result<(), ActionError>, TxFailure>;
+}
+
+/// Where a transaction failed: before its commit (nothing landed) or in it (unknown).
+enum TxFailure {
+    Before(StoreError),
+    Commit(StoreError),
+}
+
+struct TxBinding<S>(Arc<S>);
+
+#[async_trait]
+impl<S: TransactionalStore> TxRunner for TxBinding<S> {
+    fn store_type(&self) -> TypeId {
+        TypeId::of::<S>()
+    }
+
+    fn store_name(&self) -> &'static str {
+        std::any::type_name::<S>()
+    }
+
+    async fn run(
+        &self,
+        step: &TxStepFn,
+        record: &PersistedState,
+    ) -> Result<Result<(), ActionError>, TxFailure> {
+        let store = &self.0;
+        let mut tx = store.begin().await.map_err(TxFailure::Before)?;
+        let outcome = step(&mut tx as &mut (dyn Any + Send)).await;
+        let saved = match outcome {
+            Ok(()) => store.save_in(&mut tx, record).await,
+            Err(e) => {
+                if let Err(rb) = store.rollback(tx).await {
+                    tracing::warn!(error = %rb, "rollback of a failed upgrade step failed (the transaction is abandoned)");
+                }
+                return Ok(Err(e));
+            }
+        };
+        if let Err(e) = saved {
+            if let Err(rb) = store.rollback(tx).await {
+                tracing::warn!(error = %rb, "rollback after a failed record write failed (the transaction is abandoned)");
+            }
+            return Err(TxFailure::Before(e));
+        }
+        store.commit(tx).await.map_err(TxFailure::Commit)?;
+        Ok(Ok(()))
+    }
 }
 
 /// One component's versions. Cheap to clone; clones share state.
 pub struct VersionManager<V: ComponentVersion> {
     store: Arc<dyn VersionStore>,
+    tx: Option<Arc<dyn TxRunner>>,
     apparent: Arc<AtomicU32>,
     shared: Arc<Mutex<Shared<V>>>,
     actions: Arc<Vec<UpgradeAction<V>>>,
@@ -129,6 +198,7 @@ impl<V: ComponentVersion> Clone for VersionManager<V> {
     fn clone(&self) -> Self {
         VersionManager {
             store: self.store.clone(),
+            tx: self.tx.clone(),
             apparent: self.apparent.clone(),
             shared: self.shared.clone(),
             actions: self.actions.clone(),
@@ -151,6 +221,7 @@ impl<V: ComponentVersion> std::fmt::Debug for VersionManager<V> {
 /// Builds a [`VersionManager`]: its store, its upgrade actions, its retry policy.
 pub struct Builder<V: ComponentVersion> {
     store: Arc<dyn VersionStore>,
+    tx: Option<Arc<dyn TxRunner>>,
     actions: Vec<UpgradeAction<V>>,
     retry: RetryPolicy,
     min_supported: Option<V>,
@@ -186,8 +257,28 @@ impl<V: ComponentVersion> Builder<V> {
     }
 
     /// Reads the record and decides the start (see the module docs).
+    ///
+    /// Refuses an action with a transactional step
+    /// ([`UpgradeAction::step_in_tx`]) unless the builder was made by
+    /// [`VersionManager::builder_tx`] over the store type the step names.
     pub async fn open(self) -> Result<VersionManager<V>, UpgradeError> {
         let software = V::software();
+        let tx_store = self.tx.as_ref().map(|t| t.store_type());
+        for a in &self.actions {
+            if let Some((step, wanted)) = first_tx_step_not_over(a, tx_store) {
+                return Err(UpgradeError::TransactionalStepWithoutStore {
+                    component: V::COMPONENT,
+                    version: a.version.number(),
+                    action: a.name.to_owned(),
+                    step: step.to_owned(),
+                    wanted,
+                    store: self
+                        .tx
+                        .as_ref()
+                        .map_or("a store that is not transactional", |t| t.store_name()),
+                });
+            }
+        }
         let record = match self.store.load().await? {
             None => {
                 let start = self.fresh_at.unwrap_or(software).min(software);
@@ -247,12 +338,14 @@ impl<V: ComponentVersion> Builder<V> {
         }
         Ok(VersionManager {
             store: self.store,
+            tx: self.tx,
             apparent: Arc::new(AtomicU32::new(apparent.number())),
             shared: Arc::new(Mutex::new(Shared {
                 record,
                 retrying: None,
                 uses,
                 deferred: Vec::new(),
+                uncertain: false,
             })),
             actions: Arc::new(self.actions),
             finalizing: Arc::new(tokio::sync::Mutex::new(())),
@@ -271,11 +364,22 @@ impl<V: ComponentVersion> VersionManager<V> {
     pub fn builder_arc(store: Arc<dyn VersionStore>) -> Builder<V> {
         Builder {
             store,
+            tx: None,
             actions: Vec::new(),
             retry: RetryPolicy::default(),
             min_supported: None,
             fresh_at: None,
         }
+    }
+
+    /// A builder over a [`TransactionalStore`]: its actions may have transactional steps
+    /// ([`UpgradeAction::step_in_tx`]) over `S`, whose data and completion commit in one
+    /// transaction.
+    pub fn builder_tx<S: TransactionalStore>(store: S) -> Builder<V> {
+        let store = Arc::new(store);
+        let mut b = Self::builder_arc(store.clone());
+        b.tx = Some(Arc::new(TxBinding(store)));
+        b
     }
 
     /// Opens with no upgrade actions.
@@ -467,6 +571,7 @@ impl<V: ComponentVersion> VersionManager<V> {
         checkpoint: Checkpoint,
     ) -> Result<(), UpgradeError> {
         let marker_target = target.number();
+        self.reload_if_uncertain().await?;
         self.persist(|r| match &mut r.finalizing {
             Some(f) => f.failed = None,
             None => {
@@ -497,7 +602,13 @@ impl<V: ComponentVersion> VersionManager<V> {
                     if done {
                         continue;
                     }
-                    if let Err(reason) = self.run_step(&id, &step.run).await {
+                    let ran = match &step.kind {
+                        StepKind::Plain(run) => self.run_step(&id, || run()).await,
+                        StepKind::InTx { run, .. } => {
+                            self.run_step(&id, || self.tx_attempt(&id, run)).await
+                        }
+                    };
+                    if let Err(reason) = ran {
                         self.persist(|r| {
                             if let Some(f) = &mut r.finalizing {
                                 f.failed = Some(format!("{id}: {reason}"));
@@ -512,12 +623,15 @@ impl<V: ComponentVersion> VersionManager<V> {
                             reason,
                         });
                     }
-                    self.persist(|r| {
-                        if let Some(f) = &mut r.finalizing {
-                            f.steps_done.push(id.clone());
-                        }
-                    })
-                    .await?;
+                    if let StepKind::Plain(_) = step.kind {
+                        self.persist(|r| {
+                            if let Some(f) = &mut r.finalizing {
+                                f.steps_done.push(id.clone());
+                            }
+                        })
+                        .await?;
+                    }
+                    // A transactional step recorded itself in its own transaction.
                 }
             }
             self.persist(|r| {
@@ -533,8 +647,77 @@ impl<V: ComponentVersion> VersionManager<V> {
         Ok(())
     }
 
+    /// One attempt of a transactional step: its data and the record marking it done in
+    /// one transaction. A store failure counts as transient (a database restarting); a
+    /// failed commit is checked against the store, since it may have landed.
+    async fn tx_attempt(&self, id: &str, run: &TxStepFn) -> Result<(), ActionError> {
+        let Some(runner) = &self.tx else {
+            // `open` refuses transactional steps without a transactional store.
+            return Err(ActionError::Permanent(
+                "internal error: a transactional step without a transactional store".into(),
+            ));
+        };
+        self.reload_if_uncertain()
+            .await
+            .map_err(|e| ActionError::Transient(e.to_string()))?;
+        if self.step_done(id) {
+            return Ok(());
+        }
+        let mut next = self.shared().record.clone();
+        if let Some(f) = &mut next.finalizing {
+            f.steps_done.push(id.to_owned());
+        }
+        match runner.run(run, &next).await {
+            Ok(Ok(())) => {
+                self.shared().record = next;
+                Ok(())
+            }
+            Ok(Err(e)) => Err(e),
+            Err(TxFailure::Before(e)) => Err(ActionError::Transient(format!("version store: {e}"))),
+            Err(TxFailure::Commit(e)) => {
+                tracing::warn!(component = V::COMPONENT, step = id, error = %e, "commit of an upgrade step failed; reading back whether it landed");
+                self.shared().uncertain = true;
+                self.reload_if_uncertain()
+                    .await
+                    .map_err(|e| ActionError::Transient(e.to_string()))?;
+                if self.step_done(id) {
+                    Ok(())
+                } else {
+                    Err(ActionError::Transient(format!(
+                        "version store: commit: {e}"
+                    )))
+                }
+            }
+        }
+    }
+
+    fn step_done(&self, id: &str) -> bool {
+        self.shared()
+            .record
+            .finalizing
+            .as_ref()
+            .is_some_and(|f| f.steps_done.iter().any(|d| d == id))
+    }
+
+    /// After a commit whose outcome is unknown, takes the record the store has.
+    async fn reload_if_uncertain(&self) -> Result<(), UpgradeError> {
+        if !self.shared().uncertain {
+            return Ok(());
+        }
+        if let Some(stored) = self.store.load().await? {
+            let mut shared = self.shared();
+            shared.record = stored;
+            shared.uncertain = false;
+        }
+        Ok(())
+    }
+
     /// Runs one step, retrying transient failures; the error is the permanent reason.
-    async fn run_step(&self, id: &str, run: &crate::action::StepFn) -> Result<(), String> {
+    async fn run_step<F, Fut>(&self, id: &str, mut run: F) -> Result<(), String>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<(), ActionError>>,
+    {
         let mut delay = self.retry.initial;
         let mut attempt = 1;
         loop {

@@ -2,13 +2,16 @@
 //!
 //! The record is written *before* the component acts on it: a component that crashes
 //! right after a write finds it on the next start, and one that crashes right before
-//! finds the previous record and does the step again (every step is idempotent).
+//! finds the previous record and does the step again (every plain step is idempotent;
+//! a transactional step's data was rolled back with its record).
 //!
 //! [`FileStore`] keeps the record in a small JSON file, replaced atomically (temp file in
 //! the same directory, fsync, rename, fsync of the directory), so a crash or a power
 //! loss leaves either the old record or the new one, never a torn one. A service with a
-//! database implements [`VersionStore`] over it, writing the record in the same
-//! transaction as the data an upgrade action changes.
+//! database implements [`VersionStore`] over it and, so that an upgrade step's data and
+//! its completion commit together, [`TransactionalStore`]: the record is then written in
+//! the same transaction as the data the step changes (see
+//! [`UpgradeAction::step_in_tx`](crate::UpgradeAction::step_in_tx)).
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -97,6 +100,33 @@ pub trait VersionStore: Send + Sync + 'static {
     async fn load(&self) -> Result<Option<PersistedState>, StoreError>;
     /// Replaces the record durably: when this returns `Ok`, a crash cannot lose it.
     async fn save(&self, state: &PersistedState) -> Result<(), StoreError>;
+}
+
+/// A [`VersionStore`] that can write the record inside a transaction of the store's
+/// backend (a database), together with other data: what lets an upgrade step's data and
+/// its completion be one transaction
+/// ([`UpgradeAction::step_in_tx`](crate::UpgradeAction::step_in_tx)).
+///
+/// The manager calls [`begin`](Self::begin), hands the transaction to the step, then
+/// [`save_in`](Self::save_in) with the record that marks the step done, then
+/// [`commit`](Self::commit); if the step or the save fails it calls
+/// [`rollback`](Self::rollback). A transaction dropped without either (a crash, a
+/// cancelled future) must leave nothing behind: database transactions roll back.
+///
+/// This crate knows nothing of the backend: `Tx` is whatever the store's transaction
+/// is (`sqlx::Transaction<'static, Any>` for accel's conductor).
+#[async_trait]
+pub trait TransactionalStore: VersionStore {
+    /// The backend's transaction. `'static` because steps receive it type-erased.
+    type Tx: Send + 'static;
+    /// Opens a transaction.
+    async fn begin(&self) -> Result<Self::Tx, StoreError>;
+    /// Replaces the record inside `tx`: it becomes durable only when `tx` commits.
+    async fn save_in(&self, tx: &mut Self::Tx, state: &PersistedState) -> Result<(), StoreError>;
+    /// Commits `tx`: when this returns `Ok`, a crash cannot lose the record or the data.
+    async fn commit(&self, tx: Self::Tx) -> Result<(), StoreError>;
+    /// Abandons `tx`: neither the record nor the data written in it remains.
+    async fn rollback(&self, tx: Self::Tx) -> Result<(), StoreError>;
 }
 
 /// A [`VersionStore`] in a JSON file, replaced atomically.

@@ -28,4 +28,4 @@ pub mod versions;
 
 pub use db::{Db, DbError};
 pub use lifecycle::ArqState;
-pub use versions::DbVersionStore;
+pub use versions::{DbTransaction, DbVersionStore};

@@ -2,11 +2,19 @@
 //! a conductor's apparent version moves with the schema it describes: a restored backup
 //! brings back the matching record, and every conductor of one deployment reads the
 //! same one.
+//!
+//! [`DbVersionStore`] is also a [`TransactionalStore`]: an upgrade action's
+//! transactional step ([`verso_upgrade::UpgradeAction::step_in_tx`]) receives a
+//! [`DbTransaction`], writes its rows in it, and the step's completion is recorded in the
+//! same transaction, so a crash leaves both or neither.
 
 use crate::db::Db;
 use async_trait::async_trait;
 use sqlx::Row;
-use verso_upgrade::store::{PersistedState, StoreError, VersionStore};
+use verso_upgrade::store::{PersistedState, StoreError, TransactionalStore, VersionStore};
+
+/// The transaction a transactional upgrade step receives: write with `&mut **tx`.
+pub type DbTransaction = sqlx::Transaction<'static, sqlx::Any>;
 
 /// A [`VersionStore`] over the conductor's database: one row per component.
 #[derive(Clone, Debug)]
@@ -29,6 +37,23 @@ fn backend(e: impl std::error::Error + Send + Sync + 'static) -> StoreError {
     StoreError::Backend(Box::new(e))
 }
 
+/// The statement replacing the component's row (one statement on both backends: insert,
+/// or replace), bound to `state`.
+fn upsert<'q>(
+    component: &'q str,
+    state: &PersistedState,
+) -> Result<sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>, StoreError> {
+    let text = serde_json::to_string(state).map_err(backend)?;
+    let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    Ok(sqlx::query(
+        "INSERT INTO component_versions (component, record, updated_at) VALUES ($1, $2, $3) \
+         ON CONFLICT (component) DO UPDATE SET record = excluded.record, updated_at = excluded.updated_at",
+    )
+    .bind(component)
+    .bind(text)
+    .bind(at))
+}
+
 #[async_trait]
 impl VersionStore for DbVersionStore {
     async fn load(&self) -> Result<Option<PersistedState>, StoreError> {
@@ -48,19 +73,48 @@ impl VersionStore for DbVersionStore {
     }
 
     async fn save(&self, state: &PersistedState) -> Result<(), StoreError> {
-        let text = serde_json::to_string(state).map_err(backend)?;
-        let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        // One statement on both backends: insert, or replace the component's row.
-        sqlx::query(
-            "INSERT INTO component_versions (component, record, updated_at) VALUES ($1, $2, $3) \
-             ON CONFLICT (component) DO UPDATE SET record = excluded.record, updated_at = excluded.updated_at",
-        )
-        .bind(&self.component)
-        .bind(&text)
-        .bind(&at)
-        .execute(self.db.pool())
-        .await
-        .map_err(backend)?;
+        upsert(&self.component, state)?
+            .execute(self.db.pool())
+            .await
+            .map_err(backend)?;
         Ok(())
+    }
+}
+
+#[async_trait]
+impl TransactionalStore for DbVersionStore {
+    type Tx = DbTransaction;
+
+    /// Opens a transaction whose first statement writes (it touches the component's
+    /// row), so SQLite takes its write lock before the step reads anything (the rule in
+    /// [`crate::db`]), and PostgreSQL holds the record's row lock until commit.
+    async fn begin(&self) -> Result<DbTransaction, StoreError> {
+        let mut tx = self.db.pool().begin().await.map_err(backend)?;
+        sqlx::query("UPDATE component_versions SET updated_at = updated_at WHERE component = $1")
+            .bind(&self.component)
+            .execute(&mut *tx)
+            .await
+            .map_err(backend)?;
+        Ok(tx)
+    }
+
+    async fn save_in(
+        &self,
+        tx: &mut DbTransaction,
+        state: &PersistedState,
+    ) -> Result<(), StoreError> {
+        upsert(&self.component, state)?
+            .execute(&mut **tx)
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn commit(&self, tx: DbTransaction) -> Result<(), StoreError> {
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn rollback(&self, tx: DbTransaction) -> Result<(), StoreError> {
+        tx.rollback().await.map_err(backend)
     }
 }

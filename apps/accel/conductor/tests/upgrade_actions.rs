@@ -1,0 +1,285 @@
+//! Transactional upgrade steps over the conductor's database, on SQLite and PostgreSQL:
+//! a step's row and its completion (the `component_versions` record) commit together.
+//!
+//! A crash is injected after a step wrote its row and before the commit: the finalizing
+//! future is dropped mid-transaction and the pool closed, as a dying process would; the
+//! next start (a new pool on the same database) finds neither the row nor the
+//! completion, and the resumed finalization writes the row once.
+
+use accel_conductor::testing as support;
+use accel_conductor::{Db, DbTransaction, DbVersionStore};
+use async_trait::async_trait;
+use sqlx::Row;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+use verso_upgrade::action::BoxFuture;
+use verso_upgrade::store::{PersistedState, StoreError};
+use verso_upgrade::{
+    component_versions, ActionError, RetryPolicy, TransactionalStore, UpgradeAction, UpgradeError,
+    UpgradeState, VersionManager, VersionStore,
+};
+
+component_versions! {
+    /// Release N+1 of a conductor whose finalization backfills rows.
+    pub enum New: "conductor" {
+        /// Release N.
+        Initial = 1 => "release N",
+        /// Release N+1.
+        Next = 2 => "release N+1",
+    }
+}
+
+component_versions! {
+    /// Release N.
+    pub enum Old: "conductor" {
+        /// Release N.
+        Initial = 1 => "release N",
+    }
+}
+
+/// How often each step's body ran (rolled-back attempts included).
+#[derive(Default)]
+struct Runs {
+    first: AtomicUsize,
+    second: AtomicUsize,
+}
+
+fn transient(e: sqlx::Error) -> ActionError {
+    ActionError::Transient(e.to_string())
+}
+
+/// Inserts a row naming `step`: not idempotent on its own, the transaction keeps it once.
+fn insert<'t>(
+    tx: &'t mut DbTransaction,
+    step: &'static str,
+) -> BoxFuture<'t, Result<(), ActionError>> {
+    Box::pin(async move {
+        sqlx::query("INSERT INTO backfilled (step) VALUES ($1)")
+            .bind(step)
+            .execute(&mut **tx)
+            .await
+            .map_err(transient)?;
+        Ok(())
+    })
+}
+
+/// Two transactional steps over a store `S` whose transaction is the database's.
+fn backfill<S: TransactionalStore<Tx = DbTransaction>>(runs: &Arc<Runs>) -> UpgradeAction<New> {
+    let (r1, r2) = (runs.clone(), runs.clone());
+    UpgradeAction::new(New::Next, "backfill")
+        .step_in_tx::<S>("first", move |tx| {
+            r1.first.fetch_add(1, Ordering::SeqCst);
+            insert(tx, "first")
+        })
+        .step_in_tx::<S>("second", move |tx| {
+            r2.second.fetch_add(1, Ordering::SeqCst);
+            insert(tx, "second")
+        })
+}
+
+/// The conductor's store, except that its `hang_at`-th `save_in` (after the step wrote
+/// its row, before the commit) says so and never returns: the process dies there.
+struct Crashing {
+    inner: DbVersionStore,
+    save_ins: AtomicUsize,
+    hang_at: usize,
+    reached: Arc<Notify>,
+}
+
+#[async_trait]
+impl VersionStore for Crashing {
+    async fn load(&self) -> Result<Option<PersistedState>, StoreError> {
+        self.inner.load().await
+    }
+    async fn save(&self, state: &PersistedState) -> Result<(), StoreError> {
+        self.inner.save(state).await
+    }
+}
+
+#[async_trait]
+impl TransactionalStore for Crashing {
+    type Tx = DbTransaction;
+    async fn begin(&self) -> Result<DbTransaction, StoreError> {
+        self.inner.begin().await
+    }
+    async fn save_in(
+        &self,
+        tx: &mut DbTransaction,
+        state: &PersistedState,
+    ) -> Result<(), StoreError> {
+        if self.save_ins.fetch_add(1, Ordering::SeqCst) + 1 == self.hang_at {
+            self.reached.notify_one();
+            std::future::pending::<()>().await;
+        }
+        self.inner.save_in(tx, state).await
+    }
+    async fn commit(&self, tx: DbTransaction) -> Result<(), StoreError> {
+        self.inner.commit(tx).await
+    }
+    async fn rollback(&self, tx: DbTransaction) -> Result<(), StoreError> {
+        self.inner.rollback(tx).await
+    }
+}
+
+async fn rows(db: &Db) -> Vec<String> {
+    sqlx::query("SELECT step FROM backfilled ORDER BY step")
+        .fetch_all(db.pool())
+        .await
+        .expect("select")
+        .iter()
+        .map(|r| r.try_get::<String, _>("step").expect("step"))
+        .collect()
+}
+
+async fn record(db: &Db) -> PersistedState {
+    DbVersionStore::new(db.clone(), "conductor")
+        .load()
+        .await
+        .expect("load")
+        .expect("a record")
+}
+
+fn fast_retry() -> RetryPolicy {
+    RetryPolicy {
+        initial: Duration::from_millis(5),
+        max: Duration::from_millis(20),
+        attempts: 3,
+    }
+}
+
+/// Release N installed on `url`; then release N+1 crashes in the second step of its
+/// finalization, after that step's row was written; then it starts again and resumes.
+async fn crash_between_data_and_commit(url: &str) -> Result<(), UpgradeError> {
+    let db = Db::connect(url).await.expect("connect");
+    VersionManager::<Old>::open(DbVersionStore::new(db.clone(), "conductor")).await?;
+    sqlx::query("CREATE TABLE backfilled (step TEXT NOT NULL)")
+        .execute(db.pool())
+        .await
+        .expect("create table");
+
+    let runs = Arc::new(Runs::default());
+    let reached = Arc::new(Notify::new());
+    let crashing = Crashing {
+        inner: DbVersionStore::new(db.clone(), "conductor"),
+        save_ins: AtomicUsize::new(0),
+        hang_at: 2,
+        reached: reached.clone(),
+    };
+    let m = VersionManager::<New>::builder_tx(crashing)
+        .action(backfill::<Crashing>(&runs))
+        .open()
+        .await?;
+    assert_eq!(m.state(), UpgradeState::PreFinalized);
+    let finalizing = tokio::spawn(async move { m.finalize().await });
+    tokio::time::timeout(Duration::from_secs(30), reached.notified())
+        .await
+        .expect("the second step reached its record write");
+    // The process dies: the transaction is never committed nor rolled back by verso.
+    finalizing.abort();
+    assert!(finalizing.await.expect_err("aborted").is_cancelled());
+    db.close().await;
+
+    // The next start.
+    let db = Db::connect(url).await.expect("reconnect");
+    // The first step committed with its completion; the second left neither.
+    assert_eq!(rows(&db).await, ["first"]);
+    let before = record(&db).await;
+    assert_eq!(before.apparent, 1);
+    let marker = before.finalizing.expect("the finalization marker");
+    assert_eq!(marker.steps_done, ["2/backfill/first"]);
+    assert_eq!(runs.first.load(Ordering::SeqCst), 1);
+    assert_eq!(runs.second.load(Ordering::SeqCst), 1);
+
+    let m = VersionManager::<New>::builder_tx(DbVersionStore::new(db.clone(), "conductor"))
+        .action(backfill::<DbVersionStore>(&runs))
+        .retry(fast_retry())
+        .open()
+        .await?;
+    assert_eq!(m.state(), UpgradeState::Finalizing);
+    m.resume().await?;
+    assert_eq!(m.state(), UpgradeState::Finalized);
+    // Each row once; the first step did not run again, the second ran once more.
+    assert_eq!(rows(&db).await, ["first", "second"]);
+    assert_eq!(runs.first.load(Ordering::SeqCst), 1);
+    assert_eq!(runs.second.load(Ordering::SeqCst), 2);
+    let after = record(&db).await;
+    assert_eq!((after.apparent, after.finalizing), (2, None));
+    db.close().await;
+    Ok(())
+}
+
+/// A step that writes its row and then fails leaves neither the row nor its completion;
+/// once the cause is gone, the next `finalize` writes the row once.
+async fn failed_step_rolls_back(db: &Db) -> Result<(), UpgradeError> {
+    VersionManager::<Old>::open(DbVersionStore::new(db.clone(), "conductor")).await?;
+    sqlx::query("CREATE TABLE backfilled (step TEXT NOT NULL)")
+        .execute(db.pool())
+        .await
+        .expect("create table");
+    let broken = Arc::new(AtomicUsize::new(1));
+    let flag = broken.clone();
+    let action = UpgradeAction::new(New::Next, "backfill").step_in_tx::<DbVersionStore>(
+        "checked",
+        move |tx: &mut DbTransaction| -> BoxFuture<'_, Result<(), ActionError>> {
+            let broken = flag.load(Ordering::SeqCst) == 1;
+            Box::pin(async move {
+                insert(tx, "checked").await?;
+                if broken {
+                    return Err(ActionError::Permanent("a row an operator must fix".into()));
+                }
+                Ok(())
+            })
+        },
+    );
+    let m = VersionManager::<New>::builder_tx(DbVersionStore::new(db.clone(), "conductor"))
+        .action(action)
+        .open()
+        .await?;
+    let err = m.finalize().await.expect_err("the step fails");
+    assert!(matches!(err, UpgradeError::ActionFailed { .. }), "{err}");
+    assert_eq!(rows(db).await, Vec::<String>::new());
+    let stopped = record(db).await;
+    let marker = stopped.finalizing.expect("marker");
+    assert!(marker.steps_done.is_empty());
+    assert_eq!(
+        marker.failed.as_deref(),
+        Some("2/backfill/checked: a row an operator must fix")
+    );
+
+    broken.store(0, Ordering::SeqCst);
+    m.finalize().await?;
+    assert_eq!(rows(db).await, ["checked"]);
+    assert_eq!(m.state(), UpgradeState::Finalized);
+    Ok(())
+}
+
+#[tokio::test]
+async fn sqlite_a_crash_before_commit_leaves_neither_row_nor_completion() -> Result<(), UpgradeError>
+{
+    let (db, dir) = support::sqlite().await;
+    db.close().await;
+    crash_between_data_and_commit(&support::sqlite_url(&dir)).await
+}
+
+#[tokio::test]
+async fn postgres_a_crash_before_commit_leaves_neither_row_nor_completion(
+) -> Result<(), UpgradeError> {
+    let url = support::postgres_database().await;
+    let db = Db::connect(&url).await.expect("connect");
+    db.migrate().await.expect("migrate");
+    db.close().await;
+    crash_between_data_and_commit(&url).await
+}
+
+#[tokio::test]
+async fn sqlite_a_failed_step_rolls_back_its_row() -> Result<(), UpgradeError> {
+    let (db, _dir) = support::sqlite().await;
+    failed_step_rolls_back(&db).await
+}
+
+#[tokio::test]
+async fn postgres_a_failed_step_rolls_back_its_row() -> Result<(), UpgradeError> {
+    failed_step_rolls_back(&support::postgres().await).await
+}
