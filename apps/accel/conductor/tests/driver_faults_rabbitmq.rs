@@ -317,7 +317,8 @@ async fn redelivered_and_retried_transition(url: &str) {
     unbind(&c, &arq).await;
     let claimed = wait_for(&db, &handle, Duration::from_secs(30), "started", started).await;
     // The agent claimed the handle and is erasing; it goes away (stop kills the erase),
-    // and what is left of it is the message it sends for the result, below.
+    // so only the messages published below, standing for the result it sends, act on
+    // the handle.
     agent.stop().await;
 
     // That message: the agent's handle after its claim (read through its remotable
