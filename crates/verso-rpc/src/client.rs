@@ -6,6 +6,7 @@
 //! keep working with older servers asks [`RpcClient::can_send_version`] (answered from the
 //! local cap alone) and builds the older form itself.
 
+use crate::endpoint::MethodSpec;
 use crate::message::{json_type, Reply, Request};
 use crate::method::{Encoder, RpcApi, RpcMethod};
 use crate::serializer::{NoOpSerializer, Serializer};
@@ -493,7 +494,18 @@ impl<'a> Prepared<'a> {
         ctx: &RequestContext,
         m: M,
     ) -> Result<M::Reply, RpcError> {
-        let (version, args) = self.encode(&m)?;
+        self.call_method_as(ctx, m, M::spec()).await
+    }
+
+    /// [`call_method`](Self::call_method) under `spec`: `M`'s declaration placed at
+    /// another version by the API that includes it (the conductor's object methods).
+    pub(crate) async fn call_method_as<M: RpcMethod>(
+        self,
+        ctx: &RequestContext,
+        m: M,
+        spec: &MethodSpec,
+    ) -> Result<M::Reply, RpcError> {
+        let (version, args) = self.encode(&m, spec)?;
         let reply = self.send_call(ctx, M::NAME, version, args).await?;
         M::decode_reply(reply)
     }
@@ -504,17 +516,21 @@ impl<'a> Prepared<'a> {
         ctx: &RequestContext,
         m: M,
     ) -> Result<(), RpcError> {
-        let (version, args) = self.encode(&m)?;
+        let (version, args) = self.encode(&m, M::spec())?;
         self.send_cast(ctx, M::NAME, version, args).await
     }
 
-    fn encode<M: RpcMethod>(&self, m: &M) -> Result<(Version, Map<String, Value>), RpcError> {
+    fn encode<M: RpcMethod>(
+        &self,
+        m: &M,
+        spec: &MethodSpec,
+    ) -> Result<(Version, Map<String, Value>), RpcError> {
         let enc = match self.manifest {
             Some(manifest) => Encoder::for_peer(manifest),
             None => Encoder::new(),
         };
         let mut args = m.encode_args(&enc)?;
-        let version = M::spec().version_for(&mut args);
+        let version = spec.version_for(&mut args);
         Ok((version, args))
     }
 

@@ -9,9 +9,15 @@ use verso::indirection::CallError;
 use verso::{
     IndirectionApi, ObjectList, RequestContext, Version, VersionManifest, VersionedObject,
 };
-use verso_rpc::conductor::{add_object_endpoints, ConductorApi};
+use verso_rpc::conductor::{
+    add_object_endpoints, indirection_version, object_methods_since, ConductorApi,
+    INDIRECTION_VERSION,
+};
+use verso_rpc::testing::Recording;
 use verso_rpc::transport::memory::MemoryTransport;
-use verso_rpc::{Endpoint, RpcClient, RpcError, RpcServer, ServerHandle, Target};
+use verso_rpc::{
+    Endpoint, MethodSpec, RpcApi, RpcClient, RpcError, RpcMethod, RpcServer, ServerHandle, Target,
+};
 
 const DEV1: &str = "5d5a3e0b-6b2f-4b9a-9d0c-000000000001";
 
@@ -55,6 +61,7 @@ async fn conductor(devices: usize) -> Conductor {
     let (s, r) = (store.clone(), requests.clone());
     let endpoint = add_object_endpoints(
         Endpoint::new(Version::new(1, 1)),
+        INDIRECTION_VERSION,
         Arc::new(cyborg_model::registry()),
         move |ctx| {
             r.fetch_add(1, Ordering::SeqCst);
@@ -82,7 +89,7 @@ impl Conductor {
     fn api(&self, cap: Version) -> Arc<ConductorApi> {
         let client = RpcClient::new(self.transport.clone(), Target::new("cyborg-conductor"))
             .version_cap(cap);
-        Arc::new(ConductorApi::new(client))
+        Arc::new(ConductorApi::new(client, INDIRECTION_VERSION))
     }
 
     /// An agent's context: no store, the conductor API as indirection.
@@ -323,4 +330,179 @@ async fn unsupported_requests_fail_typed_without_fallback() {
         .await
         .expect_err("too new");
     assert_eq!(e.kind(), "IncompatibleObjectVersion");
+}
+
+/// A conductor API of another shape than oslo's: major 2, object indirection added in
+/// 2.3 (oslo's is 1.1).
+struct ConductorV2;
+
+const V2_INDIRECTION: Version = Version::new(2, 3);
+
+/// The API's own method.
+#[derive(RpcMethod, Debug)]
+#[rpc(name = "ping", since = "2.0", reply = String)]
+struct Ping {}
+
+impl RpcApi for ConductorV2 {
+    const NAME: &'static str = "conductor";
+    const VERSION: Version = Version::new(2, 4);
+
+    fn methods() -> Vec<&'static MethodSpec> {
+        let mut m = vec![Ping::spec()];
+        m.extend(object_methods_since(V2_INDIRECTION));
+        m
+    }
+}
+
+/// Every (method, version) the recording transport sent, oldest first.
+fn sent(t: &Recording) -> Vec<(String, String)> {
+    t.sent
+        .lock()
+        .expect("not poisoned")
+        .iter()
+        .map(|(_, _, m)| {
+            let text = |k: &str| m[k].as_str().unwrap_or("?").to_owned();
+            (text("method"), text("version"))
+        })
+        .collect()
+}
+
+/// The v2 conductor's endpoint: `ping` and the object methods served at `version`.
+fn conductor_v2(store: &StoreHandle, version: Version) -> Endpoint {
+    let s = store.clone();
+    add_object_endpoints(
+        Endpoint::for_api::<ConductorV2>()
+            .handle(|_ctx, _: Ping| async move { Ok("pong".to_owned()) }),
+        version,
+        Arc::new(cyborg_model::registry()),
+        move |ctx| ctx.with_extension(s.clone()),
+    )
+}
+
+#[tokio::test]
+async fn indirection_at_another_version_is_served_and_called_there() {
+    // The declaration says where the three methods are, and the lock file records them so.
+    assert_eq!(indirection_version::<ConductorV2>(), Some(V2_INDIRECTION));
+    assert_eq!(
+        indirection_version::<verso_rpc::conductor::ObjectIndirectionApi>(),
+        Some(INDIRECTION_VERSION)
+    );
+    let declared: Vec<_> = ConductorV2::spec()
+        .methods
+        .into_iter()
+        .filter(|m| m.name.starts_with("object_"))
+        .map(|m| (m.name, m.since))
+        .collect();
+    assert_eq!(declared.len(), 3);
+    assert!(
+        declared.iter().all(|(_, since)| *since == V2_INDIRECTION),
+        "{declared:?}"
+    );
+
+    let t = Recording::default();
+    let store = StoreHandle(Arc::new(
+        MemoryStore::from_seed(&seed(4)).expect("seed loads"),
+    ));
+    let server = RpcServer::new(Arc::new(t.clone()), Target::new("conductor-v2"))
+        .endpoint(conductor_v2(&store, V2_INDIRECTION))
+        .expect("served where declared")
+        .start()
+        .await
+        .expect("server starts");
+    let client = |cap: Version| {
+        RpcClient::for_api::<ConductorV2>(Arc::new(t.clone()), "conductor-v2").version_cap(cap)
+    };
+    let api = Arc::new(ConductorApi::new(
+        client(Version::new(2, 4)),
+        V2_INDIRECTION,
+    ));
+    assert_eq!(api.version(), V2_INDIRECTION);
+    assert!(api.supports_object_indirection());
+    let ctx = RequestContext::new("req-v2")
+        .with_role("admin")
+        .with_indirection("cyborg", api.clone());
+
+    // A class method, an instance method and a backport, each at 2.3.
+    let hosts = DeviceList::get_by_hostname(&ctx, "host1".into())
+        .await
+        .expect("class method");
+    assert_eq!(hosts.len(), 2);
+    let mut dev = Device::get_by_uuid(&ctx, DEV1.parse().expect("uuid"))
+        .await
+        .expect("class method");
+    dev.set_managed(ManagedMode::Managed)
+        .await
+        .expect("instance method");
+    assert_eq!(dev.managed_mode.get(), Some(&ManagedMode::Managed));
+    let mut old = VersionManifest::new();
+    old.insert("Device", Version::new(1, 1));
+    let back = api
+        .object_backport_versions(&ctx, verso::FieldValue::to_primitive(&dev), &old)
+        .await
+        .expect("backport");
+    assert_eq!(back["versioned_object.version"], "1.1");
+    let expect: Vec<(String, String)> = [
+        "object_class_action_versions",
+        "object_class_action_versions",
+        "object_action",
+        "object_backport_versions",
+    ]
+    .iter()
+    .map(|m| (m.to_string(), "2.3".to_owned()))
+    .collect();
+    assert_eq!(sent(&t), expect);
+
+    // Capped below 2.3: refused before sending, naming 2.3.
+    let pinned = ConductorApi::new(client(Version::new(2, 2)), V2_INDIRECTION);
+    assert!(!pinned.supports_object_indirection());
+    let text = pinned
+        .require_indirection("NVMe cleanup")
+        .expect_err("cap too low")
+        .to_string();
+    assert!(
+        text.contains("conductor to 2.3") && text.contains("is 2.2"),
+        "{text}"
+    );
+    let capped = RequestContext::new("req").with_indirection("cyborg", Arc::new(pinned));
+    let err = DeviceList::get_all(&capped).await.expect_err("cap 2.2");
+    let CallError::Indirection(source) = &err else {
+        panic!("expected an indirection error, got {err}")
+    };
+    assert!(matches!(
+        source.downcast_ref::<RpcError>(),
+        Some(RpcError::VersionCap { .. })
+    ));
+
+    // oslo's client (1.1) is refused by this conductor's dispatcher: another major.
+    let oslo = ConductorApi::new(
+        RpcClient::new(Arc::new(t.clone()), Target::new("conductor-v2")),
+        INDIRECTION_VERSION,
+    );
+    let err = oslo
+        .object_backport_versions(&ctx, verso::FieldValue::to_primitive(&dev), &old)
+        .await
+        .expect_err("1.1 is not served");
+    let CallError::Indirection(source) = &err else {
+        panic!("expected an indirection error, got {err}")
+    };
+    assert!(
+        matches!(
+            source.downcast_ref::<RpcError>(),
+            Some(RpcError::UnsupportedVersion { .. })
+        ),
+        "{source}"
+    );
+    assert_eq!(sent(&t).len(), 5, "the capped call sent nothing");
+    server.stop().await;
+
+    // Served at a version its API does not declare: refused when the server registers it.
+    let Err(err) = RpcServer::new(Arc::new(t.clone()), Target::new("conductor-v2"))
+        .endpoint(conductor_v2(&store, Version::new(2, 2)))
+    else {
+        panic!("served where not declared, yet registered")
+    };
+    assert!(
+        err.to_string().contains("declares it added in 2.3"),
+        "{err}"
+    );
 }

@@ -820,6 +820,7 @@ async fn garbage_gets_typed_errors_and_the_server_keeps_serving() {
         verso_rpc::RpcServer::new(env.transport().await, Target::new(conductor_topic.clone()))
             .endpoint(verso_rpc::conductor::add_object_endpoints(
                 verso_rpc::Endpoint::new(Version::new(1, 1)),
+                verso_rpc::conductor::INDIRECTION_VERSION,
                 Arc::new(cyborg_model::registry()),
                 |ctx| ctx,
             ))
