@@ -489,6 +489,14 @@ impl<'a> Prepared<'a> {
     /// value is not its default; later arguments at their default are left out (the
     /// server fills them in). Above the cap it fails with [`RpcError::VersionCap`]
     /// before anything is sent; otherwise as [`call`](Self::call).
+    ///
+    /// A reply holding an object at a version this build does not know (a newer minor
+    /// of the same major: the server runs a newer release) is backported as
+    /// oslo.versionedobjects' serializer does: when `ctx` has an indirection API for the
+    /// object's namespace ([`RequestContext::with_indirection`], an agent's conductor),
+    /// it is asked for `object_backport_versions(reply, this build's manifest of the
+    /// reply type)` and the result is decoded. Without one the decode fails as it would
+    /// (`IncompatibleObjectVersion` in [`RpcError::Serialization`]).
     pub async fn call_method<M: RpcMethod>(
         self,
         ctx: &RequestContext,
@@ -506,7 +514,10 @@ impl<'a> Prepared<'a> {
         spec: &MethodSpec,
     ) -> Result<M::Reply, RpcError> {
         let (version, args) = self.encode(&m, spec)?;
-        let reply = self.send_call(ctx, M::NAME, version, args).await?;
+        let mut reply = self.send_call(ctx, M::NAME, version, args).await?;
+        if let Some(manifest) = M::reply_manifest() {
+            crate::backport::backport_unknown(ctx, &mut reply, manifest).await?;
+        }
         M::decode_reply(reply)
     }
 

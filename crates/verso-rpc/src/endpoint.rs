@@ -13,7 +13,7 @@
 use crate::message::json_type;
 use crate::method::{Encoder, RpcApi, RpcMethod};
 use crate::{RemoteError, RpcError};
-use futures::future::BoxFuture;
+use futures::future::{BoxFuture, Either};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -433,11 +433,37 @@ impl Endpoint {
         F: Fn(RequestContext, M) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<M::Reply, RemoteError>> + Send + 'static,
     {
-        self.method(spec.clone(), move |ctx, args: Args| {
-            let started = M::decode_args(args.into_map()).map(|m| handler(ctx, m));
-            async move {
-                let reply = started?.await?;
-                M::encode_reply(&reply, &Encoder::new()).map_err(|e| e.to_remote())
+        // Handlers fail with the wire form itself; it is the cold path, so no boxing.
+        #[allow(clippy::result_large_err)]
+        fn encode<M: RpcMethod>(reply: Result<M::Reply, RemoteError>) -> HandlerResult {
+            M::encode_reply(&reply?, &Encoder::new()).map_err(|e| e.to_remote())
+        }
+        let handler = Arc::new(handler);
+        self.method(spec.clone(), move |ctx: RequestContext, args: Args| {
+            let args = args.into_map();
+            match M::args_manifest().filter(|m| crate::backport::map_holds_newer(&args, m)) {
+                None => {
+                    let started = M::decode_args(args).map(|m| handler(ctx, m));
+                    Either::Left(async move { encode::<M>(started?.await) })
+                }
+                // An object newer than this build knows: backported through the
+                // context's indirection API first, as oslo.versionedobjects' serializer
+                // does for a server's arguments.
+                Some(manifest) => {
+                    let handler = handler.clone();
+                    Either::Right(async move {
+                        let mut args = Value::Object(args);
+                        crate::backport::backport_unknown(&ctx, &mut args, manifest)
+                            .await
+                            .map_err(|e| e.to_remote())?;
+                        let args = match args {
+                            Value::Object(args) => args,
+                            _ => Map::new(),
+                        };
+                        let m = M::decode_args(args)?;
+                        encode::<M>(handler(ctx, m).await)
+                    })
+                }
             }
         })
     }
