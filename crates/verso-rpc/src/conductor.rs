@@ -281,7 +281,8 @@ pub fn add_object_endpoints(
 #[derive(Clone)]
 pub struct ConductorApi {
     client: RpcClient,
-    version: Version,
+    /// The three declarations at the version they are called at.
+    specs: &'static [MethodSpec; 3],
 }
 
 /// A feature that needs object indirection was enabled with a conductor cap too low
@@ -306,7 +307,10 @@ impl ConductorApi {
     /// conductor API declares them ([`INDIRECTION_VERSION`] for oslo's;
     /// [`indirection_version`] reads it from a declaration).
     pub fn new(client: RpcClient, version: Version) -> Self {
-        ConductorApi { client, version }
+        ConductorApi {
+            client,
+            specs: object_specs(version),
+        }
     }
 
     /// The client underneath.
@@ -316,13 +320,13 @@ impl ConductorApi {
 
     /// The conductor API version the object methods are called at.
     pub fn version(&self) -> Version {
-        self.version
+        self.specs[0].since
     }
 
     /// Whether the cap allows object indirection (the conductor API's version that
     /// added it). Sends nothing.
     pub fn supports_object_indirection(&self) -> bool {
-        self.client.can_send_version(self.version)
+        self.client.can_send_version(self.version())
     }
 
     /// Startup validation for a feature that needs indirection: a configuration error
@@ -333,7 +337,7 @@ impl ConductorApi {
         }
         Err(IndirectionUnavailable {
             feature: feature.to_owned(),
-            required: self.version,
+            required: self.version(),
             configured: self
                 .client
                 .cap()
@@ -342,7 +346,8 @@ impl ConductorApi {
     }
 
     async fn call<M: RpcMethod>(&self, ctx: &RequestContext, m: M) -> Result<M::Reply, CallError> {
-        let spec = object_specs(self.version)
+        let spec = self
+            .specs
             .iter()
             .find(|s| s.name == M::NAME)
             .unwrap_or(M::spec());
