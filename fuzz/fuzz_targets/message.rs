@@ -8,7 +8,7 @@ use libfuzzer_sys::fuzz_target;
 use serde_json::json;
 use std::sync::{Arc, OnceLock};
 use verso::Version;
-use verso_rpc::conductor::add_object_endpoints;
+use verso_rpc::conductor::{add_object_endpoints, INDIRECTION_VERSION};
 use verso_rpc::message::{read_body, MessageLimits, Reply, Request};
 use verso_rpc::{ArgSpec, ArgType, Args, Dispatcher, Endpoint, MethodSpec};
 
@@ -21,7 +21,12 @@ fn dispatcher() -> &'static Dispatcher {
                 .arg(ArgSpec::optional("n", ArgType::Int, 0).since(Version::new(1, 1))),
             |_ctx, args: Args| async move { Ok(json!({"arg": args.value("arg")})) },
         );
-        let conductor = add_object_endpoints(ping, Arc::new(cyborg_model::registry()), |ctx| ctx);
+        let conductor = add_object_endpoints(
+            ping,
+            INDIRECTION_VERSION,
+            Arc::new(cyborg_model::registry()),
+            |ctx| ctx,
+        );
         Dispatcher::new(vec![conductor]).expect("valid endpoints")
     })
 }

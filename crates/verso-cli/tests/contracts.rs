@@ -29,6 +29,7 @@ fn app() -> Application {
 fn the_served_conductor_endpoint_is_the_declared_api() {
     let served = add_object_endpoints(
         Endpoint::for_api::<ObjectIndirectionApi>(),
+        INDIRECTION_VERSION,
         Arc::new(cyborg_model::registry()),
         |ctx| ctx,
     );

@@ -184,6 +184,10 @@ pub(crate) fn expand_rpc_method(input: &DeriveInput) -> syn::Result<TokenStream2
                 .map_err(|e| #p::bad_argument(#name, e))?,
         }
     });
+    let arg_manifests = args.iter().map(|a| {
+        let t = tag(&a.ty);
+        quote!(#t.manifest())
+    });
     let reply_tag = tag(&reply);
     let spec_static = format_ident!("__VERSO_RPC_SPEC");
     Ok(quote! {
@@ -243,6 +247,30 @@ pub(crate) fn expand_rpc_method(input: &DeriveInput) -> syn::Result<TokenStream2
                 #[allow(unused_imports)]
                 use #p::{ViaField as _, ViaSerde as _};
                 #reply_tag.decode(value).map_err(|e| #p::not_encoded("reply", e))
+            }
+
+            fn args_manifest() -> ::core::option::Option<&'static #p::VersionManifest> {
+                static MANIFEST: ::std::sync::OnceLock<::core::option::Option<#p::VersionManifest>> =
+                    ::std::sync::OnceLock::new();
+                MANIFEST
+                    .get_or_init(|| {
+                        #[allow(unused_imports)]
+                        use #p::{ViaField as _, ViaSerde as _};
+                        #p::merge_manifests([#(#arg_manifests),*])
+                    })
+                    .as_ref()
+            }
+
+            fn reply_manifest() -> ::core::option::Option<&'static #p::VersionManifest> {
+                static MANIFEST: ::std::sync::OnceLock<::core::option::Option<#p::VersionManifest>> =
+                    ::std::sync::OnceLock::new();
+                MANIFEST
+                    .get_or_init(|| {
+                        #[allow(unused_imports)]
+                        use #p::{ViaField as _, ViaSerde as _};
+                        #reply_tag.manifest()
+                    })
+                    .as_ref()
             }
         }
     })

@@ -8,7 +8,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
 use std::sync::Arc;
 use verso::{RequestContext, Version, VersionedObject};
-use verso_rpc::conductor::{add_object_endpoints, ConductorApi};
+use verso_rpc::conductor::{add_object_endpoints, ConductorApi, INDIRECTION_VERSION};
 use verso_rpc::transport::memory::MemoryTransport;
 use verso_rpc::{Endpoint, RpcClient, RpcServer, Target};
 
@@ -36,6 +36,7 @@ fn bench(c: &mut Criterion) {
     let s = store.clone();
     let endpoint = add_object_endpoints(
         Endpoint::new(Version::new(1, 1)),
+        INDIRECTION_VERSION,
         Arc::new(cyborg_model::registry()),
         move |ctx| ctx.with_extension(s.clone()),
     );
@@ -49,6 +50,7 @@ fn bench(c: &mut Criterion) {
     });
     let api = Arc::new(ConductorApi::new(
         RpcClient::new(transport, Target::new("conductor")).version_cap(Version::new(1, 1)),
+        INDIRECTION_VERSION,
     ));
     let agent = RequestContext::new("req-bench").with_indirection("cyborg", api);
     let local = RequestContext::new("req-bench").with_extension(store);

@@ -19,7 +19,7 @@ use serde_json::json;
 use std::process::ExitCode;
 use std::sync::Arc;
 use verso::Version;
-use verso_rpc::conductor::add_object_endpoints;
+use verso_rpc::conductor::{add_object_endpoints, INDIRECTION_VERSION};
 use verso_rpc::transport::{amqp::redact, transport_from_url};
 use verso_rpc::{ArgSpec, ArgType, Args, Endpoint, MethodSpec, RpcServer, Target};
 
@@ -69,9 +69,12 @@ async fn run(cli: Cli) -> Result<(), String> {
         },
     );
     // Every request's context gets the conductor's store; agents' contexts never do.
-    let endpoint = add_object_endpoints(base, Arc::new(cyborg_model::registry()), move |ctx| {
-        ctx.with_extension(store.clone())
-    });
+    let endpoint = add_object_endpoints(
+        base,
+        INDIRECTION_VERSION,
+        Arc::new(cyborg_model::registry()),
+        move |ctx| ctx.with_extension(store.clone()),
+    );
     let mut target = Target::new(cli.topic.clone());
     if let Some(s) = &cli.server {
         target = target.with_server(s.clone());

@@ -108,8 +108,10 @@ class Endpoint:
         if not isinstance(thing, InteropThing):
             raise TypeError("thing must be an InteropThing, got %s"
                             % type(thing).__name__)
+        # A 1.0 caller (no `tags`) gets them as if it had sent none.
+        tags = list(thing.tags) if thing.obj_attr_is_set("tags") else []
         out = InteropThing(id=thing.id, name=thing.name.upper(),
-                           tags=list(thing.tags) + ["py"])
+                           tags=tags + ["py"])
         return out
 
     def fail(self, ctxt, message):

@@ -6,6 +6,7 @@
 //! keep working with older servers asks [`RpcClient::can_send_version`] (answered from the
 //! local cap alone) and builds the older form itself.
 
+use crate::endpoint::MethodSpec;
 use crate::message::{json_type, Reply, Request};
 use crate::method::{Encoder, RpcApi, RpcMethod};
 use crate::serializer::{NoOpSerializer, Serializer};
@@ -488,13 +489,35 @@ impl<'a> Prepared<'a> {
     /// value is not its default; later arguments at their default are left out (the
     /// server fills them in). Above the cap it fails with [`RpcError::VersionCap`]
     /// before anything is sent; otherwise as [`call`](Self::call).
+    ///
+    /// A reply holding an object at a version this build does not know (a newer minor
+    /// of the same major: the server runs a newer release) is backported as
+    /// oslo.versionedobjects' serializer does: when `ctx` has an indirection API for the
+    /// object's namespace ([`RequestContext::with_indirection`], an agent's conductor),
+    /// it is asked for `object_backport_versions(reply, this build's manifest of the
+    /// reply type)` and the result is decoded. Without one the decode fails as it would
+    /// (`IncompatibleObjectVersion` in [`RpcError::Serialization`]).
     pub async fn call_method<M: RpcMethod>(
         self,
         ctx: &RequestContext,
         m: M,
     ) -> Result<M::Reply, RpcError> {
-        let (version, args) = self.encode(&m)?;
-        let reply = self.send_call(ctx, M::NAME, version, args).await?;
+        self.call_method_as(ctx, m, M::spec()).await
+    }
+
+    /// [`call_method`](Self::call_method) under `spec`: `M`'s declaration placed at
+    /// another version by the API that includes it (the conductor's object methods).
+    pub(crate) async fn call_method_as<M: RpcMethod>(
+        self,
+        ctx: &RequestContext,
+        m: M,
+        spec: &MethodSpec,
+    ) -> Result<M::Reply, RpcError> {
+        let (version, args) = self.encode(&m, spec)?;
+        let mut reply = self.send_call(ctx, M::NAME, version, args).await?;
+        if let Some(manifest) = M::reply_manifest() {
+            crate::backport::backport_unknown(ctx, &mut reply, manifest).await?;
+        }
         M::decode_reply(reply)
     }
 
@@ -504,17 +527,21 @@ impl<'a> Prepared<'a> {
         ctx: &RequestContext,
         m: M,
     ) -> Result<(), RpcError> {
-        let (version, args) = self.encode(&m)?;
+        let (version, args) = self.encode(&m, M::spec())?;
         self.send_cast(ctx, M::NAME, version, args).await
     }
 
-    fn encode<M: RpcMethod>(&self, m: &M) -> Result<(Version, Map<String, Value>), RpcError> {
+    fn encode<M: RpcMethod>(
+        &self,
+        m: &M,
+        spec: &MethodSpec,
+    ) -> Result<(Version, Map<String, Value>), RpcError> {
         let enc = match self.manifest {
             Some(manifest) => Encoder::for_peer(manifest),
             None => Encoder::new(),
         };
         let mut args = m.encode_args(&enc)?;
-        let version = M::spec().version_for(&mut args);
+        let version = spec.version_for(&mut args);
         Ok((version, args))
     }
 

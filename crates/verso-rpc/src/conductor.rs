@@ -1,8 +1,13 @@
 //! Object indirection over RPC: the conductor's object endpoints and the agent's
 //! [`ConductorApi`].
 //!
-//! The conductor serves three methods at conductor RPC version 1.1, with oslo's names and
-//! arguments, so a Python agent using oslo.versionedobjects can use a verso conductor:
+//! A conductor serves three methods with oslo's names and arguments, so a Python agent
+//! using oslo.versionedobjects can use a verso conductor. They sit at the version where
+//! the application's conductor API added them: 1.1 in oslo.versionedobjects' and Nova's
+//! conductor ([`ObjectIndirectionApi`], [`INDIRECTION_VERSION`]), anywhere in another
+//! API (its declaration lists [`object_methods_since`]`(version)`, its server registers
+//! them with [`add_object_endpoints`] at that version, its agents call them with a
+//! [`ConductorApi`] at that version):
 //!
 //! | method | arguments | reply |
 //! |---|---|---|
@@ -11,25 +16,40 @@
 //! | `object_backport_versions` | `objinst`, `object_versions` | `objinst` converted to those versions |
 //!
 //! An agent's [`ConductorApi`] implements [`verso::IndirectionApi`] with an [`RpcClient`]
-//! capped by `[upgrade_levels] conductor`. With a cap below 1.1 every indirection call
-//! fails before anything is sent; it never falls back to running the body locally.
+//! capped by `[upgrade_levels] conductor`. With a cap below the indirection version every
+//! indirection call fails before anything is sent; it never falls back to running the
+//! body locally.
 //!
 //! ```
 //! use std::sync::Arc;
 //! use verso::{Registry, RequestContext, Version};
-//! use verso_rpc::conductor::{add_object_endpoints, ConductorApi};
-//! use verso_rpc::{transport::memory::MemoryTransport, Endpoint, RpcClient, RpcServer, Target};
+//! use verso_rpc::conductor::{add_object_endpoints, object_methods_since, ConductorApi};
+//! use verso_rpc::{transport::memory::MemoryTransport, Endpoint, MethodSpec, RpcApi, RpcClient,
+//!     RpcServer, Target};
+//!
+//! /// A conductor API that added object indirection in 2.3.
+//! struct Conductor;
+//! const INDIRECTION: Version = Version::new(2, 3);
+//! impl RpcApi for Conductor {
+//!     const NAME: &'static str = "conductor";
+//!     const VERSION: Version = Version::new(2, 4);
+//!     fn methods() -> Vec<&'static MethodSpec> {
+//!         object_methods_since(INDIRECTION) // and the API's own methods
+//!     }
+//! }
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let transport = Arc::new(MemoryTransport::new());
-//! let endpoint = add_object_endpoints(Endpoint::new(Version::new(1, 1)), Arc::new(Registry::new()), |ctx| ctx);
+//! let endpoint = add_object_endpoints(Endpoint::for_api::<Conductor>(), INDIRECTION, Arc::new(Registry::new()), |ctx| ctx);
 //! let _server = RpcServer::new(transport.clone(), Target::new("conductor")).endpoint(endpoint)?.start().await?;
 //!
-//! let pinned = ConductorApi::new(RpcClient::new(transport.clone(), Target::new("conductor")).version_cap(Version::new(1, 0)));
+//! let client = |cap| RpcClient::for_api::<Conductor>(transport.clone(), "conductor").version_cap(cap);
+//! assert!(ConductorApi::new(client(Version::new(2, 3)), INDIRECTION).supports_object_indirection());
+//! let pinned = ConductorApi::new(client(Version::new(2, 2)), INDIRECTION);
 //! assert!(!pinned.supports_object_indirection());
 //! let err = pinned.require_indirection("PCI managed mode").unwrap_err();
-//! assert!(err.to_string().contains("[upgrade_levels] conductor"));
+//! assert!(err.to_string().contains("[upgrade_levels] conductor to 2.3"));
 //! # Ok(()) }
 //! ```
 
@@ -37,11 +57,13 @@ use crate::endpoint::{Endpoint, MethodSpec};
 use crate::method::{RpcApi, RpcMethod};
 use crate::{RemoteError, RpcClient, RpcError};
 use serde_json::{json, Map, Value};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use verso::indirection::{action_updates, ActionReply, BoxFuture, CallError, IndirectionApi};
 use verso::{Registry, RequestContext, Version, VersionManifest};
 
-/// The conductor RPC version that added object indirection.
+/// The conductor RPC version oslo.versionedobjects' (and Nova's) conductor API added
+/// object indirection in: [`ObjectIndirectionApi`]'s. An application whose conductor API
+/// added them elsewhere uses its own version instead (see the [module](self) docs).
 pub const INDIRECTION_VERSION: Version = Version::new(1, 1);
 
 /// The Python module oslo.versionedobjects raises its exceptions from.
@@ -74,6 +96,10 @@ fn from_rpc(err: RpcError) -> CallError {
 
 /// `object_class_action_versions`: runs a class method of `objname` on the conductor
 /// and returns its result backported to `object_versions`.
+///
+/// Declared at [`INDIRECTION_VERSION`]; an API that added it at another version lists
+/// [`object_methods_since`] instead of this declaration, and the three methods are
+/// served and called at that version.
 #[derive(Debug, Clone, PartialEq, crate::RpcMethod)]
 #[rpc(name = "object_class_action_versions", since = "1.1", reply = Value)]
 pub struct ObjectClassActionVersions {
@@ -120,9 +146,9 @@ pub struct ObjectBackportVersions {
     pub object_versions: VersionManifest,
 }
 
-/// The conductor's object-indirection API (`conductor`, 1.1): the three methods above.
-/// A conductor with methods of its own declares an API of its own that lists these
-/// three too.
+/// The conductor's object-indirection API as oslo.versionedobjects has it (`conductor`,
+/// 1.1): the three methods above. A conductor with methods of its own declares an API of
+/// its own that lists these three too, at its own version ([`object_methods_since`]).
 #[derive(Debug, Clone, Copy)]
 pub struct ObjectIndirectionApi;
 
@@ -131,51 +157,88 @@ impl RpcApi for ObjectIndirectionApi {
     const VERSION: Version = INDIRECTION_VERSION;
 
     fn methods() -> Vec<&'static MethodSpec> {
-        object_methods()
+        object_methods_since(INDIRECTION_VERSION)
     }
 }
 
-/// The declarations of the three object-indirection methods.
-pub fn object_methods() -> Vec<&'static MethodSpec> {
-    vec![
-        ObjectClassActionVersions::spec(),
-        ObjectAction::spec(),
-        ObjectBackportVersions::spec(),
-    ]
+/// The declarations of the three object-indirection methods, added to their API at
+/// `version` (their arguments all came with them). An API's
+/// [`methods`](RpcApi::methods) lists them, so the lock file records them at that
+/// version.
+pub fn object_methods_since(version: Version) -> Vec<&'static MethodSpec> {
+    object_specs(version).iter().collect()
 }
 
-/// Adds the three object-indirection methods (at [`INDIRECTION_VERSION`]) to a conductor
-/// endpoint, which keeps its other methods. `prepare` turns each incoming context into
-/// the one the method bodies run with (attach the database here).
+/// The three declarations at `version`, built once per version a process uses (an
+/// application uses one) and kept, as a derived method's `spec()` keeps its own.
+fn object_specs(version: Version) -> &'static [MethodSpec; 3] {
+    static BUILT: Mutex<Vec<&'static [MethodSpec; 3]>> = Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(specs) = built.iter().find(|s| s[0].since == version) {
+        return specs;
+    }
+    let at = |spec: &MethodSpec| MethodSpec {
+        since: version,
+        ..spec.clone()
+    };
+    let specs: &'static [MethodSpec; 3] = Box::leak(Box::new([
+        at(ObjectClassActionVersions::spec()),
+        at(ObjectAction::spec()),
+        at(ObjectBackportVersions::spec()),
+    ]));
+    built.push(specs);
+    specs
+}
+
+/// The version API `A` declares the object-indirection methods at, if it declares them
+/// (with [`object_methods_since`]).
+pub fn indirection_version<A: RpcApi>() -> Option<Version> {
+    A::methods()
+        .into_iter()
+        .find(|m| m.name == ObjectClassActionVersions::NAME)
+        .map(|m| m.since)
+}
+
+/// Adds the three object-indirection methods, served at `version` (where the conductor
+/// API declares them: [`object_methods_since`]`(version)`), to a conductor endpoint,
+/// which keeps its other methods. `prepare` turns each incoming context into the one the
+/// method bodies run with (attach the database here). An endpoint of a declared API
+/// ([`Endpoint::for_api`]) refuses, when the server registers it, a `version` other than
+/// the declaration's.
 pub fn add_object_endpoints(
     endpoint: Endpoint,
+    version: Version,
     registry: Arc<Registry>,
     prepare: impl Fn(RequestContext) -> RequestContext + Send + Sync + 'static,
 ) -> Endpoint {
+    let [class_action, action, backport] = object_specs(version);
     let prepare = Arc::new(prepare);
     let (reg, prep) = (registry.clone(), prepare.clone());
-    let endpoint = endpoint.handle(move |ctx: RequestContext, m: ObjectClassActionVersions| {
-        let (reg, prep) = (reg.clone(), prep.clone());
-        async move {
-            let ctx = prep(ctx);
-            let out = reg
-                .call_class(
-                    &ctx,
-                    &m.objname,
-                    &m.objmethod,
-                    m.object_versions.get(&m.objname),
-                    m.args.unwrap_or_default(),
-                    m.kwargs.unwrap_or_default(),
-                )
-                .await
-                .map_err(to_remote)?;
-            out.to_primitive_for_peer(Some(&m.object_versions))
-                .map_err(|e| to_remote(e.into()))
-        }
-    });
+    let endpoint = endpoint.handle_as(
+        class_action,
+        move |ctx: RequestContext, m: ObjectClassActionVersions| {
+            let (reg, prep) = (reg.clone(), prep.clone());
+            async move {
+                let ctx = prep(ctx);
+                let out = reg
+                    .call_class(
+                        &ctx,
+                        &m.objname,
+                        &m.objmethod,
+                        m.object_versions.get(&m.objname),
+                        m.args.unwrap_or_default(),
+                        m.kwargs.unwrap_or_default(),
+                    )
+                    .await
+                    .map_err(to_remote)?;
+                out.to_primitive_for_peer(Some(&m.object_versions))
+                    .map_err(|e| to_remote(e.into()))
+            }
+        },
+    );
 
     let (reg, prep) = (registry.clone(), prepare.clone());
-    let endpoint = endpoint.handle(move |ctx: RequestContext, m: ObjectAction| {
+    let endpoint = endpoint.handle_as(action, move |ctx: RequestContext, m: ObjectAction| {
         let (reg, prep) = (reg.clone(), prep.clone());
         async move {
             let ctx = prep(ctx);
@@ -198,22 +261,28 @@ pub fn add_object_endpoints(
         }
     });
 
-    endpoint.handle(move |_ctx: RequestContext, m: ObjectBackportVersions| {
-        let reg = registry.clone();
-        async move {
-            let obj = reg
-                .from_primitive(&m.objinst)
-                .map_err(|e| to_remote(e.into()))?;
-            obj.obj_to_primitive(verso::Target::Peer(&m.object_versions))
-                .map_err(|e| to_remote(e.into()))
-        }
-    })
+    endpoint.handle_as(
+        backport,
+        move |_ctx: RequestContext, m: ObjectBackportVersions| {
+            let reg = registry.clone();
+            async move {
+                let obj = reg
+                    .from_primitive(&m.objinst)
+                    .map_err(|e| to_remote(e.into()))?;
+                obj.obj_to_primitive(verso::Target::Peer(&m.object_versions))
+                    .map_err(|e| to_remote(e.into()))
+            }
+        },
+    )
 }
 
-/// The agent's view of the conductor's object API.
+/// The agent's view of the conductor's object API: the three methods at the version
+/// the conductor API declares them.
 #[derive(Clone)]
 pub struct ConductorApi {
     client: RpcClient,
+    /// The three declarations at the version they are called at.
+    specs: &'static [MethodSpec; 3],
 }
 
 /// A feature that needs object indirection was enabled with a conductor cap too low
@@ -234,9 +303,14 @@ pub struct IndirectionUnavailable {
 
 impl ConductorApi {
     /// An API over `client`, whose target is the conductor's topic and whose cap is
-    /// `[upgrade_levels] conductor`.
-    pub fn new(client: RpcClient) -> Self {
-        ConductorApi { client }
+    /// `[upgrade_levels] conductor`, calling the object methods at `version`: where the
+    /// conductor API declares them ([`INDIRECTION_VERSION`] for oslo's;
+    /// [`indirection_version`] reads it from a declaration).
+    pub fn new(client: RpcClient, version: Version) -> Self {
+        ConductorApi {
+            client,
+            specs: object_specs(version),
+        }
     }
 
     /// The client underneath.
@@ -244,9 +318,15 @@ impl ConductorApi {
         &self.client
     }
 
-    /// Whether the cap allows object indirection (conductor RPC 1.1). Sends nothing.
+    /// The conductor API version the object methods are called at.
+    pub fn version(&self) -> Version {
+        self.specs[0].since
+    }
+
+    /// Whether the cap allows object indirection (the conductor API's version that
+    /// added it). Sends nothing.
     pub fn supports_object_indirection(&self) -> bool {
-        self.client.can_send_version(INDIRECTION_VERSION)
+        self.client.can_send_version(self.version())
     }
 
     /// Startup validation for a feature that needs indirection: a configuration error
@@ -257,7 +337,7 @@ impl ConductorApi {
         }
         Err(IndirectionUnavailable {
             feature: feature.to_owned(),
-            required: INDIRECTION_VERSION,
+            required: self.version(),
             configured: self
                 .client
                 .cap()
@@ -266,7 +346,16 @@ impl ConductorApi {
     }
 
     async fn call<M: RpcMethod>(&self, ctx: &RequestContext, m: M) -> Result<M::Reply, CallError> {
-        self.client.call_method(ctx, m).await.map_err(from_rpc)
+        let spec = self
+            .specs
+            .iter()
+            .find(|s| s.name == M::NAME)
+            .unwrap_or(M::spec());
+        self.client
+            .prepare()
+            .call_method_as(ctx, m, spec)
+            .await
+            .map_err(from_rpc)
     }
 }
 

@@ -13,7 +13,7 @@
 use crate::message::json_type;
 use crate::method::{Encoder, RpcApi, RpcMethod};
 use crate::{RemoteError, RpcError};
-use futures::future::BoxFuture;
+use futures::future::{BoxFuture, Either};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -375,8 +375,8 @@ pub struct Endpoint {
     version: Version,
     methods: Vec<Method>,
     index: HashMap<String, usize>,
-    /// For an endpoint of a declared API: its name and the names of its methods.
-    declared: Option<(&'static str, Vec<&'static str>)>,
+    /// For an endpoint of a declared API: its name and its methods' declarations.
+    declared: Option<(&'static str, Vec<&'static MethodSpec>)>,
 }
 
 impl Endpoint {
@@ -397,10 +397,7 @@ impl Endpoint {
     pub fn for_api<A: RpcApi>() -> Self {
         let mut ep = Endpoint::new(A::VERSION);
         ep.namespace = A::NAMESPACE.map(str::to_owned);
-        ep.declared = Some((
-            A::NAME,
-            A::methods().iter().map(|m| m.name.as_str()).collect(),
-        ));
+        ep.declared = Some((A::NAME, A::methods()));
         ep
     }
 
@@ -425,11 +422,48 @@ impl Endpoint {
         F: Fn(RequestContext, M) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<M::Reply, RemoteError>> + Send + 'static,
     {
-        self.method(M::spec().clone(), move |ctx, args: Args| {
-            let started = M::decode_args(args.into_map()).map(|m| handler(ctx, m));
-            async move {
-                let reply = started?.await?;
-                M::encode_reply(&reply, &Encoder::new()).map_err(|e| e.to_remote())
+        self.handle_as(M::spec(), handler)
+    }
+
+    /// [`handle`](Self::handle) under `spec`, `M`'s declaration placed at another version
+    /// by the API that includes it (the conductor's object methods).
+    pub(crate) fn handle_as<M, F, Fut>(self, spec: &MethodSpec, handler: F) -> Self
+    where
+        M: RpcMethod,
+        F: Fn(RequestContext, M) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<M::Reply, RemoteError>> + Send + 'static,
+    {
+        // Handlers fail with the wire form itself; it is the cold path, so no boxing.
+        #[allow(clippy::result_large_err)]
+        fn encode<M: RpcMethod>(reply: Result<M::Reply, RemoteError>) -> HandlerResult {
+            M::encode_reply(&reply?, &Encoder::new()).map_err(|e| e.to_remote())
+        }
+        let handler = Arc::new(handler);
+        self.method(spec.clone(), move |ctx: RequestContext, args: Args| {
+            let args = args.into_map();
+            match M::args_manifest().filter(|m| crate::backport::map_holds_newer(&args, m)) {
+                None => {
+                    let started = M::decode_args(args).map(|m| handler(ctx, m));
+                    Either::Left(async move { encode::<M>(started?.await) })
+                }
+                // An object newer than this build knows: backported through the
+                // context's indirection API first, as oslo.versionedobjects' serializer
+                // does for a server's arguments.
+                Some(manifest) => {
+                    let handler = handler.clone();
+                    Either::Right(async move {
+                        let mut args = Value::Object(args);
+                        crate::backport::backport_unknown(&ctx, &mut args, manifest)
+                            .await
+                            .map_err(|e| e.to_remote())?;
+                        let args = match args {
+                            Value::Object(args) => args,
+                            _ => Map::new(),
+                        };
+                        let m = M::decode_args(args)?;
+                        encode::<M>(handler(ctx, m).await)
+                    })
+                }
             }
         })
     }
@@ -477,19 +511,34 @@ impl Endpoint {
     /// (an older client does not send it); defaults match their types.
     pub fn validate(&self) -> Result<(), RpcError> {
         let bad = |detail: String| Err(RpcError::InvalidEndpoint { detail });
-        if let Some((api, names)) = &self.declared {
-            if let Some(m) = self
-                .methods
-                .iter()
-                .find(|m| !names.contains(&m.spec.name.as_str()))
-            {
-                return bad(format!(
-                    "method '{}' is not declared by RPC API '{api}'",
-                    m.spec.name
-                ));
+        if let Some((api, declared)) = &self.declared {
+            for m in &self.methods {
+                match declared.iter().find(|d| d.name == m.spec.name) {
+                    None => {
+                        return bad(format!(
+                            "method '{}' is not declared by RPC API '{api}'",
+                            m.spec.name
+                        ))
+                    }
+                    Some(d) if **d != m.spec => {
+                        let how = if d.since != m.spec.since {
+                            format!(
+                                "as added in {}, but RPC API '{api}' declares it added in {}",
+                                m.spec.since, d.since
+                            )
+                        } else {
+                            format!("with other arguments than RPC API '{api}' declares")
+                        };
+                        return bad(format!("method '{}' is served {how}", m.spec.name));
+                    }
+                    Some(_) => {}
+                }
             }
-            if let Some(n) = names.iter().find(|n| !self.index.contains_key(**n)) {
-                return bad(format!("method '{n}' of RPC API '{api}' has no handler"));
+            if let Some(d) = declared.iter().find(|d| !self.index.contains_key(&d.name)) {
+                return bad(format!(
+                    "method '{}' of RPC API '{api}' has no handler",
+                    d.name
+                ));
             }
         }
         for (i, m) in self.methods.iter().enumerate() {

@@ -52,6 +52,7 @@
 // The derives name this crate `::verso_rpc`, also from inside it.
 extern crate self as verso_rpc;
 
+mod backport;
 pub mod caps;
 pub mod client;
 pub mod conductor;

@@ -16,8 +16,11 @@
 //! integers, UUIDs, date-times, enums, objects, lists and dicts of them, `Option` for
 //! nullable): an object travels as its primitive, backported for the peer's manifest when
 //! the caller names one ([`Prepared::peer_manifest`](crate::Prepared::peer_manifest)),
-//! exactly as the conductor's object endpoints reply. Any other type goes through serde
-//! (`serde_json::Value`, a `VersionManifest`, plain serde structs).
+//! exactly as the conductor's object endpoints reply. On the receiving side an object at
+//! a newer minor than this build knows is backported through the context's indirection
+//! API before it is decoded, as oslo.versionedobjects' serializer does (a reply on the
+//! client, arguments on the server; see `RpcClient::call_method`). Any other type goes
+//! through serde (`serde_json::Value`, a `VersionManifest`, plain serde structs).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -96,6 +99,20 @@ pub trait RpcMethod: Sized + Send + 'static {
 
     /// The reply from its wire value.
     fn decode_reply(value: Value) -> Result<Self::Reply, RpcError>;
+
+    /// When an argument holds objects: this build's manifest of them (the argument types'
+    /// object trees), which arguments at newer versions are backported to on the server.
+    /// `None` (the default) for arguments without objects.
+    fn args_manifest() -> Option<&'static VersionManifest> {
+        None
+    }
+
+    /// When the reply holds objects: this build's manifest of them (the reply type's
+    /// object tree, OVO's `obj_tree_get_versions`), which a reply at newer versions is
+    /// backported to. `None` (the default) for replies without objects.
+    fn reply_manifest() -> Option<&'static VersionManifest> {
+        None
+    }
 }
 
 /// An RPC API, independent of the topic it is served on: its name, its newest version,
@@ -197,7 +214,7 @@ pub mod __private {
     use verso::FieldValue;
 
     pub use serde_json::{Map, Value};
-    pub use verso::Version;
+    pub use verso::{Version, VersionManifest};
 
     /// Stands for a field type `T`; method resolution on `&&Tag<T>` picks the verso
     /// field encoding when `T` is a field type, else serde's.
@@ -224,6 +241,8 @@ pub mod __private {
         fn encode(&self, value: &T, enc: &Encoder<'_>) -> Result<Value, String>;
         /// From the wire value.
         fn decode(&self, value: Value) -> Result<T, String>;
+        /// The manifest of the objects `T` holds, if it holds objects.
+        fn manifest(&self) -> Option<VersionManifest>;
     }
 
     /// Encoding of any other serde type.
@@ -234,6 +253,10 @@ pub mod __private {
         fn encode(&self, value: &T, enc: &Encoder<'_>) -> Result<Value, String>;
         /// From the wire value.
         fn decode(&self, value: Value) -> Result<T, String>;
+        /// No objects: `None`.
+        fn manifest(&self) -> Option<VersionManifest> {
+            None
+        }
     }
 
     fn arg_type_of(ft: &FieldType) -> ArgType {
@@ -270,6 +293,9 @@ pub mod __private {
                 return Err("null is not allowed".into());
             }
             T::from_primitive_owned(value).map_err(|e| e.to_string())
+        }
+        fn manifest(&self) -> Option<VersionManifest> {
+            T::child_schema().map(|schema| VersionManifest::for_schema(schema()))
         }
     }
 
@@ -309,6 +335,18 @@ pub mod __private {
             spec = spec.since(since);
         }
         spec
+    }
+
+    /// The manifests of several types as one (`None` when none holds objects).
+    pub fn merge_manifests<const N: usize>(
+        manifests: [Option<VersionManifest>; N],
+    ) -> Option<VersionManifest> {
+        manifests.into_iter().flatten().reduce(|mut all, m| {
+            for (name, version) in m.iter() {
+                all.insert(name, version);
+            }
+            all
+        })
     }
 
     /// An argument the server could not decode, as oslo's `ValueError`.

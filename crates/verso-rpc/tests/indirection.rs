@@ -1,17 +1,24 @@
 //! Remotable methods through the conductor over the memory transport: agents run object
 //! methods on the conductor, which owns the store, and get results at their versions.
 
-use cyborg_model::{Device, DeviceList, ManagedMode, MemoryStore, StoreHandle};
+use cyborg_model::{Device, DeviceList, DeviceType, ManagedMode, MemoryStore, StoreHandle};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use verso::indirection::CallError;
 use verso::{
-    IndirectionApi, ObjectList, RequestContext, Version, VersionManifest, VersionedObject,
+    Field, IndirectionApi, ObjectList, ObjectMeta, RequestContext, Version, VersionManifest,
+    VersionedObject,
 };
-use verso_rpc::conductor::{add_object_endpoints, ConductorApi};
+use verso_rpc::conductor::{
+    add_object_endpoints, indirection_version, object_methods_since, ConductorApi,
+    INDIRECTION_VERSION,
+};
+use verso_rpc::testing::Recording;
 use verso_rpc::transport::memory::MemoryTransport;
-use verso_rpc::{Endpoint, RpcClient, RpcError, RpcServer, ServerHandle, Target};
+use verso_rpc::{
+    Endpoint, MethodSpec, RpcApi, RpcClient, RpcError, RpcMethod, RpcServer, ServerHandle, Target,
+};
 
 const DEV1: &str = "5d5a3e0b-6b2f-4b9a-9d0c-000000000001";
 
@@ -55,6 +62,7 @@ async fn conductor(devices: usize) -> Conductor {
     let (s, r) = (store.clone(), requests.clone());
     let endpoint = add_object_endpoints(
         Endpoint::new(Version::new(1, 1)),
+        INDIRECTION_VERSION,
         Arc::new(cyborg_model::registry()),
         move |ctx| {
             r.fetch_add(1, Ordering::SeqCst);
@@ -82,7 +90,7 @@ impl Conductor {
     fn api(&self, cap: Version) -> Arc<ConductorApi> {
         let client = RpcClient::new(self.transport.clone(), Target::new("cyborg-conductor"))
             .version_cap(cap);
-        Arc::new(ConductorApi::new(client))
+        Arc::new(ConductorApi::new(client, INDIRECTION_VERSION))
     }
 
     /// An agent's context: no store, the conductor API as indirection.
@@ -323,4 +331,457 @@ async fn unsupported_requests_fail_typed_without_fallback() {
         .await
         .expect_err("too new");
     assert_eq!(e.kind(), "IncompatibleObjectVersion");
+}
+
+/// A conductor API of another shape than oslo's: major 2, object indirection added in
+/// 2.3 (oslo's is 1.1).
+struct ConductorV2;
+
+const V2_INDIRECTION: Version = Version::new(2, 3);
+
+/// The API's own method.
+#[derive(RpcMethod, Debug)]
+#[rpc(name = "ping", since = "2.0", reply = String)]
+struct Ping {}
+
+impl RpcApi for ConductorV2 {
+    const NAME: &'static str = "conductor";
+    const VERSION: Version = Version::new(2, 4);
+
+    fn methods() -> Vec<&'static MethodSpec> {
+        let mut m = vec![Ping::spec()];
+        m.extend(object_methods_since(V2_INDIRECTION));
+        m
+    }
+}
+
+/// Every (method, version) the recording transport sent, oldest first.
+fn sent(t: &Recording) -> Vec<(String, String)> {
+    t.sent
+        .lock()
+        .expect("not poisoned")
+        .iter()
+        .map(|(_, _, m)| {
+            let text = |k: &str| m[k].as_str().unwrap_or("?").to_owned();
+            (text("method"), text("version"))
+        })
+        .collect()
+}
+
+/// The v2 conductor's endpoint: `ping` and the object methods served at `version`.
+fn conductor_v2(store: &StoreHandle, version: Version) -> Endpoint {
+    let s = store.clone();
+    add_object_endpoints(
+        Endpoint::for_api::<ConductorV2>()
+            .handle(|_ctx, _: Ping| async move { Ok("pong".to_owned()) }),
+        version,
+        Arc::new(cyborg_model::registry()),
+        move |ctx| ctx.with_extension(s.clone()),
+    )
+}
+
+#[tokio::test]
+async fn indirection_at_another_version_is_served_and_called_there() {
+    // The declaration says where the three methods are, and the lock file records them so.
+    assert_eq!(indirection_version::<ConductorV2>(), Some(V2_INDIRECTION));
+    assert_eq!(
+        indirection_version::<verso_rpc::conductor::ObjectIndirectionApi>(),
+        Some(INDIRECTION_VERSION)
+    );
+    let declared: Vec<_> = ConductorV2::spec()
+        .methods
+        .into_iter()
+        .filter(|m| m.name.starts_with("object_"))
+        .map(|m| (m.name, m.since))
+        .collect();
+    assert_eq!(declared.len(), 3);
+    assert!(
+        declared.iter().all(|(_, since)| *since == V2_INDIRECTION),
+        "{declared:?}"
+    );
+
+    let t = Recording::default();
+    let store = StoreHandle(Arc::new(
+        MemoryStore::from_seed(&seed(4)).expect("seed loads"),
+    ));
+    let server = RpcServer::new(Arc::new(t.clone()), Target::new("conductor-v2"))
+        .endpoint(conductor_v2(&store, V2_INDIRECTION))
+        .expect("served where declared")
+        .start()
+        .await
+        .expect("server starts");
+    let client = |cap: Version| {
+        RpcClient::for_api::<ConductorV2>(Arc::new(t.clone()), "conductor-v2").version_cap(cap)
+    };
+    let api = Arc::new(ConductorApi::new(
+        client(Version::new(2, 4)),
+        V2_INDIRECTION,
+    ));
+    assert_eq!(api.version(), V2_INDIRECTION);
+    assert!(api.supports_object_indirection());
+    let ctx = RequestContext::new("req-v2")
+        .with_role("admin")
+        .with_indirection("cyborg", api.clone());
+
+    // A class method, an instance method and a backport, each at 2.3.
+    let hosts = DeviceList::get_by_hostname(&ctx, "host1".into())
+        .await
+        .expect("class method");
+    assert_eq!(hosts.len(), 2);
+    let mut dev = Device::get_by_uuid(&ctx, DEV1.parse().expect("uuid"))
+        .await
+        .expect("class method");
+    dev.set_managed(ManagedMode::Managed)
+        .await
+        .expect("instance method");
+    assert_eq!(dev.managed_mode.get(), Some(&ManagedMode::Managed));
+    let mut old = VersionManifest::new();
+    old.insert("Device", Version::new(1, 1));
+    let back = api
+        .object_backport_versions(&ctx, verso::FieldValue::to_primitive(&dev), &old)
+        .await
+        .expect("backport");
+    assert_eq!(back["versioned_object.version"], "1.1");
+    let expect: Vec<(String, String)> = [
+        "object_class_action_versions",
+        "object_class_action_versions",
+        "object_action",
+        "object_backport_versions",
+    ]
+    .iter()
+    .map(|m| (m.to_string(), "2.3".to_owned()))
+    .collect();
+    assert_eq!(sent(&t), expect);
+
+    // Capped below 2.3: refused before sending, naming 2.3.
+    let pinned = ConductorApi::new(client(Version::new(2, 2)), V2_INDIRECTION);
+    assert!(!pinned.supports_object_indirection());
+    let text = pinned
+        .require_indirection("NVMe cleanup")
+        .expect_err("cap too low")
+        .to_string();
+    assert!(
+        text.contains("conductor to 2.3") && text.contains("is 2.2"),
+        "{text}"
+    );
+    let capped = RequestContext::new("req").with_indirection("cyborg", Arc::new(pinned));
+    let err = DeviceList::get_all(&capped).await.expect_err("cap 2.2");
+    let CallError::Indirection(source) = &err else {
+        panic!("expected an indirection error, got {err}")
+    };
+    assert!(matches!(
+        source.downcast_ref::<RpcError>(),
+        Some(RpcError::VersionCap { .. })
+    ));
+
+    // oslo's client (1.1) is refused by this conductor's dispatcher: another major.
+    let oslo = ConductorApi::new(
+        RpcClient::new(Arc::new(t.clone()), Target::new("conductor-v2")),
+        INDIRECTION_VERSION,
+    );
+    let err = oslo
+        .object_backport_versions(&ctx, verso::FieldValue::to_primitive(&dev), &old)
+        .await
+        .expect_err("1.1 is not served");
+    let CallError::Indirection(source) = &err else {
+        panic!("expected an indirection error, got {err}")
+    };
+    assert!(
+        matches!(
+            source.downcast_ref::<RpcError>(),
+            Some(RpcError::UnsupportedVersion { .. })
+        ),
+        "{source}"
+    );
+    assert_eq!(sent(&t).len(), 5, "the capped call sent nothing");
+    server.stop().await;
+
+    // Served at a version its API does not declare: refused when the server registers it.
+    let Err(err) = RpcServer::new(Arc::new(t.clone()), Target::new("conductor-v2"))
+        .endpoint(conductor_v2(&store, Version::new(2, 2)))
+    else {
+        panic!("served where not declared, yet registered")
+    };
+    assert!(
+        err.to_string().contains("declares it added in 2.3"),
+        "{err}"
+    );
+}
+
+/// `Device` as a release that stops at 1.1 has it (no `managed_mode`).
+#[derive(VersionedObject, Clone, Debug, PartialEq)]
+#[verso(name = "Device", namespace = "cyborg", version = "1.1")]
+struct DeviceN {
+    id: Field<i64>,
+    uuid: Field<uuid::Uuid>,
+    r#type: Field<DeviceType>,
+    vendor: Field<String>,
+    model: Field<String>,
+    std_board_info: Field<Option<String>>,
+    hostname: Field<String>,
+    #[verso(since = "1.1")]
+    vendor_board_info: Field<Option<String>>,
+    created_at: Field<Option<verso::DateTime>>,
+    updated_at: Field<Option<verso::DateTime>>,
+    meta: ObjectMeta,
+}
+
+/// The server's method: a device, at this build's `Device` (1.2).
+#[derive(RpcMethod, Debug)]
+#[rpc(name = "get_devices", since = "1.0", reply = Vec<Device>)]
+struct GetDevices {
+    host: String,
+}
+
+/// The same method as the release N client declares it: its replies are `Device` 1.1.
+#[derive(RpcMethod, Debug)]
+#[rpc(name = "get_devices", since = "1.0", reply = Vec<DeviceN>)]
+struct GetDevicesN {
+    host: String,
+}
+
+/// One device, as the release N client declares it.
+#[derive(RpcMethod, Debug)]
+#[rpc(name = "get_device", since = "1.0", reply = DeviceN)]
+struct GetDeviceN {
+    uuid: String,
+}
+
+/// The server's single-device method.
+#[derive(RpcMethod, Debug)]
+#[rpc(name = "get_device", since = "1.0", reply = Device)]
+struct GetDevice {
+    uuid: String,
+}
+
+#[tokio::test]
+async fn a_reply_newer_than_the_callers_class_is_backported_through_the_conductor() {
+    let t = Recording::default();
+    let store = StoreHandle(Arc::new(
+        MemoryStore::from_seed(&seed(4)).expect("seed loads"),
+    ));
+    let (s1, s2) = (store.clone(), store.clone());
+    // A release N+1 conductor: its own methods reply with Device 1.2; it serves the
+    // object methods too (oslo's 1.1).
+    let endpoint = Endpoint::new(Version::new(1, 1))
+        .handle(move |_ctx, m: GetDevices| {
+            let ctx = RequestContext::new("conductor").with_extension(s1.clone());
+            async move {
+                let all = DeviceList::get_by_hostname(&ctx, m.host)
+                    .await
+                    .map_err(|e| verso_rpc::RemoteError::new(e.kind(), "test", e.to_string()))?;
+                Ok(all.iter().cloned().collect())
+            }
+        })
+        .handle(move |_ctx, m: GetDevice| {
+            let ctx = RequestContext::new("conductor").with_extension(s2.clone());
+            async move {
+                let uuid = m
+                    .uuid
+                    .parse()
+                    .map_err(|_| verso_rpc::RemoteError::new("ValueError", "test", "not a uuid"))?;
+                Device::get_by_uuid(&ctx, uuid)
+                    .await
+                    .map_err(|e| verso_rpc::RemoteError::new(e.kind(), "test", e.to_string()))
+            }
+        });
+    let endpoint = add_object_endpoints(
+        endpoint,
+        INDIRECTION_VERSION,
+        Arc::new(cyborg_model::registry()),
+        |ctx| ctx,
+    );
+    let server = RpcServer::new(Arc::new(t.clone()), Target::new("conductor"))
+        .endpoint(endpoint)
+        .expect("valid")
+        .start()
+        .await
+        .expect("server starts");
+    let client = RpcClient::new(Arc::new(t.clone()), Target::new("conductor"));
+    let api = Arc::new(ConductorApi::new(client.clone(), INDIRECTION_VERSION));
+    let agent_n = RequestContext::new("req-n").with_indirection("cyborg", api);
+
+    // One object: backported to 1.1 by one object_backport_versions with N's manifest.
+    let dev = client
+        .call_method(&agent_n, GetDeviceN { uuid: DEV1.into() })
+        .await
+        .expect("backported reply");
+    assert_eq!(
+        verso::FieldValue::to_primitive(&dev)["versioned_object.version"],
+        "1.1"
+    );
+    assert_eq!(dev.hostname.get().map(String::as_str), Some("host1"));
+    assert_eq!(dev.vendor_board_info.get(), Some(&Some("sxm4".to_owned())));
+    let calls = sent(&t);
+    assert_eq!(
+        calls,
+        vec![
+            ("get_device".to_owned(), "1.0".to_owned()),
+            ("object_backport_versions".to_owned(), "1.1".to_owned())
+        ]
+    );
+    let (_, _, msg) = t.last().expect("sent");
+    assert_eq!(
+        msg["args"]["object_versions"],
+        json!({"Device": "1.1"}),
+        "the caller's manifest of its reply type"
+    );
+    assert_eq!(msg["args"]["objinst"]["versioned_object.version"], "1.2");
+
+    // A list: each member backported (as OVO's serializer walks a list).
+    let devs = client
+        .call_method(
+            &agent_n,
+            GetDevicesN {
+                host: "host2".into(),
+            },
+        )
+        .await
+        .expect("backported members");
+    assert_eq!(devs.len(), 2);
+    assert!(devs
+        .iter()
+        .all(|d| d.hostname.get().map(String::as_str) == Some("host2")));
+    assert_eq!(sent(&t).len(), 5, "one call and two backports");
+
+    // A caller that knows 1.2 decodes it as it is: no backport.
+    let current = client
+        .call_method(&agent_n, GetDevice { uuid: DEV1.into() })
+        .await
+        .expect("current reply");
+    assert_eq!(current.managed_mode.get(), Some(&ManagedMode::Unmanaged));
+    assert_eq!(sent(&t).len(), 6);
+
+    // Without indirection: the incompatible-version error of today.
+    let err = client
+        .call_method(
+            &RequestContext::new("req-plain"),
+            GetDeviceN { uuid: DEV1.into() },
+        )
+        .await
+        .expect_err("no indirection");
+    assert!(
+        matches!(&err, RpcError::Serialization { detail }
+            if detail.contains("Version 1.2 of Device is not supported, supported version is 1.1")),
+        "{err}"
+    );
+    assert_eq!(sent(&t).len(), 7, "nothing but the call was sent");
+    server.stop().await;
+}
+
+/// A release N agent's method: it takes a device, at its `Device` (1.1).
+#[derive(RpcMethod, Debug)]
+#[rpc(name = "describe_device", since = "1.0", reply = String)]
+struct DescribeDeviceN {
+    device: DeviceN,
+}
+
+/// The same method as release N+1, the caller, declares it.
+#[derive(RpcMethod, Debug)]
+#[rpc(name = "describe_device", since = "1.0", reply = String)]
+struct DescribeDevice {
+    device: Device,
+}
+
+#[tokio::test]
+async fn an_argument_newer_than_the_servers_class_is_backported_through_the_conductor() {
+    let t = Recording::default();
+    let store = StoreHandle(Arc::new(
+        MemoryStore::from_seed(&seed(2)).expect("seed loads"),
+    ));
+    let s = store.clone();
+    let conductor = RpcServer::new(Arc::new(t.clone()), Target::new("conductor"))
+        .endpoint(add_object_endpoints(
+            Endpoint::new(Version::new(1, 1)),
+            INDIRECTION_VERSION,
+            Arc::new(cyborg_model::registry()),
+            move |ctx| ctx.with_extension(s.clone()),
+        ))
+        .expect("valid")
+        .start()
+        .await
+        .expect("conductor starts");
+
+    // Release N agents: one whose requests' contexts carry the conductor as their
+    // indirection API (a server layer attaches it), one without.
+    let describe = || {
+        Endpoint::new(Version::new(1, 0)).handle(|_ctx, m: DescribeDeviceN| async move {
+            let p = verso::FieldValue::to_primitive(&m.device);
+            Ok(format!(
+                "{} {} {}",
+                m.device.hostname.get().map_or("?", String::as_str),
+                p["versioned_object.version"].as_str().unwrap_or("?"),
+                p["versioned_object.data"].get("managed_mode").is_some(),
+            ))
+        })
+    };
+    let api = Arc::new(ConductorApi::new(
+        RpcClient::new(Arc::new(t.clone()), Target::new("conductor")),
+        INDIRECTION_VERSION,
+    ));
+    let agent = RpcServer::new(Arc::new(t.clone()), Target::new("agent"))
+        .endpoint(describe())
+        .expect("valid")
+        .layer(tower::ServiceBuilder::new().map_request(
+            move |mut r: verso_rpc::message::Request| {
+                r.context = r.context.with_indirection("cyborg", api.clone());
+                r
+            },
+        ))
+        .start()
+        .await
+        .expect("agent starts");
+    let plain = RpcServer::new(Arc::new(t.clone()), Target::new("agent-plain"))
+        .endpoint(describe())
+        .expect("valid")
+        .start()
+        .await
+        .expect("agent starts");
+
+    // Release N+1 sends its Device 1.2, not knowing the agent's manifest.
+    let local = RequestContext::new("req-local").with_extension(store.clone());
+    let dev = Device::get_by_uuid(&local, DEV1.parse().expect("uuid"))
+        .await
+        .expect("local");
+    let ctx = RequestContext::new("req-new");
+    let reply = RpcClient::new(Arc::new(t.clone()), Target::new("agent"))
+        .call_method(
+            &ctx,
+            DescribeDevice {
+                device: dev.clone(),
+            },
+        )
+        .await
+        .expect("backported argument");
+    assert_eq!(reply, "host1 1.1 false");
+    assert_eq!(
+        sent(&t),
+        vec![
+            ("describe_device".to_owned(), "1.0".to_owned()),
+            ("object_backport_versions".to_owned(), "1.1".to_owned())
+        ]
+    );
+    let (_, _, msg) = t.last().expect("sent");
+    assert_eq!(msg["args"]["object_versions"], json!({"Device": "1.1"}));
+
+    // Without indirection: refused as today, naming the argument and the versions.
+    let err = RpcClient::new(Arc::new(t.clone()), Target::new("agent-plain"))
+        .call_method(&ctx, DescribeDevice { device: dev })
+        .await
+        .expect_err("no indirection");
+    let RpcError::Remote(remote) = &err else {
+        panic!("expected the method's argument error, got {err}")
+    };
+    assert_eq!(remote.kind, "ValueError");
+    assert!(
+        remote
+            .message
+            .contains("device: Version 1.2 of Device is not supported, supported version is 1.1"),
+        "{}",
+        remote.message
+    );
+    assert_eq!(sent(&t).len(), 3, "no backport was asked for");
+    for s in [agent, plain, conductor] {
+        s.stop().await;
+    }
 }

@@ -231,6 +231,88 @@ async fn verso_client_calls_python_server() {
     );
 }
 
+/// `InteropThing` as a release that stops at 1.0 has it (no `tags`).
+#[derive(VersionedObject, Clone, Debug, PartialEq)]
+#[verso(namespace = "verso_interop", name = "InteropThing", version = "1.0")]
+struct InteropThingN {
+    id: verso::Field<i64>,
+    name: verso::Field<String>,
+    meta: verso::ObjectMeta,
+}
+
+/// peer.py's `echo_thing`, as a release N client declares it.
+#[derive(verso_rpc::RpcMethod, Debug)]
+#[rpc(name = "echo_thing", since = "1.1", reply = InteropThingN)]
+struct EchoThingN {
+    thing: InteropThingN,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_n_client_gets_a_python_servers_newer_reply_backported() {
+    use verso_rpc::conductor::{add_object_endpoints, ConductorApi, INDIRECTION_VERSION};
+    let env = Env::get();
+    let topic = unique_topic("rs-n-to-py");
+    let _py = env.py_server(&topic, "py-1", None);
+    let transport = env.transport().await;
+    // A verso conductor that knows InteropThing 1.1 serves object_backport_versions.
+    let mut registry = verso::Registry::new();
+    registry.register::<InteropThing>();
+    let conductor_topic = format!("{topic}-conductor");
+    let conductor = verso_rpc::RpcServer::new(transport.clone(), Target::new(&conductor_topic))
+        .endpoint(add_object_endpoints(
+            verso_rpc::Endpoint::new(Version::new(1, 1)),
+            INDIRECTION_VERSION,
+            Arc::new(registry),
+            |ctx| ctx,
+        ))
+        .expect("endpoint")
+        .start()
+        .await
+        .expect("conductor starts");
+    let api = ConductorApi::new(
+        RpcClient::new(transport.clone(), Target::new(&conductor_topic))
+            .timeout(Duration::from_secs(15)),
+        INDIRECTION_VERSION,
+    );
+    let ctx = RequestContext::new("req-rs-n").with_indirection("verso_interop", Arc::new(api));
+    let client = RpcClient::new(transport.clone(), Target::new(topic.clone()))
+        .timeout(Duration::from_secs(15));
+    let thing = InteropThingN {
+        id: 9.into(),
+        name: "fpga".into(),
+        ..InteropThingN::blank()
+    };
+
+    // The Python server replies InteropThing 1.1 (OVO's serializer, its own version);
+    // the release N client has the conductor backport it to 1.0 and decodes that.
+    let back = client
+        .call_method(
+            &ctx,
+            EchoThingN {
+                thing: thing.clone(),
+            },
+        )
+        .await
+        .expect("a backported reply");
+    assert_eq!(back.name.get().map(String::as_str), Some("FPGA"));
+    assert_eq!(back.id.get(), Some(&9));
+    let primitive = verso::FieldValue::to_primitive(&back);
+    assert_eq!(primitive["versioned_object.version"], "1.0");
+    assert!(primitive["versioned_object.data"].get("tags").is_none());
+
+    // Without indirection: refused as before.
+    let err = client
+        .call_method(&RequestContext::new("req-rs-plain"), EchoThingN { thing })
+        .await
+        .expect_err("1.1 is newer than this client");
+    assert!(
+        matches!(&err, RpcError::Serialization { detail }
+            if detail.contains("Version 1.1 of InteropThing is not supported, supported version is 1.0")),
+        "{err}"
+    );
+    conductor.stop().await;
+}
+
 // ---- 3. cast and fanout both ways -----------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -820,6 +902,7 @@ async fn garbage_gets_typed_errors_and_the_server_keeps_serving() {
         verso_rpc::RpcServer::new(env.transport().await, Target::new(conductor_topic.clone()))
             .endpoint(verso_rpc::conductor::add_object_endpoints(
                 verso_rpc::Endpoint::new(Version::new(1, 1)),
+                verso_rpc::conductor::INDIRECTION_VERSION,
                 Arc::new(cyborg_model::registry()),
                 |ctx| ctx,
             ))

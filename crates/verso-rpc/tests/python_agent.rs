@@ -6,75 +6,26 @@
 //! Needs RabbitMQ (`VERSO_TEST_RABBIT_URL`, default `rabbit://guest:guest@127.0.0.1:5672/`)
 //! and a Python with oslo.messaging (`VERSO_TEST_PYTHON`, default `.venv/bin/python`);
 //! `.ci/run` provides both, and a missing one fails the test with what to do.
-#![allow(missing_docs)]
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)] // as the interop and TLS suites: the shared support module unwraps
+
+mod support;
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The example binary cargo builds beside the test binaries.
-fn conductor_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target directory");
-    let bin = dir
-        .join("examples")
-        .join(format!("conductor{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        bin.exists(),
-        "{} is missing: run through `cargo test`, which builds the examples",
-        bin.display()
-    );
-    bin
-}
-
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use std::path::Path;
+use std::process::{Command, Stdio};
+use support::{example_binary, start_ready, unique_topic, Env};
 
 #[test]
 fn python_agent_runs_remotable_methods_on_the_verso_conductor() {
-    let url = std::env::var("VERSO_TEST_RABBIT_URL")
-        .unwrap_or_else(|_| "rabbit://guest:guest@127.0.0.1:5672/".into());
-    let python = std::env::var_os("VERSO_TEST_PYTHON")
-        .map_or_else(|| root().join(".venv/bin/python"), PathBuf::from);
-    assert!(
-        python.exists(),
-        "no Python peer at {}: create the venv with oslo.messaging and oslo.versionedobjects (.ci/run does) or set VERSO_TEST_PYTHON",
-        python.display()
-    );
-    let topic = format!("cyborg-conductor-{}", uuid::Uuid::new_v4().simple());
+    let Env { url, python } = Env::get();
+    let topic = unique_topic("cyborg-conductor");
     let seed = Path::new(env!("CARGO_MANIFEST_DIR")).join("interop/cyborg-seed.json");
-    let mut child = Command::new(conductor_binary())
+    let mut conductor = Command::new(example_binary("conductor"));
+    conductor
         .args(["--transport-url", &url, "--topic", &topic, "--seed"])
         .arg(&seed)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("conductor starts");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let _conductor = Running(child);
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("conductor output");
-    assert_eq!(
-        line.trim(),
-        "ready",
-        "the conductor did not come up (is RabbitMQ running at {url}?)"
-    );
+        .stderr(Stdio::inherit());
+    let _conductor = start_ready(conductor, "the example conductor");
 
     let out = Command::new(&python)
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("interop/cyborg_agent.py"))

@@ -355,7 +355,7 @@ pub async fn start(
 
     // 1. The version record.
     let versions = open_versions(&upgrade, &host, &config.state_dir).await?;
-    let indirection = Indirection::new(conductor.clone());
+    let indirection = Indirection::new(conductor.clone(), accel_objects::rpc::INDIRECTION_VERSION);
     let agent = Arc::new(Agent {
         method: CleanupMethod::from_config(config.nvme.cleanup_command.as_deref()),
         indirection: indirection
@@ -491,8 +491,13 @@ pub fn conductor_context(
     if let Some(cap) = conductor_cap {
         client = client.version_cap(cap);
     }
-    RequestContext::generate()
-        .with_indirection(accel_objects::NAMESPACE, Arc::new(Indirection::new(client)))
+    RequestContext::generate().with_indirection(
+        accel_objects::NAMESPACE,
+        Arc::new(Indirection::new(
+            client,
+            accel_objects::rpc::INDIRECTION_VERSION,
+        )),
+    )
 }
 
 /// Opens the agent's version record; a fresh agent starts at the conductor's apparent

@@ -340,5 +340,10 @@ pub fn endpoint_with_agents(
                 Ok(n)
             }
         });
-    verso_rpc::conductor::add_object_endpoints(endpoint, Arc::new(registry), prepare)
+    verso_rpc::conductor::add_object_endpoints(
+        endpoint,
+        accel_objects::rpc::INDIRECTION_VERSION,
+        Arc::new(registry),
+        prepare,
+    )
 }

@@ -131,6 +131,10 @@ pub struct ConductorApi;
 /// The conductor API's newest version (1.1: object indirection).
 pub const CONDUCTOR_VERSION: Version = Version::new(1, 1);
 
+/// The conductor API version that added object indirection (its three methods are served
+/// and called at it).
+pub const INDIRECTION_VERSION: Version = Version::new(1, 1);
+
 impl RpcApi for ConductorApi {
     const NAME: &'static str = "conductor";
     const VERSION: Version = CONDUCTOR_VERSION;
@@ -145,7 +149,9 @@ impl RpcApi for ConductorApi {
             UnbindArq::spec(),
             DeleteArqs::spec(),
         ];
-        m.extend(verso_rpc::conductor::object_methods());
+        m.extend(verso_rpc::conductor::object_methods_since(
+            INDIRECTION_VERSION,
+        ));
         m
     }
 }

@@ -1,7 +1,8 @@
-//! What the interop and TLS suites share: the broker and Python probes (each panics with
-//! what to do when its service is missing: these tests never skip), the Python
-//! oslo.messaging peer (`interop/peer.py`), a verso server like the Python one, topics,
-//! temporary files and waiting helpers. `raw` is a second AMQP client (lapin) that reads
+//! What the interop, TLS and Python agent suites share: the broker and Python probes
+//! (each panics with what to do when its service is missing: these tests never skip),
+//! the Python oslo.messaging peer (`interop/peer.py`), a verso server like the Python one,
+//! the example binaries and children that must say `ready`, topics, temporary files and
+//! waiting helpers. `raw` is a second AMQP client (lapin) that reads
 //! and writes the wire directly, and a proxy whose connections can be cut.
 #![allow(dead_code)] // each suite uses part of it
 
@@ -87,43 +88,16 @@ impl Env {
             .args([
                 "server", "--url", &self.url, "--topic", topic, "--server", server,
             ])
-            .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         if let Some(r) = record {
             cmd.arg("--record").arg(r);
         }
-        let mut child = cmd.spawn().expect("start peer.py server");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(l) if l.trim() == "ready" => PyServer(child),
-            other => {
-                let _ = child.kill();
-                panic!("peer.py server did not get ready: {other:?}")
-            }
-        }
+        start_ready(cmd, "peer.py server")
     }
 
     /// The rpc_client example, built by `cargo test` beside this test binary.
     pub fn example_client(&self, topic: &str, args: &[&str]) -> Output {
-        let exe = std::env::current_exe().expect("test binary path");
-        let dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("target dir")
-            .join("examples");
-        let bin = dir.join(format!("rpc_client{}", std::env::consts::EXE_SUFFIX));
-        assert!(
-            bin.exists(),
-            "{} is missing: `cargo test -p verso-rpc` builds the examples",
-            bin.display()
-        );
-        Command::new(bin)
+        Command::new(example_binary("rpc_client"))
             .args([
                 "--transport-url",
                 &self.url,
@@ -138,13 +112,59 @@ impl Env {
     }
 }
 
-pub struct PyServer(Child);
+/// A child process (a Python peer, an example binary), killed when dropped.
+pub struct Running(Child);
 
-impl Drop for PyServer {
+impl Drop for Running {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// The Python oslo.messaging server [`Env::py_server`] starts.
+pub type PyServer = Running;
+
+/// Starts `cmd` and waits (a minute at most) for its first line of output, which must be
+/// `ready`; panics naming `what` otherwise.
+pub fn start_ready(mut cmd: Command, what: &str) -> Running {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {what}: {e}"));
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(l) if l.trim() == "ready" => Running(child),
+        other => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not get ready: {other:?}")
+        }
+    }
+}
+
+/// The example binary `name`, which `cargo test -p verso-rpc` builds beside the test
+/// binaries.
+pub fn example_binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .join("examples")
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        bin.exists(),
+        "{} is missing: `cargo test -p verso-rpc` builds the examples",
+        bin.display()
+    );
+    bin
 }
 
 /// A topic no other test (or earlier run) uses.

@@ -902,10 +902,13 @@ async fn upgrade_conductor(
 /// What a release N peer receives for an object N+1 has moved on from: the host's
 /// attach handles through the conductor's object indirection, at N's manifest.
 async fn backport_example(d: &Deployment, t: &mut Timeline) -> Result<(), Error> {
-    let conductor =
-        verso_rpc::conductor::ConductorApi::new(RpcClient::for_api::<
-            accel_objects::rpc::ConductorApi,
-        >(d.transport.clone(), CONDUCTOR_TOPIC));
+    let conductor = verso_rpc::conductor::ConductorApi::new(
+        RpcClient::for_api::<accel_objects::rpc::ConductorApi>(
+            d.transport.clone(),
+            CONDUCTOR_TOPIC,
+        ),
+        accel_objects::rpc::INDIRECTION_VERSION,
+    );
     let ctx = RequestContext::new("req-demo-backport");
     let host = json!(d.hosts[0]);
     let newest = accel_objects::registry()
@@ -1113,7 +1116,10 @@ fn agent_context(d: &Deployment, request_id: &str) -> RequestContext {
     );
     RequestContext::new(request_id).with_indirection(
         accel_objects::NAMESPACE,
-        Arc::new(verso_rpc::conductor::ConductorApi::new(client)),
+        Arc::new(verso_rpc::conductor::ConductorApi::new(
+            client,
+            accel_objects::rpc::INDIRECTION_VERSION,
+        )),
     )
 }
 

@@ -215,6 +215,9 @@ pub fn started(h: &HostHandle) -> bool {
 
 /// A context that sends attach-handle methods to the conductor, as an agent's does.
 pub fn indirect_ctx(transport: &Arc<dyn Transport>) -> RequestContext {
-    let api = verso_rpc::conductor::ConductorApi::new(client(transport));
+    let api = verso_rpc::conductor::ConductorApi::new(
+        client(transport),
+        accel_objects::rpc::INDIRECTION_VERSION,
+    );
     RequestContext::generate().with_indirection(NAMESPACE, Arc::new(api))
 }
