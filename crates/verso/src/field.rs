@@ -121,6 +121,17 @@ pub trait FieldValue: Clone + fmt::Debug + PartialEq + Send + Sync + 'static {
         )?;
         Ok(Self::from_primitive_owned(v))
     }
+    /// Reads a list member that is a JSON object straight from the parser and appends it
+    /// to `into` (the byte path of a `Vec` of this type); objects are decoded in place,
+    /// in the list's memory. The outer error is the parser's, the inner one the
+    /// member's. Not part of the public API.
+    #[doc(hidden)]
+    fn __push_json_map<'de, A: serde::de::MapAccess<'de>>(
+        into: &mut Vec<Self>,
+        map: A,
+    ) -> std::result::Result<Result<()>, A::Error> {
+        Ok(Self::from_json_map(map)?.map(|v| into.push(v)))
+    }
     /// Appends the primitive as JSON text to `out`, without building a `Value` first
     /// (the fast path of [`VersionedObject::to_primitive_bytes`](crate::VersionedObject::to_primitive_bytes)).
     fn write_json(&self, out: &mut Vec<u8>) {
@@ -563,13 +574,13 @@ impl<T: FieldValue> FieldValue for Vec<T> {
     ) -> std::result::Result<Result<Self>, A::Error> {
         // As `from_primitive`: the first member's error is the list's; the rest of the
         // list is still read (the parser must get past it).
+        // Members are appended by the seed (objects decoded in place); after an error
+        // the list is refused whole, so what is appended then does not matter.
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
         let mut error = None;
-        while let Some(item) = seq.next_element_seed(JsonSeed::<T>::member())? {
-            match (item, &error) {
-                (Ok(v), None) => items.push(v),
-                (Err(e), None) => error = Some(e),
-                _ => {}
+        while let Some(item) = seq.next_element_seed(MemberSeed(&mut items))? {
+            if let (Err(e), None) = (item, &error) {
+                error = Some(e);
             }
         }
         Ok(match error {
@@ -1054,6 +1065,74 @@ impl<'de, T: FieldValue> serde::de::Visitor<'de> for JsonSeed<'_, T> {
         map: A,
     ) -> std::result::Result<Result<T>, A::Error> {
         T::from_json_map(map)
+    }
+}
+
+/// Reads one list member straight from the parser and appends it to the list, as
+/// [`JsonSeed::member`] reads it; a JSON object goes to
+/// [`FieldValue::__push_json_map`], which decodes an object member in place.
+struct MemberSeed<'a, T>(&'a mut Vec<T>);
+
+impl<T> MemberSeed<'_, T> {
+    fn push<E>(self, value: Result<T>) -> std::result::Result<Result<()>, E> {
+        Ok(value.map(|v| self.0.push(v)))
+    }
+}
+
+impl<'de, T: FieldValue> serde::de::DeserializeSeed<'de> for MemberSeed<'_, T> {
+    type Value = Result<()>;
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> std::result::Result<Result<()>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, T: FieldValue> serde::de::Visitor<'de> for MemberSeed<'_, T> {
+    type Value = Result<()>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list member")
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<Result<()>, E> {
+        let value = serde::de::Visitor::<'de>::visit_str(JsonSeed::<T>::member(), v)?;
+        self.push(value)
+    }
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> std::result::Result<Result<()>, E> {
+        let value = serde::de::Visitor::<'de>::visit_bool(JsonSeed::<T>::member(), v)?;
+        self.push(value)
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<Result<()>, E> {
+        let value = serde::de::Visitor::<'de>::visit_i64(JsonSeed::<T>::member(), v)?;
+        self.push(value)
+    }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<Result<()>, E> {
+        let value = serde::de::Visitor::<'de>::visit_u64(JsonSeed::<T>::member(), v)?;
+        self.push(value)
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> std::result::Result<Result<()>, E> {
+        let value = serde::de::Visitor::<'de>::visit_f64(JsonSeed::<T>::member(), v)?;
+        self.push(value)
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<Result<()>, E> {
+        let value = serde::de::Visitor::<'de>::visit_unit(JsonSeed::<T>::member())?;
+        self.push(value)
+    }
+    fn visit_none<E: serde::de::Error>(self) -> std::result::Result<Result<()>, E> {
+        self.visit_unit()
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        seq: A,
+    ) -> std::result::Result<Result<()>, A::Error> {
+        let value = T::from_json_seq(seq)?;
+        self.push(value)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        map: A,
+    ) -> std::result::Result<Result<()>, A::Error> {
+        T::__push_json_map(self.0, map)
     }
 }
 
