@@ -382,24 +382,14 @@ impl FieldValue for Uuid {
 /// the other forms rather than send back text other than it received (a deliberate
 /// difference, README "Deliberate differences from oslo.versionedobjects").
 fn uuid_from_canonical(s: &str) -> Result<Uuid> {
-    // One pass over the text: hyphens where they belong, lower-case hex elsewhere.
-    let mut value: u128 = 0;
-    let canonical = s.len() == 36
-        && s.bytes().enumerate().all(|(i, b)| match (i, b) {
-            (8 | 13 | 18 | 23, b'-') => true,
-            (8 | 13 | 18 | 23, _) => false,
-            (_, b'0'..=b'9') => {
-                value = value << 4 | u128::from(b - b'0');
-                true
-            }
-            (_, b'a'..=b'f') => {
-                value = value << 4 | u128::from(b - b'a' + 10);
-                true
-            }
-            _ => false,
-        });
-    if canonical {
-        return Ok(Uuid::from_u128(value));
+    // 36 bytes are only ever the hyphenated form to `uuid`'s parser (hyphens at 8, 13,
+    // 18 and 23, hex digits of either case elsewhere, table-driven): with no upper-case
+    // letter, that is the canonical form. (A byte-by-byte check cost five times as much.)
+    // (The fold, without an early exit, is vectorized.)
+    if s.len() == 36 && !s.bytes().fold(false, |up, b| up | b.is_ascii_uppercase()) {
+        if let Ok(u) = Uuid::try_parse_ascii(s.as_bytes()) {
+            return Ok(u);
+        }
     }
     Err(invalid(if Uuid::parse_str(s).is_ok() {
         format!("{s} is not a UUID in canonical form (lower-case, hyphenated)")
