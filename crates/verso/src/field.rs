@@ -564,19 +564,18 @@ impl<T: FieldValue> FieldValue for Vec<T> {
     ) -> std::result::Result<Result<Self>, A::Error> {
         // As `from_primitive`: the first member's error is the list's; the rest of the
         // list is still read (the parser must get past it).
-        // Members are appended by the seed (objects decoded in place); after an error
-        // the list is refused whole, so what is appended then does not matter.
+        // Members are appended by the seed (objects decoded in place). After an error
+        // the list is refused whole: the members read so far are dropped and the rest
+        // are only read past.
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
-        let mut error = None;
         while let Some(item) = seq.next_element_seed(MemberSeed(&mut items))? {
-            if let (Err(e), None) = (item, &error) {
-                error = Some(e);
+            if let Err(e) = item {
+                drop(items);
+                while seq.next_element_seed(JsonSeed::<T>::member())?.is_some() {}
+                return Ok(Err(e));
             }
         }
-        Ok(match error {
-            Some(e) => Err(e),
-            None => Ok(items),
-        })
+        Ok(Ok(items))
     }
     fn describe(&self) -> Value {
         Value::Array(self.iter().map(T::describe).collect())

@@ -165,6 +165,36 @@ fn byte_decoder_reports_the_same_errors() {
 }
 
 #[test]
+fn list_members_decoded_from_bytes_in_place_report_the_first_bad_one() {
+    let good = DeviceList::from_objects((1..=4).map(device).collect());
+    let p = good.to_primitive(verso::Target::Own).expect("encodes");
+    let bytes = serde_json::to_vec(&p).expect("json");
+    let back = DeviceList::from_primitive_slice(&bytes).expect("decodes");
+    assert_eq!(back, DeviceList::from_primitive(&p).expect("decodes"));
+    assert_eq!(back.describe(), good.describe());
+    // Two bad members: the first one's error is the list's, whichever path decodes it,
+    // and a list after it still has to be well-formed JSON.
+    let mut bad = p.clone();
+    let objects = &mut bad["versioned_object.data"]["objects"];
+    objects[1]["versioned_object.data"]["hostname"] = json!(null);
+    objects[2]["versioned_object.data"]["uuid"] = json!("not a uuid");
+    let text = serde_json::to_vec(&bad).expect("json");
+    let by_bytes = DeviceList::from_primitive_slice(&text).expect_err("bad member");
+    let by_value = DeviceList::from_primitive(&bad).expect_err("bad member");
+    assert_eq!(by_bytes.to_string(), by_value.to_string());
+    assert_eq!(
+        by_bytes.to_string(),
+        "Device.hostname: Field `hostname' cannot be None"
+    );
+    let mut cut = text.clone();
+    cut.truncate(text.len() - 40);
+    assert!(matches!(
+        DeviceList::from_primitive_slice(&cut),
+        Err(Error::Malformed { .. })
+    ));
+}
+
+#[test]
 fn list_objects_iterate_like_a_vec_and_backport_members() {
     let list = DeviceList::from_objects(vec![device(1), device(2)]);
     assert_eq!(list.len(), 2);
