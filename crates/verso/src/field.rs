@@ -567,15 +567,32 @@ impl<T: FieldValue> FieldValue for Vec<T> {
         // Members are appended by the seed (objects decoded in place). After an error
         // the list is refused whole: the members read so far are dropped and the rest
         // are only read past.
-        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+        //
+        // The number of members is not known until the end. A long list is read into
+        // blocks of a fixed size and moved once into a list of the exact size: growing
+        // one list by doubling re-allocates (and, for lists of megabytes, has the
+        // system map and fault in fresh pages for) about twice its final size.
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(BLOCK));
+        let mut blocks: Vec<Vec<T>> = Vec::new();
         while let Some(item) = seq.next_element_seed(MemberSeed(&mut items))? {
             if let Err(e) = item {
-                drop(items);
+                drop((items, blocks));
                 while seq.next_element_seed(JsonSeed::<T>::member())?.is_some() {}
                 return Ok(Err(e));
             }
+            if items.len() == BLOCK {
+                blocks.push(std::mem::replace(&mut items, Vec::with_capacity(BLOCK)));
+            }
         }
-        Ok(Ok(items))
+        if blocks.is_empty() {
+            return Ok(Ok(items));
+        }
+        let mut all = Vec::with_capacity(blocks.len() * BLOCK + items.len());
+        for block in blocks {
+            all.extend(block);
+        }
+        all.extend(items);
+        Ok(Ok(all))
     }
     fn describe(&self) -> Value {
         Value::Array(self.iter().map(T::describe).collect())
@@ -1056,6 +1073,10 @@ impl<'de, T: FieldValue> serde::de::Visitor<'de> for JsonSeed<'_, T> {
         T::from_json_map(map)
     }
 }
+
+/// The members of a list read before it is read in blocks of this many
+/// (`Vec::from_json_seq`).
+const BLOCK: usize = 256;
 
 /// Reads one list member straight from the parser and appends it to the list, as
 /// [`JsonSeed::member`] reads it; a JSON object goes to
