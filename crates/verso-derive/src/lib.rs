@@ -497,6 +497,12 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
             ) -> ::core::result::Result<::core::result::Result<Self, ::verso::FieldError>, A::Error> {
                 ::verso::__private::decode_map::<Self, A>(map)
             }
+            fn __push_json_map<'de, A: ::verso::__private::MapAccess<'de>>(
+                into: &mut ::std::vec::Vec<Self>,
+                map: A,
+            ) -> ::core::result::Result<::core::result::Result<(), ::verso::FieldError>, A::Error> {
+                ::verso::__private::push_decoded_map::<Self, A>(into, map)
+            }
             fn describe(&self) -> ::verso::__private::Value {
                 ::verso::VersionedObject::describe(self)
             }

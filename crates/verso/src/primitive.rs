@@ -646,12 +646,12 @@ impl<'de> serde::Deserialize<'de> for Key<'de> {
     }
 }
 
-/// What the streaming decoder collects before the header checks run.
-struct Collected<'de, O> {
+/// What the streaming decoder collects before the header checks run (the fields go
+/// straight into the object being decoded).
+struct Collected<'de> {
     namespace: Option<MaybeStr<'de>>,
     name: Option<MaybeStr<'de>>,
     version: Option<MaybeStr<'de>>,
-    obj: O,
     has_data: bool,
     /// Whether `versioned_object.data` is a JSON object.
     data_is_object: bool,
@@ -774,22 +774,24 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for ChangesSeed<'_, O> {
     }
 }
 
-struct EnvelopeVisitor<O>(std::marker::PhantomData<O>);
+/// Reads an object primitive, its fields into the object it holds (a blank one, where
+/// it will stay: a list member is decoded in the list's own memory, not built aside and
+/// moved in).
+struct EnvelopeVisitor<'a, O>(&'a mut O);
 
-impl<'de, O: VersionedObject> serde::de::Visitor<'de> for EnvelopeVisitor<O> {
-    type Value = Collected<'de, O>;
+impl<'de, O: VersionedObject> serde::de::Visitor<'de> for EnvelopeVisitor<'_, O> {
+    type Value = Collected<'de>;
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("an object primitive")
     }
     fn visit_map<A: serde::de::MapAccess<'de>>(
         self,
         mut map: A,
-    ) -> std::result::Result<Collected<'de, O>, A::Error> {
+    ) -> std::result::Result<Collected<'de>, A::Error> {
         let mut c = Collected {
             namespace: None,
             name: None,
             version: None,
-            obj: O::blank(),
             has_data: false,
             data_is_object: true,
             changes: Vec::new(),
@@ -810,7 +812,7 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for EnvelopeVisitor<O> {
                 }
                 KEY_DATA => {
                     c.data_is_object =
-                        map.next_value_seed(DataSeed(&mut c.obj, &mut c.field_error))?;
+                        map.next_value_seed(DataSeed(&mut *self.0, &mut c.field_error))?;
                     c.has_data = true;
                 }
                 _ => {
@@ -825,28 +827,53 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for EnvelopeVisitor<O> {
 pub(crate) fn decode_slice<O: VersionedObject>(bytes: &[u8]) -> Result<O> {
     use serde::Deserializer;
     let mut de = serde_json::Deserializer::from_slice(bytes);
+    let mut obj = O::blank();
     let c = de
-        .deserialize_map(EnvelopeVisitor::<O>(std::marker::PhantomData))
+        .deserialize_map(EnvelopeVisitor(&mut obj))
         .and_then(|c| de.end().map(|()| c))
         .map_err(|e| Error::Malformed {
             what: e.to_string(),
         })?;
-    finish_collected(c)
+    finish_collected(c, &mut obj)?;
+    Ok(obj)
 }
 
 /// Decodes a contained object's primitive straight from the parser (the byte path of a
-/// field or list member); the same checks and errors as a top-level decode.
+/// field); the same checks and errors as a top-level decode.
 pub(crate) fn decode_map<'de, O: VersionedObject, A: serde::de::MapAccess<'de>>(
     map: A,
 ) -> std::result::Result<Result<O>, A::Error> {
+    let mut obj = O::blank();
+    Ok(decode_map_into(&mut obj, map)?.map(|()| obj))
+}
+
+/// Decodes a list member's primitive straight from the parser into a blank object
+/// appended to `into` (the byte path of a list of objects): the member is written once,
+/// where it stays. On an error the list is refused whole, so the member is left as it is.
+pub(crate) fn push_decoded_map<'de, O: VersionedObject, A: serde::de::MapAccess<'de>>(
+    into: &mut Vec<O>,
+    map: A,
+) -> std::result::Result<Result<()>, A::Error> {
+    into.push(O::blank());
+    match into.last_mut() {
+        Some(obj) => decode_map_into(obj, map),
+        None => unreachable!("pushed just above"),
+    }
+}
+
+/// Decodes a primitive from the parser into `obj`, which is blank.
+fn decode_map_into<'de, O: VersionedObject, A: serde::de::MapAccess<'de>>(
+    obj: &mut O,
+    map: A,
+) -> std::result::Result<Result<()>, A::Error> {
     use serde::de::Visitor;
-    let c = EnvelopeVisitor::<O>(std::marker::PhantomData).visit_map(map)?;
-    Ok(finish_collected(c))
+    let c = EnvelopeVisitor(&mut *obj).visit_map(map)?;
+    Ok(finish_collected(c, obj))
 }
 
 /// The header checks, then the shapes and field errors in the order decode_body (and
-/// OVO) meets them.
-fn finish_collected<O: VersionedObject>(c: Collected<'_, O>) -> Result<O> {
+/// OVO) meets them; then `obj` (whose fields are read) gets its version and changes.
+fn finish_collected<O: VersionedObject>(c: Collected<'_>, obj: &mut O) -> Result<()> {
     let missing = |key: &str| Error::MissingKey { key: key.into() };
     let namespace = c.namespace.ok_or_else(|| missing(KEY_NAMESPACE))?;
     let name = c.name.ok_or_else(|| missing(KEY_NAME))?;
@@ -878,9 +905,8 @@ fn finish_collected<O: VersionedObject>(c: Collected<'_, O>) -> Result<O> {
             what: format!("'{KEY_CHANGES}' is not a list"),
         });
     }
-    let mut obj = c.obj;
-    finish(&mut obj, version, c.changes);
-    Ok(obj)
+    finish(obj, version, c.changes);
+    Ok(())
 }
 
 /// Backports one contained object whose primitive is `primitive` to `to`, and labels

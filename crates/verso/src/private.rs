@@ -65,6 +65,15 @@ pub fn decode_map<'de, O: VersionedObject, A: MapAccess<'de>>(
     Ok(crate::primitive::decode_map(map)?.map_err(FieldError::from))
 }
 
+/// A list member straight from the parser, decoded where it is appended
+/// (`FieldValue::__push_json_map`).
+pub fn push_decoded_map<'de, O: VersionedObject, A: MapAccess<'de>>(
+    into: &mut Vec<O>,
+    map: A,
+) -> std::result::Result<Result<(), FieldError>, A::Error> {
+    Ok(crate::primitive::push_decoded_map(into, map)?.map_err(FieldError::from))
+}
+
 /// Reads the next map value into field `at` (object and field name) (the byte path's
 /// field dispatch).
 pub fn read_field<'de, T: FieldValue, A: MapAccess<'de>>(

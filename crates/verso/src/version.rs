@@ -140,44 +140,83 @@ impl FromStr for Version {
     type Err = VersionError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let mut parts = [0u32; 3];
-        let mut n = 0;
-        for part in text.split('.') {
-            if n == 3 {
-                return Err(VersionError::WrongShape { text: text.into() });
-            }
-            // Python's int() accepts surrounding whitespace and a sign; a version never
-            // needs either, so only plain digits are taken.
-            if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(VersionError::NotAnInteger {
-                    text: text.into(),
-                    part: part.into(),
-                });
-            }
-            parts[n] = part.parse().map_err(|_| VersionError::NotAnInteger {
-                text: text.into(),
-                part: part.into(),
-            })?;
-            n += 1;
+        // Every primitive header carries one, almost always plain ("1.2").
+        match parse_plain(text.as_bytes()) {
+            Some(v) => Ok(v),
+            None => parse_general(text),
         }
-        if n < 2 {
+    }
+}
+
+/// Any version text, or why it is not one.
+fn parse_general(text: &str) -> Result<Version, VersionError> {
+    let mut parts = [0u32; 3];
+    let mut n = 0;
+    for part in text.split('.') {
+        if n == 3 {
             return Err(VersionError::WrongShape { text: text.into() });
         }
-        let mut v = Version {
-            major: parts[0],
-            minor: parts[1],
-            patch: (n == 3).then_some(parts[2]),
-            zeros: [0; 3],
-        };
-        // Leading zeros ("1.01") make a text other than the canonical one: keep them.
-        for (i, part) in text.split('.').enumerate() {
-            let digits = part.trim_start_matches('0');
-            let zeros = part.len() - digits.len().max(1);
-            v.zeros[i] =
-                u8::try_from(zeros).map_err(|_| VersionError::WrongShape { text: text.into() })?;
+        // Python's int() accepts surrounding whitespace and a sign; a version never
+        // needs either, so only plain digits are taken.
+        if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(VersionError::NotAnInteger {
+                text: text.into(),
+                part: part.into(),
+            });
         }
-        Ok(v)
+        parts[n] = part.parse().map_err(|_| VersionError::NotAnInteger {
+            text: text.into(),
+            part: part.into(),
+        })?;
+        n += 1;
     }
+    if n < 2 {
+        return Err(VersionError::WrongShape { text: text.into() });
+    }
+    let mut v = Version {
+        major: parts[0],
+        minor: parts[1],
+        patch: (n == 3).then_some(parts[2]),
+        zeros: [0; 3],
+    };
+    // Leading zeros ("1.01") make a text other than the canonical one: keep them.
+    for (i, part) in text.split('.').enumerate() {
+        let digits = part.trim_start_matches('0');
+        let zeros = part.len() - digits.len().max(1);
+        v.zeros[i] =
+            u8::try_from(zeros).map_err(|_| VersionError::WrongShape { text: text.into() })?;
+    }
+    Ok(v)
+}
+
+/// The common case in one pass: two or three parts of one to nine digits, none with a
+/// leading zero. `None` for any other text, which the general parse reads (or refuses)
+/// the same as before.
+fn parse_plain(text: &[u8]) -> Option<Version> {
+    let mut parts = [0u32; 3];
+    // The part being read, and how many digits it has so far.
+    let mut n = 0;
+    let mut digits = 0;
+    for &b in text {
+        match b {
+            // A tenth digit could overflow; a digit after a leading 0 is a leading zero.
+            b'0'..=b'9' if digits < 9 && !(digits == 1 && parts[n] == 0) => {
+                parts[n] = parts[n] * 10 + u32::from(b - b'0');
+                digits += 1;
+            }
+            b'.' if digits > 0 && n < 2 => {
+                n += 1;
+                digits = 0;
+            }
+            _ => return None,
+        }
+    }
+    (n >= 1 && digits > 0).then_some(Version {
+        major: parts[0],
+        minor: parts[1],
+        patch: (n == 2).then_some(parts[2]),
+        zeros: [0; 3],
+    })
 }
 
 impl TryFrom<&str> for Version {
@@ -311,6 +350,60 @@ mod tests {
         assert!(!v("1.2").accepts(&v("1.3")));
         assert!(!v("1.2").accepts(&v("0.9")));
         assert!(!v("2.0").accepts(&v("1.0")));
+    }
+
+    #[test]
+    fn the_one_pass_parse_agrees_with_the_general_one() {
+        let parts = [
+            "",
+            "0",
+            "00",
+            "1",
+            "01",
+            "10",
+            "007",
+            "2",
+            "123456789",
+            "0123456789",
+            "1234567890",
+            "4294967295",
+            "4294967296",
+            "x",
+            " 1",
+            "1 ",
+            "+1",
+            "-1",
+            "1x",
+        ];
+        let mut texts: Vec<String> = parts.iter().map(|p| (*p).to_owned()).collect();
+        for a in parts {
+            for b in parts {
+                texts.push(format!("{a}.{b}"));
+                for c in parts {
+                    texts.push(format!("{a}.{b}.{c}"));
+                    texts.push(format!("{a}.{b}.{c}.1"));
+                }
+            }
+        }
+        let mut plain = 0;
+        for t in &texts {
+            let general = parse_general(t);
+            match parse_plain(t.as_bytes()) {
+                Some(v) => {
+                    plain += 1;
+                    let g = general.unwrap_or_else(|e| panic!("{t}: {e}"));
+                    assert!(v.same_text(&g) && v == g, "{t}");
+                    assert_eq!(v.to_string(), *t);
+                }
+                None => assert!(
+                    general.is_err()
+                        || t.split('.')
+                            .any(|p| p.len() > 9 || p.starts_with('0') && p.len() > 1),
+                    "{t} is plain but was left to the general parse"
+                ),
+            }
+        }
+        assert!(plain > 100, "{plain}");
     }
 
     #[test]

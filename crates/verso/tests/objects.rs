@@ -165,6 +165,50 @@ fn byte_decoder_reports_the_same_errors() {
 }
 
 #[test]
+fn list_members_decoded_from_bytes_in_place_report_the_first_bad_one() {
+    // Short lists, and long ones read in blocks of 256 (full, and with a rest).
+    for n in [4, 256, 257, 512, 600] {
+        let good = DeviceList::from_objects((1..=n).map(device).collect());
+        let p = good.to_primitive(verso::Target::Own).expect("encodes");
+        let bytes = serde_json::to_vec(&p).expect("json");
+        let back = DeviceList::from_primitive_slice(&bytes).expect("decodes");
+        assert_eq!(back, DeviceList::from_primitive(&p).expect("decodes"));
+        assert_eq!(back.describe(), good.describe(), "{n}");
+    }
+    let good = DeviceList::from_objects((1..=600).map(device).collect());
+    let p = good.to_primitive(verso::Target::Own).expect("encodes");
+    // Two bad members: the first one's error is the list's, whichever path decodes it,
+    // and a list after it still has to be well-formed JSON.
+    let mut bad = p.clone();
+    let objects = &mut bad["versioned_object.data"]["objects"];
+    objects[1]["versioned_object.data"]["hostname"] = json!(null);
+    objects[2]["versioned_object.data"]["uuid"] = json!("not a uuid");
+    let text = serde_json::to_vec(&bad).expect("json");
+    let by_bytes = DeviceList::from_primitive_slice(&text).expect_err("bad member");
+    let by_value = DeviceList::from_primitive(&bad).expect_err("bad member");
+    assert_eq!(by_bytes.to_string(), by_value.to_string());
+    assert_eq!(
+        by_bytes.to_string(),
+        "Device.hostname: Field `hostname' cannot be None"
+    );
+    // A bad member in a later block.
+    let mut late = p.clone();
+    late["versioned_object.data"]["objects"][300]["versioned_object.data"]["uuid"] =
+        json!("not a uuid");
+    let by_bytes = DeviceList::from_primitive_slice(&serde_json::to_vec(&late).expect("json"))
+        .expect_err("bad member");
+    let by_value = DeviceList::from_primitive(&late).expect_err("bad member");
+    assert_eq!(by_bytes.to_string(), by_value.to_string());
+    assert!(by_bytes.to_string().contains("not a uuid"), "{by_bytes}");
+    let mut cut = text.clone();
+    cut.truncate(text.len() - 40);
+    assert!(matches!(
+        DeviceList::from_primitive_slice(&cut),
+        Err(Error::Malformed { .. })
+    ));
+}
+
+#[test]
 fn list_objects_iterate_like_a_vec_and_backport_members() {
     let list = DeviceList::from_objects(vec![device(1), device(2)]);
     assert_eq!(list.len(), 2);
