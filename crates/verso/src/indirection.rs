@@ -42,7 +42,7 @@
 //! # async fn main() -> Result<(), CallError> {
 //! let ctx = RequestContext::new("req-1"); // no indirection: bodies run here
 //! let mut c = Counter::starting_at(&ctx, 40).await?;
-//! c.meta.context = Some(ctx);
+//! c.meta.context = Some(Box::new(ctx));
 //! assert_eq!(c.add(2).await?, 42);
 //! # Ok(()) }
 //! ```
@@ -429,7 +429,7 @@ pub fn action_updates(
 
 /// Sets `ctx` on an object (and on contained objects), as OVO's deserializer does.
 pub(crate) fn attach_context<O: VersionedObject>(obj: &mut O, ctx: &RequestContext) {
-    obj.meta_mut().context = Some(ctx.clone());
+    obj.meta_mut().context = Some(Box::new(ctx.clone()));
     for i in 0..O::schema().fields.len() {
         obj.field_mut(i).attach_context(ctx);
     }

@@ -23,7 +23,11 @@ pub struct ObjectMeta {
     /// decoded from an older primitive keeps that version, as in OVO).
     pub version: Option<Version>,
     /// The context of the request that made this object; instance remotable methods use it.
-    pub context: Option<RequestContext>,
+    /// Boxed: most objects never carry one, and a context held inline would more than
+    /// double the size of every object (a 10,000-member list is decoded in place, and
+    /// its members' size is most of the decode's memory traffic). Set it with
+    /// `Some(Box::new(ctx))` or `Some(ctx.into())`.
+    pub context: Option<Box<RequestContext>>,
 }
 
 impl PartialEq for ObjectMeta {
@@ -159,7 +163,7 @@ pub trait VersionedObject: Clone + fmt::Debug + PartialEq + Send + Sync + 'stati
 
     /// The context stored on the object, if any.
     fn context(&self) -> Option<&RequestContext> {
-        self.meta().context.as_ref()
+        self.meta().context.as_deref()
     }
 
     /// Whether the named field is set (`obj_attr_is_set`).
@@ -394,7 +398,7 @@ impl<O: VersionedObject> AnyObject for O {
         self.set_field_primitive(name, value)
     }
     fn obj_set_context(&mut self, ctx: Option<RequestContext>) {
-        self.meta_mut().context = ctx;
+        self.meta_mut().context = ctx.map(Box::new);
     }
     fn as_any(&self) -> &dyn Any {
         self

@@ -736,7 +736,7 @@ impl Agent {
             }
             for h in handles.iter().filter(differs).filter(|h| !h.is_in_use()) {
                 let mut h = h.clone();
-                h.meta.context = Some(ctx.clone());
+                h.meta.context = Some(Box::new(ctx.clone()));
                 let expected = h.current_revision();
                 match h.update_managed(desired, expected).await {
                     Ok(()) => {
@@ -850,7 +850,7 @@ impl Agent {
     /// One cleanup: claim, erase, record.
     async fn clean(&self, mut h: AttachHandle) {
         let uuid = handle_uuid(&h);
-        h.meta.context = Some(self.ctx("cleanup"));
+        h.meta.context = Some(Box::new(self.ctx("cleanup")));
         if !self.transition(&mut h, Step::Started).await {
             return;
         }

@@ -334,7 +334,7 @@ async fn redelivered_and_retried_transition(url: &str) {
     assert_eq!(h.current_revision(), claimed.revision);
     let recording = Recording::default();
     let recorder: Arc<dyn Transport> = Arc::new(recording.clone());
-    h.meta.context = Some(indirect_ctx(&recorder));
+    h.meta.context = Some(Box::new(indirect_ctx(&recorder)));
     h.cleanup_succeeded()
         .await
         .expect_err("nothing listens on the recording transport");

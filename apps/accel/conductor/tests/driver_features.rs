@@ -290,8 +290,8 @@ async fn update_managed_races_have_one_winner(db: Db) {
     let uuid = h.uuid.get().expect("uuid").to_string();
     let rev = h.current_revision();
     let (mut a, mut b) = (h.clone(), h.clone());
-    a.meta.context = Some(ctx.clone());
-    b.meta.context = Some(ctx.clone());
+    a.meta.context = Some(Box::new(ctx.clone()));
+    b.meta.context = Some(Box::new(ctx.clone()));
     let (ra, rb) = tokio::join!(a.update_managed(false, rev), b.update_managed(true, rev));
     let winners = [ra.is_ok(), rb.is_ok()];
     assert_eq!(winners.iter().filter(|w| **w).count(), 1, "{ra:?} {rb:?}");
@@ -334,8 +334,8 @@ async fn update_managed_races_have_one_winner(db: Db) {
         .clone();
     // Each runner has its own context (its request id is its claim).
     let (mut a, mut b) = (h.clone(), h.clone());
-    a.meta.context = Some(indirect_ctx(&transport));
-    b.meta.context = Some(indirect_ctx(&transport));
+    a.meta.context = Some(Box::new(indirect_ctx(&transport)));
+    b.meta.context = Some(Box::new(indirect_ctx(&transport)));
     let (ra, rb) = tokio::join!(a.cleanup_started(), b.cleanup_started());
     assert_eq!(
         [ra.is_ok(), rb.is_ok()].iter().filter(|w| **w).count(),
@@ -394,7 +394,7 @@ async fn unmanaged_is_refused_before_finalization(db: Db) {
         .await
         .expect("get_by_host");
     let mut h = handles.iter().next().expect("a handle").clone();
-    h.meta.context = Some(ctx);
+    h.meta.context = Some(Box::new(ctx));
     let rev = h.current_revision();
     let e = h.update_managed(false, rev).await.expect_err("gated");
     assert_eq!(e.kind(), "NotSupportedBeforeFinalization");

@@ -1134,7 +1134,7 @@ async fn gated_feature(d: &Deployment) -> Result<(), String> {
         .find(|h| !h.is_in_use())
         .cloned()
         .ok_or("the host has no free handle")?;
-    handle.meta.context = Some(ctx);
+    handle.meta.context = Some(Box::new(ctx));
     let revision = handle.current_revision();
     handle
         .update_managed(false, revision)
