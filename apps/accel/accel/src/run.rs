@@ -43,14 +43,7 @@ async fn start_conductor(
 
 /// A client of the conductor API, capped by `[upgrade_levels] conductor`.
 fn conductor_client(config: &AccelConfig, transport: Arc<dyn Transport>) -> verso_rpc::RpcClient {
-    let client = verso_rpc::RpcClient::for_api::<accel_objects::rpc::ConductorApi>(
-        transport,
-        CONDUCTOR_TOPIC,
-    );
-    match config.layers.cap("conductor") {
-        Some(cap) => client.version_cap(cap),
-        None => client,
-    }
+    accel_agent::service::conductor_client(transport, config.layers.cap("conductor"))
 }
 
 /// `accel conductor`.

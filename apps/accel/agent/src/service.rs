@@ -478,6 +478,19 @@ async fn bring_up(
     .map_err(AgentStartError::Serve)
 }
 
+/// A client of the conductor API on its topic, capped at `conductor_cap` (`[upgrade_levels]
+/// conductor`; `None`: the newest version this build speaks).
+pub fn conductor_client(
+    transport: Arc<dyn Transport>,
+    conductor_cap: Option<Version>,
+) -> RpcClient {
+    let client = RpcClient::for_api::<ConductorApi>(transport, CONDUCTOR_TOPIC);
+    match conductor_cap {
+        Some(cap) => client.version_cap(cap),
+        None => client,
+    }
+}
+
 /// A request context whose remotable calls of accel's objects go to the conductor
 /// (object indirection through `[upgrade_levels] conductor` = `conductor_cap`), as an
 /// agent's do: for tools and tests that call `AttachHandleList::get_by_host`,
@@ -487,10 +500,7 @@ pub fn conductor_context(
     transport: Arc<dyn Transport>,
     conductor_cap: Option<Version>,
 ) -> RequestContext {
-    let mut client = RpcClient::for_api::<ConductorApi>(transport, CONDUCTOR_TOPIC);
-    if let Some(cap) = conductor_cap {
-        client = client.version_cap(cap);
-    }
+    let client = conductor_client(transport, conductor_cap);
     RequestContext::generate().with_indirection(
         accel_objects::NAMESPACE,
         Arc::new(Indirection::new(

@@ -6,7 +6,7 @@ use super::report::{CheckFailed, Component, Timeline};
 use super::{DemoOptions, Error};
 use accel_conductor::census::Census;
 use accel_conductor::Db;
-use accel_objects::rpc::{CONDUCTOR_TOPIC, UPGRADE_TOPIC};
+use accel_objects::rpc::UPGRADE_TOPIC;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -273,10 +273,8 @@ impl Deployment {
         match &self.launcher {
             None => {
                 let reads = accel_api::DbService::new(Db::connect(&self.db_url).await?);
-                let conductor = RpcClient::for_api::<accel_objects::rpc::ConductorApi>(
-                    self.transport.clone(),
-                    CONDUCTOR_TOPIC,
-                );
+                let conductor =
+                    accel_agent::service::conductor_client(self.transport.clone(), None);
                 self.serve_api(accel_api::ConductorService::new(reads, conductor))
                     .await?;
             }
@@ -560,13 +558,13 @@ impl Deployment {
     /// Asks each agent to report now through the agent RPC API at 1.0 (what every
     /// release serves); returns the devices they reported.
     async fn report_all(&self) -> Result<u64, Error> {
+        let client = RpcClient::for_api::<accel_objects::rpc::AgentApi>(
+            self.transport.clone(),
+            accel_objects::rpc::AGENT_TOPIC,
+        )
+        .version_cap(Version::new(1, 0));
         let mut total = 0;
         for host in &self.hosts {
-            let client = RpcClient::for_api::<accel_objects::rpc::AgentApi>(
-                self.transport.clone(),
-                accel_objects::rpc::AGENT_TOPIC,
-            )
-            .version_cap(Version::new(1, 0));
             let ctx = RequestContext::new(format!("req-demo-report-{host}"));
             total += client
                 .prepare()
@@ -903,10 +901,7 @@ async fn upgrade_conductor(
 /// attach handles through the conductor's object indirection, at N's manifest.
 async fn backport_example(d: &Deployment, t: &mut Timeline) -> Result<(), Error> {
     let conductor = verso_rpc::conductor::ConductorApi::new(
-        RpcClient::for_api::<accel_objects::rpc::ConductorApi>(
-            d.transport.clone(),
-            CONDUCTOR_TOPIC,
-        ),
+        accel_agent::service::conductor_client(d.transport.clone(), None),
         accel_objects::rpc::INDIRECTION_VERSION,
     );
     let ctx = RequestContext::new("req-demo-backport");
@@ -1108,25 +1103,11 @@ async fn before_finalization(d: &mut Deployment, t: &mut Timeline) -> Result<(),
     Ok(())
 }
 
-/// An agent-side context: object methods of namespace `cyborg` run on the conductor.
-fn agent_context(d: &Deployment, request_id: &str) -> RequestContext {
-    let client = RpcClient::for_api::<accel_objects::rpc::ConductorApi>(
-        d.transport.clone(),
-        CONDUCTOR_TOPIC,
-    );
-    RequestContext::new(request_id).with_indirection(
-        accel_objects::NAMESPACE,
-        Arc::new(verso_rpc::conductor::ConductorApi::new(
-            client,
-            accel_objects::rpc::INDIRECTION_VERSION,
-        )),
-    )
-}
-
 /// Tries the feature release N+1 gates on finalization, as an agent would: marking a
 /// free PCI handle of the first host unmanaged. `Err(kind)` is the typed refusal.
 async fn gated_feature(d: &Deployment) -> Result<(), String> {
-    let ctx = agent_context(d, "req-demo-unmanaged");
+    // An agent's context: object methods of namespace `cyborg` run on the conductor.
+    let ctx = accel_agent::service::conductor_context(d.transport.clone(), None);
     let handles = accel_objects::AttachHandleList::get_by_host(&ctx, d.hosts[0].clone())
         .await
         .map_err(|e| format!("get_by_host: {e}"))?;
