@@ -7,18 +7,21 @@
 //! local cap alone) and builds the older form itself.
 
 use crate::endpoint::MethodSpec;
+use crate::layer::{
+    check_version, CallTimeout, CallTimeoutLayer, RequestLog, RequestLogLayer, Serialize,
+    SerializerLayer, VersionCheck, VersionCheckLayer,
+};
 use crate::message::{json_type, Reply, Request};
 use crate::method::{Encoder, RpcApi, RpcMethod};
 use crate::serializer::{NoOpSerializer, Serializer};
 use crate::transport::Transport;
 use crate::{RpcError, Target};
 use serde_json::{Map, Value};
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tower::util::BoxCloneSyncService;
-use tower::{Layer, Service, ServiceExt};
+use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 use verso::{RequestContext, Version, VersionManifest};
 
 /// How long a call waits for its reply unless told otherwise (oslo.messaging's
@@ -79,9 +82,22 @@ pub struct RpcClient {
     cap: Option<Version>,
     timeout: Duration,
     serializer: Arc<dyn Serializer>,
-    /// The application's layers around the transport, when it added any.
-    service: Option<ClientService>,
+    /// The application's layers, innermost first.
+    layers: Vec<ClientWrap>,
+    /// The pipeline built from all of the above ([`crate::layer`]); rebuilt by each
+    /// builder method.
+    service: Pipeline,
 }
+
+/// verso's client layers around `S` ([`crate::layer`]).
+type Stack<S> = RequestLog<VersionCheck<Serialize<CallTimeout<S>>>>;
+
+/// The client's pipeline: verso's layers around the transport, or around the
+/// application's layers (boxed) around the transport.
+type Pipeline = tower::util::Either<Stack<TransportService>, Stack<ClientService>>;
+
+/// One of the application's client layers, applied to the service built so far.
+type ClientWrap = Arc<dyn Fn(ClientService) -> ClientService + Send + Sync>;
 
 /// How an [`Outgoing`] request is delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,8 +111,9 @@ pub enum Delivery {
     Fanout,
 }
 
-/// A request on its way out, as the client's pipeline sees it: version checks and the
-/// serializer have run.
+/// A request on its way out, as each service of the client's pipeline sees it
+/// ([`crate::layer`]): the application's layers get it checked against the cap and
+/// serialized.
 #[derive(Debug)]
 pub struct Outgoing {
     /// Where it goes.
@@ -113,8 +130,8 @@ pub struct Outgoing {
 /// of a call (`None` for a cast) out. [`RpcClient::layer`] wraps it.
 pub type ClientService = BoxCloneSyncService<Outgoing, Option<Reply>, RpcError>;
 
-/// The innermost service of the client's pipeline: the transport, with the call's
-/// timeout.
+/// The innermost service of the client's pipeline: the transport. A call's wait is
+/// bounded by [`CallTimeoutLayer`](crate::layer::CallTimeoutLayer) around it.
 #[derive(Clone)]
 pub struct TransportService(Arc<dyn Transport>);
 
@@ -150,17 +167,7 @@ impl Service<Outgoing> for TransportService {
                 timeout,
             } = out;
             match delivery {
-                Delivery::Call => {
-                    let method = request.method.clone();
-                    tokio::time::timeout(timeout, transport.call(&target, request, timeout))
-                        .await
-                        .map_err(|_| RpcError::Timeout {
-                            method,
-                            topic: target.topic.clone(),
-                            timeout,
-                        })?
-                        .map(Some)
-                }
+                Delivery::Call => transport.call(&target, request, timeout).await.map(Some),
                 Delivery::Cast => transport.cast(&target, request).await.map(|()| None),
                 Delivery::Fanout => transport.fanout(&target, request).await.map(|()| None),
             }
@@ -171,21 +178,60 @@ impl Service<Outgoing> for TransportService {
 impl RpcClient {
     /// A client for `target` over `transport`: no cap, [`DEFAULT_TIMEOUT`], no-op serializer.
     pub fn new(transport: Arc<dyn Transport>, target: Target) -> Self {
+        let serializer: Arc<dyn Serializer> = Arc::new(NoOpSerializer);
+        let service = Self::pipeline(&target, None, &serializer, &transport, &[]);
         RpcClient {
             transport,
             target,
             cap: None,
             timeout: DEFAULT_TIMEOUT,
-            serializer: Arc::new(NoOpSerializer),
-            service: None,
+            serializer,
+            layers: Vec::new(),
+            service,
         }
     }
 
-    /// Wraps the client's pipeline (the transport and the call's timeout) in `layer`:
-    /// metrics, tracing spans, rate limits, credentials. Each layer wraps what is there
-    /// already, so the last one added runs first; add a [`tower::ServiceBuilder`] to add
-    /// several in reading order. Version checks and the serializer run before the
-    /// pipeline, so a call refused by the cap reaches no layer.
+    /// Builds the pipeline ([`crate::layer`]): request log, version check, serializer,
+    /// call timeout, the application's layers, the transport.
+    fn pipeline(
+        target: &Target,
+        cap: Option<Version>,
+        serializer: &Arc<dyn Serializer>,
+        transport: &Arc<dyn Transport>,
+        layers: &[ClientWrap],
+    ) -> Pipeline {
+        let verso = ServiceBuilder::new()
+            .layer(RequestLogLayer)
+            .layer(VersionCheckLayer::new(target.version, cap))
+            .layer(SerializerLayer::new(serializer.clone()))
+            .layer(CallTimeoutLayer);
+        let transport = TransportService::new(transport.clone());
+        if layers.is_empty() {
+            return tower::util::Either::Left(verso.service(transport));
+        }
+        let mut inner = BoxCloneSyncService::new(transport);
+        for wrap in layers {
+            inner = wrap(inner);
+        }
+        tower::util::Either::Right(verso.service(inner))
+    }
+
+    fn rebuild(&mut self) {
+        self.service = Self::pipeline(
+            &self.target,
+            self.cap,
+            &self.serializer,
+            &self.transport,
+            &self.layers,
+        );
+    }
+
+    /// Wraps the transport in `layer`: metrics, tracing spans, rate limits, credentials.
+    /// Each layer wraps what is there already, so the last one added runs first; add a
+    /// [`tower::ServiceBuilder`] to add several in reading order. The application's
+    /// layers run inside verso's ([`crate::layer`]): a call refused by the version check
+    /// reaches none of them, they see the serialized request, and the call's timeout
+    /// bounds their time too.
     ///
     /// ```
     /// use std::sync::atomic::{AtomicUsize, Ordering};
@@ -203,7 +249,7 @@ impl RpcClient {
     /// ```
     pub fn layer<L>(mut self, layer: L) -> Self
     where
-        L: Layer<ClientService>,
+        L: Layer<ClientService> + Send + Sync + 'static,
         L::Service: Service<Outgoing, Response = Option<Reply>, Error = RpcError>
             + Clone
             + Send
@@ -211,11 +257,10 @@ impl RpcClient {
             + 'static,
         <L::Service as Service<Outgoing>>::Future: Send + 'static,
     {
-        let inner = self
-            .service
-            .take()
-            .unwrap_or_else(|| BoxCloneSyncService::new(TransportService(self.transport.clone())));
-        self.service = Some(BoxCloneSyncService::new(layer.layer(inner)));
+        self.layers.push(Arc::new(move |inner| {
+            BoxCloneSyncService::new(layer.layer(inner))
+        }));
+        self.rebuild();
         self
     }
 
@@ -232,6 +277,7 @@ impl RpcClient {
     /// Sets the version cap (from `[upgrade_levels]`): calls above it are refused locally.
     pub fn version_cap(mut self, cap: Version) -> Self {
         self.cap = Some(cap);
+        self.rebuild();
         self
     }
 
@@ -244,6 +290,7 @@ impl RpcClient {
     /// Sets the serializer hook for arguments and results.
     pub fn serializer(mut self, serializer: Arc<dyn Serializer>) -> Self {
         self.serializer = serializer;
+        self.rebuild();
         self
     }
 
@@ -308,7 +355,7 @@ impl RpcClient {
     pub fn can_send_version(&self, version: impl IntoVersion) -> bool {
         version
             .into_version()
-            .is_ok_and(|v| self.check_version(v).is_ok())
+            .is_ok_and(|v| check_version(self.target.version, self.cap, v).is_ok())
     }
 
     /// Options for the next call or cast (server, fanout, timeout), oslo's `prepare()`.
@@ -370,46 +417,21 @@ impl RpcClient {
         self.prepare().cast(ctx, method, version, args).await
     }
 
-    fn check_version(&self, requested: Version) -> Result<(), RpcError> {
-        if let Some(local) = self.target.version {
-            if !local.accepts(&requested) {
-                return Err(RpcError::VersionAboveLocal { requested, local });
-            }
-        }
-        if let Some(cap) = self.cap {
-            if !cap.accepts(&requested) {
-                return Err(RpcError::VersionCap { requested, cap });
-            }
-        }
-        Ok(())
-    }
-
-    /// Checks everything that can be checked locally and builds the request: the one
-    /// path of typed and untyped calls alike.
+    /// The request of a call or cast: the one path of typed and untyped calls alike.
     fn request(
         &self,
         ctx: &RequestContext,
         method: &str,
         version: Version,
         args: Map<String, Value>,
-    ) -> Result<Request, RpcError> {
-        self.check_version(version).inspect_err(|e| {
-            tracing::debug!(method, %version, error = %e, "call refused before sending");
-        })?;
-        let args = if self.serializer.is_identity() {
-            args
-        } else {
-            args.into_iter()
-                .map(|(k, v)| Ok((k, self.serializer.serialize_entity(ctx, v)?)))
-                .collect::<Result<Map<_, _>, RpcError>>()?
-        };
-        Ok(Request {
+    ) -> Request {
+        Request {
             method: method.to_owned(),
             args,
             version,
             namespace: self.target.namespace.clone(),
             context: ctx.clone(),
-        })
+        }
     }
 }
 
@@ -573,40 +595,24 @@ impl<'a> Prepared<'a> {
         version: Version,
         args: Map<String, Value>,
     ) -> Result<Value, RpcError> {
-        let request = self.client.request(ctx, method, version, args)?;
-        let target = self.target();
-        let timeout = self.timeout.unwrap_or(self.client.timeout);
-        let reply = match &self.client.service {
-            None => tokio::time::timeout(
-                timeout,
-                self.client.transport.call(&target, request, timeout),
-            )
-            .await
-            .map_err(|_| RpcError::Timeout {
-                method: method.to_owned(),
-                topic: target.topic.clone(),
-                timeout,
-            })??,
-            Some(service) => {
-                let out = Outgoing {
-                    target: target.into_owned(),
-                    request,
-                    delivery: Delivery::Call,
-                    timeout,
-                };
-                // Boxed, so the direct path's future stays as small as it was.
-                Box::pin(service.clone().oneshot(out))
-                    .await?
-                    .ok_or_else(|| RpcError::MalformedMessage {
-                        detail: format!("the client's pipeline gave no reply to call '{method}'"),
-                    })?
-            }
+        let out = Outgoing {
+            target: self.target(),
+            request: self.client.request(ctx, method, version, args),
+            delivery: Delivery::Call,
+            timeout: self.timeout.unwrap_or(self.client.timeout),
         };
-        match reply.0 {
-            Ok(result) if self.client.serializer.is_identity() => Ok(result),
-            Ok(result) => self.client.serializer.deserialize_entity(ctx, result),
-            Err(remote) => Err(RpcError::from_remote(remote, method, version)),
-        }
+        let reply = self
+            .client
+            .service
+            .clone()
+            .oneshot(out)
+            .await?
+            .ok_or_else(|| RpcError::MalformedMessage {
+                detail: format!("the client's pipeline gave no reply to call '{method}'"),
+            })?;
+        reply
+            .0
+            .map_err(|remote| RpcError::from_remote(remote, method, version))
     }
 
     /// Casts `method` at `version`: sent, not waited for. The same local checks as
@@ -630,32 +636,25 @@ impl<'a> Prepared<'a> {
         version: Version,
         args: Map<String, Value>,
     ) -> Result<(), RpcError> {
-        let request = self.client.request(ctx, method, version, args)?;
         let target = self.target();
-        let fanout = self.fanout || target.fanout;
-        match &self.client.service {
-            None if fanout => self.client.transport.fanout(&target, request).await,
-            None => self.client.transport.cast(&target, request).await,
-            Some(service) => {
-                let out = Outgoing {
-                    target: target.into_owned(),
-                    request,
-                    delivery: if fanout {
-                        Delivery::Fanout
-                    } else {
-                        Delivery::Cast
-                    },
-                    timeout: self.timeout.unwrap_or(self.client.timeout),
-                };
-                Box::pin(service.clone().oneshot(out)).await.map(|_| ())
-            }
-        }
+        let delivery = if self.fanout || target.fanout {
+            Delivery::Fanout
+        } else {
+            Delivery::Cast
+        };
+        let out = Outgoing {
+            target,
+            request: self.client.request(ctx, method, version, args),
+            delivery,
+            timeout: self.timeout.unwrap_or(self.client.timeout),
+        };
+        self.client.service.clone().oneshot(out).await.map(|_| ())
     }
 
-    fn target(&self) -> Cow<'_, Target> {
+    fn target(&self) -> Target {
         match &self.server {
-            None => Cow::Borrowed(&self.client.target),
-            Some(s) => Cow::Owned(self.client.target.clone().with_server(s.clone())),
+            None => self.client.target.clone(),
+            Some(s) => self.client.target.clone().with_server(s.clone()),
         }
     }
 }
@@ -871,6 +870,44 @@ mod tests {
             .await
             .expect("fast call");
         drop(server);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_call_timeout_bounds_the_applications_layers_too() {
+        let t = Recording::default();
+        let server = conductor(&t, v(1, 1)).await;
+        // A layer that never lets a request through (a rate limit with no budget).
+        let stuck = tower::layer::layer_fn(|inner: ClientService| {
+            tower::util::BoxCloneSyncService::new(
+                tower::ServiceBuilder::new()
+                    .then(|r: Result<Option<Reply>, RpcError>| async move {
+                        std::future::pending::<()>().await;
+                        r
+                    })
+                    .service(inner),
+            )
+        });
+        let c = client(&t).timeout(Duration::from_secs(5)).layer(stuck);
+        let err = c
+            .call(&ctx(), "ping", "1.0", json!({}))
+            .await
+            .expect_err("the layer never answers");
+        assert!(
+            matches!(&err, RpcError::Timeout { method, timeout, .. }
+                if method == "ping" && *timeout == Duration::from_secs(5)),
+            "{err:?}"
+        );
+        // A cast is not timed: it is sent, and the layer holds only its result.
+        assert!(
+            tokio::time::timeout(
+                Duration::from_secs(60),
+                c.cast(&ctx(), "ping", "1.0", json!({}))
+            )
+            .await
+            .is_err(),
+            "a cast waits for its pipeline, with no timer of its own"
+        );
+        server.stop().await;
     }
 
     #[tokio::test]

@@ -59,6 +59,7 @@ pub mod conductor;
 pub mod config;
 pub mod endpoint;
 pub mod error;
+pub mod layer;
 pub mod message;
 pub mod method;
 pub mod remote;

@@ -7,20 +7,28 @@
 //! that has the method runs it; if matching endpoints exist but none has the method, the
 //! error is [`RpcError::NoSuchMethod`], otherwise [`RpcError::UnsupportedVersion`].
 
-use crate::endpoint::{Args, Endpoint, EndpointSpec, Method};
+use crate::endpoint::{Args, Endpoint, EndpointSpec, HandlerResult, Method};
+use crate::layer::{
+    GlobalConcurrencyLimitLayer, RequestLog, RequestLogLayer, Serialize, SerializerLayer,
+};
 use crate::message::{Message, Reply, Request};
 use crate::serializer::{NoOpSerializer, Serializer};
 use crate::transport::{Incoming, Listener, Transport};
 use crate::{RemoteError, RpcError, Target};
+use futures::future::{BoxFuture, CatchUnwind};
 use futures::FutureExt;
-use serde_json::{Map, Value};
+use pin_project_lite::pin_project;
+use serde_json::Value;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::sync::{oneshot, Semaphore};
 use tokio::task::JoinHandle;
+use tokio_util::task::TaskTracker;
+use tower::limit::ConcurrencyLimit;
 use tower::util::BoxCloneSyncService;
-use tower::{Layer, Service, ServiceExt};
+use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 
 /// How many handlers run at once unless told otherwise (oslo.messaging's
 /// `executor_thread_pool_size`).
@@ -49,25 +57,15 @@ pub const DEFAULT_MAX_CONCURRENCY: usize = 64;
 /// ```
 pub struct Dispatcher {
     endpoints: Vec<Endpoint>,
-    serializer: Arc<dyn Serializer>,
 }
 
 impl Dispatcher {
-    /// A dispatcher over `endpoints` (each validated), with the no-op serializer.
+    /// A dispatcher over `endpoints` (each validated).
     pub fn new(endpoints: Vec<Endpoint>) -> Result<Self, RpcError> {
         for e in &endpoints {
             e.validate()?;
         }
-        Ok(Dispatcher {
-            endpoints,
-            serializer: Arc::new(NoOpSerializer),
-        })
-    }
-
-    /// Uses `serializer` for arguments and results.
-    pub fn with_serializer(mut self, serializer: Arc<dyn Serializer>) -> Self {
-        self.serializer = serializer;
-        self
+        Ok(Dispatcher { endpoints })
     }
 
     /// The declarations of every endpoint.
@@ -75,16 +73,16 @@ impl Dispatcher {
         self.endpoints.iter().map(Endpoint::spec).collect()
     }
 
-    /// Dispatches one request and returns the handler's result (serialized for the wire).
+    /// Dispatches one request and returns the handler's result.
     pub async fn dispatch(&self, request: Request) -> Result<Value, RpcError> {
-        let started = self.start(request)?;
-        self.finish(started).await
+        self.start(request)?.await
     }
 
-    /// The synchronous part of dispatch: picks the method, checks and deserializes the
-    /// arguments, and starts the handler. Kept out of the async part so the future a
-    /// server spawns per request stays small (it is copied into the task).
-    fn start(&self, request: Request) -> Result<Started, RpcError> {
+    /// The synchronous part of dispatch: picks the method, checks the arguments and
+    /// starts the handler; the future finishes it (a panic in the handler becomes a typed
+    /// error). Kept out of the async part so the future a server spawns per request stays
+    /// small (it is copied into the task).
+    fn start(&self, request: Request) -> Result<Finish, RpcError> {
         let method = self.select(&request)?;
         let Request {
             method: name,
@@ -101,49 +99,17 @@ impl Dispatcher {
             });
         }
         let args = method.spec.check_args(version, args)?;
-        // The handler owns the context; a copy is kept only for the serializer's use.
-        let (args, kept) = if self.serializer.is_identity() {
-            (args, None)
-        } else {
-            let args = args
-                .into_iter()
-                .map(|(k, v)| Ok((k, self.serializer.deserialize_entity(&context, v)?)))
-                .collect::<Result<Map<_, _>, RpcError>>()?;
-            (args, Some(Box::new(context.clone())))
-        };
-        Ok(Started {
-            run: method.handler.call(context, Args::from(args)),
+        Ok(Finish {
+            run: AssertUnwindSafe(method.handler.call(context, Args::from(args))).catch_unwind(),
             name,
-            kept,
         })
-    }
-
-    /// Awaits a started handler and serializes its result.
-    async fn finish(&self, started: Started) -> Result<Value, RpcError> {
-        let Started { run, name, kept } = started;
-        let result = match AssertUnwindSafe(run).catch_unwind().await {
-            Ok(result) => result?,
-            Err(_) => {
-                tracing::error!(method = %name, "RPC handler panicked");
-                return Err(RemoteError::new(
-                    "HandlerPanicked",
-                    crate::error::VERSO_DISPATCHER,
-                    format!("the server failed while running '{name}'; see its log"),
-                )
-                .into());
-            }
-        };
-        match kept {
-            None => Ok(result),
-            Some(context) => self.serializer.serialize_entity(&context, result),
-        }
     }
 
     /// Dispatches a received request (or the reason it could not be read) and builds the
     /// reply, failures included.
     pub async fn handle(&self, request: Result<Request, RpcError>) -> Reply {
         let result = match request.and_then(|r| self.start(r)) {
-            Ok(started) => self.finish(started).await,
+            Ok(run) => run.await,
             Err(e) => Err(e),
         };
         Reply(result.map_err(|e| e.to_remote()))
@@ -187,6 +153,44 @@ impl Dispatcher {
     }
 }
 
+pin_project! {
+    /// A started handler: its result, a panic caught and turned into a typed error.
+    pub struct Finish {
+        #[pin]
+        run: CatchUnwind<AssertUnwindSafe<BoxFuture<'static, HandlerResult>>>,
+        name: String,
+    }
+}
+
+impl std::future::Future for Finish {
+    type Output = Result<Value, RpcError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        Poll::Ready(match std::task::ready!(this.run.poll(cx)) {
+            Ok(result) => Ok(result?),
+            Err(_) => {
+                let name = &*this.name;
+                tracing::error!(method = %name, "RPC handler panicked");
+                Err(RemoteError::new(
+                    "HandlerPanicked",
+                    crate::error::VERSO_DISPATCHER,
+                    format!("the server failed while running '{name}'; see its log"),
+                )
+                .into())
+            }
+        })
+    }
+}
+
+impl std::fmt::Debug for Finish {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Finish")
+            .field("method", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
 /// The server's pipeline as a [`tower::Service`]: a request in, the handler's result
 /// out. [`RpcServer::layer`] wraps it in the application's own layers.
 pub type ServerService = BoxCloneSyncService<Request, Value, RpcError>;
@@ -205,16 +209,18 @@ impl DispatchService {
 impl tower::Service<Request> for DispatchService {
     type Response = Value;
     type Error = RpcError;
-    type Future = futures::future::BoxFuture<'static, Result<Value, RpcError>>;
+    type Future = futures::future::Either<std::future::Ready<Result<Value, RpcError>>, Finish>;
 
     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), RpcError>> {
         Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        let started = self.0.start(request);
-        let dispatcher = self.0.clone();
-        Box::pin(async move { dispatcher.finish(started?).await })
+        use futures::future::Either;
+        match self.0.start(request) {
+            Ok(run) => Either::Right(run),
+            Err(e) => Either::Left(std::future::ready(Err(e))),
+        }
     }
 }
 
@@ -227,6 +233,11 @@ impl std::fmt::Debug for Dispatcher {
 }
 
 /// An RPC server: endpoints, a target to listen on, a transport.
+///
+/// Each message is taken from the transport only when the server's pipeline is ready
+/// for it ([`crate::layer`]: request log, concurrency limit, the application's layers,
+/// serializer, dispatch), so a saturated server leaves messages with the transport
+/// (backpressure); a broker transport acknowledges a message when the server takes it.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -270,13 +281,13 @@ impl RpcServer {
         }
     }
 
-    /// Wraps the server's pipeline (endpoint selection, argument checks, the handler) in
-    /// `layer`: metrics, tracing spans, rate limits, authorization. Each layer wraps what
-    /// is there already, so the last one added runs first; add a
-    /// [`tower::ServiceBuilder`] to add several in reading order. A layer that is not
-    /// ready holds the next message back (backpressure), within the server's
-    /// [`max_concurrency`](Self::max_concurrency). An error it returns is the caller's
-    /// reply, as a dispatch error is.
+    /// Wraps the server's pipeline (the serializer, endpoint selection, argument checks,
+    /// the handler) in `layer`: metrics, tracing spans, rate limits, authorization. Each
+    /// layer wraps what is there already, so the last one added runs first; add a
+    /// [`tower::ServiceBuilder`] to add several in reading order. The application's
+    /// layers run inside the request log and the concurrency limit ([`crate::layer`]). A
+    /// layer that is not ready holds the next message back (backpressure). An error it
+    /// returns is the caller's reply, as a dispatch error is.
     ///
     /// ```
     /// use std::sync::atomic::{AtomicUsize, Ordering};
@@ -328,13 +339,14 @@ impl RpcServer {
         Ok(self)
     }
 
-    /// At most `n` handlers run at once (at least 1); further requests wait their turn.
+    /// At most `n` handlers run at once (at least 1); further requests wait their turn
+    /// with the transport.
     pub fn max_concurrency(mut self, n: usize) -> Self {
         self.max_concurrency = n.max(1);
         self
     }
 
-    /// Uses `serializer` for arguments and results.
+    /// Uses `serializer` for arguments and results ([`SerializerLayer`]).
     pub fn serializer(mut self, serializer: Arc<dyn Serializer>) -> Self {
         self.serializer = serializer;
         self
@@ -348,30 +360,57 @@ impl RpcServer {
     /// Subscribes to the target and starts serving in a background task.
     pub async fn start(self) -> Result<ServerHandle, RpcError> {
         let listener = self.transport.listen(&self.target).await?;
-        let dispatcher = Arc::new(Dispatcher {
-            endpoints: self.endpoints,
-            serializer: self.serializer,
-        });
         let permits = Arc::new(Semaphore::new(self.max_concurrency));
+        let service = pipeline(
+            Dispatcher {
+                endpoints: self.endpoints,
+            },
+            self.serializer,
+            self.layers,
+            permits,
+        );
+        let tasks = TaskTracker::new();
         let (stop_tx, stop_rx) = oneshot::channel();
-        let task = if self.layers.is_empty() {
-            tokio::spawn(serve(listener, dispatcher, permits.clone(), stop_rx))
-        } else {
-            let mut service = BoxCloneSyncService::new(DispatchService(dispatcher));
-            for wrap in self.layers {
-                service = wrap(service);
-            }
-            tokio::spawn(serve_layered(listener, service, permits.clone(), stop_rx))
-        };
+        let task = tokio::spawn(serve(listener, service, tasks.clone(), stop_rx));
         tracing::debug!(target = %self.target, "RPC server started");
         Ok(ServerHandle {
             target: self.target,
             stop: Some(stop_tx),
             task,
-            permits,
-            max: self.max_concurrency,
+            tasks,
         })
     }
+}
+
+/// verso's outer server layers around `S` ([`crate::layer`]).
+type Stack<S> = RequestLog<ConcurrencyLimit<S>>;
+
+/// The server's pipeline: verso's layers around the serializer and dispatch, or around
+/// the application's layers (boxed) around them.
+type Pipeline = tower::util::Either<Stack<Serialize<DispatchService>>, Stack<ServerService>>;
+
+/// Builds the server's pipeline ([`crate::layer`]): request log, concurrency limit over
+/// `permits`, the application's `layers`, the serializer, dispatch.
+fn pipeline(
+    dispatcher: Dispatcher,
+    serializer: Arc<dyn Serializer>,
+    layers: Vec<Wrap>,
+    permits: Arc<Semaphore>,
+) -> Pipeline {
+    let dispatch = ServiceBuilder::new()
+        .layer(SerializerLayer::new(serializer))
+        .service(DispatchService(Arc::new(dispatcher)));
+    let outer = ServiceBuilder::new()
+        .layer(RequestLogLayer)
+        .layer(GlobalConcurrencyLimitLayer::with_semaphore(permits));
+    if layers.is_empty() {
+        return tower::util::Either::Left(outer.service(dispatch));
+    }
+    let mut inner = BoxCloneSyncService::new(dispatch);
+    for wrap in layers {
+        inner = wrap(inner);
+    }
+    tower::util::Either::Right(outer.service(inner))
 }
 
 impl std::fmt::Debug for RpcServer {
@@ -392,8 +431,7 @@ pub struct ServerHandle {
     target: Target,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
-    permits: Arc<Semaphore>,
-    max: usize,
+    tasks: TaskTracker,
 }
 
 impl ServerHandle {
@@ -402,9 +440,10 @@ impl ServerHandle {
         &self.target
     }
 
-    /// Stops receiving, then waits for the handlers still running. Requests received but
-    /// not started are dropped (their callers see a transport error), as on a broker
-    /// with at-most-once delivery.
+    /// Stops receiving, then waits for the requests already taken: their handlers run to
+    /// the end and their replies are sent. Messages not taken stay with the transport: a
+    /// broker delivers them to another server of the topic, or again when this one
+    /// comes back (duplicates of a request are dropped by its `_unique_id`).
     pub async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
@@ -412,35 +451,34 @@ impl ServerHandle {
         if let Err(e) = (&mut self.task).await {
             tracing::error!(error = %e, "RPC server loop ended abnormally");
         }
-        let max = u32::try_from(self.max).unwrap_or(u32::MAX);
-        // Every permit back means no handler is running.
-        let _ = self.permits.acquire_many(max).await;
+        self.tasks.close();
+        self.tasks.wait().await;
         tracing::debug!(target = %self.target, "RPC server stopped");
     }
 }
 
+/// Takes each message once the pipeline is ready for it and runs it in a task of its
+/// own, until told to stop.
 async fn serve(
     mut listener: Listener,
-    dispatcher: Arc<Dispatcher>,
-    permits: Arc<Semaphore>,
+    mut service: Pipeline,
+    tasks: TaskTracker,
     mut stop: oneshot::Receiver<()>,
 ) {
     loop {
-        // Take a permit first, so a saturated server stops taking messages (backpressure).
-        let Some(permit) = permit(&permits, &mut stop).await else {
+        // Ready first (a handler slot is free, the application's layers allow it), so a
+        // saturated server stops taking messages.
+        let Some(ready) = unless_stopped(&mut stop, service.ready()).await else {
             break;
         };
-        let Some(incoming) = take(&mut listener, &mut stop).await else {
+        if let Err(e) = ready {
+            tracing::error!(error = %e, "RPC server pipeline failed; the server stops");
+            break;
+        }
+        let Some(incoming) = unless_stopped(&mut stop, listener.next()).await.flatten() else {
             break;
         };
-        let dispatcher = dispatcher.clone();
-        // The request is boxed so the task's future stays small: tokio copies all of it
-        // into the task, and glibc serves blocks under 1 KiB from its fast bins.
-        let incoming = Box::new(incoming);
-        tokio::spawn(async move {
-            handle(&dispatcher, *incoming).await;
-            drop(permit);
-        });
+        tasks.spawn(respond(&mut service, incoming));
     }
 }
 
@@ -456,144 +494,35 @@ async fn unless_stopped<T>(
     }
 }
 
-/// A handler slot; `None` when stopping.
-async fn permit(
-    permits: &Arc<Semaphore>,
-    stop: &mut oneshot::Receiver<()>,
-) -> Option<tokio::sync::OwnedSemaphorePermit> {
-    unless_stopped(stop, permits.clone().acquire_owned())
-        .await?
-        .ok()
-}
-
-/// The next message, taken (a broker transport acknowledges the delivery now); `None`
-/// when stopping or when the listener ended.
-async fn take(listener: &mut Listener, stop: &mut oneshot::Receiver<()>) -> Option<Incoming> {
-    let mut incoming = unless_stopped(stop, listener.next()).await.flatten()?;
+/// Takes a message (a broker transport acknowledges the delivery now) and starts it on
+/// the ready `service`; the future runs it to the end and sends a call's reply. A
+/// message that cannot be read is logged here at warn (it has no request id) and a call
+/// gets the typed failure.
+fn respond(
+    service: &mut Pipeline,
+    mut incoming: Incoming,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
     incoming.accept();
-    Some(incoming)
-}
-
-/// The serve loop of a server with layers: as [`serve`], and a message is taken only once
-/// the pipeline is ready.
-async fn serve_layered(
-    mut listener: Listener,
-    mut service: ServerService,
-    permits: Arc<Semaphore>,
-    mut stop: oneshot::Receiver<()>,
-) {
-    loop {
-        let Some(permit) = permit(&permits, &mut stop).await else {
-            break;
-        };
-        let Some(ready) = unless_stopped(&mut stop, service.ready()).await else {
-            break;
-        };
-        if let Err(e) = ready {
-            tracing::error!(error = %e, "RPC server pipeline failed; the server stops");
-            break;
-        }
-        let Some(incoming) = take(&mut listener, &mut stop).await else {
-            break;
-        };
-        let (request, reply) = incoming.into_parts();
-        let is_call = reply.is_some();
-        let who = log_received(&request, is_call);
-        let run = request.map(|r| service.call(r));
-        tokio::spawn(async move {
-            let result = match run {
-                Ok(run) => run.await,
-                Err(e) => Err(e),
-            };
-            finish_request(result, who, is_call, reply).await;
-            drop(permit);
-        });
-    }
-}
-
-/// Logs a received request at debug (or why it cannot be read at warn); returns what the
-/// failure's log line needs, when warnings are logged at all.
-fn log_received(request: &Result<Request, RpcError>, is_call: bool) -> Option<(String, String)> {
-    match request {
-        Ok(r) => {
-            tracing::debug!(request_id = %r.context.request_id, method = %r.method,
-                version = %r.version, namespace = ?r.namespace, call = is_call,
-                "RPC request");
-            tracing::enabled!(tracing::Level::WARN)
-                .then(|| (r.context.request_id.clone(), r.method.clone()))
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, replied = is_call,
-                "RPC request refused: the message cannot be read");
-            None
-        }
-    }
-}
-
-/// Logs a failure once at warn and sends a call's reply.
-async fn finish_request(
-    result: Result<Value, RpcError>,
-    who: Option<(String, String)>,
-    is_call: bool,
-    reply: Option<Box<dyn crate::transport::ReplySink>>,
-) {
-    if let (Err(e), Some((request_id, method))) = (&result, &who) {
-        tracing::warn!(request_id = %request_id, method = %method, call = is_call,
-            error = %e, "RPC request failed");
-    }
-    if let Some(sink) = reply {
-        let reply = Reply(result.map_err(|e| e.to_remote()));
-        if let Err(e) = sink.send(reply).await {
-            tracing::debug!(error = %e, "reply not delivered");
-        }
-    }
-}
-
-/// Runs one received request (the request itself is consumed before the first await, so
-/// the task's state is small) and sends the reply of a call.
-///
-/// Logs each request at debug (request id, method, version) and each failure once at
-/// warn, with the request id when the request could be read.
-async fn handle(dispatcher: &Dispatcher, incoming: Incoming) {
     let (request, reply) = incoming.into_parts();
-    let is_call = reply.is_some();
-    // Kept for the failure's log line only when warnings are logged at all.
-    let who = match &request {
-        Ok(r) => {
-            tracing::debug!(request_id = %r.context.request_id, method = %r.method,
-                version = %r.version, namespace = ?r.namespace, call = is_call,
-                "RPC request");
-            tracing::enabled!(tracing::Level::WARN)
-                .then(|| (r.context.request_id.clone(), r.method.clone()))
-        }
+    let run = match request {
+        Ok(r) => Ok(service.call(r)),
         Err(e) => {
-            tracing::warn!(error = %e, replied = is_call,
+            tracing::warn!(error = %e, replied = reply.is_some(),
                 "RPC request refused: the message cannot be read");
-            None
+            Err(e)
         }
     };
-    let started = request.and_then(|r| dispatcher.start(r));
-    let result = match started {
-        Ok(started) => dispatcher.finish(started).await,
-        Err(e) => Err(e),
-    };
-    if let (Err(e), Some((request_id, method))) = (&result, &who) {
-        tracing::warn!(request_id = %request_id, method = %method, call = is_call,
-            error = %e, "RPC request failed");
-    }
-    if let Some(sink) = reply {
-        let reply = Reply(result.map_err(|e| e.to_remote()));
-        if let Err(e) = sink.send(reply).await {
-            tracing::debug!(error = %e, "reply not delivered");
+    async move {
+        let result = match run {
+            Ok(run) => run.await,
+            Err(e) => Err(e),
+        };
+        if let Some(sink) = reply {
+            if let Err(e) = sink.send(Reply(result.map_err(|e| e.to_remote()))).await {
+                tracing::debug!(error = %e, "reply not delivered");
+            }
         }
     }
-}
-
-/// A handler started by [`Dispatcher::start`].
-struct Started {
-    run: futures::future::BoxFuture<'static, crate::endpoint::HandlerResult>,
-    name: String,
-    kept: Option<Box<verso::RequestContext>>,
 }
 
 #[cfg(test)]
@@ -604,6 +533,7 @@ mod tests {
     use crate::{ArgSpec, ArgType, MethodSpec, RemoteException, RpcClient};
     use serde::{Deserialize, Serialize};
     use serde_json::json;
+    use serde_json::Map;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
     use verso::{RequestContext, Version};
@@ -1114,6 +1044,12 @@ mod tests {
             .finish();
         let _guard = tracing::subscriber::set_default(subscriber);
         let d = Dispatcher::new(vec![ping_endpoint(v(1, 0))]).expect("valid");
+        let mut service = pipeline(
+            d,
+            Arc::new(NoOpSerializer),
+            Vec::new(),
+            Arc::new(Semaphore::new(4)),
+        );
         let req = |method: &str, id: &str| Request {
             method: method.into(),
             args: Map::new(),
@@ -1122,12 +1058,16 @@ mod tests {
             context: RequestContext::new(id),
         };
         // Handlers run on this thread (current_thread runtime), under the subscriber.
-        handle(&d, Incoming::cast(Ok(req("ping", "req-ok")))).await;
-        handle(&d, Incoming::cast(Ok(req("nope", "req-bad")))).await;
-        let unreadable = RpcError::MalformedMessage {
-            detail: "body is not JSON".into(),
-        };
-        handle(&d, Incoming::cast(Err(unreadable))).await;
+        for incoming in [
+            Incoming::cast(Ok(req("ping", "req-ok"))),
+            Incoming::cast(Ok(req("nope", "req-bad"))),
+            Incoming::cast(Err(RpcError::MalformedMessage {
+                detail: "body is not JSON".into(),
+            })),
+        ] {
+            service.ready().await.expect("ready");
+            respond(&mut service, incoming).await;
+        }
 
         let text = String::from_utf8(logs.0.lock().expect("lock").clone()).expect("utf-8");
         let lines: Vec<&str> = text.lines().collect();
@@ -1296,6 +1236,7 @@ mod ack_tests {
     use crate::MethodSpec;
     use async_trait::async_trait;
     use serde_json::json;
+    use serde_json::Map;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
     use std::time::Duration;
