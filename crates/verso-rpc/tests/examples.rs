@@ -149,3 +149,17 @@ fn the_client_refuses_a_version_above_its_cap_before_sending() {
     assert_eq!(code, Some(3), "{err}");
     assert!(err.contains("VersionCap"), "{err}");
 }
+
+#[test]
+fn the_readme_example_runs_and_its_checks_hold() {
+    let (code, out, err) = run(&mut example("readme"));
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    for line in [
+        "conductor = \"1.0\"",
+        "scheduler = \"2.1\"  # command line",
+        "typed call under cap 1.0: h1 verbose=false",
+        "layers: the server's saw 1 request, the client's sent 1",
+    ] {
+        assert!(out.contains(line), "missing {line:?} in:\n{out}");
+    }
+}
