@@ -2,6 +2,7 @@
 //! `<!-- excerpt of PATH -->` must be an excerpt of that file (a file `cargo test`
 //! compiles, such as `examples/readme.rs`): every line of the block, trimmed, is a line
 //! of the file, in the same order. A line `...` or `// ...` stands for lines left out.
+//! A doc test's lines count without their `//!` or `///`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::path::{Path, PathBuf};
@@ -58,13 +59,21 @@ fn blocks(markdown: &str) -> Result<Vec<Block>, String> {
     Ok(out)
 }
 
+/// A line as compared: trimmed, and a doc test's line without its comment marker.
+fn code(line: &str) -> &str {
+    let line = line.trim();
+    line.strip_prefix("//!")
+        .or_else(|| line.strip_prefix("///"))
+        .map_or(line, str::trim)
+}
+
 /// The first line of `block` not found, in order, among `source`'s lines.
 fn first_missing<'b>(block: &'b [String], source: &str) -> Option<&'b str> {
-    let mut source = source.lines().map(str::trim);
+    let mut source = source.lines().map(code);
     block
         .iter()
         .filter(|l| !l.is_empty() && *l != "..." && *l != "// ...")
-        .find(|l| !source.any(|s| s == l.as_str()))
+        .find(|l| !source.any(|s| s == code(l)))
         .map(String::as_str)
 }
 
@@ -112,4 +121,8 @@ fn the_check_finds_a_changed_line_and_an_out_of_order_one() {
     assert_eq!((b[0].source.as_str(), b[0].line), ("a.rs", 3));
     assert_eq!(b[0].lines, vec!["let x = 1;"]);
     assert!(blocks("<!-- excerpt of a.rs -->\nno block\n").is_err());
+    // A doc test's lines.
+    let doc = "//! ```\n//! let x = 1;\n//! ```\n";
+    assert_eq!(first_missing(&block("let x = 1;"), doc), None);
+    assert_eq!(first_missing(&block("let x = 3;"), doc), Some("let x = 3;"));
 }
