@@ -549,6 +549,9 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
             fn into_output(self) -> ::verso::indirection::MethodOutput {
                 ::verso::__private::object_into_output(self)
             }
+            fn manifest() -> ::core::option::Option<::verso::VersionManifest> {
+                ::core::option::Option::Some(<Self as ::verso::VersionedObject>::manifest())
+            }
         }
 
         #list_impls
@@ -626,6 +629,9 @@ fn expand_enum(input: &DeriveInput) -> syn::Result<TokenStream2> {
             fn attach_context(&mut self, _ctx: &::verso::RequestContext) {}
             fn into_output(self) -> ::verso::indirection::MethodOutput {
                 ::verso::__private::enum_into_output(self)
+            }
+            fn manifest() -> ::core::option::Option<::verso::VersionManifest> {
+                ::core::option::Option::None
             }
         }
     })
@@ -880,12 +886,27 @@ fn wrapper_body(m: &RemoteMethod, local: &Ident) -> syn::Result<syn::Block> {
                 let api = api.clone();
                 let args = ::std::vec![#(::verso::indirection::RemoteValue::to_remote(&#names)),*];
                 let objinst = ::verso::__private::encode_own(self);
-                let (updates, result) = api
+                let (mut updates, mut result) = api
                     .object_action(&ctx, objinst, #name, args, ::verso::__private::Map::new())
+                    .await
+                    .map_err(<#err as ::core::convert::From<::verso::CallError>>::from)?;
+                // A newer conductor's objects (a changed field's value, the result) at a
+                // version this build does not know: backported through the conductor
+                // first, as OVO's serializer does with the reply.
+                static MANIFESTS: ::std::sync::OnceLock<(::verso::VersionManifest, ::core::option::Option<::verso::VersionManifest>)> = ::std::sync::OnceLock::new();
+                let (own, returned) = MANIFESTS.get_or_init(|| {
+                    (<Self as ::verso::VersionedObject>::manifest(), <#ok as ::verso::indirection::RemoteValue>::manifest())
+                });
+                ::verso::__private::backport_updates(&ctx, &mut updates, own)
                     .await
                     .map_err(<#err as ::core::convert::From<::verso::CallError>>::from)?;
                 ::verso::__private::apply_updates(self, &updates)
                     .map_err(|e| <#err as ::core::convert::From<::verso::CallError>>::from(e.into()))?;
+                if let ::core::option::Option::Some(returned) = returned {
+                    ::verso::__private::backport_result(&ctx, &mut result, returned)
+                        .await
+                        .map_err(<#err as ::core::convert::From<::verso::CallError>>::from)?;
+                }
                 return ::verso::__private::decode_result::<#ok>(&result, &ctx).map_err(<#err as ::core::convert::From<::verso::CallError>>::from);
             }
             self.#local(#(#names),*).await

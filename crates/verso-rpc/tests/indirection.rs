@@ -785,3 +785,244 @@ async fn an_argument_newer_than_the_servers_class_is_backported_through_the_cond
         s.stop().await;
     }
 }
+
+/// A device as the release N+1 conductor hands it out: `Device` 1.2, managed.
+fn device_1_2() -> Device {
+    Device {
+        id: 7.into(),
+        hostname: "host1".into(),
+        vendor_board_info: Some("sxm4".to_owned()).into(),
+        managed_mode: ManagedMode::Managed.into(),
+        ..Device::blank()
+    }
+}
+
+/// A slot holding a device, as release N+1 (the conductor) has it: its instance methods
+/// return and store `Device` 1.2.
+#[derive(VersionedObject, Clone, Debug, PartialEq)]
+#[verso(name = "Slot", namespace = "cyborg", version = "1.0", remotable)]
+struct Slot {
+    id: Field<i64>,
+    device: Field<Option<Device>>,
+    meta: ObjectMeta,
+}
+
+#[verso::remotable]
+impl Slot {
+    /// The slot's device (an object result).
+    #[remotable]
+    async fn device_of(&mut self) -> Result<Device, CallError> {
+        Ok(device_1_2())
+    }
+
+    /// Puts a device in the slot (an object-valued field update).
+    #[remotable]
+    async fn plug(&mut self) -> Result<(), CallError> {
+        self.device.set(Some(device_1_2()));
+        Ok(())
+    }
+
+    /// Changes the id (no object anywhere).
+    #[remotable]
+    async fn renumber(&mut self, id: i64) -> Result<i64, CallError> {
+        self.id.set(id);
+        Ok(id)
+    }
+}
+
+/// The same class as release N has it: it knows `Device` 1.1 only. Its bodies never run
+/// (the agent's context delegates them).
+#[derive(VersionedObject, Clone, Debug, PartialEq)]
+#[verso(name = "Slot", namespace = "cyborg", version = "1.0", remotable)]
+struct SlotN {
+    id: Field<i64>,
+    device: Field<Option<DeviceN>>,
+    meta: ObjectMeta,
+}
+
+#[verso::remotable]
+impl SlotN {
+    /// See `Slot::device_of`.
+    #[remotable]
+    async fn device_of(&mut self) -> Result<DeviceN, CallError> {
+        Err(CallError::method("RanLocally", "runs on the conductor"))
+    }
+
+    /// See `Slot::plug`.
+    #[remotable]
+    async fn plug(&mut self) -> Result<(), CallError> {
+        Err(CallError::method("RanLocally", "runs on the conductor"))
+    }
+
+    /// See `Slot::renumber`.
+    #[remotable]
+    async fn renumber(&mut self, id: i64) -> Result<i64, CallError> {
+        let _ = id;
+        Err(CallError::method("RanLocally", "runs on the conductor"))
+    }
+}
+
+/// A release N+1 conductor serving `Slot` (and the model) over the recording transport,
+/// and a context whose indirection API is that conductor.
+async fn slot_conductor(t: &Recording) -> (ServerHandle, RequestContext) {
+    let mut registry = cyborg_model::registry();
+    registry.register_remotable::<Slot>();
+    let server = RpcServer::new(Arc::new(t.clone()), Target::new("conductor"))
+        .endpoint(add_object_endpoints(
+            Endpoint::new(Version::new(1, 1)),
+            INDIRECTION_VERSION,
+            Arc::new(registry),
+            |ctx| ctx,
+        ))
+        .expect("valid")
+        .start()
+        .await
+        .expect("conductor starts");
+    let api = Arc::new(ConductorApi::new(
+        RpcClient::new(Arc::new(t.clone()), Target::new("conductor")),
+        INDIRECTION_VERSION,
+    ));
+    (
+        server,
+        RequestContext::new("req-n").with_indirection("cyborg", api),
+    )
+}
+
+/// `obj` as loaded: nothing changed, with `ctx`.
+fn with_ctx<O: VersionedObject>(mut obj: O, ctx: &RequestContext) -> O {
+    obj.reset_changes();
+    obj.meta_mut().context = Some(Box::new(ctx.clone()));
+    obj
+}
+
+fn called(methods: &[&str]) -> Vec<(String, String)> {
+    methods
+        .iter()
+        .map(|m| (m.to_string(), "1.1".to_owned()))
+        .collect()
+}
+
+#[tokio::test]
+async fn an_instance_methods_newer_result_is_backported_through_the_conductor() {
+    let t = Recording::default();
+    let (server, ctx) = slot_conductor(&t).await;
+    let mut slot = with_ctx(
+        SlotN {
+            id: 1.into(),
+            ..SlotN::blank()
+        },
+        &ctx,
+    );
+
+    let dev = slot.device_of().await.expect("backported result");
+    let p = verso::FieldValue::to_primitive(&dev);
+    assert_eq!(p["versioned_object.version"], "1.1");
+    assert!(p["versioned_object.data"].get("managed_mode").is_none());
+    assert_eq!(dev.id.get(), Some(&7));
+    assert_eq!(dev.hostname.get().map(String::as_str), Some("host1"));
+    assert_eq!(dev.vendor_board_info.get(), Some(&Some("sxm4".to_owned())));
+    assert!(
+        dev.context().is_some_and(|c| c.request_id == "req-n"),
+        "the result carries the caller's context"
+    );
+    assert_eq!(
+        sent(&t),
+        called(&["object_action", "object_backport_versions"])
+    );
+    let (_, _, msg) = t.last().expect("sent");
+    assert_eq!(
+        msg["args"]["object_versions"],
+        json!({"Device": "1.1"}),
+        "the manifest of the method's result type"
+    );
+    assert_eq!(msg["args"]["objinst"]["versioned_object.version"], "1.2");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_instance_methods_newer_field_update_is_backported_through_the_conductor() {
+    let t = Recording::default();
+    let (server, ctx) = slot_conductor(&t).await;
+    let mut slot = with_ctx(
+        SlotN {
+            id: 1.into(),
+            ..SlotN::blank()
+        },
+        &ctx,
+    );
+
+    slot.plug().await.expect("backported update");
+    let dev = slot
+        .device
+        .get()
+        .and_then(Option::as_ref)
+        .expect("the device was applied");
+    assert_eq!(
+        verso::FieldValue::to_primitive(dev)["versioned_object.version"],
+        "1.1"
+    );
+    assert_eq!(dev.id.get(), Some(&7));
+    assert_eq!(dev.vendor_board_info.get(), Some(&Some("sxm4".to_owned())));
+    assert_eq!(
+        slot.what_changed().into_iter().collect::<Vec<_>>(),
+        vec!["device"],
+        "change tracking comes from the reply"
+    );
+    assert_eq!(
+        sent(&t),
+        called(&["object_action", "object_backport_versions"])
+    );
+    let (_, _, msg) = t.last().expect("sent");
+    assert_eq!(
+        msg["args"]["object_versions"],
+        json!({"Device": "1.1", "Slot": "1.0"}),
+        "the manifest of the caller's class"
+    );
+    assert_eq!(msg["args"]["objinst"]["versioned_object.name"], "Device");
+    assert_eq!(msg["args"]["objinst"]["versioned_object.version"], "1.2");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_instance_method_with_nothing_newer_makes_no_backport_call() {
+    let t = Recording::default();
+    let (server, ctx) = slot_conductor(&t).await;
+
+    // Release N: no object in the reply.
+    let mut slot = with_ctx(
+        SlotN {
+            id: 1.into(),
+            ..SlotN::blank()
+        },
+        &ctx,
+    );
+    assert_eq!(slot.renumber(5).await.expect("renumbered"), 5);
+    assert_eq!(slot.id.get(), Some(&5));
+    assert_eq!(sent(&t), called(&["object_action"]));
+
+    // Release N+1 knows Device 1.2: the result and the update are read as they come.
+    let mut slot = with_ctx(
+        Slot {
+            id: 1.into(),
+            ..Slot::blank()
+        },
+        &ctx,
+    );
+    let dev = slot.device_of().await.expect("current result");
+    assert_eq!(dev.managed_mode.get(), Some(&ManagedMode::Managed));
+    slot.plug().await.expect("current update");
+    assert_eq!(
+        slot.device
+            .get()
+            .and_then(Option::as_ref)
+            .and_then(|d| d.managed_mode.get()),
+        Some(&ManagedMode::Managed)
+    );
+    assert_eq!(slot.renumber(6).await.expect("renumbered"), 6);
+    assert_eq!(
+        sent(&t),
+        called(&["object_action"; 4]),
+        "no object_backport_versions"
+    );
+    server.stop().await;
+}

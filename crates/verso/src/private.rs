@@ -153,6 +153,26 @@ pub fn decode_result<T: RemoteValue>(
     crate::indirection::decode_result(value, ctx)
 }
 
+/// An `object_action` reply's `updates`, with each object newer than `manifest` (the
+/// caller's class's) backported through the context's indirection API.
+pub async fn backport_updates(
+    ctx: &RequestContext,
+    updates: &mut Map<String, Value>,
+    manifest: &VersionManifest,
+) -> std::result::Result<(), CallError> {
+    crate::indirection::backport_updates(ctx, updates, manifest).await
+}
+
+/// A delegated call's result, with each object newer than `manifest` (the result
+/// type's) backported through the context's indirection API.
+pub async fn backport_result(
+    ctx: &RequestContext,
+    result: &mut Value,
+    manifest: &VersionManifest,
+) -> std::result::Result<(), CallError> {
+    crate::indirection::backport_newer(ctx, result, manifest, |_, e| e).await
+}
+
 /// The error of a field index out of range (generated code never passes one).
 pub fn no_field_at(object: &'static str, index: usize) -> Error {
     Error::UnknownField {
