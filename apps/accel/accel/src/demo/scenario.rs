@@ -1006,7 +1006,8 @@ async fn pinned_agent_refuses(d: &mut Deployment, t: &mut Timeline) -> Result<()
     match message {
         None => t.check("the pinned agent refused to start", false, "it started")?,
         Some(message) => {
-            let line = line_with(&message, "1.1");
+            // The error's line: "1.1" alone also matches a log line's timestamp.
+            let line = line_with(&message, "[upgrade_levels] conductor");
             t.note(format!("accel agent: {line}"));
             t.check(
                 "refused, naming the required version and the option",
