@@ -1,4 +1,5 @@
-//! The README's code is compiled: each `rust` block of the README is marked with
+//! The documents' code is compiled: each `rust` block of the README and of
+//! `docs/architecture.md` is marked with
 //! `<!-- excerpt of PATH -->` and must be an excerpt of that file (a file `cargo test`
 //! compiles, such as `examples/readme.rs`): every line of the block, trimmed, is a line
 //! of the file, in the same order. A line `...` or `// ...` stands for lines left out.
@@ -21,7 +22,8 @@ struct Block {
     lines: Vec<String>,
 }
 
-/// The marked `rust` blocks of `markdown` (a marker applies to the block right after it).
+/// The marked `rust` blocks of `markdown` (a marker applies to the block right after it);
+/// an error names the line.
 fn blocks(markdown: &str) -> Result<Vec<Block>, String> {
     let mut out = Vec::new();
     let mut lines = markdown.lines().enumerate();
@@ -31,14 +33,14 @@ fn blocks(markdown: &str) -> Result<Vec<Block>, String> {
         };
         let source = rest
             .strip_suffix("-->")
-            .ok_or_else(|| format!("README.md:{}: the marker does not end with -->", n + 1))?
+            .ok_or_else(|| format!("line {}: the marker does not end with -->", n + 1))?
             .trim()
             .to_owned();
         match lines.next() {
             Some((_, fence)) if fence.trim() == "```rust" => {}
             _ => {
                 return Err(format!(
-                    "README.md:{}: a marker must be followed by a ```rust block",
+                    "line {}: a marker must be followed by a ```rust block",
                     n + 1
                 ))
             }
@@ -77,27 +79,37 @@ fn first_missing<'b>(block: &'b [String], source: &str) -> Option<&'b str> {
         .map(String::as_str)
 }
 
-#[test]
-fn every_marked_readme_block_is_an_excerpt_of_compiled_code() {
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
-    let blocks = blocks(&readme).expect("well-formed markers");
-    let rust_blocks = readme.lines().filter(|l| l.trim() == "```rust").count();
-    assert_eq!(
-        blocks.len(),
-        rust_blocks,
-        "every rust block of the README is marked as the excerpt of a file"
-    );
+/// Every rust block of `doc` (a path from the workspace root) is marked and an excerpt.
+fn check(doc: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(root().join(doc)).expect(doc);
+    let blocks = blocks(&text).unwrap_or_else(|e| panic!("{doc}: {e}"));
+    let rust_blocks = text.lines().filter(|l| l.trim() == "```rust").count();
     let mut failures = Vec::new();
+    if blocks.len() != rust_blocks {
+        failures.push(format!(
+            "{doc}: {rust_blocks} rust blocks, {} marked as the excerpt of a file",
+            blocks.len()
+        ));
+    }
     for b in &blocks {
         let source = std::fs::read_to_string(root().join(&b.source))
-            .unwrap_or_else(|e| panic!("README.md:{}: {}: {e}", b.line, b.source));
+            .unwrap_or_else(|e| panic!("{doc}:{}: {}: {e}", b.line, b.source));
         if let Some(missing) = first_missing(&b.lines, &source) {
             failures.push(format!(
-                "README.md:{}: not in {} (or out of order): {missing}",
+                "{doc}:{}: not in {} (or out of order): {missing}",
                 b.line, b.source
             ));
         }
     }
+    failures
+}
+
+#[test]
+fn every_rust_block_of_the_readme_and_the_architecture_is_an_excerpt_of_compiled_code() {
+    let failures: Vec<String> = ["README.md", "docs/architecture.md"]
+        .into_iter()
+        .flat_map(check)
+        .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
