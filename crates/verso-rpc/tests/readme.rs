@@ -1,5 +1,5 @@
-//! The documents' code is compiled: each `rust` block of the README and of
-//! `docs/architecture.md` is marked with
+//! The documents' code is compiled: each `rust` block of the README, of
+//! `docs/architecture.md` and of `docs/driver-features.md` is marked with
 //! `<!-- excerpt of PATH -->` and must be an excerpt of that file (a file `cargo test`
 //! compiles, such as `examples/readme.rs`): every line of the block, trimmed, is a line
 //! of the file, in the same order. A line `...` or `// ...` stands for lines left out.
@@ -105,11 +105,15 @@ fn check(doc: &str) -> Vec<String> {
 }
 
 #[test]
-fn every_rust_block_of_the_readme_and_the_architecture_is_an_excerpt_of_compiled_code() {
-    let failures: Vec<String> = ["README.md", "docs/architecture.md"]
-        .into_iter()
-        .flat_map(check)
-        .collect();
+fn every_rust_block_of_the_readme_and_the_docs_is_an_excerpt_of_compiled_code() {
+    let failures: Vec<String> = [
+        "README.md",
+        "docs/architecture.md",
+        "docs/driver-features.md",
+    ]
+    .into_iter()
+    .flat_map(check)
+    .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
