@@ -78,7 +78,7 @@ impl IntoVersion for &String {
 #[derive(Clone)]
 pub struct RpcClient {
     transport: Arc<dyn Transport>,
-    target: Target,
+    target: Arc<Target>,
     cap: Option<Version>,
     timeout: Duration,
     serializer: Arc<dyn Serializer>,
@@ -116,8 +116,8 @@ pub enum Delivery {
 /// serialized.
 #[derive(Debug)]
 pub struct Outgoing {
-    /// Where it goes.
-    pub target: Target,
+    /// Where it goes (shared with the client; `Arc::make_mut` to change it).
+    pub target: Arc<Target>,
     /// The request.
     pub request: Request,
     /// Call, cast or fanout.
@@ -182,7 +182,7 @@ impl RpcClient {
         let service = Self::pipeline(&target, None, &serializer, &transport, &[]);
         RpcClient {
             transport,
-            target,
+            target: Arc::new(target),
             cap: None,
             timeout: DEFAULT_TIMEOUT,
             serializer,
@@ -651,10 +651,10 @@ impl<'a> Prepared<'a> {
         self.client.service.clone().oneshot(out).await.map(|_| ())
     }
 
-    fn target(&self) -> Target {
+    fn target(&self) -> Arc<Target> {
         match &self.server {
             None => self.client.target.clone(),
-            Some(s) => self.client.target.clone().with_server(s.clone()),
+            Some(s) => Arc::new((*self.client.target).clone().with_server(s.clone())),
         }
     }
 }

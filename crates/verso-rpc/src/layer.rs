@@ -43,7 +43,7 @@
 use crate::client::{Delivery, Outgoing};
 use crate::message::{Reply, Request};
 use crate::serializer::Serializer;
-use crate::RpcError;
+use crate::{RpcError, Target};
 use futures::future::{BoxFuture, Either};
 use pin_project_lite::pin_project;
 use serde_json::{Map, Value};
@@ -171,7 +171,7 @@ where
             .then(|| {
                 (
                     tokio::time::sleep(timeout),
-                    Box::new((out.request.method.clone(), out.target.topic.clone())),
+                    (out.request.method.clone(), out.target.clone()),
                 )
             })
             .unzip();
@@ -194,8 +194,8 @@ pin_project! {
         // The call's timer; none for a cast.
         #[pin]
         timer: Option<tokio::time::Sleep>,
-        // Method and topic, for the error.
-        what: Option<Box<(String, String)>>,
+        // Method and target, for the error.
+        what: Option<(String, Arc<Target>)>,
         timeout: Duration,
     }
 }
@@ -214,7 +214,11 @@ where
         match this.timer.as_pin_mut() {
             Some(timer) => {
                 std::task::ready!(timer.poll(cx));
-                let (method, topic) = *this.what.take().unwrap_or_default();
+                let (method, topic) = this
+                    .what
+                    .take()
+                    .map(|(m, t)| (m, t.topic.clone()))
+                    .unwrap_or_default();
                 Poll::Ready(Err(RpcError::Timeout {
                     method,
                     topic,
