@@ -104,6 +104,16 @@ impl TransactionalStore for Crashing {
     async fn begin(&self) -> Result<DbTransaction, StoreError> {
         self.inner.begin().await
     }
+    async fn load_in(&self, tx: &mut DbTransaction) -> Result<Option<PersistedState>, StoreError> {
+        self.inner.load_in(tx).await
+    }
+    /// The inner store's own (its `save_in` is not counted: only the steps' are).
+    async fn update(
+        &self,
+        change: &(dyn Fn(Option<PersistedState>) -> PersistedState + Send + Sync),
+    ) -> Result<PersistedState, StoreError> {
+        self.inner.update(change).await
+    }
     async fn save_in(
         &self,
         tx: &mut DbTransaction,
@@ -253,6 +263,93 @@ async fn failed_step_rolls_back(db: &Db) -> Result<(), UpgradeError> {
     assert_eq!(rows(db).await, ["checked"]);
     assert_eq!(m.state(), UpgradeState::Finalized);
     Ok(())
+}
+
+/// Like [`backfill`], but each step keeps its transaction open a while after its insert,
+/// so that a second conductor finalizing at the same time reaches the same step meanwhile.
+fn slow_backfill(runs: &Arc<Runs>) -> UpgradeAction<New> {
+    fn slow_insert<'t>(
+        tx: &'t mut DbTransaction,
+        step: &'static str,
+    ) -> BoxFuture<'t, Result<(), ActionError>> {
+        Box::pin(async move {
+            insert(tx, step).await?;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            Ok(())
+        })
+    }
+    let (r1, r2) = (runs.clone(), runs.clone());
+    UpgradeAction::new(New::Next, "backfill")
+        .step_in_tx::<DbVersionStore>("first", move |tx| {
+            r1.first.fetch_add(1, Ordering::SeqCst);
+            slow_insert(tx, "first")
+        })
+        .step_in_tx::<DbVersionStore>("second", move |tx| {
+            r2.second.fetch_add(1, Ordering::SeqCst);
+            slow_insert(tx, "second")
+        })
+}
+
+/// Two conductors (each its own pool: two processes) finalize release N+1 on `url` at
+/// once: each step runs once and its row lands once (the second conductor waits on the
+/// record's lock, then finds the step done), and the record ends finalized.
+async fn two_conductors_finalize_at_once(url: &str) -> Result<(), UpgradeError> {
+    let db = Db::connect(url).await.expect("connect");
+    VersionManager::<Old>::open(DbVersionStore::new(db.clone(), "conductor")).await?;
+    sqlx::query("CREATE TABLE backfilled (step TEXT NOT NULL)")
+        .execute(db.pool())
+        .await
+        .expect("create table");
+
+    let runs = Arc::new(Runs::default());
+    let start = Arc::new(tokio::sync::Barrier::new(2));
+    let mut conductors = Vec::new();
+    for _ in 0..2 {
+        let own = Db::connect(url).await.expect("connect");
+        let m = VersionManager::<New>::builder_tx(DbVersionStore::new(own.clone(), "conductor"))
+            .action(slow_backfill(&runs))
+            .retry(fast_retry())
+            .open()
+            .await?;
+        assert_eq!(m.state(), UpgradeState::PreFinalized);
+        let start = start.clone();
+        conductors.push(tokio::spawn(async move {
+            start.wait().await;
+            let outcome = m.finalize().await;
+            (outcome, m, own)
+        }));
+    }
+    for conductor in conductors {
+        let (outcome, m, own) = conductor.await.expect("join");
+        outcome?;
+        assert_eq!(m.state(), UpgradeState::Finalized);
+        own.close().await;
+    }
+    assert_eq!(rows(&db).await, ["first", "second"]);
+    assert_eq!(runs.first.load(Ordering::SeqCst), 1);
+    assert_eq!(runs.second.load(Ordering::SeqCst), 1);
+    let after = record(&db).await;
+    assert_eq!((after.apparent, after.finalizing), (2, None));
+    db.close().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_two_conductors_finalizing_at_once_write_each_row_once() -> Result<(), UpgradeError>
+{
+    let (db, dir) = support::sqlite().await;
+    db.close().await;
+    two_conductors_finalize_at_once(&support::sqlite_url(&dir)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_two_conductors_finalizing_at_once_write_each_row_once(
+) -> Result<(), UpgradeError> {
+    let url = support::postgres_database().await;
+    let db = Db::connect(&url).await.expect("connect");
+    db.migrate().await.expect("migrate");
+    db.close().await;
+    two_conductors_finalize_at_once(&url).await
 }
 
 #[tokio::test]
