@@ -266,8 +266,9 @@ async fn failed_step_rolls_back(db: &Db) -> Result<(), UpgradeError> {
 }
 
 /// Like [`backfill`], but each step keeps its transaction open a while after its insert,
-/// so that a second conductor finalizing at the same time reaches the same step meanwhile.
-fn slow_backfill(runs: &Arc<Runs>) -> UpgradeAction<New> {
+/// so that a second conductor finalizing at the same time reaches the same step meanwhile;
+/// the first step's body says when it starts.
+fn slow_backfill(runs: &Arc<Runs>, inside: &Arc<Notify>) -> UpgradeAction<New> {
     fn slow_insert<'t>(
         tx: &'t mut DbTransaction,
         step: &'static str,
@@ -278,10 +279,11 @@ fn slow_backfill(runs: &Arc<Runs>) -> UpgradeAction<New> {
             Ok(())
         })
     }
-    let (r1, r2) = (runs.clone(), runs.clone());
+    let (r1, r2, inside) = (runs.clone(), runs.clone(), inside.clone());
     UpgradeAction::new(New::Next, "backfill")
         .step_in_tx::<DbVersionStore>("first", move |tx| {
             r1.first.fetch_add(1, Ordering::SeqCst);
+            inside.notify_one();
             slow_insert(tx, "first")
         })
         .step_in_tx::<DbVersionStore>("second", move |tx| {
@@ -290,10 +292,20 @@ fn slow_backfill(runs: &Arc<Runs>) -> UpgradeAction<New> {
         })
 }
 
+/// When the second of two conductors starts finalizing.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Second {
+    /// With the first (a barrier).
+    Together,
+    /// Once the first is inside its first step: its first record write (the marker) then
+    /// waits for the first's transaction, and must not overwrite the step it committed.
+    WhileFirstIsInAStep,
+}
+
 /// Two conductors (each its own pool: two processes) finalize release N+1 on `url` at
 /// once: each step runs once and its row lands once (the second conductor waits on the
 /// record's lock, then finds the step done), and the record ends finalized.
-async fn two_conductors_finalize_at_once(url: &str) -> Result<(), UpgradeError> {
+async fn two_conductors_finalize_at_once(url: &str, second: Second) -> Result<(), UpgradeError> {
     let db = Db::connect(url).await.expect("connect");
     VersionManager::<Old>::open(DbVersionStore::new(db.clone(), "conductor")).await?;
     sqlx::query("CREATE TABLE backfilled (step TEXT NOT NULL)")
@@ -302,19 +314,30 @@ async fn two_conductors_finalize_at_once(url: &str) -> Result<(), UpgradeError> 
         .expect("create table");
 
     let runs = Arc::new(Runs::default());
+    let inside = Arc::new(Notify::new());
     let start = Arc::new(tokio::sync::Barrier::new(2));
-    let mut conductors = Vec::new();
+    let mut opened = Vec::new();
     for _ in 0..2 {
         let own = Db::connect(url).await.expect("connect");
         let m = VersionManager::<New>::builder_tx(DbVersionStore::new(own.clone(), "conductor"))
-            .action(slow_backfill(&runs))
+            .action(slow_backfill(&runs, &inside))
             .retry(fast_retry())
             .open()
             .await?;
         assert_eq!(m.state(), UpgradeState::PreFinalized);
-        let start = start.clone();
+        opened.push((m, own));
+    }
+    let mut conductors = Vec::new();
+    for (n, (m, own)) in opened.into_iter().enumerate() {
+        let (start, inside) = (start.clone(), inside.clone());
         conductors.push(tokio::spawn(async move {
-            start.wait().await;
+            match second {
+                Second::Together => {
+                    start.wait().await;
+                }
+                Second::WhileFirstIsInAStep if n == 1 => inside.notified().await,
+                Second::WhileFirstIsInAStep => {}
+            }
             let outcome = m.finalize().await;
             (outcome, m, own)
         }));
@@ -339,7 +362,17 @@ async fn sqlite_two_conductors_finalizing_at_once_write_each_row_once() -> Resul
 {
     let (db, dir) = support::sqlite().await;
     db.close().await;
-    two_conductors_finalize_at_once(&support::sqlite_url(&dir)).await
+    let url = support::sqlite_url(&dir);
+    two_conductors_finalize_at_once(&url, Second::Together).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_second_conductor_does_not_overwrite_a_step_the_first_committed(
+) -> Result<(), UpgradeError> {
+    let (db, dir) = support::sqlite().await;
+    db.close().await;
+    let url = support::sqlite_url(&dir);
+    two_conductors_finalize_at_once(&url, Second::WhileFirstIsInAStep).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -349,7 +382,17 @@ async fn postgres_two_conductors_finalizing_at_once_write_each_row_once(
     let db = Db::connect(&url).await.expect("connect");
     db.migrate().await.expect("migrate");
     db.close().await;
-    two_conductors_finalize_at_once(&url).await
+    two_conductors_finalize_at_once(&url, Second::Together).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_second_conductor_does_not_overwrite_a_step_the_first_committed(
+) -> Result<(), UpgradeError> {
+    let url = support::postgres_database().await;
+    let db = Db::connect(&url).await.expect("connect");
+    db.migrate().await.expect("migrate");
+    db.close().await;
+    two_conductors_finalize_at_once(&url, Second::WhileFirstIsInAStep).await
 }
 
 #[tokio::test]
