@@ -376,8 +376,8 @@ async fn sqlite_a_second_conductor_does_not_overwrite_a_step_the_first_committed
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_two_conductors_finalizing_at_once_write_each_row_once(
-) -> Result<(), UpgradeError> {
+async fn postgres_two_conductors_finalizing_at_once_write_each_row_once() -> Result<(), UpgradeError>
+{
     let url = support::postgres_database().await;
     let db = Db::connect(&url).await.expect("connect");
     db.migrate().await.expect("migrate");
