@@ -12,7 +12,10 @@
 //! store ([`TransactionalStore`]), writes its data in it, and the manager records the
 //! step's completion in that same transaction before committing. A crash then leaves
 //! both or neither, so the step runs exactly once as far as committed data goes (it
-//! may still be *attempted* again, its earlier attempt rolled back). Such a step needs
+//! may still be *attempted* again, its earlier attempt rolled back). This holds with
+//! several managers finalizing over one store at once (two conductors on one database):
+//! whether the step is done is read from the stored record, locked in the step's
+//! transaction ([`TransactionalStore::load_in`]). Such a step needs
 //! a manager built over that store type; [`crate::manager::Builder::open`] refuses
 //! anything else with [`UpgradeError::TransactionalStepWithoutStore`](crate::UpgradeError::TransactionalStepWithoutStore). Plain and
 //! transactional steps mix freely, within an action and across actions: plain steps
@@ -139,6 +142,15 @@ impl<V: ComponentVersion> UpgradeAction<V> {
     /// transaction it is given, and the manager records the step done in that same
     /// transaction, then commits (see the module docs). On an error the transaction is
     /// rolled back, data and all; a transient error is retried in a new transaction.
+    ///
+    /// Before `run` is called, the manager reads the stored record in the transaction
+    /// with [`TransactionalStore::load_in`], which locks it until commit or rollback. If
+    /// it already has the step done (another manager finalizing over the same store ran
+    /// it, or finalized its version), the transaction is rolled back and `run` is not
+    /// called; otherwise the record saved with the step's data is the stored one plus
+    /// this step, not the manager's own copy. So with two conductors finalizing one
+    /// database at once, the step's data commits once: the second waits on the lock and
+    /// then finds the step done.
     ///
     /// The manager must be built over an `S`
     /// ([`VersionManager::builder_tx`](crate::VersionManager::builder_tx)); `open`

@@ -128,13 +128,49 @@ struct Shared<V> {
 trait TxRunner: Send + Sync {
     fn store_type(&self) -> TypeId;
     fn store_name(&self) -> &'static str;
-    /// Begins, runs `step`, saves `record` in the transaction, commits. `Ok(Err)` is the
-    /// step's own failure (rolled back); `Err` the store's.
+    /// Begins, reads the stored record under its lock (`load_in`); if it already records
+    /// step `id` of `version` (another manager ran it), rolls back and returns it as
+    /// [`TxOutcome::AlreadyDone`]. Otherwise runs `step`, saves the stored record plus
+    /// `id` in the transaction (`current`, the manager's, only if nothing is stored),
+    /// commits and returns what it saved. `Err` is the store's failure.
     async fn run(
         &self,
         step: &TxStepFn,
-        record: &PersistedState,
-    ) -> Result<Result<(), ActionError>, TxFailure>;
+        id: &str,
+        version: u32,
+        current: &PersistedState,
+    ) -> Result<TxOutcome, TxFailure>;
+    /// [`TransactionalStore::update`].
+    async fn update(
+        &self,
+        change: &(dyn Fn(Option<PersistedState>) -> PersistedState + Send + Sync),
+    ) -> Result<PersistedState, StoreError>;
+}
+
+/// What a transactional step's transaction did.
+enum TxOutcome {
+    /// The step ran and committed with this record.
+    Ran(PersistedState),
+    /// The stored record already had the step done (another manager's): nothing ran.
+    AlreadyDone(PersistedState),
+    /// The step failed; its transaction was rolled back.
+    Failed(ActionError),
+}
+
+/// Whether `record` has step `id` of `version` done: listed in the marker, or its
+/// version already finalized (which clears the list).
+fn step_recorded(record: &PersistedState, version: u32, id: &str) -> bool {
+    record.apparent >= version
+        || record
+            .finalizing
+            .as_ref()
+            .is_some_and(|f| f.steps_done.iter().any(|d| d == id))
+}
+
+async fn rollback_quietly<S: TransactionalStore>(store: &S, tx: S::Tx, why: &str) {
+    if let Err(rb) = store.rollback(tx).await {
+        tracing::warn!(error = %rb, "rollback {why} failed (the transaction is abandoned)");
+    }
 }
 
 /// Where a transaction failed: before its commit (nothing landed) or in it (unknown).
@@ -158,28 +194,57 @@ impl<S: TransactionalStore> TxRunner for TxBinding<S> {
     async fn run(
         &self,
         step: &TxStepFn,
-        record: &PersistedState,
-    ) -> Result<Result<(), ActionError>, TxFailure> {
-        let store = &self.0;
+        id: &str,
+        version: u32,
+        current: &PersistedState,
+    ) -> Result<TxOutcome, TxFailure> {
+        let store = &*self.0;
         let mut tx = store.begin().await.map_err(TxFailure::Before)?;
+        // The decision is made on the stored record, locked until commit or rollback:
+        // a concurrent manager's transaction for this step waits here, then sees it done.
+        let stored = match store.load_in(&mut tx).await {
+            Ok(stored) => stored,
+            Err(e) => {
+                rollback_quietly(store, tx, "after a failed record read").await;
+                return Err(TxFailure::Before(e));
+            }
+        };
+        if let Some(stored) = stored.as_ref().filter(|s| step_recorded(s, version, id)) {
+            rollback_quietly(store, tx, "of a step already done").await;
+            return Ok(TxOutcome::AlreadyDone(stored.clone()));
+        }
+        let mut record = stored.unwrap_or_else(|| current.clone());
+        match &mut record.finalizing {
+            Some(f) => f.steps_done.push(id.to_owned()),
+            // Not expected (the manager wrote its marker first): keep the manager's.
+            None => {
+                record.finalizing = current.finalizing.clone().map(|mut f| {
+                    f.steps_done = vec![id.to_owned()];
+                    f
+                })
+            }
+        }
         let outcome = step(&mut tx as &mut (dyn Any + Send)).await;
         let saved = match outcome {
-            Ok(()) => store.save_in(&mut tx, record).await,
+            Ok(()) => store.save_in(&mut tx, &record).await,
             Err(e) => {
-                if let Err(rb) = store.rollback(tx).await {
-                    tracing::warn!(error = %rb, "rollback of a failed upgrade step failed (the transaction is abandoned)");
-                }
-                return Ok(Err(e));
+                rollback_quietly(store, tx, "of a failed upgrade step").await;
+                return Ok(TxOutcome::Failed(e));
             }
         };
         if let Err(e) = saved {
-            if let Err(rb) = store.rollback(tx).await {
-                tracing::warn!(error = %rb, "rollback after a failed record write failed (the transaction is abandoned)");
-            }
+            rollback_quietly(store, tx, "after a failed record write").await;
             return Err(TxFailure::Before(e));
         }
         store.commit(tx).await.map_err(TxFailure::Commit)?;
-        Ok(Ok(()))
+        Ok(TxOutcome::Ran(record))
+    }
+
+    async fn update(
+        &self,
+        change: &(dyn Fn(Option<PersistedState>) -> PersistedState + Send + Sync),
+    ) -> Result<PersistedState, StoreError> {
+        self.0.update(change).await
     }
 }
 
@@ -590,6 +655,10 @@ impl<V: ComponentVersion> VersionManager<V> {
             .filter(|v| *v > self.apparent() && *v <= target)
             .collect();
         for v in pending {
+            if self.shared().record.apparent >= v.number() {
+                // Another manager over the same store finalized it meanwhile.
+                continue;
+            }
             for action in self.actions.iter().filter(|a| a.version == v) {
                 for step in &action.steps {
                     let id = step_id(v, action.name, step.name);
@@ -605,7 +674,8 @@ impl<V: ComponentVersion> VersionManager<V> {
                     let ran = match &step.kind {
                         StepKind::Plain(run) => self.run_step(&id, || run()).await,
                         StepKind::InTx { run, .. } => {
-                            self.run_step(&id, || self.tx_attempt(&id, run)).await
+                            self.run_step(&id, || self.tx_attempt(v.number(), &id, run))
+                                .await
                         }
                     };
                     if let Err(reason) = ran {
@@ -626,7 +696,9 @@ impl<V: ComponentVersion> VersionManager<V> {
                     if let StepKind::Plain(_) = step.kind {
                         self.persist(|r| {
                             if let Some(f) = &mut r.finalizing {
-                                f.steps_done.push(id.clone());
+                                if !f.steps_done.contains(&id) {
+                                    f.steps_done.push(id.clone());
+                                }
                             }
                         })
                         .await?;
@@ -635,22 +707,28 @@ impl<V: ComponentVersion> VersionManager<V> {
                 }
             }
             self.persist(|r| {
-                r.apparent = v.number();
-                if let Some(f) = &mut r.finalizing {
-                    f.steps_done.clear();
+                // Never backwards: another manager may have gone further meanwhile.
+                if r.apparent < v.number() {
+                    r.apparent = v.number();
+                    if let Some(f) = &mut r.finalizing {
+                        f.steps_done.clear();
+                    }
                 }
             })
             .await?;
-            self.apparent.store(v.number(), Ordering::Release);
+            self.apparent.fetch_max(v.number(), Ordering::AcqRel);
             tracing::info!(component = V::COMPONENT, version = %v.label(), "version finalized");
         }
         Ok(())
     }
 
-    /// One attempt of a transactional step: its data and the record marking it done in
-    /// one transaction. A store failure counts as transient (a database restarting); a
-    /// failed commit is checked against the store, since it may have landed.
-    async fn tx_attempt(&self, id: &str, run: &TxStepFn) -> Result<(), ActionError> {
+    /// One attempt of a transactional step of `version`: its data and the record marking
+    /// it done in one transaction. Whether it is done is decided on the stored record,
+    /// read under its lock in that transaction: another manager finalizing over the same
+    /// store may have run it. A store failure counts as transient (a database
+    /// restarting); a failed commit is checked against the store, since it may have
+    /// landed.
+    async fn tx_attempt(&self, version: u32, id: &str, run: &TxStepFn) -> Result<(), ActionError> {
         let Some(runner) = &self.tx else {
             // `open` refuses transactional steps without a transactional store.
             return Err(ActionError::Permanent(
@@ -660,19 +738,25 @@ impl<V: ComponentVersion> VersionManager<V> {
         self.reload_if_uncertain()
             .await
             .map_err(|e| ActionError::Transient(e.to_string()))?;
-        if self.step_done(id) {
+        if self.step_done(version, id) {
             return Ok(());
         }
-        let mut next = self.shared().record.clone();
-        if let Some(f) = &mut next.finalizing {
-            f.steps_done.push(id.to_owned());
-        }
-        match runner.run(run, &next).await {
-            Ok(Ok(())) => {
-                self.shared().record = next;
+        let current = self.shared().record.clone();
+        match runner.run(run, id, version, &current).await {
+            Ok(TxOutcome::Ran(saved)) => {
+                self.adopt(saved);
                 Ok(())
             }
-            Ok(Err(e)) => Err(e),
+            Ok(TxOutcome::AlreadyDone(stored)) => {
+                tracing::info!(
+                    component = V::COMPONENT,
+                    step = id,
+                    "upgrade step already done by another finalizer over the same store"
+                );
+                self.adopt(stored);
+                Ok(())
+            }
+            Ok(TxOutcome::Failed(e)) => Err(e),
             Err(TxFailure::Before(e)) => Err(ActionError::Transient(format!("version store: {e}"))),
             Err(TxFailure::Commit(e)) => {
                 tracing::warn!(component = V::COMPONENT, step = id, error = %e, "commit of an upgrade step failed; reading back whether it landed");
@@ -680,7 +764,7 @@ impl<V: ComponentVersion> VersionManager<V> {
                 self.reload_if_uncertain()
                     .await
                     .map_err(|e| ActionError::Transient(e.to_string()))?;
-                if self.step_done(id) {
+                if self.step_done(version, id) {
                     Ok(())
                 } else {
                     Err(ActionError::Transient(format!(
@@ -691,12 +775,17 @@ impl<V: ComponentVersion> VersionManager<V> {
         }
     }
 
-    fn step_done(&self, id: &str) -> bool {
-        self.shared()
-            .record
-            .finalizing
-            .as_ref()
-            .is_some_and(|f| f.steps_done.iter().any(|d| d == id))
+    fn step_done(&self, version: u32, id: &str) -> bool {
+        step_recorded(&self.shared().record, version, id)
+    }
+
+    /// Takes `record`, read from or written to the store, as this manager's; the
+    /// apparent version only moves forward (another manager may have finalized more).
+    fn adopt(&self, record: PersistedState) {
+        if V::from_number(record.apparent).is_some() {
+            self.apparent.fetch_max(record.apparent, Ordering::AcqRel);
+        }
+        self.shared().record = record;
     }
 
     /// After a commit whose outcome is unknown, takes the record the store has.
@@ -705,9 +794,8 @@ impl<V: ComponentVersion> VersionManager<V> {
             return Ok(());
         }
         if let Some(stored) = self.store.load().await? {
-            let mut shared = self.shared();
-            shared.record = stored;
-            shared.uncertain = false;
+            self.adopt(stored);
+            self.shared().uncertain = false;
         }
         Ok(())
     }
@@ -753,14 +841,34 @@ impl<V: ComponentVersion> VersionManager<V> {
     }
 
     /// Applies `change` to the record and persists it; memory changes only once it is durable.
+    ///
+    /// Over a [`TransactionalStore`] the change applies to the *stored* record, under
+    /// its lock ([`TransactionalStore::update`]), so it cannot overwrite what another
+    /// manager over the same store committed meanwhile (a step it ran, the apparent
+    /// version it reached); the manager then takes the result as its record.
     pub(crate) async fn persist(
         &self,
-        change: impl FnOnce(&mut PersistedState),
+        change: impl Fn(&mut PersistedState) + Send + Sync,
     ) -> Result<(), UpgradeError> {
-        let mut next = self.shared().record.clone();
-        change(&mut next);
-        self.store.save(&next).await?;
-        self.shared().record = next;
+        let current = self.shared().record.clone();
+        let next = match &self.tx {
+            Some(runner) => {
+                runner
+                    .update(&|stored: Option<PersistedState>| {
+                        let mut next = stored.unwrap_or_else(|| current.clone());
+                        change(&mut next);
+                        next
+                    })
+                    .await?
+            }
+            None => {
+                let mut next = current;
+                change(&mut next);
+                self.store.save(&next).await?;
+                next
+            }
+        };
+        self.adopt(next);
         Ok(())
     }
 }

@@ -107,11 +107,18 @@ pub trait VersionStore: Send + Sync + 'static {
 /// its completion be one transaction
 /// ([`UpgradeAction::step_in_tx`](crate::UpgradeAction::step_in_tx)).
 ///
-/// The manager calls [`begin`](Self::begin), hands the transaction to the step, then
-/// [`save_in`](Self::save_in) with the record that marks the step done, then
-/// [`commit`](Self::commit); if the step or the save fails it calls
+/// The manager calls [`begin`](Self::begin), reads the stored record with
+/// [`load_in`](Self::load_in) (which locks it), and, unless the record already lists the
+/// step as done, hands the transaction to the step, then [`save_in`](Self::save_in) with
+/// the stored record plus the step, then [`commit`](Self::commit); if the step or the
+/// save fails, or the step turns out to be done already, it calls
 /// [`rollback`](Self::rollback). A transaction dropped without either (a crash, a
 /// cancelled future) must leave nothing behind: database transactions roll back.
+///
+/// Several managers may finalize over one store at once (two conductor processes on one
+/// database): the lock `load_in` takes is what keeps a transactional step to one run, and
+/// [`update`](Self::update) is how the manager writes the rest of the record without
+/// overwriting what another manager committed meanwhile.
 ///
 /// This crate knows nothing of the backend: `Tx` is whatever the store's transaction
 /// is (`sqlx::Transaction<'static, Any>` for accel's conductor).
@@ -121,12 +128,48 @@ pub trait TransactionalStore: VersionStore {
     type Tx: Send + 'static;
     /// Opens a transaction.
     async fn begin(&self) -> Result<Self::Tx, StoreError>;
+    /// Reads the record inside `tx` (`None` before the first start) **and locks it**:
+    /// until `tx` commits or rolls back, another transaction's `load_in` (and
+    /// [`update`](Self::update)) waits, and then reads what `tx` committed. Two
+    /// transactions must never both read the record and then both write it: a lock that
+    /// is only taken by the first write is not enough if two transactions can read
+    /// before either writes (PostgreSQL: `SELECT ... FOR UPDATE`; SQLite: a transaction
+    /// that takes the write lock before it reads, `BEGIN IMMEDIATE` or a first write).
+    async fn load_in(&self, tx: &mut Self::Tx) -> Result<Option<PersistedState>, StoreError>;
     /// Replaces the record inside `tx`: it becomes durable only when `tx` commits.
     async fn save_in(&self, tx: &mut Self::Tx, state: &PersistedState) -> Result<(), StoreError>;
     /// Commits `tx`: when this returns `Ok`, a crash cannot lose the record or the data.
     async fn commit(&self, tx: Self::Tx) -> Result<(), StoreError>;
     /// Abandons `tx`: neither the record nor the data written in it remains.
     async fn rollback(&self, tx: Self::Tx) -> Result<(), StoreError>;
+
+    /// Replaces the record by `change(stored record)`, atomically against other
+    /// transactions and updates (a read-modify-write under the lock of
+    /// [`load_in`](Self::load_in)), and returns what it wrote: how the manager writes the
+    /// record outside a step (the marker, a plain step done, the apparent version).
+    /// When this returns `Ok`, a crash cannot lose it.
+    ///
+    /// The default is [`begin`](Self::begin), `load_in`, [`save_in`](Self::save_in),
+    /// [`commit`](Self::commit); a store that can do it in one operation may override it.
+    async fn update(
+        &self,
+        change: &(dyn Fn(Option<PersistedState>) -> PersistedState + Send + Sync),
+    ) -> Result<PersistedState, StoreError> {
+        let mut tx = self.begin().await?;
+        let next = match self.load_in(&mut tx).await {
+            Ok(stored) => change(stored),
+            Err(e) => {
+                let _ = self.rollback(tx).await;
+                return Err(e);
+            }
+        };
+        if let Err(e) = self.save_in(&mut tx, &next).await {
+            let _ = self.rollback(tx).await;
+            return Err(e);
+        }
+        self.commit(tx).await?;
+        Ok(next)
+    }
 }
 
 /// A [`VersionStore`] in a JSON file, replaced atomically.

@@ -55,6 +55,9 @@ struct Db {
     lying_commits: usize,
     /// Step bodies run (including rolled-back attempts).
     attempts: Vec<String>,
+    /// The record's lock: taken by `load_in` and held by the transaction until it ends
+    /// (a database's row lock), and by `update`.
+    record_lock: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Db {
@@ -95,6 +98,8 @@ struct MemTx {
     db: Shared,
     record: Option<PersistedState>,
     rows: Vec<String>,
+    /// The record's lock once `load_in` took it; released when the transaction ends.
+    locked: Option<tokio::sync::OwnedMutexGuard<()>>,
 }
 
 impl MemTx {
@@ -143,7 +148,34 @@ impl TransactionalStore for MemStore {
             db: self.0.clone(),
             record: None,
             rows: Vec::new(),
+            locked: None,
         })
+    }
+
+    /// Not an operation of the crash count (like `load`): a read.
+    async fn load_in(&self, tx: &mut MemTx) -> Result<Option<PersistedState>, StoreError> {
+        if tx.locked.is_none() {
+            let record_lock = lock(&self.0).record_lock.clone();
+            tx.locked = Some(record_lock.lock_owned().await);
+        }
+        self.load().await
+    }
+
+    /// One operation (like `save`), under the record's lock.
+    async fn update(
+        &self,
+        change: &(dyn Fn(Option<PersistedState>) -> PersistedState + Send + Sync),
+    ) -> Result<PersistedState, StoreError> {
+        let record_lock = lock(&self.0).record_lock.clone();
+        let _locked = record_lock.lock().await;
+        let mut db = lock(&self.0);
+        let die = db.op()?;
+        let next = change(db.committed.record.clone());
+        db.committed.record = Some(next.clone());
+        if die {
+            return Err(died());
+        }
+        Ok(next)
     }
 
     async fn save_in(&self, tx: &mut MemTx, state: &PersistedState) -> Result<(), StoreError> {
@@ -199,6 +231,23 @@ fn insert(
     move |tx: &mut MemTx| -> BoxFuture<'_, Result<(), ActionError>> {
         lock(&db).attempts.push(row.to_owned());
         Box::pin(async move { tx.insert(row) })
+    }
+}
+
+/// Like [`insert`], but the step holds its transaction open for `wait` after the
+/// insert, so that a concurrent finalizer reaches the same step meanwhile.
+fn slow_insert(
+    db: Shared,
+    row: &'static str,
+    wait: std::time::Duration,
+) -> impl for<'t> Fn(&'t mut MemTx) -> BoxFuture<'t, Result<(), ActionError>> + Send + Sync {
+    move |tx: &mut MemTx| -> BoxFuture<'_, Result<(), ActionError>> {
+        lock(&db).attempts.push(row.to_owned());
+        Box::pin(async move {
+            tx.insert(row)?;
+            tokio::time::sleep(wait).await;
+            Ok(())
+        })
     }
 }
 
@@ -429,6 +478,9 @@ async fn a_transactional_step_needs_a_transactional_store_of_its_type() {
         async fn begin(&self) -> Result<MemTx, StoreError> {
             self.0.begin().await
         }
+        async fn load_in(&self, tx: &mut MemTx) -> Result<Option<PersistedState>, StoreError> {
+            self.0.load_in(tx).await
+        }
         async fn save_in(&self, tx: &mut MemTx, s: &PersistedState) -> Result<(), StoreError> {
             self.0.save_in(tx, s).await
         }
@@ -445,4 +497,71 @@ async fn a_transactional_step_needs_a_transactional_store_of_its_type() {
     }
     let err = b.open().await.expect_err("another store type");
     assert!(err.to_string().contains("Other"), "{err}");
+}
+
+/// Two managers over one store (two processes on one database) finalizing at once, each
+/// transactional step holding its transaction open a while: every transactional step
+/// runs once (the other manager waits on the record's lock, then finds it done), its
+/// row lands once, and neither manager's record writes undo the other's progress.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_managers_finalizing_at_once_run_each_transactional_step_once(
+) -> Result<(), UpgradeError> {
+    let db = upgraded_db();
+    let wait = std::time::Duration::from_millis(50);
+    let open_slow = |db: &Shared| {
+        let plain_db = db.clone();
+        VersionManager::<New>::builder_tx(MemStore(db.clone()))
+            .retry(fast_retry())
+            .action(
+                UpgradeAction::new(New::B, "b-backfill")
+                    .step_in_tx::<MemStore>("b1", slow_insert(db.clone(), "b1", wait))
+                    .step_in_tx::<MemStore>("b2", slow_insert(db.clone(), "b2", wait)),
+            )
+            .action(
+                UpgradeAction::new(New::C, "c-migrate")
+                    .step("c1", move || {
+                        let db = plain_db.clone();
+                        async move {
+                            // Plain, hence idempotent: either manager may run it.
+                            let mut db = lock(&db);
+                            if !db.committed.rows.iter().any(|r| r == "c1") {
+                                db.committed.rows.push("c1".into());
+                            }
+                            Ok(())
+                        }
+                    })
+                    .step_in_tx::<MemStore>("c2", slow_insert(db.clone(), "c2", wait)),
+            )
+            .open()
+    };
+    let first = open_slow(&db).await?;
+    let second = open_slow(&db).await?;
+    let start = Arc::new(tokio::sync::Barrier::new(2));
+    let tasks: Vec<_> = [first, second]
+        .into_iter()
+        .map(|m| {
+            let start = start.clone();
+            tokio::spawn(async move {
+                start.wait().await;
+                let outcome = m.finalize().await;
+                (outcome, m)
+            })
+        })
+        .collect();
+    for task in tasks {
+        let (outcome, m) = task.await.expect("join");
+        outcome?;
+        assert_eq!(m.state(), UpgradeState::Finalized);
+        assert_eq!(m.apparent(), New::C);
+    }
+    let db = lock(&db);
+    // Each transactional step's body ran once, and its row landed once.
+    for row in ["b1", "b2", "c2"] {
+        let ran = db.attempts.iter().filter(|a| *a == row).count();
+        assert_eq!(ran, 1, "{row} ran {ran} times (attempts {:?})", db.attempts);
+    }
+    assert_eq!(db.committed.rows, ["b1", "b2", "c1", "c2"]);
+    let record = db.committed.record.clone().expect("a record");
+    assert_eq!((record.apparent, record.finalizing), (3, None));
+    Ok(())
 }

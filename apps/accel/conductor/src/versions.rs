@@ -8,7 +8,7 @@
 //! [`DbTransaction`], writes its rows in it, and the step's completion is recorded in the
 //! same transaction, so a crash leaves both or neither.
 
-use crate::db::Db;
+use crate::db::{Backend, Db};
 use async_trait::async_trait;
 use sqlx::Row;
 use verso_upgrade::store::{PersistedState, StoreError, TransactionalStore, VersionStore};
@@ -54,14 +54,9 @@ fn upsert<'q>(
     .bind(at))
 }
 
-#[async_trait]
-impl VersionStore for DbVersionStore {
-    async fn load(&self) -> Result<Option<PersistedState>, StoreError> {
-        let row = sqlx::query("SELECT record FROM component_versions WHERE component = $1")
-            .bind(&self.component)
-            .fetch_optional(self.db.pool())
-            .await
-            .map_err(backend)?;
+impl DbVersionStore {
+    /// The record in `row` (the `record` column), if any.
+    fn parse(&self, row: Option<sqlx::any::AnyRow>) -> Result<Option<PersistedState>, StoreError> {
         let Some(row) = row else { return Ok(None) };
         let text: String = row.try_get("record").map_err(backend)?;
         let state: PersistedState =
@@ -70,6 +65,18 @@ impl VersionStore for DbVersionStore {
                 why: e.to_string(),
             })?;
         Ok(Some(state))
+    }
+}
+
+#[async_trait]
+impl VersionStore for DbVersionStore {
+    async fn load(&self) -> Result<Option<PersistedState>, StoreError> {
+        let row = sqlx::query("SELECT record FROM component_versions WHERE component = $1")
+            .bind(&self.component)
+            .fetch_optional(self.db.pool())
+            .await
+            .map_err(backend)?;
+        self.parse(row)
     }
 
     async fn save(&self, state: &PersistedState) -> Result<(), StoreError> {
@@ -86,8 +93,10 @@ impl TransactionalStore for DbVersionStore {
     type Tx = DbTransaction;
 
     /// Opens a transaction whose first statement writes (it touches the component's
-    /// row), so SQLite takes its write lock before the step reads anything (the rule in
-    /// [`crate::db`]), and PostgreSQL holds the record's row lock until commit.
+    /// row), so SQLite takes its write lock before anything is read (the rule in
+    /// [`crate::db`]: a deferred `BEGIN` followed by a write waits for the lock up to the
+    /// busy timeout, like `BEGIN IMMEDIATE`, where a read first would fail to upgrade),
+    /// and PostgreSQL holds the record's row lock until commit.
     async fn begin(&self) -> Result<DbTransaction, StoreError> {
         let mut tx = self.db.pool().begin().await.map_err(backend)?;
         sqlx::query("UPDATE component_versions SET updated_at = updated_at WHERE component = $1")
@@ -96,6 +105,26 @@ impl TransactionalStore for DbVersionStore {
             .await
             .map_err(backend)?;
         Ok(tx)
+    }
+
+    /// Reads the record in `tx`, locked until `tx` ends. SQLite: `tx` took the database's
+    /// write lock in [`begin`](TransactionalStore::begin), before any read, so a
+    /// concurrent transaction waits in its own `begin` and then reads what this one
+    /// committed. PostgreSQL: `SELECT ... FOR UPDATE` on the component's row (which
+    /// `begin` already locked when the row exists).
+    async fn load_in(&self, tx: &mut DbTransaction) -> Result<Option<PersistedState>, StoreError> {
+        let sql = match self.db.backend() {
+            Backend::Postgres => {
+                "SELECT record FROM component_versions WHERE component = $1 FOR UPDATE"
+            }
+            Backend::Sqlite => "SELECT record FROM component_versions WHERE component = $1",
+        };
+        let row = sqlx::query(sql)
+            .bind(&self.component)
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(backend)?;
+        self.parse(row)
     }
 
     async fn save_in(

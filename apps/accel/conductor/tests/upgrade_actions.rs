@@ -104,6 +104,16 @@ impl TransactionalStore for Crashing {
     async fn begin(&self) -> Result<DbTransaction, StoreError> {
         self.inner.begin().await
     }
+    async fn load_in(&self, tx: &mut DbTransaction) -> Result<Option<PersistedState>, StoreError> {
+        self.inner.load_in(tx).await
+    }
+    /// The inner store's own (its `save_in` is not counted: only the steps' are).
+    async fn update(
+        &self,
+        change: &(dyn Fn(Option<PersistedState>) -> PersistedState + Send + Sync),
+    ) -> Result<PersistedState, StoreError> {
+        self.inner.update(change).await
+    }
     async fn save_in(
         &self,
         tx: &mut DbTransaction,
@@ -253,6 +263,136 @@ async fn failed_step_rolls_back(db: &Db) -> Result<(), UpgradeError> {
     assert_eq!(rows(db).await, ["checked"]);
     assert_eq!(m.state(), UpgradeState::Finalized);
     Ok(())
+}
+
+/// Like [`backfill`], but each step keeps its transaction open a while after its insert,
+/// so that a second conductor finalizing at the same time reaches the same step meanwhile;
+/// the first step's body says when it starts.
+fn slow_backfill(runs: &Arc<Runs>, inside: &Arc<Notify>) -> UpgradeAction<New> {
+    fn slow_insert<'t>(
+        tx: &'t mut DbTransaction,
+        step: &'static str,
+    ) -> BoxFuture<'t, Result<(), ActionError>> {
+        Box::pin(async move {
+            insert(tx, step).await?;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            Ok(())
+        })
+    }
+    let (r1, r2, inside) = (runs.clone(), runs.clone(), inside.clone());
+    UpgradeAction::new(New::Next, "backfill")
+        .step_in_tx::<DbVersionStore>("first", move |tx| {
+            r1.first.fetch_add(1, Ordering::SeqCst);
+            inside.notify_one();
+            slow_insert(tx, "first")
+        })
+        .step_in_tx::<DbVersionStore>("second", move |tx| {
+            r2.second.fetch_add(1, Ordering::SeqCst);
+            slow_insert(tx, "second")
+        })
+}
+
+/// When the second of two conductors starts finalizing.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Second {
+    /// With the first (a barrier).
+    Together,
+    /// Once the first is inside its first step: its first record write (the marker) then
+    /// waits for the first's transaction, and must not overwrite the step it committed.
+    WhileFirstIsInAStep,
+}
+
+/// Two conductors (each its own pool: two processes) finalize release N+1 on `url` at
+/// once: each step runs once and its row lands once (the second conductor waits on the
+/// record's lock, then finds the step done), and the record ends finalized.
+async fn two_conductors_finalize_at_once(url: &str, second: Second) -> Result<(), UpgradeError> {
+    let db = Db::connect(url).await.expect("connect");
+    VersionManager::<Old>::open(DbVersionStore::new(db.clone(), "conductor")).await?;
+    sqlx::query("CREATE TABLE backfilled (step TEXT NOT NULL)")
+        .execute(db.pool())
+        .await
+        .expect("create table");
+
+    let runs = Arc::new(Runs::default());
+    let inside = Arc::new(Notify::new());
+    let start = Arc::new(tokio::sync::Barrier::new(2));
+    let mut opened = Vec::new();
+    for _ in 0..2 {
+        let own = Db::connect(url).await.expect("connect");
+        let m = VersionManager::<New>::builder_tx(DbVersionStore::new(own.clone(), "conductor"))
+            .action(slow_backfill(&runs, &inside))
+            .retry(fast_retry())
+            .open()
+            .await?;
+        assert_eq!(m.state(), UpgradeState::PreFinalized);
+        opened.push((m, own));
+    }
+    let mut conductors = Vec::new();
+    for (n, (m, own)) in opened.into_iter().enumerate() {
+        let (start, inside) = (start.clone(), inside.clone());
+        conductors.push(tokio::spawn(async move {
+            match second {
+                Second::Together => {
+                    start.wait().await;
+                }
+                Second::WhileFirstIsInAStep if n == 1 => inside.notified().await,
+                Second::WhileFirstIsInAStep => {}
+            }
+            let outcome = m.finalize().await;
+            (outcome, m, own)
+        }));
+    }
+    for conductor in conductors {
+        let (outcome, m, own) = conductor.await.expect("join");
+        outcome?;
+        assert_eq!(m.state(), UpgradeState::Finalized);
+        own.close().await;
+    }
+    assert_eq!(rows(&db).await, ["first", "second"]);
+    assert_eq!(runs.first.load(Ordering::SeqCst), 1);
+    assert_eq!(runs.second.load(Ordering::SeqCst), 1);
+    let after = record(&db).await;
+    assert_eq!((after.apparent, after.finalizing), (2, None));
+    db.close().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_two_conductors_finalizing_at_once_write_each_row_once() -> Result<(), UpgradeError>
+{
+    let (db, dir) = support::sqlite().await;
+    db.close().await;
+    let url = support::sqlite_url(&dir);
+    two_conductors_finalize_at_once(&url, Second::Together).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_second_conductor_does_not_overwrite_a_step_the_first_committed(
+) -> Result<(), UpgradeError> {
+    let (db, dir) = support::sqlite().await;
+    db.close().await;
+    let url = support::sqlite_url(&dir);
+    two_conductors_finalize_at_once(&url, Second::WhileFirstIsInAStep).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_two_conductors_finalizing_at_once_write_each_row_once() -> Result<(), UpgradeError>
+{
+    let url = support::postgres_database().await;
+    let db = Db::connect(&url).await.expect("connect");
+    db.migrate().await.expect("migrate");
+    db.close().await;
+    two_conductors_finalize_at_once(&url, Second::Together).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_second_conductor_does_not_overwrite_a_step_the_first_committed(
+) -> Result<(), UpgradeError> {
+    let url = support::postgres_database().await;
+    let db = Db::connect(&url).await.expect("connect");
+    db.migrate().await.expect("migrate");
+    db.close().await;
+    two_conductors_finalize_at_once(&url, Second::WhileFirstIsInAStep).await
 }
 
 #[tokio::test]
