@@ -5,13 +5,13 @@
 
 use libfuzzer_sys::fuzz_target;
 use verso::Version;
-use verso_rpc::caps::RpcApi;
+use verso_rpc::caps::ApiCap;
 use verso_rpc::config::ConfigLoader;
 
 fn loader() -> ConfigLoader {
     ConfigLoader::new()
-        .api(RpcApi::new("conductor", Version::new(1, 2), Version::new(1, 1)))
-        .api(RpcApi::new("agent", Version::new(1, 1), Version::new(1, 0)))
+        .api(ApiCap::new("conductor", Version::new(1, 2), Version::new(1, 1)))
+        .api(ApiCap::new("agent", Version::new(1, 1), Version::new(1, 0)))
         .section("database")
         .env_vars([])
 }
