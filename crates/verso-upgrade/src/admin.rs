@@ -106,7 +106,7 @@ pub fn endpoint<V: ComponentVersion>(coordinator: Arc<Coordinator<V>>) -> Endpoi
         })
         .handle(move |_ctx: RequestContext, _s: Status| {
             let c = coordinator.clone();
-            async move { Ok(c.status()) }
+            async move { Ok(c.refreshed_status().await) }
         })
 }
 

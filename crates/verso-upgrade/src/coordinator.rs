@@ -336,7 +336,11 @@ impl<V: ComponentVersion> Coordinator<V> {
 
     /// Starts (or continues) finalization. Idempotent: a call while one runs waits for
     /// it and reports progress; a call after it finished reports that.
+    ///
+    /// It first [refreshes](VersionManager::refresh) the server's record: another server
+    /// over the same store may have finalized already.
     pub async fn finalize(&self) -> Result<FinalizeProgress, UpgradeError> {
+        self.manager.refresh().await?;
         if self.manager.checkpoint().is_none() {
             if self.status().state == UpgradeState::Finalized {
                 return Ok(FinalizeProgress::AlreadyFinalized);
@@ -410,6 +414,16 @@ impl<V: ComponentVersion> Coordinator<V> {
             }
         }
         Ok(())
+    }
+
+    /// [`status`](Self::status) after [refreshing](VersionManager::refresh) the server's
+    /// record (one store read), so it shows a finalization another server over the same
+    /// store did; a failed refresh is logged and the status shown as this server has it.
+    pub async fn refreshed_status(&self) -> DeploymentStatus {
+        if let Err(e) = self.manager.refresh().await {
+            tracing::warn!(error = %e, "could not re-read the version record for status");
+        }
+        self.status()
     }
 
     /// The deployment's status, computed now.

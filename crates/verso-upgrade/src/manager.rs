@@ -629,6 +629,63 @@ impl<V: ComponentVersion> VersionManager<V> {
         }
     }
 
+    /// Catches up with a finalization another process did over the same store (several
+    /// conductors on one database: the one the operator's `finalize` reached persisted
+    /// the new apparent version; the others only read it at their next start unless they
+    /// refresh). Reads the stored record and, when its apparent version is above this
+    /// manager's, takes it: gates open, and a [`Coordinator`](crate::Coordinator) over
+    /// this manager tells its clients. Returns whether the apparent version advanced.
+    ///
+    /// Only the apparent version is taken, never the other process's finalization
+    /// marker: this manager keeps its own (or none), and never moves backwards. While a
+    /// finalization of this manager's own runs, it does nothing and returns `false` (that
+    /// finalization reads and writes the record itself). Nothing is written.
+    ///
+    /// A stored apparent version this build does not know (newer software finalized the
+    /// deployment) is [`UpgradeError::DowngradeAfterFinalization`], as at start.
+    pub async fn refresh(&self) -> Result<bool, UpgradeError> {
+        // Held until the end: no finalization of this manager starts in between.
+        let Ok(_not_finalizing) = self.finalizing.try_lock() else {
+            return Ok(false);
+        };
+        let Some(stored) = self.store.load().await? else {
+            return Ok(false);
+        };
+        if stored.component != V::COMPONENT {
+            return Err(UpgradeError::WrongComponent {
+                expected: V::COMPONENT,
+                found: stored.component,
+            });
+        }
+        let newer = match V::observe(stored.apparent)? {
+            Observed::Known(v) => v,
+            Observed::Future(n) => {
+                return Err(UpgradeError::DowngradeAfterFinalization {
+                    component: V::COMPONENT,
+                    apparent: n,
+                    software: V::software().number(),
+                })
+            }
+        };
+        let before = self.apparent();
+        if newer <= before {
+            return Ok(false);
+        }
+        {
+            // In place: this manager's marker (and anything else it holds) stays.
+            let mut shared = self.shared();
+            shared.record.apparent = shared.record.apparent.max(newer.number());
+        }
+        self.apparent.fetch_max(newer.number(), Ordering::AcqRel);
+        tracing::info!(
+            component = V::COMPONENT,
+            from = %before.label(),
+            apparent = %newer.label(),
+            "finalized by another process over the same store"
+        );
+        Ok(true)
+    }
+
     /// Runs the actions up to `target` under a marker at `checkpoint`; leaves the marker.
     pub(crate) async fn run_to(
         &self,

@@ -18,6 +18,27 @@ use verso_upgrade::{ComponentVersion, Coordinator, UpgradeError, VersionManager}
 /// How long an agent counts as live after its last heartbeat.
 pub const AGENT_LIVENESS: Duration = Duration::from_secs(180);
 
+/// How often a running conductor re-reads its version record
+/// ([`VersionManager::refresh`]): when another conductor on the same database finalizes
+/// (the operator's `finalize` reaches one of them), this one's gates open and its
+/// coordinator tells its agents within this interval, without a restart.
+pub const VERSION_REFRESH_INTERVAL: Duration = Duration::from_secs(5);
+
+/// What [`start_with`] takes beyond [`start`]'s arguments.
+#[derive(Clone, Debug)]
+pub struct StartOptions {
+    /// How often the version record is re-read ([`VERSION_REFRESH_INTERVAL`]).
+    pub version_refresh: Duration,
+}
+
+impl Default for StartOptions {
+    fn default() -> Self {
+        StartOptions {
+            version_refresh: VERSION_REFRESH_INTERVAL,
+        }
+    }
+}
+
 /// Why the conductor did not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ConductorStartError {
@@ -39,13 +60,67 @@ pub struct RunningConductor {
     /// The upgrade coordinator its `upgrade` API serves (heartbeats, finalize, status).
     pub coordinator: Arc<Coordinator<AccelVersion>>,
     servers: Vec<ServerHandle>,
+    refresher: Refresher,
 }
 
 impl RunningConductor {
-    /// Stops both servers.
+    /// Stops the version-record refresh and both servers.
     pub async fn stop(self) {
+        self.refresher.stop().await;
         for s in self.servers {
             s.stop().await;
+        }
+    }
+}
+
+/// The task re-reading the version record; ended by [`Refresher::stop`], or when dropped
+/// (a conductor dropped without `stop`).
+struct Refresher(Option<tokio::task::JoinHandle<()>>);
+
+impl Refresher {
+    /// Every `every`, takes a finalization another conductor on the same database did.
+    fn spawn(versions: VersionManager<AccelVersion>, every: Duration) -> Refresher {
+        Refresher(Some(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            // The first tick is immediate: `start` has just read the record.
+            tick.tick().await;
+            let mut failing: Option<String> = None;
+            loop {
+                tick.tick().await;
+                // An advance is logged by the manager.
+                match versions.refresh().await {
+                    Ok(_) => {
+                        if failing.take().is_some() {
+                            tracing::info!("the version record can be read again");
+                        }
+                    }
+                    Err(e) => {
+                        let why = e.to_string();
+                        // Once per distinct failure, not every few seconds.
+                        if failing.as_deref() != Some(why.as_str()) {
+                            tracing::warn!(error = %why, "cannot re-read the version record; retrying");
+                            failing = Some(why);
+                        }
+                    }
+                }
+            }
+        })))
+    }
+
+    async fn stop(mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
+            // Cancelled (the expected outcome) or already ended: either way it is over.
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for Refresher {
+    fn drop(&mut self) {
+        if let Some(task) = &self.0 {
+            task.abort();
         }
     }
 }
@@ -55,11 +130,23 @@ impl RunningConductor {
 ///
 /// Interrupted binds are marked failed; the component-version record is opened from the
 /// database; the NVMe cleanup on release and unmanaged PCI handles are gated on
-/// `AccelVersion::DriverFeatures` being finalized.
+/// `AccelVersion::DriverFeatures` being finalized. While it runs, the record is re-read
+/// every [`VERSION_REFRESH_INTERVAL`], so a finalization by another conductor on the same
+/// database reaches this one too.
 pub async fn start(
     db: Db,
     transport: Arc<dyn Transport>,
     agent_cap: Option<Version>,
+) -> Result<RunningConductor, ConductorStartError> {
+    start_with(db, transport, agent_cap, StartOptions::default()).await
+}
+
+/// [`start`] with [`StartOptions`] (tests refresh the version record more often).
+pub async fn start_with(
+    db: Db,
+    transport: Arc<dyn Transport>,
+    agent_cap: Option<Version>,
+    options: StartOptions,
 ) -> Result<RunningConductor, ConductorStartError> {
     let recovered = db.recover_interrupted_binds().await?;
     if recovered > 0 {
@@ -104,9 +191,11 @@ pub async fn start(
         .endpoint(verso_upgrade::admin::endpoint(coordinator.clone()))?
         .start()
         .await?;
+    let refresher = Refresher::spawn(versions.clone(), options.version_refresh);
     Ok(RunningConductor {
         versions,
         coordinator,
         servers: vec![conductor, upgrade],
+        refresher,
     })
 }
