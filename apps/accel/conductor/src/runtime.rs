@@ -155,10 +155,13 @@ pub async fn start_with(
             "binds interrupted by a restart marked BindFailed"
         );
     }
-    let versions = VersionManager::<AccelVersion>::open(DbVersionStore::new(
+    // Over the database as a transactional store: every record write is a locked
+    // read-modify-write, so conductors sharing the database cannot undo each other's.
+    let versions = VersionManager::<AccelVersion>::builder_tx(DbVersionStore::new(
         db.clone(),
         AccelVersion::COMPONENT,
     ))
+    .open()
     .await?;
     let cleanup = versions.gate(AccelVersion::DriverFeatures, "NVMe secure cleanup");
     // Registered so `status` lists it; AttachHandle.update_managed's body checks it.
