@@ -359,22 +359,7 @@ impl<V: ComponentVersion> Builder<V> {
             }
             Some(r) => r,
         };
-        if record.component != V::COMPONENT {
-            return Err(UpgradeError::WrongComponent {
-                expected: V::COMPONENT,
-                found: record.component,
-            });
-        }
-        let apparent = match V::observe(record.apparent)? {
-            Observed::Known(v) => v,
-            Observed::Future(n) => {
-                return Err(UpgradeError::DowngradeAfterFinalization {
-                    component: V::COMPONENT,
-                    apparent: n,
-                    software: software.number(),
-                })
-            }
-        };
+        let apparent = stored_apparent::<V>(&record)?;
         if let Some(f) = &record.finalizing {
             if let Observed::Future(target) = V::observe(f.target)? {
                 return Err(UpgradeError::DowngradeDuringFinalization {
@@ -651,22 +636,7 @@ impl<V: ComponentVersion> VersionManager<V> {
         let Some(stored) = self.store.load().await? else {
             return Ok(false);
         };
-        if stored.component != V::COMPONENT {
-            return Err(UpgradeError::WrongComponent {
-                expected: V::COMPONENT,
-                found: stored.component,
-            });
-        }
-        let newer = match V::observe(stored.apparent)? {
-            Observed::Known(v) => v,
-            Observed::Future(n) => {
-                return Err(UpgradeError::DowngradeAfterFinalization {
-                    component: V::COMPONENT,
-                    apparent: n,
-                    software: V::software().number(),
-                })
-            }
-        };
+        let newer = stored_apparent::<V>(&stored)?;
         let before = self.apparent();
         if newer <= before {
             return Ok(false);
@@ -927,6 +897,26 @@ impl<V: ComponentVersion> VersionManager<V> {
         };
         self.adopt(next);
         Ok(())
+    }
+}
+
+/// The apparent version a stored record holds, as this build reads it: refused when the
+/// record is another component's ([`UpgradeError::WrongComponent`]) or when newer
+/// software finalized past this build ([`UpgradeError::DowngradeAfterFinalization`]).
+fn stored_apparent<V: ComponentVersion>(record: &PersistedState) -> Result<V, UpgradeError> {
+    if record.component != V::COMPONENT {
+        return Err(UpgradeError::WrongComponent {
+            expected: V::COMPONENT,
+            found: record.component.clone(),
+        });
+    }
+    match V::observe(record.apparent)? {
+        Observed::Known(v) => Ok(v),
+        Observed::Future(n) => Err(UpgradeError::DowngradeAfterFinalization {
+            component: V::COMPONENT,
+            apparent: n,
+            software: V::software().number(),
+        }),
     }
 }
 
