@@ -89,8 +89,15 @@ pub fn endpoint<V: ComponentVersion>(coordinator: Arc<Coordinator<V>>) -> Endpoi
         .handle(move |_ctx: RequestContext, _f: Finalize| {
             let c = c2.clone();
             async move {
-                match c.finalize().await {
-                    Ok(_) => Ok(c.status().state),
+                match c.finalize().await.and(Ok(())) {
+                    Ok(()) => match c.status().await {
+                        Ok(status) => Ok(status.state),
+                        Err(e) => Err(RemoteError::new(
+                            "UpgradeError",
+                            "verso_upgrade",
+                            e.to_string(),
+                        )),
+                    },
                     Err(e) => {
                         let blockers = match &e {
                             UpgradeError::Blocked(b) => b.clone(),
@@ -106,7 +113,11 @@ pub fn endpoint<V: ComponentVersion>(coordinator: Arc<Coordinator<V>>) -> Endpoi
         })
         .handle(move |_ctx: RequestContext, _s: Status| {
             let c = coordinator.clone();
-            async move { Ok(c.refreshed_status().await) }
+            async move {
+                c.refreshed_status()
+                    .await
+                    .map_err(|e| RemoteError::new("UpgradeError", "verso_upgrade", e.to_string()))
+            }
         })
 }
 

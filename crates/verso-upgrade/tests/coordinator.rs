@@ -90,7 +90,7 @@ async fn finalize_is_refused_while_an_old_agent_is_live_naming_it() -> Result<()
     // Nothing was persisted: the conductor is still pre-finalized, no action ran.
     assert_eq!(c.manager().state(), UpgradeState::PreFinalized);
     assert!(log.lock().expect("log").is_empty());
-    assert_eq!(c.status().blockers.len(), 1);
+    assert_eq!(c.status().await?.blockers.len(), 1);
     Ok(())
 }
 
@@ -120,9 +120,12 @@ async fn the_server_finalizes_before_its_clients_and_status_counts_them() -> Res
         FinalizeProgress::ServerFinalized,
         "idempotent while clients follow"
     );
-    assert_eq!(c.status().state, UpgradeState::Finalizing);
+    assert_eq!(c.status().await?.state, UpgradeState::Finalizing);
     assert_eq!(
-        (c.status().clients_finalized, c.status().clients_live),
+        (
+            c.status().await?.clients_finalized,
+            c.status().await?.clients_live
+        ),
         (0, 2)
     );
     for (i, a) in agents.iter().enumerate() {
@@ -134,7 +137,7 @@ async fn the_server_finalizes_before_its_clients_and_status_counts_them() -> Res
         c.heartbeat(a.report(&id, "h")).await.expect("accepted");
     }
     assert_eq!(*log.lock().expect("log"), ["conductor", "a1", "a2"]);
-    let status = c.status();
+    let status = c.status().await?;
     assert_eq!(status.state, UpgradeState::Finalized);
     assert_eq!((status.clients_finalized, status.clients_live), (2, 2));
     assert!(
@@ -221,7 +224,7 @@ async fn a_conductor_restarted_mid_finalization_resumes() -> Result<(), UpgradeE
     .expect("write");
     let m = VersionManager::<Accel>::open(FileStore::new(&path)).await?;
     let c = Coordinator::new(m, "agent", LIVE);
-    assert_eq!(c.status().state, UpgradeState::Finalizing);
+    assert_eq!(c.status().await?.state, UpgradeState::Finalizing);
     c.resume().await?;
     assert_eq!(c.manager().apparent(), Accel::Cleanup);
     // No live agents: the next finalize completes.
