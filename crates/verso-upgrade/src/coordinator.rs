@@ -344,12 +344,11 @@ impl<V: ComponentVersion> Coordinator<V> {
             software: report.software,
             apparent: report.apparent,
             heard_by: &self.server_id,
+            heartbeats: true,
         };
-        let old = report.software;
-        let admit = move |stored: Option<&PersistedState>| admit_older(stored, old);
         let recorded = {
             let _not_deciding = self.admission.read().await;
-            let check: Option<&Admit> = (software < V::software()).then_some(&admit as &Admit);
+            let check: Option<&Admit> = (software < V::software()).then_some(&admit_older);
             self.fleet.record(&heard, check).await
         };
         match recorded {
@@ -379,6 +378,47 @@ impl<V: ComponentVersion> Coordinator<V> {
             finalize_to,
             server_apparent: server_apparent.number(),
         })
+    }
+
+    /// Takes a sign of life of a client that sends no heartbeat (accel: the inventory
+    /// report of an agent of a release without heartbeats, Cyborg 17's): it is recorded
+    /// in the fleet record as running the oldest software unless it heartbeats, so while
+    /// live it blocks finalization; once a finalization started it is refused, as a
+    /// heartbeat on that software would be.
+    pub async fn seen(&self, id: &str, host: &str) -> Result<(), Fenced> {
+        let oldest = V::oldest().number();
+        let report = MemberReport {
+            id: id.to_owned(),
+            host: host.to_owned(),
+            software: oldest,
+            apparent: oldest,
+        };
+        let heard = Heard {
+            component: self.client_component,
+            id,
+            host,
+            software: oldest,
+            apparent: oldest,
+            heard_by: &self.server_id,
+            heartbeats: false,
+        };
+        let recorded = {
+            let _not_deciding = self.admission.read().await;
+            self.fleet.record(&heard, Some(&admit_older)).await
+        };
+        match recorded {
+            Ok(Admission::Recorded) => Ok(()),
+            Ok(Admission::Refused(reason)) => Err(self.fence(&report, reason)),
+            Err(e) => {
+                tracing::warn!(client = %id, error = %e, "cannot record a client's report in the fleet record");
+                Err(Fenced {
+                    member: id.to_owned(),
+                    host: host.to_owned(),
+                    server: V::COMPONENT.to_owned(),
+                    reason: format!("the {} cannot record it now ({e}); retry", V::COMPONENT),
+                })
+            }
+        }
     }
 
     /// True once the server's own finalization is done (clients may follow).

@@ -78,12 +78,17 @@ pub struct Heard<'a> {
     pub apparent: u32,
     /// The server that heard it.
     pub heard_by: &'a str,
+    /// True for a heartbeat. False for other traffic that shows the member is live but
+    /// not its versions (accel: an inventory report): `software` and `apparent` are then
+    /// what is assumed for a member never heard heartbeating, and a member that did
+    /// heartbeat keeps the versions it reported (only when it was seen changes).
+    pub heartbeats: bool,
 }
 
 /// The check a member on older software passes before it is recorded: given the stored
-/// version record (`None` when the store keeps none, or none exists yet), `Err(reason)`
-/// refuses it.
-pub type Admit = dyn Fn(Option<&PersistedState>) -> Result<(), String> + Send + Sync;
+/// version record (`None` when the store keeps none, or none exists yet) and the software
+/// version the member is recorded with, `Err(reason)` refuses it.
+pub type Admit = dyn Fn(Option<&PersistedState>, u32) -> Result<(), String> + Send + Sync;
 
 /// What [`FleetStore::record`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,8 +106,10 @@ pub trait FleetStore: Send + Sync + 'static {
     ///
     /// With `admit`, atomically against a finalization deciding under the version
     /// record's lock: the store waits for such a decision to commit, then runs `admit` on
-    /// the record as it stands (a store that keeps no version record passes `None`), and
-    /// records the member only if it passes. Without `admit`, one plain upsert.
+    /// the record as it stands (a store that keeps no version record passes `None`) and
+    /// the software the member is recorded with, and records the member only if it
+    /// passes. Without `admit`, one plain upsert. See [`Heard::heartbeats`] for traffic
+    /// other than heartbeats.
     async fn record(
         &self,
         heard: &Heard<'_>,
@@ -161,7 +168,10 @@ impl State {
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use verso_upgrade::fleet::{FleetStore, Heard, MemoryFleet};
 /// let fleet = MemoryFleet::new();
-/// let heard = Heard { component: "agent", id: "host1", host: "host1", software: 2, apparent: 1, heard_by: "conductor-a" };
+/// let heard = Heard {
+///     component: "agent", id: "host1", host: "host1", software: 2, apparent: 1,
+///     heard_by: "conductor-a", heartbeats: true,
+/// };
 /// fleet.record(&heard, None).await?;
 /// let members = fleet.members().await?;
 /// assert_eq!((members[0].id.as_str(), members[0].heard_by.as_str()), ("host1", "conductor-a"));
@@ -204,27 +214,35 @@ impl FleetStore for MemoryFleet {
         admit: Option<&Admit>,
     ) -> Result<Admission, StoreError> {
         let mut state = self.state.lock().await;
+        let key = (heard.component.to_owned(), heard.id.to_owned());
+        let known = state.members.get(&key).filter(|e| e.heartbeats).cloned();
+        let entry = match known {
+            // Not a heartbeat: the versions a heartbeat reported stay.
+            Some(e) if !heard.heartbeats => Entry {
+                heard_by: heard.heard_by.to_owned(),
+                seen: Instant::now(),
+                ..e
+            },
+            _ => Entry {
+                host: heard.host.to_owned(),
+                software: heard.software,
+                apparent: heard.apparent,
+                heard_by: heard.heard_by.to_owned(),
+                heartbeats: heard.heartbeats,
+                seen: Instant::now(),
+            },
+        };
         if let Some(admit) = admit {
             let record = if self.paired {
                 state.record.as_ref()
             } else {
                 None
             };
-            if let Err(reason) = admit(record) {
+            if let Err(reason) = admit(record, entry.software) {
                 return Ok(Admission::Refused(reason));
             }
         }
-        state.members.insert(
-            (heard.component.to_owned(), heard.id.to_owned()),
-            Entry {
-                host: heard.host.to_owned(),
-                software: heard.software,
-                apparent: heard.apparent,
-                heard_by: heard.heard_by.to_owned(),
-                heartbeats: true,
-                seen: Instant::now(),
-            },
-        );
+        state.members.insert(key, entry);
         Ok(Admission::Recorded)
     }
 

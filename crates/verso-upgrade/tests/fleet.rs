@@ -283,3 +283,47 @@ async fn heartbeats_racing_a_finalize_are_counted_or_fenced() {
         }
     }
 }
+
+/// A member known only from other traffic (an agent of a release that sends no
+/// heartbeat, seen through its reports) counts as the oldest software: it blocks
+/// finalization until it heartbeats on new software, and is refused once one started.
+#[tokio::test]
+async fn a_member_seen_only_through_reports_blocks_until_it_heartbeats() {
+    let d = Deployment::new(2, Fleet::Shared).await;
+    d.servers[0].seen("host-1", "host-1").await.expect("seen");
+    let err = d.servers[1].finalize().await.expect_err("blocked");
+    let UpgradeError::Blocked(blockers) = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(
+        (blockers[0].id.as_str(), blockers[0].software),
+        ("host-1", 1)
+    );
+    assert!(
+        blockers[0].reason.contains("known only from its reports"),
+        "{err}"
+    );
+    // Upgraded: its heartbeat replaces the assumption, and reports keep what it said.
+    let upgraded = MemberReport {
+        id: "host-1".into(),
+        host: "host-1".into(),
+        software: 2,
+        apparent: 1,
+    };
+    d.servers[1].heartbeat(upgraded).await.expect("accepted");
+    d.servers[0].seen("host-1", "host-1").await.expect("seen");
+    let status = d.servers[0].status().await.expect("status");
+    assert_eq!(
+        (status.clients[0].software, status.clients[0].heartbeats),
+        (2, true)
+    );
+    d.servers[1].finalize().await.expect("nothing old is live");
+    // A host never heard heartbeating shows up after the start: refused, not recorded.
+    let fenced = d.servers[0]
+        .seen("host-2", "host-2")
+        .await
+        .expect_err("finalization started");
+    assert!(fenced.reason.contains("upgrade it"), "{fenced}");
+    let status = d.servers[0].status().await.expect("status");
+    assert_eq!(status.clients.len(), 1);
+}
