@@ -564,8 +564,10 @@ impl<V: ComponentVersion> Coordinator<V> {
         self.manager.finalizing_lock().await
     }
 
-    /// Clears the marker once every live member is finalized.
-    async fn complete_if_done(&self) -> Result<(), UpgradeError> {
+    /// Clears the marker once every live member is finalized. Checked on each heartbeat
+    /// and finalize call; a server whose members may heartbeat to other servers of the
+    /// deployment (which do not hold its marker) calls it periodically too.
+    pub async fn complete_if_done(&self) -> Result<(), UpgradeError> {
         if self.manager.checkpoint() != Some(Checkpoint::ServerFinalized) {
             return Ok(());
         }
