@@ -67,6 +67,29 @@ pub struct Fenced {
     pub reason: String,
 }
 
+/// Why a heartbeat (or another sign of life, [`Coordinator::seen`]) was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum HeartbeatError {
+    /// The client must stop, for the reason given.
+    #[error(transparent)]
+    Fenced(#[from] Fenced),
+    /// The fleet record could not be written. The heartbeat is not counted, so it is not
+    /// accepted either (a finalization could otherwise miss the client); the client keeps
+    /// running and retries.
+    #[error("the heartbeat could not be recorded (retry): {0}")]
+    Unrecorded(#[source] UpgradeError),
+}
+
+impl HeartbeatError {
+    /// The fencing, if that is what it is.
+    pub fn into_fenced(self) -> Result<Fenced, HeartbeatError> {
+        match self {
+            HeartbeatError::Fenced(f) => Ok(f),
+            other => Err(other),
+        }
+    }
+}
+
 /// A component that keeps finalization from starting.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Blocker {
@@ -304,20 +327,20 @@ impl<V: ComponentVersion> Coordinator<V> {
     /// A client on older software is recorded atomically against finalize's decision
     /// (see [`FleetStore::record`]): if a finalization by any server sharing the fleet
     /// record has started, it is fenced rather than recorded.
-    pub async fn heartbeat(&self, report: MemberReport) -> Result<HeartbeatReply, Fenced> {
+    pub async fn heartbeat(&self, report: MemberReport) -> Result<HeartbeatReply, HeartbeatError> {
         let server_apparent = self.manager.apparent();
         let software = match V::observe(report.software) {
             Ok(Observed::Known(v)) => v,
             Ok(Observed::Future(n)) => {
-                return Err(self.fence(
+                return Err(HeartbeatError::Fenced(self.fence(
                     &report,
                     format!("its software version {n} is newer than this {} ({}); upgrade the {} first: servers are upgraded before their clients", V::COMPONENT, V::software().number(), V::COMPONENT),
-                ))
+                )))
             }
-            Err(e) => return Err(self.fence(&report, e.to_string())),
+            Err(e) => return Err(HeartbeatError::Fenced(self.fence(&report, e.to_string()))),
         };
         if report.apparent > server_apparent.number() {
-            return Err(self.fence(
+            return Err(HeartbeatError::Fenced(self.fence(
                 &report,
                 format!(
                     "its apparent version {} is above the {}'s {}; a client never finalizes before its server",
@@ -325,17 +348,17 @@ impl<V: ComponentVersion> Coordinator<V> {
                     V::COMPONENT,
                     server_apparent.number()
                 ),
-            ));
+            )));
         }
         if software < server_apparent {
-            return Err(self.fence(
+            return Err(HeartbeatError::Fenced(self.fence(
                 &report,
                 finalized_reason(
                     software.number(),
                     server_apparent.number(),
                     server_apparent.label(),
                 ),
-            ));
+            )));
         }
         let heard = Heard {
             component: self.client_component,
@@ -353,20 +376,12 @@ impl<V: ComponentVersion> Coordinator<V> {
         };
         match recorded {
             Ok(Admission::Recorded) => {}
-            Ok(Admission::Refused(reason)) => return Err(self.fence(&report, reason)),
-            // The fleet record cannot be written: the heartbeat is not counted, so it is
-            // not accepted either (the client retries; finalize cannot miss it).
+            Ok(Admission::Refused(reason)) => {
+                return Err(HeartbeatError::Fenced(self.fence(&report, reason)))
+            }
             Err(e) => {
                 tracing::warn!(client = %report.id, error = %e, "cannot record a heartbeat");
-                return Err(Fenced {
-                    member: report.id.clone(),
-                    host: report.host.clone(),
-                    server: V::COMPONENT.to_owned(),
-                    reason: format!(
-                        "the {} cannot record its heartbeat now ({e}); retry",
-                        V::COMPONENT
-                    ),
-                });
+                return Err(HeartbeatError::Unrecorded(e.into()));
             }
         }
         let finalize_to = (self.server_finalized() && report.apparent < server_apparent.number())
@@ -385,7 +400,7 @@ impl<V: ComponentVersion> Coordinator<V> {
     /// in the fleet record as running the oldest software unless it heartbeats, so while
     /// live it blocks finalization; once a finalization started it is refused, as a
     /// heartbeat on that software would be.
-    pub async fn seen(&self, id: &str, host: &str) -> Result<(), Fenced> {
+    pub async fn seen(&self, id: &str, host: &str) -> Result<(), HeartbeatError> {
         let oldest = V::oldest().number();
         let report = MemberReport {
             id: id.to_owned(),
@@ -408,15 +423,12 @@ impl<V: ComponentVersion> Coordinator<V> {
         };
         match recorded {
             Ok(Admission::Recorded) => Ok(()),
-            Ok(Admission::Refused(reason)) => Err(self.fence(&report, reason)),
+            Ok(Admission::Refused(reason)) => {
+                Err(HeartbeatError::Fenced(self.fence(&report, reason)))
+            }
             Err(e) => {
                 tracing::warn!(client = %id, error = %e, "cannot record a client's report in the fleet record");
-                Err(Fenced {
-                    member: id.to_owned(),
-                    host: host.to_owned(),
-                    server: V::COMPONENT.to_owned(),
-                    reason: format!("the {} cannot record it now ({e}); retry", V::COMPONENT),
-                })
+                Err(HeartbeatError::Unrecorded(e.into()))
             }
         }
     }
@@ -591,10 +603,16 @@ impl<V: ComponentVersion> Coordinator<V> {
 
     /// [`status`](Self::status) after [refreshing](VersionManager::refresh) the server's
     /// record (one store read), so it shows a finalization another server over the same
-    /// store did; a failed refresh is logged and the status shown as this server has it.
+    /// store did, and after completing one this server started if every live member has
+    /// finalized; a failed refresh is logged and the status shown as this server has it.
     pub async fn refreshed_status(&self) -> Result<DeploymentStatus, UpgradeError> {
         if let Err(e) = self.manager.refresh().await {
             tracing::warn!(error = %e, "could not re-read the version record for status");
+        }
+        // A finalization this server started may be complete by now through heartbeats
+        // other servers took: status says so at once, not at the next periodic check.
+        if let Err(e) = self.complete_if_done().await {
+            tracing::warn!(error = %e, "could not record the end of finalization");
         }
         self.status().await
     }

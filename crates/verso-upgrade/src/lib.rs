@@ -60,8 +60,8 @@ pub mod version;
 
 pub use action::{ActionError, UpgradeAction};
 pub use coordinator::{
-    Blocker, Coordinator, DeploymentStatus, Fenced, FinalizeProgress, HeartbeatReply, MemberReport,
-    MemberStatus,
+    Blocker, Coordinator, DeploymentStatus, Fenced, FinalizeProgress, HeartbeatError,
+    HeartbeatReply, MemberReport, MemberStatus,
 };
 pub use error::{NotSupportedBeforeFinalization, UpgradeError};
 pub use fleet::{FleetMember, FleetStore, MemoryFleet};

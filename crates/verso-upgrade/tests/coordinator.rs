@@ -171,13 +171,17 @@ async fn fenced_clients_are_told_why() -> Result<(), UpgradeError> {
     let f = c
         .heartbeat(report("a1", 3, 1))
         .await
-        .expect_err("newer software");
+        .expect_err("newer software")
+        .into_fenced()
+        .expect("fenced");
     assert!(f.reason.contains("upgrade the conductor first"), "{f}");
     // A client whose apparent version is above the server's.
     let f = c
         .heartbeat(report("a1", 2, 2))
         .await
-        .expect_err("apparent above server");
+        .expect_err("apparent above server")
+        .into_fenced()
+        .expect("fenced");
     assert!(
         f.reason.contains("never finalizes before its server"),
         "{f}"
@@ -187,7 +191,9 @@ async fn fenced_clients_are_told_why() -> Result<(), UpgradeError> {
     let f = c
         .heartbeat(report("old", 1, 1))
         .await
-        .expect_err("old software after finalization");
+        .expect_err("old software after finalization")
+        .into_fenced()
+        .expect("fenced");
     assert!(f.reason.contains("upgrade it"), "{f}");
     assert!(f.to_string().contains("old on old.example"), "{f}");
     Ok(())

@@ -322,7 +322,9 @@ async fn a_member_seen_only_through_reports_blocks_until_it_heartbeats() {
     let fenced = d.servers[0]
         .seen("host-2", "host-2")
         .await
-        .expect_err("finalization started");
+        .expect_err("finalization started")
+        .into_fenced()
+        .expect("fenced");
     assert!(fenced.reason.contains("upgrade it"), "{fenced}");
     let status = d.servers[0].status().await.expect("status");
     assert_eq!(status.clients.len(), 1);

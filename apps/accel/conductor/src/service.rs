@@ -265,9 +265,17 @@ pub fn endpoint_with_agents(
             let (db, witness) = (d1.clone(), witness.clone());
             async move {
                 if let Some(w) = witness {
-                    w.seen(&m.hostname, &m.hostname)
-                        .await
-                        .map_err(|f| RemoteError::from_exception(&f))?;
+                    w.seen(&m.hostname, &m.hostname).await.map_err(|e| match e {
+                        verso_upgrade::HeartbeatError::Fenced(f) => RemoteError::from_exception(&f),
+                        other => {
+                            tracing::error!(host = %m.hostname, error = %other, "report not applied");
+                            RemoteError::new(
+                                "DatabaseError",
+                                ERROR_MODULE,
+                                "the conductor's database failed; see its log",
+                            )
+                        }
+                    })?;
                 }
                 let devices = reported(&m.devices);
                 let out = db.report(&m.hostname, &devices).await.map_err(to_remote)?;

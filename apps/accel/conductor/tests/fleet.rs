@@ -275,7 +275,9 @@ async fn a_heartbeat_waits_for_a_finalize_decision(url: &str) {
     let fenced = beat
         .await
         .expect("task")
-        .expect_err("fenced after the decision");
+        .expect_err("fenced after the decision")
+        .into_fenced()
+        .expect("fenced");
     assert!(fenced.reason.contains("has started"), "{fenced}");
     assert!(fleet.members().await.expect("members").is_empty());
     deciding.close().await;
