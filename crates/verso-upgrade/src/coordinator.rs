@@ -386,6 +386,15 @@ impl<V: ComponentVersion> Coordinator<V> {
         }
         let finalize_to = (self.server_finalized() && report.apparent < server_apparent.number())
             .then_some(server_apparent.number());
+        // Only a finalized member can be the last one finalization waits for; the others
+        // would make the check (a read of the whole fleet record) fail anyway.
+        let may_complete = report.apparent >= V::software().number();
+        if !may_complete {
+            return Ok(HeartbeatReply {
+                finalize_to,
+                server_apparent: server_apparent.number(),
+            });
+        }
         if let Err(e) = self.complete_if_done().await {
             tracing::warn!(error = %e, "could not record the end of finalization; retried on the next heartbeat");
         }
