@@ -1098,7 +1098,8 @@ impl Db {
 
     // ---- accelerator requests -----------------------------------------------------
 
-    /// Creates a request in state `Initial` for one group of a profile.
+    /// Creates a request in state `Initial` for one group of the profile named `profile`
+    /// (its name, as [`Db::profile`] resolved it).
     pub async fn create_arq(
         &self,
         profile: &str,
@@ -1106,7 +1107,9 @@ impl Db {
         project_id: Option<&str>,
     ) -> Result<ArqRow, DbError> {
         check_len("project id", project_id)?;
-        let p = self.profile(profile).await?;
+        // By name only: callers resolve what the client typed with `profile` first, and
+        // a name may be another profile's UUID.
+        let p = self.profile_by_name(profile).await?;
         if group_id < 0 || group_id as usize >= p.groups.len() {
             return Err(DbError::Invalid {
                 what: "device profile group id",

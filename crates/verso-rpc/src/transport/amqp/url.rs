@@ -320,7 +320,9 @@ pub fn redact(url: &str) -> String {
     // The userinfo ends at the last `@` before the query's first `=` (an `@` after it is
     // a query value's), so a password with `/` or `?` in it stays inside the netloc.
     let before_query_values = rest.find('=').unwrap_or(rest.len());
-    let host_start = rest[..before_query_values].rfind('@').map_or(0, |at| at + 1);
+    let host_start = rest[..before_query_values]
+        .rfind('@')
+        .map_or(0, |at| at + 1);
     let end = rest[host_start..]
         .find(['/', '?'])
         .map_or(rest.len(), |i| host_start + i);
@@ -567,7 +569,10 @@ mod tests {
         // Every password form a database or broker URL can carry.
         for (url, masked) in [
             ("postgres://u:s3cret@h/db", "postgres://u:***@h/db"),
-            ("postgres://u@h/db?password=s3cret", "postgres://u@h/db?password=***"),
+            (
+                "postgres://u@h/db?password=s3cret",
+                "postgres://u@h/db?password=***",
+            ),
             (
                 "postgres://h/db?user=u&password=s3cret&sslmode=require",
                 "postgres://h/db?user=u&password=***&sslmode=require",
@@ -577,7 +582,10 @@ mod tests {
                 "postgres://u:***@h/db?sslpassword=***&PASSWORD=***",
             ),
             ("postgres://u:s3/c?ret@h/db", "postgres://u:***@h/db"),
-            ("postgres://u:s3cret@h/db?password=a@s3cret", "postgres://u:***@h/db?password=***"),
+            (
+                "postgres://u:s3cret@h/db?password=a@s3cret",
+                "postgres://u:***@h/db?password=***",
+            ),
             ("sqlite:///tmp/a.db?mode=rwc", "sqlite:///tmp/a.db?mode=rwc"),
         ] {
             assert_eq!(redact(url), masked, "{url}");
