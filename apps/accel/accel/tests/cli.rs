@@ -98,18 +98,90 @@ fn db_sync_and_upgrade_check_say_what_to_do() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("applied migrations [1, 2]"));
     check(0, "no component version recorded yet");
-    // An unreachable database is a failure.
+    // An unreachable database is a failure; no password form is printed.
     let out = accel()
         .args([
             "--set",
-            "database.url=postgres://x:secret@127.0.0.1:1/none",
+            "database.url=postgres://x:secret@127.0.0.1:1/none?password=secret2",
             "upgrade",
             "check",
         ])
         .output()
         .expect("runs");
     assert_eq!(out.status.code(), Some(2));
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("secret"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("password=***"), "{stdout}");
+    assert!(!stdout.contains("secret"), "{stdout}");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("secret"));
+}
+
+/// Every password form a database URL can carry is masked where the binary prints the
+/// URL: `config show` and start-up errors.
+#[test]
+fn passwords_are_masked_in_config_show_and_start_up_errors() {
+    for url in [
+        "postgres://accel:hunter2@db:5432/accel",
+        "postgres://accel@db:5432/accel?password=hunter2",
+        "postgres://db:5432/accel?user=accel&password=hunter2&sslmode=require",
+        "postgres://accel:pw@db/accel?sslpassword=hunter2",
+        "postgres://accel:hun/ter2@db/accel",
+    ] {
+        let set = format!("database.url={url}");
+        let out = accel()
+            .args(["--set", &set, "config", "show"])
+            .output()
+            .expect("runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}");
+        assert!(text.contains("***"), "{url}: {text}");
+        assert!(
+            !text.contains("hunter2") && !text.contains("ter2"),
+            "{url}: {text}"
+        );
+        // A URL the binary refuses at start is printed masked too.
+        let refused = url.replacen("postgres", "mysql", 1);
+        let set = format!("database.url={refused}");
+        let out = accel()
+            .args(["--set", &set, "db", "sync"])
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("unsupported database URL"), "{stderr}");
+        assert!(
+            !stderr.contains("hunter2") && !stderr.contains("ter2"),
+            "{stderr}"
+        );
+    }
+    // sslpassword, which the driver would log, is refused before any connection.
+    let out = accel()
+        .args([
+            "--set",
+            "database.url=postgres://accel@127.0.0.1:1/accel?sslpassword=hunter2",
+            "db",
+            "sync",
+        ])
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("sslpassword is not supported"), "{stderr}");
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+}
+
+/// `[api]` options are checked before anything starts, naming the option.
+#[test]
+fn api_options_are_checked_at_start() {
+    for (set, says) in [
+        ("api.max_connections=0", "max_connections"),
+        ("api.request_timeout=0", "request_timeout"),
+        ("api.tls_cert_file=/nonexistent/cert.pem", "tls_key_file"),
+    ] {
+        let out = accel().args(["--set", set, "api"]).output().expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(says), "{set}: {stderr}");
+    }
 }
 
 #[test]

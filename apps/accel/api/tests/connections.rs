@@ -59,7 +59,10 @@ async fn connections_past_the_limit_wait_without_descriptors() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(most >= baseline + CLIENTS, "the clients' own descriptors are counted");
+    assert!(
+        most >= baseline + CLIENTS,
+        "the clients' own descriptors are counted"
+    );
 
     // Keep LIMIT of them: a request waiting behind those is answered once they time out
     // (the rest, closed by their clients, are accepted and finished at once).

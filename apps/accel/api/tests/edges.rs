@@ -62,7 +62,10 @@ async fn confusing_profiles(api: &Api) {
     api.db
         .report(
             "h1",
-            &[device("0000:3b:00.0", "FPGA"), device("0000:3c:00.0", "GPU")],
+            &[
+                device("0000:3b:00.0", "FPGA"),
+                device("0000:3c:00.0", "GPU"),
+            ],
         )
         .await
         .expect("report");
@@ -118,9 +121,7 @@ async fn confusing_profiles(api: &Api) {
     assert_eq!(from_b["arqs"][0]["device_profile_name"], a_uuid.as_str());
     let (status, body) = patch(api, json!({&b_arq: bind_ops("h1", INSTANCE)})).await;
     assert_eq!(status, 202, "{body}");
-    let (_, bound) = api
-        .get(&format!("/v2/accelerator_requests/{b_arq}"))
-        .await;
+    let (_, bound) = api.get(&format!("/v2/accelerator_requests/{b_arq}")).await;
     assert_eq!(
         bound["attach_handle_info"]["address"], "0000:3c:00.0",
         "B's request binds the GPU: {bound}"
@@ -144,7 +145,10 @@ async fn confusing_profiles(api: &Api) {
     assert_eq!(status, 200, "B is still there");
     // With no profile of that UUID left, the text is B's name.
     let (_, got_by_name) = api.get(&format!("/v2/device_profiles/{a_uuid}")).await;
-    assert_eq!(got_by_name["device_profile"]["uuid"], got["device_profile"]["uuid"]);
+    assert_eq!(
+        got_by_name["device_profile"]["uuid"],
+        got["device_profile"]["uuid"]
+    );
 }
 
 // ---- limits and paging ----------------------------------------------------------------
@@ -228,7 +232,13 @@ async fn paging(api: &Api) {
     let (sizes, names) = pages(api, "/v2/device_profiles", "device_profiles", "name").await;
     assert_eq!(sizes, [3, 2]);
     assert_eq!(names, ["a", "b", "c", "d", "e"]);
-    let (sizes, _) = pages(api, "/v2/device_profiles?limit=2", "device_profiles", "name").await;
+    let (sizes, _) = pages(
+        api,
+        "/v2/device_profiles?limit=2",
+        "device_profiles",
+        "name",
+    )
+    .await;
     assert_eq!(sizes, [2, 2, 1]);
 
     let mut created = Vec::new();
@@ -334,7 +344,11 @@ async fn input_checks(api: &Api) {
     ];
     for got in &refused {
         let message = assert_error(got, 400, "BadRequest");
-        assert!(message.len() < 300, "the text is not echoed: {} bytes", message.len());
+        assert!(
+            message.len() < 300,
+            "the text is not echoed: {} bytes",
+            message.len()
+        );
     }
     // Nothing was bound or created by them.
     let (_, still) = api.get(&format!("/v2/accelerator_requests/{arq}")).await;
@@ -499,12 +513,18 @@ async fn until_closed(stream: &mut TcpStream, limit: Duration) -> (String, Durat
         "the connection is still open after {limit:?}; received {:?}",
         String::from_utf8_lossy(&got)
     );
-    (String::from_utf8_lossy(&got).into_owned(), started.elapsed())
+    (
+        String::from_utf8_lossy(&got).into_owned(),
+        started.elapsed(),
+    )
 }
 
 async fn api_with_timeouts() -> (Api, tempfile::TempDir) {
     let (db, dir) = support::sqlite().await;
-    (Api::start_with(db, Limits::default(), timeouts()).await, dir)
+    (
+        Api::start_with(db, Limits::default(), timeouts()).await,
+        dir,
+    )
 }
 
 #[tokio::test]

@@ -499,6 +499,17 @@ impl Db {
         } else {
             return Err(DbError::UnsupportedUrl(redact_url(url)));
         };
+        // sqlx does not know libpq's `sslpassword` and logs unknown parameters with
+        // their values: refuse it here, naming the parameter only.
+        if url.split_once('?').is_some_and(|(_, q)| {
+            q.split('&')
+                .any(|p| p.to_ascii_lowercase().starts_with("sslpassword="))
+        }) {
+            return Err(DbError::Invalid {
+                what: "database URL",
+                why: "sslpassword is not supported (an encrypted client key): give an unencrypted sslkey file readable only by accel".into(),
+            });
+        }
         let url_owned = match backend {
             Backend::Sqlite if !url.contains("mode=") => {
                 let sep = if url.contains('?') { '&' } else { '?' };
