@@ -2,7 +2,7 @@
 //! SQLite file, or a new database on the PostgreSQL test cluster), the API served on an
 //! ephemeral loopback port, and a real HTTP client.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use accel_api::{AccelService, ConductorService, DbService, Limits, ServeOptions};
 use accel_conductor::db::Release;
