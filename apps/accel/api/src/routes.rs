@@ -197,7 +197,10 @@ fn query_pairs(raw: Option<String>) -> Result<BTreeMap<String, String>> {
         .map_err(|e| ApiError::bad_request(format!("malformed query string: {e}")))?;
     for (k, v) in &pairs {
         check_text("query string", k)?;
-        check_text("query string", v)?;
+        // `arqs` is a comma-separated list: its items are checked where it is split.
+        if k != "arqs" {
+            check_text("query string", v)?;
+        }
     }
     Ok(pairs.into_iter().collect())
 }
@@ -659,6 +662,9 @@ async fn delete_arqs(
                 .collect();
             if uuids.is_empty() {
                 return Err(ApiError::bad_request("arqs names no accelerator request"));
+            }
+            for uuid in &uuids {
+                check_text("arqs", uuid)?;
             }
             service.delete_arqs(&uuids).await?;
         }

@@ -339,6 +339,11 @@ async fn input_checks(api: &Api) {
                 .json(&json!({"device_profile_name": "fpga"})),
         )
         .await,
+        api.send(api.request(
+            Method::DELETE,
+            &format!("/v2/accelerator_requests?arqs={arq},{}", long(300)),
+        ))
+        .await,
         api.get(&format!("/v2/devices/{}", long(3000))).await,
         api.get(&format!("/v2/devices?hostname={}", long(3000))).await,
     ];
@@ -355,6 +360,17 @@ async fn input_checks(api: &Api) {
     assert_eq!(still["state"], "Initial");
     let (_, arqs) = api.get("/v2/accelerator_requests").await;
     assert_eq!(arqs["arqs"].as_array().map(Vec::len), Some(1));
+    // A list of many UUIDs is longer than one text may be, each item is not: fine.
+    let many: Vec<String> = (0..20)
+        .map(|i| format!("00000000-0000-4000-8000-{i:012}"))
+        .collect();
+    let (status, body) = api
+        .send(api.request(
+            Method::DELETE,
+            &format!("/v2/accelerator_requests?arqs={}", many.join(",")),
+        ))
+        .await;
+    assert_eq!(status, 204, "{body}");
     // 255 bytes is fine; a UUID instance binds.
     let (status, body) = patch(api, json!({&arq: bind_ops("h1", INSTANCE)})).await;
     assert_eq!(status, 202, "{body}");
