@@ -1586,7 +1586,11 @@ mod tests {
     fn urls_are_redacted() {
         assert_eq!(
             redact_url("postgres://verso:secret@127.0.0.1:5432/db"),
-            "postgres://verso:****@127.0.0.1:5432/db"
+            "postgres://verso:***@127.0.0.1:5432/db"
+        );
+        assert_eq!(
+            redact_url("postgres://verso@127.0.0.1/db?sslmode=require&password=secret"),
+            "postgres://verso@127.0.0.1/db?sslmode=require&password=***"
         );
         assert_eq!(
             redact_url("sqlite:///var/lib/accel.db"),
