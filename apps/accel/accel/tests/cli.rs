@@ -73,6 +73,58 @@ fn all_in_one_serves_every_agents_devices() {
     drop(child);
 }
 
+/// `[api] tls_cert_file` and `tls_key_file`: the API answers HTTPS (the test
+/// certificates for localhost, `VERSO_TLS_DIR`, made by scripts/test.sh).
+#[test]
+fn all_in_one_serves_https_with_a_configured_certificate() {
+    let tls = std::env::var_os("VERSO_TLS_DIR").map_or_else(
+        || "/tmp/verso-rabbitmq-tls".into(),
+        std::path::PathBuf::from,
+    );
+    let cert = format!("api.tls_cert_file={}", tls.join("server.pem").display());
+    let key = format!("api.tls_key_file={}", tls.join("server-key.pem").display());
+    let mut child = accel()
+        .args([
+            "all-in-one",
+            "--agents",
+            "1",
+            "--set",
+            "api.listen=127.0.0.1:0",
+            "--set",
+            &cert,
+            "--set",
+            &key,
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("accel starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let child = Killed(child);
+    let url = BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|line| line.strip_prefix("api: listening on ").map(str::to_owned))
+        .expect("the API's address");
+    let port = url
+        .strip_prefix("https://127.0.0.1:")
+        .unwrap_or_else(|| panic!("not HTTPS: {url}"));
+    let ca = std::fs::read(tls.join("ca.pem")).expect("the test CA");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let status = rt.block_on(async {
+        reqwest::Client::builder()
+            .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("CA"))
+            .build()
+            .expect("client")
+            .get(format!("https://localhost:{port}/v2/devices"))
+            .send()
+            .await
+            .expect("GET over HTTPS")
+            .status()
+    });
+    assert_eq!(status, 200);
+    drop(child);
+}
+
 #[test]
 fn db_sync_and_upgrade_check_say_what_to_do() {
     let dir = tempfile::tempdir().expect("tempdir");
