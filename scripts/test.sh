@@ -52,8 +52,8 @@ if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; th
     .venv/bin/pip install -q --disable-pip-version-check -r requirements-test.txt
     echo "$want" >"$stamp"
 fi
-.venv/bin/python -c "import oslo_messaging, oslo_versionedobjects"
-echo "python: $(.venv/bin/python --version), oslo.versionedobjects and oslo.messaging importable"
+.venv/bin/python -c "import oslo_messaging, oslo_versionedobjects, cyborg.objects"
+echo "python: $(.venv/bin/python --version), oslo.versionedobjects, oslo.messaging and openstack-cyborg importable"
 
 export VERSO_TEST_RABBIT_URL="${VERSO_TEST_RABBIT_URL:-rabbit://guest:guest@127.0.0.1:5672/}"
 export VERSO_TLS_DIR="${VERSO_TLS_DIR:-/tmp/verso-rabbitmq-tls}"

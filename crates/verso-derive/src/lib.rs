@@ -45,7 +45,9 @@ pub fn derive_rpc_method(input: TokenStream) -> TokenStream {
 /// (a value convertible into the field type), `rename = "..."` (the wire name, when it
 /// is not the Rust name; `r#type` is `type` without it),
 /// `relationships = [("1.1", "1.1"), ...]`
-/// (for object fields: which child version goes with which parent version).
+/// (for object fields: which child version goes with which parent version), and, for an
+/// enum field whose Python declaration prints otherwise in OVO's fingerprint, one of
+/// `ovo_enum_class = "Name"`, `ovo_auto_typed`, `ovo_values_as_text` (`verso::OvoRepr`).
 #[proc_macro_derive(VersionedObject, attributes(verso))]
 pub fn derive_versioned_object(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
@@ -130,6 +132,7 @@ struct FieldInfo {
     since: Option<TokenStream2>,
     default: Option<Expr>,
     relationships: Option<TokenStream2>,
+    ovo_repr: Option<TokenStream2>,
 }
 
 /// The `T` of `Wrapper<T>` when the type's last path segment is `wrapper`.
@@ -146,6 +149,20 @@ fn generic_arg<'a>(ty: &'a Type, wrapper: &str) -> Option<&'a Type> {
         GenericArgument::Type(t) => Some(t),
         _ => None,
     }
+}
+
+/// Records a field's `OvoRepr` attribute; the three are alternatives.
+fn set_ovo_repr(
+    meta: &syn::meta::ParseNestedMeta<'_>,
+    slot: &mut Option<TokenStream2>,
+    repr: TokenStream2,
+) -> syn::Result<()> {
+    if slot.replace(repr).is_some() {
+        return Err(meta.error(
+            "ovo_enum_class, ovo_auto_typed and ovo_values_as_text are alternatives; give one",
+        ));
+    }
+    Ok(())
 }
 
 fn is_meta(ty: &Type) -> bool {
@@ -226,6 +243,7 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
             since: None,
             default: None,
             relationships: None,
+            ovo_repr: None,
         };
         for attr in f.attrs.iter().filter(|a| a.path().is_ident("verso")) {
             attr.parse_nested_meta(|meta| {
@@ -237,8 +255,15 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                     info.wire_name = meta.value()?.parse::<LitStr>()?.value();
                 } else if meta.path.is_ident("relationships") {
                     info.relationships = Some(parse_pairs(&meta.value()?.parse()?)?);
+                } else if meta.path.is_ident("ovo_enum_class") {
+                    let class = meta.value()?.parse::<LitStr>()?;
+                    set_ovo_repr(&meta, &mut info.ovo_repr, quote!(::verso::OvoRepr::EnumClass(#class)))?;
+                } else if meta.path.is_ident("ovo_auto_typed") {
+                    set_ovo_repr(&meta, &mut info.ovo_repr, quote!(::verso::OvoRepr::AutoTyped))?;
+                } else if meta.path.is_ident("ovo_values_as_text") {
+                    set_ovo_repr(&meta, &mut info.ovo_repr, quote!(::verso::OvoRepr::ValuesAsText))?;
                 } else {
-                    return Err(meta.error("unknown verso field attribute; expected since, default, rename or relationships"));
+                    return Err(meta.error("unknown verso field attribute; expected since, default, rename, relationships, ovo_enum_class, ovo_auto_typed or ovo_values_as_text"));
                 }
                 Ok(())
             })?;
@@ -260,6 +285,7 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
             quote!(::core::option::Option::Some(::verso::__private::default_primitive::<#ty>(::core::convert::Into::<#ty>::into(#e))))
         });
         let rel = f.relationships.clone().unwrap_or_else(|| quote!(::std::vec::Vec::new()));
+        let ovo_repr = f.ovo_repr.clone().unwrap_or_else(|| quote!(::verso::OvoRepr::Standard));
         quote! {
             ::verso::FieldSchema {
                 name: #fname,
@@ -269,6 +295,7 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                 since: #since,
                 relationships: #rel,
                 child: <#ty as ::verso::FieldValue>::child_schema(),
+                ovo_repr: #ovo_repr,
             }
         }
     });

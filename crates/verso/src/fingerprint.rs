@@ -19,7 +19,9 @@
 //!    `str()` of the default ([`crate::field::python_str`]) or
 //!    `<class 'oslo_versionedobjects.fields.UnspecifiedDefault'>` when there is none,
 //!    `B` is `True`/`False`; an enum field adds `,valid_values=('a', 'b')` (the values as
-//!    a Python tuple, which is how the model declares them);
+//!    a Python tuple, which is how the model declares them), unless its [`OvoRepr`]
+//!    says the Python declaration prints otherwise (a named enum class, an
+//!    auto-typed field without its values, values given as one string);
 //! 2. the remotable methods, `[(name, ArgSpec(args=[...], varargs=None, keywords=None,
 //!    defaults=None)), ...]` sorted by name; a class method's args are
 //!    `['cls', 'context', <args>]`, an instance method's `['self', <args>]`;
@@ -54,6 +56,7 @@
 
 use crate::field::{python_str, FieldType};
 use crate::object::{FieldSchema, MethodKind, MethodSchema, ObjectSchema};
+use crate::schema::OvoRepr;
 use crate::Version;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -162,12 +165,20 @@ fn ovo_field_repr(f: &FieldSchema) -> String {
         .as_ref()
         .map_or_else(|| UNSPECIFIED.to_owned(), python_str);
     let nullable = if f.nullable { "True" } else { "False" };
-    match &f.ty {
-        FieldType::Enum(values) => format!(
+    match (&f.ty, f.ovo_repr) {
+        (FieldType::Enum(values), OvoRepr::Standard) => format!(
             "Enum(default={default},nullable={nullable},valid_values={})",
             py_repr_tuple(values)
         ),
-        ty => format!("{}(default={default},nullable={nullable})", ty.ovo_class()),
+        (FieldType::Enum(values), OvoRepr::EnumClass(class)) => format!(
+            "{class}(default={default},nullable={nullable},valid_values={})",
+            py_repr_tuple(values)
+        ),
+        (FieldType::Enum(values), OvoRepr::ValuesAsText) => format!(
+            "Enum(default={default},nullable={nullable},valid_values={})",
+            values.concat()
+        ),
+        (ty, _) => format!("{}(default={default},nullable={nullable})", ty.ovo_class()),
     }
 }
 
@@ -841,6 +852,43 @@ pub fn assess(old: &ObjectContract, new: &ObjectContract) -> Assessment {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn enum_field(ovo_repr: OvoRepr, values: &'static [&'static str]) -> FieldSchema {
+        FieldSchema {
+            name: "kind",
+            ty: FieldType::Enum(values),
+            nullable: false,
+            default: None,
+            since: None,
+            relationships: Vec::new(),
+            child: None,
+            ovo_repr,
+        }
+    }
+
+    /// The three ways a Python service declares an enum field, as OVO prints them
+    /// (Cyborg 17 uses all three; its fingerprints are checked against the real package
+    /// in `apps/accel/cyborg17/tests/cyborg.rs`).
+    #[test]
+    fn enum_fields_print_as_their_python_declaration_does() {
+        let u = UNSPECIFIED;
+        assert_eq!(
+            ovo_field_repr(&enum_field(OvoRepr::Standard, &["a", "b"])),
+            format!("Enum(default={u},nullable=False,valid_values=('a', 'b'))")
+        );
+        assert_eq!(
+            ovo_field_repr(&enum_field(OvoRepr::EnumClass("ARQState"), &["a"])),
+            format!("ARQState(default={u},nullable=False,valid_values=('a',))")
+        );
+        assert_eq!(
+            ovo_field_repr(&enum_field(OvoRepr::AutoTyped, &["a", "b"])),
+            format!("Enum(default={u},nullable=False)")
+        );
+        assert_eq!(
+            ovo_field_repr(&enum_field(OvoRepr::ValuesAsText, &["PCI"])),
+            format!("Enum(default={u},nullable=False,valid_values=PCI)")
+        );
+    }
 
     #[test]
     fn md5_matches_rfc_1321_test_suite() {

@@ -70,7 +70,7 @@ pub use list::ObjectList;
 pub use manifest::{Target, VersionManifest};
 pub use object::{AnyObject, ObjectMeta, VersionedObject};
 pub use registry::Registry;
-pub use schema::{ArgSchema, FieldSchema, MethodKind, MethodSchema, ObjectSchema};
+pub use schema::{ArgSchema, FieldSchema, MethodKind, MethodSchema, ObjectSchema, OvoRepr};
 pub use version::{Version, VersionError};
 pub use verso_derive::{remotable, VersionedEnum, VersionedObject};
 

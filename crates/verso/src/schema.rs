@@ -94,6 +94,53 @@ pub struct FieldSchema {
     pub relationships: Vec<(Version, Version)>,
     /// The schema of the contained class, for object fields.
     pub child: Option<fn() -> &'static ObjectSchema>,
+    /// How OVO prints the field in a fingerprint, where the Python declaration makes it
+    /// differ from its type's usual form.
+    pub ovo_repr: OvoRepr,
+}
+
+/// How OVO's `repr()` of an enum field reads, which the fingerprint hashes. Python
+/// services declare enum fields in several ways that validate the same values but
+/// print differently, so a Rust declaration of their model says which one it matches.
+///
+/// ```
+/// use verso::{Field, ObjectMeta, VersionedEnum, VersionedObject};
+///
+/// #[derive(VersionedEnum, Clone, Copy, Debug, PartialEq, Eq)]
+/// pub enum State { Initial, Bound }
+///
+/// #[derive(VersionedObject, Clone, Debug, PartialEq)]
+/// #[verso(namespace = "demo", version = "1.0")]
+/// pub struct Request {
+///     #[verso(ovo_enum_class = "ARQState")]
+///     pub state: Field<State>,
+///     pub meta: ObjectMeta,
+/// }
+///
+/// assert_eq!(
+///     verso::fingerprint::ovo_hashed_text(Request::schema()),
+///     "([('state', ARQState(default=<class 'oslo_versionedobjects.fields.UnspecifiedDefault'>,\
+///      nullable=False,valid_values=('Initial', 'Bound')))], [])"
+/// );
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OvoRepr {
+    /// The type's own form; for an enum, `EnumField(valid_values=(..))`:
+    /// `Enum(default=..,nullable=..,valid_values=('a', 'b'))`.
+    #[default]
+    Standard,
+    /// An enum whose Python type is a named subclass of `Enum` used through a
+    /// `BaseEnumField` (Cyborg's `ARQStateField`): `ARQState(..,valid_values=(..))`.
+    /// Attribute `#[verso(ovo_enum_class = "Name")]`.
+    EnumClass(&'static str),
+    /// An enum declared as an `AutoTypedField` whose type is an `Enum` (Cyborg's
+    /// `DeviceTypeField`): OVO prints it as a plain field, `Enum(default=..,nullable=..)`,
+    /// without its values. Attribute `#[verso(ovo_auto_typed)]`.
+    AutoTyped,
+    /// An enum whose Python `valid_values` is one string rather than a tuple (Cyborg's
+    /// `CPID_TYPE = "PCI"`): printed as that text, `valid_values=PCI`. It needs exactly
+    /// one value. Attribute `#[verso(ovo_values_as_text)]`.
+    ValuesAsText,
 }
 
 /// Whether a remotable method is called on the class or on an instance.

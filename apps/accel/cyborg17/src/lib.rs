@@ -1,0 +1,22 @@
+//! OpenStack Cyborg 17's wire contracts (openstack-cyborg 17.0.0), declared with verso:
+//! the object classes its services exchange ([`objects`]) and its conductor and agent
+//! RPC APIs ([`rpc`]).
+//!
+//! accel's release N is to be Cyborg 17 on the wire and in the database, and its
+//! release N+1 Cyborg 17 plus the seed spec, each change a version bump from these. This
+//! crate is the fixed point of that plan: every class here has the version, the fields
+//! (names, types, nullability, defaults) and therefore the OVO fingerprint that Cyborg
+//! 17 declares, and every RPC method the name, version and argument names Cyborg's
+//! `rpcapi.py` sends. `tests/cyborg.rs` checks both against the installed Python
+//! package itself (the fingerprints through oslo.versionedobjects' own
+//! `ObjectVersionChecker` over Cyborg's registry), and `objects.lock` beside this crate
+//! pins them for the day the Python package is not at hand.
+//!
+//! Nothing here behaves: Cyborg 17 has no remotable methods, so these are data
+//! contracts. Its serial namespace is `cyborg_object` (its primitives' keys read
+//! `cyborg_object.name`, ...), its project namespace `cyborg`.
+
+pub mod objects;
+pub mod rpc;
+
+pub use objects::registry;
