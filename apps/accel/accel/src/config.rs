@@ -65,19 +65,94 @@ impl Default for Conductor {
     }
 }
 
-/// `[api]`.
+/// `[api]`: where the HTTP API listens, TLS, and its limits and timeouts (each default
+/// is `accel_api::Limits::default()` / `accel_api::ServeOptions::default()`).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Api {
     /// Where the HTTP API listens (loopback by default).
     pub listen: String,
+    /// HTTPS: the PEM certificate chain (with `tls_key_file`); unset: plain HTTP.
+    pub tls_cert_file: Option<PathBuf>,
+    /// HTTPS: the PEM private key of `tls_cert_file`.
+    pub tls_key_file: Option<PathBuf>,
+    /// Seconds for a request's headers to arrive (also the idle keep-alive timeout).
+    pub header_read_timeout: u64,
+    /// Seconds a request body may pause.
+    pub body_read_timeout: u64,
+    /// Seconds a request may take in all.
+    pub request_timeout: u64,
+    /// Connections served at once; more wait in the listen backlog.
+    pub max_connections: usize,
+    /// Rows per page of every list: the default and largest `limit`.
+    pub max_page_size: u32,
+    /// Groups a device profile may have.
+    pub max_groups_per_profile: usize,
+    /// Accelerator requests one `POST /v2/accelerator_requests` may create.
+    pub max_arqs_per_request: usize,
 }
 
 impl Default for Api {
     fn default() -> Self {
+        let limits = accel_api::Limits::default();
+        let serve = accel_api::ServeOptions::default();
         Api {
             listen: accel_api::DEFAULT_LISTEN.into(),
+            tls_cert_file: None,
+            tls_key_file: None,
+            header_read_timeout: serve.header_read_timeout.as_secs(),
+            body_read_timeout: serve.body_read_timeout.as_secs(),
+            request_timeout: serve.request_timeout.as_secs(),
+            max_connections: serve.max_connections,
+            max_page_size: limits.max_page_size,
+            max_groups_per_profile: limits.max_groups_per_profile,
+            max_arqs_per_request: limits.max_arqs_per_request,
         }
+    }
+}
+
+impl Api {
+    /// The API's limits and server options; a zero or a lone TLS file is refused with
+    /// the option named.
+    pub fn options(&self) -> Result<(accel_api::Limits, accel_api::ServeOptions), String> {
+        let positive = |name: &str, v: u64| {
+            if v == 0 {
+                Err(format!("[api] {name} must be at least 1"))
+            } else {
+                Ok(v)
+            }
+        };
+        let secs = |name: &str, v: u64| positive(name, v).map(std::time::Duration::from_secs);
+        let tls = match (&self.tls_cert_file, &self.tls_key_file) {
+            (None, None) => None,
+            (Some(cert), Some(key)) => {
+                Some(accel_api::server::tls_config(cert, key).map_err(|e| e.to_string())?)
+            }
+            _ => {
+                return Err(
+                    "[api] tls_cert_file and tls_key_file go together: set both or neither".into(),
+                )
+            }
+        };
+        let limits = accel_api::Limits {
+            max_page_size: positive("max_page_size", u64::from(self.max_page_size))? as u32,
+            max_groups_per_profile: positive(
+                "max_groups_per_profile",
+                self.max_groups_per_profile as u64,
+            )? as usize,
+            max_arqs_per_request: positive(
+                "max_arqs_per_request",
+                self.max_arqs_per_request as u64,
+            )? as usize,
+        };
+        let serve = accel_api::ServeOptions {
+            header_read_timeout: secs("header_read_timeout", self.header_read_timeout)?,
+            body_read_timeout: secs("body_read_timeout", self.body_read_timeout)?,
+            request_timeout: secs("request_timeout", self.request_timeout)?,
+            max_connections: positive("max_connections", self.max_connections as u64)? as usize,
+            tls,
+        };
+        Ok((limits, serve))
     }
 }
 

@@ -159,33 +159,42 @@ pub async fn agent(
 }
 
 /// The API: reads from `db`, writes through the conductor (`conductor`, capped by the
-/// operator's `[upgrade_levels] conductor`).
+/// operator's `[upgrade_levels] conductor`), with `[api]`'s limits, timeouts and TLS.
+/// Returns where it listens, as a URL.
 async fn serve_api(
     db: Db,
     conductor: verso_rpc::RpcClient,
     listen: &str,
-) -> Result<(std::net::SocketAddr, tokio::task::JoinHandle<()>), Error> {
+    (limits, options): (accel_api::Limits, accel_api::ServeOptions),
+) -> Result<(String, tokio::task::JoinHandle<()>), Error> {
     let listener = tokio::net::TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
+    let url = match options.tls {
+        Some(_) => format!("https://{addr}"),
+        None => format!("http://{addr}"),
+    };
     let service = accel_api::ConductorService::new(accel_api::DbService::new(db), conductor);
+    let router = accel_api::router_with(Arc::new(service), limits);
     let task = tokio::spawn(async move {
-        if let Err(e) = accel_api::serve(listener, service).await {
+        let forever = std::future::pending();
+        if let Err(e) = accel_api::server::serve(listener, router, options, forever).await {
             tracing::error!(error = %e, "the API stopped");
         }
     });
-    Ok((addr, task))
+    Ok((url, task))
 }
 
 /// `accel api`.
 pub async fn api(config: AccelConfig) -> Result<ExitCode, Error> {
+    let options = config.api.options()?;
     let db = Db::connect(&config.database.url).await?;
     let pending = db.pending_migrations().await?;
     if !pending.is_empty() {
         return Err(format!("the database lacks migrations {pending:?}: run `accel db sync` (or start the conductor) first").into());
     }
     let conductor = conductor_client(&config, transport(&config).await?);
-    let (addr, task) = serve_api(db, conductor, &config.api.listen).await?;
-    println!("api: listening on http://{addr}");
+    let (url, task) = serve_api(db, conductor, &config.api.listen, options).await?;
+    println!("api: listening on {url}");
     tokio::select! {
         _ = task => {}
         () = verso_rpc::shutdown::shutdown_signal() => {}
@@ -252,6 +261,7 @@ pub async fn upgrade_check(config: AccelConfig) -> Result<ExitCode, Error> {
 
 /// `accel all-in-one`.
 pub async fn all_in_one(config: AccelConfig, agents: u32) -> Result<ExitCode, Error> {
+    let options = config.api.options()?;
     let scratch = tempfile::tempdir()?;
     let url = match config.layers.origin("database.url") {
         Some(verso_rpc::config::Origin::Default) | None => {
@@ -263,7 +273,7 @@ pub async fn all_in_one(config: AccelConfig, agents: u32) -> Result<ExitCode, Er
     let transport = transport(&config).await?;
     let running = start_conductor(db.clone(), transport.clone(), &config).await?;
     let client = conductor_client(&config, transport.clone());
-    let (addr, api_task) = serve_api(db, client, &config.api.listen).await?;
+    let (url, api_task) = serve_api(db, client, &config.api.listen, options).await?;
     let mut started: Vec<RunningAgent> = Vec::new();
     let mut reported = 0;
     for i in 1..=agents {
@@ -281,7 +291,7 @@ pub async fn all_in_one(config: AccelConfig, agents: u32) -> Result<ExitCode, Er
         }
     }
     println!("all-in-one: {agents} agents reported {reported} devices");
-    println!("api: listening on http://{addr}");
+    println!("api: listening on {url}");
     tokio::select! {
         _ = api_task => {}
         () = verso_rpc::shutdown::shutdown_signal() => {}

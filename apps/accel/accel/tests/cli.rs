@@ -73,6 +73,58 @@ fn all_in_one_serves_every_agents_devices() {
     drop(child);
 }
 
+/// `[api] tls_cert_file` and `tls_key_file`: the API answers HTTPS (the test
+/// certificates for localhost, `VERSO_TLS_DIR`, made by scripts/test.sh).
+#[test]
+fn all_in_one_serves_https_with_a_configured_certificate() {
+    let tls = std::env::var_os("VERSO_TLS_DIR").map_or_else(
+        || "/tmp/verso-rabbitmq-tls".into(),
+        std::path::PathBuf::from,
+    );
+    let cert = format!("api.tls_cert_file={}", tls.join("server.pem").display());
+    let key = format!("api.tls_key_file={}", tls.join("server-key.pem").display());
+    let mut child = accel()
+        .args([
+            "all-in-one",
+            "--agents",
+            "1",
+            "--set",
+            "api.listen=127.0.0.1:0",
+            "--set",
+            &cert,
+            "--set",
+            &key,
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("accel starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let child = Killed(child);
+    let url = BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|line| line.strip_prefix("api: listening on ").map(str::to_owned))
+        .expect("the API's address");
+    let port = url
+        .strip_prefix("https://127.0.0.1:")
+        .unwrap_or_else(|| panic!("not HTTPS: {url}"));
+    let ca = std::fs::read(tls.join("ca.pem")).expect("the test CA");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let status = rt.block_on(async {
+        reqwest::Client::builder()
+            .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("CA"))
+            .build()
+            .expect("client")
+            .get(format!("https://localhost:{port}/v2/devices"))
+            .send()
+            .await
+            .expect("GET over HTTPS")
+            .status()
+    });
+    assert_eq!(status, 200);
+    drop(child);
+}
+
 #[test]
 fn db_sync_and_upgrade_check_say_what_to_do() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -98,18 +150,90 @@ fn db_sync_and_upgrade_check_say_what_to_do() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("applied migrations [1, 2, 3]"));
     check(0, "no component version recorded yet");
-    // An unreachable database is a failure.
+    // An unreachable database is a failure; no password form is printed.
     let out = accel()
         .args([
             "--set",
-            "database.url=postgres://x:secret@127.0.0.1:1/none",
+            "database.url=postgres://x:secret@127.0.0.1:1/none?password=secret2",
             "upgrade",
             "check",
         ])
         .output()
         .expect("runs");
     assert_eq!(out.status.code(), Some(2));
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("secret"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("password=***"), "{stdout}");
+    assert!(!stdout.contains("secret"), "{stdout}");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("secret"));
+}
+
+/// Every password form a database URL can carry is masked where the binary prints the
+/// URL: `config show` and start-up errors.
+#[test]
+fn passwords_are_masked_in_config_show_and_start_up_errors() {
+    for url in [
+        "postgres://accel:hunter2@db:5432/accel",
+        "postgres://accel@db:5432/accel?password=hunter2",
+        "postgres://db:5432/accel?user=accel&password=hunter2&sslmode=require",
+        "postgres://accel:pw@db/accel?sslpassword=hunter2",
+        "postgres://accel:hun/ter2@db/accel",
+    ] {
+        let set = format!("database.url={url}");
+        let out = accel()
+            .args(["--set", &set, "config", "show"])
+            .output()
+            .expect("runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}");
+        assert!(text.contains("***"), "{url}: {text}");
+        assert!(
+            !text.contains("hunter2") && !text.contains("ter2"),
+            "{url}: {text}"
+        );
+        // A URL the binary refuses at start is printed masked too.
+        let refused = url.replacen("postgres", "mysql", 1);
+        let set = format!("database.url={refused}");
+        let out = accel()
+            .args(["--set", &set, "db", "sync"])
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("unsupported database URL"), "{stderr}");
+        assert!(
+            !stderr.contains("hunter2") && !stderr.contains("ter2"),
+            "{stderr}"
+        );
+    }
+    // sslpassword, which the driver would log, is refused before any connection.
+    let out = accel()
+        .args([
+            "--set",
+            "database.url=postgres://accel@127.0.0.1:1/accel?sslpassword=hunter2",
+            "db",
+            "sync",
+        ])
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("sslpassword is not supported"), "{stderr}");
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+}
+
+/// `[api]` options are checked before anything starts, naming the option.
+#[test]
+fn api_options_are_checked_at_start() {
+    for (set, says) in [
+        ("api.max_connections=0", "max_connections"),
+        ("api.request_timeout=0", "request_timeout"),
+        ("api.tls_cert_file=/nonexistent/cert.pem", "tls_key_file"),
+    ] {
+        let out = accel().args(["--set", set, "api"]).output().expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(says), "{set}: {stderr}");
+    }
 }
 
 #[test]

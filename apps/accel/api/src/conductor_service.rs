@@ -71,6 +71,7 @@ fn service_error(e: RpcError) -> ServiceError {
                 "NoFreeHandle" => ErrorKind::NoFreeHandle,
                 "ProfileInUse" => ErrorKind::ProfileInUse,
                 "Invalid" => ErrorKind::BadRequest,
+                "DatabaseUnavailable" => ErrorKind::Unavailable,
                 _ => ErrorKind::Internal,
             };
             (kind, r.message.clone())
@@ -108,8 +109,8 @@ impl AccelService for ConductorService {
         self.reads.deployable(uuid).await
     }
 
-    async fn profiles(&self) -> Result<Vec<DeviceProfileRow>, ServiceError> {
-        self.reads.profiles().await
+    async fn profiles(&self, query: &ListQuery) -> Result<Vec<DeviceProfileRow>, ServiceError> {
+        self.reads.profiles(query).await
     }
 
     async fn profile(&self, name_or_uuid: &str) -> Result<DeviceProfileRow, ServiceError> {
@@ -124,7 +125,8 @@ impl AccelService for ConductorService {
             description: profile.description,
         })
         .await?;
-        self.reads.profile(&name).await
+        // By name only: the new profile's name may be another profile's UUID.
+        Ok(self.reads.db().profile_by_name(&name).await?)
     }
 
     async fn delete_profile(&self, name_or_uuid: &str) -> Result<(), ServiceError> {
@@ -160,8 +162,12 @@ impl AccelService for ConductorService {
         Ok(rows)
     }
 
-    async fn arqs(&self, instance_uuid: Option<&str>) -> Result<Vec<ArqRow>, ServiceError> {
-        self.reads.arqs(instance_uuid).await
+    async fn arqs(
+        &self,
+        instance_uuid: Option<&str>,
+        query: &ListQuery,
+    ) -> Result<Vec<ArqRow>, ServiceError> {
+        self.reads.arqs(instance_uuid, query).await
     }
 
     async fn arq(&self, uuid: &str) -> Result<ArqRow, ServiceError> {

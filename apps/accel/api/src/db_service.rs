@@ -45,14 +45,27 @@ impl From<DbError> for ServiceError {
             // What the database holds is damaged: not the client's fault.
             DbError::Invalid { what, .. } if what.starts_with("stored") => ErrorKind::Internal,
             DbError::Invalid { .. } => ErrorKind::BadRequest,
-            DbError::UnsupportedUrl(_) | DbError::Connect { .. } => ErrorKind::Unavailable,
+            DbError::UnsupportedUrl(_) => ErrorKind::Unavailable,
+            // An outage (down, restarting, dropped, unreadable): retry later.
+            e if e.is_unavailable() => ErrorKind::Unavailable,
             _ => ErrorKind::Internal,
         };
         let message = match kind {
-            ErrorKind::Unavailable => "the accel database cannot be reached".to_owned(),
+            ErrorKind::Unavailable => {
+                "the accel database cannot be reached; retry later".to_owned()
+            }
             _ => e.to_string(),
         };
         ServiceError::with_source(kind, message, e)
+    }
+}
+
+/// The database's page of a list query.
+fn filter(query: &ListQuery) -> ListFilter {
+    ListFilter {
+        host: None,
+        limit: Some(query.limit.max(1)),
+        marker: query.marker.clone(),
     }
 }
 
@@ -191,8 +204,12 @@ impl AccelService for DbService {
         Ok(self.db.deployable(uuid).await?)
     }
 
-    async fn profiles(&self) -> Result<Vec<DeviceProfileRow>, ServiceError> {
-        Ok(self.db.profiles().await?)
+    async fn profiles(&self, query: &ListQuery) -> Result<Vec<DeviceProfileRow>, ServiceError> {
+        self.check_marker(query.marker.as_deref(), |m| async move {
+            self.db.profile_by_uuid(&m).await
+        })
+        .await?;
+        Ok(self.db.profiles_page(&filter(query)).await?)
     }
 
     async fn profile(&self, name_or_uuid: &str) -> Result<DeviceProfileRow, ServiceError> {
@@ -228,8 +245,17 @@ impl AccelService for DbService {
         Ok(out)
     }
 
-    async fn arqs(&self, instance_uuid: Option<&str>) -> Result<Vec<ArqRow>, ServiceError> {
-        Ok(self.db.arqs(instance_uuid).await?)
+    async fn arqs(
+        &self,
+        instance_uuid: Option<&str>,
+        query: &ListQuery,
+    ) -> Result<Vec<ArqRow>, ServiceError> {
+        self.check_marker(
+            query.marker.as_deref(),
+            |m| async move { self.db.arq(&m).await },
+        )
+        .await?;
+        Ok(self.db.arqs_page(instance_uuid, &filter(query)).await?)
     }
 
     async fn arq(&self, uuid: &str) -> Result<ArqRow, ServiceError> {

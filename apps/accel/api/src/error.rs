@@ -11,10 +11,11 @@
 //! | `NotFound` (also an unknown path) | 404 |
 //! | `MethodNotAllowed` | 405 |
 //! | `NotAcceptable` (a microversion outside the supported range) | 406 |
+//! | `RequestTimeout` (a request body that stalled longer than the body read timeout) | 408 |
 //! | `TooLarge` (a body over 2 MiB) | 413 |
 //! | `Duplicate`, `InvalidTransition`, `NoFreeHandle`, `ProfileInUse` | 409 |
 //! | `Internal` (the database failed; logged at error, the message is generic) | 500 |
-//! | `Unavailable` (the service behind the API cannot be reached) | 503 |
+//! | `Unavailable` (the database or the conductor cannot be reached, or the request outlived the request timeout: retry later) | 503 |
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -37,6 +38,8 @@ pub enum ErrorKind {
     NotAcceptable,
     /// The request body is larger than the API takes (413).
     TooLarge,
+    /// The request body stalled (408).
+    RequestTimeout,
     /// A unique name is taken (409).
     Duplicate,
     /// The accelerator request is in a state that does not allow the change (409).
@@ -60,6 +63,7 @@ impl ErrorKind {
             ErrorKind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ErrorKind::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
             ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorKind::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             ErrorKind::Duplicate
             | ErrorKind::InvalidTransition
             | ErrorKind::NoFreeHandle
@@ -77,6 +81,7 @@ impl ErrorKind {
             ErrorKind::MethodNotAllowed => "MethodNotAllowed",
             ErrorKind::NotAcceptable => "NotAcceptable",
             ErrorKind::TooLarge => "RequestTooLarge",
+            ErrorKind::RequestTimeout => "RequestTimeout",
             ErrorKind::Duplicate => "Duplicate",
             ErrorKind::InvalidTransition => "InvalidTransition",
             ErrorKind::NoFreeHandle => "NoFreeHandle",

@@ -46,12 +46,22 @@
 //!
 //! The caller binds the listener: the `accel` binary's default is loopback,
 //! [`DEFAULT_LISTEN`].
+//!
+//! # Limits
+//!
+//! Every edge is bounded. [`Limits`] (work per request and page sizes) is checked by
+//! the handlers before any work; [`ServeOptions`] (header, body and request timeouts, a
+//! connection limit, TLS) by [`server::serve`]'s accept loop. Text a client sends (names,
+//! hosts, UUIDs, descriptions, group keys and values, query values) is at most 255
+//! bytes, an instance UUID is a UUID, and a message repeats at most 64 characters of it.
+//! A database outage is 503 (retry later), not 500.
 
 pub mod conductor_service;
 pub mod db_service;
 pub mod error;
 pub mod microversion;
 mod routes;
+pub mod server;
 pub mod service;
 mod views;
 
@@ -59,6 +69,7 @@ pub use conductor_service::ConductorService;
 pub use db_service::DbService;
 pub use error::{ApiError, ErrorKind, ServiceError};
 pub use microversion::ApiVersion;
+pub use server::ServeOptions;
 pub use service::{AccelService, Binding, ListQuery, NewProfile};
 
 use std::future::Future;
@@ -67,17 +78,42 @@ use std::sync::Arc;
 /// Where the `accel` binary listens unless told otherwise: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:6666";
 
-/// The most rows one page of devices or deployables has (also the default `limit`).
-pub const MAX_LIMIT: u32 = 1000;
+/// The work one request may ask for, checked before any is done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// The most rows one page of a list has: the default and the largest `limit` of
+    /// every list (devices, deployables, device profiles, accelerator requests).
+    pub max_page_size: u32,
+    /// The most groups a device profile may have.
+    pub max_groups_per_profile: usize,
+    /// The most accelerator requests one `POST /v2/accelerator_requests` creates (one
+    /// per group of the profile unless a group is named).
+    pub max_arqs_per_request: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_page_size: 1000,
+            max_groups_per_profile: 64,
+            max_arqs_per_request: 64,
+        }
+    }
+}
 
 /// The API's router over a service, to mount or serve.
 pub fn router(service: impl AccelService) -> axum::Router {
-    routes::build(Arc::new(service), microversion::Supported::ALL)
+    router_with(Arc::new(service), Limits::default())
 }
 
 /// The API's router over a shared service.
 pub fn router_shared(service: Arc<dyn AccelService>) -> axum::Router {
-    routes::build(service, microversion::Supported::ALL)
+    router_with(service, Limits::default())
+}
+
+/// The API's router over a shared service with these limits.
+pub fn router_with(service: Arc<dyn AccelService>, limits: Limits) -> axum::Router {
+    routes::build(service, microversion::Supported::ALL, limits)
 }
 
 /// The API's router serving microversions up to `max` only (an older release's API:
@@ -86,25 +122,28 @@ pub fn router_up_to(
     service: Arc<dyn AccelService>,
     max: ApiVersion,
 ) -> Result<axum::Router, microversion::VersionError> {
-    Ok(routes::build(service, microversion::Supported::up_to(max)?))
+    Ok(routes::build(
+        service,
+        microversion::Supported::up_to(max)?,
+        Limits::default(),
+    ))
 }
 
-/// Serves the API on `listener` until the process ends (or the listener fails).
+/// Serves the API on `listener` with the default limits and timeouts until the process
+/// ends.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     service: impl AccelService,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(service)).await
+    serve_with_shutdown(listener, service, std::future::pending()).await
 }
 
-/// Serves the API on `listener` until `shutdown` completes, then finishes the requests
-/// under way.
+/// Serves the API on `listener` with the default limits and timeouts until `shutdown`
+/// completes, then finishes the requests under way.
 pub async fn serve_with_shutdown(
     listener: tokio::net::TcpListener,
     service: impl AccelService,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(service))
-        .with_graceful_shutdown(shutdown)
-        .await
+    server::serve(listener, router(service), ServeOptions::default(), shutdown).await
 }

@@ -5,7 +5,8 @@ use crate::error::{ApiError, ErrorKind};
 use crate::microversion::{self, ApiVersion};
 use crate::service::{AccelService, Binding, ListQuery, NewProfile};
 use crate::views;
-use crate::MAX_LIMIT;
+use crate::Limits;
+use accel_conductor::db::{shown, MAX_TEXT};
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, RawQuery, Request, State};
 use axum::http::header::HOST;
@@ -25,7 +26,11 @@ type Service = Arc<dyn AccelService>;
 type Result<T> = std::result::Result<T, ApiError>;
 
 /// The router over a shared service, serving the `supported` microversions.
-pub(crate) fn build(service: Service, supported: microversion::Supported) -> Router {
+pub(crate) fn build(
+    service: Service,
+    supported: microversion::Supported,
+    limits: Limits,
+) -> Router {
     Router::new()
         .route("/", get(root))
         .route("/v2", get(v2))
@@ -55,6 +60,7 @@ pub(crate) fn build(service: Service, supported: microversion::Supported) -> Rou
         .with_state(service)
         .layer(axum::middleware::from_fn(microversion::layer))
         .layer(Extension(supported))
+        .layer(Extension(limits))
         .layer(CatchPanicLayer::custom(
             |_panic: Box<dyn std::any::Any + Send>| {
                 tracing::error!("an accel API handler panicked");
@@ -106,6 +112,12 @@ impl<S: Send + Sync> FromRequest<S> for Body {
             .await
             .map(Body)
             .map_err(|e| {
+                if timed_out(&e) {
+                    return ApiError::new(
+                        ErrorKind::RequestTimeout,
+                        "the request body stalled longer than the body read timeout",
+                    );
+                }
                 let kind = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
                     ErrorKind::TooLarge
                 } else {
@@ -114,6 +126,18 @@ impl<S: Send + Sync> FromRequest<S> for Body {
                 ApiError::new(kind, e.body_text())
             })
     }
+}
+
+/// Whether reading the body failed because it stalled (the server's body read timeout).
+fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if c.is::<tower_http::timeout::TimeoutError>() {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 /// `http://<Host>` for links, or nothing (relative links) without a usable Host header.
@@ -127,14 +151,31 @@ fn base(headers: &HeaderMap) -> String {
 }
 
 /// Text with a NUL character is refused: PostgreSQL cannot store it, and no name,
-/// host or UUID has one.
+/// host or UUID has one. So is text over [`MAX_TEXT`] bytes (every name, host, UUID,
+/// description, group key and value, query value), before any work and without echoing
+/// it: the database would refuse it later, or store and repeat it.
 fn check_text(what: &str, text: &str) -> Result<()> {
     if text.contains('\0') {
         return Err(ApiError::bad_request(format!(
             "{what}: NUL characters are not allowed"
         )));
     }
+    if text.len() > MAX_TEXT {
+        return Err(ApiError::bad_request(format!(
+            "{what}: a text of {} bytes; at most {MAX_TEXT}",
+            text.len()
+        )));
+    }
     Ok(())
+}
+
+/// An instance UUID (a bind's `/instance_uuid`, `?instance=`): anything else is a 400, as
+/// in Cyborg, whose API types these parameters as UUIDs.
+fn check_instance(what: &str, text: &str) -> Result<()> {
+    check_text(what, text)?;
+    uuid::Uuid::parse_str(text)
+        .map(drop)
+        .map_err(|_| ApiError::bad_request(format!("{what} {:?} is not a UUID", shown(text))))
 }
 
 fn check_json(value: &Value) -> Result<()> {
@@ -156,7 +197,10 @@ fn query_pairs(raw: Option<String>) -> Result<BTreeMap<String, String>> {
         .map_err(|e| ApiError::bad_request(format!("malformed query string: {e}")))?;
     for (k, v) in &pairs {
         check_text("query string", k)?;
-        check_text("query string", v)?;
+        // `arqs` is a comma-separated list: its items are checked where it is split.
+        if k != "arqs" {
+            check_text("query string", v)?;
+        }
     }
     Ok(pairs.into_iter().collect())
 }
@@ -170,14 +214,18 @@ fn json_body<T: DeserializeOwned>(body: &Bytes) -> Result<T> {
         .map_err(|e| ApiError::bad_request(format!("malformed request body: {e}")))
 }
 
-fn list_query(pairs: &BTreeMap<String, String>) -> Result<ListQuery> {
+/// `limit` and `marker` (and the device filters): a page of at most `limit` rows
+/// (default and maximum: the configured page size) after the row whose UUID is `marker`.
+fn list_query(pairs: &BTreeMap<String, String>, limits: &Limits) -> Result<ListQuery> {
+    let max = limits.max_page_size.max(1);
     let limit = match pairs.get("limit") {
-        None => MAX_LIMIT,
+        None => max,
         Some(text) => match text.parse::<u32>() {
-            Ok(n) if (1..=MAX_LIMIT).contains(&n) => n,
+            Ok(n) if (1..=max).contains(&n) => n,
             _ => {
                 return Err(ApiError::bad_request(format!(
-                    "limit {text:?}: a whole number from 1 to {MAX_LIMIT}"
+                    "limit {:?}: a whole number from 1 to {max}",
+                    shown(text)
                 )))
             }
         },
@@ -198,12 +246,13 @@ fn next_link(
     query: &ListQuery,
     returned: usize,
     last_uuid: Option<&str>,
+    extra: &[(&'static str, String)],
 ) -> Option<String> {
     let last = last_uuid?;
     if returned < query.limit as usize {
         return None;
     }
-    let mut pairs: Vec<(&str, String)> = Vec::new();
+    let mut pairs: Vec<(&str, String)> = extra.to_vec();
     if let Some(h) = &query.hostname {
         pairs.push(("hostname", h.clone()));
     }
@@ -237,10 +286,11 @@ async fn v2(
 async fn list_devices(
     State(service): State<Service>,
     Extension(version): Extension<ApiVersion>,
+    Extension(limits): Extension<Limits>,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<Value>> {
-    let query = list_query(&query_pairs(raw)?)?;
+    let query = list_query(&query_pairs(raw)?, &limits)?;
     let rows = service.devices(&query).await?;
     let base = base(&headers);
     let mut body = json!({
@@ -252,6 +302,7 @@ async fn list_devices(
         &query,
         rows.len(),
         rows.last().map(|d| d.uuid.as_str()),
+        &[],
     ) {
         body["next"] = Value::String(next);
     }
@@ -270,10 +321,11 @@ async fn get_device(
 
 async fn list_deployables(
     State(service): State<Service>,
+    Extension(limits): Extension<Limits>,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<Value>> {
-    let query = list_query(&query_pairs(raw)?)?;
+    let query = list_query(&query_pairs(raw)?, &limits)?;
     let rows = service.deployables(&query).await?;
     let base = base(&headers);
     let mut body = json!({
@@ -285,6 +337,7 @@ async fn list_deployables(
         &query,
         rows.len(),
         rows.last().map(|d| d.uuid.as_str()),
+        &[],
     ) {
         body["next"] = Value::String(next);
     }
@@ -302,12 +355,29 @@ async fn get_deployable(
 
 // ---- device profiles -----------------------------------------------------------------
 
-async fn list_profiles(State(service): State<Service>, headers: HeaderMap) -> Result<Json<Value>> {
+async fn list_profiles(
+    State(service): State<Service>,
+    Extension(limits): Extension<Limits>,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<Value>> {
+    let query = list_query(&query_pairs(raw)?, &limits)?;
     let base = base(&headers);
-    let rows = service.profiles().await?;
-    Ok(Json(json!({
+    let rows = service.profiles(&query).await?;
+    let mut body = json!({
         "device_profiles": rows.iter().map(|p| views::profile(p, &base)).collect::<Vec<_>>(),
-    })))
+    });
+    if let Some(next) = next_link(
+        &base,
+        "device_profiles",
+        &query,
+        rows.len(),
+        rows.last().map(|p| p.uuid.as_str()),
+        &[],
+    ) {
+        body["next"] = Value::String(next);
+    }
+    Ok(Json(body))
 }
 
 async fn get_profile(
@@ -332,6 +402,7 @@ struct ProfileIn {
 
 async fn create_profile(
     State(service): State<Service>,
+    Extension(limits): Extension<Limits>,
     headers: HeaderMap,
     Body(body): Body,
 ) -> Result<Response> {
@@ -349,6 +420,13 @@ async fn create_profile(
     };
     let p: ProfileIn = serde_json::from_value(one)
         .map_err(|e| ApiError::bad_request(format!("malformed device profile: {e}")))?;
+    if p.groups.len() > limits.max_groups_per_profile {
+        return Err(ApiError::bad_request(format!(
+            "a device profile has at most {} groups (this one has {}): [api] max_groups_per_profile",
+            limits.max_groups_per_profile,
+            p.groups.len()
+        )));
+    }
     let created = service
         .create_profile(NewProfile {
             name: p.name,
@@ -383,6 +461,7 @@ struct ArqsIn {
 
 async fn create_arqs(
     State(service): State<Service>,
+    Extension(limits): Extension<Limits>,
     headers: HeaderMap,
     Body(body): Body,
 ) -> Result<Response> {
@@ -391,6 +470,25 @@ async fn create_arqs(
         .get("x-project-id")
         .and_then(|v| v.to_str().ok())
         .filter(|v| !v.is_empty());
+    if let Some(p) = project {
+        check_text("X-Project-Id", p)?;
+    }
+    // One request per group unless a group is named: refused before any is created
+    // when that is more than one POST may create.
+    if input.device_profile_group_id.is_none() {
+        let groups = service
+            .profile(&input.device_profile_name)
+            .await?
+            .groups
+            .len();
+        if groups > limits.max_arqs_per_request {
+            return Err(ApiError::bad_request(format!(
+                "device profile {:?} has {groups} groups, more accelerator requests than one POST creates ({}: [api] max_arqs_per_request); name a group with device_profile_group_id",
+                shown(&input.device_profile_name),
+                limits.max_arqs_per_request
+            )));
+        }
+    }
     let arqs = service
         .create_arqs(
             &input.device_profile_name,
@@ -408,16 +506,34 @@ async fn create_arqs(
 
 async fn list_arqs(
     State(service): State<Service>,
+    Extension(limits): Extension<Limits>,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<Value>> {
     let pairs = query_pairs(raw)?;
+    let query = list_query(&pairs, &limits)?;
     let instance = pairs.get("instance").filter(|v| !v.is_empty());
-    let arqs = service.arqs(instance.map(String::as_str)).await?;
+    if let Some(i) = instance {
+        check_instance("instance", i)?;
+    }
+    let arqs = service.arqs(instance.map(String::as_str), &query).await?;
     let base = base(&headers);
-    Ok(Json(
-        json!({"arqs": arqs.iter().map(|a| views::arq(a, &base)).collect::<Vec<_>>()}),
-    ))
+    let mut body = json!({"arqs": arqs.iter().map(|a| views::arq(a, &base)).collect::<Vec<_>>()});
+    let extra: Vec<(&'static str, String)> = instance
+        .map(|i| ("instance", i.clone()))
+        .into_iter()
+        .collect();
+    if let Some(next) = next_link(
+        &base,
+        "accelerator_requests",
+        &query,
+        arqs.len(),
+        arqs.last().map(|a| a.uuid.as_str()),
+        &extra,
+    ) {
+        body["next"] = Value::String(next);
+    }
+    Ok(Json(body))
 }
 
 async fn get_arq(
@@ -450,8 +566,12 @@ const PATCH_PATHS: [&str; 3] = ["/hostname", "/device_rp_uuid", "/instance_uuid"
 /// One request's patch: all `add` (a bind: hostname and instance_uuid, device_rp_uuid
 /// optional) or all `remove` (an unbind), each path at most once.
 fn change_of(uuid: &str, ops: Vec<PatchOp>) -> Result<Change> {
-    let bad =
-        |why: String| ApiError::bad_request(format!("patch of accelerator request {uuid}: {why}"));
+    let bad = |why: String| {
+        ApiError::bad_request(format!(
+            "patch of accelerator request {}: {why}",
+            shown(uuid)
+        ))
+    };
     if ops.is_empty() {
         return Err(bad("no operations".into()));
     }
@@ -492,11 +612,17 @@ fn change_of(uuid: &str, ops: Vec<PatchOp>) -> Result<Change> {
             Some(_) => Err(bad(format!("{path} needs a non-empty string value"))),
         }
     };
-    Ok(Change::Bind(Binding {
+    let binding = Binding {
         hostname: text("/hostname", true)?.unwrap_or_default(),
         instance_uuid: text("/instance_uuid", true)?.unwrap_or_default(),
         device_rp_uuid: text("/device_rp_uuid", false)?,
-    }))
+    };
+    check_text("/hostname", &binding.hostname).map_err(|e| bad(e.message))?;
+    if let Some(rp) = &binding.device_rp_uuid {
+        check_text("/device_rp_uuid", rp).map_err(|e| bad(e.message))?;
+    }
+    check_instance("/instance_uuid", &binding.instance_uuid).map_err(|e| bad(e.message))?;
+    Ok(Change::Bind(binding))
 }
 
 async fn patch_arqs(State(service): State<Service>, Body(body): Body) -> Result<StatusCode> {
@@ -537,9 +663,13 @@ async fn delete_arqs(
             if uuids.is_empty() {
                 return Err(ApiError::bad_request("arqs names no accelerator request"));
             }
+            for uuid in &uuids {
+                check_text("arqs", uuid)?;
+            }
             service.delete_arqs(&uuids).await?;
         }
         (None, Some(instance)) if !instance.is_empty() => {
+            check_instance("instance", instance)?;
             service.delete_arqs_of_instance(instance).await?;
         }
         _ => {
@@ -559,13 +689,15 @@ mod tests {
         serde_json::from_value(v).expect("ops")
     }
 
+    const I1: &str = "8c8d1c3a-5a4e-4a0e-9a55-3a1f0e6c2b11";
+
     #[test]
     fn patches_bind_or_unbind() {
         let bind = change_of(
             "a",
             ops(json!([
                 {"path": "/hostname", "op": "add", "value": "h1"},
-                {"path": "/instance_uuid", "op": "add", "value": "i1"},
+                {"path": "/instance_uuid", "op": "add", "value": I1},
                 {"path": "/device_rp_uuid", "op": "add", "value": "rp"},
             ])),
         );
@@ -573,7 +705,7 @@ mod tests {
             bind,
             Ok(Change::Bind(Binding {
                 hostname: "h1".into(),
-                instance_uuid: "i1".into(),
+                instance_uuid: I1.into(),
                 device_rp_uuid: Some("rp".into()),
             }))
         );
@@ -587,6 +719,9 @@ mod tests {
             json!([{"path": "/hostname", "op": "add", "value": 3}, {"path": "/instance_uuid", "op": "add", "value": "i"}]),
             json!([{"path": "/hostname", "op": "add", "value": "h"}, {"path": "/instance_uuid", "op": "remove"}]),
             json!([{"path": "/hostname", "op": "remove"}, {"path": "/hostname", "op": "remove"}]),
+            // The instance is a UUID, the host a bounded text.
+            json!([{"path": "/hostname", "op": "add", "value": "h"}, {"path": "/instance_uuid", "op": "add", "value": "not-a-uuid"}]),
+            json!([{"path": "/hostname", "op": "add", "value": "h".repeat(256)}, {"path": "/instance_uuid", "op": "add", "value": I1}]),
         ] {
             let e = change_of("a", ops(bad.clone())).expect_err("refused");
             assert_eq!(e.kind, ErrorKind::BadRequest, "{bad}");

@@ -13,14 +13,16 @@ use std::collections::BTreeMap;
 pub use accel_conductor::db::{ArqRow, DeployableRow, DeviceProfileRow, DeviceRow};
 pub use accel_conductor::ArqState;
 
-/// A page of devices or deployables.
+/// A page of a list (devices, deployables, device profiles, accelerator requests).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ListQuery {
-    /// Only this host's.
+    /// Only this host's (devices and deployables).
     pub hostname: Option<String>,
-    /// Only devices of this type (`GPU`, `FPGA`, ...); for deployables, of their device.
+    /// Only devices of this type (`GPU`, `FPGA`, ...); for deployables, of their device
+    /// (devices and deployables).
     pub device_type: Option<String>,
-    /// At most this many (the handlers always set it, 1 to [`MAX_LIMIT`](crate::MAX_LIMIT)).
+    /// At most this many (the handlers always set it, 1 to the configured
+    /// [`Limits::max_page_size`](crate::Limits::max_page_size)).
     pub limit: u32,
     /// Only those after the one with this UUID (which must exist).
     pub marker: Option<String>,
@@ -65,9 +67,12 @@ pub trait AccelService: Send + Sync + 'static {
     /// One deployable.
     async fn deployable(&self, uuid: &str) -> Result<DeployableRow, ServiceError>;
 
-    /// Every device profile, by name.
-    async fn profiles(&self) -> Result<Vec<DeviceProfileRow>, ServiceError>;
-    /// One device profile by name or UUID.
+    /// A page of device profiles, by name.
+    async fn profiles(&self, query: &ListQuery) -> Result<Vec<DeviceProfileRow>, ServiceError>;
+    /// One device profile by name or UUID: text that parses as a UUID names the profile
+    /// with that UUID if there is one, else the profile with that name
+    /// ([`accel_conductor::Db::profile`]); the same rule for get, delete and request
+    /// creation.
     async fn profile(&self, name_or_uuid: &str) -> Result<DeviceProfileRow, ServiceError>;
     /// Creates a device profile.
     async fn create_profile(&self, profile: NewProfile) -> Result<DeviceProfileRow, ServiceError>;
@@ -81,8 +86,12 @@ pub trait AccelService: Send + Sync + 'static {
         group_id: Option<i64>,
         project_id: Option<&str>,
     ) -> Result<Vec<ArqRow>, ServiceError>;
-    /// Requests, optionally of one instance, oldest first.
-    async fn arqs(&self, instance_uuid: Option<&str>) -> Result<Vec<ArqRow>, ServiceError>;
+    /// A page of requests, optionally of one instance, oldest first.
+    async fn arqs(
+        &self,
+        instance_uuid: Option<&str>,
+        query: &ListQuery,
+    ) -> Result<Vec<ArqRow>, ServiceError>;
     /// One request.
     async fn arq(&self, uuid: &str) -> Result<ArqRow, ServiceError>;
     /// Binds a request to a free device on the binding's host.

@@ -261,6 +261,11 @@ async fn delete(api: &Api, path: &str) -> (u16, Value) {
     api.send(api.request(Method::DELETE, path)).await
 }
 
+/// Instance `n`'s UUID.
+fn instance(n: u32) -> String {
+    format!("00000000-0000-4000-8000-{n:012}")
+}
+
 fn bind_ops(host: &str, instance: &str) -> Value {
     json!([
         {"path": "/hostname", "op": "add", "value": host},
@@ -463,7 +468,7 @@ async fn accelerator_requests(api: &Api) {
     // Bind both of instance i1 on h1: 202, then Bound with an attach handle.
     let (status, body) = patch(
         api,
-        json!({&fpga: bind_ops("h1", "i1"), &gpu: bind_ops("h1", "i1")}),
+        json!({&fpga: bind_ops("h1", &instance(1)), &gpu: bind_ops("h1", &instance(1))}),
     )
     .await;
     assert_eq!(status, 202, "{body}");
@@ -471,32 +476,39 @@ async fn accelerator_requests(api: &Api) {
     assert_eq!(status, 200);
     assert_eq!(bound["state"], "Bound", "{bound}");
     assert_eq!(bound["hostname"], "h1");
-    assert_eq!(bound["instance_uuid"], "i1");
+    assert_eq!(bound["instance_uuid"], instance(1));
     assert_eq!(
         bound["device_rp_uuid"],
         "5b2c3f0e-0000-4000-8000-000000000001"
     );
     assert_eq!(bound["attach_handle_type"], "PCI");
     assert_eq!(bound["attach_handle_info"]["address"], "0000:3b:00.0");
-    let (_, of_i1) = api.get("/v2/accelerator_requests?instance=i1").await;
+    let (_, of_i1) = api
+        .get(&format!(
+            "/v2/accelerator_requests?instance={}",
+            instance(1)
+        ))
+        .await;
     assert_eq!(uuids(&of_i1["arqs"]).len(), 2);
     let (_, all) = api.get("/v2/accelerator_requests").await;
     assert_eq!(uuids(&all["arqs"]).len(), 3);
     // Binding again to the same instance changes nothing.
     assert_eq!(
-        patch(api, json!({&fpga: bind_ops("h1", "i1")})).await.0,
+        patch(api, json!({&fpga: bind_ops("h1", &instance(1))}))
+            .await
+            .0,
         202
     );
     // To another instance while bound: 409.
     assert_error(
-        &patch(api, json!({&fpga: bind_ops("h1", "i9")})).await,
+        &patch(api, json!({&fpga: bind_ops("h1", &instance(9))})).await,
         409,
         "InvalidTransition",
     );
 
     // The second FPGA request: h1's one FPGA is taken: 409, and the request is BindFailed.
     let message = assert_error(
-        &patch(api, json!({&second_fpga: bind_ops("h1", "i2")})).await,
+        &patch(api, json!({&second_fpga: bind_ops("h1", &instance(2))})).await,
         409,
         "NoFreeHandle",
     );
@@ -521,7 +533,7 @@ async fn accelerator_requests(api: &Api) {
     );
     assert_eq!(patch(api, json!({&second_fpga: unbind_ops()})).await.0, 202);
     assert_eq!(
-        patch(api, json!({&second_fpga: bind_ops("h1", "i2")}))
+        patch(api, json!({&second_fpga: bind_ops("h1", &instance(2))}))
             .await
             .0,
         202
@@ -537,12 +549,12 @@ async fn accelerator_requests(api: &Api) {
         json!({target: [{"path": "/colour", "op": "add", "value": "red"}]}),
         json!({target: [{"path": "/hostname", "op": "replace", "value": "h1"}]}),
         json!({target: [{"path": "/hostname", "op": "add", "value": "h1"}]}),
-        json!({target: [{"path": "/hostname", "op": "add", "value": 7}, {"path": "/instance_uuid", "op": "add", "value": "i1"}]}),
-        json!({target: bind_ops("h1", "i1"), "other": [{"path": "/nope", "op": "add"}]}),
+        json!({target: [{"path": "/hostname", "op": "add", "value": 7}, {"path": "/instance_uuid", "op": "add", "value": instance(1)}]}),
+        json!({target: bind_ops("h1", &instance(1)), "other": [{"path": "/nope", "op": "add"}]}),
         json!({target: []}),
         json!({target: "bind"}),
         json!({}),
-        json!([bind_ops("h1", "i1")]),
+        json!([bind_ops("h1", &instance(1))]),
     ] {
         assert_error(&patch(api, bad.clone()).await, 400, "BadRequest");
     }
@@ -558,7 +570,7 @@ async fn accelerator_requests(api: &Api) {
     assert_error(
         &patch(
             api,
-            json!({"00000000-0000-0000-0000-000000000000": bind_ops("h1", "i1")}),
+            json!({"00000000-0000-0000-0000-000000000000": bind_ops("h1", &instance(1))}),
         )
         .await,
         404,
@@ -573,7 +585,12 @@ async fn accelerator_requests(api: &Api) {
     // Delete by instance (i1's GPU request), twice: 204 both times.
     for _ in 0..2 {
         assert_eq!(
-            delete(api, "/v2/accelerator_requests?instance=i1").await.0,
+            delete(
+                api,
+                &format!("/v2/accelerator_requests?instance={}", instance(1))
+            )
+            .await
+            .0,
             204
         );
     }
@@ -603,7 +620,9 @@ async fn accelerator_requests(api: &Api) {
         .unwrap_or_default()
         .to_owned();
     assert_eq!(
-        patch(api, json!({&again: bind_ops("h1", "i3")})).await.0,
+        patch(api, json!({&again: bind_ops("h1", &instance(3))}))
+            .await
+            .0,
         202
     );
     // Delete needs exactly one of arqs / instance.
@@ -658,11 +677,11 @@ async fn odd_requests(api: &Api) {
     assert_error(&got, 413, "RequestTooLarge");
 }
 
-/// A database that fails answers 500 with a generic message.
+/// A database that cannot be used answers 503 (retry later) with a generic message.
 async fn database_failure(api: &Api) {
     api.db.close().await;
     let got = api.get("/v2/devices").await;
-    let message = assert_error(&got, 500, "InternalError");
+    let message = assert_error(&got, 503, "ServiceUnavailable");
     assert!(
         !message.contains("pool"),
         "the cause stays in the log: {message}"

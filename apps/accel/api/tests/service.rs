@@ -42,7 +42,7 @@ impl AccelService for Broken {
     async fn deployable(&self, _: &str) -> Result<DeployableRow, ServiceError> {
         self.fail()
     }
-    async fn profiles(&self) -> Result<Vec<DeviceProfileRow>, ServiceError> {
+    async fn profiles(&self, _: &ListQuery) -> Result<Vec<DeviceProfileRow>, ServiceError> {
         self.fail()
     }
     async fn profile(&self, _: &str) -> Result<DeviceProfileRow, ServiceError> {
@@ -62,7 +62,7 @@ impl AccelService for Broken {
     ) -> Result<Vec<ArqRow>, ServiceError> {
         self.fail()
     }
-    async fn arqs(&self, _: Option<&str>) -> Result<Vec<ArqRow>, ServiceError> {
+    async fn arqs(&self, _: Option<&str>, _: &ListQuery) -> Result<Vec<ArqRow>, ServiceError> {
         self.fail()
     }
     async fn arq(&self, _: &str) -> Result<ArqRow, ServiceError> {

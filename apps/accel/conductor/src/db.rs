@@ -143,14 +143,56 @@ pub enum DbError {
 }
 
 impl DbError {
+    /// Whether the database could not be reached or is gone (down, restarting, dropped,
+    /// a file that cannot be opened or read): a retry later may succeed. Clients get 503.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            DbError::Connect { .. } => true,
+            DbError::Query(e) => unavailable(e),
+            DbError::Migrate(sqlx::migrate::MigrateError::Execute(e)) => unavailable(e),
+            _ => false,
+        }
+    }
+
     fn from_insert(e: sqlx::Error, kind: &'static str, name: &str) -> DbError {
         match &e {
             sqlx::Error::Database(d) if d.is_unique_violation() => DbError::Duplicate {
                 kind,
-                name: name.to_owned(),
+                name: shown(name),
             },
             _ => DbError::Query(e),
         }
+    }
+}
+
+/// Whether a sqlx error means the database is out of reach rather than refusing this
+/// query.
+fn unavailable(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(d) => {
+            let code = d.code().unwrap_or_default();
+            if d.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+                // SQLite's primary codes (the low byte of the extended code): 3 PERM,
+                // 8 READONLY, 10 IOERR, 14 CANTOPEN, 26 NOTADB: the file went away or
+                // cannot be read or written.
+                code.parse::<i32>()
+                    .is_ok_and(|c| matches!(c & 0xff, 3 | 8 | 10 | 14 | 26))
+            } else {
+                // PostgreSQL's SQLSTATE: class 08 (connection exception), 57P01-57P03
+                // (shutting down, cannot connect now), 3D000 (the database was dropped),
+                // 53300 (too many connections).
+                code.starts_with("08")
+                    || code.starts_with("57P")
+                    || code == "3D000"
+                    || code == "53300"
+            }
+        }
+        _ => false,
     }
 }
 
@@ -362,18 +404,50 @@ fn new_uuid() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
-/// Masks the password of a database URL for messages.
+/// Masks every password of a database URL for messages: the userinfo's
+/// (`postgres://u:***@h/db`) and password-like query parameters (`?password=***`,
+/// `&sslpassword=***`); see [`verso_rpc::transport::amqp::redact`].
 pub fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let userinfo = &url[scheme + 3..at];
-            match userinfo.split_once(':') {
-                Some((user, _)) => format!("{}{user}:****{}", &url[..scheme + 3], &url[at..]),
-                None => url.to_owned(),
-            }
-        }
-        _ => url.to_owned(),
+    verso_rpc::transport::amqp::redact(url)
+}
+
+/// The longest hostname, name, description, project id or other free text the database
+/// takes, in bytes (a PostgreSQL index entry must stay well under its ~2.7 KB limit).
+pub const MAX_TEXT: usize = 255;
+
+/// At most this many characters of a client's text go into a message.
+const SHOWN: usize = 64;
+
+/// `text`, cut to [`SHOWN`] characters with `...` when longer: messages echo what a
+/// client sent, never all of it.
+pub fn shown(text: &str) -> String {
+    match text.char_indices().nth(SHOWN) {
+        None => text.to_owned(),
+        Some((end, _)) => format!("{}...", &text[..end]),
     }
+}
+
+/// Refuses a text over [`MAX_TEXT`] bytes, without repeating it.
+fn check_len(what: &'static str, text: Option<&str>) -> Result<(), DbError> {
+    match text {
+        Some(t) if t.len() > MAX_TEXT => Err(DbError::Invalid {
+            what,
+            why: format!("{} bytes; at most {MAX_TEXT}", t.len()),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// A binding's host, instance and resource provider are bounded texts (the API checks
+/// at its edge that the instance is a UUID, as Cyborg does).
+fn check_binding(
+    host: &str,
+    instance_uuid: &str,
+    device_rp_uuid: Option<&str>,
+) -> Result<(), DbError> {
+    check_len("hostname", Some(host))?;
+    check_len("instance_uuid", Some(instance_uuid))?;
+    check_len("device_rp_uuid", device_rp_uuid)
 }
 
 /// Whether a SQLite URL names an in-memory database (`sqlite::memory:`,
@@ -400,6 +474,8 @@ const DEVICE_COLUMNS: &str = "id, uuid, type, vendor, model, std_board_info, hos
 const DEPLOYABLE_COLUMNS: &str =
     "id, uuid, name, device_id, hostname, control_path_id, num_accelerators, driver_name, enabled";
 
+const PROFILE_COLUMNS: &str = "id, uuid, name, groups, description, created_at";
+
 const ARQ_SELECT: &str =
     "SELECT r.id, r.uuid, r.state, r.device_profile_name, r.device_profile_group_id, \
      r.hostname, r.device_rp_uuid, r.instance_uuid, r.project_id, \
@@ -423,6 +499,17 @@ impl Db {
         } else {
             return Err(DbError::UnsupportedUrl(redact_url(url)));
         };
+        // sqlx does not know libpq's `sslpassword` and logs unknown parameters with
+        // their values: refuse it here, naming the parameter only.
+        if url.split_once('?').is_some_and(|(_, q)| {
+            q.split('&')
+                .any(|p| p.to_ascii_lowercase().starts_with("sslpassword="))
+        }) {
+            return Err(DbError::Invalid {
+                what: "database URL",
+                why: "sslpassword is not supported (an encrypted client key): give an unencrypted sslkey file readable only by accel".into(),
+            });
+        }
         let url_owned = match backend {
             Backend::Sqlite if !url.contains("mode=") => {
                 let sep = if url.contains('?') { '&' } else { '?' };
@@ -835,7 +922,7 @@ impl Db {
             .await?
             .ok_or_else(|| DbError::NotFound {
                 kind,
-                id: uuid.to_owned(),
+                id: shown(uuid),
             })?;
         map(&row)
     }
@@ -877,11 +964,16 @@ impl Db {
         groups: Vec<BTreeMap<String, String>>,
         description: Option<String>,
     ) -> Result<DeviceProfileRow, DbError> {
-        if name.is_empty() || name.len() > 255 {
+        if name.is_empty() || name.len() > MAX_TEXT {
             return Err(DbError::Invalid {
                 what: "device profile name",
-                why: "1 to 255 characters".into(),
+                why: format!("1 to {MAX_TEXT} bytes"),
             });
+        }
+        check_len("device profile description", description.as_deref())?;
+        for (k, v) in groups.iter().flatten() {
+            check_len("device profile group key", Some(k))?;
+            check_len("device profile group value", Some(v))?;
         }
         if groups.is_empty() {
             return Err(DbError::Invalid {
@@ -922,23 +1014,76 @@ impl Db {
 
     /// Every profile, by name.
     pub async fn profiles(&self) -> Result<Vec<DeviceProfileRow>, DbError> {
-        let rows = sqlx::query("SELECT id, uuid, name, groups, description, created_at FROM device_profiles ORDER BY name")
-            .fetch_all(&self.pool)
-            .await?;
+        self.profiles_page(&ListFilter {
+            limit: Some(u32::MAX),
+            ..ListFilter::default()
+        })
+        .await
+    }
+
+    /// A page of profiles by name: those after the profile with UUID `filter.marker`,
+    /// at most `filter.limit` (`filter.host` is ignored).
+    pub async fn profiles_page(
+        &self,
+        filter: &ListFilter,
+    ) -> Result<Vec<DeviceProfileRow>, DbError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {PROFILE_COLUMNS} FROM device_profiles WHERE $1 = '' \
+             OR name > (SELECT name FROM device_profiles WHERE uuid = $2) ORDER BY name LIMIT $3"
+        ))
+        .bind(filter.marker.clone().unwrap_or_default())
+        .bind(filter.marker.clone().unwrap_or_default())
+        .bind(i64::from(filter.limit.unwrap_or(1000)))
+        .fetch_all(&self.pool)
+        .await?;
         rows.iter().map(profile_row).collect()
     }
 
-    /// One profile by name or UUID.
+    /// One profile by name or UUID, the same way for every caller (get, delete, request
+    /// creation), on both databases: text that parses as a UUID names the profile with
+    /// that UUID when there is one, otherwise the profile with that name (as Cyborg,
+    /// which looks a UUID-like text up as a UUID); any other text is a name. So a profile
+    /// whose name is another profile's UUID is reached by its own UUID only.
     pub async fn profile(&self, name_or_uuid: &str) -> Result<DeviceProfileRow, DbError> {
-        let row = sqlx::query("SELECT id, uuid, name, groups, description, created_at FROM device_profiles WHERE name = $1 OR uuid = $2")
-            .bind(name_or_uuid)
-            .bind(name_or_uuid)
+        if let Ok(uuid) = uuid::Uuid::parse_str(name_or_uuid) {
+            // Stored UUIDs are hyphenated lower case; any spelling that parses reaches them.
+            let row = sqlx::query(&format!(
+                "SELECT {PROFILE_COLUMNS} FROM device_profiles WHERE uuid = $1"
+            ))
+            .bind(uuid.hyphenated().to_string())
             .fetch_optional(&self.pool)
-            .await?
-            .ok_or_else(|| DbError::NotFound {
-                kind: "device profile",
-                id: name_or_uuid.to_owned(),
-            })?;
+            .await?;
+            if let Some(row) = row {
+                return profile_row(&row);
+            }
+        }
+        self.profile_by_name(name_or_uuid).await
+    }
+
+    /// One profile by its UUID only.
+    pub async fn profile_by_uuid(&self, uuid: &str) -> Result<DeviceProfileRow, DbError> {
+        self.one(
+            "device_profiles",
+            PROFILE_COLUMNS,
+            "device profile",
+            uuid,
+            profile_row,
+        )
+        .await
+    }
+
+    /// One profile by its name only (what a request records, `device_profile_name`).
+    pub async fn profile_by_name(&self, name: &str) -> Result<DeviceProfileRow, DbError> {
+        let row = sqlx::query(&format!(
+            "SELECT {PROFILE_COLUMNS} FROM device_profiles WHERE name = $1"
+        ))
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or_else(|| DbError::NotFound {
+            kind: "device profile",
+            id: shown(name),
+        })?;
         profile_row(&row)
     }
 
@@ -964,14 +1109,18 @@ impl Db {
 
     // ---- accelerator requests -----------------------------------------------------
 
-    /// Creates a request in state `Initial` for one group of a profile.
+    /// Creates a request in state `Initial` for one group of the profile named `profile`
+    /// (its name, as [`Db::profile`] resolved it).
     pub async fn create_arq(
         &self,
         profile: &str,
         group_id: i64,
         project_id: Option<&str>,
     ) -> Result<ArqRow, DbError> {
-        let p = self.profile(profile).await?;
+        check_len("project id", project_id)?;
+        // By name only: callers resolve what the client typed with `profile` first, and
+        // a name may be another profile's UUID.
+        let p = self.profile_by_name(profile).await?;
         if group_id < 0 || group_id as usize >= p.groups.len() {
             return Err(DbError::Invalid {
                 what: "device profile group id",
@@ -1008,18 +1157,39 @@ impl Db {
             .await?
             .ok_or_else(|| DbError::NotFound {
                 kind: "accelerator request",
-                id: uuid.to_owned(),
+                id: shown(uuid),
             })?;
         arq_row(&row)
     }
 
     /// Requests, optionally of one instance, oldest first.
     pub async fn arqs(&self, instance: Option<&str>) -> Result<Vec<ArqRow>, DbError> {
+        self.arqs_page(
+            instance,
+            &ListFilter {
+                limit: Some(u32::MAX),
+                ..ListFilter::default()
+            },
+        )
+        .await
+    }
+
+    /// A page of requests, optionally of one instance, oldest first: those after the
+    /// request with UUID `filter.marker`, at most `filter.limit` (`filter.host` ignored).
+    pub async fn arqs_page(
+        &self,
+        instance: Option<&str>,
+        filter: &ListFilter,
+    ) -> Result<Vec<ArqRow>, DbError> {
         let rows = sqlx::query(&format!(
-            "{ARQ_SELECT} WHERE ($1 = '' OR r.instance_uuid = $2) ORDER BY r.id"
+            "{ARQ_SELECT} WHERE ($1 = '' OR r.instance_uuid = $2) \
+             AND r.id > COALESCE((SELECT id FROM accelerator_requests WHERE uuid = $3), 0) \
+             ORDER BY r.id LIMIT $4"
         ))
         .bind(instance.unwrap_or_default())
         .bind(instance.unwrap_or_default())
+        .bind(filter.marker.clone().unwrap_or_default())
+        .bind(i64::from(filter.limit.unwrap_or(1000)))
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(arq_row).collect()
@@ -1056,7 +1226,7 @@ impl Db {
         match current {
             None => Err(DbError::NotFound {
                 kind: "accelerator request",
-                id: uuid.to_owned(),
+                id: shown(uuid),
             }),
             Some(s) => Err(DbError::InvalidTransition {
                 uuid: uuid.to_owned(),
@@ -1083,13 +1253,14 @@ impl Db {
         instance_uuid: &str,
         device_rp_uuid: Option<&str>,
     ) -> Result<ArqRow, DbError> {
+        check_binding(host, instance_uuid, device_rp_uuid)?;
         let current = self.arq(uuid).await?;
         if current.state == ArqState::Bound
             && current.instance_uuid.as_deref() == Some(instance_uuid)
         {
             return Ok(current);
         }
-        let profile = self.profile(&current.device_profile_name).await?;
+        let profile = self.profile_by_name(&current.device_profile_name).await?;
         let group = profile
             .groups
             .get(current.device_profile_group_id as usize)
@@ -1165,7 +1336,7 @@ impl Db {
                 tx.commit().await?;
                 Err(DbError::NoFreeHandle {
                     uuid: uuid.to_owned(),
-                    host: host.to_owned(),
+                    host: shown(host),
                     device_type,
                 })
             }
@@ -1415,7 +1586,11 @@ mod tests {
     fn urls_are_redacted() {
         assert_eq!(
             redact_url("postgres://verso:secret@127.0.0.1:5432/db"),
-            "postgres://verso:****@127.0.0.1:5432/db"
+            "postgres://verso:***@127.0.0.1:5432/db"
+        );
+        assert_eq!(
+            redact_url("postgres://verso@127.0.0.1/db?sslmode=require&password=secret"),
+            "postgres://verso@127.0.0.1/db?sslmode=require&password=***"
         );
         assert_eq!(
             redact_url("sqlite:///var/lib/accel.db"),

@@ -3,7 +3,7 @@
 //!
 //! Errors reach the caller with their kind (`NotFound`, `Duplicate`, `InvalidTransition`,
 //! `NoFreeHandle`, `ProfileInUse`, `StaleHandle`, `HandleInUse`, `NotCleaning`,
-//! `Invalid`, `DatabaseError`), module `accel`, so a client matches on `kind`; a
+//! `Invalid`, `DatabaseUnavailable`, `DatabaseError`), module `accel`, so a client matches on `kind`; a
 //! database failure is logged here and sent as `DatabaseError` without its details.
 
 use crate::db::{ArqRow, Db, DbError, DeviceProfileRow, Release, ReportedDevice};
@@ -32,6 +32,14 @@ pub fn to_remote(e: DbError) -> RemoteError {
         DbError::HandleInUse { .. } => "HandleInUse",
         DbError::NotCleaning { .. } => "NotCleaning",
         DbError::Invalid { .. } | DbError::UnsupportedUrl(_) => "Invalid",
+        DbError::Connect { .. } | DbError::Migrate(_) | DbError::Query(_) if e.is_unavailable() => {
+            tracing::error!(error = %e, "database unavailable");
+            return RemoteError::new(
+                "DatabaseUnavailable",
+                ERROR_MODULE,
+                "the conductor's database cannot be reached; retry later",
+            );
+        }
         DbError::Connect { .. } | DbError::Migrate(_) | DbError::Query(_) => {
             tracing::error!(error = %e, "database failure");
             return RemoteError::new(

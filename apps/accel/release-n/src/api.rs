@@ -207,15 +207,16 @@ impl AccelService for ReleaseNService {
             .map_err(service_error)
     }
 
-    async fn profiles(&self) -> Result<Vec<DeviceProfileRow>, ServiceError> {
-        Ok(self
+    async fn profiles(&self, query: &ListQuery) -> Result<Vec<DeviceProfileRow>, ServiceError> {
+        let rows: Vec<DeviceProfileRow> = self
             .db
             .profiles()
             .await
             .map_err(service_error)?
             .into_iter()
             .map(profile)
-            .collect())
+            .collect();
+        page(rows, query, |p| &p.uuid, |_| true)
     }
 
     async fn profile(&self, name_or_uuid: &str) -> Result<DeviceProfileRow, ServiceError> {
@@ -264,14 +265,20 @@ impl AccelService for ReleaseNService {
         Ok(out)
     }
 
-    async fn arqs(&self, instance_uuid: Option<&str>) -> Result<Vec<ArqRow>, ServiceError> {
-        self.db
+    async fn arqs(
+        &self,
+        instance_uuid: Option<&str>,
+        query: &ListQuery,
+    ) -> Result<Vec<ArqRow>, ServiceError> {
+        let rows = self
+            .db
             .arqs(instance_uuid)
             .await
             .map_err(service_error)?
             .into_iter()
             .map(arq)
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        page(rows, query, |a| &a.uuid, |_| true)
     }
 
     async fn arq(&self, uuid: &str) -> Result<ArqRow, ServiceError> {

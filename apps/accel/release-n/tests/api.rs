@@ -113,7 +113,7 @@ async fn release_n_api(url: &str) {
     let ops = json!([
         {"path": "/hostname", "op": "add", "value": "host1"},
         {"path": "/device_rp_uuid", "op": "add", "value": "5b2c3f0e-0000-4000-8000-000000000001"},
-        {"path": "/instance_uuid", "op": "add", "value": "inst-1"},
+        {"path": "/instance_uuid", "op": "add", "value": "6a3c2f4e-1b7d-4e8a-9c5f-0d2e4b6a8c11"},
     ]);
     let (status, body, _) = http
         .send(
@@ -216,7 +216,7 @@ async fn release_n_api_in_the_downgrade_window(url: &str) {
     let bind = json!([
         {"path": "/hostname", "op": "add", "value": "host1"},
         {"path": "/device_rp_uuid", "op": "add", "value": "5b2c3f0e-0000-4000-8000-000000000001"},
-        {"path": "/instance_uuid", "op": "add", "value": "inst-1"},
+        {"path": "/instance_uuid", "op": "add", "value": "6a3c2f4e-1b7d-4e8a-9c5f-0d2e4b6a8c11"},
     ]);
     let (status, body, _) = http
         .send(

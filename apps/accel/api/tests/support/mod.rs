@@ -2,15 +2,16 @@
 //! SQLite file, or a new database on the PostgreSQL test cluster), the API served on an
 //! ephemeral loopback port, and a real HTTP client.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
-use accel_api::{AccelService, ConductorService, DbService};
+use accel_api::{AccelService, ConductorService, DbService, Limits, ServeOptions};
 use accel_conductor::db::Release;
 use accel_conductor::service::{endpoint, ReleasePolicy};
 use accel_conductor::Db;
 use accel_objects::rpc::ConductorApi;
 use reqwest::{Method, RequestBuilder, Response};
 use serde_json::Value;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::sync::oneshot;
 use verso_rpc::transport::memory::MemoryTransport;
@@ -20,8 +21,10 @@ pub use accel_conductor::testing::{postgres, sqlite};
 
 /// The API on an ephemeral loopback port over `db`, and a client for it.
 pub struct Api {
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT` (`https://localhost:PORT` with TLS).
     pub base: String,
+    /// Where it listens.
+    pub addr: SocketAddr,
     /// The database the API serves (to seed reports).
     pub db: Db,
     client: reqwest::Client,
@@ -32,12 +35,22 @@ pub struct Api {
 impl Api {
     /// Serves the API over `db` alone ([`DbService`]).
     pub async fn start(db: Db) -> Api {
-        Api::serve(db.clone(), DbService::new(db), None).await
+        Api::start_with(db, Limits::default(), ServeOptions::default()).await
+    }
+
+    /// Serves the API over `db` alone with these limits and server options.
+    pub async fn start_with(db: Db, limits: Limits, options: ServeOptions) -> Api {
+        Api::serve(db.clone(), DbService::new(db), None, limits, options).await
     }
 
     /// Serves the API as a deployment does ([`ConductorService`]): reads from `db`,
     /// writes through a conductor serving `db` on the memory transport.
     pub async fn start_through_conductor(db: Db) -> Api {
+        Api::start_through_conductor_with(db, Limits::default()).await
+    }
+
+    /// [`Api::start_through_conductor`] with these limits.
+    pub async fn start_through_conductor_with(db: Db, limits: Limits) -> Api {
         let transport = Arc::new(MemoryTransport::new());
         let release: ReleasePolicy = Arc::new(|| Release::Immediate);
         let conductor = RpcServer::new(transport.clone(), Target::new("accel-conductor"))
@@ -53,10 +66,24 @@ impl Api {
             .expect("conductor starts");
         let client = RpcClient::for_api::<ConductorApi>(transport, "accel-conductor");
         let service = ConductorService::new(DbService::new(db.clone()), client);
-        Api::serve(db, service, Some(conductor)).await
+        Api::serve(
+            db,
+            service,
+            Some(conductor),
+            limits,
+            ServeOptions::default(),
+        )
+        .await
     }
 
-    async fn serve(db: Db, service: impl AccelService, conductor: Option<ServerHandle>) -> Api {
+    async fn serve(
+        db: Db,
+        service: impl AccelService,
+        conductor: Option<ServerHandle>,
+        limits: Limits,
+        options: ServeOptions,
+    ) -> Api {
+        let tls = options.tls.is_some();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind loopback");
@@ -66,17 +93,27 @@ impl Api {
             let shutdown = async move {
                 let _ = stopped.await;
             };
-            accel_api::serve_with_shutdown(listener, service, shutdown)
+            let router = accel_api::router_with(Arc::new(service), limits);
+            accel_api::server::serve(listener, router, options, shutdown)
                 .await
                 .expect("serve");
         });
+        let mut client = reqwest::Client::builder().use_rustls_tls();
+        if tls {
+            let ca = std::fs::read(tls_dir().join("ca.pem")).expect("read the test CA");
+            client = client
+                .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("CA"))
+                .https_only(true);
+        }
         Api {
-            base: format!("http://{addr}"),
+            base: if tls {
+                format!("https://localhost:{}", addr.port())
+            } else {
+                format!("http://{addr}")
+            },
+            addr,
             db,
-            client: reqwest::Client::builder()
-                .use_rustls_tls()
-                .build()
-                .expect("client"),
+            client: client.build().expect("client"),
             stop: Some(stop),
             conductor,
         }
@@ -85,6 +122,11 @@ impl Api {
     /// A request to `path` (which starts with `/`).
     pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
         self.client.request(method, format!("{}{path}", self.base))
+    }
+
+    /// A request to an absolute URL (a `next` link).
+    pub fn request_url(&self, method: Method, url: &str) -> RequestBuilder {
+        self.client.request(method, url)
     }
 
     /// Sends, and returns the status and the JSON body (`Null` when empty).
@@ -133,4 +175,12 @@ pub fn assert_error(got: &(u16, Value), status: u16, kind: &str) -> String {
         .as_str()
         .unwrap_or_else(|| panic!("no message in {body}"))
         .to_owned()
+}
+
+/// The test certificates (`VERSO_TLS_DIR`, made by
+/// `crates/verso-rpc/interop/make-test-certs.sh`; `server.pem` is for `localhost`).
+pub fn tls_dir() -> std::path::PathBuf {
+    std::env::var_os("VERSO_TLS_DIR")
+        .map(Into::into)
+        .unwrap_or_else(|| "/tmp/verso-rabbitmq-tls".into())
 }
