@@ -89,9 +89,9 @@ fn expand_family(input: &DeriveInput) -> syn::Result<TokenStream2> {
             } else if meta.path.is_ident("serial_namespace") {
                 serial = Some(meta.value()?.parse()?);
             } else {
-                return Err(meta.error(
-                    "unknown verso attribute; expected namespace or serial_namespace",
-                ));
+                return Err(
+                    meta.error("unknown verso attribute; expected namespace or serial_namespace")
+                );
             }
             Ok(())
         })?;
@@ -127,8 +127,8 @@ fn primitive_keys(serial: Option<&LitStr>) -> syn::Result<TokenStream2> {
             ),
         ));
     }
-    let [a, b, c, d, e] = ["name", "namespace", "version", "data", "changes"]
-        .map(|part| format!("{text}.{part}"));
+    let [a, b, c, d, e] =
+        ["name", "namespace", "version", "data", "changes"].map(|part| format!("{text}.{part}"));
     Ok(quote!(::verso::PrimitiveKeys::__new(#text, [#a, #b, #c, #d, #e])))
 }
 

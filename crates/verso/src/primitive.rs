@@ -900,10 +900,8 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for EnvelopeVisitor<'_, O>
                 c.version = Some(map.next_value()?);
             } else if key == keys.changes {
                 c.changes.clear();
-                c.changes_is_list = map.next_value_seed(ChangesSeed::<O>(
-                    &mut c.changes,
-                    std::marker::PhantomData,
-                ))?;
+                c.changes_is_list = map
+                    .next_value_seed(ChangesSeed::<O>(&mut c.changes, std::marker::PhantomData))?;
             } else if key == keys.data {
                 c.data_is_object =
                     map.next_value_seed(DataSeed(&mut *self.0, &mut c.field_error))?;
