@@ -49,12 +49,33 @@ fn conductor_client(config: &AccelConfig, transport: Arc<dyn Transport>) -> vers
 /// `accel conductor`.
 pub async fn conductor(config: AccelConfig) -> Result<ExitCode, Error> {
     let db = open_db(&config.database.url).await?;
+    let cyborg_agents = if config.cyborg.serve_agents {
+        let transport =
+            transport_from_url(&config.transport.url, Some(&config.cyborg.control_exchange))
+                .await?;
+        Some(
+            accel_conductor::cyborg::serve(transport, db.clone(), accel_conductor::cyborg::TOPIC)
+                .await?,
+        )
+    } else {
+        None
+    };
     let running = start_conductor(db, transport(&config).await?, &config).await?;
     println!(
         "conductor: serving {CONDUCTOR_TOPIC} and {UPGRADE_TOPIC} on {}",
         verso_rpc::transport::amqp::redact(&config.transport.url)
     );
+    if cyborg_agents.is_some() {
+        println!(
+            "conductor: serving Cyborg 17 agents' report_data on {} (exchange {})",
+            accel_conductor::cyborg::TOPIC,
+            config.cyborg.control_exchange
+        );
+    }
     verso_rpc::shutdown::shutdown_signal().await;
+    if let Some(server) = cyborg_agents {
+        server.stop().await;
+    }
     running.stop().await;
     Ok(ExitCode::SUCCESS)
 }

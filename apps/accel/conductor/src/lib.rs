@@ -16,6 +16,7 @@
 //! - [`versions`]: the conductor's component versions (verso-upgrade), kept in the database.
 
 pub mod census;
+pub mod cyborg;
 pub mod db;
 pub mod handles;
 pub mod lifecycle;
