@@ -27,7 +27,12 @@
 //! - `verso objects diff OLD NEW`: the compatibility report between two releases'
 //!   locks (works without an application, so the generic `verso` binary runs it);
 //! - `verso objects lint [--lock F]`: the model mistakes OVO leaves to luck
-//!   ([`lint()`]).
+//!   ([`lint()`]);
+//! - `verso upgrade status|finalize --transport-url URL --exchange EXCHANGE --topic
+//!   TOPIC`: a running deployment's `upgrade` API (verso-upgrade's `admin`); name the
+//!   service's control exchange (oslo.messaging's `openstack` otherwise) and its upgrade
+//!   topic. A service may offer its own command reading its configuration instead, as
+//!   `accel upgrade` does.
 //!
 //! The lock format is described in [`lock`]; the fingerprint algorithm (OVO's, bit for
 //! bit) in [`verso::fingerprint`].
@@ -207,7 +212,7 @@ struct Deployment {
     /// The topic the server serves the `upgrade` API on.
     #[arg(long, default_value = "upgrade")]
     topic: String,
-    /// The control exchange.
+    /// The service's control exchange (default: oslo.messaging's `openstack`).
     #[arg(long)]
     exchange: Option<String>,
     /// Print JSON instead of a table.

@@ -81,7 +81,9 @@ fn status_and_finalize_over_rabbitmq() {
     assert_eq!(status["server"]["apparent"], 1);
 
     // The old agent leaves; finalize --wait completes (no live agent left behind).
-    assert!(coordinator.forget("old-agent"));
+    assert!(rt
+        .block_on(coordinator.forget("old-agent"))
+        .expect("forget"));
     let (ok, out) = run(&[
         &["verso", "upgrade", "finalize", "--wait", "--timeout", "30"][..],
         &base[..],

@@ -4,14 +4,16 @@
 //!
 //! | method | arguments | reply |
 //! |---|---|---|
-//! | `upgrade_heartbeat` | `report`: [`MemberReport`] | [`HeartbeatReply`], or the typed [`Fenced`] |
+//! | `upgrade_heartbeat` | `report`: [`MemberReport`] | [`HeartbeatReply`], or the typed [`Fenced`] (the client stops), or `HeartbeatNotRecorded` (the fleet record failed; the client retries) |
 //! | `upgrade_finalize` | none | the state after the call (`finalizing`, `finalized`), or the typed [`FinalizeRefused`] naming each blocker |
 //! | `upgrade_status` | none | [`DeploymentStatus`] |
 //!
 //! [`finalize_and_wait`] is what an admin command runs: it starts finalization (an
 //! idempotent call) and polls status until every live client has finalized.
 
-use crate::coordinator::{Coordinator, DeploymentStatus, Fenced, HeartbeatReply, MemberReport};
+use crate::coordinator::{
+    Coordinator, DeploymentStatus, Fenced, HeartbeatError, HeartbeatReply, MemberReport,
+};
 use crate::error::UpgradeError;
 use crate::manager::UpgradeState;
 use crate::version::ComponentVersion;
@@ -81,16 +83,27 @@ pub fn endpoint<V: ComponentVersion>(coordinator: Arc<Coordinator<V>>) -> Endpoi
         .handle(move |_ctx: RequestContext, h: Heartbeat| {
             let c = c1.clone();
             async move {
-                c.heartbeat(h.report)
-                    .await
-                    .map_err(|f| RemoteError::from_exception(&f))
+                c.heartbeat(h.report).await.map_err(|e| match e {
+                    HeartbeatError::Fenced(f) => RemoteError::from_exception(&f),
+                    // Not a fencing: the client retries at its next interval.
+                    other => {
+                        RemoteError::new("HeartbeatNotRecorded", "verso_upgrade", other.to_string())
+                    }
+                })
             }
         })
         .handle(move |_ctx: RequestContext, _f: Finalize| {
             let c = c2.clone();
             async move {
-                match c.finalize().await {
-                    Ok(_) => Ok(c.status().state),
+                match c.finalize().await.and(Ok(())) {
+                    Ok(()) => match c.status().await {
+                        Ok(status) => Ok(status.state),
+                        Err(e) => Err(RemoteError::new(
+                            "UpgradeError",
+                            "verso_upgrade",
+                            e.to_string(),
+                        )),
+                    },
                     Err(e) => {
                         let blockers = match &e {
                             UpgradeError::Blocked(b) => b.clone(),
@@ -106,7 +119,11 @@ pub fn endpoint<V: ComponentVersion>(coordinator: Arc<Coordinator<V>>) -> Endpoi
         })
         .handle(move |_ctx: RequestContext, _s: Status| {
             let c = coordinator.clone();
-            async move { Ok(c.refreshed_status().await) }
+            async move {
+                c.refreshed_status()
+                    .await
+                    .map_err(|e| RemoteError::new("UpgradeError", "verso_upgrade", e.to_string()))
+            }
         })
 }
 

@@ -14,17 +14,22 @@
 //!   server is upgraded first), a client whose apparent version is above the server's,
 //!   and, once the server is finalized past what a client's software can act as, a
 //!   client still running that older software.
-//! - **Status** is computed on each request from the server's record and the last
-//!   heartbeats; nothing is kept per status caller.
+//! - **The fleet record** ([`FleetStore`]): every heartbeat is recorded there by
+//!   whichever server received it; servers of one deployment share it (accel: a table
+//!   in the conductors' database), so finalize decides on the whole fleet, under the
+//!   version record's lock, and a client on older software heartbeating meanwhile is
+//!   counted or fenced, never missed.
+//! - **Status** is computed on each request from the server's record and the fleet
+//!   record; nothing is kept per status caller.
 
 use crate::error::UpgradeError;
+use crate::fleet::{Admission, Admit, FleetMember, FleetStore, Heard, MemoryFleet};
 use crate::manager::{ComponentStatus, FinalizeOutcome, UpgradeState, VersionManager};
-use crate::store::Checkpoint;
+use crate::store::{Checkpoint, Finalizing, PersistedState};
 use crate::version::{ComponentVersion, Observed};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, PoisonError};
+use std::time::Duration;
 
 /// What a client sends with each heartbeat.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,6 +65,29 @@ pub struct Fenced {
     pub server: String,
     /// Why, and what to do.
     pub reason: String,
+}
+
+/// Why a heartbeat (or another sign of life, [`Coordinator::seen`]) was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum HeartbeatError {
+    /// The client must stop, for the reason given.
+    #[error(transparent)]
+    Fenced(#[from] Fenced),
+    /// The fleet record could not be written. The heartbeat is not counted, so it is not
+    /// accepted either (a finalization could otherwise miss the client); the client keeps
+    /// running and retries.
+    #[error("the heartbeat could not be recorded (retry): {0}")]
+    Unrecorded(#[source] UpgradeError),
+}
+
+impl HeartbeatError {
+    /// The fencing, if that is what it is.
+    pub fn into_fenced(self) -> Result<Fenced, HeartbeatError> {
+        match self {
+            HeartbeatError::Fenced(f) => Ok(f),
+            other => Err(other),
+        }
+    }
 }
 
 /// A component that keeps finalization from starting.
@@ -106,6 +134,19 @@ pub struct MemberStatus {
     pub live: bool,
     /// Seconds since its last heartbeat.
     pub last_seen_secs: u64,
+    /// Its component kind (`agent`).
+    #[serde(default)]
+    pub component: String,
+    /// The server that heard it last.
+    #[serde(default)]
+    pub heard_by: String,
+    /// False when it is known only from its reports (it sends no heartbeat).
+    #[serde(default = "yes")]
+    pub heartbeats: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The deployment's status: the JSON form is documented in the operator guide and kept
@@ -139,7 +180,7 @@ impl std::fmt::Display for DeploymentStatus {
         writeln!(f, "deployment: {}", state(self.state))?;
         writeln!(
             f,
-            "{:<12} {:<20} {:<20} {:>8} {:>8}  {:<14} {:>9}",
+            "{:<12} {:<20} {:<20} {:>8} {:>8}  {:<14} {:>9}  heard by",
             "component", "id", "host", "software", "apparent", "state", "last seen"
         )?;
         writeln!(
@@ -154,16 +195,23 @@ impl std::fmt::Display for DeploymentStatus {
             "-"
         )?;
         for c in &self.clients {
+            let component = if c.component.is_empty() {
+                &self.client_component
+            } else {
+                &c.component
+            };
             writeln!(
                 f,
-                "{:<12} {:<20} {:<20} {:>8} {:>8}  {:<14} {:>7} s{}",
-                self.client_component,
+                "{:<12} {:<20} {:<20} {:>8} {:>8}  {:<14} {:>7} s  {}{}{}",
+                component,
                 c.id,
                 c.host,
                 c.software,
                 c.apparent,
                 state(c.state),
                 c.last_seen_secs,
+                c.heard_by,
+                if c.heartbeats { "" } else { " (reports only)" },
                 if c.live { "" } else { " (not live)" }
             )?;
         }
@@ -185,19 +233,27 @@ impl std::fmt::Display for DeploymentStatus {
     }
 }
 
-#[derive(Clone, Debug)]
-struct Member {
-    report: MemberReport,
-    seen: Instant,
-}
-
 /// The server side of deployment-wide finalization.
-#[derive(Debug)]
 pub struct Coordinator<V: ComponentVersion> {
     manager: VersionManager<V>,
     client_component: &'static str,
     liveness: Duration,
-    members: Mutex<BTreeMap<String, Member>>,
+    fleet: Arc<dyn FleetStore>,
+    server_id: String,
+    /// Heartbeats (shared) against the finalize decision (exclusive) in this process:
+    /// what keeps them apart when the stores do not (a single server over a file).
+    admission: tokio::sync::RwLock<()>,
+}
+
+impl<V: ComponentVersion> std::fmt::Debug for Coordinator<V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Coordinator")
+            .field("manager", &self.manager)
+            .field("client_component", &self.client_component)
+            .field("liveness", &self.liveness)
+            .field("server_id", &self.server_id)
+            .finish()
+    }
 }
 
 /// What [`Coordinator::finalize`] did.
@@ -213,7 +269,9 @@ pub enum FinalizeProgress {
 
 impl<V: ComponentVersion> Coordinator<V> {
     /// The coordinator of a server whose versions `manager` holds, for clients of kind
-    /// `client_component`, each live while heard from within `liveness`.
+    /// `client_component`, each live while heard from within `liveness`. Its fleet
+    /// record is its own, in memory ([`MemoryFleet`]): enough for a deployment with one
+    /// server; several servers share one with [`with_fleet`](Self::with_fleet).
     pub fn new(
         manager: VersionManager<V>,
         client_component: &'static str,
@@ -223,8 +281,19 @@ impl<V: ComponentVersion> Coordinator<V> {
             manager,
             client_component,
             liveness,
-            members: Mutex::new(BTreeMap::new()),
+            fleet: Arc::new(MemoryFleet::new()),
+            server_id: V::COMPONENT.to_owned(),
+            admission: tokio::sync::RwLock::new(()),
         }
+    }
+
+    /// Keeps the fleet record in `fleet`, shared with the deployment's other servers
+    /// (each over the same version store), this server recorded as `server_id` in what
+    /// it hears. Finalization is then decided on every member any of them heard.
+    pub fn with_fleet(mut self, fleet: Arc<dyn FleetStore>, server_id: impl Into<String>) -> Self {
+        self.fleet = fleet;
+        self.server_id = server_id.into();
+        self
     }
 
     /// The server's version manager.
@@ -232,8 +301,14 @@ impl<V: ComponentVersion> Coordinator<V> {
         &self.manager
     }
 
-    fn members(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Member>> {
-        self.members.lock().unwrap_or_else(PoisonError::into_inner)
+    /// The fleet record.
+    pub fn fleet(&self) -> &Arc<dyn FleetStore> {
+        &self.fleet
+    }
+
+    /// How long a silent member still counts (and blocks finalization).
+    pub fn liveness(&self) -> Duration {
+        self.liveness
     }
 
     fn fence(&self, r: &MemberReport, reason: String) -> Fenced {
@@ -246,22 +321,26 @@ impl<V: ComponentVersion> Coordinator<V> {
         }
     }
 
-    /// Takes a client's heartbeat: records it, fences it if it must not work with this
-    /// server, and tells it to finalize once the server has.
-    pub async fn heartbeat(&self, report: MemberReport) -> Result<HeartbeatReply, Fenced> {
+    /// Takes a client's heartbeat: records it in the fleet record, fences it if it must
+    /// not work with this server, and tells it to finalize once the server has.
+    ///
+    /// A client on older software is recorded atomically against finalize's decision
+    /// (see [`FleetStore::record`]): if a finalization by any server sharing the fleet
+    /// record has started, it is fenced rather than recorded.
+    pub async fn heartbeat(&self, report: MemberReport) -> Result<HeartbeatReply, HeartbeatError> {
         let server_apparent = self.manager.apparent();
         let software = match V::observe(report.software) {
             Ok(Observed::Known(v)) => v,
             Ok(Observed::Future(n)) => {
-                return Err(self.fence(
+                return Err(HeartbeatError::Fenced(self.fence(
                     &report,
                     format!("its software version {n} is newer than this {} ({}); upgrade the {} first: servers are upgraded before their clients", V::COMPONENT, V::software().number(), V::COMPONENT),
-                ))
+                )))
             }
-            Err(e) => return Err(self.fence(&report, e.to_string())),
+            Err(e) => return Err(HeartbeatError::Fenced(self.fence(&report, e.to_string()))),
         };
         if report.apparent > server_apparent.number() {
-            return Err(self.fence(
+            return Err(HeartbeatError::Fenced(self.fence(
                 &report,
                 format!(
                     "its apparent version {} is above the {}'s {}; a client never finalizes before its server",
@@ -269,28 +348,53 @@ impl<V: ComponentVersion> Coordinator<V> {
                     V::COMPONENT,
                     server_apparent.number()
                 ),
-            ));
+            )));
         }
         if software < server_apparent {
-            return Err(self.fence(
+            return Err(HeartbeatError::Fenced(self.fence(
                 &report,
-                format!(
-                    "it runs software version {} but the deployment is finalized at {}: upgrade it to the release with {}",
+                finalized_reason(
                     software.number(),
                     server_apparent.number(),
-                    server_apparent.label()
+                    server_apparent.label(),
                 ),
-            ));
+            )));
+        }
+        let heard = Heard {
+            component: self.client_component,
+            id: &report.id,
+            host: &report.host,
+            software: report.software,
+            apparent: report.apparent,
+            heard_by: &self.server_id,
+            heartbeats: true,
+        };
+        let recorded = {
+            let _not_deciding = self.admission.read().await;
+            let check: Option<&Admit> = (software < V::software()).then_some(&admit_older);
+            self.fleet.record(&heard, check).await
+        };
+        match recorded {
+            Ok(Admission::Recorded) => {}
+            Ok(Admission::Refused(reason)) => {
+                return Err(HeartbeatError::Fenced(self.fence(&report, reason)))
+            }
+            Err(e) => {
+                tracing::warn!(client = %report.id, error = %e, "cannot record a heartbeat");
+                return Err(HeartbeatError::Unrecorded(e.into()));
+            }
         }
         let finalize_to = (self.server_finalized() && report.apparent < server_apparent.number())
             .then_some(server_apparent.number());
-        self.members().insert(
-            report.id.clone(),
-            Member {
-                report,
-                seen: Instant::now(),
-            },
-        );
+        // Only a finalized member can be the last one finalization waits for; the others
+        // would make the check (a read of the whole fleet record) fail anyway.
+        let may_complete = report.apparent >= V::software().number();
+        if !may_complete {
+            return Ok(HeartbeatReply {
+                finalize_to,
+                server_apparent: server_apparent.number(),
+            });
+        }
         if let Err(e) = self.complete_if_done().await {
             tracing::warn!(error = %e, "could not record the end of finalization; retried on the next heartbeat");
         }
@@ -298,6 +402,44 @@ impl<V: ComponentVersion> Coordinator<V> {
             finalize_to,
             server_apparent: server_apparent.number(),
         })
+    }
+
+    /// Takes a sign of life of a client that sends no heartbeat (accel: the inventory
+    /// report of an agent of a release without heartbeats, Cyborg 17's): it is recorded
+    /// in the fleet record as running the oldest software unless it heartbeats, so while
+    /// live it blocks finalization; once a finalization started it is refused, as a
+    /// heartbeat on that software would be.
+    pub async fn seen(&self, id: &str, host: &str) -> Result<(), HeartbeatError> {
+        let oldest = V::oldest().number();
+        let report = MemberReport {
+            id: id.to_owned(),
+            host: host.to_owned(),
+            software: oldest,
+            apparent: oldest,
+        };
+        let heard = Heard {
+            component: self.client_component,
+            id,
+            host,
+            software: oldest,
+            apparent: oldest,
+            heard_by: &self.server_id,
+            heartbeats: false,
+        };
+        let recorded = {
+            let _not_deciding = self.admission.read().await;
+            self.fleet.record(&heard, Some(&admit_older)).await
+        };
+        match recorded {
+            Ok(Admission::Recorded) => Ok(()),
+            Ok(Admission::Refused(reason)) => {
+                Err(HeartbeatError::Fenced(self.fence(&report, reason)))
+            }
+            Err(e) => {
+                tracing::warn!(client = %id, error = %e, "cannot record a client's report in the fleet record");
+                Err(HeartbeatError::Unrecorded(e.into()))
+            }
+        }
     }
 
     /// True once the server's own finalization is done (clients may follow).
@@ -310,46 +452,28 @@ impl<V: ComponentVersion> Coordinator<V> {
     }
 
     /// Forgets a client that left the deployment for good (decommissioned).
-    pub fn forget(&self, id: &str) -> bool {
-        self.members().remove(id).is_some()
-    }
-
-    /// Live clients not on the newest software.
-    fn blockers(&self) -> Vec<Blocker> {
-        let software = V::software().number();
-        self.members()
-            .values()
-            .filter(|m| m.seen.elapsed() <= self.liveness && m.report.software < software)
-            .map(|m| Blocker {
-                component: self.client_component.to_owned(),
-                id: m.report.id.clone(),
-                host: m.report.host.clone(),
-                software: m.report.software,
-                last_seen_secs: m.seen.elapsed().as_secs(),
-                reason: format!(
-                    "runs software version {}, not {software}: upgrade it first",
-                    m.report.software
-                ),
-            })
-            .collect()
+    pub async fn forget(&self, id: &str) -> Result<bool, UpgradeError> {
+        Ok(self.fleet.forget(self.client_component, id).await?)
     }
 
     /// Starts (or continues) finalization. Idempotent: a call while one runs waits for
     /// it and reports progress; a call after it finished reports that.
     ///
     /// It first [refreshes](VersionManager::refresh) the server's record: another server
-    /// over the same store may have finalized already.
+    /// over the same store may have finalized already. The decision to start is taken on
+    /// the fleet record, read under the version record's lock, and the marker is written
+    /// in the same step: no server starts while any live member anywhere runs older
+    /// software.
     pub async fn finalize(&self) -> Result<FinalizeProgress, UpgradeError> {
         self.manager.refresh().await?;
         if self.manager.checkpoint().is_none() {
-            if self.status().state == UpgradeState::Finalized {
+            if self.manager.state() == UpgradeState::Finalized
+                && self.status().await?.state == UpgradeState::Finalized
+            {
                 return Ok(FinalizeProgress::AlreadyFinalized);
             }
             if self.manager.state() == UpgradeState::PreFinalized {
-                let blockers = self.blockers();
-                if !blockers.is_empty() {
-                    return Err(UpgradeError::Blocked(blockers));
-                }
+                self.start().await?;
             }
         }
         self.finalize_server().await?;
@@ -359,6 +483,72 @@ impl<V: ComponentVersion> Coordinator<V> {
         } else {
             FinalizeProgress::ServerFinalized
         })
+    }
+
+    /// The decision: under the version record's lock, with the fleet read in the same
+    /// transaction, the marker is written only if no live member runs older software.
+    /// A record another server already marked (or finalized) is taken as it is.
+    async fn start(&self) -> Result<(), UpgradeError> {
+        let _one = self.manager_lock().await;
+        let _no_heartbeats = self.admission.write().await;
+        let software = V::software().number();
+        let found = std::sync::Mutex::new(Vec::new());
+        let decide = |stored: &PersistedState, members: &[FleetMember]| {
+            if stored.finalizing.is_some() || stored.apparent >= software {
+                return Some(stored.clone());
+            }
+            let blockers = self.blockers(members);
+            if !blockers.is_empty() {
+                *found.lock().unwrap_or_else(PoisonError::into_inner) = blockers;
+                return None;
+            }
+            let mut next = stored.clone();
+            next.finalizing = Some(Finalizing {
+                checkpoint: Checkpoint::Started,
+                target: software,
+                steps_done: Vec::new(),
+                failed: None,
+            });
+            Some(next)
+        };
+        if self
+            .manager
+            .persist_with_fleet(&*self.fleet, &decide)
+            .await?
+        {
+            Ok(())
+        } else {
+            Err(UpgradeError::Blocked(
+                found.into_inner().unwrap_or_else(PoisonError::into_inner),
+            ))
+        }
+    }
+
+    /// Live members not on the newest software.
+    fn blockers(&self, members: &[FleetMember]) -> Vec<Blocker> {
+        let software = V::software().number();
+        members
+            .iter()
+            .filter(|m| m.is_live(self.liveness) && m.software < software)
+            .map(|m| Blocker {
+                component: m.component.clone(),
+                id: m.id.clone(),
+                host: m.host.clone(),
+                software: m.software,
+                last_seen_secs: m.age.as_secs(),
+                reason: if m.heartbeats {
+                    format!(
+                        "runs software version {}, not {software}: upgrade it first",
+                        m.software
+                    )
+                } else {
+                    format!(
+                        "known only from its reports, which a release sending no heartbeat makes (taken as software version {}): upgrade it first",
+                        m.software
+                    )
+                },
+            })
+            .collect()
     }
 
     /// Resumes at start what a crash interrupted (a no-op without a marker).
@@ -395,17 +585,21 @@ impl<V: ComponentVersion> Coordinator<V> {
         self.manager.finalizing_lock().await
     }
 
-    /// Clears the marker once every live client is finalized.
-    async fn complete_if_done(&self) -> Result<(), UpgradeError> {
+    /// Clears the marker once every live member is finalized. Checked on each heartbeat
+    /// and finalize call; a server whose members may heartbeat to other servers of the
+    /// deployment (which do not hold its marker) calls it periodically too.
+    pub async fn complete_if_done(&self) -> Result<(), UpgradeError> {
         if self.manager.checkpoint() != Some(Checkpoint::ServerFinalized) {
             return Ok(());
         }
         let software = V::software().number();
         let done = self
+            .fleet
             .members()
-            .values()
-            .filter(|m| m.seen.elapsed() <= self.liveness)
-            .all(|m| m.report.apparent >= software);
+            .await?
+            .iter()
+            .filter(|m| m.is_live(self.liveness))
+            .all(|m| m.apparent >= software);
         if done {
             let _one = self.manager_lock().await;
             if self.manager.checkpoint() == Some(Checkpoint::ServerFinalized) {
@@ -418,35 +612,45 @@ impl<V: ComponentVersion> Coordinator<V> {
 
     /// [`status`](Self::status) after [refreshing](VersionManager::refresh) the server's
     /// record (one store read), so it shows a finalization another server over the same
-    /// store did; a failed refresh is logged and the status shown as this server has it.
-    pub async fn refreshed_status(&self) -> DeploymentStatus {
+    /// store did, and after completing one this server started if every live member has
+    /// finalized; a failed refresh is logged and the status shown as this server has it.
+    pub async fn refreshed_status(&self) -> Result<DeploymentStatus, UpgradeError> {
         if let Err(e) = self.manager.refresh().await {
             tracing::warn!(error = %e, "could not re-read the version record for status");
         }
-        self.status()
+        // A finalization this server started may be complete by now through heartbeats
+        // other servers took: status says so at once, not at the next periodic check.
+        if let Err(e) = self.complete_if_done().await {
+            tracing::warn!(error = %e, "could not record the end of finalization");
+        }
+        self.status().await
     }
 
-    /// The deployment's status, computed now.
-    pub fn status(&self) -> DeploymentStatus {
+    /// The deployment's status, computed now from the server's record and the fleet
+    /// record (every member any server sharing it heard).
+    pub async fn status(&self) -> Result<DeploymentStatus, UpgradeError> {
+        let members = self.fleet.members().await?;
         let server = self.manager.status();
         let software = V::software().number();
-        let clients: Vec<MemberStatus> = self
-            .members()
-            .values()
+        let clients: Vec<MemberStatus> = members
+            .iter()
             .map(|m| MemberStatus {
-                id: m.report.id.clone(),
-                host: m.report.host.clone(),
-                software: m.report.software,
-                apparent: m.report.apparent,
-                state: if m.report.apparent >= software {
+                id: m.id.clone(),
+                host: m.host.clone(),
+                software: m.software,
+                apparent: m.apparent,
+                state: if m.apparent >= software {
                     UpgradeState::Finalized
                 } else if self.server_finalized() {
                     UpgradeState::Finalizing
                 } else {
                     UpgradeState::PreFinalized
                 },
-                live: m.seen.elapsed() <= self.liveness,
-                last_seen_secs: m.seen.elapsed().as_secs(),
+                live: m.is_live(self.liveness),
+                last_seen_secs: m.age.as_secs(),
+                component: m.component.clone(),
+                heard_by: m.heard_by.clone(),
+                heartbeats: m.heartbeats,
             })
             .collect();
         let live: Vec<&MemberStatus> = clients.iter().filter(|c| c.live).collect();
@@ -463,13 +667,13 @@ impl<V: ComponentVersion> Coordinator<V> {
         } else {
             UpgradeState::PreFinalized
         };
-        let mut blockers = self.blockers();
+        let mut blockers = self.blockers(&members);
         if state == UpgradeState::Finalizing {
             blockers.extend(
                 live.iter()
                     .filter(|c| c.state != UpgradeState::Finalized)
                     .map(|c| Blocker {
-                        component: self.client_component.to_owned(),
+                        component: c.component.clone(),
                         id: c.id.clone(),
                         host: c.host.clone(),
                         software: c.software,
@@ -481,7 +685,7 @@ impl<V: ComponentVersion> Coordinator<V> {
                     }),
             );
         }
-        DeploymentStatus {
+        Ok(DeploymentStatus {
             state,
             server,
             client_component: self.client_component.to_owned(),
@@ -489,7 +693,33 @@ impl<V: ComponentVersion> Coordinator<V> {
             clients_finalized,
             clients_live,
             blockers,
-        }
+        })
+    }
+}
+
+/// Why a member on `software` is fenced once the deployment is finalized at `apparent`.
+fn finalized_reason(software: u32, apparent: u32, label: String) -> String {
+    format!(
+        "it runs software version {software} but the deployment is finalized at {apparent}: upgrade it to the release with {label}"
+    )
+}
+
+/// The admission check of a member on older `software`, on the stored version record:
+/// refused once a finalization past it started or finished (any server's).
+fn admit_older(stored: Option<&PersistedState>, software: u32) -> Result<(), String> {
+    let Some(stored) = stored else { return Ok(()) };
+    if stored.apparent > software {
+        return Err(format!(
+            "it runs software version {software} but the deployment is finalized at {}: upgrade it",
+            stored.apparent
+        ));
+    }
+    match &stored.finalizing {
+        Some(f) if f.target > software => Err(format!(
+            "it runs software version {software} and a finalization to {} has started (decided without it: it was not live then): upgrade it",
+            f.target
+        )),
+        _ => Ok(()),
     }
 }
 

@@ -17,6 +17,9 @@
 //!   [`admin::finalize_and_wait`], what an admin command runs.
 //! - [`Coordinator`]: finalization across a server and its clients: one admin command,
 //!   the invariant checked first, the server before its clients, fencing, status.
+//! - [`FleetStore`]: the fleet record every server of a deployment shares (who runs
+//!   which versions, last heard when and by whom), so finalization is decided on the
+//!   whole fleet under the version record's lock; [`MemoryFleet`] in memory.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -48,6 +51,7 @@ pub mod action;
 pub mod admin;
 pub mod coordinator;
 pub mod error;
+pub mod fleet;
 pub mod manager;
 pub mod rpc;
 pub mod store;
@@ -56,10 +60,11 @@ pub mod version;
 
 pub use action::{ActionError, UpgradeAction};
 pub use coordinator::{
-    Blocker, Coordinator, DeploymentStatus, Fenced, FinalizeProgress, HeartbeatReply, MemberReport,
-    MemberStatus,
+    Blocker, Coordinator, DeploymentStatus, Fenced, FinalizeProgress, HeartbeatError,
+    HeartbeatReply, MemberReport, MemberStatus,
 };
 pub use error::{NotSupportedBeforeFinalization, UpgradeError};
+pub use fleet::{FleetMember, FleetStore, MemoryFleet};
 pub use manager::{
     ComponentStatus, FinalizeOutcome, Gate, Introduced, RetryPolicy, UpgradeState, VersionManager,
     VersionUse,

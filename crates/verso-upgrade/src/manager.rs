@@ -16,6 +16,7 @@
 
 use crate::action::{first_tx_step_not_over, step_id, StepKind, TxStepFn, UpgradeAction};
 use crate::error::{NotSupportedBeforeFinalization, UpgradeError};
+use crate::fleet::{FleetMember, FleetStore};
 use crate::store::{
     Checkpoint, Finalizing, PersistedState, StoreError, TransactionalStore, VersionStore,
 };
@@ -145,7 +146,20 @@ trait TxRunner: Send + Sync {
         &self,
         change: &(dyn Fn(Option<PersistedState>) -> PersistedState + Send + Sync),
     ) -> Result<PersistedState, StoreError>;
+    /// Begins, reads the stored record under its lock and `fleet`'s members in the same
+    /// transaction, and writes `change(stored record or current, members)`; `None` from
+    /// `change` rolls back and is returned as `None`.
+    async fn update_with_fleet(
+        &self,
+        fleet: &dyn FleetStore,
+        current: &PersistedState,
+        change: &FleetChange<'_>,
+    ) -> Result<Option<PersistedState>, StoreError>;
 }
+
+/// A change of the record decided on the fleet's members: `None` refuses it.
+pub(crate) type FleetChange<'a> =
+    dyn Fn(&PersistedState, &[FleetMember]) -> Option<PersistedState> + Send + Sync + 'a;
 
 /// What a transactional step's transaction did.
 enum TxOutcome {
@@ -245,6 +259,42 @@ impl<S: TransactionalStore> TxRunner for TxBinding<S> {
         change: &(dyn Fn(Option<PersistedState>) -> PersistedState + Send + Sync),
     ) -> Result<PersistedState, StoreError> {
         self.0.update(change).await
+    }
+
+    async fn update_with_fleet(
+        &self,
+        fleet: &dyn FleetStore,
+        current: &PersistedState,
+        change: &FleetChange<'_>,
+    ) -> Result<Option<PersistedState>, StoreError> {
+        let store = &*self.0;
+        let mut tx = store.begin().await?;
+        let stored = match store.load_in(&mut tx).await {
+            Ok(stored) => stored,
+            Err(e) => {
+                rollback_quietly(store, tx, "after a failed record read").await;
+                return Err(e);
+            }
+        };
+        // Read under the record's lock: a member recorded with an admission check either
+        // committed before (it is in this list) or waits and then sees what this writes.
+        let members = match fleet.members_in(&mut tx as &mut (dyn Any + Send)).await {
+            Ok(m) => m,
+            Err(e) => {
+                rollback_quietly(store, tx, "after a failed fleet read").await;
+                return Err(e);
+            }
+        };
+        let Some(next) = change(stored.as_ref().unwrap_or(current), &members) else {
+            rollback_quietly(store, tx, "of a refused change").await;
+            return Ok(None);
+        };
+        if let Err(e) = store.save_in(&mut tx, &next).await {
+            rollback_quietly(store, tx, "after a failed record write").await;
+            return Err(e);
+        }
+        store.commit(tx).await?;
+        Ok(Some(next))
     }
 }
 
@@ -897,6 +947,41 @@ impl<V: ComponentVersion> VersionManager<V> {
         };
         self.adopt(next);
         Ok(())
+    }
+}
+
+impl<V: ComponentVersion> VersionManager<V> {
+    /// Writes `change(record, fleet's members)` unless it returns `None` (then nothing is
+    /// written and this returns `false`). Over a [`TransactionalStore`] the members are
+    /// read in the record's transaction, under its lock, so the decision and the write are
+    /// one step for every server sharing the store; otherwise they are read first (one
+    /// server: its coordinator serializes heartbeats against this).
+    pub(crate) async fn persist_with_fleet(
+        &self,
+        fleet: &dyn FleetStore,
+        change: &FleetChange<'_>,
+    ) -> Result<bool, UpgradeError> {
+        let current = self.shared().record.clone();
+        let next = match &self.tx {
+            Some(runner) => runner.update_with_fleet(fleet, &current, change).await?,
+            None => {
+                let members = fleet.members().await?;
+                match change(&current, &members) {
+                    Some(next) => {
+                        self.store.save(&next).await?;
+                        Some(next)
+                    }
+                    None => None,
+                }
+            }
+        };
+        match next {
+            Some(next) => {
+                self.adopt(next);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
     }
 }
 

@@ -85,7 +85,7 @@ async fn finalize_through_the_api_waits_for_every_agent() {
         }
         other => panic!("expected a refusal, got {other:?}"),
     }
-    assert!(coordinator.forget("old"));
+    assert!(coordinator.forget("old").await.expect("forget"));
 
     // Two upgraded agents: the server finalizes, the wait runs out while they lag.
     let agents = [

@@ -90,7 +90,7 @@ async fn finalize_is_refused_while_an_old_agent_is_live_naming_it() -> Result<()
     // Nothing was persisted: the conductor is still pre-finalized, no action ran.
     assert_eq!(c.manager().state(), UpgradeState::PreFinalized);
     assert!(log.lock().expect("log").is_empty());
-    assert_eq!(c.status().blockers.len(), 1);
+    assert_eq!(c.status().await?.blockers.len(), 1);
     Ok(())
 }
 
@@ -120,9 +120,12 @@ async fn the_server_finalizes_before_its_clients_and_status_counts_them() -> Res
         FinalizeProgress::ServerFinalized,
         "idempotent while clients follow"
     );
-    assert_eq!(c.status().state, UpgradeState::Finalizing);
+    assert_eq!(c.status().await?.state, UpgradeState::Finalizing);
     assert_eq!(
-        (c.status().clients_finalized, c.status().clients_live),
+        (
+            c.status().await?.clients_finalized,
+            c.status().await?.clients_live
+        ),
         (0, 2)
     );
     for (i, a) in agents.iter().enumerate() {
@@ -134,7 +137,7 @@ async fn the_server_finalizes_before_its_clients_and_status_counts_them() -> Res
         c.heartbeat(a.report(&id, "h")).await.expect("accepted");
     }
     assert_eq!(*log.lock().expect("log"), ["conductor", "a1", "a2"]);
-    let status = c.status();
+    let status = c.status().await?;
     assert_eq!(status.state, UpgradeState::Finalized);
     assert_eq!((status.clients_finalized, status.clients_live), (2, 2));
     assert!(
@@ -168,13 +171,17 @@ async fn fenced_clients_are_told_why() -> Result<(), UpgradeError> {
     let f = c
         .heartbeat(report("a1", 3, 1))
         .await
-        .expect_err("newer software");
+        .expect_err("newer software")
+        .into_fenced()
+        .expect("fenced");
     assert!(f.reason.contains("upgrade the conductor first"), "{f}");
     // A client whose apparent version is above the server's.
     let f = c
         .heartbeat(report("a1", 2, 2))
         .await
-        .expect_err("apparent above server");
+        .expect_err("apparent above server")
+        .into_fenced()
+        .expect("fenced");
     assert!(
         f.reason.contains("never finalizes before its server"),
         "{f}"
@@ -184,7 +191,9 @@ async fn fenced_clients_are_told_why() -> Result<(), UpgradeError> {
     let f = c
         .heartbeat(report("old", 1, 1))
         .await
-        .expect_err("old software after finalization");
+        .expect_err("old software after finalization")
+        .into_fenced()
+        .expect("fenced");
     assert!(f.reason.contains("upgrade it"), "{f}");
     assert!(f.to_string().contains("old on old.example"), "{f}");
     Ok(())
@@ -221,7 +230,7 @@ async fn a_conductor_restarted_mid_finalization_resumes() -> Result<(), UpgradeE
     .expect("write");
     let m = VersionManager::<Accel>::open(FileStore::new(&path)).await?;
     let c = Coordinator::new(m, "agent", LIVE);
-    assert_eq!(c.status().state, UpgradeState::Finalizing);
+    assert_eq!(c.status().await?.state, UpgradeState::Finalizing);
     c.resume().await?;
     assert_eq!(c.manager().apparent(), Accel::Cleanup);
     // No live agents: the next finalize completes.

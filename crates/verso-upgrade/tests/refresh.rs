@@ -259,8 +259,8 @@ async fn status_and_finalize_refresh_first() -> Result<(), UpgradeError> {
     .await?;
     a.finalize().await?;
     let b = Coordinator::new(b, "agent", Duration::from_secs(60));
-    assert_eq!(b.status().server.apparent, 1, "not re-read yet");
-    let status = b.refreshed_status().await;
+    assert_eq!(b.status().await?.server.apparent, 1, "not re-read yet");
+    let status = b.refreshed_status().await?;
     assert_eq!(
         (status.server.apparent, status.state),
         (3, UpgradeState::Finalized)

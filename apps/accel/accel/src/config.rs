@@ -46,6 +46,25 @@ impl Default for Transport {
     }
 }
 
+/// `[conductor]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Conductor {
+    /// Seconds an agent still counts after it was last heard of (a heartbeat, or a
+    /// report of an agent that sends none): while it counts, an agent on older software
+    /// blocks `accel upgrade finalize`. At least 1; keep it above the agents'
+    /// `report_interval`, or a live agent between two heartbeats is missed.
+    pub agent_liveness: u64,
+}
+
+impl Default for Conductor {
+    fn default() -> Self {
+        Conductor {
+            agent_liveness: accel_conductor::runtime::AGENT_LIVENESS.as_secs(),
+        }
+    }
+}
+
 /// `[api]`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -155,6 +174,8 @@ pub struct AccelConfig {
     pub database: Database,
     /// `[transport]`.
     pub transport: Transport,
+    /// `[conductor]`.
+    pub conductor: Conductor,
     /// `[api]`.
     pub api: Api,
     /// `[agent]`.
@@ -189,6 +210,7 @@ pub fn load(file: Option<&PathBuf>, overrides: &[String]) -> Result<AccelConfig,
     let layers = loader
         .section("database")
         .section("transport")
+        .section("conductor")
         .section("api")
         .section("agent")
         .section("pci")
@@ -200,6 +222,7 @@ pub fn load(file: Option<&PathBuf>, overrides: &[String]) -> Result<AccelConfig,
     Ok(AccelConfig {
         database: layers.section("database")?,
         transport: layers.section("transport")?,
+        conductor: layers.section("conductor")?,
         api: layers.section("api")?,
         agent: layers.section("agent")?,
         pci: layers.section("pci")?,

@@ -9,6 +9,8 @@
 //! accel api                        the HTTP API (reads the database, writes through the conductor)
 //! accel db sync                    applies the database migrations
 //! accel upgrade check              can this deployment be upgraded? (exit 0 ok, 1 warning, 2 failure)
+//! accel upgrade status [--json]    every component's versions, from any conductor
+//! accel upgrade finalize [--wait]  turn on the new release (exit 0 done, 1 refused, 2 unreachable, 3 still finalizing)
 //! accel config show                the effective configuration and where each value came from
 //! ```
 
@@ -110,6 +112,27 @@ enum Db {
 enum Upgrade {
     /// Reports whether this deployment can be upgraded: exit 0 ok, 1 warning, 2 failure.
     Check,
+    /// The running deployment's versions: the conductors' record and every agent any
+    /// conductor heard of (through `[transport]`). Exit 0, or 2 when no conductor answers.
+    Status {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Starts finalization (idempotent). Exit 0: started or done (with --wait: done);
+    /// 1: refused, with each live component still on older software; 2: no conductor
+    /// answered; 3 (with --wait): still finalizing when the wait ran out.
+    Finalize {
+        /// Wait until every live agent has finalized.
+        #[arg(long)]
+        wait: bool,
+        /// How long --wait waits, in seconds.
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -123,6 +146,8 @@ fn main() -> ExitCode {
     // The demo's timeline is its output; its components' logs stay quiet unless asked.
     let default_level = match cli.command {
         Command::Demo { .. } => "error",
+        // The operator reads the command's answer; a refusal is not a log line.
+        Command::Upgrade(Upgrade::Status { .. } | Upgrade::Finalize { .. }) => "error",
         _ => "info",
     };
     tracing_subscriber::fmt()
@@ -177,6 +202,12 @@ fn main() -> ExitCode {
             Command::Api => run::api(config).await,
             Command::Db(Db::Sync) => run::db_sync(config).await,
             Command::Upgrade(Upgrade::Check) => run::upgrade_check(config).await,
+            Command::Upgrade(Upgrade::Status { json }) => run::upgrade_status(config, json).await,
+            Command::Upgrade(Upgrade::Finalize {
+                wait,
+                timeout,
+                json,
+            }) => run::upgrade_finalize(config, wait, timeout, json).await,
             Command::Config(ConfigCmd::Show) => {
                 print!("{}", config.layers.show_config());
                 Ok(ExitCode::SUCCESS)

@@ -2,7 +2,7 @@
 
 use crate::config::AccelConfig;
 use accel_agent::service::{AgentConfig, AgentStartError, AgentStop, NvmeConfig, RunningAgent};
-use accel_conductor::runtime::RunningConductor;
+use accel_conductor::runtime::{RunningConductor, StartOptions};
 use accel_conductor::{Db, DbVersionStore};
 pub use accel_objects::rpc::{CONDUCTOR_TOPIC, UPGRADE_TOPIC};
 use accel_objects::AccelVersion;
@@ -38,7 +38,18 @@ async fn start_conductor(
     transport: Arc<dyn Transport>,
     config: &AccelConfig,
 ) -> Result<RunningConductor, Error> {
-    Ok(accel_conductor::runtime::start(db, transport, config.layers.cap("agent")).await?)
+    // Zero would count no agent as live: finalization would never be blocked.
+    if config.conductor.agent_liveness == 0 {
+        return Err("[conductor] agent_liveness must be at least 1 (seconds)".into());
+    }
+    let options = StartOptions {
+        agent_liveness: Duration::from_secs(config.conductor.agent_liveness),
+        ..StartOptions::default()
+    };
+    Ok(
+        accel_conductor::runtime::start_with(db, transport, config.layers.cap("agent"), options)
+            .await?,
+    )
 }
 
 /// A client of the conductor API, capped by `[upgrade_levels] conductor`.
@@ -49,29 +60,33 @@ fn conductor_client(config: &AccelConfig, transport: Arc<dyn Transport>) -> vers
 /// `accel conductor`.
 pub async fn conductor(config: AccelConfig) -> Result<ExitCode, Error> {
     let db = open_db(&config.database.url).await?;
-    let cyborg_agents = if config.cyborg.serve_agents {
-        let transport =
-            transport_from_url(&config.transport.url, Some(&config.cyborg.control_exchange))
-                .await?;
-        Some(
-            accel_conductor::cyborg::serve(transport, db.clone(), accel_conductor::cyborg::TOPIC)
-                .await?,
-        )
-    } else {
-        None
-    };
-    let running = start_conductor(db, transport(&config).await?, &config).await?;
+    let running = start_conductor(db.clone(), transport(&config).await?, &config).await?;
     println!(
         "conductor: serving {CONDUCTOR_TOPIC} and {UPGRADE_TOPIC} on {}",
         verso_rpc::transport::amqp::redact(&config.transport.url)
     );
-    if cyborg_agents.is_some() {
+    // Cyborg 17 agents left during a migration: their reports go through the same
+    // inventory diff and tell the fleet record that their hosts still run release N.
+    let cyborg_agents = if config.cyborg.serve_agents {
+        let transport =
+            transport_from_url(&config.transport.url, Some(&config.cyborg.control_exchange))
+                .await?;
+        let server = accel_conductor::cyborg::serve(
+            transport,
+            db,
+            accel_conductor::cyborg::TOPIC,
+            Some(running.coordinator.clone()),
+        )
+        .await?;
         println!(
             "conductor: serving Cyborg 17 agents' report_data on {} (exchange {})",
             accel_conductor::cyborg::TOPIC,
             config.cyborg.control_exchange
         );
-    }
+        Some(server)
+    } else {
+        None
+    };
     verso_rpc::shutdown::shutdown_signal().await;
     if let Some(server) = cyborg_agents {
         server.stop().await;
@@ -245,7 +260,7 @@ pub async fn upgrade_check(config: AccelConfig) -> Result<ExitCode, Error> {
         None => println!("ok: no component version recorded yet (a fresh install)"),
         Some(Ok(Observed::Known(v))) if v == software => println!("ok: finalized at {}", v.label()),
         Some(Ok(Observed::Known(v))) => {
-            println!("WARNING: pre-finalized at {} (this build: {}): finalize once every agent runs it (`verso upgrade finalize --topic {UPGRADE_TOPIC}`)", v.label(), software.label());
+            println!("WARNING: pre-finalized at {} (this build: {}): finalize once every agent runs it (`accel upgrade finalize`)", v.label(), software.label());
             worst = worst.max(1);
         }
         Some(Ok(Observed::Future(n))) => {
@@ -301,4 +316,130 @@ pub async fn all_in_one(config: AccelConfig, agents: u32) -> Result<ExitCode, Er
     }
     running.stop().await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// How long `accel upgrade` waits for a conductor's answer.
+const UPGRADE_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The deployment's `upgrade` API, as accel's configuration names it: the transport,
+/// the control exchange, the upgrade topic.
+async fn upgrade_client(config: &AccelConfig) -> Result<verso_rpc::RpcClient, String> {
+    if config.transport.url.starts_with("memory:") {
+        return Err(format!(
+            "[transport] url is {}: a running deployment is reached through its broker; set it (--config, ACCEL_TRANSPORT_URL or --set transport.url=rabbit://...)",
+            config.transport.url
+        ));
+    }
+    let transport = transport_from_url(
+        &config.transport.url,
+        Some(&config.transport.control_exchange),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    Ok(
+        verso_rpc::RpcClient::for_api::<verso_upgrade::admin::UpgradeApi>(transport, UPGRADE_TOPIC)
+            .timeout(UPGRADE_CALL_TIMEOUT),
+    )
+}
+
+/// A failed call of `accel upgrade`, as the operator reads it (exit 2).
+fn unreachable(config: &AccelConfig, e: &verso_rpc::RpcError) -> ExitCode {
+    if e.is_timeout() {
+        eprintln!(
+            "accel upgrade: no conductor answered on topic {UPGRADE_TOPIC} of exchange {} at {} within {} s: is a conductor running with this configuration?",
+            config.transport.control_exchange,
+            verso_rpc::transport::amqp::redact(&config.transport.url),
+            UPGRADE_CALL_TIMEOUT.as_secs()
+        );
+    } else {
+        eprintln!("accel upgrade: {e}");
+    }
+    ExitCode::from(2)
+}
+
+fn print_status(status: &verso_upgrade::DeploymentStatus, json: bool) -> Result<(), Error> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(status)?);
+    } else {
+        print!("{status}");
+    }
+    Ok(())
+}
+
+/// `accel upgrade status [--json]`: any conductor's answer shows the whole fleet (the
+/// fleet record is in the database). Exit 0, or 2 when no conductor answers.
+pub async fn upgrade_status(config: AccelConfig, json: bool) -> Result<ExitCode, Error> {
+    let client = match upgrade_client(&config).await {
+        Ok(c) => c,
+        Err(why) => {
+            eprintln!("accel upgrade: {why}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let ctx = verso::RequestContext::new("accel-upgrade");
+    match client
+        .call_method(&ctx, verso_upgrade::admin::Status {})
+        .await
+    {
+        Ok(status) => {
+            print_status(&status, json)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => Ok(unreachable(&config, &e)),
+    }
+}
+
+/// `accel upgrade finalize [--wait] [--timeout SECS] [--json]`, with `verso upgrade`'s
+/// exit codes: 0 started or done (with `--wait`: done), 1 refused (each blocker named),
+/// 2 no conductor answered, 3 with `--wait`: still finalizing when the time ran out.
+pub async fn upgrade_finalize(
+    config: AccelConfig,
+    wait: bool,
+    timeout: u64,
+    json: bool,
+) -> Result<ExitCode, Error> {
+    use verso_upgrade::admin::{finalize_and_wait, WaitOutcome};
+    let client = match upgrade_client(&config).await {
+        Ok(c) => c,
+        Err(why) => {
+            eprintln!("accel upgrade: {why}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let ctx = verso::RequestContext::new("accel-upgrade");
+    let wait_for = if wait {
+        Duration::from_secs(timeout)
+    } else {
+        Duration::ZERO
+    };
+    let outcome = match finalize_and_wait(&client, &ctx, wait_for, Duration::from_secs(1)).await {
+        Ok(o) => o,
+        Err(e) => return Ok(unreachable(&config, &e)),
+    };
+    let code = outcome.exit_code();
+    match outcome {
+        WaitOutcome::Finalized(status) => print_status(&status, json)?,
+        WaitOutcome::TimedOut(status) if !wait => {
+            if !json {
+                println!("finalization started; `accel upgrade status` shows its progress");
+            }
+            print_status(&status, json)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        WaitOutcome::TimedOut(status) => {
+            print_status(&status, json)?;
+            eprintln!("accel upgrade: still finalizing after {timeout} s; `accel upgrade status` shows who is left");
+        }
+        WaitOutcome::Refused(refused) => {
+            if json {
+                println!("{}", serde_json::to_string_pretty(&refused)?);
+            } else {
+                println!("finalization refused: {refused}");
+                for b in &refused.blockers {
+                    println!("blocker: {b}");
+                }
+            }
+        }
+    }
+    Ok(ExitCode::from(code))
 }

@@ -96,7 +96,7 @@ fn db_sync_and_upgrade_check_say_what_to_do() {
         .output()
         .expect("runs");
     assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stdout).contains("applied migrations [1, 2]"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("applied migrations [1, 2, 3]"));
     check(0, "no component version recorded yet");
     // An unreachable database is a failure.
     let out = accel()
@@ -263,4 +263,172 @@ fn agents_heartbeat_and_one_ahead_of_its_conductor_exits_with_the_reason() {
             && stderr.contains("[upgrade_levels] conductor is 1.0"),
         "{stderr}"
     );
+}
+
+/// Runs `accel` with `sets` and `args`; (exit code, stdout, stderr).
+fn accel_with(sets: &[String], args: &[&str]) -> (Option<i32>, String, String) {
+    let mut c = accel();
+    for s in sets {
+        c.args(["--set", s]);
+    }
+    let out = c.args(args).output().expect("accel runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Waits for a line of `child`'s stdout starting with `prefix` (the process is ready).
+fn ready(child: &mut std::process::Child, prefix: &str) {
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let line = lines.next().expect("a line").expect("text");
+    assert!(line.starts_with(prefix), "{line}");
+    // Keep reading so the child never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+}
+
+/// Three `accel conductor` processes on one PostgreSQL database and RabbitMQ, a release N
+/// agent (`accel release-n agent`) that heartbeats once (its interval is 60 s), so one
+/// conductor heard it: `accel upgrade finalize`, whichever conductor takes it, is
+/// refused naming the agent (exit 1), and `accel upgrade status` from any conductor
+/// shows it. Once the host runs release N+1's agent, `finalize --wait` finalizes the
+/// whole deployment (exit 0). Without a broker configured, exit 2.
+#[test]
+fn accel_upgrade_finalize_decides_on_the_agents_every_conductor_heard() {
+    use accel_conductor::DbVersionStore;
+    use verso_upgrade::store::{PersistedState, VersionStore};
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let db_url = rt.block_on(accel_conductor::testing::postgres_database());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rabbit = std::env::var("VERSO_TEST_RABBIT_URL")
+        .unwrap_or_else(|_| "rabbit://guest:guest@127.0.0.1:5672/".into());
+    let exchange = format!("accel-test-{}", uuid::Uuid::new_v4().simple());
+    let sets = vec![
+        format!("database.url={db_url}"),
+        format!("transport.url={rabbit}"),
+        format!("transport.control_exchange={exchange}"),
+        format!("agent.state_dir={}", dir.path().display()),
+        "agent.report_interval=1".to_owned(),
+        "conductor.agent_liveness=30".to_owned(),
+    ];
+    let (code, _, err) = accel_with(&sets, &["db", "sync"]);
+    assert_eq!(code, Some(0), "{err}");
+    // Release N+1 over release N's record: pre-finalized.
+    rt.block_on(async {
+        let db = accel_conductor::Db::connect(&db_url).await.expect("db");
+        DbVersionStore::new(db.clone(), "accel")
+            .save(&PersistedState {
+                format: 1,
+                component: "accel".into(),
+                apparent: 1,
+                finalizing: None,
+            })
+            .await
+            .expect("seed the record");
+        db.close().await;
+    });
+    let mut conductors = Vec::new();
+    for _ in 0..3 {
+        let mut c = accel();
+        for s in &sets {
+            c.args(["--set", s]);
+        }
+        let mut child = c
+            .arg("conductor")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("conductor starts");
+        ready(&mut child, "conductor: serving");
+        conductors.push(Killed(child));
+    }
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../agent/tests/fixtures/sysfs/host1"
+    );
+    let state_dir = dir.path().display().to_string();
+    let mut n = accel()
+        .args([
+            "release-n",
+            "agent",
+            "--host",
+            "n-host",
+            "--sysfs-root",
+            fixture,
+        ])
+        .args(["--state-dir", &state_dir, "--report-interval", "60"])
+        .args(["--transport-url", &rabbit, "--exchange", &exchange])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("release N agent starts");
+    ready(&mut n, "release N agent n-host: serving");
+    let n = Killed(n);
+
+    // Four finalize calls reach the three conductors in turn: every one refuses.
+    for i in 0..4 {
+        let (code, out, err) = accel_with(&sets, &["upgrade", "finalize"]);
+        assert_eq!(code, Some(1), "call {i}: {out}{err}");
+        assert!(
+            out.contains("blocker: agent n-host on n-host (software 1"),
+            "call {i}: {out}"
+        );
+    }
+    for i in 0..3 {
+        let (code, out, err) = accel_with(&sets, &["upgrade", "status", "--json"]);
+        assert_eq!(code, Some(0), "{err}");
+        let status: serde_json::Value = serde_json::from_str(&out).expect("json");
+        assert_eq!(status["state"], "pre_finalized", "call {i}: {status:#}");
+        let clients = status["clients"].as_array().expect("clients");
+        assert_eq!(clients.len(), 1, "call {i}: {status:#}");
+        assert_eq!(
+            (
+                &clients[0]["id"],
+                &clients[0]["software"],
+                &clients[0]["live"]
+            ),
+            (&"n-host".into(), &1.into(), &true.into()),
+            "call {i}: {status:#}"
+        );
+        assert!(clients[0]["heard_by"]
+            .as_str()
+            .is_some_and(|h| !h.is_empty()));
+    }
+
+    // The host is upgraded: release N+1's agent takes its record over.
+    drop(n);
+    let mut next = accel();
+    for s in &sets {
+        next.args(["--set", s]);
+    }
+    let _next = Killed(
+        next.args(["agent", "--host", "n-host", "--sysfs-root", fixture])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("N+1 agent starts"),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let out = loop {
+        let (code, out, err) =
+            accel_with(&sets, &["upgrade", "finalize", "--wait", "--timeout", "60"]);
+        match code {
+            Some(0) => break out,
+            // Until the new agent's first heartbeat replaces the old one's row.
+            Some(1) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            other => panic!("finalize --wait: {other:?}: {out}{err}"),
+        }
+    };
+    assert!(out.contains("deployment: finalized"), "{out}");
+    assert!(out.contains("agents finalized: 1/1"), "{out}");
+    let (code, out, _) = accel_with(&sets, &["upgrade", "status"]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("deployment: finalized"), "{out}");
+    drop(conductors);
+
+    // No broker configured: nothing to reach, exit 2 with what to set.
+    let (code, _, err) = accel_with(&[], &["upgrade", "status"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("transport.url"), "{err}");
 }

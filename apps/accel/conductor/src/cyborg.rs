@@ -12,12 +12,13 @@
 //! called by Cyborg's API service, which accel's API replaces, so they are not served.
 
 use crate::db::{Db, ReportedDevice};
-use crate::service::to_remote;
+use crate::service::{to_remote, ReportWitness};
 use accel_cyborg17::objects::{DeviceType, DriverDevice};
 use accel_cyborg17::rpc::{ReportData, CONDUCTOR_TOPIC};
 use serde_json::Value;
 use std::sync::Arc;
 use verso::{Version, VersionedEnum};
+use verso_upgrade::HeartbeatError;
 use verso_rpc::transport::Transport;
 use verso_rpc::{Endpoint, RemoteError, RpcError, RpcServer, ServerHandle, Target};
 
@@ -163,15 +164,35 @@ fn pci_address(info: &str) -> Option<String> {
     ))
 }
 
-/// The endpoint serving Cyborg's `report_data` over `db`.
-pub fn endpoint(db: Db) -> Endpoint {
+/// The endpoint serving Cyborg's `report_data` over `db`. With `witness` (the
+/// conductor's coordinator), each reporting host is recorded in the fleet record first:
+/// a Cyborg agent sends no heartbeat, so this is how finalization learns that a host
+/// still runs Cyborg 17, i.e. release N, and refuses while it is live; a report the
+/// coordinator refuses (a host never heard before, after a finalization started) is
+/// not applied and answers `Fenced`.
+pub fn endpoint(db: Db, witness: Option<ReportWitness>) -> Endpoint {
     Endpoint::new(Version::new(1, 0)).handle(move |_ctx, report: ReportData| {
-        let db = db.clone();
+        let (db, witness) = (db.clone(), witness.clone());
         async move {
             let rows = reported(&report.driver_device_list).map_err(|e| {
                 tracing::warn!(host = %report.hostname, error = %e, "a Cyborg agent's report was refused");
                 e.to_remote()
             })?;
+            if let Some(w) = witness {
+                w.seen(&report.hostname, &report.hostname)
+                    .await
+                    .map_err(|e| match e {
+                        HeartbeatError::Fenced(f) => RemoteError::from_exception(&f),
+                        other => {
+                            tracing::error!(host = %report.hostname, error = %other, "a Cyborg agent's report was not applied");
+                            RemoteError::new(
+                                "DatabaseError",
+                                ERROR_MODULE,
+                                "the conductor's database failed; see its log",
+                            )
+                        }
+                    })?;
+            }
             let outcome = db.report(&report.hostname, &rows).await.map_err(to_remote)?;
             tracing::info!(
                 host = %report.hostname,
@@ -187,14 +208,16 @@ pub fn endpoint(db: Db) -> Endpoint {
 }
 
 /// Serves Cyborg's `report_data` on `topic` (Cyborg's is [`CONDUCTOR_TOPIC`]) over
-/// `transport`, whose control exchange must be Cyborg's (`cyborg`).
+/// `transport`, whose control exchange must be Cyborg's (`cyborg`); `witness` as in
+/// [`endpoint`].
 pub async fn serve(
     transport: Arc<dyn Transport>,
     db: Db,
     topic: &str,
+    witness: Option<ReportWitness>,
 ) -> Result<ServerHandle, RpcError> {
     RpcServer::new(transport, Target::new(topic))
-        .endpoint(endpoint(db))?
+        .endpoint(endpoint(db, witness))?
         .start()
         .await
 }

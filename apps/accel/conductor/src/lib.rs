@@ -14,10 +14,13 @@
 //! - [`runtime`]: the conductor as a library (`start`, `RunningConductor`).
 //! - [`lifecycle`]: the accelerator request states and the table of allowed transitions.
 //! - [`versions`]: the conductor's component versions (verso-upgrade), kept in the database.
+//! - [`fleet`]: the fleet record (every agent any conductor heard of, its versions, when
+//!   and through which conductor) in the database, what finalization is decided on.
 
 pub mod census;
 pub mod cyborg;
 pub mod db;
+pub mod fleet;
 pub mod handles;
 pub mod lifecycle;
 pub mod objects;
@@ -28,5 +31,6 @@ pub mod testing;
 pub mod versions;
 
 pub use db::{Db, DbError};
+pub use fleet::DbFleetStore;
 pub use lifecycle::ArqState;
 pub use versions::{DbTransaction, DbVersionStore};

@@ -5,7 +5,7 @@
 use crate::db::{Db, DbError, Release};
 use crate::objects;
 use crate::service::{endpoint_with_agents, AgentNotifier, ReleasePolicy};
-use crate::DbVersionStore;
+use crate::{DbFleetStore, DbVersionStore};
 use accel_objects::rpc::{CONDUCTOR_TOPIC, UPGRADE_TOPIC};
 use accel_objects::AccelVersion;
 use std::sync::Arc;
@@ -15,7 +15,11 @@ use verso_rpc::transport::Transport;
 use verso_rpc::{RpcError, RpcServer, ServerHandle, Target};
 use verso_upgrade::{ComponentVersion, Coordinator, UpgradeError, VersionManager};
 
-/// How long an agent counts as live after its last heartbeat.
+/// How long an agent counts as live after it was last heard of (a heartbeat, or a
+/// report of an agent that sends no heartbeat): while live, an agent on older software
+/// blocks finalization. The default of `[conductor] agent_liveness`: three of the
+/// agents' default 60 s intervals, so one lost heartbeat does not let finalization
+/// through.
 pub const AGENT_LIVENESS: Duration = Duration::from_secs(180);
 
 /// How often a running conductor re-reads its version record
@@ -29,14 +33,31 @@ pub const VERSION_REFRESH_INTERVAL: Duration = Duration::from_secs(5);
 pub struct StartOptions {
     /// How often the version record is re-read ([`VERSION_REFRESH_INTERVAL`]).
     pub version_refresh: Duration,
+    /// How long a silent agent still counts ([`AGENT_LIVENESS`]).
+    pub agent_liveness: Duration,
+    /// This conductor's name in the fleet record's `heard_by` (default: host name and
+    /// process id, [`conductor_id`]).
+    pub conductor_id: Option<String>,
 }
 
 impl Default for StartOptions {
     fn default() -> Self {
         StartOptions {
             version_refresh: VERSION_REFRESH_INTERVAL,
+            agent_liveness: AGENT_LIVENESS,
+            conductor_id: None,
         }
     }
+}
+
+/// This process's name as a conductor: `HOST:PID`.
+pub fn conductor_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into());
+    format!("{host}:{}", std::process::id())
 }
 
 /// Why the conductor did not start.
@@ -78,8 +99,10 @@ impl RunningConductor {
 struct Refresher(Option<tokio::task::JoinHandle<()>>);
 
 impl Refresher {
-    /// Every `every`, takes a finalization another conductor on the same database did.
-    fn spawn(versions: VersionManager<AccelVersion>, every: Duration) -> Refresher {
+    /// Every `every`, takes a finalization another conductor on the same database did,
+    /// and completes one this conductor started once every live agent finalized (its
+    /// agents may heartbeat to the other conductors, which do not hold its marker).
+    fn spawn(coordinator: Arc<Coordinator<AccelVersion>>, every: Duration) -> Refresher {
         Refresher(Some(tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -89,8 +112,12 @@ impl Refresher {
             loop {
                 tick.tick().await;
                 // An advance is logged by the manager.
-                match versions.refresh().await {
-                    Ok(_) => {
+                let done = match coordinator.manager().refresh().await {
+                    Ok(_) => coordinator.complete_if_done().await,
+                    Err(e) => Err(e),
+                };
+                match done {
+                    Ok(()) => {
                         if failing.take().is_some() {
                             tracing::info!("the version record can be read again");
                         }
@@ -170,7 +197,15 @@ pub async fn start_with(
         accel_objects::UNMANAGED_FEATURE,
     );
     let state = objects::state(db.clone(), versions.clone());
-    let coordinator = Arc::new(Coordinator::new(versions.clone(), "agent", AGENT_LIVENESS));
+    // The fleet record is the database's: every conductor on it decides finalization on
+    // every agent any of them heard.
+    let fleet = Arc::new(DbFleetStore::new(db.clone(), AccelVersion::COMPONENT));
+    let coordinator = Arc::new(
+        Coordinator::new(versions.clone(), "agent", options.agent_liveness).with_fleet(
+            fleet,
+            options.conductor_id.clone().unwrap_or_else(conductor_id),
+        ),
+    );
     coordinator.resume().await?;
     let release: ReleasePolicy = Arc::new(move || {
         if cleanup.is_open() {
@@ -186,6 +221,7 @@ pub async fn start_with(
             accel_objects::registry(),
             release,
             Some(agents),
+            Some(coordinator.clone()),
             move |ctx| state.attach(ctx),
         ))?
         .start()
@@ -194,7 +230,7 @@ pub async fn start_with(
         .endpoint(verso_upgrade::admin::endpoint(coordinator.clone()))?
         .start()
         .await?;
-    let refresher = Refresher::spawn(versions.clone(), options.version_refresh);
+    let refresher = Refresher::spawn(coordinator.clone(), options.version_refresh);
     Ok(RunningConductor {
         versions,
         coordinator,

@@ -228,17 +228,25 @@ pub fn endpoint(
     release: ReleasePolicy,
     prepare: impl Fn(RequestContext) -> RequestContext + Send + Sync + 'static,
 ) -> Endpoint {
-    endpoint_with_agents(db, registry, release, None, prepare)
+    endpoint_with_agents(db, registry, release, None, None, prepare)
 }
+
+/// The conductor's upgrade coordinator, told of every agent that reports: an agent that
+/// sends no heartbeat (Cyborg 17's) is known to the fleet record only this way.
+pub type ReportWitness = Arc<verso_upgrade::Coordinator<accel_objects::AccelVersion>>;
 
 /// [`endpoint`], and each NVMe device a release puts in `cleaning` is announced to its
 /// host's agent through `agents` (`cleanup_device`, when `[upgrade_levels] agent`
-/// allows 1.1).
+/// allows 1.1). With `witness`, each report's host is recorded in the fleet record
+/// first ([`verso_upgrade::Coordinator::seen`]); a report the coordinator refuses (a
+/// host never heard heartbeating, after a finalization started) is not applied and
+/// answers the typed `Fenced`.
 pub fn endpoint_with_agents(
     db: Db,
     registry: Registry,
     release: ReleasePolicy,
     agents: Option<AgentNotifier>,
+    witness: Option<ReportWitness>,
     prepare: impl Fn(RequestContext) -> RequestContext + Send + Sync + 'static,
 ) -> Endpoint {
     let (d1, d2, d3, d4, d5, d6, d7) = (
@@ -254,8 +262,21 @@ pub fn endpoint_with_agents(
     let (a1, a2) = (agents.clone(), agents);
     let endpoint = Endpoint::for_api::<ConductorApi>()
         .handle(move |_ctx, m: ReportData| {
-            let db = d1.clone();
+            let (db, witness) = (d1.clone(), witness.clone());
             async move {
+                if let Some(w) = witness {
+                    w.seen(&m.hostname, &m.hostname).await.map_err(|e| match e {
+                        verso_upgrade::HeartbeatError::Fenced(f) => RemoteError::from_exception(&f),
+                        other => {
+                            tracing::error!(host = %m.hostname, error = %other, "report not applied");
+                            RemoteError::new(
+                                "DatabaseError",
+                                ERROR_MODULE,
+                                "the conductor's database failed; see its log",
+                            )
+                        }
+                    })?;
+                }
                 let devices = reported(&m.devices);
                 let out = db.report(&m.hostname, &devices).await.map_err(to_remote)?;
                 tracing::info!(host = %m.hostname, added = out.added.len(), updated = out.updated.len(),

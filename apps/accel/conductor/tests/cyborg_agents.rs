@@ -64,7 +64,7 @@ async fn cyborg_agent_reports(topic: &str, host: &str) -> serde_json::Value {
 
 async fn a_cyborg_agents_report_lands_in(db: Db) {
     let topic = format!("cyborg-conductor-test-{}", uuid::Uuid::new_v4().simple());
-    let server = cyborg::serve(cyborg_transport().await, db.clone(), &topic)
+    let server = cyborg::serve(cyborg_transport().await, db.clone(), &topic, None)
         .await
         .expect("the Cyborg endpoint listens");
     let host = "cyborg-host-1";

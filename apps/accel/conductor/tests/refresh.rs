@@ -31,6 +31,7 @@ async fn conductor(db: &Db, transport: &Arc<dyn Transport>) -> RunningConductor 
         Some("1.1".parse().expect("cap")),
         StartOptions {
             version_refresh: REFRESH,
+            ..StartOptions::default()
         },
     )
     .await
@@ -79,9 +80,10 @@ async fn a_finalization_through_one_conductor_reaches_the_other(first: Db, secon
         (AccelVersion::Initial.number(), None)
     );
 
-    // The operator's finalize reaches A (the agent heartbeats to B: A knows of none).
+    // The operator's finalize reaches A (the agent heartbeats to B; A knows of it from
+    // the fleet record): A finalizes, and the agent, on new software, follows.
     let progress = a.coordinator.finalize().await.expect("finalize through A");
-    assert_eq!(progress, FinalizeProgress::Complete);
+    assert_eq!(progress, FinalizeProgress::ServerFinalized);
     assert!(a.versions.is_allowed(AccelVersion::DriverFeatures));
 
     let deadline = Instant::now() + WITHIN;
@@ -102,13 +104,30 @@ async fn a_finalization_through_one_conductor_reaches_the_other(first: Db, secon
         (after.server_apparent, after.finalize_to),
         (finalized, Some(finalized))
     );
-    // Nothing went backwards in the database.
-    let stored = DbVersionStore::new(second.clone(), AccelVersion::COMPONENT)
-        .load()
+    // The agent finalizes and says so to B; A, which holds the marker, completes the
+    // finalization from the fleet record within its refresh interval.
+    b.coordinator
+        .heartbeat(MemberReport {
+            apparent: finalized,
+            ..agent()
+        })
         .await
-        .expect("load")
-        .expect("a record");
-    assert_eq!((stored.apparent, stored.finalizing), (finalized, None));
+        .expect("finalized agent");
+    let deadline = Instant::now() + WITHIN;
+    loop {
+        // Nothing went backwards in the database, and the marker goes.
+        let stored = DbVersionStore::new(second.clone(), AccelVersion::COMPONENT)
+            .load()
+            .await
+            .expect("load")
+            .expect("a record");
+        assert_eq!(stored.apparent, finalized);
+        if stored.finalizing.is_none() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "A never completed: {stored:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 
     a.stop().await;
     b.stop().await;

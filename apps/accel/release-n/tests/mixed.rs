@@ -92,6 +92,8 @@ impl NewConductor {
             if let Some(m) = self
                 .coordinator
                 .status()
+                .await
+                .expect("status")
                 .clients
                 .into_iter()
                 .find(|c| c.id == host)
@@ -209,10 +211,13 @@ async fn n_agent_against_n_plus_1(
 
     // The database and the conductor go to N+1; the agent keeps running release N.
     let probe = accel_conductor::Db::connect(url).await.expect("N+1 opens");
-    assert_eq!(probe.migrate().await.expect("N+1 migrates"), vec![2]);
+    assert_eq!(probe.migrate().await.expect("N+1 migrates"), vec![2, 3]);
     probe.close().await;
     let new = NewConductor::start(url, conductor_transport.clone(), Duration::from_secs(180)).await;
-    assert_eq!(new.coordinator.status().state, UpgradeState::PreFinalized);
+    assert_eq!(
+        new.coordinator.status().await.expect("status").state,
+        UpgradeState::PreFinalized
+    );
 
     // Everything release N made survived, as N+1 reads it.
     let devices_after = new
@@ -570,10 +575,13 @@ async fn conductor_rolls_back_before_finalization(url: &str, t: Arc<dyn Transpor
 
     // Upgrade: N+1 migrates and its conductor runs, pre-finalized, and binds.
     let probe = accel_conductor::Db::connect(url).await.expect("N+1 opens");
-    assert_eq!(probe.migrate().await.expect("N+1 migrates"), vec![2]);
+    assert_eq!(probe.migrate().await.expect("N+1 migrates"), vec![2, 3]);
     probe.close().await;
     let new = NewConductor::start(url, t.clone(), Duration::from_millis(400)).await;
-    assert_eq!(new.coordinator.status().state, UpgradeState::PreFinalized);
+    assert_eq!(
+        new.coordinator.status().await.expect("status").state,
+        UpgradeState::PreFinalized
+    );
     let gpu = create_arq(&client, "gpu").await;
     let gpu_handle = bind(&client, &gpu, "inst-1")
         .await
@@ -613,7 +621,10 @@ async fn conductor_rolls_back_before_finalization(url: &str, t: Arc<dyn Transpor
 
     // Forward again: N+1 sees release N's writes, with its columns at their defaults.
     let new = NewConductor::start(url, t.clone(), Duration::from_millis(400)).await;
-    assert_eq!(new.coordinator.status().state, UpgradeState::PreFinalized);
+    assert_eq!(
+        new.coordinator.status().await.expect("status").state,
+        UpgradeState::PreFinalized
+    );
     let handles = new.db.host_handles("host1").await.expect("handles");
     assert_eq!(handles.len(), HOST1_HANDLES);
     let nic_handle = new

@@ -322,7 +322,7 @@ async fn python_n_agent_answers_report_now_and_blocks_finalization() {
         "{census:#}"
     );
 
-    let status = d.conductor.coordinator.status();
+    let status = d.conductor.coordinator.status().await.expect("status");
     let member = status
         .clients
         .iter()
@@ -352,6 +352,8 @@ async fn python_n_agent_answers_report_now_and_blocks_finalization() {
         .conductor
         .coordinator
         .status()
+        .await
+        .expect("status")
         .clients
         .iter()
         .any(|c| c.id == "host1" && c.live));

@@ -870,7 +870,7 @@ async fn upgrade_conductor(
     t.expect_eq(
         "migrations applied",
         format!("{applied:?}"),
-        "[2]".to_owned(),
+        "[2, 3]".to_owned(),
     )?;
     d.start_conductor_next(None).await?;
     d.start_api_next().await?;
@@ -1138,7 +1138,7 @@ async fn finalize(d: &mut Deployment, t: &mut Timeline) -> Result<(), Error> {
                 .downcast::<verso_upgrade::admin::FinalizeRefused>()
                 .map(|f| f.blockers.into_iter().map(|b| b.id).collect::<Vec<_>>())
                 .unwrap_or_default();
-            t.note(format!("verso upgrade finalize: {}", r.message));
+            t.note(format!("accel upgrade finalize: {}", r.message));
             t.expect_eq(
                 "finalization refused; the blocker",
                 blockers.join(","),

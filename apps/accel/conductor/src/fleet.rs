@@ -1,0 +1,248 @@
+//! The fleet record in the conductor's database (`fleet_members`, migration 3): every
+//! agent any conductor of the deployment heard of, with its software and apparent
+//! version, when (the database's clock) and through which conductor, so that
+//! finalization is decided on the whole fleet by whichever conductor the operator's
+//! `finalize` reaches ([`verso_upgrade::FleetStore`]).
+//!
+//! The record and the version record (`component_versions`) are one database, so the
+//! invariant is two locks on the version record's row:
+//!
+//! - finalize decides in a [`DbVersionStore`](crate::DbVersionStore) transaction, which
+//!   took the row's write lock (`begin` writes it; PostgreSQL `SELECT ... FOR UPDATE`),
+//!   and reads the members in it ([`FleetStore::members_in`]);
+//! - an agent on older software (and any report of an agent) is recorded in a
+//!   transaction that first takes the row's shared lock (PostgreSQL `FOR SHARE`, which
+//!   waits for a finalize decision to commit and then reads what it wrote; SQLite: the
+//!   upsert first, which takes the database's write lock, then the read), and checks the
+//!   record before committing. So it either committed before the decision read the
+//!   members (and is counted) or sees the decision (and is refused, then fenced).
+//!
+//! An agent on the newest software cannot block finalization: its heartbeat is one
+//! upsert, no lock.
+
+use crate::db::{Backend, Db};
+use async_trait::async_trait;
+use sqlx::Row;
+use std::any::Any;
+use std::time::Duration;
+use verso_upgrade::fleet::{Admission, Admit, FleetMember, FleetStore, Heard};
+use verso_upgrade::store::{PersistedState, StoreError};
+
+/// The fleet record over the conductor's database, beside the version record of
+/// `component` (`accel`).
+#[derive(Clone, Debug)]
+pub struct DbFleetStore {
+    db: Db,
+    component: String,
+}
+
+fn backend(e: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+    StoreError::Backend(Box::new(e))
+}
+
+/// Milliseconds since the Unix epoch by the database's clock.
+fn now_ms(b: Backend) -> &'static str {
+    match b {
+        Backend::Postgres => "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT",
+        Backend::Sqlite => "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
+    }
+}
+
+impl DbFleetStore {
+    /// The fleet record in `db`, beside the version record of `component`.
+    pub fn new(db: Db, component: &str) -> Self {
+        DbFleetStore {
+            db,
+            component: component.to_owned(),
+        }
+    }
+
+    /// The upsert of `heard`, returning the software the row holds afterwards. A
+    /// heartbeat replaces the row's versions; other traffic only refreshes when and by
+    /// whom, except on a row no heartbeat ever wrote.
+    fn upsert_sql(&self, heartbeats: bool) -> String {
+        let now = now_ms(self.db.backend());
+        let on_conflict = if heartbeats {
+            "host = excluded.host, software = excluded.software, apparent = excluded.apparent, \
+             heard_by = excluded.heard_by, heartbeats = 1, last_seen_ms = excluded.last_seen_ms"
+        } else {
+            "heard_by = excluded.heard_by, last_seen_ms = excluded.last_seen_ms"
+        };
+        format!(
+            "INSERT INTO fleet_members (component, member_id, host, software, apparent, heard_by, heartbeats, last_seen_ms) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, {now}) \
+             ON CONFLICT (component, member_id) DO UPDATE SET {on_conflict} \
+             RETURNING software"
+        )
+    }
+
+    fn members_sql(&self) -> String {
+        format!(
+            "SELECT component, member_id, host, software, apparent, heard_by, heartbeats, \
+             {} - last_seen_ms AS age_ms FROM fleet_members ORDER BY component, member_id",
+            now_ms(self.db.backend())
+        )
+    }
+
+    fn parse(rows: Vec<sqlx::any::AnyRow>) -> Result<Vec<FleetMember>, StoreError> {
+        rows.into_iter()
+            .map(|r| {
+                let number = |col: &str| -> Result<u32, StoreError> {
+                    let n: i64 = r.try_get(col).map_err(backend)?;
+                    u32::try_from(n).map_err(|_| StoreError::Corrupt {
+                        path: "fleet_members".into(),
+                        why: format!("{col} {n} is not a version number"),
+                    })
+                };
+                let age_ms: i64 = r.try_get("age_ms").map_err(backend)?;
+                let heartbeats: i64 = r.try_get("heartbeats").map_err(backend)?;
+                Ok(FleetMember {
+                    component: r.try_get("component").map_err(backend)?,
+                    id: r.try_get("member_id").map_err(backend)?,
+                    host: r.try_get("host").map_err(backend)?,
+                    software: number("software")?,
+                    apparent: number("apparent")?,
+                    heard_by: r.try_get("heard_by").map_err(backend)?,
+                    heartbeats: heartbeats != 0,
+                    // A clock step backwards reads as just seen.
+                    age: Duration::from_millis(u64::try_from(age_ms).unwrap_or(0)),
+                })
+            })
+            .collect()
+    }
+
+    fn bind<'q>(
+        sql: &'q str,
+        heard: &Heard<'q>,
+    ) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+        sqlx::query(sql)
+            .bind(heard.component)
+            .bind(heard.id)
+            .bind(heard.host)
+            .bind(i64::from(heard.software))
+            .bind(i64::from(heard.apparent))
+            .bind(heard.heard_by)
+            .bind(i64::from(heard.heartbeats))
+    }
+
+    fn record_of(
+        &self,
+        row: Option<sqlx::any::AnyRow>,
+    ) -> Result<Option<PersistedState>, StoreError> {
+        let Some(row) = row else { return Ok(None) };
+        let text: String = row.try_get("record").map_err(backend)?;
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| StoreError::Corrupt {
+                path: format!("component_versions/{}", self.component).into(),
+                why: e.to_string(),
+            })
+    }
+
+    /// [`FleetStore::record`] with an admission check, in one transaction (see the
+    /// module docs for the order of its statements on each backend).
+    async fn record_checked(
+        &self,
+        heard: &Heard<'_>,
+        admit: &Admit,
+    ) -> Result<Admission, StoreError> {
+        let upsert = self.upsert_sql(heard.heartbeats);
+        let mut tx = self.db.pool().begin().await.map_err(backend)?;
+        let (stored, software) = match self.db.backend() {
+            Backend::Postgres => {
+                let row = sqlx::query(
+                    "SELECT record FROM component_versions WHERE component = $1 FOR SHARE",
+                )
+                .bind(&self.component)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(backend)?;
+                let stored = self.record_of(row)?;
+                let software: i64 = Self::bind(&upsert, heard)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(backend)?
+                    .try_get("software")
+                    .map_err(backend)?;
+                (stored, software)
+            }
+            Backend::Sqlite => {
+                let software: i64 = Self::bind(&upsert, heard)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(backend)?
+                    .try_get("software")
+                    .map_err(backend)?;
+                let row = sqlx::query("SELECT record FROM component_versions WHERE component = $1")
+                    .bind(&self.component)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(backend)?;
+                (self.record_of(row)?, software)
+            }
+        };
+        let software = u32::try_from(software).unwrap_or(0);
+        match admit(stored.as_ref(), software) {
+            Ok(()) => {
+                tx.commit().await.map_err(backend)?;
+                Ok(Admission::Recorded)
+            }
+            Err(reason) => {
+                tx.rollback().await.map_err(backend)?;
+                Ok(Admission::Refused(reason))
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl FleetStore for DbFleetStore {
+    async fn record(
+        &self,
+        heard: &Heard<'_>,
+        admit: Option<&Admit>,
+    ) -> Result<Admission, StoreError> {
+        match admit {
+            Some(admit) => self.record_checked(heard, admit).await,
+            None => {
+                let upsert = self.upsert_sql(heard.heartbeats);
+                Self::bind(&upsert, heard)
+                    .fetch_one(self.db.pool())
+                    .await
+                    .map_err(backend)?;
+                Ok(Admission::Recorded)
+            }
+        }
+    }
+
+    async fn members(&self) -> Result<Vec<FleetMember>, StoreError> {
+        let rows = sqlx::query(&self.members_sql())
+            .fetch_all(self.db.pool())
+            .await
+            .map_err(backend)?;
+        Self::parse(rows)
+    }
+
+    async fn members_in(&self, tx: &mut (dyn Any + Send)) -> Result<Vec<FleetMember>, StoreError> {
+        let Some(tx) = tx.downcast_mut::<crate::DbTransaction>() else {
+            return Err(StoreError::Backend(
+                "the fleet record is read in a transaction of the conductor's database, not of another store".into(),
+            ));
+        };
+        let rows = sqlx::query(&self.members_sql())
+            .fetch_all(&mut **tx)
+            .await
+            .map_err(backend)?;
+        Self::parse(rows)
+    }
+
+    async fn forget(&self, component: &str, id: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query("DELETE FROM fleet_members WHERE component = $1 AND member_id = $2")
+            .bind(component)
+            .bind(id)
+            .execute(self.db.pool())
+            .await
+            .map_err(backend)?;
+        Ok(done.rows_affected() > 0)
+    }
+}

@@ -1,0 +1,301 @@
+//! The fleet record in the database, with several conductors (each its own pool, as
+//! separate processes have) on SQLite and PostgreSQL: heartbeats of release N agents
+//! racing a finalize through another conductor are counted or fenced, never missed; a
+//! host known only from its reports blocks finalization while live and is refused after.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use accel_conductor::runtime::{self, StartOptions};
+use accel_conductor::testing as support;
+use accel_conductor::{Db, DbFleetStore, DbVersionStore};
+use accel_objects::rpc::{ConductorApi, ReportData, CONDUCTOR_TOPIC};
+use accel_objects::{AccelVersion, DriverDeviceList};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use verso::{Field, RequestContext, VersionedObject};
+use verso_rpc::transport::memory::MemoryTransport;
+use verso_rpc::transport::Transport;
+use verso_rpc::{RpcClient, RpcError};
+use verso_upgrade::store::{
+    Checkpoint, Finalizing, PersistedState, TransactionalStore, VersionStore,
+};
+use verso_upgrade::{ComponentVersion, Coordinator, MemberReport, UpgradeError, VersionManager};
+
+fn pre_finalized() -> PersistedState {
+    PersistedState {
+        format: 1,
+        component: AccelVersion::COMPONENT.into(),
+        apparent: AccelVersion::Initial.number(),
+        finalizing: None,
+    }
+}
+
+/// A conductor's coordinator over `db` (its own pool), sharing the database's records.
+async fn coordinator(db: &Db, name: &str) -> Coordinator<AccelVersion> {
+    let versions = VersionManager::<AccelVersion>::builder_tx(DbVersionStore::new(
+        db.clone(),
+        AccelVersion::COMPONENT,
+    ))
+    .open()
+    .await
+    .expect("versions");
+    Coordinator::new(versions, "agent", Duration::from_secs(600)).with_fleet(
+        Arc::new(DbFleetStore::new(db.clone(), AccelVersion::COMPONENT)),
+        name,
+    )
+}
+
+fn release_n(host: &str) -> MemberReport {
+    MemberReport {
+        id: host.into(),
+        host: host.into(),
+        software: AccelVersion::Initial.number(),
+        apparent: AccelVersion::Initial.number(),
+    }
+}
+
+/// Each round: twelve release N agents heartbeat to three conductors while a fourth
+/// finalizes. Either the finalization is refused, or every one of them is fenced.
+async fn racing_heartbeats_are_counted_or_fenced(url: &str) {
+    let pools: Vec<Db> = {
+        let mut v = Vec::new();
+        for _ in 0..4 {
+            v.push(Db::connect(url).await.expect("pool"));
+        }
+        v
+    };
+    for round in 0..12 {
+        sqlx::query("DELETE FROM fleet_members")
+            .execute(pools[0].pool())
+            .await
+            .expect("clear the fleet");
+        DbVersionStore::new(pools[0].clone(), AccelVersion::COMPONENT)
+            .save(&pre_finalized())
+            .await
+            .expect("seed");
+        let mut conductors = Vec::new();
+        for (i, db) in pools.iter().enumerate() {
+            conductors.push(Arc::new(coordinator(db, &format!("c{i}")).await));
+        }
+        let mut beats = Vec::new();
+        for a in 0..12usize {
+            let c = conductors[a % 3].clone();
+            beats.push(tokio::spawn(async move {
+                for _ in 0..(a % 4) {
+                    tokio::task::yield_now().await;
+                }
+                c.heartbeat(release_n(&format!("host{a}"))).await.is_ok()
+            }));
+        }
+        let finalized = conductors[3].finalize().await;
+        let mut accepted = 0;
+        for b in beats {
+            accepted += usize::from(b.await.expect("task"));
+        }
+        let stored = conductors[3]
+            .fleet()
+            .members()
+            .await
+            .expect("members")
+            .len();
+        assert_eq!(
+            stored, accepted,
+            "round {round}: the record holds the accepted, only"
+        );
+        match finalized {
+            Ok(_) => assert_eq!(
+                accepted, 0,
+                "round {round}: finalization started and {accepted} release N agents were accepted"
+            ),
+            Err(UpgradeError::Blocked(b)) => {
+                assert!(!b.is_empty() && b.len() <= accepted, "round {round}: {b:?}");
+            }
+            Err(e) => panic!("round {round}: {e}"),
+        }
+    }
+    for db in pools {
+        db.close().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_racing_heartbeats_are_counted_or_fenced() {
+    let (db, dir) = support::sqlite().await;
+    db.close().await;
+    racing_heartbeats_are_counted_or_fenced(&support::sqlite_url(&dir)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_racing_heartbeats_are_counted_or_fenced() {
+    let url = support::postgres_database().await;
+    let db = Db::connect(&url).await.expect("db");
+    db.migrate().await.expect("migrate");
+    db.close().await;
+    racing_heartbeats_are_counted_or_fenced(&url).await;
+}
+
+/// What a conductor answers a report of `host` (an empty inventory).
+async fn report(client: &RpcClient, host: &str) -> Result<(), RpcError> {
+    let devices = DriverDeviceList {
+        objects: Field::new(Vec::new()),
+        ..DriverDeviceList::blank()
+    };
+    client
+        .call_method(
+            &RequestContext::new("report"),
+            ReportData {
+                hostname: host.into(),
+                devices,
+            },
+        )
+        .await
+        .map(|_| ())
+}
+
+/// Cyborg 17's agent never heartbeats: two conductors on one database, its reports
+/// through one block a finalize through the other until it is silent for the liveness
+/// window; after that a host never heard heartbeating is refused, its report not applied.
+async fn a_host_known_only_from_reports_blocks_finalization(first: Db, second: Db) {
+    DbVersionStore::new(first.clone(), AccelVersion::COMPONENT)
+        .save(&pre_finalized())
+        .await
+        .expect("seed");
+    let liveness = Duration::from_millis(1500);
+    let options = |name: &str| StartOptions {
+        agent_liveness: liveness,
+        conductor_id: Some(name.into()),
+        ..StartOptions::default()
+    };
+    let t1: Arc<dyn Transport> = Arc::new(MemoryTransport::new());
+    let t2: Arc<dyn Transport> = Arc::new(MemoryTransport::new());
+    let a = runtime::start_with(first.clone(), t1.clone(), None, options("a"))
+        .await
+        .expect("a");
+    let b = runtime::start_with(second.clone(), t2, None, options("b"))
+        .await
+        .expect("b");
+    let to_a = RpcClient::for_api::<ConductorApi>(t1, CONDUCTOR_TOPIC);
+    report(&to_a, "cyborg17-host")
+        .await
+        .expect("report applied");
+
+    let err = b.coordinator.finalize().await.expect_err("blocked");
+    let UpgradeError::Blocked(blockers) = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(blockers.len(), 1, "{blockers:?}");
+    assert_eq!(
+        (blockers[0].id.as_str(), blockers[0].software),
+        ("cyborg17-host", 1)
+    );
+    let status = b.coordinator.status().await.expect("status");
+    assert_eq!(
+        (
+            status.clients[0].heard_by.as_str(),
+            status.clients[0].heartbeats
+        ),
+        ("a", false)
+    );
+
+    // Silent past the window: it no longer blocks.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match b.coordinator.finalize().await {
+            Ok(_) => break,
+            Err(UpgradeError::Blocked(_)) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("still refused: {e}"),
+        }
+    }
+    // A host never heard heartbeating, after the start: refused, nothing applied.
+    let err = report(&to_a, "late-host").await.expect_err("refused");
+    let RpcError::Remote(remote) = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(remote.kind, "Fenced", "{err}");
+    let devices = first.devices(&Default::default()).await.expect("devices");
+    assert!(devices.iter().all(|d| d.hostname != "late-host"));
+    let members = b.coordinator.fleet().members().await.expect("members");
+    assert!(members.iter().all(|m| m.id != "late-host"), "{members:?}");
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_host_known_only_from_reports_blocks_finalization() {
+    let (first, dir) = support::sqlite().await;
+    let second = Db::connect(&support::sqlite_url(&dir))
+        .await
+        .expect("second");
+    a_host_known_only_from_reports_blocks_finalization(first, second).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_host_known_only_from_reports_blocks_finalization() {
+    let url = support::postgres_database().await;
+    let first = Db::connect(&url).await.expect("first");
+    first.migrate().await.expect("migrate");
+    let second = Db::connect(&url).await.expect("second");
+    a_host_known_only_from_reports_blocks_finalization(first, second).await;
+}
+
+/// The lock itself, deterministically: while a finalize decision holds the version
+/// record (its transaction open, as between reading the fleet and committing the
+/// marker), a release N heartbeat through another conductor waits, then sees the
+/// marker and is fenced, not recorded.
+async fn a_heartbeat_waits_for_a_finalize_decision(url: &str) {
+    let deciding = Db::connect(url).await.expect("pool");
+    let other = Db::connect(url).await.expect("pool");
+    let store = DbVersionStore::new(deciding.clone(), AccelVersion::COMPONENT);
+    store.save(&pre_finalized()).await.expect("seed");
+    let conductor = coordinator(&other, "c1").await;
+    let fleet = conductor.fleet().clone();
+    let mut tx = store.begin().await.expect("begin");
+    let mut record = store
+        .load_in(&mut tx)
+        .await
+        .expect("load_in")
+        .expect("record");
+    let beat = tokio::spawn(async move { conductor.heartbeat(release_n("host-n")).await });
+    // Long enough for an unlocked heartbeat to finish many times over.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !beat.is_finished(),
+        "a release N heartbeat went through while a finalize decision held the record"
+    );
+    record.finalizing = Some(Finalizing {
+        checkpoint: Checkpoint::Started,
+        target: AccelVersion::DriverFeatures.number(),
+        steps_done: Vec::new(),
+        failed: None,
+    });
+    store.save_in(&mut tx, &record).await.expect("save_in");
+    store.commit(tx).await.expect("commit");
+    let fenced = beat
+        .await
+        .expect("task")
+        .expect_err("fenced after the decision")
+        .into_fenced()
+        .expect("fenced");
+    assert!(fenced.reason.contains("has started"), "{fenced}");
+    assert!(fleet.members().await.expect("members").is_empty());
+    deciding.close().await;
+    other.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_heartbeat_waits_for_a_finalize_decision() {
+    let (db, dir) = support::sqlite().await;
+    db.close().await;
+    a_heartbeat_waits_for_a_finalize_decision(&support::sqlite_url(&dir)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_heartbeat_waits_for_a_finalize_decision() {
+    let url = support::postgres_database().await;
+    let db = Db::connect(&url).await.expect("db");
+    db.migrate().await.expect("migrate");
+    db.close().await;
+    a_heartbeat_waits_for_a_finalize_decision(&url).await;
+}
