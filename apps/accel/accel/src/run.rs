@@ -44,6 +44,9 @@ async fn start_conductor(
     }
     let options = StartOptions {
         agent_liveness: Duration::from_secs(config.conductor.agent_liveness),
+        // Serving Cyborg 17 agents means migrating from Cyborg: a new database starts at
+        // release N (Cyborg 17), and finalizes once the last Cyborg host is replaced.
+        fresh_at: config.cyborg.serve_agents.then_some(AccelVersion::Initial),
         ..StartOptions::default()
     };
     Ok(

@@ -1,7 +1,8 @@
 //! `accel conductor` with `[cyborg] serve_agents = true`, as an operator runs it while
 //! migrating from Cyborg 17: a real Cyborg agent's report (Cyborg's own report path,
 //! `apps/accel/cyborg17/python/cyborg_peer.py send`, on exchange `cyborg`, topic
-//! `cyborg-conductor`) lands in the conductor's database. Uses `VERSO_TEST_RABBIT_URL`
+//! `cyborg-conductor`) lands in the conductor's database, and the host, which sends no
+//! heartbeat, counts as release N: `accel upgrade finalize` is refused naming it. Uses `VERSO_TEST_RABBIT_URL`
 //! and `VERSO_TEST_PYTHON` (scripts/test.sh sets both).
 
 use accel_conductor::db::ListFilter;
@@ -97,6 +98,20 @@ async fn a_cyborg_agent_reports_into_accel_conductor() {
         .expect("devices");
     assert_eq!(devices.len(), 1, "{devices:?}");
     assert_eq!(devices[0].device_type, "FPGA");
+
+    // The Cyborg host is release N in the fleet record: finalization is refused while
+    // it lives, and names it.
+    let finalize = Command::new(env!("CARGO_BIN_EXE_accel"))
+        .args(["upgrade", "finalize"])
+        .env("ACCEL_TRANSPORT_URL", rabbit_url())
+        .output()
+        .expect("accel upgrade finalize runs");
+    let said = String::from_utf8_lossy(&finalize.stdout);
+    assert_eq!(finalize.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("cyborg-compute-7") && said.contains("software 1"),
+        "{said}"
+    );
 
     // SIGTERM stops it cleanly.
     let pid = conductor.0.id().to_string();

@@ -18,9 +18,9 @@ use accel_cyborg17::rpc::{ReportData, CONDUCTOR_TOPIC};
 use serde_json::Value;
 use std::sync::Arc;
 use verso::{Version, VersionedEnum};
-use verso_upgrade::HeartbeatError;
 use verso_rpc::transport::Transport;
 use verso_rpc::{Endpoint, RemoteError, RpcError, RpcServer, ServerHandle, Target};
+use verso_upgrade::HeartbeatError;
 
 /// The error module of the remote errors this endpoint raises.
 pub const ERROR_MODULE: &str = "accel.cyborg";
