@@ -35,8 +35,11 @@ pub fn derive_rpc_method(input: TokenStream) -> TokenStream {
 /// Derives `verso::VersionedObject` for a struct of `Field<T>` fields and one
 /// `ObjectMeta` field.
 ///
-/// Struct attributes (`#[verso(...)]`): `namespace = "..."` (required), `version = "X.Y"`
-/// (required), `name = "..."` (default: the struct name), `list` (a list object: one
+/// Struct attributes (`#[verso(...)]`): `namespace = "..."` (the project namespace),
+/// `serial_namespace = "..."` (OVO's `OBJ_SERIAL_NAMESPACE`, the prefix of the
+/// primitive's keys; default `versioned_object`), or instead of both `family = Path`
+/// (a type with `#[derive(ObjectFamily)]` that declares them once for many classes);
+/// `version = "X.Y"` (required), `name = "..."` (default: the struct name), `list` (a list object: one
 /// field `objects: Field<Vec<Member>>`), `child_versions = [("1.0", "1.0"), ...]` (lists),
 /// `make_compatible = path::to::fn` (custom backport hook), `remotable` (the type has a
 /// `#[verso::remotable]` impl block), `test_only` (kept out of fingerprint lock files).
@@ -54,6 +57,81 @@ pub fn derive_versioned_object(input: TokenStream) -> TokenStream {
     expand_object(&input)
         .unwrap_or_else(Error::into_compile_error)
         .into()
+}
+
+/// Derives `verso::ObjectFamily` for a marker type: the project namespace and serial
+/// namespace that every class naming it in `#[verso(family = Type)]` shares, as the
+/// classes of one oslo.versionedobjects base class share `OBJ_PROJECT_NAMESPACE` and
+/// `OBJ_SERIAL_NAMESPACE`.
+///
+/// Attributes (`#[verso(...)]`): `namespace = "..."` (required), `serial_namespace =
+/// "..."` (default `versioned_object`).
+#[proc_macro_derive(ObjectFamily, attributes(verso))]
+pub fn derive_object_family(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    expand_family(&input)
+        .unwrap_or_else(Error::into_compile_error)
+        .into()
+}
+
+fn expand_family(input: &DeriveInput) -> syn::Result<TokenStream2> {
+    let ident = &input.ident;
+    if !input.generics.params.is_empty() {
+        return Err(Error::new(
+            input.generics.span(),
+            "an object family cannot be generic",
+        ));
+    }
+    let mut namespace: Option<LitStr> = None;
+    let mut serial: Option<LitStr> = None;
+    for attr in input.attrs.iter().filter(|a| a.path().is_ident("verso")) {
+        attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("namespace") {
+                namespace = Some(meta.value()?.parse()?);
+            } else if meta.path.is_ident("serial_namespace") {
+                serial = Some(meta.value()?.parse()?);
+            } else {
+                return Err(
+                    meta.error("unknown verso attribute; expected namespace or serial_namespace")
+                );
+            }
+            Ok(())
+        })?;
+    }
+    let namespace = namespace
+        .ok_or_else(|| Error::new(Span::call_site(), "missing #[verso(namespace = \"...\")]"))?;
+    let keys = primitive_keys(serial.as_ref())?;
+    Ok(quote! {
+        impl ::verso::ObjectFamily for #ident {
+            const NAMESPACE: &'static str = #namespace;
+            const PRIMITIVE_KEYS: ::verso::PrimitiveKeys = #keys;
+        }
+    })
+}
+
+/// The `PrimitiveKeys` of a serial namespace, every key written out here so the codec
+/// never builds one; the default's without one.
+fn primitive_keys(serial: Option<&LitStr>) -> syn::Result<TokenStream2> {
+    let Some(lit) = serial else {
+        return Ok(quote!(::verso::PrimitiveKeys::VERSIONED_OBJECT));
+    };
+    let text = lit.value();
+    // The byte path writes the keys raw, so they must need no JSON escaping.
+    if text.is_empty()
+        || !text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
+    {
+        return Err(Error::new(
+            lit.span(),
+            format!(
+                "serial namespace \"{text}\" must be non-empty ASCII letters, digits, '_', '-' or '.'"
+            ),
+        ));
+    }
+    let [a, b, c, d, e] =
+        ["name", "namespace", "version", "data", "changes"].map(|part| format!("{text}.{part}"));
+    Ok(quote!(::verso::PrimitiveKeys::__new(#text, [#a, #b, #c, #d, #e])))
 }
 
 /// Derives `verso::VersionedEnum` (and `FieldValue`, `Display`) for a fieldless enum whose
@@ -116,6 +194,8 @@ fn parse_pairs(expr: &Expr) -> syn::Result<TokenStream2> {
 #[derive(Default)]
 struct ObjectAttrs {
     namespace: Option<LitStr>,
+    serial_namespace: Option<LitStr>,
+    family: Option<syn::Path>,
     name: Option<LitStr>,
     version: Option<LitStr>,
     list: bool,
@@ -182,6 +262,10 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
         attr.parse_nested_meta(|meta| {
             if meta.path.is_ident("namespace") {
                 attrs.namespace = Some(meta.value()?.parse()?);
+            } else if meta.path.is_ident("serial_namespace") {
+                attrs.serial_namespace = Some(meta.value()?.parse()?);
+            } else if meta.path.is_ident("family") {
+                attrs.family = Some(meta.value()?.parse()?);
             } else if meta.path.is_ident("name") {
                 attrs.name = Some(meta.value()?.parse()?);
             } else if meta.path.is_ident("version") {
@@ -197,14 +281,30 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
             } else if meta.path.is_ident("test_only") {
                 attrs.test_only = true;
             } else {
-                return Err(meta.error("unknown verso attribute; expected namespace, name, version, list, child_versions, make_compatible, remotable or test_only"));
+                return Err(meta.error("unknown verso attribute; expected namespace, serial_namespace, family, name, version, list, child_versions, make_compatible, remotable or test_only"));
             }
             Ok(())
         })?;
     }
-    let namespace = attrs
-        .namespace
-        .ok_or_else(|| Error::new(Span::call_site(), "missing #[verso(namespace = \"...\")]"))?;
+    let (namespace, keys) = match (attrs.family, attrs.namespace, attrs.serial_namespace) {
+        (Some(family), None, None) => (
+            quote!(<#family as ::verso::ObjectFamily>::NAMESPACE),
+            quote!(<#family as ::verso::ObjectFamily>::PRIMITIVE_KEYS),
+        ),
+        (Some(family), _, _) => {
+            return Err(Error::new(
+                family.span(),
+                "a class of a family takes its namespace and serial_namespace from the family: remove them here",
+            ))
+        }
+        (None, Some(namespace), serial) => (quote!(#namespace), primitive_keys(serial.as_ref())?),
+        (None, None, _) => {
+            return Err(Error::new(
+                Span::call_site(),
+                "missing #[verso(namespace = \"...\")] (or family = Type)",
+            ))
+        }
+    };
     let version_lit = attrs
         .version
         .ok_or_else(|| Error::new(Span::call_site(), "missing #[verso(version = \"X.Y\")]"))?;
@@ -425,6 +525,7 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
             const NAME: &'static str = #name;
             const NAMESPACE: &'static str = #namespace;
             const VERSION: ::verso::Version = #version;
+            const PRIMITIVE_KEYS: ::verso::PrimitiveKeys = #keys;
 
             fn schema() -> &'static ::verso::ObjectSchema {
                 static SCHEMA: ::std::sync::OnceLock<::verso::ObjectSchema> = ::std::sync::OnceLock::new();
@@ -434,6 +535,7 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                     ::verso::ObjectSchema {
                         name: #name,
                         namespace: #namespace,
+                        primitive_keys: #keys,
                         version: #version,
                         is_list: #is_list,
                         fields: ::std::vec![#(#field_schemas),*],

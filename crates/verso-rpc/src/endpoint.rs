@@ -42,7 +42,8 @@ pub enum ArgType {
     List,
     /// An object (dict).
     Dict,
-    /// A versioned object primitive (an object with `versioned_object.name`).
+    /// A versioned object primitive of any serial namespace (an object with a string
+    /// `versioned_object.name`, or a family's own key such as `cyborg_object.name`).
     Object,
 }
 
@@ -59,7 +60,8 @@ impl ArgType {
             ArgType::Dict => v.is_object(),
             ArgType::Object => v
                 .as_object()
-                .is_some_and(|o| o.get("versioned_object.name").is_some_and(Value::is_string)),
+                .and_then(verso::primitive::name_of)
+                .is_some_and(Value::is_string),
         }
     }
 }
@@ -723,6 +725,10 @@ mod tests {
     #[test]
     fn object_type_needs_a_primitive() {
         assert!(ArgType::Object.matches(&json!({"versioned_object.name": "Device"})));
+        assert!(ArgType::Object.matches(
+            &json!({"cyborg_object.name": "Device", "cyborg_object.namespace": "cyborg"})
+        ));
+        assert!(!ArgType::Object.matches(&json!({"cyborg_object.name": "Device"})));
         assert!(!ArgType::Object.matches(&json!({"name": "Device"})));
         assert!(ArgType::Float.matches(&json!(1)));
         assert!(!ArgType::Int.matches(&json!(1.5)));

@@ -4,11 +4,20 @@
 The model of ``crates/verso/tests/vectors/ovo-model.json`` is defined here with the real
 oslo.versionedobjects; every ``expect`` this script writes is what that library does.
 
-    ovo_fuzz.py generate --seed N --count M [--out FILE]
+    ovo_fuzz.py generate --seed N --count M [--serial-namespace NS] [--out FILE]
         random cases in the vector format (``tests/vectors/README.md``), expects by OVO;
-        the same seed and count always give the same file.
+        the same seed, count and serial namespace always give the same file.
     ovo_fuzz.py expect FILE
         prints FILE with every ``expect`` recomputed by OVO.
+    ovo_fuzz.py rekey FILE --serial-namespace NS
+        prints FILE with its inputs moved to serial namespace NS (every
+        ``versioned_object.*`` key becomes ``NS.*``) and every ``expect`` recomputed by
+        OVO with the model in that serial namespace.
+
+The model's serial namespace (OVO's ``OBJ_SERIAL_NAMESPACE``, the prefix of every
+primitive key) is ``versioned_object`` unless a case file's ``serial_namespace`` (or
+``--serial-namespace``) names another, such as Cyborg's ``cyborg_object``: the base
+class of the model then carries it, as Cyborg's ``CyborgObject`` does.
 
 Where verso deliberately refuses an input that OVO takes (or takes it, but reports the
 refusal under another exception class), a generated case carries ``"deliberate"`` with
@@ -40,6 +49,15 @@ from oslo_versionedobjects import fields
 logging.disable(logging.ERROR)
 
 GENERATOR = "oslo.versionedobjects 3.12.0 (Python)"
+DEFAULT_SERIAL = "versioned_object"
+# The model's serial namespace: set once per run by set_serial_namespace.
+SERIAL = DEFAULT_SERIAL
+
+
+def K(part):
+    """The primitive key of ``part`` (name, namespace, version, data, changes) in the
+    model's serial namespace."""
+    return f"{SERIAL}.{part}"
 
 
 # --------------------------------------------------------------------------- the model
@@ -132,6 +150,14 @@ class DeployableList(base.ObjectListBase, CyborgObject):
     fields = {"objects": fields.ListOfObjectsField("Deployable")}
 
 
+def set_serial_namespace(ns):
+    """Puts the whole model in serial namespace ``ns`` (on the base class, as OVO
+    projects declare it)."""
+    global SERIAL
+    SERIAL = ns
+    CyborgObject.OBJ_SERIAL_NAMESPACE = ns
+
+
 CLASSES = {c.__name__: c for c in (Device, Deployable, AttachHandle, DeviceList, AttachHandleList, DeployableList)}
 VERSIONS = {
     "Device": ["1.0", "1.1", "1.2"],
@@ -204,9 +230,9 @@ def apply_step(obj, step):
 
 
 def sort_changes(p):
-    """Sorts every versioned_object.changes list, as the files store them."""
+    """Sorts every ``<serial>.changes`` list, as the files store them."""
     if isinstance(p, dict):
-        return {k: (sorted(v) if k == "versioned_object.changes" and isinstance(v, list)
+        return {k: (sorted(v) if k == K("changes") and isinstance(v, list)
                     and all(isinstance(x, str) for x in v) else sort_changes(v))
                 for k, v in p.items()}
     if isinstance(p, list):
@@ -303,10 +329,53 @@ def child_versions_fixed(case):
 def cmd_expect(path):
     with open(path, encoding="utf-8") as f:
         doc = json.load(f)
+    set_serial_namespace(doc.get("serial_namespace", DEFAULT_SERIAL))
     for case in doc["cases"]:
         case["expect"] = compute_expect(case)
         apply_deliberate(case)
     json.dump(doc, sys.stdout, indent=2, ensure_ascii=False, allow_nan=False)
+    sys.stdout.write("\n")
+
+
+def rekeyed(value, ns):
+    """``value`` with every ``versioned_object.*`` key of every dict, at any depth,
+    moved to ``ns.*`` (values are left alone: a project namespace named
+    "versioned_object" stays one)."""
+    prefix = DEFAULT_SERIAL + "."
+    if isinstance(value, dict):
+        return {(ns + "." + k[len(prefix):] if k.startswith(prefix) else k): rekeyed(v, ns)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [rekeyed(v, ns) for v in value]
+    return value
+
+
+def cmd_rekey(path, ns):
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    if doc.get("serial_namespace", DEFAULT_SERIAL) != DEFAULT_SERIAL:
+        raise SystemExit(f"{path} is already in serial namespace {doc['serial_namespace']}")
+    set_serial_namespace(ns)
+    out = {}
+    for k, v in doc.items():
+        out[k] = v
+        if k == "model":
+            out["serial_namespace"] = ns
+    out["group"] = f"{doc.get('group', 'cases')}-{ns}"
+    cases = []
+    for case in doc["cases"]:
+        case = {k: (rekeyed(v, ns) if k in ("object", "steps", "primitive") else v)
+                for k, v in case.items() if k not in ("expect", "ovo_expect")}
+        case["name"] = f"{ns}_{case['name']}"
+        # A deliberate mark is recomputed below, from OVO's outcome and the input.
+        reason = case.pop("deliberate", None)
+        case["expect"] = compute_expect(case)
+        if reason and reason != "ovo_child_versions_gap" and "deliberate" not in case:
+            case["deliberate"] = reason
+        apply_deliberate(case)
+        cases.append(case)
+    out["cases"] = cases
+    json.dump(out, sys.stdout, indent=2, ensure_ascii=False, allow_nan=False)
     sys.stdout.write("\n")
 
 
@@ -511,7 +580,7 @@ class Gen:
                 if self.chance(0.2):
                     # relabelled older than its data (see mutate)
                     p = obj.obj_to_primitive()
-                    p["versioned_object.version"] = self.pick(versions)
+                    p[K("version")] = self.pick(versions)
                 return {"decode": sort_changes(p)}
             except Exception:  # noqa: BLE001 - an unbuildable spec stays a spec
                 return spec
@@ -595,9 +664,9 @@ class Gen:
             pool = list(CLASSES[cls_name].fields) + ["bogus"]
             changes = self.r.sample(pool, self.r.randrange(0, len(pool) + 1))
             if changes or self.chance(0.3):
-                p["versioned_object.changes"] = changes
+                p[K("changes")] = changes
             else:
-                p.pop("versioned_object.changes", None)
+                p.pop(K("changes"), None)
         return p
 
     def from_primitive_case(self):
@@ -621,32 +690,47 @@ class Gen:
     def mutate(self, p, cls_name):
         """Mutates primitive p in place; returns a DELIBERATE key when verso refuses the
         result on purpose, whatever OVO does with it."""
-        data = p["versioned_object.data"]
-        k = self.r.randrange(12)
+        data = p[K("data")]
+        # Another serial namespace adds one mutation; the default family's cases stay
+        # what the same seed always gave.
+        k = self.r.randrange(12 if SERIAL == DEFAULT_SERIAL else 13)
+        if k == 12:
+            # Keys in the default serial namespace, or another family's, at the top or
+            # in a contained object: OVO reads the model's keys only (KeyError).
+            other = self.pick([DEFAULT_SERIAL, "nova_object"])
+            target = p
+            if cls_name in LIST_MEMBER and data.get("objects") and self.chance(0.5):
+                target = self.pick(data["objects"])
+            elif cls_name == "AttachHandle" and isinstance(data.get("device"), dict) and self.chance(0.5):
+                target = data["device"]
+            for key in [k for k in target if k.startswith(SERIAL + ".")]:
+                if self.chance(0.8):
+                    target[other + key[len(SERIAL):]] = target.pop(key)
+            return None
         if k == 11:
             # Labelled older than its data: fields added later are still in data (OVO
             # keeps every field it finds, whatever the version says).
-            p["versioned_object.version"] = self.pick(VERSIONS[cls_name])
+            p[K("version")] = self.pick(VERSIONS[cls_name])
             return None
         if k == 9:
-            key = self.pick(["versioned_object.name", "versioned_object.namespace", "versioned_object.version"])
+            key = self.pick([K("name"), K("namespace"), K("version")])
             p[key] = self.pick([5, None, 1.2, ["Device"], True, {"a": 1}])
             if self.chance(0.3):
-                p["versioned_object.namespace"] = "nova"
+                p[K("namespace")] = "nova"
             return None
         if k == 10:
-            p[self.pick(["versioned_object.extra", "other"])] = self.pick([1, "x", None])
-            data[self.pick(["bogus", "Id", "versioned_object.name"])] = self.pick([1, "x", None, []])
+            p[self.pick([K("extra"), "other"])] = self.pick([1, "x", None])
+            data[self.pick(["bogus", "Id", K("name")])] = self.pick([1, "x", None, []])
             return None
         if k == 0:
-            del p[self.pick(["versioned_object.name", "versioned_object.namespace",
-                             "versioned_object.version", "versioned_object.data"])]
+            del p[self.pick([K("name"), K("namespace"),
+                             K("version"), K("data")])]
             return None
         if k == 1:
             if self.chance(0.5):
-                p["versioned_object.name"] = self.pick(["Accelerator", "device", "Devices", ""])
+                p[K("name")] = self.pick(["Accelerator", "device", "Devices", ""])
             else:
-                p["versioned_object.namespace"] = self.pick(["nova", "Cyborg", "", "versioned_object"])
+                p[K("namespace")] = self.pick(["nova", "Cyborg", "", "versioned_object"])
             return None
         if k == 2:
             v, reason = self.pick([
@@ -656,17 +740,17 @@ class Gen:
                 ("v1.0", "version_text"), (" 1.0", "version_text"), ("1.0rc1", "version_text"),
                 ("x", "version_text"), ("", "version_text"), ("1.-1", "version_text"),
             ])
-            p["versioned_object.version"] = v
+            p[K("version")] = v
             return reason
         if k == 3:
             return self.mutate_nested(p, cls_name)
         if k == 4:
             shape = self.pick([[], "data", 5, None])
-            p["versioned_object.data"] = shape
+            p[K("data")] = shape
             return "object_shape"
         if k == 5:
             changes = self.pick(["hostname", 5, None, {"id": 1}, [1, "id"], [None], ["id", "id"]])
-            p["versioned_object.changes"] = changes
+            p[K("changes")] = changes
             # A list is read by both (names that are not fields are ignored); OVO also
             # iterates a string's characters and a dict's keys.
             return None if isinstance(changes, list) else "object_shape"
@@ -682,7 +766,7 @@ class Gen:
         return reason
 
     def mutate_nested(self, p, cls_name):
-        data = p["versioned_object.data"]
+        data = p[K("data")]
         if cls_name in LIST_MEMBER:
             items = data.get("objects")
             if not items:
@@ -694,16 +778,16 @@ class Gen:
             return None
         k = self.r.randrange(6)
         if k == 0:
-            target["versioned_object.name"] = self.pick(["Accelerator", "Deployable", "AttachHandle"])
+            target[K("name")] = self.pick(["Accelerator", "Deployable", "AttachHandle"])
         elif k == 1:
-            target["versioned_object.version"] = self.pick(["1.3", "1.9", "2.0", "0.1", "1.2.0", "1.01"])
+            target[K("version")] = self.pick(["1.3", "1.9", "2.0", "0.1", "1.2.0", "1.01"])
         elif k == 2:
-            target["versioned_object.namespace"] = "nova"
+            target[K("namespace")] = "nova"
         elif k == 3:
-            del target[self.pick(["versioned_object.name", "versioned_object.namespace",
-                                  "versioned_object.version", "versioned_object.data"])]
+            del target[self.pick([K("name"), K("namespace"),
+                                  K("version"), K("data")])]
         elif k == 4:
-            target["versioned_object.data"]["id"] = self.pick(["x", None, [1]])
+            target[K("data")]["id"] = self.pick(["x", None, [1]])
         else:
             if cls_name in LIST_MEMBER:
                 data["objects"][0] = self.pick(["Device", 5, None, []])
@@ -802,11 +886,14 @@ class Gen:
         raise SystemExit("no case could be generated")
 
 
-def cmd_generate(seed, count, out):
+def cmd_generate(seed, count, out, ns):
+    set_serial_namespace(ns)
     g = Gen(seed)
     cases = [g.case() for _ in range(count)]
-    doc = {"format": 1, "generator": GENERATOR, "model": "ovo-model.json", "group": "fuzz",
-           "seed": seed, "cases": cases}
+    doc = {"format": 1, "generator": GENERATOR, "model": "ovo-model.json"}
+    if ns != DEFAULT_SERIAL:
+        doc["serial_namespace"] = ns
+    doc.update({"group": "fuzz", "seed": seed, "cases": cases})
     text = json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
     if out:
         with open(out, "w", encoding="utf-8") as f:
@@ -822,11 +909,17 @@ def main():
     g.add_argument("--seed", type=int, required=True)
     g.add_argument("--count", type=int, required=True)
     g.add_argument("--out")
+    g.add_argument("--serial-namespace", default=DEFAULT_SERIAL)
     e = sub.add_parser("expect", help="recompute every expect of a case file")
     e.add_argument("file")
+    r = sub.add_parser("rekey", help="a case file moved to another serial namespace, expects by OVO")
+    r.add_argument("file")
+    r.add_argument("--serial-namespace", required=True)
     args = ap.parse_args()
     if args.cmd == "generate":
-        cmd_generate(args.seed, args.count, args.out)
+        cmd_generate(args.seed, args.count, args.out, args.serial_namespace)
+    elif args.cmd == "rekey":
+        cmd_rekey(args.file, args.serial_namespace)
     else:
         cmd_expect(args.file)
 

@@ -56,7 +56,7 @@
 
 use crate::field::{python_str, FieldType};
 use crate::object::{FieldSchema, MethodKind, MethodSchema, ObjectSchema};
-use crate::schema::OvoRepr;
+use crate::schema::{OvoRepr, DEFAULT_SERIAL_NAMESPACE};
 use crate::Version;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -304,6 +304,15 @@ pub struct ObjectContract {
     pub version: Version,
     /// OVO's fingerprint ([`fingerprint`]).
     pub fingerprint: String,
+    /// The serial namespace, the prefix of the primitive's keys (OVO's
+    /// `OBJ_SERIAL_NAMESPACE`). OVO's fingerprint leaves it out, so the contract records
+    /// it beside it; absent (in a lock written before it was recorded, or for the
+    /// default) it is `versioned_object`.
+    #[serde(
+        default = "default_serial_namespace",
+        skip_serializing_if = "is_default_serial_namespace"
+    )]
+    pub serial_namespace: String,
     /// Whether it is a list class.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub list: bool,
@@ -316,6 +325,14 @@ pub struct ObjectContract {
     /// The remotable methods, sorted by name.
     #[serde(default)]
     pub methods: Vec<MethodContract>,
+}
+
+fn default_serial_namespace() -> String {
+    DEFAULT_SERIAL_NAMESPACE.to_owned()
+}
+
+fn is_default_serial_namespace(s: &str) -> bool {
+    s == DEFAULT_SERIAL_NAMESPACE
 }
 
 impl ObjectContract {
@@ -360,6 +377,7 @@ impl ObjectContract {
         ObjectContract {
             version: schema.version,
             fingerprint: fingerprint(schema),
+            serial_namespace: schema.serial_namespace().to_owned(),
             list: schema.is_list,
             child_versions,
             fields,
@@ -513,6 +531,14 @@ pub enum ContractChange {
         /// The new table.
         new: Vec<(Version, Version)>,
     },
+    /// The serial namespace (the prefix of every primitive key) changed: a peer that
+    /// reads the old keys finds no object at all, whatever the version says.
+    SerialNamespace {
+        /// The old serial namespace.
+        old: String,
+        /// The new serial namespace.
+        new: String,
+    },
 }
 
 /// `new` keeps every entry of `old` and only adds entries after them.
@@ -540,7 +566,8 @@ impl ContractChange {
             | ContractChange::FieldRetyped { .. }
             | ContractChange::FieldNullability { .. }
             | ContractChange::MethodRemoved(_)
-            | ContractChange::MethodSignature { .. } => Bump::Major,
+            | ContractChange::MethodSignature { .. }
+            | ContractChange::SerialNamespace { .. } => Bump::Major,
         }
     }
 }
@@ -613,14 +640,25 @@ impl fmt::Display for ContractChange {
                 table(old),
                 table(new)
             ),
+            ContractChange::SerialNamespace { old, new } => write!(
+                f,
+                "serial namespace changed: {old} -> {new} (peers reading {old}.* keys \
+                 cannot read the objects at any version)"
+            ),
         }
     }
 }
 
-/// Every difference between two contracts of one class, fields first, then methods,
-/// then child versions; each list in name order.
+/// Every difference between two contracts of one class: the serial namespace, then
+/// fields, methods and child versions; each list in name order.
 pub fn changes(old: &ObjectContract, new: &ObjectContract) -> Vec<ContractChange> {
     let mut out = Vec::new();
+    if old.serial_namespace != new.serial_namespace {
+        out.push(ContractChange::SerialNamespace {
+            old: old.serial_namespace.clone(),
+            new: new.serial_namespace.clone(),
+        });
+    }
     for o in &old.fields {
         match new.field(&o.name) {
             None => out.push(ContractChange::FieldRemoved(o.clone())),

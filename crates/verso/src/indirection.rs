@@ -52,7 +52,7 @@ use crate::error::Error;
 use crate::field::{FieldError, FieldValue};
 use crate::manifest::{Target, VersionManifest};
 use crate::object::{AnyObject, MethodSchema, VersionedObject};
-use crate::primitive::{KEY_DATA, KEY_NAME, KEY_NAMESPACE, KEY_VERSION};
+use crate::primitive::{part_of, serial_namespace_of};
 use crate::version::Version;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -415,7 +415,8 @@ pub fn action_updates(
 ) -> Result<Map<String, Value>, Error> {
     let data = |o: &dyn AnyObject| -> Result<Map<String, Value>, Error> {
         let mut p = o.obj_to_primitive(Target::Own)?;
-        Ok(match p.get_mut(KEY_DATA).map(Value::take) {
+        let data_key = o.obj_schema().primitive_keys.data();
+        Ok(match p.get_mut(data_key).map(Value::take) {
             Some(Value::Object(m)) => m,
             _ => Map::new(),
         })
@@ -468,29 +469,33 @@ pub(crate) fn decode_result<T: RemoteValue>(
 // obj_tree_get_versions(objname))` and uses what comes back). The remotable wrapper
 // uses it for an `object_action` reply; verso-rpc for typed replies and arguments.
 
-/// Whether `obj` (an object primitive) or an object inside it is at a newer minor, of
-/// the same major, than `manifest` names for its class. The `.patch` part is ignored, as
-/// OVO accepts it without a backport.
-fn object_holds_newer(obj: &Map<String, Value>, manifest: &VersionManifest) -> bool {
-    let newer = obj
-        .get(KEY_NAME)
+/// Whether `obj` (an object primitive in serial namespace `serial`) or an object inside
+/// it is at a newer minor, of the same major, than `manifest` names for its class. The
+/// `.patch` part is ignored, as OVO accepts it without a backport.
+fn object_holds_newer(obj: &Map<String, Value>, serial: &str, manifest: &VersionManifest) -> bool {
+    let newer = part_of(obj, serial, "name")
         .and_then(Value::as_str)
         .and_then(|name| manifest.get(name))
         .zip(
-            obj.get(KEY_VERSION)
+            part_of(obj, serial, "version")
                 .and_then(Value::as_str)
                 .and_then(|v| v.parse::<Version>().ok()),
         )
         .is_some_and(|(known, sent)| sent.major() == known.major() && sent.minor() > known.minor());
-    newer || obj.get(KEY_DATA).is_some_and(|d| holds_newer(d, manifest))
+    newer || part_of(obj, serial, "data").is_some_and(|d| holds_newer(d, manifest))
 }
 
 /// Whether any object in `value` (at any depth) is at a newer minor of the same major
 /// than `manifest` names for its class: whether [`backport_newer`] has anything to do.
+/// Objects of every serial namespace are recognised by their keys
+/// ([`serial_namespace_of`](crate::primitive::serial_namespace_of)): `versioned_object.*`
+/// and a family's own, such as `cyborg_object.*`.
 pub fn holds_newer(value: &Value, manifest: &VersionManifest) -> bool {
     match value {
-        Value::Object(m) if m.contains_key(KEY_NAME) => object_holds_newer(m, manifest),
-        Value::Object(m) => m.values().any(|v| holds_newer(v, manifest)),
+        Value::Object(m) => match serial_namespace_of(m) {
+            Some(serial) => object_holds_newer(m, serial, manifest),
+            None => m.values().any(|v| holds_newer(v, manifest)),
+        },
         Value::Array(a) => a.iter().any(|v| holds_newer(v, manifest)),
         _ => false,
     }
@@ -505,12 +510,13 @@ fn entities<'v, 'c>(
     manifest: &VersionManifest,
     out: &mut Vec<(&'v mut Value, &'c Arc<dyn IndirectionApi>)>,
 ) {
-    let is_object = value.as_object().is_some_and(|m| m.contains_key(KEY_NAME));
-    if is_object {
-        let api = value
-            .as_object()
-            .filter(|m| object_holds_newer(m, manifest))
-            .and_then(|m| m.get(KEY_NAMESPACE))
+    let object = value
+        .as_object()
+        .and_then(|m| serial_namespace_of(m).map(|serial| (m, serial)));
+    if let Some((m, serial)) = object {
+        let api = Some(m)
+            .filter(|m| object_holds_newer(m, serial, manifest))
+            .and_then(|m| part_of(m, serial, "namespace"))
             .and_then(Value::as_str)
             .and_then(|ns| ctx.indirection(ns));
         if let Some(api) = api {
@@ -549,7 +555,8 @@ pub async fn backport_newer<E>(
     for (slot, api) in found {
         let objprim = std::mem::take(slot);
         let name = objprim
-            .get(KEY_NAME)
+            .as_object()
+            .and_then(|m| part_of(m, serial_namespace_of(m)?, "name"))
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();

@@ -68,11 +68,13 @@ pub use indirection::{CallError, IndirectionApi, Remotable};
 pub use limits::{DecodeLimits, LimitError};
 pub use list::ObjectList;
 pub use manifest::{Target, VersionManifest};
-pub use object::{AnyObject, ObjectMeta, VersionedObject};
+pub use object::{AnyObject, ObjectFamily, ObjectMeta, VersionedObject};
 pub use registry::Registry;
-pub use schema::{ArgSchema, FieldSchema, MethodKind, MethodSchema, ObjectSchema, OvoRepr};
+pub use schema::{
+    ArgSchema, FieldSchema, MethodKind, MethodSchema, ObjectSchema, OvoRepr, PrimitiveKeys,
+};
 pub use version::{Version, VersionError};
-pub use verso_derive::{remotable, VersionedEnum, VersionedObject};
+pub use verso_derive::{remotable, ObjectFamily, VersionedEnum, VersionedObject};
 
 /// Items the derive macros refer to; not part of the public API.
 #[doc(hidden)]

@@ -8,7 +8,9 @@ use crate::field::{DynField, PrimitiveData};
 use crate::limits::DecodeLimits;
 use crate::manifest::{Target, VersionManifest};
 use crate::schema::FieldType;
-pub use crate::schema::{ArgSchema, FieldSchema, MethodKind, MethodSchema, ObjectSchema};
+pub use crate::schema::{
+    ArgSchema, FieldSchema, MethodKind, MethodSchema, ObjectSchema, PrimitiveKeys,
+};
 use crate::version::Version;
 use serde_json::Value;
 use std::any::Any;
@@ -74,10 +76,18 @@ impl fmt::Debug for ObjectMeta {
 pub trait VersionedObject: Clone + fmt::Debug + PartialEq + Send + Sync + 'static {
     /// The object name on the wire.
     const NAME: &'static str;
-    /// The project namespace.
+    /// The project namespace (OVO's `OBJ_PROJECT_NAMESPACE`).
     const NAMESPACE: &'static str;
     /// The class version.
     const VERSION: Version;
+    /// The keys of this class's primitive, in its serial namespace: set by the derive
+    /// from `#[verso(serial_namespace = "...")]` or the class's
+    /// [`ObjectFamily`]; `versioned_object.*` by default.
+    const PRIMITIVE_KEYS: PrimitiveKeys = PrimitiveKeys::VERSIONED_OBJECT;
+    /// OVO's `OBJ_SERIAL_NAMESPACE`: the prefix of every key of this class's primitive
+    /// (`versioned_object`, Cyborg's `cyborg_object`). Follows
+    /// [`PRIMITIVE_KEYS`](Self::PRIMITIVE_KEYS); do not set it apart from them.
+    const SERIAL_NAMESPACE: &'static str = Self::PRIMITIVE_KEYS.serial_namespace();
 
     /// The class schema (built once).
     fn schema() -> &'static ObjectSchema;
@@ -315,6 +325,40 @@ pub trait VersionedObject: Clone + fmt::Debug + PartialEq + Send + Sync + 'stati
             "what_changed": self.what_changed().into_iter().collect::<Vec<_>>(),
         })
     }
+}
+
+/// An object family: classes that share a project namespace and a serial namespace, as
+/// the classes of one oslo.versionedobjects base class share its
+/// `OBJ_PROJECT_NAMESPACE` and `OBJ_SERIAL_NAMESPACE`. Declare it once with
+/// `#[derive(ObjectFamily)]` and name it in each class (`#[verso(family = Path)]`)
+/// instead of repeating the namespaces.
+///
+/// ```
+/// use verso::{Field, ObjectFamily, ObjectMeta, VersionedObject};
+///
+/// /// OpenStack Cyborg's objects.
+/// #[derive(ObjectFamily)]
+/// #[verso(namespace = "cyborg", serial_namespace = "cyborg_object")]
+/// pub struct CyborgObject;
+///
+/// #[derive(VersionedObject, Clone, Debug, PartialEq)]
+/// #[verso(family = CyborgObject, version = "1.0")]
+/// pub struct Widget { pub id: Field<i64>, pub meta: ObjectMeta }
+///
+/// assert_eq!(Widget::NAMESPACE, "cyborg");
+/// assert_eq!(Widget::SERIAL_NAMESPACE, "cyborg_object");
+/// let p = Widget { id: 1.into(), ..Widget::blank() }.to_primitive(verso::Target::Own)?;
+/// assert_eq!(p["cyborg_object.namespace"], "cyborg");
+/// assert_eq!(Widget::from_primitive(&p)?.id.get(), Some(&1));
+/// # Ok::<(), verso::Error>(())
+/// ```
+pub trait ObjectFamily: 'static {
+    /// The project namespace of every class of the family (`OBJ_PROJECT_NAMESPACE`).
+    const NAMESPACE: &'static str;
+    /// The primitive keys of every class of the family.
+    const PRIMITIVE_KEYS: PrimitiveKeys;
+    /// The serial namespace (`OBJ_SERIAL_NAMESPACE`).
+    const SERIAL_NAMESPACE: &'static str = Self::PRIMITIVE_KEYS.serial_namespace();
 }
 
 /// In OVO only an `Object` field, or the `objects` of a list object, reports its

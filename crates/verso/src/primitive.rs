@@ -2,6 +2,12 @@
 //! "versioned_object.version": .., "versioned_object.data": {..},
 //! "versioned_object.changes": [..]}`.
 //!
+//! `versioned_object` is the default *serial namespace* (OVO's `OBJ_SERIAL_NAMESPACE`);
+//! an object family may set another (OpenStack Cyborg's is `cyborg_object`, Nova's
+//! `nova_object`), and every key of its classes' primitives starts with it instead. A
+//! class's keys are [`VersionedObject::PRIMITIVE_KEYS`]; a contained object's primitive
+//! uses its own class's keys.
+//!
 //! Encoding follows `VersionedObject.obj_to_primitive` step for step: fields are encoded
 //! (contained objects at their own versions, with their own changes), the backport runs
 //! when the target differs from the instance version or a manifest is given, and the
@@ -16,16 +22,63 @@ use crate::object::VersionedObject;
 use crate::version::Version;
 use serde_json::{Map, Value};
 
+pub use crate::schema::{PrimitiveKeys, DEFAULT_SERIAL_NAMESPACE};
+
 /// `versioned_object.name`.
-pub const KEY_NAME: &str = "versioned_object.name";
+pub const KEY_NAME: &str = PrimitiveKeys::VERSIONED_OBJECT.name();
 /// `versioned_object.namespace`.
-pub const KEY_NAMESPACE: &str = "versioned_object.namespace";
+pub const KEY_NAMESPACE: &str = PrimitiveKeys::VERSIONED_OBJECT.namespace();
 /// `versioned_object.version`.
-pub const KEY_VERSION: &str = "versioned_object.version";
+pub const KEY_VERSION: &str = PrimitiveKeys::VERSIONED_OBJECT.version();
 /// `versioned_object.data`.
-pub const KEY_DATA: &str = "versioned_object.data";
+pub const KEY_DATA: &str = PrimitiveKeys::VERSIONED_OBJECT.data();
 /// `versioned_object.changes`.
-pub const KEY_CHANGES: &str = "versioned_object.changes";
+pub const KEY_CHANGES: &str = PrimitiveKeys::VERSIONED_OBJECT.changes();
+
+/// The serial namespace an object primitive of any family is written in, read from its
+/// keys: `versioned_object` when it has `versioned_object.name`, else the prefix `P` of
+/// a `P.name` key that has a `P.namespace` beside it. `None` for a map that is no
+/// primitive. This is how untyped code (a serializer, the newer-object walk of
+/// indirection) recognises objects of every family, as OVO's serializer recognises its
+/// base class's.
+pub fn serial_namespace_of(map: &Map<String, Value>) -> Option<&str> {
+    if map.contains_key(KEY_NAME) {
+        return Some(DEFAULT_SERIAL_NAMESPACE);
+    }
+    map.keys().find_map(|k| {
+        let prefix = k.strip_suffix(".name").filter(|p| !p.is_empty())?;
+        map.contains_key(&format!("{prefix}.namespace"))
+            .then_some(prefix)
+    })
+}
+
+/// The `{serial}.name` value of an object primitive of any serial namespace
+/// ([`serial_namespace_of`]); `None` for a map that is no primitive.
+pub fn name_of(map: &Map<String, Value>) -> Option<&Value> {
+    part_of(map, serial_namespace_of(map)?, "name")
+}
+
+/// The value of `{serial}.{part}` in `map` (a key built only for a serial namespace other
+/// than the default).
+pub(crate) fn part_of<'a>(
+    map: &'a Map<String, Value>,
+    serial: &str,
+    part: &str,
+) -> Option<&'a Value> {
+    if serial == DEFAULT_SERIAL_NAMESPACE {
+        let key = match part {
+            "name" => KEY_NAME,
+            "namespace" => KEY_NAMESPACE,
+            "version" => KEY_VERSION,
+            "data" => KEY_DATA,
+            "changes" => KEY_CHANGES,
+            _ => return map.get(&format!("{serial}.{part}")),
+        };
+        map.get(key)
+    } else {
+        map.get(&format!("{serial}.{part}"))
+    }
+}
 
 /// The target version and manifest for `obj`, as OVO's two arguments of
 /// `obj_to_primitive`.
@@ -57,10 +110,13 @@ pub(crate) fn to_bytes<O: VersionedObject>(obj: &O, target: Target<'_>) -> Resul
     encode_bytes(obj, version, manifest)
 }
 
-/// Whether a JSON value looks like an object primitive (has `versioned_object.name`),
+/// Whether a JSON value looks like an object primitive of any serial namespace (has
+/// `versioned_object.name`, or `P.name` and `P.namespace`: [`serial_namespace_of`]),
 /// which is how OVO's serializer tells objects from plain values.
 pub fn is_primitive(value: &Value) -> bool {
-    value.get(KEY_NAME).is_some()
+    value
+        .as_object()
+        .is_some_and(|m| serial_namespace_of(m).is_some())
 }
 
 fn data_of<O: VersionedObject>(obj: &O) -> PrimitiveData {
@@ -80,14 +136,15 @@ fn envelope<O: VersionedObject>(obj: &O, version: &Version, data: PrimitiveData)
         .filter(|f| data.contains_key(*f))
         .collect();
     changes.sort_unstable();
+    let keys = O::PRIMITIVE_KEYS;
     let mut p = Map::new();
-    p.insert(KEY_NAME.into(), Value::String(O::NAME.into()));
-    p.insert(KEY_NAMESPACE.into(), Value::String(O::NAMESPACE.into()));
-    p.insert(KEY_VERSION.into(), Value::String(version.to_string()));
-    p.insert(KEY_DATA.into(), Value::Object(data));
+    p.insert(keys.name.into(), Value::String(O::NAME.into()));
+    p.insert(keys.namespace.into(), Value::String(O::NAMESPACE.into()));
+    p.insert(keys.version.into(), Value::String(version.to_string()));
+    p.insert(keys.data.into(), Value::Object(data));
     if !changes.is_empty() {
         p.insert(
-            KEY_CHANGES.into(),
+            keys.changes.into(),
             Value::Array(
                 changes
                     .into_iter()
@@ -121,29 +178,46 @@ pub(crate) fn write_own<O: VersionedObject>(obj: &O, out: &mut Vec<u8>) {
         })
         .map(|(_, f)| f.name)
         .collect();
-    write_changes(out, changed.into_iter());
+    write_changes(out, &O::PRIMITIVE_KEYS, changed.into_iter());
     out.push(b'}');
 }
 
+// The keys are written raw: the derive only accepts serial namespaces that need no JSON
+// escaping.
 fn write_header<O: VersionedObject>(out: &mut Vec<u8>, version: &Version) {
     use crate::field::write_str;
-    out.extend_from_slice(b"{\"versioned_object.name\":");
+    let keys = &O::PRIMITIVE_KEYS;
+    out.extend_from_slice(b"{\"");
+    out.extend_from_slice(keys.name.as_bytes());
+    out.extend_from_slice(b"\":");
     write_str(out, O::NAME);
-    out.extend_from_slice(b",\"versioned_object.namespace\":");
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(keys.namespace.as_bytes());
+    out.extend_from_slice(b"\":");
     write_str(out, O::NAMESPACE);
-    out.extend_from_slice(b",\"versioned_object.version\":\"");
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(keys.version.as_bytes());
+    out.extend_from_slice(b"\":\"");
     version.write_text(out);
-    out.extend_from_slice(b"\",\"versioned_object.data\":{");
+    out.extend_from_slice(b"\",\"");
+    out.extend_from_slice(keys.data.as_bytes());
+    out.extend_from_slice(b"\":{");
 }
 
-fn write_changes(out: &mut Vec<u8>, changes: impl Iterator<Item = &'static str>) {
+fn write_changes(
+    out: &mut Vec<u8>,
+    keys: &PrimitiveKeys,
+    changes: impl Iterator<Item = &'static str>,
+) {
     let mut first = true;
     for c in changes {
-        out.extend_from_slice(if first {
-            b",\"versioned_object.changes\":["
+        if first {
+            out.extend_from_slice(b",\"");
+            out.extend_from_slice(keys.changes.as_bytes());
+            out.extend_from_slice(b"\":[");
         } else {
-            b","
-        });
+            out.push(b',');
+        }
         first = false;
         crate::field::write_str(out, c);
     }
@@ -224,7 +298,11 @@ pub(crate) fn write_backported<O: VersionedObject>(
             }
         })
     };
-    write_changes(out, changed.into_iter().filter(|c| kept(c)));
+    write_changes(
+        out,
+        &O::PRIMITIVE_KEYS,
+        changed.into_iter().filter(|c| kept(c)),
+    );
     out.push(b'}');
     Ok(())
 }
@@ -303,8 +381,10 @@ fn required<'a>(map: &'a Map<String, Value>, key: &str) -> Result<&'a Value> {
 }
 
 /// The namespace, name and version of a primitive, read in OVO's order (a missing
-/// `namespace` is reported before a missing `name`).
+/// `namespace` is reported before a missing `name`), under the keys of one serial
+/// namespace.
 pub(crate) struct Header<'a> {
+    pub keys: PrimitiveKeys,
     pub namespace: &'a str,
     pub name: &'a str,
     /// Not yet required to be a string: OVO looks the name up first.
@@ -312,26 +392,27 @@ pub(crate) struct Header<'a> {
     pub map: &'a Map<String, Value>,
 }
 
-/// `known_namespace` says whether a namespace is one this side decodes, which OVO
-/// checks before it looks at the name.
+/// The header of `primitive` under `keys`. `known_namespace` says whether a namespace is
+/// one this side decodes, which OVO checks before it looks at the name.
 pub(crate) fn header<'a>(
     primitive: &'a Value,
+    keys: PrimitiveKeys,
     known_namespace: &dyn Fn(&str) -> bool,
 ) -> Result<Header<'a>> {
-    let map = primitive.as_object().ok_or_else(|| Error::Malformed {
-        what: "an object primitive must be a JSON object".into(),
-    })?;
-    let namespace = required(map, KEY_NAMESPACE)?;
-    let name = required(map, KEY_NAME)?;
-    let version = required(map, KEY_VERSION)?;
+    let map = primitive.as_object().ok_or_else(not_a_map)?;
+    let namespace = required(map, keys.namespace)?;
+    let name = required(map, keys.name)?;
+    let version = required(map, keys.version)?;
     match (namespace.as_str(), name.as_str()) {
         (Some(namespace), Some(name)) => Ok(Header {
+            keys,
             namespace,
             name,
             version,
             map,
         }),
         _ => Err(non_string_header(
+            &keys,
             namespace.as_str(),
             name.as_str(),
             name.is_array() || name.is_object(),
@@ -340,11 +421,18 @@ pub(crate) fn header<'a>(
     }
 }
 
+pub(crate) fn not_a_map() -> Error {
+    Error::Malformed {
+        what: "an object primitive must be a JSON object".into(),
+    }
+}
+
 /// The error for a namespace or name that is not a JSON string, as OVO fails: a
 /// namespace of any other type is not `cyborg` (UnsupportedObjectError); then a scalar
 /// name is no registered class (UnsupportedObjectError) and a list or dict name cannot
 /// even be looked up (a TypeError there; verso's refused values are ValueErrors).
 fn non_string_header(
+    keys: &PrimitiveKeys,
     namespace: Option<&str>,
     name: Option<&str>,
     name_is_container: bool,
@@ -358,7 +446,7 @@ fn non_string_header(
             objtype: format!("{ns}.{}", name.unwrap_or("<not a string>")),
         },
         Some(_) if name_is_container => Error::Malformed {
-            what: format!("'{KEY_NAME}' is a list or an object"),
+            what: format!("'{}' is a list or an object", keys.name),
         },
         Some(_) => Error::UnsupportedObject {
             objtype: "a name that is not a string".into(),
@@ -366,16 +454,18 @@ fn non_string_header(
     }
 }
 
-fn version_not_a_string() -> Error {
+fn version_not_a_string(keys: &PrimitiveKeys) -> Error {
     Error::Malformed {
-        what: format!("'{KEY_VERSION}' is not a string"),
+        what: format!("'{}' is not a string", keys.version),
     }
 }
 
 impl Header<'_> {
     /// The version text.
     pub(crate) fn version(&self) -> Result<&str> {
-        self.version.as_str().ok_or_else(version_not_a_string)
+        self.version
+            .as_str()
+            .ok_or_else(|| version_not_a_string(&self.keys))
     }
 
     pub(crate) fn unsupported_namespace(&self) -> Error {
@@ -387,11 +477,12 @@ impl Header<'_> {
 
 /// Decodes a primitive into `O`, whose name the caller has already matched.
 pub(crate) fn decode_body<O: VersionedObject>(h: &Header<'_>) -> Result<O> {
+    let keys = &h.keys;
     let version = check_version::<O>(h.version()?)?;
-    let data = required(h.map, KEY_DATA)?
+    let data = required(h.map, keys.data)?
         .as_object()
         .ok_or_else(|| Error::Malformed {
-            what: format!("'{KEY_DATA}' is not an object"),
+            what: format!("'{}' is not an object", keys.data),
         })?;
     let mut obj = O::blank();
     let schema = O::schema();
@@ -400,10 +491,10 @@ pub(crate) fn decode_body<O: VersionedObject>(h: &Header<'_>) -> Result<O> {
             obj.set_field_primitive(f.name, v)?;
         }
     }
-    let changes = match h.map.get(KEY_CHANGES) {
+    let changes = match h.map.get(keys.changes) {
         None => &[][..],
         Some(c) => c.as_array().ok_or_else(|| Error::Malformed {
-            what: format!("'{KEY_CHANGES}' is not a list"),
+            what: format!("'{}' is not a list", keys.changes),
         })?,
     };
     let changed = changes
@@ -499,7 +590,7 @@ fn check_class<O: VersionedObject>(
             });
         };
         let other = other();
-        let text = version.ok_or_else(version_not_a_string)?;
+        let text = version.ok_or_else(|| version_not_a_string(&O::PRIMITIVE_KEYS))?;
         let version: Version = text.parse()?;
         if !version.same_text(&other.version) && !other.version.accepts(&version) {
             return Err(Error::IncompatibleObjectVersion {
@@ -510,7 +601,7 @@ fn check_class<O: VersionedObject>(
         }
         if !has_data {
             return Err(Error::MissingKey {
-                key: KEY_DATA.into(),
+                key: O::PRIMITIVE_KEYS.data.into(),
             });
         }
         return Err(wrong_type());
@@ -548,12 +639,12 @@ fn finish<O: VersionedObject>(
 
 /// Decodes a primitive that must be of class `O`.
 pub(crate) fn decode<O: VersionedObject>(primitive: &Value) -> Result<O> {
-    let h = header(primitive, &|ns| ns == O::NAMESPACE)?;
+    let h = header(primitive, O::PRIMITIVE_KEYS, &|ns| ns == O::NAMESPACE)?;
     check_class::<O>(
         h.namespace,
         h.name,
         h.version.as_str(),
-        h.map.contains_key(KEY_DATA),
+        h.map.contains_key(O::PRIMITIVE_KEYS.data),
     )?;
     decode_body(&h)
 }
@@ -798,26 +889,25 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for EnvelopeVisitor<'_, O>
             changes_is_list: true,
             field_error: None,
         };
+        let keys = &O::PRIMITIVE_KEYS;
         while let Some(key) = map.next_key::<Key<'de>>()? {
-            match key.0.as_ref() {
-                KEY_NAME => c.name = Some(map.next_value()?),
-                KEY_NAMESPACE => c.namespace = Some(map.next_value()?),
-                KEY_VERSION => c.version = Some(map.next_value()?),
-                KEY_CHANGES => {
-                    c.changes.clear();
-                    c.changes_is_list = map.next_value_seed(ChangesSeed::<O>(
-                        &mut c.changes,
-                        std::marker::PhantomData,
-                    ))?;
-                }
-                KEY_DATA => {
-                    c.data_is_object =
-                        map.next_value_seed(DataSeed(&mut *self.0, &mut c.field_error))?;
-                    c.has_data = true;
-                }
-                _ => {
-                    map.next_value::<serde::de::IgnoredAny>()?;
-                }
+            let key = key.0.as_ref();
+            if key == keys.name {
+                c.name = Some(map.next_value()?);
+            } else if key == keys.namespace {
+                c.namespace = Some(map.next_value()?);
+            } else if key == keys.version {
+                c.version = Some(map.next_value()?);
+            } else if key == keys.changes {
+                c.changes.clear();
+                c.changes_is_list = map
+                    .next_value_seed(ChangesSeed::<O>(&mut c.changes, std::marker::PhantomData))?;
+            } else if key == keys.data {
+                c.data_is_object =
+                    map.next_value_seed(DataSeed(&mut *self.0, &mut c.field_error))?;
+                c.has_data = true;
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
             }
         }
         Ok(c)
@@ -874,12 +964,14 @@ fn decode_map_into<'de, O: VersionedObject, A: serde::de::MapAccess<'de>>(
 /// The header checks, then the shapes and field errors in the order decode_body (and
 /// OVO) meets them; then `obj` (whose fields are read) gets its version and changes.
 fn finish_collected<O: VersionedObject>(c: Collected<'_>, obj: &mut O) -> Result<()> {
+    let keys = &O::PRIMITIVE_KEYS;
     let missing = |key: &str| Error::MissingKey { key: key.into() };
-    let namespace = c.namespace.ok_or_else(|| missing(KEY_NAMESPACE))?;
-    let name = c.name.ok_or_else(|| missing(KEY_NAME))?;
-    let version_text = c.version.ok_or_else(|| missing(KEY_VERSION))?;
+    let namespace = c.namespace.ok_or_else(|| missing(keys.namespace))?;
+    let name = c.name.ok_or_else(|| missing(keys.name))?;
+    let version_text = c.version.ok_or_else(|| missing(keys.version))?;
     let (Some(namespace), Some(name)) = (&namespace.0, &name.0) else {
         return Err(non_string_header(
+            keys,
             namespace.0.as_deref(),
             name.0.as_deref(),
             name.1,
@@ -887,14 +979,19 @@ fn finish_collected<O: VersionedObject>(c: Collected<'_>, obj: &mut O) -> Result
         ));
     };
     check_class::<O>(namespace, name, version_text.0.as_deref(), c.has_data)?;
-    let version = check_version::<O>(version_text.0.as_deref().ok_or_else(version_not_a_string)?)?;
+    let version = check_version::<O>(
+        version_text
+            .0
+            .as_deref()
+            .ok_or_else(|| version_not_a_string(keys))?,
+    )?;
     if !c.has_data {
-        return Err(missing(KEY_DATA));
+        return Err(missing(keys.data));
     }
     // Shapes and field errors in the order decode_body (and OVO) meets them.
     if !c.data_is_object {
         return Err(Error::Malformed {
-            what: format!("'{KEY_DATA}' is not an object"),
+            what: format!("'{}' is not an object", keys.data),
         });
     }
     if let Some(e) = c.field_error {
@@ -902,7 +999,7 @@ fn finish_collected<O: VersionedObject>(c: Collected<'_>, obj: &mut O) -> Result
     }
     if !c.changes_is_list {
         return Err(Error::Malformed {
-            what: format!("'{KEY_CHANGES}' is not a list"),
+            what: format!("'{}' is not a list", keys.changes),
         });
     }
     finish(obj, version, c.changes);
@@ -920,10 +1017,11 @@ pub(crate) fn backport_object<O: VersionedObject>(
     let Some(map) = primitive.as_object_mut() else {
         return Ok(());
     };
-    if let Some(Value::Object(data)) = map.get_mut(KEY_DATA) {
+    let keys = &O::PRIMITIVE_KEYS;
+    if let Some(Value::Object(data)) = map.get_mut(keys.data) {
         obj.make_compatible(data, to, manifest)?;
     }
-    map.insert(KEY_VERSION.into(), Value::String(to.to_string()));
+    map.insert(keys.version.into(), Value::String(to.to_string()));
     Ok(())
 }
 

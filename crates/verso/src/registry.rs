@@ -9,7 +9,9 @@ use crate::indirection::{BoxFuture, CallArgs, CallError, MethodOutput, Remotable
 use crate::limits::DecodeLimits;
 use crate::manifest::VersionManifest;
 use crate::object::{AnyObject, ObjectSchema, VersionedObject};
-use crate::primitive::{decode_body, header, with_known_classes, Header, KnownClasses};
+use crate::primitive::{
+    decode_body, header, not_a_map, with_known_classes, Header, KnownClasses, PrimitiveKeys,
+};
 use crate::version::Version;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -75,6 +77,9 @@ fn decode_as<O: VersionedObject>(h: &Header<'_>) -> Result<Box<dyn AnyObject>> {
 pub struct Registry {
     entries: BTreeMap<&'static str, Entry>,
     namespaces: BTreeSet<&'static str>,
+    /// The primitive keys of the registered classes' serial namespaces, in the order
+    /// they were first registered (usually one).
+    serial_keys: Vec<PrimitiveKeys>,
     /// The same classes by namespace and name, for the decode context (shared with the
     /// decodes in progress, so registering never waits for them).
     known: std::sync::Arc<KnownClasses>,
@@ -111,8 +116,7 @@ impl Registry {
                 instance_call: None,
             },
         );
-        self.namespaces.insert(O::NAMESPACE);
-        std::sync::Arc::make_mut(&mut self.known).insert((O::NAMESPACE, O::NAME), O::schema);
+        self.add_names::<O>();
         self
     }
 
@@ -128,9 +132,36 @@ impl Registry {
                 instance_call: Some(instance_as::<O>),
             },
         );
-        self.namespaces.insert(O::NAMESPACE);
-        std::sync::Arc::make_mut(&mut self.known).insert((O::NAMESPACE, O::NAME), O::schema);
+        self.add_names::<O>();
         self
+    }
+
+    fn add_names<O: VersionedObject>(&mut self) {
+        self.namespaces.insert(O::NAMESPACE);
+        if !self.serial_keys.contains(&O::PRIMITIVE_KEYS) {
+            self.serial_keys.push(O::PRIMITIVE_KEYS);
+        }
+        std::sync::Arc::make_mut(&mut self.known).insert((O::NAMESPACE, O::NAME), O::schema);
+    }
+
+    /// The serial namespaces of the registered classes, in the order they were first
+    /// registered.
+    pub fn serial_namespaces(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.serial_keys.iter().map(PrimitiveKeys::serial_namespace)
+    }
+
+    /// The keys a primitive of any registered class is read with: those of the first
+    /// registered serial namespace that the primitive uses a key of, else those of the
+    /// first registered (OVO's serializer reads its base class's; a registry may hold
+    /// several families), so that a primitive of an unknown serial namespace is
+    /// `MissingKey` naming the key it lacks.
+    fn keys_for(&self, map: &Map<String, Value>) -> PrimitiveKeys {
+        self.serial_keys
+            .iter()
+            .find(|k| k.used_by(map))
+            .or_else(|| self.serial_keys.first())
+            .copied()
+            .unwrap_or_default()
     }
 
     fn remotable_entry(&self, objname: &str, method: &str) -> Result<&Entry, CallError> {
@@ -255,14 +286,18 @@ impl Registry {
         self.schema(name).map(VersionManifest::for_schema)
     }
 
-    /// Decodes a primitive of any registered class (`obj_from_primitive`): the namespace
-    /// must be one of the registered classes', the name registered, and the version an
-    /// older or equal minor of the same major. The whole primitive is first checked
-    /// against the registry's [`limits`](Self::set_limits): one over them is refused
-    /// ([`Error::Limit`]) before any of it is decoded.
+    /// Decodes a primitive of any registered class (`obj_from_primitive`): its keys in
+    /// the serial namespace of a registered class (`versioned_object.*`,
+    /// `cyborg_object.*`), the namespace one of the registered classes', the name
+    /// registered in that serial namespace, and the version an older or equal minor of
+    /// the same major. A primitive in no registered serial namespace is
+    /// [`Error::MissingKey`] naming the first key it lacks. The whole primitive is first
+    /// checked against the registry's [`limits`](Self::set_limits): one over them is
+    /// refused ([`Error::Limit`]) before any of it is decoded.
     pub fn from_primitive(&self, primitive: &Value) -> Result<Box<dyn AnyObject>> {
         self.limits.check_value(primitive)?;
-        let h = header(primitive, &|ns| self.namespaces.contains(ns))?;
+        let keys = self.keys_for(primitive.as_object().ok_or_else(not_a_map)?);
+        let h = header(primitive, keys, &|ns| self.namespaces.contains(ns))?;
         if !self.namespaces.contains(h.namespace) {
             return Err(h.unsupported_namespace());
         }
@@ -272,8 +307,15 @@ impl Registry {
             .ok_or_else(|| Error::UnsupportedObject {
                 objtype: h.name.to_owned(),
             })?;
-        if (entry.schema)().namespace != h.namespace {
+        let schema = (entry.schema)();
+        if schema.namespace != h.namespace {
             return Err(h.unsupported_namespace());
+        }
+        if schema.primitive_keys != h.keys {
+            // As OVO: the class found reads its data under its own serial namespace.
+            return Err(Error::MissingKey {
+                key: schema.primitive_keys.data().into(),
+            });
         }
         with_known_classes(&self.known, || (entry.decode)(&h))
     }

@@ -6,6 +6,115 @@ use crate::Version;
 use serde_json::Value;
 use std::fmt;
 
+/// OVO's default serial namespace, the prefix of every primitive key of a class that
+/// sets no other.
+pub const DEFAULT_SERIAL_NAMESPACE: &str = "versioned_object";
+
+/// The five keys of an object primitive in one serial namespace (OVO's
+/// `OBJ_SERIAL_NAMESPACE`): `{serial}.name`, `.namespace`, `.version`, `.data`,
+/// `.changes`. Written out once, at compile time, by the derive (`serial_namespace =
+/// "..."` or an [`ObjectFamily`](crate::ObjectFamily)), so neither codec path builds a
+/// key at run time.
+///
+/// ```
+/// use verso::{Field, ObjectMeta, PrimitiveKeys, VersionedObject};
+/// #[derive(VersionedObject, Clone, Debug, PartialEq)]
+/// #[verso(namespace = "cyborg", serial_namespace = "cyborg_object", version = "1.0")]
+/// pub struct Widget { pub id: Field<i64>, pub meta: ObjectMeta }
+///
+/// assert_eq!(Widget::SERIAL_NAMESPACE, "cyborg_object");
+/// assert_eq!(Widget::PRIMITIVE_KEYS.version(), "cyborg_object.version");
+/// let p = Widget { id: 1.into(), ..Widget::blank() }.to_primitive(verso::Target::Own)?;
+/// assert_eq!(p["cyborg_object.name"], "Widget");
+/// assert_eq!(PrimitiveKeys::VERSIONED_OBJECT.name(), "versioned_object.name");
+/// # Ok::<(), verso::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PrimitiveKeys {
+    pub(crate) serial_namespace: &'static str,
+    // The whole keys, written out so that no codec path builds one at run time.
+    pub(crate) name: &'static str,
+    pub(crate) namespace: &'static str,
+    pub(crate) version: &'static str,
+    pub(crate) data: &'static str,
+    pub(crate) changes: &'static str,
+}
+
+impl PrimitiveKeys {
+    /// The keys of the default serial namespace, `versioned_object`.
+    pub const VERSIONED_OBJECT: PrimitiveKeys = PrimitiveKeys {
+        serial_namespace: DEFAULT_SERIAL_NAMESPACE,
+        name: "versioned_object.name",
+        namespace: "versioned_object.namespace",
+        version: "versioned_object.version",
+        data: "versioned_object.data",
+        changes: "versioned_object.changes",
+    };
+
+    /// The keys of `serial_namespace`, each given whole (the derive writes them with
+    /// `concat!`-like literals). Not part of the public API: declare a serial namespace
+    /// with the derive.
+    #[doc(hidden)]
+    pub const fn __new(
+        serial_namespace: &'static str,
+        [name, namespace, version, data, changes]: [&'static str; 5],
+    ) -> Self {
+        PrimitiveKeys {
+            serial_namespace,
+            name,
+            namespace,
+            version,
+            data,
+            changes,
+        }
+    }
+
+    /// The serial namespace (`versioned_object`, `cyborg_object`).
+    pub const fn serial_namespace(&self) -> &'static str {
+        self.serial_namespace
+    }
+    /// `{serial}.name`.
+    pub const fn name(&self) -> &'static str {
+        self.name
+    }
+    /// `{serial}.namespace`.
+    pub const fn namespace(&self) -> &'static str {
+        self.namespace
+    }
+    /// `{serial}.version`.
+    pub const fn version(&self) -> &'static str {
+        self.version
+    }
+    /// `{serial}.data`.
+    pub const fn data(&self) -> &'static str {
+        self.data
+    }
+    /// `{serial}.changes`.
+    pub const fn changes(&self) -> &'static str {
+        self.changes
+    }
+
+    /// Whether `map` has any of these keys (the primitive is written in this serial
+    /// namespace, whole or not).
+    pub(crate) fn used_by(&self, map: &serde_json::Map<String, Value>) -> bool {
+        [
+            self.namespace,
+            self.name,
+            self.version,
+            self.data,
+            self.changes,
+        ]
+        .iter()
+        .any(|k| map.contains_key(*k))
+    }
+}
+
+impl Default for PrimitiveKeys {
+    fn default() -> Self {
+        PrimitiveKeys::VERSIONED_OBJECT
+    }
+}
+
 /// The OVO field type class of a field, as fingerprints and the lint see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FieldType {
@@ -77,7 +186,7 @@ impl fmt::Display for FieldType {
 /// What a field is: its name, OVO type, nullability, default and history.
 #[derive(Debug, Clone)]
 pub struct FieldSchema {
-    /// The field name (the key in `versioned_object.data`).
+    /// The field name (the key in `versioned_object.data`, or `{serial}.data`).
     pub name: &'static str,
     /// The OVO type.
     pub ty: FieldType,
@@ -179,8 +288,12 @@ pub struct MethodSchema {
 pub struct ObjectSchema {
     /// The object name on the wire.
     pub name: &'static str,
-    /// The project namespace (`versioned_object.namespace`).
+    /// The project namespace (`versioned_object.namespace`; OVO's
+    /// `OBJ_PROJECT_NAMESPACE`).
     pub namespace: &'static str,
+    /// The keys of the class's primitive, in its serial namespace (OVO's
+    /// `OBJ_SERIAL_NAMESPACE`, `versioned_object` unless the class's family sets another).
+    pub primitive_keys: PrimitiveKeys,
     /// The class version.
     pub version: Version,
     /// Whether this is a list object (one `objects` field of a list of objects).
@@ -199,6 +312,11 @@ pub struct ObjectSchema {
 }
 
 impl ObjectSchema {
+    /// The serial namespace, the prefix of every key of the class's primitive.
+    pub fn serial_namespace(&self) -> &'static str {
+        self.primitive_keys.serial_namespace()
+    }
+
     /// The field called `name`.
     pub fn field(&self, name: &str) -> Option<&FieldSchema> {
         self.fields.iter().find(|f| f.name == name)

@@ -1,13 +1,15 @@
 //! Conformance with oslo.versionedobjects: runs every golden vector of
 //! `tests/vectors/ovo/*.json` (and of `$VERSO_EXTRA_VECTORS/*.json` when set) against the
-//! cyborg example model, and prints one line per failing case and `N passed, N failed`.
+//! cyborg example model in the file's serial namespace (`versioned_object`, or
+//! `cyborg_object` for the `cyborg_object_*.json` files), and prints one line per failing
+//! case and `N passed, N failed`.
 //!
 //! A case that cannot be run (an unknown `op`, a malformed case) is a failure, not a skip.
 
 #[path = "support/cases.rs"]
 mod cases;
 
-use cases::{case_name, json_files, load_cases, run_case};
+use cases::{case_name, json_files, load_case_file, registry_for, run_case};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -17,7 +19,6 @@ fn vector_dir() -> PathBuf {
 }
 
 fn main() -> ExitCode {
-    let reg = cyborg_model::registry();
     let mut dirs = vec![vector_dir()];
     if let Some(extra) = std::env::var_os("VERSO_EXTRA_VECTORS") {
         // cargo runs tests in the package directory: a relative directory that is not
@@ -42,7 +43,10 @@ fn main() -> ExitCode {
             }
         };
         for file in files {
-            let cases = match load_cases(&file) {
+            // Each file is run against the model in its serial namespace.
+            let (cases, reg) = match load_case_file(&file)
+                .and_then(|(serial, cases)| Ok((cases, registry_for(&serial)?)))
+            {
                 Ok(c) => c,
                 Err(e) => {
                     println!("FAIL {e}");

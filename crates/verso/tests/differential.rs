@@ -6,22 +6,28 @@
 //! - `VERSO_TEST_PYTHON`: the Python with oslo.versionedobjects (default
 //!   `<workspace>/.venv/bin/python`). Missing Python or library is a failure, not a skip.
 //! - `VERSO_FUZZ_SEED` / `VERSO_FUZZ_CASES`: the seed and the number of cases (default
-//!   a fixed seed and 2,000 cases).
+//!   a fixed seed and 2,000 cases) in the default serial namespace, `versioned_object`.
+//! - `VERSO_FUZZ_FAMILY_CASES`: the number of cases generated, with the same seed, in
+//!   the `cyborg_object` serial namespace (Cyborg's `OBJ_SERIAL_NAMESPACE`; default
+//!   1,000), run against the same model declared in that family.
 //!
 //! On failure it prints the seed and each failing case (name and why), and writes the
-//! failing cases to `target/verso-fuzz-failures/seed-<N>.json`, a case file that
+//! failing cases to `target/verso-fuzz-failures/seed-<N>[-<serial>].json`, a case file that
 //! `VERSO_EXTRA_VECTORS=target/verso-fuzz-failures cargo test -p verso --test
 //! conformance` replays.
 
 #[path = "support/cases.rs"]
 mod cases;
 
-use cases::{case_name, load_cases, run_case};
+use cases::{case_name, load_case_file, registry_for, run_case};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 const DEFAULT_SEED: u64 = 20_261_203;
 const DEFAULT_CASES: usize = 2_000;
+const DEFAULT_FAMILY_CASES: usize = 1_000;
+/// The other serial namespace the fuzzer runs in.
+const FAMILY: &str = "cyborg_object";
 
 fn workspace_root() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -62,12 +68,19 @@ fn python() -> Result<PathBuf, String> {
     Ok(python)
 }
 
-fn generate(python: &Path, seed: u64, count: usize, out: &Path) -> Result<(), String> {
+fn generate(
+    python: &Path,
+    seed: u64,
+    count: usize,
+    serial: &str,
+    out: &Path,
+) -> Result<(), String> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("interop/ovo_fuzz.py");
     let status = Command::new(python)
         .arg(&script)
         .args(["generate", "--seed", &seed.to_string()])
         .args(["--count", &count.to_string()])
+        .args(["--serial-namespace", serial])
         .arg("--out")
         .arg(out)
         .status()
@@ -87,17 +100,41 @@ fn target_dir() -> PathBuf {
 fn run() -> Result<bool, String> {
     let seed = env_number("VERSO_FUZZ_SEED", DEFAULT_SEED)?;
     let count = env_number("VERSO_FUZZ_CASES", DEFAULT_CASES)?;
+    let family_count = env_number("VERSO_FUZZ_FAMILY_CASES", DEFAULT_FAMILY_CASES)?;
     let python = python()?;
+    let default_ok = run_in(
+        &python,
+        seed,
+        count,
+        verso::primitive::DEFAULT_SERIAL_NAMESPACE,
+    )?;
+    let family_ok = run_in(&python, seed, family_count, FAMILY)?;
+    Ok(default_ok && family_ok)
+}
+
+/// Generates `count` cases in serial namespace `serial` and runs them; whether all pass.
+fn run_in(python: &Path, seed: u64, count: usize, serial: &str) -> Result<bool, String> {
     let work = target_dir().join("verso-fuzz");
     std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
-    let generated = work.join(format!("seed-{seed}-{count}.json"));
-    generate(&python, seed, count, &generated)?;
-    let cases = load_cases(&generated)?;
+    let default = serial == verso::primitive::DEFAULT_SERIAL_NAMESPACE;
+    let tag = if default {
+        format!("seed-{seed}")
+    } else {
+        format!("seed-{seed}-{serial}")
+    };
+    let generated = work.join(format!("{tag}-{count}.json"));
+    generate(python, seed, count, serial, &generated)?;
+    let (file_serial, cases) = load_case_file(&generated)?;
     if cases.len() != count {
         return Err(format!("asked for {count} cases, got {}", cases.len()));
     }
+    if file_serial != serial {
+        return Err(format!(
+            "asked for cases in {serial}, the file says {file_serial}"
+        ));
+    }
 
-    let reg = cyborg_model::registry();
+    let reg = registry_for(serial)?;
     let mut failing = Vec::new();
     for case in &cases {
         // A panic is a failure of its case, reported like any other.
@@ -114,7 +151,7 @@ fn run() -> Result<bool, String> {
         .filter(|c| c.get("deliberate").is_some())
         .count();
     println!(
-        "seed {seed}: {} passed, {} failed ({deliberate} cases are deliberate differences)",
+        "seed {seed}, {serial}: {} passed, {} failed ({deliberate} cases are deliberate differences)",
         cases.len() - failing.len(),
         failing.len()
     );
@@ -123,11 +160,12 @@ fn run() -> Result<bool, String> {
     }
     let dir = target_dir().join("verso-fuzz-failures");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let file = dir.join(format!("seed-{seed}.json"));
+    let file = dir.join(format!("{tag}.json"));
     let doc = serde_json::json!({
         "format": 1,
         "generator": "oslo.versionedobjects 3.12.0 (Python)",
         "model": "ovo-model.json",
+        "serial_namespace": serial,
         "group": "fuzz-failures",
         "seed": seed,
         "cases": failing,

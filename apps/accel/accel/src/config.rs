@@ -222,6 +222,26 @@ impl Default for Nvme {
     }
 }
 
+/// `[cyborg]`: serving real OpenStack Cyborg 17 agents during a migration from Cyborg.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Cyborg {
+    /// Whether `accel conductor` also serves Cyborg's `report_data` (topic
+    /// `cyborg-conductor`) so Cyborg 17 agents not yet replaced report into accel.
+    pub serve_agents: bool,
+    /// The control exchange Cyborg's services use, on `[transport] url`'s broker.
+    pub control_exchange: String,
+}
+
+impl Default for Cyborg {
+    fn default() -> Self {
+        Cyborg {
+            serve_agents: false,
+            control_exchange: accel_cyborg17::rpc::CONTROL_EXCHANGE.into(),
+        }
+    }
+}
+
 /// The whole configuration.
 #[derive(Debug)]
 pub struct AccelConfig {
@@ -239,6 +259,8 @@ pub struct AccelConfig {
     pub pci: Pci,
     /// `[nvme]`.
     pub nvme: Nvme,
+    /// `[cyborg]`.
+    pub cyborg: Cyborg,
     /// The layered configuration (caps, origins).
     pub layers: Config,
 }
@@ -268,6 +290,7 @@ pub fn load(file: Option<&PathBuf>, overrides: &[String]) -> Result<AccelConfig,
         .section("agent")
         .section("pci")
         .section("nvme")
+        .section("cyborg")
         .maybe_file(file)
         .overrides(overrides.iter().cloned())
         .load()?;
@@ -279,6 +302,7 @@ pub fn load(file: Option<&PathBuf>, overrides: &[String]) -> Result<AccelConfig,
         agent: layers.section("agent")?,
         pci: layers.section("pci")?,
         nvme: layers.section("nvme")?,
+        cyborg: layers.section("cyborg")?,
         layers,
     })
 }

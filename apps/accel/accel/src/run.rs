@@ -44,6 +44,9 @@ async fn start_conductor(
     }
     let options = StartOptions {
         agent_liveness: Duration::from_secs(config.conductor.agent_liveness),
+        // Serving Cyborg 17 agents means migrating from Cyborg: a new database starts at
+        // release N (Cyborg 17), and finalizes once the last Cyborg host is replaced.
+        fresh_at: config.cyborg.serve_agents.then_some(AccelVersion::Initial),
         ..StartOptions::default()
     };
     Ok(
@@ -60,12 +63,37 @@ fn conductor_client(config: &AccelConfig, transport: Arc<dyn Transport>) -> vers
 /// `accel conductor`.
 pub async fn conductor(config: AccelConfig) -> Result<ExitCode, Error> {
     let db = open_db(&config.database.url).await?;
-    let running = start_conductor(db, transport(&config).await?, &config).await?;
+    let running = start_conductor(db.clone(), transport(&config).await?, &config).await?;
     println!(
         "conductor: serving {CONDUCTOR_TOPIC} and {UPGRADE_TOPIC} on {}",
         verso_rpc::transport::amqp::redact(&config.transport.url)
     );
+    // Cyborg 17 agents left during a migration: their reports go through the same
+    // inventory diff and tell the fleet record that their hosts still run release N.
+    let cyborg_agents = if config.cyborg.serve_agents {
+        let transport =
+            transport_from_url(&config.transport.url, Some(&config.cyborg.control_exchange))
+                .await?;
+        let server = accel_conductor::cyborg::serve(
+            transport,
+            db,
+            accel_conductor::cyborg::TOPIC,
+            Some(running.coordinator.clone()),
+        )
+        .await?;
+        println!(
+            "conductor: serving Cyborg 17 agents' report_data on {} (exchange {})",
+            accel_conductor::cyborg::TOPIC,
+            config.cyborg.control_exchange
+        );
+        Some(server)
+    } else {
+        None
+    };
     verso_rpc::shutdown::shutdown_signal().await;
+    if let Some(server) = cyborg_agents {
+        server.stop().await;
+    }
     running.stop().await;
     Ok(ExitCode::SUCCESS)
 }

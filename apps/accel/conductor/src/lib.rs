@@ -18,6 +18,7 @@
 //!   and through which conductor) in the database, what finalization is decided on.
 
 pub mod census;
+pub mod cyborg;
 pub mod db;
 pub mod fleet;
 pub mod handles;

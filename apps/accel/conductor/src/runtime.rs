@@ -38,6 +38,10 @@ pub struct StartOptions {
     /// This conductor's name in the fleet record's `heard_by` (default: host name and
     /// process id, [`conductor_id`]).
     pub conductor_id: Option<String>,
+    /// The apparent version a database without a version record starts at (default:
+    /// this build's, a fresh install). A deployment migrating from Cyborg 17 starts at
+    /// [`AccelVersion::Initial`]: its Cyborg hosts are release N until replaced.
+    pub fresh_at: Option<AccelVersion>,
 }
 
 impl Default for StartOptions {
@@ -46,6 +50,7 @@ impl Default for StartOptions {
             version_refresh: VERSION_REFRESH_INTERVAL,
             agent_liveness: AGENT_LIVENESS,
             conductor_id: None,
+            fresh_at: None,
         }
     }
 }
@@ -184,12 +189,14 @@ pub async fn start_with(
     }
     // Over the database as a transactional store: every record write is a locked
     // read-modify-write, so conductors sharing the database cannot undo each other's.
-    let versions = VersionManager::<AccelVersion>::builder_tx(DbVersionStore::new(
+    let mut builder = VersionManager::<AccelVersion>::builder_tx(DbVersionStore::new(
         db.clone(),
         AccelVersion::COMPONENT,
-    ))
-    .open()
-    .await?;
+    ));
+    if let Some(v) = options.fresh_at {
+        builder = builder.fresh_at(v);
+    }
+    let versions = builder.open().await?;
     let cleanup = versions.gate(AccelVersion::DriverFeatures, "NVMe secure cleanup");
     // Registered so `status` lists it; AttachHandle.update_managed's body checks it.
     let _unmanaged = versions.gate(

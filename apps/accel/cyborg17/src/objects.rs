@@ -9,14 +9,20 @@
 
 use std::collections::BTreeMap;
 use uuid::Uuid;
-use verso::{DateTime, Field, ObjectMeta, Registry, VersionedEnum, VersionedObject};
+use verso::{DateTime, Field, ObjectFamily, ObjectMeta, Registry, VersionedEnum, VersionedObject};
 
-/// The project namespace of every class here (`OBJ_PROJECT_NAMESPACE`).
-pub const NAMESPACE: &str = "cyborg";
+/// Cyborg's object family, as its base class `CyborgObject` declares it: project
+/// namespace `cyborg` (`OBJ_PROJECT_NAMESPACE`), serial namespace `cyborg_object`
+/// (`OBJ_SERIAL_NAMESPACE`, the prefix of every primitive key).
+#[derive(ObjectFamily)]
+#[verso(namespace = "cyborg", serial_namespace = "cyborg_object")]
+pub struct CyborgObject;
 
-/// The serial namespace of every class here (`OBJ_SERIAL_NAMESPACE`): the prefix of
-/// their primitives' keys.
-pub const SERIAL_NAMESPACE: &str = "cyborg_object";
+/// The project namespace of every class here.
+pub const NAMESPACE: &str = <CyborgObject as verso::ObjectFamily>::NAMESPACE;
+
+/// The serial namespace of every class here.
+pub const SERIAL_NAMESPACE: &str = <CyborgObject as verso::ObjectFamily>::SERIAL_NAMESPACE;
 
 /// A device's type (`constants.DEVICE_TYPE`).
 #[derive(VersionedEnum, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -124,7 +130,7 @@ pub enum ControlpathType {
 
 /// A physical device on a host.
 #[derive(VersionedObject, Clone, Debug, PartialEq)]
-#[verso(namespace = "cyborg", version = "1.5")]
+#[verso(family = CyborgObject, version = "1.5")]
 pub struct Device {
     /// Database id.
     pub id: Field<i64>,
@@ -158,7 +164,7 @@ pub struct Device {
 
 /// A schedulable unit of a device (one resource provider in Placement).
 #[derive(VersionedObject, Clone, Debug, PartialEq)]
-#[verso(namespace = "cyborg", version = "1.1")]
+#[verso(family = CyborgObject, version = "1.1")]
 pub struct Deployable {
     /// Database id.
     pub id: Field<i64>,
@@ -193,7 +199,7 @@ pub struct Deployable {
 
 /// What an instance attaches: a PCI function or a mediated device of a deployable.
 #[derive(VersionedObject, Clone, Debug, PartialEq)]
-#[verso(namespace = "cyborg", version = "1.0")]
+#[verso(family = CyborgObject, version = "1.0")]
 pub struct AttachHandle {
     /// Database id.
     pub id: Field<i64>,
@@ -220,7 +226,7 @@ pub struct AttachHandle {
 
 /// How a device's control path is reached (its physical function).
 #[derive(VersionedObject, Clone, Debug, PartialEq)]
-#[verso(namespace = "cyborg", version = "1.1")]
+#[verso(family = CyborgObject, version = "1.1")]
 pub struct ControlpathID {
     /// Database id.
     pub id: Field<i64>,
@@ -243,7 +249,7 @@ pub struct ControlpathID {
 
 /// A named set of accelerator request groups (`{"resources:FPGA": "1", ...}`).
 #[derive(VersionedObject, Clone, Debug, PartialEq)]
-#[verso(namespace = "cyborg", version = "1.1")]
+#[verso(family = CyborgObject, version = "1.1")]
 pub struct DeviceProfile {
     /// Database id.
     pub id: Field<i64>,
@@ -266,7 +272,7 @@ pub struct DeviceProfile {
 
 /// An accelerator request as Nova sees it.
 #[derive(VersionedObject, Clone, Debug, PartialEq)]
-#[verso(namespace = "cyborg", name = "ARQ", version = "1.1")]
+#[verso(family = CyborgObject, name = "ARQ", version = "1.1")]
 pub struct Arq {
     /// Database id.
     pub id: Field<i64>,
@@ -304,7 +310,7 @@ pub struct Arq {
 /// An accelerator request with Cyborg's private state (one database row with its
 /// [`Arq`]).
 #[derive(VersionedObject, Clone, Debug, PartialEq)]
-#[verso(namespace = "cyborg", name = "ExtARQ", version = "1.2")]
+#[verso(family = CyborgObject, name = "ExtARQ", version = "1.2")]
 pub struct ExtArq {
     /// The request.
     pub arq: Field<Arq>,
@@ -329,7 +335,7 @@ pub struct ExtArq {
 
 /// An [`ExtArq`] for an FPGA (programming before binding); the same fields.
 #[derive(VersionedObject, Clone, Debug, PartialEq)]
-#[verso(namespace = "cyborg", name = "FPGAExtARQ", version = "1.2")]
+#[verso(family = CyborgObject, name = "FPGAExtARQ", version = "1.2")]
 pub struct FpgaExtArq {
     /// The request.
     pub arq: Field<Arq>,
@@ -354,7 +360,7 @@ pub struct FpgaExtArq {
 
 /// A key and value of a deployable (traits, resource class, ...).
 #[derive(VersionedObject, Clone, Debug, PartialEq)]
-#[verso(namespace = "cyborg", version = "1.0")]
+#[verso(family = CyborgObject, version = "1.0")]
 pub struct Attribute {
     /// Database id.
     pub id: Field<i64>,
@@ -376,7 +382,7 @@ pub struct Attribute {
 
 /// An attach handle as a driver reports it.
 #[derive(VersionedObject, Clone, Debug, PartialEq)]
-#[verso(namespace = "cyborg", version = "1.0")]
+#[verso(family = CyborgObject, version = "1.0")]
 pub struct DriverAttachHandle {
     /// PCI or MDEV (text).
     pub attach_type: Field<String>,
@@ -395,7 +401,7 @@ pub struct DriverAttachHandle {
 
 /// An attribute as a driver reports it.
 #[derive(VersionedObject, Clone, Debug, PartialEq)]
-#[verso(namespace = "cyborg", version = "1.0")]
+#[verso(family = CyborgObject, version = "1.0")]
 pub struct DriverAttribute {
     /// The key.
     pub key: Field<String>,
@@ -411,7 +417,7 @@ pub struct DriverAttribute {
 
 /// A control path as a driver reports it.
 #[derive(VersionedObject, Clone, Debug, PartialEq)]
-#[verso(namespace = "cyborg", version = "1.0")]
+#[verso(family = CyborgObject, version = "1.0")]
 pub struct DriverControlPathID {
     /// PCI (text).
     pub cpid_type: Field<String>,
@@ -427,7 +433,7 @@ pub struct DriverControlPathID {
 
 /// A deployable as a driver reports it.
 #[derive(VersionedObject, Clone, Debug, PartialEq)]
-#[verso(namespace = "cyborg", version = "1.0")]
+#[verso(family = CyborgObject, version = "1.0")]
 pub struct DriverDeployable {
     /// Its name.
     pub name: Field<String>,
@@ -452,7 +458,7 @@ pub struct DriverDeployable {
 /// A device as a driver reports it: what an agent's `report_data` carries, one per
 /// physical function.
 #[derive(VersionedObject, Clone, Debug, PartialEq)]
-#[verso(namespace = "cyborg", version = "1.4")]
+#[verso(family = CyborgObject, version = "1.4")]
 pub struct DriverDevice {
     /// Vendor id.
     pub vendor: Field<String>,

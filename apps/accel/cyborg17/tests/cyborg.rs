@@ -91,6 +91,12 @@ fn every_class_is_in_cyborgs_namespaces_and_has_no_remotable_method() {
     }
     for schema in objects::registry().schemas() {
         assert_eq!(schema.namespace, NAMESPACE, "{}", schema.name);
+        assert_eq!(
+            schema.primitive_keys.serial_namespace(),
+            SERIAL_NAMESPACE,
+            "{}",
+            schema.name
+        );
         assert!(schema.methods.is_empty(), "{}", schema.name);
     }
 }

@@ -1,14 +1,28 @@
 //! The golden-vector case runner shared by `conformance.rs` and `differential.rs`: reads
 //! case files in the format of `tests/vectors/README.md` and runs one case against the
-//! cyborg example model.
+//! cyborg example model, in the serial namespace the case file names (`versioned_object`,
+//! or `cyborg_object`: the same model declared in that family, `cyborg_object_model.rs`).
 //!
 //! Included by each test with `#[path = "support/cases.rs"] mod cases;`.
 
 #![allow(dead_code)]
 
+#[path = "cyborg_object_model.rs"]
+pub mod cyborg_object_model;
+
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
+use verso::primitive::DEFAULT_SERIAL_NAMESPACE;
 use verso::{AnyObject, Registry, Version, VersionManifest};
+
+/// The model's registry in `serial_namespace` (a case file's `serial_namespace`).
+pub fn registry_for(serial_namespace: &str) -> Result<Registry, String> {
+    match serial_namespace {
+        DEFAULT_SERIAL_NAMESPACE => Ok(cyborg_model::registry()),
+        "cyborg_object" => Ok(cyborg_object_model::registry()),
+        other => Err(format!("no model in serial namespace {other}")),
+    }
+}
 
 /// The `*.json` files of `dir`, sorted.
 pub fn json_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
@@ -23,14 +37,32 @@ pub fn json_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
 
 /// The `cases` of a case file.
 pub fn load_cases(file: &Path) -> Result<Vec<Value>, String> {
+    load_case_file(file).map(|(_, cases)| cases)
+}
+
+/// The serial namespace (`versioned_object` when the file names none) and the `cases`
+/// of a case file.
+pub fn load_case_file(file: &Path) -> Result<(String, Vec<Value>), String> {
     let doc: Value = std::fs::read_to_string(file)
         .map_err(|e| format!("{}: {e}", file.display()))
         .and_then(|t| serde_json::from_str(&t).map_err(|e| format!("{}: {e}", file.display())))?;
     match doc {
-        Value::Object(mut m) => match m.remove("cases") {
-            Some(Value::Array(cases)) => Ok(cases),
-            _ => Err(format!("{}: no cases", file.display())),
-        },
+        Value::Object(mut m) => {
+            let serial = match m.remove("serial_namespace") {
+                None => DEFAULT_SERIAL_NAMESPACE.to_owned(),
+                Some(Value::String(s)) => s,
+                Some(other) => {
+                    return Err(format!(
+                        "{}: serial_namespace {other} is not a string",
+                        file.display()
+                    ))
+                }
+            };
+            match m.remove("cases") {
+                Some(Value::Array(cases)) => Ok((serial, cases)),
+                _ => Err(format!("{}: no cases", file.display())),
+            }
+        }
         _ => Err(format!("{}: not a case file", file.display())),
     }
 }
@@ -62,13 +94,14 @@ fn spec_to_primitive(reg: &Registry, spec: &Value) -> Result<Value, String> {
         Some(c) => c.clone(),
         None => Value::Array(fields.keys().cloned().map(Value::String).collect()),
     };
-    Ok(serde_json::json!({
-        "versioned_object.name": class,
-        "versioned_object.namespace": schema.namespace,
-        "versioned_object.version": schema.version.to_string(),
-        "versioned_object.data": data,
-        "versioned_object.changes": changes,
-    }))
+    let keys = schema.primitive_keys;
+    let mut p = Map::new();
+    p.insert(keys.name().into(), class.into());
+    p.insert(keys.namespace().into(), schema.namespace.into());
+    p.insert(keys.version().into(), schema.version.to_string().into());
+    p.insert(keys.data().into(), Value::Object(data));
+    p.insert(keys.changes().into(), changes);
+    Ok(Value::Object(p))
 }
 
 fn field_value(
@@ -134,8 +167,13 @@ fn apply_step(reg: &Registry, obj: &mut dyn AnyObject, step: &Value) -> Result<(
     Ok(())
 }
 
+/// Whether `key` is a primitive's `changes` key, in any serial namespace.
+fn is_changes_key(key: &str) -> bool {
+    key.ends_with(".changes")
+}
+
 /// JSON equality with key order free, numbers compared numerically, and every
-/// `versioned_object.changes` list compared as a set.
+/// `<serial>.changes` list compared as a set.
 fn same(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
@@ -146,7 +184,7 @@ fn same(a: &Value, b: &Value) -> bool {
             x.len() == y.len()
                 && x.iter().all(|(k, v)| {
                     y.get(k).is_some_and(|w| {
-                        if k == "versioned_object.changes" {
+                        if is_changes_key(k) {
                             sorted(v) == sorted(w)
                         } else {
                             same(v, w)
@@ -166,7 +204,7 @@ fn first_difference(a: &Value, b: &Value, path: String) -> Option<String> {
                 let here = format!("{path}/{k}");
                 match y.get(k) {
                     None => return Some(format!("{here} (missing in actual)")),
-                    Some(w) if k == "versioned_object.changes" => {
+                    Some(w) if is_changes_key(k) => {
                         if sorted(v) != sorted(w) {
                             return Some(format!("{here}: {v} vs {w}"));
                         }
@@ -252,6 +290,18 @@ fn decode_slice_as(
         reg.from_primitive_slice_as::<O>(bytes)
             .map(|o| Box::new(o) as Box<dyn AnyObject>)
     }
+    if reg.serial_namespaces().any(|s| s == "cyborg_object") {
+        use cyborg_object_model as m;
+        return Some(match name {
+            "Device" => boxed::<m::Device>(reg, bytes),
+            "Deployable" => boxed::<m::Deployable>(reg, bytes),
+            "AttachHandle" => boxed::<m::AttachHandle>(reg, bytes),
+            "DeviceList" => boxed::<m::DeviceList>(reg, bytes),
+            "AttachHandleList" => boxed::<m::AttachHandleList>(reg, bytes),
+            "DeployableList" => boxed::<m::DeployableList>(reg, bytes),
+            _ => return None,
+        });
+    }
     Some(match name {
         "Device" => boxed::<Device>(reg, bytes),
         "Deployable" => boxed::<Deployable>(reg, bytes),
@@ -325,7 +375,17 @@ pub fn run_case(reg: &Registry, case: &Value) -> Result<(), String> {
             }
             // The streaming decoder of the class the primitive names must agree.
             let bytes = serde_json::to_vec(&case["primitive"]).map_err(|e| e.to_string())?;
-            let by_slice = match case["primitive"].get("versioned_object.name") {
+            // The class the primitive names under the model's keys, else in whichever
+            // serial namespace it is written (the decoder then reads it with its own
+            // class's keys and refuses it).
+            let serial = reg
+                .serial_namespaces()
+                .next()
+                .unwrap_or(DEFAULT_SERIAL_NAMESPACE);
+            let by_slice = match case["primitive"].as_object().and_then(|p| {
+                p.get(&format!("{serial}.name"))
+                    .or_else(|| verso::primitive::name_of(p))
+            }) {
                 Some(Value::String(name)) => decode_slice_as(reg, name, &bytes),
                 _ => None,
             };

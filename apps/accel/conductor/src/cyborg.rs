@@ -1,0 +1,323 @@
+//! Real OpenStack Cyborg 17 agents reporting to accel's conductor, for a migration from
+//! Cyborg node by node: the conductor serves Cyborg's own `report_data` (conductor API
+//! 1.0 of `accel_cyborg17`, topic `cyborg-conductor` on exchange `cyborg`), and a Cyborg
+//! agent's report becomes accel's inventory of that host exactly as an accel agent's
+//! would: the same diff, the same rows, visible in the API.
+//!
+//! What a Cyborg report says is mapped field by field ([`reported`]); what accel's
+//! inventory cannot hold yet is refused whole with a [`CyborgReportError`] naming the
+//! device, so a host's inventory never changes by half (the agent reports again on its
+//! next period): device types beyond accel's six (`MDEV`, `PCI`, `NVME`) and `stub`
+//! devices (Cyborg's "keep what you have" marker). Cyborg's other conductor methods are
+//! called by Cyborg's API service, which accel's API replaces, so they are not served.
+
+use crate::db::{Db, ReportedDevice};
+use crate::service::{to_remote, ReportWitness};
+use accel_cyborg17::objects::{DeviceType, DriverDevice};
+use accel_cyborg17::rpc::{ReportData, CONDUCTOR_TOPIC};
+use serde_json::Value;
+use std::sync::Arc;
+use verso::{Version, VersionedEnum};
+use verso_rpc::transport::Transport;
+use verso_rpc::{Endpoint, RemoteError, RpcError, RpcServer, ServerHandle, Target};
+use verso_upgrade::HeartbeatError;
+
+/// The error module of the remote errors this endpoint raises.
+pub const ERROR_MODULE: &str = "accel.cyborg";
+
+/// Why a Cyborg agent's report was refused (nothing of it was applied).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CyborgReportError {
+    /// A field accel needs is unset.
+    #[error("device {device} of the report has no {field}")]
+    Missing {
+        /// Which device (its position, and its vendor and model when known).
+        device: String,
+        /// The field.
+        field: &'static str,
+    },
+    /// The control path is not a PCI address accel can key the device by.
+    #[error("device {device}: control path {info:?} is not a PCI address (domain, bus, device, function)")]
+    ControlPath {
+        /// Which device.
+        device: String,
+        /// The `cpid_info` text.
+        info: String,
+    },
+    /// A device type accel's inventory does not have yet.
+    #[error("device {device}: type {ty} is not one accel manages yet (GPU, FPGA, AICHIP, QAT, NIC, SSD)")]
+    UnsupportedType {
+        /// Which device.
+        device: String,
+        /// Its type.
+        ty: &'static str,
+    },
+    /// A stub device, which asks the conductor to keep the stored one unchanged.
+    #[error("device {device} is a stub (keep the stored device), which accel does not take yet")]
+    Stub {
+        /// Which device.
+        device: String,
+    },
+}
+
+impl CyborgReportError {
+    fn to_remote(&self) -> RemoteError {
+        RemoteError::new("InvalidReport", ERROR_MODULE, self.to_string())
+    }
+}
+
+/// A Cyborg agent's report as accel's inventory rows.
+pub fn reported(devices: &[DriverDevice]) -> Result<Vec<ReportedDevice>, CyborgReportError> {
+    devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| reported_device(i, d))
+        .collect()
+}
+
+fn reported_device(i: usize, d: &DriverDevice) -> Result<ReportedDevice, CyborgReportError> {
+    let name = || match (d.vendor.get(), d.model.get()) {
+        (Some(v), Some(m)) => format!("#{i} ({v} {m})"),
+        _ => format!("#{i}"),
+    };
+    let missing = |field| CyborgReportError::Missing {
+        device: name(),
+        field,
+    };
+    if d.stub.get() == Some(&true) {
+        return Err(CyborgReportError::Stub { device: name() });
+    }
+    let ty = *d.r#type.get().ok_or_else(|| missing("type"))?;
+    let device_type = match ty {
+        DeviceType::Gpu
+        | DeviceType::Fpga
+        | DeviceType::AiChip
+        | DeviceType::Qat
+        | DeviceType::Nic
+        | DeviceType::Ssd => ty.as_str(),
+        DeviceType::Mdev | DeviceType::Pci | DeviceType::Nvme => {
+            return Err(CyborgReportError::UnsupportedType {
+                device: name(),
+                ty: ty.as_str(),
+            })
+        }
+    };
+    let cpid = d
+        .controlpath_id
+        .get()
+        .ok_or_else(|| missing("controlpath_id"))?;
+    let info = cpid
+        .cpid_info
+        .get()
+        .ok_or_else(|| missing("controlpath_id.cpid_info"))?;
+    let control_path_id = pci_address(info).ok_or_else(|| CyborgReportError::ControlPath {
+        device: name(),
+        info: info.clone(),
+    })?;
+    let deployables = d
+        .deployable_list
+        .get()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let mut handles = Vec::new();
+    for dep in deployables {
+        for h in dep
+            .attach_handle_list
+            .get()
+            .cloned()
+            .flatten()
+            .unwrap_or_default()
+        {
+            let ty = h.attach_type.get().ok_or_else(|| missing("attach_type"))?;
+            let info = h.attach_info.get().ok_or_else(|| missing("attach_info"))?;
+            handles.push((ty.clone(), info.clone()));
+        }
+    }
+    Ok(ReportedDevice {
+        control_path_id,
+        device_type: device_type.to_owned(),
+        vendor: d.vendor.get().cloned().ok_or_else(|| missing("vendor"))?,
+        model: d.model.get().cloned().ok_or_else(|| missing("model"))?,
+        std_board_info: d.std_board_info.get().cloned().flatten(),
+        driver_name: deployables
+            .iter()
+            .find_map(|dep| dep.driver_name.get().cloned().flatten()),
+        handles,
+    })
+}
+
+/// `DDDD:BB:DD.F` from Cyborg's `cpid_info`, `{"domain": "0000", "bus": "0c", "device":
+/// "00", "function": "0"}` (the form accel's own agents key devices by).
+fn pci_address(info: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(info).ok()?;
+    // Each part is hexadecimal text within PCI's bounds.
+    let part = |key: &str, max: u32| -> Option<u32> {
+        let n = u32::from_str_radix(v.get(key)?.as_str()?, 16).ok()?;
+        (n <= max).then_some(n)
+    };
+    Some(format!(
+        "{:04x}:{:02x}:{:02x}.{:x}",
+        part("domain", 0xffff)?,
+        part("bus", 0xff)?,
+        part("device", 0x1f)?,
+        part("function", 0x7)?
+    ))
+}
+
+/// The endpoint serving Cyborg's `report_data` over `db`. With `witness` (the
+/// conductor's coordinator), each reporting host is recorded in the fleet record first:
+/// a Cyborg agent sends no heartbeat, so this is how finalization learns that a host
+/// still runs Cyborg 17, i.e. release N, and refuses while it is live; a report the
+/// coordinator refuses (a host never heard before, after a finalization started) is
+/// not applied and answers `Fenced`.
+pub fn endpoint(db: Db, witness: Option<ReportWitness>) -> Endpoint {
+    Endpoint::new(Version::new(1, 0)).handle(move |_ctx, report: ReportData| {
+        let (db, witness) = (db.clone(), witness.clone());
+        async move {
+            let rows = reported(&report.driver_device_list).map_err(|e| {
+                tracing::warn!(host = %report.hostname, error = %e, "a Cyborg agent's report was refused");
+                e.to_remote()
+            })?;
+            if let Some(w) = witness {
+                w.seen(&report.hostname, &report.hostname)
+                    .await
+                    .map_err(|e| match e {
+                        HeartbeatError::Fenced(f) => RemoteError::from_exception(&f),
+                        other => {
+                            tracing::error!(host = %report.hostname, error = %other, "a Cyborg agent's report was not applied");
+                            RemoteError::new(
+                                "DatabaseError",
+                                ERROR_MODULE,
+                                "the conductor's database failed; see its log",
+                            )
+                        }
+                    })?;
+            }
+            let outcome = db.report(&report.hostname, &rows).await.map_err(to_remote)?;
+            tracing::info!(
+                host = %report.hostname,
+                added = outcome.added.len(),
+                updated = outcome.updated.len(),
+                removed = outcome.removed.len(),
+                "a Cyborg agent reported"
+            );
+            // Cyborg's conductor replies None.
+            Ok(())
+        }
+    })
+}
+
+/// Serves Cyborg's `report_data` on `topic` (Cyborg's is [`CONDUCTOR_TOPIC`]) over
+/// `transport`, whose control exchange must be Cyborg's (`cyborg`); `witness` as in
+/// [`endpoint`].
+pub async fn serve(
+    transport: Arc<dyn Transport>,
+    db: Db,
+    topic: &str,
+    witness: Option<ReportWitness>,
+) -> Result<ServerHandle, RpcError> {
+    RpcServer::new(transport, Target::new(topic))
+        .endpoint(endpoint(db, witness))?
+        .start()
+        .await
+}
+
+/// The topic [`serve`] takes by default: Cyborg's conductor topic.
+pub const TOPIC: &str = CONDUCTOR_TOPIC;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use accel_cyborg17::objects::{DriverAttachHandle, DriverControlPathID, DriverDeployable};
+    use verso::VersionedObject;
+
+    fn device(ty: DeviceType, cpid_info: &str) -> DriverDevice {
+        DriverDevice {
+            vendor: "0x8086".to_owned().into(),
+            model: "0x0b30".to_owned().into(),
+            r#type: ty.into(),
+            std_board_info: None.into(),
+            controlpath_id: DriverControlPathID {
+                cpid_type: "PCI".to_owned().into(),
+                cpid_info: cpid_info.to_owned().into(),
+                ..DriverControlPathID::blank()
+            }
+            .into(),
+            deployable_list: vec![DriverDeployable {
+                name: "dep".to_owned().into(),
+                num_accelerators: 1.into(),
+                driver_name: Some("intel".to_owned()).into(),
+                attach_handle_list: Some(vec![DriverAttachHandle {
+                    attach_type: "PCI".to_owned().into(),
+                    attach_info: r#"{"domain":"0000","bus":"5e","device":"00","function":"1"}"#
+                        .to_owned()
+                        .into(),
+                    ..DriverAttachHandle::blank()
+                }])
+                .into(),
+                ..DriverDeployable::blank()
+            }]
+            .into(),
+            stub: false.into(),
+            ..DriverDevice::blank()
+        }
+    }
+
+    const PF: &str = r#"{"domain":"0000","bus":"5e","device":"00","function":"0"}"#;
+
+    #[test]
+    fn a_cyborg_device_becomes_accels_row() {
+        let rows = reported(&[device(DeviceType::Fpga, PF)]).expect("maps");
+        assert_eq!(rows[0].control_path_id, "0000:5e:00.0");
+        assert_eq!(rows[0].device_type, "FPGA");
+        assert_eq!(rows[0].driver_name.as_deref(), Some("intel"));
+        assert_eq!(rows[0].handles.len(), 1);
+        assert_eq!(rows[0].handles[0].0, "PCI");
+    }
+
+    #[test]
+    fn short_hex_parts_are_padded_like_accels_own_addresses() {
+        let rows = reported(&[device(
+            DeviceType::Gpu,
+            r#"{"domain":"0","bus":"c","device":"0","function":"0"}"#,
+        )])
+        .expect("maps");
+        assert_eq!(rows[0].control_path_id, "0000:0c:00.0");
+    }
+
+    #[test]
+    fn what_accel_cannot_hold_is_refused_naming_the_device() {
+        let e = reported(&[device(DeviceType::Fpga, PF), device(DeviceType::Nvme, PF)])
+            .expect_err("NVMe");
+        assert_eq!(
+            e,
+            CyborgReportError::UnsupportedType {
+                device: "#1 (0x8086 0x0b30)".into(),
+                ty: "NVME"
+            }
+        );
+        let e = reported(&[device(DeviceType::Fpga, "not json")]).expect_err("bad cpid");
+        assert!(matches!(e, CyborgReportError::ControlPath { .. }), "{e}");
+        let e = reported(&[device(
+            DeviceType::Fpga,
+            r#"{"domain":"0000","bus":"100","device":"00","function":"0"}"#,
+        )])
+        .expect_err("bus out of range");
+        assert!(matches!(e, CyborgReportError::ControlPath { .. }), "{e}");
+        let mut stub = device(DeviceType::Gpu, PF);
+        stub.stub = true.into();
+        assert!(matches!(
+            reported(&[stub]),
+            Err(CyborgReportError::Stub { .. })
+        ));
+        let mut unset = device(DeviceType::Gpu, PF);
+        unset.vendor = verso::Field::default();
+        assert_eq!(
+            reported(&[unset]),
+            Err(CyborgReportError::Missing {
+                device: "#0".into(),
+                field: "vendor"
+            })
+        );
+    }
+}

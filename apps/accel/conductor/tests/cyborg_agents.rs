@@ -1,0 +1,131 @@
+//! A real Cyborg 17 agent's report, sent by Cyborg's own code over RabbitMQ on exchange
+//! `cyborg` (`apps/accel/cyborg17/python/cyborg_peer.py send`: Cyborg's fake driver's
+//! discovery through Cyborg's `ConductorAPI.report_data`), lands in accel's database
+//! through the conductor's Cyborg endpoint, on SQLite and on PostgreSQL; the same report
+//! again changes nothing.
+//!
+//! Uses `VERSO_TEST_RABBIT_URL`, `VERSO_TEST_PYTHON` and the PostgreSQL test cluster
+//! (scripts/test.sh provides all three).
+
+use accel_conductor::db::ListFilter;
+use accel_conductor::{cyborg, testing, Db};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use verso_rpc::transport::amqp::{AmqpConfig, AmqpTransport};
+use verso_rpc::transport::Transport;
+
+fn rabbit_url() -> String {
+    std::env::var("VERSO_TEST_RABBIT_URL")
+        .unwrap_or_else(|_| "rabbit://guest:guest@127.0.0.1:5672/".into())
+}
+
+fn python() -> PathBuf {
+    let python = std::env::var_os("VERSO_TEST_PYTHON").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../.venv/bin/python"),
+        PathBuf::from,
+    );
+    assert!(python.exists(), "no Python at {}", python.display());
+    python
+}
+
+async fn cyborg_transport() -> Arc<dyn Transport> {
+    let mut config = AmqpConfig::from_url(&rabbit_url()).expect("the test broker URL");
+    config.control_exchange = accel_cyborg17::rpc::CONTROL_EXCHANGE.to_owned();
+    Arc::new(
+        AmqpTransport::connect_with(config)
+            .await
+            .unwrap_or_else(|e| panic!("RabbitMQ (scripts/test.sh starts it): {e}")),
+    )
+}
+
+/// Runs Cyborg's own report path once against `topic`; its `sent` line, parsed.
+async fn cyborg_agent_reports(topic: &str, host: &str) -> serde_json::Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cyborg17/python/cyborg_peer.py");
+    let out = tokio::process::Command::new(python())
+        .arg(script)
+        .args(["send", "--transport-url", &rabbit_url(), "--topic", topic])
+        .args(["--host", host])
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("the test Python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.lines().any(|l| l == "reply null"),
+        "Cyborg's report_data failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sent = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("sent "))
+        .expect("a sent line");
+    serde_json::from_str(sent).expect("JSON")
+}
+
+async fn a_cyborg_agents_report_lands_in(db: Db) {
+    let topic = format!("cyborg-conductor-test-{}", uuid::Uuid::new_v4().simple());
+    let server = cyborg::serve(cyborg_transport().await, db.clone(), &topic, None)
+        .await
+        .expect("the Cyborg endpoint listens");
+    let host = "cyborg-host-1";
+
+    let sent = cyborg_agent_reports(&topic, host).await;
+    let on_host = ListFilter {
+        host: Some(host.into()),
+        ..ListFilter::default()
+    };
+    let devices = db.devices(&on_host).await.expect("devices");
+    assert_eq!(devices.len(), 1, "Cyborg's fake driver reports one device");
+    let data = &sent[0]["cyborg_object.data"];
+    assert_eq!(devices[0].device_type, "FPGA");
+    assert_eq!(devices[0].vendor, data["vendor"].as_str().expect("vendor"));
+    assert_eq!(devices[0].model, data["model"].as_str().expect("model"));
+    assert_eq!(devices[0].hostname, host);
+    let sent_handles: Vec<&str> = data["deployable_list"]
+        .as_array()
+        .expect("deployables")
+        .iter()
+        .flat_map(|d| {
+            d["cyborg_object.data"]["attach_handle_list"]
+                .as_array()
+                .expect("handles")
+        })
+        .map(|h| {
+            h["cyborg_object.data"]["attach_info"]
+                .as_str()
+                .expect("info")
+        })
+        .collect();
+    let handles = db.attach_handles(Some(host)).await.expect("handles");
+    assert_eq!(
+        handles
+            .iter()
+            .map(|h| h.attach_info.as_str())
+            .collect::<Vec<_>>(),
+        sent_handles
+    );
+    assert!(handles
+        .iter()
+        .all(|h| h.attach_type == "TEST_PCI" && !h.in_use));
+
+    // The same report again: nothing changes (the diff found it unchanged).
+    let before = db.devices(&on_host).await.expect("devices");
+    cyborg_agent_reports(&topic, host).await;
+    assert_eq!(db.devices(&on_host).await.expect("devices"), before);
+    assert_eq!(
+        db.attach_handles(Some(host)).await.expect("handles").len(),
+        sent_handles.len()
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_cyborg_agents_report_lands_in_sqlite() {
+    let (db, _dir) = testing::sqlite().await;
+    a_cyborg_agents_report_lands_in(db).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_cyborg_agents_report_lands_in_postgresql() {
+    a_cyborg_agents_report_lands_in(testing::postgres().await).await;
+}

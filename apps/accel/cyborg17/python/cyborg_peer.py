@@ -1,0 +1,99 @@
+"""Cyborg 17's own code on one side of report_data, for accel-cyborg17's wire tests.
+
+    send  --transport-url URL --topic T --host H
+        What a real Cyborg 17 agent sends: Cyborg's fake driver discovers its device
+        (FakeDriver.discover(), as the agent's ResourceTracker calls it) and Cyborg's
+        ConductorAPI sends report_data through Cyborg's serializer and oslo.messaging on
+        exchange `cyborg`. Prints `sent <json list of primitives>`, then `reply <json>`.
+
+    serve --transport-url URL --topic T
+        A report_data endpoint behind Cyborg's own serializer on exchange `cyborg`: every
+        report it receives is turned into Cyborg's objects by Cyborg's code, and printed
+        back as `received <host> <json list of obj_to_primitive()>`. Prints `ready`
+        once it listens; exits on SIGTERM.
+"""
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import warnings
+
+warnings.filterwarnings("ignore")
+
+import oslo_messaging as messaging  # noqa: E402
+from oslo_config import cfg  # noqa: E402
+
+from cyborg import context  # noqa: E402
+from cyborg.accelerator.drivers import fake  # noqa: E402
+from cyborg.common import rpc  # noqa: E402
+from cyborg.common import service as cyborg_service  # noqa: E402
+from cyborg.conductor import rpcapi  # noqa: E402
+from cyborg.objects import base as objects_base  # noqa: E402
+from cyborg.objects.driver_objects import driver_device  # noqa: E402
+
+
+def setup(transport_url):
+    # What Cyborg's services do at start: options, logging, the object registry, RPC on
+    # exchange `cyborg`.
+    cyborg_service.prepare_service(["cyborg-test-peer"])
+    cfg.CONF.set_override("transport_url", transport_url)
+    rpc.cleanup()
+    rpc.init(cfg.CONF)
+
+
+def send(args):
+    devices = fake.FakeDriver().discover()
+    print("sent " + json.dumps([d.obj_to_primitive() for d in devices]), flush=True)
+    api = rpcapi.ConductorAPI(topic=args.topic)
+    reply = api.report_data(context.get_admin_context(), args.host, devices)
+    print("reply " + json.dumps(reply), flush=True)
+
+
+class Conductor:
+    target = messaging.Target(version="1.0")
+
+    def report_data(self, context, hostname, driver_device_list):
+        for d in driver_device_list:
+            if not isinstance(d, driver_device.DriverDevice):
+                raise TypeError("not a DriverDevice: %r" % (d,))
+        body = json.dumps([d.obj_to_primitive() for d in driver_device_list])
+        print("received %s %s" % (hostname, body), flush=True)
+
+
+def serve(args):
+    serializer = rpc.RequestContextSerializer(objects_base.CyborgObjectSerializer())
+    server = messaging.get_rpc_server(
+        rpc.TRANSPORT,
+        messaging.Target(topic=args.topic, server="peer"),
+        [Conductor()],
+        executor="threading",
+        serializer=serializer,
+    )
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    server.start()
+    print("ready", flush=True)
+    stop.wait()
+    server.stop()
+    server.wait()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("mode", choices=["send", "serve"])
+    parser.add_argument("--transport-url", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--host", default="cyborg-host")
+    args = parser.parse_args()
+    setup(args.transport_url)
+    if args.mode == "send":
+        send(args)
+    else:
+        serve(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
