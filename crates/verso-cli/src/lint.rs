@@ -11,6 +11,7 @@
 //! | `relationship-stale` | the newest entry sends an older child than the child class is at: the class should get a new version whose entry names the child's |
 //! | `since-out-of-range` | a `since` newer than the class, or of another major |
 //! | `field-without-since` | a field that the lock's contract of an *older* version does not have, yet declares no `since` (or a `since` at or before that version): a backport to the old version keeps sending it |
+//! | `serial-namespace-mixed` | a class whose serial namespace (`OBJ_SERIAL_NAMESPACE`, the prefix of its primitive's keys) differs from another class of its project namespace, or from an object field's class: OVO reads a contained object with its parent's keys, so a Python peer cannot decode it; declare the family once (`#[derive(ObjectFamily)]`, `family = ...`) |
 //! | `required-field-without-default` | a non-nullable field added in a minor version with no default: primitives from older peers cannot fill it |
 //!
 //! `field-without-since` needs the lock: the schema alone cannot tell a field that was
@@ -105,6 +106,54 @@ fn finding(
     }
 }
 
+/// `serial-namespace-mixed`: one family, one serial namespace.
+fn lint_serial_namespace(registry: &[&ObjectSchema], s: &ObjectSchema, out: &mut Vec<Finding>) {
+    let ours = s.serial_namespace();
+    let fix = || {
+        format!(
+            "declare the family once with #[derive(ObjectFamily)] and name it in every class \
+             of namespace {} (#[verso(family = ...)])",
+            s.namespace
+        )
+    };
+    if let Some(other) = registry
+        .iter()
+        .find(|o| !o.test_only && o.namespace == s.namespace && o.serial_namespace() != ours)
+    {
+        out.push(finding(
+            "serial-namespace-mixed",
+            s,
+            None,
+            format!(
+                "serial namespace {ours}, but {} of the same project namespace {} uses {}",
+                other.name,
+                s.namespace,
+                other.serial_namespace()
+            ),
+            fix(),
+        ));
+    }
+    for f in &s.fields {
+        let Some(child) = f.child.map(|c| c()) else {
+            continue;
+        };
+        if child.serial_namespace() != ours {
+            out.push(finding(
+                "serial-namespace-mixed",
+                s,
+                Some(f.name),
+                format!(
+                    "holds {} in serial namespace {}, inside {ours} keys: OVO reads a contained \
+                     object with its parent's keys, so a Python peer cannot decode it",
+                    child.name,
+                    child.serial_namespace()
+                ),
+                fix(),
+            ));
+        }
+    }
+}
+
 fn pairs(t: &[(Version, Version)]) -> String {
     let items: Vec<String> = t
         .iter()
@@ -119,6 +168,7 @@ fn lint_class(
     lock: Option<&Lock>,
     out: &mut Vec<Finding>,
 ) {
+    lint_serial_namespace(registry, s, out);
     let members = s.is_list.then(|| s.field("objects")).flatten();
     if let Some(objects) = members {
         let member = objects.ty.child_object().unwrap_or("the member class");

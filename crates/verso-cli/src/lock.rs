@@ -28,8 +28,12 @@
 //! ```
 //!
 //! The fingerprint is OVO's (see [`verso::fingerprint`]), so the `fingerprint` lines can
-//! be compared with a Python service's `ObjectVersionChecker` hashes. Test-only
-//! registrations are never written.
+//! be compared with a Python service's `ObjectVersionChecker` hashes. OVO's fingerprint
+//! leaves out the serial namespace (`OBJ_SERIAL_NAMESPACE`, the prefix of the
+//! primitive's keys), so a class outside the default one has a `serial_namespace =
+//! "cyborg_object"` line after its fingerprint; no line means `versioned_object`, which
+//! is how locks written before the line existed still read. A change of it is a
+//! contract change. Test-only registrations are never written.
 
 use crate::error::CliError;
 use crate::rpc::RpcContract;
@@ -228,10 +232,11 @@ fn needs_own_section(item: &toml::Value) -> bool {
 
 /// Keys in reading order: identity first, nested lists last.
 fn ordered(table: &toml::Table) -> Vec<(&String, &toml::Value)> {
-    const ORDER: [&str; 18] = [
+    const ORDER: [&str; 19] = [
         "name",
         "version",
         "fingerprint",
+        "serial_namespace",
         "namespace",
         "list",
         "child_versions",

@@ -128,6 +128,64 @@ fn a_retyped_field_fails_the_check_and_names_it() {
     );
 }
 
+/// Device declared in the `cyborg_object` serial namespace (as Cyborg's classes are).
+fn device_in_cyborg_object() -> ObjectSchema {
+    let mut s = device();
+    s.primitive_keys = cyborg_object_keys();
+    s
+}
+
+fn cyborg_object_keys() -> verso::PrimitiveKeys {
+    #[derive(verso::ObjectFamily)]
+    #[verso(namespace = "cyborg", serial_namespace = "cyborg_object")]
+    struct CyborgObject;
+    <CyborgObject as verso::ObjectFamily>::PRIMITIVE_KEYS
+}
+
+#[test]
+fn the_lock_records_a_serial_namespace_other_than_the_default() {
+    let lock = with_device(&device_in_cyborg_object());
+    let text = lock.render().expect("renders");
+    assert!(
+        text.contains(
+            "[objects.Device]\nversion = \"1.2\"\nfingerprint = \"1.2-fe5b27a5b5f3db959bc08a5f761d166b\"\nserial_namespace = \"cyborg_object\"\n"
+        ),
+        "{text}"
+    );
+    let back = Lock::parse(&text, Path::new("x.lock")).expect("parses");
+    assert_eq!(back, lock);
+    assert_eq!(back.objects["Device"].serial_namespace, "cyborg_object");
+    // The default is not written, and a lock without the key (every lock written before
+    // it was recorded) reads as the default.
+    assert_eq!(
+        locked().objects["Device"].serial_namespace,
+        "versioned_object"
+    );
+    assert!(!std::fs::read_to_string(lock_path())
+        .expect("lock reads")
+        .contains("serial_namespace"));
+}
+
+#[test]
+fn a_changed_serial_namespace_fails_the_check_and_names_it() {
+    let report = check(&locked(), &with_device(&device_in_cyborg_object()));
+    assert!(!report.is_ok());
+    let e = report.entry("object Device").expect("Device entry");
+    assert_eq!(
+        e.headline,
+        "fingerprint 1.2-fe5b27a5b5f3db959bc08a5f761d166b (unchanged) (lock 1.2, code 1.2)"
+    );
+    assert_eq!(
+        e.lines,
+        vec![
+            "serial namespace changed: versioned_object -> cyborg_object (peers reading \
+             versioned_object.* keys cannot read the objects at any version)"
+                .to_string(),
+            "the contract changed but VERSION did not: bump the version".to_string(),
+        ]
+    );
+}
+
 #[test]
 fn an_added_field_fails_the_check_until_bumped_and_recorded() {
     let mut s = device();
@@ -482,6 +540,33 @@ fn lint_rules(schemas: &[&ObjectSchema], lock: Option<&Lock>) -> Vec<(String, St
             )
         })
         .collect()
+}
+
+#[test]
+fn lint_finds_a_family_with_two_serial_namespaces() {
+    let device = device_in_cyborg_object();
+    let handle = cyborg_model::AttachHandle::schema().clone();
+    let deployable = cyborg_model::Deployable::schema().clone();
+    let found = lint_rules(&[&device, &handle, &deployable], None);
+    assert!(
+        found.contains(&("Device.".into(), "serial-namespace-mixed".into())),
+        "{found:?}"
+    );
+    assert!(
+        found.contains(&("Deployable.".into(), "serial-namespace-mixed".into())),
+        "{found:?}"
+    );
+    // AttachHandle's device field is cyborg_model's Device, still in versioned_object.
+    assert!(
+        found.contains(&("AttachHandle.".into(), "serial-namespace-mixed".into())),
+        "{found:?}"
+    );
+    // One serial namespace for the whole family: nothing to say.
+    let found = lint_rules(&[&handle, &deployable], None);
+    assert!(
+        !found.iter().any(|(_, r)| r == "serial-namespace-mixed"),
+        "{found:?}"
+    );
 }
 
 #[test]

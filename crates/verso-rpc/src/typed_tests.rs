@@ -303,3 +303,95 @@ fn defaults_take_any_value_convertible_into_the_field_type() {
     assert_eq!(spec.version_for(&mut args), Version::new(2, 0));
     assert!(!args.contains_key("label"));
 }
+
+/// Cyborg's family: its objects' primitives are keyed `cyborg_object.*`.
+#[derive(verso::ObjectFamily)]
+#[verso(namespace = "cyborg", serial_namespace = "cyborg_object")]
+struct CyborgObject;
+
+/// A driver's report of one device, in Cyborg's family; 1.1 added `vendor`.
+#[derive(verso::VersionedObject, Clone, Debug, PartialEq)]
+#[verso(family = CyborgObject, version = "1.1")]
+struct DriverDevice {
+    hostname: verso::Field<String>,
+    #[verso(since = "1.1")]
+    vendor: verso::Field<String>,
+    meta: verso::ObjectMeta,
+}
+
+/// Returns the driver devices it is given (a plain list, as Cyborg sends them).
+#[derive(RpcMethod, Debug, Clone)]
+#[rpc(since = "1.0", reply = Vec<DriverDevice>)]
+struct EchoDriverDevices {
+    driver_device_list: Vec<DriverDevice>,
+}
+
+/// Returns the driver device it is given.
+#[derive(RpcMethod, Debug, Clone)]
+#[rpc(since = "1.0", reply = DriverDevice)]
+struct EchoDriverDevice {
+    driver_device: DriverDevice,
+}
+
+struct FamilyConductor;
+impl RpcApi for FamilyConductor {
+    const NAME: &'static str = "conductor";
+    const VERSION: Version = Version::new(1, 0);
+    fn methods() -> Vec<&'static MethodSpec> {
+        vec![EchoDriverDevices::spec(), EchoDriverDevice::spec()]
+    }
+}
+
+#[tokio::test]
+async fn objects_of_another_serial_namespace_are_object_arguments() {
+    let t = Recording::default();
+    let endpoint = Endpoint::for_api::<FamilyConductor>()
+        .handle(|_ctx, e: EchoDriverDevices| async move { Ok(e.driver_device_list) })
+        .handle(|_ctx, e: EchoDriverDevice| async move { Ok(e.driver_device) });
+    let server = RpcServer::new(Arc::new(t.clone()), Target::new("conductor"))
+        .endpoint(endpoint)
+        .expect("the declared API")
+        .start()
+        .await
+        .expect("starts");
+    let client = RpcClient::for_api::<FamilyConductor>(Arc::new(t.clone()), "conductor");
+    let mut d = DriverDevice::blank();
+    d.hostname.set("h1".into());
+    d.vendor.set("0x10de".into());
+    let mut manifest = VersionManifest::default();
+    manifest.insert("DriverDevice", Version::new(1, 0));
+    let back = client
+        .prepare()
+        .peer_manifest(&manifest)
+        .call_method(
+            &ctx(),
+            EchoDriverDevices {
+                driver_device_list: vec![d],
+            },
+        )
+        .await
+        .expect("echo");
+    let (_, _, msg) = t.last().expect("sent");
+    let sent = &msg["args"]["driver_device_list"][0];
+    assert_eq!(sent["cyborg_object.version"], "1.0");
+    assert!(sent["cyborg_object.data"].get("vendor").is_none());
+    assert!(sent.get("versioned_object.name").is_none());
+    assert_eq!(back.len(), 1);
+    assert_eq!(back[0].version(), Version::new(1, 0));
+    assert_eq!(back[0].hostname.get(), Some(&"h1".to_owned()));
+    // The argument's type check takes a family's primitive as an object, untyped too.
+    let reply = client
+        .call(
+            &ctx(),
+            "echo_driver_device",
+            "1.0",
+            serde_json::json!({"driver_device":
+                {"cyborg_object.name": "DriverDevice", "cyborg_object.namespace": "cyborg",
+                 "cyborg_object.version": "1.1", "cyborg_object.data": {"hostname": "h2"}}
+            }),
+        )
+        .await
+        .expect("untyped call");
+    assert_eq!(reply["cyborg_object.data"]["hostname"], "h2");
+    server.stop().await;
+}

@@ -33,10 +33,11 @@ pub enum Error {
         /// The version that was asked for.
         version: Version,
     },
-    /// The primitive lacks a required `versioned_object.*` key.
+    /// The primitive lacks a required key of its serial namespace (`versioned_object.*`,
+    /// `cyborg_object.*`).
     #[error("malformed primitive: missing key '{key}'")]
     MissingKey {
-        /// The full key, e.g. `versioned_object.namespace`.
+        /// The full key, e.g. `versioned_object.namespace` or `cyborg_object.data`.
         key: String,
     },
     /// The primitive is not shaped like one (not an object, a key of the wrong type).

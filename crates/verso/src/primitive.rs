@@ -744,11 +744,11 @@ struct Collected<'de> {
     name: Option<MaybeStr<'de>>,
     version: Option<MaybeStr<'de>>,
     has_data: bool,
-    /// Whether `versioned_object.data` is a JSON object.
+    /// Whether `<serial>.data` is a JSON object.
     data_is_object: bool,
-    /// Whether `versioned_object.changes` (when present) is a list.
+    /// Whether `<serial>.changes` (when present) is a list.
     changes_is_list: bool,
-    /// Indexes of the fields named in `versioned_object.changes`.
+    /// Indexes of the fields named in `<serial>.changes`.
     changes: Vec<usize>,
     /// The first field error, reported only after the header checks (OVO's order).
     field_error: Option<Error>,
@@ -783,7 +783,7 @@ macro_rules! scalars_are_the_wrong_shape {
     };
 }
 
-/// Reads `versioned_object.data` into the object; `Ok(false)` when it is not an object.
+/// Reads `<serial>.data` into the object; `Ok(false)` when it is not an object.
 struct DataSeed<'a, O>(&'a mut O, &'a mut Option<Error>);
 
 impl<'de, O: VersionedObject> serde::de::DeserializeSeed<'de> for DataSeed<'_, O> {
@@ -796,7 +796,7 @@ impl<'de, O: VersionedObject> serde::de::DeserializeSeed<'de> for DataSeed<'_, O
 impl<'de, O: VersionedObject> serde::de::Visitor<'de> for DataSeed<'_, O> {
     type Value = bool;
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the versioned_object.data object")
+        f.write_str("the data object of a primitive")
     }
     scalars_are_the_wrong_shape!();
     fn visit_seq<A: serde::de::SeqAccess<'de>>(
@@ -824,7 +824,7 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for DataSeed<'_, O> {
     }
 }
 
-/// Reads `versioned_object.changes` into field indexes without allocating the names;
+/// Reads `<serial>.changes` into field indexes without allocating the names;
 /// `Ok(false)` when it is not a list.
 struct ChangesSeed<'a, O>(&'a mut Vec<usize>, std::marker::PhantomData<O>);
 
