@@ -58,27 +58,43 @@ pub fn to_call_error(e: DbError) -> CallError {
 }
 
 /// A handle row as the object agents get (its device loaded with uuid, type and host).
-pub fn handle_object(h: &HostHandle) -> AttachHandle {
+/// A stored value that does not parse is reported as [`errors::CORRUPT_RECORD`] naming
+/// the handle and the field, never turned into an unset field an agent would act on.
+pub fn handle_object(h: &HostHandle) -> Result<AttachHandle, CallError> {
+    let corrupt = |field: &str, value: &str| {
+        tracing::error!(handle = %h.uuid, field, value, "a stored attach handle does not parse");
+        CallError::method(
+            errors::CORRUPT_RECORD,
+            format!(
+                "stored attach handle {} has an invalid {field}: {value:?}",
+                h.uuid
+            ),
+        )
+    };
     let device = Device {
         uuid: h
             .device_uuid
-            .parse()
-            .map(verso::Field::new)
-            .unwrap_or_default(),
+            .parse::<uuid::Uuid>()
+            .map_err(|_| corrupt("device uuid", &h.device_uuid))?
+            .into(),
         r#type: <DeviceType as VersionedEnum>::from_str(&h.device_type)
-            .map(verso::Field::new)
-            .unwrap_or_default(),
+            .ok_or_else(|| corrupt("device type", &h.device_type))?
+            .into(),
         hostname: h.hostname.clone().into(),
         ..Device::blank()
     };
     let mut obj = AttachHandle {
         id: h.id.into(),
-        uuid: h.uuid.parse().map(verso::Field::new).unwrap_or_default(),
+        uuid: h
+            .uuid
+            .parse::<uuid::Uuid>()
+            .map_err(|_| corrupt("uuid", &h.uuid))?
+            .into(),
         deployable_id: h.deployable_id.into(),
         in_use: h.in_use.into(),
         attach_type: <AttachType as VersionedEnum>::from_str(&h.attach_type)
-            .map(verso::Field::new)
-            .unwrap_or_default(),
+            .ok_or_else(|| corrupt("attach type", &h.attach_type))?
+            .into(),
         attach_info: h.attach_info.clone().into(),
         device: Some(device).into(),
         revision: h.revision.into(),
@@ -87,15 +103,14 @@ pub fn handle_object(h: &HostHandle) -> AttachHandle {
         ..AttachHandle::blank()
     };
     obj.reset_changes_of(&[], true);
-    obj
+    Ok(obj)
 }
 
 fn objects(rows: Result<Vec<HostHandle>, DbError>) -> Result<Vec<AttachHandle>, CallError> {
-    Ok(rows
-        .map_err(to_call_error)?
+    rows.map_err(to_call_error)?
         .iter()
         .map(handle_object)
-        .collect())
+        .collect()
 }
 
 impl HandleStore for DbHandleStore {
@@ -125,7 +140,7 @@ impl HandleStore for DbHandleStore {
                 .update_handle_info(uuid, expected_revision, &attach_info)
                 .await
                 .map_err(to_call_error)?;
-            Ok(handle_object(&h))
+            handle_object(&h)
         })
     }
 
@@ -153,7 +168,69 @@ impl HandleStore for DbHandleStore {
             }
             .map_err(to_call_error)?;
             tracing::info!(handle = uuid, revision = h.revision, state = ?h.cleanup_state, "cleanup transition recorded");
-            Ok(handle_object(&h))
+            handle_object(&h)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use accel_objects::errors::{classify, HandleErrorKind};
+
+    fn row() -> HostHandle {
+        HostHandle {
+            id: 1,
+            deployable_id: 2,
+            uuid: "7f1c2e9a-4b5d-4c3e-9f10-2a3b4c5d6e7f".into(),
+            attach_type: "PCI".into(),
+            attach_info: r#"{"bus":"5e","device":"00","domain":"0000","function":"1"}"#.into(),
+            revision: 3,
+            in_use: false,
+            cleanup_state: None,
+            cleanup_reason: None,
+            device_uuid: "0b6c6a52-2f0e-4a59-8d3a-5c1f2e3d4a5b".into(),
+            device_type: "SSD".into(),
+            control_path_id: "0000:5e:00.0".into(),
+            hostname: "host1".into(),
+            instance_uuid: None,
+        }
+    }
+
+    #[test]
+    fn a_stored_handle_becomes_the_object() {
+        let obj = handle_object(&row()).expect("parses");
+        assert_eq!(obj.uuid.get().map(ToString::to_string), Some(row().uuid));
+        assert_eq!(obj.attach_type.get(), Some(&AttachType::Pci));
+    }
+
+    #[test]
+    fn a_stored_value_that_does_not_parse_is_reported_never_unset() {
+        let bad = [
+            HostHandle {
+                uuid: "not-a-uuid".into(),
+                ..row()
+            },
+            HostHandle {
+                device_uuid: "".into(),
+                ..row()
+            },
+            HostHandle {
+                device_type: "TPU".into(),
+                ..row()
+            },
+            HostHandle {
+                attach_type: "USB".into(),
+                ..row()
+            },
+        ];
+        for h in bad {
+            let e = handle_object(&h).expect_err("refused");
+            assert!(
+                matches!(&e, CallError::Method { kind, .. } if kind == errors::CORRUPT_RECORD),
+                "{e}"
+            );
+            assert_eq!(classify(&e), HandleErrorKind::Fatal, "not retried: {e}");
+        }
     }
 }

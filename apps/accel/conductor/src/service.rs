@@ -13,7 +13,7 @@ use accel_objects::rpc::{
 };
 use accel_objects::{AcceleratorRequest, AcceleratorRequestList, DeviceProfile};
 use std::sync::Arc;
-use verso::{Field, ObjectList, Registry, RequestContext, Version, VersionedObject};
+use verso::{Field, ObjectList, Registry, RequestContext, Version, VersionedEnum, VersionedObject};
 use verso_rpc::transport::Transport;
 use verso_rpc::{Endpoint, RemoteError, RpcClient};
 
@@ -87,38 +87,61 @@ pub fn profile_object(p: &DeviceProfileRow) -> DeviceProfile {
     }
 }
 
-/// An agent's report as the database's rows.
-pub fn reported(devices: &accel_objects::DriverDeviceList) -> Vec<ReportedDevice> {
+/// A reported device (or handle) without a field the inventory needs.
+fn missing(device: usize, what: &str) -> DbError {
+    DbError::Invalid {
+        what: "report",
+        why: format!("reported device #{device} has no {what}"),
+    }
+}
+
+/// An agent's report as the database's rows; a device or handle without a field the
+/// inventory needs (control path, type, vendor, model, a handle's type and info) is
+/// refused, naming it, and nothing of the report is applied: a device stored with an
+/// empty field could never be bound.
+pub fn reported(devices: &accel_objects::DriverDeviceList) -> Result<Vec<ReportedDevice>, DbError> {
     devices
         .iter()
-        .map(|d| ReportedDevice {
-            control_path_id: d.control_path_id.get().cloned().unwrap_or_default(),
-            device_type: d
-                .r#type
-                .get()
-                .map(|t| verso::VersionedEnum::as_str(t).to_owned())
-                .unwrap_or_default(),
-            vendor: d.vendor.get().cloned().unwrap_or_default(),
-            model: d.model.get().cloned().unwrap_or_default(),
-            std_board_info: d.std_board_info.get().cloned().flatten(),
-            driver_name: d.driver_name.get().cloned().flatten(),
-            handles: d
+        .enumerate()
+        .map(|(i, d)| {
+            let handles = d
                 .attach_handles
                 .get()
-                .map(|hs| {
-                    hs.iter()
-                        .map(|h| {
-                            (
-                                h.attach_type
-                                    .get()
-                                    .map(|t| verso::VersionedEnum::as_str(t).to_owned())
-                                    .unwrap_or_default(),
-                                h.attach_info.get().cloned().unwrap_or_default(),
-                            )
-                        })
-                        .collect()
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+                .iter()
+                .map(|h| {
+                    Ok((
+                        h.attach_type
+                            .get()
+                            .ok_or_else(|| missing(i, "attach handle attach_type"))?
+                            .as_str()
+                            .to_owned(),
+                        h.attach_info
+                            .get()
+                            .ok_or_else(|| missing(i, "attach handle attach_info"))?
+                            .clone(),
+                    ))
                 })
-                .unwrap_or_default(),
+                .collect::<Result<Vec<_>, DbError>>()?;
+            Ok(ReportedDevice {
+                control_path_id: d
+                    .control_path_id
+                    .get()
+                    .ok_or_else(|| missing(i, "control_path_id"))?
+                    .clone(),
+                device_type: d
+                    .r#type
+                    .get()
+                    .ok_or_else(|| missing(i, "type"))?
+                    .as_str()
+                    .to_owned(),
+                vendor: d.vendor.get().ok_or_else(|| missing(i, "vendor"))?.clone(),
+                model: d.model.get().ok_or_else(|| missing(i, "model"))?.clone(),
+                std_board_info: d.std_board_info.get().cloned().flatten(),
+                driver_name: d.driver_name.get().cloned().flatten(),
+                handles,
+            })
         })
         .collect()
 }
@@ -272,6 +295,8 @@ pub fn endpoint_with_agents(
         .handle(move |_ctx, m: ReportData| {
             let (db, witness) = (d1.clone(), witness.clone());
             async move {
+                // Refused before anything is recorded: a bad report changes nothing.
+                let devices = reported(&m.devices).map_err(to_remote)?;
                 if let Some(w) = witness {
                     w.seen(&m.hostname, &m.hostname).await.map_err(|e| match e {
                         verso_upgrade::HeartbeatError::Fenced(f) => RemoteError::from_exception(&f),
@@ -285,7 +310,6 @@ pub fn endpoint_with_agents(
                         }
                     })?;
                 }
-                let devices = reported(&m.devices);
                 let out = db.report(&m.hostname, &devices).await.map_err(to_remote)?;
                 tracing::info!(host = %m.hostname, added = out.added.len(), updated = out.updated.len(),
                     removed = out.removed.len(), lost = out.lost.len(), "report applied");

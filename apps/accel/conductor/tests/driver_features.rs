@@ -319,6 +319,29 @@ async fn update_managed_races_have_one_winner(db: Db) {
         .expect_err("stale");
     assert_eq!(classify(&stale), HandleErrorKind::Stale);
 
+    // An object without a usable attach_info never overwrites the stored PCI address
+    // with a bare mode: refused, naming the field, and nothing is written.
+    let before = db.host_handle(&uuid).await.expect("row");
+    let mut blank = again.clone();
+    blank.attach_info = verso::Field::default();
+    let e = blank
+        .update_managed(true, before.revision)
+        .await
+        .expect_err("no attach_info");
+    assert!(e.to_string().contains("has no attach_info"), "{e}");
+    let mut garbled = again.clone();
+    garbled.attach_info = "not json".to_owned().into();
+    let e = garbled
+        .update_managed(true, before.revision)
+        .await
+        .expect_err("not an address");
+    assert!(e.to_string().contains("is not a JSON object"), "{e}");
+    assert_eq!(
+        db.host_handle(&uuid).await.expect("row"),
+        before,
+        "nothing written"
+    );
+
     // Two runners claiming the same cleanup (agent cap 1.0 and an hourly scan: nobody
     // else touches it): one claims it; the other, and any stale result, is refused.
     let c = client(&transport);

@@ -54,12 +54,32 @@ async fn scenario(db: Db) {
             &ctx,
             ReportData {
                 hostname: "host2".into(),
-                devices,
+                devices: devices.clone(),
             },
         )
         .await
         .expect("report");
     assert_eq!((again.unchanged, again.added.len()), (n as u64, 0));
+
+    // A device without a vendor would be stored as one that can never be bound: the
+    // report is refused whole, naming the field, and the inventory stays as it was.
+    let stored = db.host_handles("host2").await.expect("handles");
+    let mut members = devices.objects.get().cloned().expect("members");
+    members[0].vendor = verso::Field::default();
+    let mut broken = devices;
+    broken.objects = members.into();
+    let e = client
+        .call_method(
+            &ctx,
+            ReportData {
+                hostname: "host2".into(),
+                devices: broken,
+            },
+        )
+        .await
+        .expect_err("a device without a vendor");
+    assert!(e.to_string().contains("has no vendor"), "{e}");
+    assert_eq!(db.host_handles("host2").await.expect("handles"), stored);
 
     let groups = vec![[("resources:FPGA".to_owned(), "1".to_owned())]
         .into_iter()

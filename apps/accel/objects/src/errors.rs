@@ -20,6 +20,9 @@ pub const NOT_CLEANING: &str = "NotCleaning";
 pub const NOT_FOUND: &str = "NotFound";
 /// The conductor's database failed.
 pub const DATABASE_ERROR: &str = "DatabaseError";
+/// A stored record does not parse (a UUID, type or state the model does not have): an
+/// operator must look at the database; retrying cannot help (classified fatal).
+pub const CORRUPT_RECORD: &str = "CorruptRecord";
 /// The method ran where there is no database (no indirection configured).
 pub const NO_STORE: &str = "NoStore";
 /// The request needs a component version that is not finalized yet.

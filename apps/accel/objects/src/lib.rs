@@ -217,14 +217,14 @@ pub fn attach_info_managed(attach_info: &str) -> bool {
         .unwrap_or(true)
 }
 
-/// `attach_info` with the managed mode set.
-pub fn attach_info_with_managed(attach_info: &str, managed: bool) -> String {
+/// `attach_info` with the managed mode set; `None` when `attach_info` is not a JSON
+/// object (a PCI address), which a mode must never replace.
+pub fn attach_info_with_managed(attach_info: &str, managed: bool) -> Option<String> {
     let mut v = serde_json::from_str::<serde_json::Value>(attach_info)
         .ok()
-        .filter(serde_json::Value::is_object)
-        .unwrap_or_else(|| serde_json::json!({}));
+        .filter(serde_json::Value::is_object)?;
     v["managed"] = serde_json::Value::from(if managed { "yes" } else { "no" });
-    v.to_string()
+    Some(v.to_string())
 }
 
 /// AttachHandle's backport: the default rules, and below 1.3 the managed mode leaves
@@ -491,14 +491,23 @@ impl AttachHandle {
                 .map_err(|e| errors::refused(&e))?;
         }
         let uuid = self.uuid_text("update_managed")?;
-        let info = self.attach_info.get().cloned().unwrap_or_default();
+        let bad = |reason: String| CallError::BadArguments {
+            object: "AttachHandle",
+            method: "update_managed".into(),
+            reason,
+        };
+        let info = self
+            .attach_info
+            .get()
+            .ok_or_else(|| bad("the handle has no attach_info".into()))?;
+        let info = attach_info_with_managed(info, managed).ok_or_else(|| {
+            bad(format!(
+                "attach_info {info:?} is not a JSON object (a PCI address): not overwritten"
+            ))
+        })?;
         let updated = state
             .store
-            .update_attach_info(
-                &uuid,
-                expected_revision,
-                attach_info_with_managed(&info, managed),
-            )
+            .update_attach_info(&uuid, expected_revision, info)
             .await?;
         self.become_stored(updated);
         Ok(())

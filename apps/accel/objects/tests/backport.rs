@@ -15,6 +15,7 @@ fn handle() -> AttachHandle {
             r#"{"bus": "5e", "device": "00", "domain": "0000", "function": "1"}"#,
             false,
         )
+        .expect("a JSON object")
         .into(),
         revision: 7.into(),
         cleanup_state: None.into(),
@@ -76,4 +77,15 @@ fn a_1_2_peer_gets_the_old_form() {
     .into_iter()
     .collect();
     assert_eq!(h.to_primitive(Target::Peer(&manifest)).expect("peer"), old);
+}
+
+#[test]
+fn a_mode_never_replaces_an_attach_info_that_is_not_an_address() {
+    assert_eq!(attach_info_with_managed("not json", true), None);
+    assert_eq!(attach_info_with_managed("[1]", true), None);
+    assert_eq!(attach_info_with_managed("", false), None);
+    assert_eq!(
+        attach_info_with_managed(r#"{"bus":"5e"}"#, false).as_deref(),
+        Some(r#"{"bus":"5e","managed":"no"}"#)
+    );
 }

@@ -37,6 +37,7 @@ fn n1_handle(id: i64) -> accel_objects::AttachHandle {
             r#"{"bus": "5e", "device": "00", "domain": "0000", "function": "1"}"#,
             false,
         )
+        .expect("a JSON object")
         .into(),
         device: Some(n1_device()).into(),
         revision: 4.into(),
