@@ -1272,6 +1272,13 @@ impl Db {
                 ),
             })?;
         let device_type = group_device_type(group)?;
+        // One transaction from `BindStarted` to `Bound` or `BindFailed`: whatever fails
+        // in between (the database, the connection, this process) rolls the request
+        // back to the state it had, free to bind, unbind or delete again. No bind of
+        // this release ever leaves `BindStarted` committed, so no other conductor can
+        // find one of its binds in progress and take it for abandoned. The transition
+        // is the first statement, a write (see the module docs: SQLite then waits for
+        // its write lock here instead of failing when a read would become a write).
         let mut tx = self.pool.begin().await?;
         self.transition(&mut tx, uuid, ArqState::BindStarted)
             .await?;
@@ -1279,16 +1286,6 @@ impl Db {
             .bind(host)
             .bind(instance_uuid)
             .bind(device_rp_uuid)
-            .bind(uuid)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-
-        let mut tx = self.pool.begin().await?;
-        // Write first (see the module docs): SQLite then waits for its write lock here
-        // instead of failing when the read below would have to become a write.
-        sqlx::query("UPDATE accelerator_requests SET updated_at = $1 WHERE uuid = $2")
-            .bind(now())
             .bind(uuid)
             .execute(&mut *tx)
             .await?;
@@ -1397,14 +1394,30 @@ impl Db {
         Ok(n)
     }
 
-    /// At conductor start: requests left in `BindStarted` by a crash become `BindFailed`.
-    pub async fn recover_interrupted_binds(&self) -> Result<u64, DbError> {
+    /// How long a request may stay in `BindStarted` before a starting conductor takes it
+    /// for abandoned ([`Db::recover_interrupted_binds`]); release N's two-step bind
+    /// finishes in well under a second.
+    pub const INTERRUPTED_BIND_LEASE: Duration = Duration::from_secs(120);
+
+    /// At conductor start: requests in `BindStarted` for longer than `lease` become
+    /// `BindFailed` (they hold no device: a bind takes its device and leaves
+    /// `BindStarted` in one transaction). This release never commits `BindStarted`, so
+    /// what is found was left by release N's two-step bind (beside this release during
+    /// a rolling upgrade) or by its crash; a younger one may be a bind still running on
+    /// a release N conductor and is left to it.
+    pub async fn recover_interrupted_binds(&self, lease: Duration) -> Result<u64, DbError> {
+        let cutoff = chrono::Duration::from_std(lease)
+            .ok()
+            .and_then(|lease| chrono::Utc::now().checked_sub_signed(lease))
+            .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC)
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let n = sqlx::query(
-            "UPDATE accelerator_requests SET state = $1, updated_at = $2 WHERE state = $3",
+            "UPDATE accelerator_requests SET state = $1, updated_at = $2 WHERE state = $3 AND updated_at < $4",
         )
         .bind(ArqState::BindFailed.as_str())
         .bind(now())
         .bind(ArqState::BindStarted.as_str())
+        .bind(cutoff)
         .execute(&self.pool)
         .await?
         .rows_affected();

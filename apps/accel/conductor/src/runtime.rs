@@ -180,7 +180,9 @@ pub async fn start_with(
     agent_cap: Option<Version>,
     options: StartOptions,
 ) -> Result<RunningConductor, ConductorStartError> {
-    let recovered = db.recover_interrupted_binds().await?;
+    let recovered = db
+        .recover_interrupted_binds(Db::INTERRUPTED_BIND_LEASE)
+        .await?;
     if recovered > 0 {
         tracing::warn!(
             recovered,
