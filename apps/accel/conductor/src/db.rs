@@ -1091,6 +1091,9 @@ impl Db {
     pub async fn delete_profile(&self, name_or_uuid: &str) -> Result<(), DbError> {
         let profile = self.profile(name_or_uuid).await?;
         let mut tx = self.pool.begin().await?;
+        // The profile's row locked first (`lock_profile`), so a request being created
+        // from it either committed before (and is seen below) or waits and finds it gone.
+        lock_profile(&mut tx, &profile).await?;
         let deleted = sqlx::query(
             "DELETE FROM device_profiles WHERE id = $1 AND NOT EXISTS \
              (SELECT 1 FROM accelerator_requests WHERE device_profile_name = $2)",
@@ -1133,6 +1136,9 @@ impl Db {
         }
         let uuid = new_uuid();
         let at = now();
+        let mut tx = self.pool.begin().await?;
+        // A profile deleted meanwhile is NotFound here, never an orphan request.
+        lock_profile(&mut tx, &p).await?;
         sqlx::query(
             "INSERT INTO accelerator_requests (uuid, state, device_profile_name, device_profile_group_id, project_id, created_at, updated_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7)",
@@ -1144,8 +1150,9 @@ impl Db {
         .bind(project_id)
         .bind(&at)
         .bind(&at)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         self.arq(&uuid).await
     }
 
@@ -1423,6 +1430,28 @@ impl Db {
         .rows_affected();
         Ok(n)
     }
+}
+
+/// Locks a profile's row for the transaction, as its first statement: a no-op write,
+/// which on PostgreSQL takes the row lock (a delete and a request creation from the
+/// profile then run one after the other, the second seeing what the first committed)
+/// and on SQLite the database's write lock. `NotFound` when the profile is gone.
+async fn lock_profile(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    profile: &DeviceProfileRow,
+) -> Result<(), DbError> {
+    let locked = sqlx::query("UPDATE device_profiles SET name = name WHERE id = $1")
+        .bind(profile.id)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
+    if locked == 0 {
+        return Err(DbError::NotFound {
+            kind: "device profile",
+            id: shown(&profile.name),
+        });
+    }
+    Ok(())
 }
 
 /// What identifies a reported handle: its attach info without the PCI managed mode,
