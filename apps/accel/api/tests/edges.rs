@@ -450,10 +450,23 @@ async fn outage(through_conductor: bool) {
         .await
         .expect("admin");
     let name = url.rsplit('/').next().unwrap_or_default();
-    sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
-        .execute(admin.pool())
-        .await
-        .expect("drop the database");
+    // FORCE ends the API's connections; it is refused while an autovacuum worker (a
+    // superuser's backend) happens to be in the new database, so try again until the
+    // worker is done.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
+            .execute(admin.pool())
+            .await
+        {
+            Ok(_) => break,
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("drop the database, again: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("drop the database: {e}"),
+        }
+    }
     admin.close().await;
 
     let started = Instant::now();
