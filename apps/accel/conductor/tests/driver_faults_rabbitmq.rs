@@ -235,8 +235,8 @@ async fn conductor_restart(url: &str) {
     unbind(&c, &arq).await;
     let claimed = wait_for(&db, &handle, Duration::from_secs(30), "started", started).await;
     first.stop().await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(scripts.erased().len(), 1, "the erase finished");
+    scripts.wait_for_erased(1, Duration::from_secs(30)).await;
+    assert_eq!(scripts.erased().len(), 1, "the erase finished, once");
     assert_eq!(
         db.host_handle(&handle).await.expect("handle"),
         claimed,
@@ -272,10 +272,10 @@ async fn broker_connection_cut(url: &str) {
     let (arq, handle) = bind_ssd(&c, "vm-1").await;
     unbind(&c, &arq).await;
     let claimed = wait_for(&db, &handle, Duration::from_secs(30), "started", started).await;
-    // The agent loses the broker while erasing, and gets it back after 4 s.
+    // The agent loses the broker while erasing, and gets it back once the erase is done.
     proxy.cut();
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(scripts.erased().len(), 1, "the erase finished");
+    scripts.wait_for_erased(1, Duration::from_secs(30)).await;
+    assert_eq!(scripts.erased().len(), 1, "the erase finished, once");
     assert_eq!(
         db.host_handle(&handle).await.expect("handle"),
         claimed,

@@ -253,8 +253,8 @@ async fn a_conductor_restarted_during_cleanup_gets_the_result_once(db: Db) {
     let claimed = wait_for(&db, &handle, Duration::from_secs(15), "started", started).await;
     // The conductor goes away while the erase runs (2 s); its result cannot be recorded.
     first.stop().await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(scripts.erased().len(), 1, "the erase finished");
+    scripts.wait_for_erased(1, Duration::from_secs(30)).await;
+    assert_eq!(scripts.erased().len(), 1, "the erase finished, once");
     let h = db.host_handle(&handle).await.expect("handle");
     assert_eq!(h, claimed, "nothing recorded while the conductor is down");
     // It comes back: the agent's retry lands, once.

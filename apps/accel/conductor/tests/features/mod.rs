@@ -66,6 +66,19 @@ impl Scripts {
             .unwrap_or_default()
     }
 
+    /// Waits until `n` erases have finished, polling: a loaded machine runs the
+    /// scripts slower than a fixed sleep assumes.
+    pub async fn wait_for_erased(&self, n: usize, within: Duration) {
+        let deadline = Instant::now() + within;
+        while self.erased().len() < n {
+            assert!(
+                Instant::now() < deadline,
+                "{n} erase(s) not finished within {within:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     pub fn state_dir(&self) -> PathBuf {
         self.dir.path().join("state")
     }
