@@ -7,24 +7,10 @@
 
 use accel_conductor::db::ListFilter;
 use accel_conductor::Db;
+use accel_cyborg17::testing::{peer_script, python, rabbit_url};
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn rabbit_url() -> String {
-    std::env::var("VERSO_TEST_RABBIT_URL")
-        .unwrap_or_else(|_| "rabbit://guest:guest@127.0.0.1:5672/".into())
-}
-
-fn python() -> PathBuf {
-    let python = std::env::var_os("VERSO_TEST_PYTHON").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../.venv/bin/python"),
-        PathBuf::from,
-    );
-    assert!(python.exists(), "no Python at {}", python.display());
-    python
-}
 
 /// Kills the conductor if the test fails before stopping it.
 struct Conductor(std::process::Child);
@@ -71,9 +57,8 @@ async fn a_cyborg_agent_reports_into_accel_conductor() {
         "the conductor ended without serving Cyborg agents"
     );
 
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cyborg17/python/cyborg_peer.py");
     let out = tokio::process::Command::new(python())
-        .arg(script)
+        .arg(peer_script())
         .args(["send", "--transport-url", &rabbit_url()])
         .args(["--topic", "cyborg-conductor", "--host", "cyborg-compute-7"])
         .output()

@@ -9,40 +9,12 @@
 
 use accel_conductor::db::ListFilter;
 use accel_conductor::{cyborg, testing, Db};
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use verso_rpc::transport::amqp::{AmqpConfig, AmqpTransport};
-use verso_rpc::transport::Transport;
-
-fn rabbit_url() -> String {
-    std::env::var("VERSO_TEST_RABBIT_URL")
-        .unwrap_or_else(|_| "rabbit://guest:guest@127.0.0.1:5672/".into())
-}
-
-fn python() -> PathBuf {
-    let python = std::env::var_os("VERSO_TEST_PYTHON").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../.venv/bin/python"),
-        PathBuf::from,
-    );
-    assert!(python.exists(), "no Python at {}", python.display());
-    python
-}
-
-async fn cyborg_transport() -> Arc<dyn Transport> {
-    let mut config = AmqpConfig::from_url(&rabbit_url()).expect("the test broker URL");
-    config.control_exchange = accel_cyborg17::rpc::CONTROL_EXCHANGE.to_owned();
-    Arc::new(
-        AmqpTransport::connect_with(config)
-            .await
-            .unwrap_or_else(|e| panic!("RabbitMQ (scripts/test.sh starts it): {e}")),
-    )
-}
+use accel_cyborg17::testing::{cyborg_transport, peer_script, python, rabbit_url};
 
 /// Runs Cyborg's own report path once against `topic`; its `sent` line, parsed.
 async fn cyborg_agent_reports(topic: &str, host: &str) -> serde_json::Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cyborg17/python/cyborg_peer.py");
     let out = tokio::process::Command::new(python())
-        .arg(script)
+        .arg(peer_script())
         .args(["send", "--transport-url", &rabbit_url(), "--topic", topic])
         .args(["--host", host])
         .kill_on_drop(true)

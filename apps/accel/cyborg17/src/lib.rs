@@ -18,5 +18,7 @@
 
 pub mod objects;
 pub mod rpc;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use objects::registry;

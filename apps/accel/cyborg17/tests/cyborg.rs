@@ -7,26 +7,14 @@
 
 use accel_cyborg17::objects::{self, NAMESPACE, SERIAL_NAMESPACE};
 use accel_cyborg17::rpc::{self, AgentApi, ConductorApi};
+use accel_cyborg17::testing::python;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::OnceLock;
 use verso::fingerprint::{fingerprint, ovo_hashed_text};
 use verso_rpc::RpcApi;
-
-fn python() -> PathBuf {
-    let python = std::env::var_os("VERSO_TEST_PYTHON").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../.venv/bin/python"),
-        PathBuf::from,
-    );
-    assert!(
-        python.exists(),
-        "no Python at {}: create the venv with requirements-test.txt (scripts/test.sh does) or set VERSO_TEST_PYTHON",
-        python.display()
-    );
-    python
-}
 
 /// What the installed Cyborg declares, read once.
 fn cyborg() -> &'static Value {

@@ -13,44 +13,16 @@ use accel_cyborg17::objects::{
     DeviceState, DeviceType, DriverAttachHandle, DriverAttribute, DriverControlPathID,
     DriverDeployable, DriverDevice,
 };
-use accel_cyborg17::rpc::{ReportData, CONTROL_EXCHANGE};
+use accel_cyborg17::rpc::ReportData;
+use accel_cyborg17::testing::{cyborg_transport, peer_script, python, rabbit_url};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
 use tokio::sync::mpsc;
 use verso::{FieldValue, RequestContext, Version, VersionedObject};
-use verso_rpc::transport::amqp::{AmqpConfig, AmqpTransport};
-use verso_rpc::transport::Transport;
 use verso_rpc::{Endpoint, RpcClient, RpcServer, Target};
-
-fn rabbit_url() -> String {
-    std::env::var("VERSO_TEST_RABBIT_URL")
-        .unwrap_or_else(|_| "rabbit://guest:guest@127.0.0.1:5672/".into())
-}
-
-fn python() -> PathBuf {
-    let python = std::env::var_os("VERSO_TEST_PYTHON").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../.venv/bin/python"),
-        PathBuf::from,
-    );
-    assert!(python.exists(), "no Python at {}", python.display());
-    python
-}
-
-/// A transport on Cyborg's control exchange.
-async fn cyborg_transport() -> Arc<dyn Transport> {
-    let mut config = AmqpConfig::from_url(&rabbit_url()).expect("the test broker URL");
-    config.control_exchange = CONTROL_EXCHANGE.to_owned();
-    Arc::new(
-        AmqpTransport::connect_with(config)
-            .await
-            .unwrap_or_else(|e| panic!("RabbitMQ (scripts/test.sh starts it): {e}")),
-    )
-}
 
 fn unique_topic(name: &str) -> String {
     format!(
@@ -61,9 +33,8 @@ fn unique_topic(name: &str) -> String {
 
 /// `python/cyborg_peer.py MODE ...`, its output read line by line.
 fn peer(mode: &str, topic: &str, host: &str) -> (Child, Lines<BufReader<ChildStdout>>) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/cyborg_peer.py");
     let mut child = Command::new(python())
-        .arg(script)
+        .arg(peer_script())
         .args([mode, "--transport-url", &rabbit_url(), "--topic", topic])
         .args(["--host", host])
         .stdout(Stdio::piped())
