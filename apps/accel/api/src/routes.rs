@@ -6,7 +6,7 @@ use crate::microversion::{self, ApiVersion};
 use crate::service::{AccelService, Binding, ListQuery, NewProfile};
 use crate::views;
 use crate::Limits;
-use accel_conductor::db::{shown, MAX_TEXT};
+use accel_conductor::db::{shown, ArqRow, DeployableRow, DeviceProfileRow, DeviceRow, MAX_TEXT};
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, RawQuery, Request, State};
 use axum::http::header::HOST;
@@ -239,30 +239,49 @@ fn list_query(pairs: &BTreeMap<String, String>, limits: &Limits) -> Result<ListQ
     })
 }
 
-/// `next`: the same query after the page's last row, when the page is full.
-fn next_link(
+/// A row of a paged list: its UUID is the next page's marker.
+trait Listed {
+    fn uuid(&self) -> &str;
+}
+
+macro_rules! listed {
+    ($($row:ty),*) => {$(
+        impl Listed for $row {
+            fn uuid(&self) -> &str {
+                &self.uuid
+            }
+        }
+    )*};
+}
+listed!(DeviceRow, DeployableRow, DeviceProfileRow, ArqRow);
+
+/// A list answer: `{key: items}`, and when the page is full a `next` link to the page
+/// after the last row (`/v2/{collection}`, the same filters, `extra` and `limit`, the
+/// last row as `marker`).
+fn page<T: Listed>(
     base: &str,
     collection: &str,
+    key: &str,
     query: &ListQuery,
-    returned: usize,
-    last_uuid: Option<&str>,
+    rows: &[T],
+    view: impl Fn(&T) -> Value,
     extra: &[(&'static str, String)],
-) -> Option<String> {
-    let last = last_uuid?;
-    if returned < query.limit as usize {
-        return None;
+) -> Json<Value> {
+    let mut body = json!({ key: rows.iter().map(view).collect::<Vec<_>>() });
+    if let Some(last) = rows.last().filter(|_| rows.len() >= query.limit as usize) {
+        let mut pairs: Vec<(&str, String)> = extra.to_vec();
+        if let Some(h) = &query.hostname {
+            pairs.push(("hostname", h.clone()));
+        }
+        if let Some(t) = &query.device_type {
+            pairs.push(("type", t.clone()));
+        }
+        pairs.push(("limit", query.limit.to_string()));
+        pairs.push(("marker", last.uuid().to_owned()));
+        let qs = serde_urlencoded::to_string(&pairs).unwrap_or_default();
+        body["next"] = Value::String(format!("{base}/v2/{collection}?{qs}"));
     }
-    let mut pairs: Vec<(&str, String)> = extra.to_vec();
-    if let Some(h) = &query.hostname {
-        pairs.push(("hostname", h.clone()));
-    }
-    if let Some(t) = &query.device_type {
-        pairs.push(("type", t.clone()));
-    }
-    pairs.push(("limit", query.limit.to_string()));
-    pairs.push(("marker", last.to_owned()));
-    let qs = serde_urlencoded::to_string(&pairs).unwrap_or_default();
-    Some(format!("{base}/v2/{collection}?{qs}"))
+    Json(body)
 }
 
 // ---- versions ------------------------------------------------------------------------
@@ -293,20 +312,15 @@ async fn list_devices(
     let query = list_query(&query_pairs(raw)?, &limits)?;
     let rows = service.devices(&query).await?;
     let base = base(&headers);
-    let mut body = json!({
-        "devices": rows.iter().map(|d| views::device(d, version, &base)).collect::<Vec<_>>(),
-    });
-    if let Some(next) = next_link(
+    Ok(page(
         &base,
         "devices",
+        "devices",
         &query,
-        rows.len(),
-        rows.last().map(|d| d.uuid.as_str()),
+        &rows,
+        |d| views::device(d, version, &base),
         &[],
-    ) {
-        body["next"] = Value::String(next);
-    }
-    Ok(Json(body))
+    ))
 }
 
 async fn get_device(
@@ -328,20 +342,15 @@ async fn list_deployables(
     let query = list_query(&query_pairs(raw)?, &limits)?;
     let rows = service.deployables(&query).await?;
     let base = base(&headers);
-    let mut body = json!({
-        "deployables": rows.iter().map(|d| views::deployable(d, &base)).collect::<Vec<_>>(),
-    });
-    if let Some(next) = next_link(
+    Ok(page(
         &base,
         "deployables",
+        "deployables",
         &query,
-        rows.len(),
-        rows.last().map(|d| d.uuid.as_str()),
+        &rows,
+        |d| views::deployable(d, &base),
         &[],
-    ) {
-        body["next"] = Value::String(next);
-    }
-    Ok(Json(body))
+    ))
 }
 
 async fn get_deployable(
@@ -364,20 +373,15 @@ async fn list_profiles(
     let query = list_query(&query_pairs(raw)?, &limits)?;
     let base = base(&headers);
     let rows = service.profiles(&query).await?;
-    let mut body = json!({
-        "device_profiles": rows.iter().map(|p| views::profile(p, &base)).collect::<Vec<_>>(),
-    });
-    if let Some(next) = next_link(
+    Ok(page(
         &base,
         "device_profiles",
+        "device_profiles",
         &query,
-        rows.len(),
-        rows.last().map(|p| p.uuid.as_str()),
+        &rows,
+        |p| views::profile(p, &base),
         &[],
-    ) {
-        body["next"] = Value::String(next);
-    }
-    Ok(Json(body))
+    ))
 }
 
 async fn get_profile(
@@ -518,22 +522,19 @@ async fn list_arqs(
     }
     let arqs = service.arqs(instance.map(String::as_str), &query).await?;
     let base = base(&headers);
-    let mut body = json!({"arqs": arqs.iter().map(|a| views::arq(a, &base)).collect::<Vec<_>>()});
     let extra: Vec<(&'static str, String)> = instance
         .map(|i| ("instance", i.clone()))
         .into_iter()
         .collect();
-    if let Some(next) = next_link(
+    Ok(page(
         &base,
         "accelerator_requests",
+        "arqs",
         &query,
-        arqs.len(),
-        arqs.last().map(|a| a.uuid.as_str()),
+        &arqs,
+        |a| views::arq(a, &base),
         &extra,
-    ) {
-        body["next"] = Value::String(next);
-    }
-    Ok(Json(body))
+    ))
 }
 
 async fn get_arq(
