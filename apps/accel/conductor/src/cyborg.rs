@@ -12,7 +12,7 @@
 //! called by Cyborg's API service, which accel's API replaces, so they are not served.
 
 use crate::db::{Db, ReportedDevice};
-use crate::service::{to_remote, ReportWitness};
+use crate::service::{to_remote, witness_report, ReportWitness};
 use accel_cyborg17::objects::{DeviceType, DriverDevice};
 use accel_cyborg17::rpc::{ReportData, CONDUCTOR_TOPIC};
 use serde_json::Value;
@@ -20,7 +20,6 @@ use std::sync::Arc;
 use verso::{Version, VersionedEnum};
 use verso_rpc::transport::Transport;
 use verso_rpc::{Endpoint, RemoteError, RpcError, RpcServer, ServerHandle, Target};
-use verso_upgrade::HeartbeatError;
 
 /// The error module of the remote errors this endpoint raises.
 pub const ERROR_MODULE: &str = "accel.cyborg";
@@ -178,21 +177,7 @@ pub fn endpoint(db: Db, witness: Option<ReportWitness>) -> Endpoint {
                 tracing::warn!(host = %report.hostname, error = %e, "a Cyborg agent's report was refused");
                 e.to_remote()
             })?;
-            if let Some(w) = witness {
-                w.seen(&report.hostname, &report.hostname)
-                    .await
-                    .map_err(|e| match e {
-                        HeartbeatError::Fenced(f) => RemoteError::from_exception(&f),
-                        other => {
-                            tracing::error!(host = %report.hostname, error = %other, "a Cyborg agent's report was not applied");
-                            RemoteError::new(
-                                "DatabaseError",
-                                ERROR_MODULE,
-                                "the conductor's database failed; see its log",
-                            )
-                        }
-                    })?;
-            }
+            witness_report(witness.as_ref(), &report.hostname).await?;
             let outcome = db.report(&report.hostname, &rows).await.map_err(to_remote)?;
             tracing::info!(
                 host = %report.hostname,

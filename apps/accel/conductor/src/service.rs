@@ -42,14 +42,19 @@ pub fn to_remote(e: DbError) -> RemoteError {
         }
         DbError::Connect { .. } | DbError::Migrate(_) | DbError::Query(_) => {
             tracing::error!(error = %e, "database failure");
-            return RemoteError::new(
-                "DatabaseError",
-                ERROR_MODULE,
-                "the conductor's database failed; see its log",
-            );
+            return database_failed();
         }
     };
     RemoteError::new(kind, ERROR_MODULE, e.to_string())
+}
+
+/// What a caller is told when the conductor's database failed (the cause is logged).
+fn database_failed() -> RemoteError {
+    RemoteError::new(
+        "DatabaseError",
+        ERROR_MODULE,
+        "the conductor's database failed; see its log",
+    )
 }
 
 fn uuid_field(text: &str) -> Field<uuid::Uuid> {
@@ -266,6 +271,26 @@ pub fn endpoint(
 /// sends no heartbeat (Cyborg 17's) is known to the fleet record only this way.
 pub type ReportWitness = Arc<verso_upgrade::Coordinator<accel_objects::AccelVersion>>;
 
+/// Records a reporting host in the fleet record through `witness` (the only way it
+/// learns of an agent that sends no heartbeat, Cyborg 17's): a refusal (a host never
+/// heard before, after a finalization started) is the typed `Fenced`, and the report
+/// must not be applied; a failed write is the conductor's `DatabaseError`.
+pub async fn witness_report(
+    witness: Option<&ReportWitness>,
+    host: &str,
+) -> Result<(), RemoteError> {
+    let Some(w) = witness else {
+        return Ok(());
+    };
+    w.seen(host, host).await.map_err(|e| match e {
+        verso_upgrade::HeartbeatError::Fenced(f) => RemoteError::from_exception(&f),
+        other => {
+            tracing::error!(host, error = %other, "report not applied: the fleet record failed");
+            database_failed()
+        }
+    })
+}
+
 /// [`endpoint`], and each NVMe device a release puts in `cleaning` is announced to its
 /// host's agent through `agents` (`cleanup_device`, when `[upgrade_levels] agent`
 /// allows 1.1). With `witness`, each report's host is recorded in the fleet record
@@ -297,19 +322,7 @@ pub fn endpoint_with_agents(
             async move {
                 // Refused before anything is recorded: a bad report changes nothing.
                 let devices = reported(&m.devices).map_err(to_remote)?;
-                if let Some(w) = witness {
-                    w.seen(&m.hostname, &m.hostname).await.map_err(|e| match e {
-                        verso_upgrade::HeartbeatError::Fenced(f) => RemoteError::from_exception(&f),
-                        other => {
-                            tracing::error!(host = %m.hostname, error = %other, "report not applied");
-                            RemoteError::new(
-                                "DatabaseError",
-                                ERROR_MODULE,
-                                "the conductor's database failed; see its log",
-                            )
-                        }
-                    })?;
-                }
+                witness_report(witness.as_ref(), &m.hostname).await?;
                 let out = db.report(&m.hostname, &devices).await.map_err(to_remote)?;
                 tracing::info!(host = %m.hostname, added = out.added.len(), updated = out.updated.len(),
                     removed = out.removed.len(), lost = out.lost.len(), "report applied");
