@@ -7,7 +7,7 @@
 
 use accel_conductor::db::ListFilter;
 use accel_conductor::Db;
-use accel_cyborg17::testing::{peer_script, python, rabbit_url};
+use accel_cyborg17::testing::{cyborg_agent_reports, rabbit_url};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -57,19 +57,7 @@ async fn a_cyborg_agent_reports_into_accel_conductor() {
         "the conductor ended without serving Cyborg agents"
     );
 
-    let out = tokio::process::Command::new(python())
-        .arg(peer_script())
-        .args(["send", "--transport-url", &rabbit_url()])
-        .args(["--topic", "cyborg-conductor", "--host", "cyborg-compute-7"])
-        .output()
-        .await
-        .expect("the test Python runs");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && text.lines().any(|l| l == "reply null"),
-        "{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    cyborg_agent_reports("cyborg-conductor", "cyborg-compute-7").await;
 
     let db = Db::connect(&db_url)
         .await

@@ -9,30 +9,7 @@
 
 use accel_conductor::db::ListFilter;
 use accel_conductor::{cyborg, testing, Db};
-use accel_cyborg17::testing::{cyborg_transport, peer_script, python, rabbit_url};
-
-/// Runs Cyborg's own report path once against `topic`; its `sent` line, parsed.
-async fn cyborg_agent_reports(topic: &str, host: &str) -> serde_json::Value {
-    let out = tokio::process::Command::new(python())
-        .arg(peer_script())
-        .args(["send", "--transport-url", &rabbit_url(), "--topic", topic])
-        .args(["--host", host])
-        .kill_on_drop(true)
-        .output()
-        .await
-        .expect("the test Python runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.lines().any(|l| l == "reply null"),
-        "Cyborg's report_data failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let sent = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("sent "))
-        .expect("a sent line");
-    serde_json::from_str(sent).expect("JSON")
-}
+use accel_cyborg17::testing::{cyborg_agent_reports, cyborg_transport};
 
 async fn a_cyborg_agents_report_lands_in(db: Db) {
     let topic = format!("cyborg-conductor-test-{}", uuid::Uuid::new_v4().simple());

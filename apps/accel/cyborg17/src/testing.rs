@@ -47,3 +47,28 @@ pub async fn cyborg_transport() -> Arc<dyn Transport> {
             .unwrap_or_else(|e| panic!("RabbitMQ (scripts/test.sh starts it): {e}")),
     )
 }
+
+/// A real Cyborg agent's report, once: `python/cyborg_peer.py send` (Cyborg's fake
+/// driver's discovery through Cyborg's `ConductorAPI.report_data`) to `topic` as
+/// `host`; the primitives it sent. Fails the test unless Cyborg's call returned `None`.
+pub async fn cyborg_agent_reports(topic: &str, host: &str) -> serde_json::Value {
+    let out = tokio::process::Command::new(python())
+        .arg(peer_script())
+        .args(["send", "--transport-url", &rabbit_url(), "--topic", topic])
+        .args(["--host", host])
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("the test Python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.lines().any(|l| l == "reply null"),
+        "Cyborg's report_data failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sent = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("sent "))
+        .expect("a sent line");
+    serde_json::from_str(sent).expect("JSON")
+}
