@@ -397,7 +397,13 @@ pub fn group_device_type(group: &BTreeMap<String, String>) -> Result<String, DbE
 }
 
 pub(crate) fn now() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    timestamp(chrono::Utc::now())
+}
+
+/// The text every stored timestamp has (RFC 3339 to the second, `Z`): fixed width, so
+/// two compare as text in SQL as they do in time.
+fn timestamp(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 fn new_uuid() -> String {
@@ -1413,11 +1419,12 @@ impl Db {
     /// a rolling upgrade) or by its crash; a younger one may be a bind still running on
     /// a release N conductor and is left to it.
     pub async fn recover_interrupted_binds(&self, lease: Duration) -> Result<u64, DbError> {
-        let cutoff = chrono::Duration::from_std(lease)
-            .ok()
-            .and_then(|lease| chrono::Utc::now().checked_sub_signed(lease))
-            .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC)
-            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let cutoff = timestamp(
+            chrono::Duration::from_std(lease)
+                .ok()
+                .and_then(|lease| chrono::Utc::now().checked_sub_signed(lease))
+                .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC),
+        );
         let n = sqlx::query(
             "UPDATE accelerator_requests SET state = $1, updated_at = $2 WHERE state = $3 AND updated_at < $4",
         )

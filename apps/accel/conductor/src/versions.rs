@@ -44,7 +44,7 @@ fn upsert<'q>(
     state: &PersistedState,
 ) -> Result<sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>, StoreError> {
     let text = serde_json::to_string(state).map_err(backend)?;
-    let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let at = crate::db::now();
     Ok(sqlx::query(
         "INSERT INTO component_versions (component, record, updated_at) VALUES ($1, $2, $3) \
          ON CONFLICT (component) DO UPDATE SET record = excluded.record, updated_at = excluded.updated_at",
