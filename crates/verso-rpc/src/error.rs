@@ -114,6 +114,22 @@ pub enum RpcError {
         /// What was lost, and where.
         detail: String,
     },
+    /// The server that took the call stopped sending call-monitor heartbeats (oslo's
+    /// `call_monitor_timeout`): it died or lost its broker connection with the call
+    /// taken. The server may or may not have run it; retry only an idempotent method.
+    #[error(
+        "the server that took '{method}' on topic '{topic}' went silent: no reply or \
+         heartbeat within {after:?}; it may have stopped with the call running, so the \
+         outcome is unknown"
+    )]
+    ServerSilent {
+        /// The method called.
+        method: String,
+        /// The target's topic.
+        topic: String,
+        /// The call-monitor timeout that expired.
+        after: Duration,
+    },
     /// A serializer hook could not convert an argument or result.
     #[error("serialization failed: {detail}")]
     Serialization {
@@ -228,6 +244,19 @@ pub enum RpcError {
         #[source]
         source: LimitError,
     },
+    /// The server dropped the call without running it: the caller's deadline (the
+    /// call's timeout, carried as `_deadline`) had passed when a handler became free, so
+    /// nobody waited for the answer any more.
+    #[error(
+        "'{method}' was not run: its caller's deadline had passed {late_ms} ms before the \
+         server could start it (the server is overloaded or the call waited out a fault)"
+    )]
+    DeadlineExpired {
+        /// The method called.
+        method: String,
+        /// How late the server was, in milliseconds.
+        late_ms: u64,
+    },
     /// The endpoint's method raised an error; match on [`RemoteError::kind`] or use
     /// [`RemoteError::downcast`] to get your own error type back.
     #[error("remote error: {0}")]
@@ -262,6 +291,19 @@ impl RpcError {
     /// No reply came within the call's timeout ([`RpcError::Timeout`]).
     pub fn is_timeout(&self) -> bool {
         matches!(self, RpcError::Timeout { .. })
+    }
+
+    /// Whether the call was sent and may or may not have run: no reply within the
+    /// timeout ([`RpcError::Timeout`]), the server went silent
+    /// ([`RpcError::ServerSilent`]) or the connection dropped
+    /// ([`RpcError::ConnectionLost`]). A caller may retry only an idempotent method.
+    pub fn is_outcome_unknown(&self) -> bool {
+        matches!(
+            self,
+            RpcError::Timeout { .. }
+                | RpcError::ServerSilent { .. }
+                | RpcError::ConnectionLost { .. }
+        )
     }
 
     /// The connection dropped with the call in flight ([`RpcError::ConnectionLost`]): the
@@ -302,6 +344,7 @@ impl RpcError {
                 | RpcError::MalformedMessage { .. }
                 | RpcError::MessageTooLarge { .. }
                 | RpcError::LimitExceeded { .. }
+                | RpcError::DeadlineExpired { .. }
         )
     }
 
@@ -422,6 +465,14 @@ impl RpcError {
                     ("found", found.as_str().into()),
                 ]),
             ),
+            E::DeadlineExpired { method, late_ms } => (
+                VERSO_DISPATCHER,
+                "DeadlineExpired",
+                fields([
+                    ("method", method.as_str().into()),
+                    ("late_ms", (*late_ms).into()),
+                ]),
+            ),
             E::MalformedMessage { detail } => (
                 VERSO_DISPATCHER,
                 "MalformedMessage",
@@ -533,6 +584,14 @@ impl RpcError {
                 }),
                 _ => None,
             },
+            "DeadlineExpired" => Some(RpcError::DeadlineExpired {
+                method: method_(),
+                late_ms: remote
+                    .fields
+                    .get("late_ms")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0),
+            }),
             "MalformedMessage" => Some(RpcError::MalformedMessage {
                 detail: s("detail").unwrap_or_else(|| remote.message.clone()),
             }),
@@ -609,6 +668,10 @@ mod tests {
             },
             RpcError::LimitExceeded {
                 source: LimitError::TooManyMembers { limit: 100_000 },
+            },
+            RpcError::DeadlineExpired {
+                method: "bind".into(),
+                late_ms: 1_500,
             },
         ];
         for e in cases {

@@ -2,9 +2,10 @@
 //!
 //! A request is `{"method", "args", "version", "namespace"?, "_context_<key>"...}`; a reply
 //! is `{"result", "failure", "ending"}` with `failure` a JSON string (see [`RemoteError`]).
-//! Transport-level keys (`_msg_id`, `_reply_q`, `_timeout`, `_unique_id`) are each
-//! transport's business: a transport adds them on send and a request ignores them on
-//! receive. On a broker the dictionary travels inside the `oslo.version` 2.0 envelope
+//! Transport-level keys (`_msg_id`, `_reply_q`, `_timeout`, `_unique_id`, and verso's
+//! `_deadline`: the caller's deadline in seconds since the Unix epoch, which an
+//! oslo.messaging server ignores) are each transport's business: a transport adds them
+//! on send and a request ignores them on receive. On a broker the dictionary travels inside the `oslo.version` 2.0 envelope
 //! ([`envelope`], [`open_envelope`]).
 
 use crate::{RemoteError, RpcError};

@@ -503,8 +503,22 @@ fn respond(
     mut incoming: Incoming,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
     incoming.accept();
+    let late = incoming
+        .deadline()
+        .and_then(|d| std::time::SystemTime::now().duration_since(d).ok());
     let (request, reply) = incoming.into_parts();
     let run = match request {
+        Ok(r) if late.is_some() => {
+            // The caller has given up: running it now would do work nobody is told
+            // about (a bind answered 503 that binds anyway).
+            let late_ms = late.map_or(0, |l| u64::try_from(l.as_millis()).unwrap_or(u64::MAX));
+            tracing::warn!(method = %r.method, request_id = %r.context.request_id, late_ms,
+                "dropping a call whose caller's deadline has passed; not run");
+            Err(RpcError::DeadlineExpired {
+                method: r.method,
+                late_ms,
+            })
+        }
         Ok(r) => Ok(service.call(r)),
         Err(e) => {
             tracing::warn!(error = %e, replied = reply.is_some(),

@@ -90,4 +90,8 @@ impl Transport for Recording {
     async fn listen(&self, target: &Target) -> Result<Listener, RpcError> {
         self.inner.listen(target).await
     }
+
+    async fn close(&self) {
+        self.inner.close().await;
+    }
 }

@@ -112,7 +112,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch, Notify};
 
 /// The RabbitMQ transport. Cheap to clone (clones share one connection); the connection
 /// closes when the last clone is dropped or [`close`](Self::close) is called.
@@ -154,6 +154,15 @@ struct Inner {
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Nothing panics while holding these locks; recover the data if something ever did.
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The caller's deadline, `timeout` from now, in seconds since the Unix epoch (the
+/// `_deadline` a server drops a call after).
+fn deadline_secs(timeout: Duration) -> Option<f64> {
+    let at = std::time::SystemTime::now().checked_add(timeout)?;
+    at.duration_since(std::time::UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_secs_f64())
 }
 
 fn uuid_hex() -> String {
@@ -275,18 +284,28 @@ impl Transport for AmqpTransport {
             .declare_exchange(&session, exchange, Kind::Topic)
             .await?;
         let msg_id = uuid_hex();
+        let method = request.method.clone();
         let mut message = request.into_message();
         message.insert("_msg_id".into(), Value::String(msg_id.clone()));
         message.insert("_reply_q".into(), Value::String(inner.reply_q.clone()));
-        message.insert("_timeout".into(), Value::Null);
+        let monitor = inner.config.call_monitor_timeout;
+        message.insert(
+            "_timeout".into(),
+            monitor.map_or(Value::Null, |m| Value::from(m.as_secs_f64())),
+        );
+        if let Some(deadline) = deadline_secs(timeout) {
+            message.insert("_deadline".into(), Value::from(deadline));
+        }
         message.insert("_unique_id".into(), Value::String(uuid_hex()));
-        let (tx, rx) = oneshot::channel();
+        let (tx, mut rx) = oneshot::channel();
+        let beat = monitor.map(|_| Arc::new(Notify::new()));
         lock(&inner.pending).insert(
             msg_id.clone(),
             Pending {
                 session: session.id,
                 tx,
                 stash: None,
+                beat: beat.clone(),
             },
         );
         let _guard = PendingGuard {
@@ -301,9 +320,29 @@ impl Transport for AmqpTransport {
             expiration: Some(timeout),
         };
         inner.publish_on(&session, publish, &message).await?;
-        rx.await
+        let received = match (monitor, beat) {
+            (Some(after), Some(beat)) => loop {
+                tokio::select! {
+                    r = &mut rx => break r,
+                    () = beat.notified() => {}
+                    () = tokio::time::sleep(after) => {
+                        return Err(RpcError::ServerSilent {
+                            method: method.clone(),
+                            topic: target.topic.clone(),
+                            after,
+                        });
+                    }
+                }
+            },
+            _ => rx.await,
+        };
+        received
             .unwrap_or_else(|_| Err(closed(" while waiting for a reply")))
             .and_then(Reply::from_message)
+    }
+
+    async fn close(&self) {
+        AmqpTransport::close(self).await;
     }
 
     async fn cast(&self, target: &Target, request: Request) -> Result<(), RpcError> {

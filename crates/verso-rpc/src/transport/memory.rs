@@ -165,10 +165,11 @@ impl Transport for MemoryTransport {
         &self,
         target: &Target,
         request: Request,
-        _timeout: Duration,
+        timeout: Duration,
     ) -> Result<Reply, RpcError> {
         let (tx, rx) = oneshot::channel();
-        let incoming = Incoming::call(Ok(as_received(request)), Box::new(OneshotReply(tx)));
+        let incoming = Incoming::call(Ok(as_received(request)), Box::new(OneshotReply(tx)))
+            .with_deadline(std::time::SystemTime::now().checked_add(timeout));
         self.deliver(target, incoming)?;
         rx.await.map_err(|_| {
             RpcError::transport(format!(

@@ -21,7 +21,7 @@ use crate::message::{Reply, Request};
 use crate::{RpcError, Target};
 use async_trait::async_trait;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use tokio::sync::mpsc;
 
 /// A transport for an oslo.messaging `transport_url`: `memory://` for the in-process
@@ -62,7 +62,9 @@ pub async fn transport_from_url(
 #[async_trait]
 pub trait Transport: Send + Sync + 'static {
     /// Sends a call and awaits its reply. `timeout` is what the caller will wait (a
-    /// broker transport sets the message's expiration from it); the client enforces it.
+    /// broker transport sets the message's expiration from it and sends the deadline
+    /// it gives as `_deadline`, for the server to drop a call nobody waits for); the
+    /// client enforces it.
     async fn call(
         &self,
         target: &Target,
@@ -79,6 +81,12 @@ pub trait Transport: Send + Sync + 'static {
     /// Starts receiving, for a server at `target` (its topic, `topic.server` when
     /// `target.server` is set, and the topic's fanout).
     async fn listen(&self, target: &Target) -> Result<Listener, RpcError>;
+
+    /// Ends the transport in order, once its servers have stopped: what was sent
+    /// (replies included) reaches the broker before the connection goes, so a process
+    /// that exits after `close` loses no answer it gave. The default does nothing (a
+    /// transport that holds nothing to flush).
+    async fn close(&self) {}
 }
 
 /// Where the one reply to a call goes.
@@ -102,6 +110,7 @@ pub struct Incoming {
     pub request: Result<Request, RpcError>,
     reply: Option<Box<dyn ReplySink>>,
     ack: Option<Ack>,
+    deadline: Option<SystemTime>,
 }
 
 impl Incoming {
@@ -111,6 +120,7 @@ impl Incoming {
             request,
             reply: Some(reply),
             ack: None,
+            deadline: None,
         }
     }
 
@@ -120,6 +130,7 @@ impl Incoming {
             request,
             reply: None,
             ack: None,
+            deadline: None,
         }
     }
 
@@ -130,6 +141,18 @@ impl Incoming {
     pub fn with_ack(mut self, ack: impl FnOnce() + Send + 'static) -> Self {
         self.ack = Some(Box::new(ack));
         self
+    }
+
+    /// The time after which the caller no longer waits for the answer (a call's
+    /// `_deadline`): a server that has not started the request by then drops it.
+    pub fn with_deadline(mut self, deadline: Option<SystemTime>) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// The caller's deadline, when the sender gave one.
+    pub fn deadline(&self) -> Option<SystemTime> {
+        self.deadline
     }
 
     /// The server has taken the message: acknowledges it to the broker (once).

@@ -19,6 +19,7 @@ use futures::StreamExt;
 use serde_json::Value;
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// How many `_unique_id`s a listener remembers to drop redelivered duplicates.
@@ -316,6 +317,13 @@ pub(super) fn read_request(
     let msg_id = msg.remove("_msg_id");
     let reply_q = msg.remove("_reply_q");
     let monitor = msg.remove("_timeout").and_then(|t| t.as_f64());
+    // Seconds since the Unix epoch; anything else (an oslo caller sends none) is no
+    // deadline rather than a refusal.
+    let deadline = msg
+        .remove("_deadline")
+        .and_then(|t| t.as_f64())
+        .filter(|t| t.is_finite() && *t > 0.0)
+        .and_then(|t| std::time::UNIX_EPOCH.checked_add(Duration::try_from_secs_f64(t).ok()?));
     match (msg_id, reply_q) {
         (Some(Value::String(msg_id)), Some(Value::String(reply_q))) => {
             let heartbeat = monitor
@@ -329,7 +337,8 @@ pub(super) fn read_request(
                     msg_id,
                     _heartbeat: heartbeat,
                 }),
-            ))
+            )
+            .with_deadline(deadline))
         }
         _ => Some(Incoming::cast(Request::from_message(msg))),
     }

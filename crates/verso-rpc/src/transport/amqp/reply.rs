@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 
 /// How many abandoned reply queues are remembered (oslo.messaging keeps 200).
 pub(super) const OBSOLETE_REPLY_QUEUES: usize = 200;
@@ -28,6 +28,8 @@ pub(super) struct Pending {
     pub(super) tx: oneshot::Sender<Result<Message, RpcError>>,
     /// A result sent with `ending: false` by an older server, delivered at `ending: true`.
     pub(super) stash: Option<Message>,
+    /// Told of each call-monitor heartbeat, when the call asked for them.
+    pub(super) beat: Option<Arc<Notify>>,
 }
 
 impl Inner {
@@ -253,8 +255,10 @@ pub(super) async fn reply_loop(
             if let Some(p) = pending.get_mut(&msg_id) {
                 p.stash = Some(msg);
             }
+        } else if let Some(beat) = pending.get(&msg_id).and_then(|p| p.beat.as_ref()) {
+            // A call-monitor heartbeat: the server still works on the call.
+            beat.notify_one();
         }
-        // Otherwise a call-monitor heartbeat: the client's own timeout governs.
     }
     if let Some(s) = session.upgrade() {
         s.mark_dead();

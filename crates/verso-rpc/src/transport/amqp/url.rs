@@ -17,6 +17,7 @@ use std::time::Duration;
 /// Query options of the transport URL this transport understands (oslo.messaging's
 /// `[oslo_messaging_rabbit]` names).
 pub const KNOWN_OPTIONS: &[&str] = &[
+    "call_monitor_timeout",
     "ssl",
     "ssl_ca_file",
     "ssl_cert_file",
@@ -116,6 +117,15 @@ pub struct AmqpConfig {
     /// [`RpcError::LimitExceeded`](crate::RpcError::LimitExceeded)) and the server goes
     /// on serving.
     pub limits: MessageLimits,
+    /// oslo.messaging's `call_monitor_timeout`, for every call of this transport
+    /// (default none): the call asks its server for a heartbeat every half of it
+    /// (`_timeout`) and fails with
+    /// [`RpcError::ServerSilent`](crate::RpcError::ServerSilent) when neither the reply
+    /// nor a heartbeat came within it, long before its own timeout: the server died
+    /// or lost the broker with the call taken. Servers (verso's and oslo's) send the
+    /// heartbeats from the moment they receive the call, so it must exceed the time a
+    /// call may wait in the queue of a busy topic.
+    pub call_monitor_timeout: Option<Duration>,
 }
 
 /// oslo.messaging's default `control_exchange`.
@@ -181,6 +191,7 @@ impl AmqpConfig {
             publish_wait: Duration::from_secs(30),
             missing_reply_queue_timeout: Duration::from_secs(60),
             limits: MessageLimits::default(),
+            call_monitor_timeout: None,
         };
         let (mut ca_file, mut cert_file, mut key_file) = (None, None, None);
         for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
@@ -220,6 +231,10 @@ impl AmqpConfig {
                 "rabbit_interval_max" => {
                     config.retry_interval_max =
                         Duration::from_secs(parse_secs(&v).map_err(opt_err)?)
+                }
+                "call_monitor_timeout" => {
+                    let secs = parse_secs(&v).map_err(opt_err)?;
+                    config.call_monitor_timeout = (secs > 0).then(|| Duration::from_secs(secs));
                 }
                 "kombu_missing_consumer_retry_timeout" => {
                     config.missing_reply_queue_timeout =
@@ -271,6 +286,13 @@ impl AmqpConfig {
         self.control_exchange = exchange.into();
         self
     }
+
+    /// The same config with another call-monitor timeout (none: calls wait out their
+    /// own timeout whatever happens to their server).
+    pub fn with_call_monitor_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.call_monitor_timeout = timeout.filter(|t| !t.is_zero());
+        self
+    }
 }
 
 impl fmt::Display for AmqpConfig {
@@ -302,6 +324,7 @@ impl fmt::Debug for AmqpConfig {
             .field("durable_queues", &self.durable_queues)
             .field("transient_queues_ttl", &self.transient_queues_ttl)
             .field("heartbeat", &self.heartbeat)
+            .field("call_monitor_timeout", &self.call_monitor_timeout)
             .finish_non_exhaustive()
     }
 }
