@@ -25,18 +25,24 @@ async fn one_slot_server(
     started: tokio::sync::mpsc::UnboundedSender<()>,
 ) -> ServerHandle {
     let endpoint = Endpoint::new(Version::new(1, 0))
-        .method(MethodSpec::new("slow", Version::new(1, 0)), move |_ctx, _args| {
-            let started = started.clone();
-            async move {
-                let _ = started.send(());
-                tokio::time::sleep(hold).await;
-                Ok(json!("done"))
-            }
-        })
-        .method(MethodSpec::new("count", Version::new(1, 0)), move |_ctx, _args| {
-            let runs = runs.clone();
-            async move { Ok(json!(runs.fetch_add(1, Ordering::SeqCst) + 1)) }
-        });
+        .method(
+            MethodSpec::new("slow", Version::new(1, 0)),
+            move |_ctx, _args| {
+                let started = started.clone();
+                async move {
+                    let _ = started.send(());
+                    tokio::time::sleep(hold).await;
+                    Ok(json!("done"))
+                }
+            },
+        )
+        .method(
+            MethodSpec::new("count", Version::new(1, 0)),
+            move |_ctx, _args| {
+                let runs = runs.clone();
+                async move { Ok(json!(runs.fetch_add(1, Ordering::SeqCst) + 1)) }
+            },
+        );
     RpcServer::new(transport, Target::new(topic))
         .endpoint(endpoint)
         .expect("endpoint")
@@ -123,8 +129,7 @@ async fn a_caller_learns_early_that_its_server_went_silent() {
         started_tx,
     )
     .await;
-    let monitored =
-        config(&env).with_call_monitor_timeout(Some(Duration::from_secs(2)));
+    let monitored = config(&env).with_call_monitor_timeout(Some(Duration::from_secs(2)));
     let client = RpcClient::new(connect(monitored).await, Target::new(&topic))
         .timeout(Duration::from_secs(60));
     let call = tokio::spawn(async move {

@@ -35,6 +35,11 @@ pub struct Transport {
     pub url: String,
     /// The control exchange.
     pub control_exchange: String,
+    /// Seconds a call waits for its server's next call-monitor heartbeat (oslo's
+    /// `call_monitor_timeout`) before it fails as "outcome unknown": a conductor killed
+    /// with calls taken is noticed in this time, not the 60 s call timeout. 0: off.
+    /// RabbitMQ only.
+    pub call_monitor_timeout: u64,
 }
 
 impl Default for Transport {
@@ -42,6 +47,7 @@ impl Default for Transport {
         Transport {
             url: "memory://".into(),
             control_exchange: "accel".into(),
+            call_monitor_timeout: 10,
         }
     }
 }
@@ -55,12 +61,17 @@ pub struct Conductor {
     /// blocks `accel upgrade finalize`. At least 1; keep it above the agents'
     /// `report_interval`, or a live agent between two heartbeats is missed.
     pub agent_liveness: u64,
+    /// Seconds a stopping conductor (SIGTERM, Ctrl-C) waits for the calls it already
+    /// took to finish and be answered before it exits anyway. It takes no new call
+    /// meanwhile: the broker gives those to the other conductors.
+    pub stop_timeout: u64,
 }
 
 impl Default for Conductor {
     fn default() -> Self {
         Conductor {
             agent_liveness: accel_conductor::runtime::AGENT_LIVENESS.as_secs(),
+            stop_timeout: accel_conductor::runtime::STOP_TIMEOUT.as_secs(),
         }
     }
 }

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
+use verso_rpc::transport::amqp::{AmqpConfig, AmqpTransport};
 use verso_rpc::transport::{transport_from_url, Transport};
 use verso_upgrade::store::VersionStore;
 use verso_upgrade::{ComponentVersion, Observed};
@@ -17,11 +18,22 @@ use verso_upgrade::{ComponentVersion, Observed};
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
 async fn transport(config: &AccelConfig) -> Result<Arc<dyn Transport>, Error> {
-    Ok(transport_from_url(
-        &config.transport.url,
-        Some(&config.transport.control_exchange),
-    )
-    .await?)
+    transport_on(config, &config.transport.control_exchange).await
+}
+
+/// The configured transport on `exchange`, with `[transport] call_monitor_timeout` on
+/// RabbitMQ.
+async fn transport_on(config: &AccelConfig, exchange: &str) -> Result<Arc<dyn Transport>, Error> {
+    let url = &config.transport.url;
+    if url.starts_with("memory:") {
+        return Ok(transport_from_url(url, Some(exchange)).await?);
+    }
+    let amqp = AmqpConfig::from_url(url)?
+        .with_control_exchange(exchange)
+        .with_call_monitor_timeout(Some(Duration::from_secs(
+            config.transport.call_monitor_timeout,
+        )));
+    Ok(Arc::new(AmqpTransport::connect_with(amqp).await?))
 }
 
 async fn open_db(url: &str) -> Result<Db, Error> {
@@ -63,7 +75,8 @@ fn conductor_client(config: &AccelConfig, transport: Arc<dyn Transport>) -> vers
 /// `accel conductor`.
 pub async fn conductor(config: AccelConfig) -> Result<ExitCode, Error> {
     let db = open_db(&config.database.url).await?;
-    let running = start_conductor(db.clone(), transport(&config).await?, &config).await?;
+    let transport = transport(&config).await?;
+    let running = start_conductor(db.clone(), transport.clone(), &config).await?;
     println!(
         "conductor: serving {CONDUCTOR_TOPIC} and {UPGRADE_TOPIC} on {}",
         verso_rpc::transport::amqp::redact(&config.transport.url)
@@ -71,11 +84,9 @@ pub async fn conductor(config: AccelConfig) -> Result<ExitCode, Error> {
     // Cyborg 17 agents left during a migration: their reports go through the same
     // inventory diff and tell the fleet record that their hosts still run release N.
     let cyborg_agents = if config.cyborg.serve_agents {
-        let transport =
-            transport_from_url(&config.transport.url, Some(&config.cyborg.control_exchange))
-                .await?;
+        let cyborg_transport = transport_on(&config, &config.cyborg.control_exchange).await?;
         let server = accel_conductor::cyborg::serve(
-            transport,
+            cyborg_transport.clone(),
             db,
             accel_conductor::cyborg::TOPIC,
             Some(running.coordinator.clone()),
@@ -86,15 +97,30 @@ pub async fn conductor(config: AccelConfig) -> Result<ExitCode, Error> {
             accel_conductor::cyborg::TOPIC,
             config.cyborg.control_exchange
         );
-        Some(server)
+        Some((server, cyborg_transport))
     } else {
         None
     };
     verso_rpc::shutdown::shutdown_signal().await;
-    if let Some(server) = cyborg_agents {
-        server.stop().await;
-    }
-    running.stop().await;
+    // Stop taking calls everywhere, answer the ones taken, then flush the answers out:
+    // an answer still in this process when it exits is a caller left waiting.
+    let limit = Duration::from_secs(config.conductor.stop_timeout);
+    let cyborg = async {
+        if let Some((server, transport)) = cyborg_agents {
+            let _ = tokio::time::timeout(limit, server.stop()).await;
+            transport.close().await;
+        }
+    };
+    let (finished, ()) = tokio::join!(running.stop_within(limit), cyborg);
+    transport.close().await;
+    println!(
+        "conductor: stopped{}",
+        if finished {
+            ""
+        } else {
+            " (calls still running were abandoned at stop_timeout)"
+        }
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -161,7 +187,7 @@ pub async fn agent(
     let transport = transport(&config).await?;
     let mut running = match accel_agent::service::start(
         agent_config(&config, host.clone(), sysfs_root),
-        transport,
+        transport.clone(),
     )
     .await
     {
@@ -171,10 +197,11 @@ pub async fn agent(
     if once {
         let n = running.devices_reported();
         running.stop().await;
+        transport.close().await;
         println!("agent {host}: reported {n} devices");
         return Ok(ExitCode::SUCCESS);
     }
-    tokio::select! {
+    let exit = tokio::select! {
         stop = running.stopped() => {
             running.stop().await;
             Ok(stopped(&host, stop))
@@ -183,7 +210,10 @@ pub async fn agent(
             running.stop().await;
             Ok(ExitCode::SUCCESS)
         }
-    }
+    };
+    // The agent's last answers and report reach the broker before the process goes.
+    transport.close().await;
+    exit
 }
 
 /// The API: reads from `db`, writes through the conductor (`conductor`, capped by the
@@ -194,6 +224,7 @@ async fn serve_api(
     conductor: verso_rpc::RpcClient,
     listen: &str,
     (limits, options): (accel_api::Limits, accel_api::ServeOptions),
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(String, tokio::task::JoinHandle<()>), Error> {
     let listener = tokio::net::TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
@@ -204,8 +235,7 @@ async fn serve_api(
     let service = accel_api::ConductorService::new(accel_api::DbService::new(db), conductor);
     let router = accel_api::router_with(Arc::new(service), limits);
     let task = tokio::spawn(async move {
-        let forever = std::future::pending();
-        if let Err(e) = accel_api::server::serve(listener, router, options, forever).await {
+        if let Err(e) = accel_api::server::serve(listener, router, options, shutdown).await {
             tracing::error!(error = %e, "the API stopped");
         }
     });
@@ -220,13 +250,23 @@ pub async fn api(config: AccelConfig) -> Result<ExitCode, Error> {
     if !pending.is_empty() {
         return Err(format!("the database lacks migrations {pending:?}: run `accel db sync` (or start the conductor) first").into());
     }
-    let conductor = conductor_client(&config, transport(&config).await?);
-    let (url, task) = serve_api(db, conductor, &config.api.listen, options).await?;
+    let transport = transport(&config).await?;
+    let conductor = conductor_client(&config, transport.clone());
+    // On SIGTERM the server stops accepting and answers the requests under way (each
+    // bounded by [api] request_timeout) before the process exits.
+    let (url, task) = serve_api(
+        db,
+        conductor,
+        &config.api.listen,
+        options,
+        verso_rpc::shutdown::shutdown_signal(),
+    )
+    .await?;
     println!("api: listening on {url}");
-    tokio::select! {
-        _ = task => {}
-        () = verso_rpc::shutdown::shutdown_signal() => {}
+    if let Err(e) = task.await {
+        tracing::error!(error = %e, "the API task ended abnormally");
     }
+    transport.close().await;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -301,7 +341,14 @@ pub async fn all_in_one(config: AccelConfig, agents: u32) -> Result<ExitCode, Er
     let transport = transport(&config).await?;
     let running = start_conductor(db.clone(), transport.clone(), &config).await?;
     let client = conductor_client(&config, transport.clone());
-    let (url, api_task) = serve_api(db, client, &config.api.listen, options).await?;
+    let (url, api_task) = serve_api(
+        db,
+        client,
+        &config.api.listen,
+        options,
+        std::future::pending(),
+    )
+    .await?;
     let mut started: Vec<RunningAgent> = Vec::new();
     let mut reported = 0;
     for i in 1..=agents {

@@ -47,7 +47,7 @@ impl ConductorService {
         self.conductor
             .call_method(&ctx, method)
             .await
-            .map_err(service_error)
+            .map_err(|e| service_error(M::NAME, e))
     }
 }
 
@@ -59,9 +59,27 @@ impl std::fmt::Debug for ConductorService {
     }
 }
 
+/// What a client may do after a call of `method` whose outcome is unknown (sent, then
+/// no answer): bind, unbind and deletes are idempotent; a profile created twice is a
+/// 409 the second time; requests created twice are two sets of requests.
+fn retry_advice(method: &str) -> &'static str {
+    match method {
+        "bind_arq" | "unbind_arq" | "delete_arqs" | "delete_device_profile" => {
+            "retrying is safe: the operation is idempotent"
+        }
+        "create_device_profile" => {
+            "retrying is safe: 409 Duplicate then means the first attempt created the profile"
+        }
+        _ => {
+            "do not retry blindly: the first attempt may have created accelerator requests; \
+             list the profile's requests first"
+        }
+    }
+}
+
 /// The conductor's typed errors as the API's; the kinds are accel's remote error kinds
 /// (`accel_conductor::service::to_remote`).
-fn service_error(e: RpcError) -> ServiceError {
+fn service_error(method: &str, e: RpcError) -> ServiceError {
     let (kind, message) = match &e {
         RpcError::Remote(r) => {
             let kind = match r.kind.as_str() {
@@ -76,16 +94,32 @@ fn service_error(e: RpcError) -> ServiceError {
             };
             (kind, r.message.clone())
         }
-        RpcError::Timeout { .. }
+        e if e.is_outcome_unknown() => (
+            ErrorKind::OutcomeUnknown,
+            format!(
+                "the accel conductor took the request but its answer was lost ({}); the \
+                 outcome is unknown: {}",
+                match e {
+                    RpcError::ServerSilent { .. } => "the conductor stopped answering",
+                    RpcError::ConnectionLost { .. } => "the broker connection dropped",
+                    _ => "no answer in time",
+                },
+                retry_advice(method)
+            ),
+        ),
+        // Not run: the conductor dropped it because the deadline had passed.
+        RpcError::DeadlineExpired { .. }
         | RpcError::Unreachable { .. }
-        | RpcError::Transport { .. }
-        | RpcError::ConnectionLost { .. } => (
+        | RpcError::Transport { .. } => (
             ErrorKind::Unavailable,
             "the accel conductor cannot be reached".to_owned(),
         ),
         other => (ErrorKind::Internal, other.to_string()),
     };
-    if kind == ErrorKind::Internal || kind == ErrorKind::Unavailable {
+    if matches!(
+        kind,
+        ErrorKind::Internal | ErrorKind::Unavailable | ErrorKind::OutcomeUnknown
+    ) {
         tracing::error!(error = %e, "conductor call failed");
     }
     ServiceError::with_source(kind, message, e)

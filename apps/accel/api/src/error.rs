@@ -16,6 +16,7 @@
 //! | `Duplicate`, `InvalidTransition`, `NoFreeHandle`, `ProfileInUse` | 409 |
 //! | `Internal` (the database failed; logged at error, the message is generic) | 500 |
 //! | `Unavailable` (the database or the conductor cannot be reached, or the request outlived the request timeout: retry later) | 503 |
+//! | `OutcomeUnknown` (the conductor took a write and its answer was lost: it timed out, went silent or the broker dropped; the message says whether a retry is safe) | 503 |
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -50,6 +51,9 @@ pub enum ErrorKind {
     ProfileInUse,
     /// The service behind the API cannot be reached (503).
     Unavailable,
+    /// A write was sent to the conductor and no answer came: it may or may not have
+    /// happened (503; the message says whether retrying is safe).
+    OutcomeUnknown,
     /// A failure the client cannot fix (500).
     Internal,
 }
@@ -68,7 +72,7 @@ impl ErrorKind {
             | ErrorKind::InvalidTransition
             | ErrorKind::NoFreeHandle
             | ErrorKind::ProfileInUse => StatusCode::CONFLICT,
-            ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorKind::Unavailable | ErrorKind::OutcomeUnknown => StatusCode::SERVICE_UNAVAILABLE,
             ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -87,6 +91,7 @@ impl ErrorKind {
             ErrorKind::NoFreeHandle => "NoFreeHandle",
             ErrorKind::ProfileInUse => "ProfileInUse",
             ErrorKind::Unavailable => "ServiceUnavailable",
+            ErrorKind::OutcomeUnknown => "OutcomeUnknown",
             ErrorKind::Internal => "InternalError",
         }
     }
@@ -184,7 +189,7 @@ impl From<ServiceError> for ApiError {
                     "internal error; the accel API log has the details",
                 )
             }
-            ErrorKind::Unavailable => {
+            ErrorKind::Unavailable | ErrorKind::OutcomeUnknown => {
                 tracing::error!(error = %chain(&e), "accel API backend unavailable");
                 ApiError::new(e.kind, e.message)
             }

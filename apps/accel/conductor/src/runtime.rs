@@ -22,6 +22,9 @@ use verso_upgrade::{ComponentVersion, Coordinator, UpgradeError, VersionManager}
 /// through.
 pub const AGENT_LIVENESS: Duration = Duration::from_secs(180);
 
+/// How long a stopping conductor waits for the calls it took ([`RunningConductor::stop_within`]).
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// How often a running conductor re-reads its version record
 /// ([`VersionManager::refresh`]): when another conductor on the same database finalizes
 /// (the operator's `finalize` reaches one of them), this one's gates open and its
@@ -90,12 +93,32 @@ pub struct RunningConductor {
 }
 
 impl RunningConductor {
-    /// Stops the version-record refresh and both servers.
+    /// Stops the version-record refresh and both servers, waiting as long as the calls
+    /// they took need.
     pub async fn stop(self) {
         self.refresher.stop().await;
-        for s in self.servers {
-            s.stop().await;
+        // All at once: each stops taking calls before any waits for its running ones.
+        let mut stopping = tokio::task::JoinSet::new();
+        for server in self.servers {
+            stopping.spawn(server.stop());
         }
+        while stopping.join_next().await.is_some() {}
+    }
+
+    /// Stops gracefully within `limit`: every server stops taking calls at once (the
+    /// broker gives the rest to the other conductors), then the calls already taken run
+    /// to the end and are answered. `false` when `limit` passed first: the calls still
+    /// running are abandoned, and their callers learn it from their call monitor or
+    /// timeout. Close the transport afterwards, so the replies reach the broker.
+    pub async fn stop_within(self, limit: Duration) -> bool {
+        let finished = tokio::time::timeout(limit, self.stop()).await.is_ok();
+        if !finished {
+            tracing::warn!(
+                limit_secs = limit.as_secs(),
+                "the conductor stopped before every call it took was answered"
+            );
+        }
+        finished
     }
 }
 

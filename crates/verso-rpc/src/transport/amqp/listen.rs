@@ -329,16 +329,18 @@ pub(super) fn read_request(
             let heartbeat = monitor
                 .filter(|t| t.is_finite() && *t > 0.0)
                 .map(|t| start_heartbeat(weak.clone(), reply_q.clone(), msg_id.clone(), t));
-            Some(Incoming::call(
-                Request::from_message(msg),
-                Box::new(AmqpReply {
-                    inner: weak.clone(),
-                    reply_q,
-                    msg_id,
-                    _heartbeat: heartbeat,
-                }),
+            Some(
+                Incoming::call(
+                    Request::from_message(msg),
+                    Box::new(AmqpReply {
+                        inner: weak.clone(),
+                        reply_q,
+                        msg_id,
+                        _heartbeat: heartbeat,
+                    }),
+                )
+                .with_deadline(deadline),
             )
-            .with_deadline(deadline))
         }
         _ => Some(Incoming::cast(Request::from_message(msg))),
     }
