@@ -245,3 +245,57 @@ impl AccelService for ConductorService {
         .map(drop)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn silent() -> RpcError {
+        RpcError::ServerSilent {
+            method: "m".into(),
+            topic: "accel-conductor".into(),
+            after: Duration::from_secs(10),
+        }
+    }
+
+    #[test]
+    fn an_unknown_outcome_says_whether_retrying_is_safe() {
+        for method in [
+            "bind_arq",
+            "unbind_arq",
+            "delete_arqs",
+            "delete_device_profile",
+        ] {
+            let e = service_error(method, silent());
+            assert_eq!(e.kind, ErrorKind::OutcomeUnknown, "{method}");
+            assert!(
+                e.message.contains("retrying is safe"),
+                "{method}: {}",
+                e.message
+            );
+        }
+        let e = service_error("create_arqs", silent());
+        assert_eq!(e.kind, ErrorKind::OutcomeUnknown);
+        assert!(e.message.contains("do not retry blindly"), "{}", e.message);
+        let timeout = RpcError::Timeout {
+            method: "bind_arq".into(),
+            topic: "accel-conductor".into(),
+            timeout: Duration::from_secs(60),
+        };
+        assert_eq!(
+            service_error("bind_arq", timeout).kind,
+            ErrorKind::OutcomeUnknown
+        );
+        assert_eq!(ErrorKind::OutcomeUnknown.status().as_u16(), 503);
+        // Dropped unrun by the conductor, or never sent: a plain 503, retry later.
+        let dropped = RpcError::DeadlineExpired {
+            method: "bind_arq".into(),
+            late_ms: 10,
+        };
+        assert_eq!(
+            service_error("bind_arq", dropped).kind,
+            ErrorKind::Unavailable
+        );
+    }
+}

@@ -36,7 +36,7 @@ pub const MIN: ApiVersion = ApiVersion::new(2, 0);
 /// The newest microversion served: what `latest` gets.
 pub const MAX: ApiVersion = ApiVersion::new(2, 1);
 
-/// The microversion that adds the device `status` field (`available` / `lost`).
+/// The microversion that adds the device `status` field (`available` / `missing` / `lost`).
 pub const DEVICE_STATUS: ApiVersion = ApiVersion::new(2, 1);
 
 /// The range a router serves: [`MIN`] up to `max`.

@@ -224,8 +224,15 @@ pub struct ReportOutcome {
     pub updated: Vec<String>,
     /// Devices the report no longer has, deleted.
     pub removed: Vec<String>,
-    /// Devices the report no longer has but whose handles are in use: kept, marked lost.
+    /// Devices in use whose loss a second report confirmed (they were already
+    /// `missing`, or `lost`): kept, marked `lost`.
     pub lost: Vec<String>,
+    /// Devices in use that this report drops (the device or an in-use handle is not in
+    /// it) for the first time: kept and marked `missing`, not `lost`, until the host's
+    /// next report confirms it. One report, spurious or forged, cannot take an in-use
+    /// device away.
+    #[serde(default)]
+    pub unconfirmed: Vec<String>,
     /// Devices reported as they are.
     pub unchanged: usize,
 }
@@ -249,7 +256,9 @@ pub struct DeviceRow {
     pub hostname: String,
     /// Vendor board details.
     pub vendor_board_info: Option<String>,
-    /// `available` or `lost`.
+    /// `available`; `missing` (in use, and the host's last report lacked it or one of
+    /// its in-use handles: not given to new requests); `lost` (a second report
+    /// confirmed it).
     pub status: String,
     /// Created.
     pub created_at: String,
@@ -628,7 +637,8 @@ impl Db {
     // ---- devices -------------------------------------------------------------------
 
     /// Applies one host's full inventory: adds new devices, updates changed ones, deletes
-    /// vanished ones, and keeps (marked `lost`) vanished ones whose handles are in use.
+    /// vanished ones, and keeps vanished ones whose handles are in use: `missing` after
+    /// the first report without them, `lost` once a second one confirms it.
     ///
     /// Reports of one host are applied one after the other, each diffed against what the
     /// previous one left. On SQLite the transaction's first write takes the database's
@@ -825,8 +835,9 @@ impl Db {
                         }
                     }
                     if lost_handle {
-                        mark_lost(&mut tx, e.device_id, &at).await?;
-                        out.lost.push(d.control_path_id.clone());
+                        let cp = d.control_path_id.clone();
+                        drop_in_use(&mut tx, host, &e.status, e.device_id, cp, &at, &mut out)
+                            .await?;
                     } else if changed {
                         out.updated.push(d.control_path_id.clone());
                     } else {
@@ -844,11 +855,7 @@ impl Db {
             .await?
             .try_get("n")?;
             if in_use > 0 {
-                if e.status != "lost" {
-                    mark_lost(&mut tx, e.device_id, &at).await?;
-                }
-                tracing::warn!(host, control_path_id = %cp, "device vanished while in use: kept and marked lost");
-                out.lost.push(cp);
+                drop_in_use(&mut tx, host, &e.status, e.device_id, cp, &at, &mut out).await?;
             } else {
                 sqlx::query("DELETE FROM devices WHERE id = $1")
                     .bind(e.device_id)
@@ -1496,16 +1503,40 @@ async fn insert_handle(
     Ok(())
 }
 
-async fn mark_lost(
+/// A report drops an in-use device (or one of its in-use handles), whose status was
+/// `status` before this report: the first time it is only marked `missing`; a later
+/// report still without it (the device is `missing` or `lost`) confirms the loss:
+/// `lost`. Either way the device and its handles stay, as the instance still has them.
+async fn drop_in_use(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    host: &str,
+    status: &str,
     device_id: i64,
+    control_path_id: String,
     at: &str,
+    out: &mut ReportOutcome,
 ) -> Result<(), DbError> {
-    sqlx::query("UPDATE devices SET status = 'lost', updated_at = $1 WHERE id = $2")
-        .bind(at)
-        .bind(device_id)
-        .execute(&mut **tx)
-        .await?;
+    let confirmed = matches!(status, "missing" | "lost");
+    let to = if confirmed { "lost" } else { "missing" };
+    if status != to {
+        sqlx::query("UPDATE devices SET status = $1, updated_at = $2 WHERE id = $3")
+            .bind(to)
+            .bind(at)
+            .bind(device_id)
+            .execute(&mut **tx)
+            .await?;
+    }
+    if confirmed {
+        if status != "lost" {
+            tracing::warn!(host, control_path_id = %control_path_id,
+                "a second report confirms an in-use device is gone: kept and marked lost");
+        }
+        out.lost.push(control_path_id);
+    } else {
+        tracing::warn!(host, control_path_id = %control_path_id,
+            "a report drops an in-use device: kept and marked missing until the host's next report confirms it");
+        out.unconfirmed.push(control_path_id);
+    }
     Ok(())
 }
 

@@ -325,7 +325,8 @@ pub fn endpoint_with_agents(
                 witness_report(witness.as_ref(), &m.hostname).await?;
                 let out = db.report(&m.hostname, &devices).await.map_err(to_remote)?;
                 tracing::info!(host = %m.hostname, added = out.added.len(), updated = out.updated.len(),
-                    removed = out.removed.len(), lost = out.lost.len(), "report applied");
+                    removed = out.removed.len(), lost = out.lost.len(),
+                    unconfirmed = out.unconfirmed.len(), "report applied");
                 Ok(ReportSummary {
                     added: out.added,
                     updated: out.updated,

@@ -127,7 +127,9 @@ async fn report_diffing(db: &Db) {
         db.attach_handles(Some("h1")).await.expect("handles").len(),
         3
     );
-    // The GPU vanishes while one of its handles is in use: kept, marked lost.
+    // The GPU vanishes while one of its handles is in use: kept. One report is not
+    // believed (it may be spurious, or forged by another broker user): `missing`, still
+    // the instance's, and not given to new requests.
     db.create_profile("gpu", group("PGPU"), None)
         .await
         .expect("profile");
@@ -135,10 +137,34 @@ async fn report_diffing(db: &Db) {
     db.bind(&arq.uuid, "h1", "inst-1", None)
         .await
         .expect("bind");
+    let first = db.report("h1", &[]).await.expect("report");
+    assert_eq!(
+        (
+            first.unconfirmed.as_slice(),
+            first.lost.len(),
+            first.removed.len()
+        ),
+        (["0000:3c:00.0".to_owned()].as_slice(), 0, 0)
+    );
+    let status = |rows: Vec<accel_conductor::db::DeviceRow>| {
+        rows.into_iter().map(|d| d.status).collect::<Vec<_>>()
+    };
+    let h1 = ListFilter {
+        host: Some("h1".into()),
+        ..Default::default()
+    };
+    assert_eq!(status(db.devices(&h1).await.expect("devices")), ["missing"]);
+    let bound = db.arq(&arq.uuid).await.expect("arq");
+    assert_eq!(bound.state, ArqState::Bound, "the request keeps its device");
+    // The next report confirms it: lost.
     let lost = db.report("h1", &[]).await.expect("report");
     assert_eq!(
-        (lost.lost.as_slice(), lost.removed.len()),
-        (["0000:3c:00.0".to_owned()].as_slice(), 0)
+        (
+            lost.lost.as_slice(),
+            lost.unconfirmed.len(),
+            lost.removed.len()
+        ),
+        (["0000:3c:00.0".to_owned()].as_slice(), 0, 0)
     );
     let gpu_row = db
         .devices(&ListFilter {
