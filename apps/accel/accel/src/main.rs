@@ -14,6 +14,7 @@
 //! accel config show                the effective configuration and where each value came from
 //! ```
 
+mod chaos;
 mod config;
 mod demo;
 mod run;
@@ -63,6 +64,53 @@ enum Command {
         /// --transport-url.
         #[arg(long, value_name = "PYTHON")]
         python_agent: Option<PathBuf>,
+    },
+    /// The fault campaign: separate conductors, agents and APIs on RabbitMQ and a fresh
+    /// PostgreSQL database behind TCP proxies, clients writing without pause, faults on
+    /// a schedule, the database's invariants and every answer checked; exit 1 on any
+    /// violation. Outside CI (scripts/chaos.sh runs it for 30 minutes).
+    Chaos {
+        /// Seconds of faults.
+        #[arg(long, default_value_t = 1800)]
+        duration: u64,
+        /// Seconds between two faults.
+        #[arg(long, default_value_t = 15)]
+        fault_interval: u64,
+        /// Concurrent API clients.
+        #[arg(long, default_value_t = 16)]
+        clients: usize,
+        /// Agents (hosts with fixture devices).
+        #[arg(long, default_value_t = 3)]
+        agents: u32,
+        /// Conductors.
+        #[arg(long, default_value_t = 2)]
+        conductors: usize,
+        /// APIs.
+        #[arg(long, default_value_t = 2)]
+        apis: usize,
+        /// A PostgreSQL URL allowed to create a database (the campaign makes its own).
+        #[arg(
+            long,
+            env = "VERSO_TEST_POSTGRES_URL",
+            default_value = "postgres://verso:verso@127.0.0.1:55432/verso"
+        )]
+        database_url: String,
+        /// The RabbitMQ URL.
+        #[arg(
+            long,
+            env = "VERSO_TEST_RABBIT_URL",
+            default_value = "rabbit://guest:guest@127.0.0.1:5672/"
+        )]
+        transport_url: String,
+        /// Keep logs and fixtures here (default: a temporary directory, kept on failure).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Also write the summary as JSON to this file.
+        #[arg(long, value_name = "PATH")]
+        json: Option<PathBuf>,
+        /// Seed of the fault order and the clients' choices.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
     },
     /// Conductor, API and N agents (each on its own fixture sysfs tree) in one process,
     /// on the memory transport and a SQLite file in a temporary directory unless
@@ -145,7 +193,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // The demo's timeline is its output; its components' logs stay quiet unless asked.
     let default_level = match cli.command {
-        Command::Demo { .. } => "error",
+        Command::Demo { .. } | Command::Chaos { .. } => "error",
         // The operator reads the command's answer; a refusal is not a log line.
         Command::Upgrade(Upgrade::Status { .. } | Upgrade::Finalize { .. }) => "error",
         _ => "info",
@@ -188,6 +236,34 @@ fn main() -> ExitCode {
                     json,
                     keep,
                     python_agent,
+                })
+                .await
+            }
+            Command::Chaos {
+                duration,
+                fault_interval,
+                clients,
+                agents,
+                conductors,
+                apis,
+                database_url,
+                transport_url,
+                dir,
+                json,
+                seed,
+            } => {
+                chaos::run(chaos::ChaosOptions {
+                    duration: std::time::Duration::from_secs(duration),
+                    fault_interval: std::time::Duration::from_secs(fault_interval.max(1)),
+                    clients,
+                    agents,
+                    conductors,
+                    apis,
+                    database: database_url,
+                    transport_url,
+                    dir,
+                    json,
+                    seed,
                 })
                 .await
             }

@@ -59,6 +59,22 @@ impl std::fmt::Debug for ConductorService {
     }
 }
 
+/// The row a write is answered with, read after the conductor made the change: when the
+/// database cannot be read at that moment, the change is still made, so the answer must
+/// not be a plain 503 (which says nothing was done).
+fn read_back<T>(row: Result<T, ServiceError>) -> Result<T, ServiceError> {
+    row.map_err(|e| match e.kind {
+        ErrorKind::Unavailable => ServiceError {
+            kind: ErrorKind::OutcomeUnknown,
+            message: "the change was made, but reading it back failed (the database is \
+                      unavailable): read the resource before doing anything else"
+                .to_owned(),
+            source: e.source,
+        },
+        _ => e,
+    })
+}
+
 /// What a client may do after a call of `method` whose outcome is unknown (sent, then
 /// no answer): bind, unbind and deletes are idempotent; a profile created twice is a
 /// 409 the second time; requests created twice are two sets of requests.
@@ -160,7 +176,8 @@ impl AccelService for ConductorService {
         })
         .await?;
         // By name only: the new profile's name may be another profile's UUID.
-        Ok(self.reads.db().profile_by_name(&name).await?)
+        let row = self.reads.db().profile_by_name(&name).await;
+        read_back(row.map_err(ServiceError::from))
     }
 
     async fn delete_profile(&self, name_or_uuid: &str) -> Result<(), ServiceError> {
@@ -191,7 +208,7 @@ impl AccelService for ConductorService {
                     "the conductor returned an accelerator request without a uuid",
                 )
             })?;
-            rows.push(self.reads.arq(&uuid.to_string()).await?);
+            rows.push(read_back(self.reads.arq(&uuid.to_string()).await)?);
         }
         Ok(rows)
     }
@@ -216,7 +233,7 @@ impl AccelService for ConductorService {
             device_rp_uuid: binding.device_rp_uuid.clone(),
         })
         .await?;
-        self.reads.arq(uuid).await
+        read_back(self.reads.arq(uuid).await)
     }
 
     async fn unbind(&self, uuid: &str) -> Result<ArqRow, ServiceError> {
@@ -224,7 +241,7 @@ impl AccelService for ConductorService {
             uuid: uuid.to_owned(),
         })
         .await?;
-        self.reads.arq(uuid).await
+        read_back(self.reads.arq(uuid).await)
     }
 
     async fn delete_arqs(&self, uuids: &[String]) -> Result<(), ServiceError> {

@@ -15,8 +15,8 @@
 //! | `TooLarge` (a body over 2 MiB) | 413 |
 //! | `Duplicate`, `InvalidTransition`, `NoFreeHandle`, `ProfileInUse` | 409 |
 //! | `Internal` (the database failed; logged at error, the message is generic) | 500 |
-//! | `Unavailable` (the database or the conductor cannot be reached, or the request outlived the request timeout: retry later) | 503 |
-//! | `OutcomeUnknown` (the conductor took a write and its answer was lost: it timed out, went silent or the broker dropped; the message says whether a retry is safe) | 503 |
+//! | `Unavailable` (the database or the conductor cannot be reached: nothing was done, retry later) | 503 |
+//! | `OutcomeUnknown` (the conductor took a write and its answer was lost: it timed out, went silent or the broker dropped; or the request outlived the request timeout; or the write was made and reading it back failed; the message says whether a retry is safe) | 503 |
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};

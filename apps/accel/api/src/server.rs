@@ -189,7 +189,7 @@ async fn within(limit: Duration, req: Request, next: Next) -> Response {
     match tokio::time::timeout(limit, next.run(req)).await {
         Ok(response) => response,
         Err(_) => ApiError::new(
-            ErrorKind::Unavailable,
+            ErrorKind::OutcomeUnknown,
             format!(
                 "the request did not finish within {} s; its outcome is unknown: read the resource before retrying",
                 limit.as_secs()

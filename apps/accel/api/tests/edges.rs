@@ -628,7 +628,7 @@ async fn slow_requests_get_503_at_the_request_timeout() {
         json!({"device_profile_name": "fpga"}),
     )
     .await;
-    let message = assert_error(&got, 503, "ServiceUnavailable");
+    let message = assert_error(&got, 503, "OutcomeUnknown");
     assert!(message.contains("outcome is unknown"), "{message}");
     let took = started.elapsed();
     assert!(

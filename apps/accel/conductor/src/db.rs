@@ -1414,6 +1414,61 @@ impl Db {
         Ok(n)
     }
 
+    /// What breaks the database's invariants between requests and devices, in words
+    /// (empty: consistent): a handle held by two requests, a request on a free handle,
+    /// a `Bound` request without a handle, an in-use handle no request holds, a request
+    /// whose profile is gone, a request in a transient state (`BindStarted`,
+    /// `Deleting`) for longer than `lease`. The fault campaign (`accel chaos`) checks it
+    /// continuously; an operator can run it on a live database.
+    pub async fn consistency_violations(&self, lease: Duration) -> Result<Vec<String>, DbError> {
+        let cutoff =
+            timestamp(chrono::Utc::now() - chrono::Duration::from_std(lease).unwrap_or_default());
+        let checks: [(&str, &str); 6] = [
+            (
+                "handle held by more than one request",
+                "SELECT CAST(attach_handle_id AS TEXT) AS what FROM accelerator_requests \
+                 WHERE attach_handle_id IS NOT NULL GROUP BY attach_handle_id HAVING COUNT(*) > 1",
+            ),
+            (
+                "request holding a free handle",
+                "SELECT r.uuid AS what FROM accelerator_requests r \
+                 JOIN attach_handles h ON r.attach_handle_id = h.id WHERE h.in_use = 0",
+            ),
+            (
+                "Bound request without a handle",
+                "SELECT uuid AS what FROM accelerator_requests \
+                 WHERE state = 'Bound' AND attach_handle_id IS NULL",
+            ),
+            (
+                "in-use handle no request holds",
+                "SELECT h.uuid AS what FROM attach_handles h WHERE h.in_use = 1 AND NOT EXISTS \
+                 (SELECT 1 FROM accelerator_requests r WHERE r.attach_handle_id = h.id)",
+            ),
+            (
+                "request whose profile is gone",
+                "SELECT r.uuid AS what FROM accelerator_requests r WHERE NOT EXISTS \
+                 (SELECT 1 FROM device_profiles p WHERE p.name = r.device_profile_name)",
+            ),
+            (
+                "request stuck in a transient state past its lease",
+                "SELECT uuid AS what FROM accelerator_requests \
+                 WHERE state IN ('BindStarted', 'Deleting') AND updated_at < $1",
+            ),
+        ];
+        let mut found = Vec::new();
+        for (what, sql) in checks {
+            let mut q = sqlx::query(sql);
+            if sql.contains("$1") {
+                q = q.bind(&cutoff);
+            }
+            for row in q.fetch_all(&self.pool).await? {
+                let id: String = row.try_get("what")?;
+                found.push(format!("{what}: {id}"));
+            }
+        }
+        Ok(found)
+    }
+
     /// How long a request may stay in `BindStarted` before a starting conductor takes it
     /// for abandoned ([`Db::recover_interrupted_binds`]); release N's two-step bind
     /// finishes in well under a second.

@@ -537,3 +537,90 @@ async fn in_memory_sqlite_is_one_database() {
         db.close().await;
     }
 }
+
+/// `consistency_violations` is empty on a database accel's own operations left, and names
+/// each broken invariant once the rows disagree.
+async fn consistency(db: &Db) {
+    db.report("h1", &[device("0000:3b:00.0", "FPGA", 2)])
+        .await
+        .expect("report");
+    db.create_profile("fpga", group("FPGA"), None)
+        .await
+        .expect("profile");
+    let arq = db.create_arq("fpga", 0, None).await.expect("arq");
+    db.bind(
+        &arq.uuid,
+        "h1",
+        "6f1b3d36-3c2e-4a8e-9d59-3f0f1f6b2a11",
+        None,
+    )
+    .await
+    .expect("bind");
+    let lease = std::time::Duration::from_secs(120);
+    assert_eq!(
+        db.consistency_violations(lease).await.expect("check"),
+        Vec::<String>::new()
+    );
+    // The bound request's handle freed behind its back.
+    sqlx::query("UPDATE attach_handles SET in_use = 0 WHERE in_use = 1")
+        .execute(db.pool())
+        .await
+        .expect("corrupt");
+    let found = db.consistency_violations(lease).await.expect("check");
+    assert_eq!(
+        found,
+        [format!("request holding a free handle: {}", arq.uuid)],
+        "{found:?}"
+    );
+    // Now a free handle in use without a request, and the request left without one.
+    sqlx::query("UPDATE accelerator_requests SET attach_handle_id = NULL")
+        .execute(db.pool())
+        .await
+        .expect("corrupt");
+    sqlx::query("UPDATE attach_handles SET in_use = 1")
+        .execute(db.pool())
+        .await
+        .expect("corrupt");
+    let found = db.consistency_violations(lease).await.expect("check");
+    assert!(
+        found
+            .iter()
+            .any(|f| f.starts_with("Bound request without a handle"))
+            && found
+                .iter()
+                .filter(|f| f.starts_with("in-use handle no request holds"))
+                .count()
+                == 2,
+        "{found:?}"
+    );
+    // A request stuck in BindStarted: past a lease of zero, not past 120 s.
+    sqlx::query("UPDATE accelerator_requests SET state = 'BindStarted'")
+        .execute(db.pool())
+        .await
+        .expect("corrupt");
+    let stuck = |found: Vec<String>| {
+        found
+            .iter()
+            .any(|f| f.starts_with("request stuck in a transient state"))
+    };
+    assert!(!stuck(
+        db.consistency_violations(lease).await.expect("check")
+    ));
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert!(stuck(
+        db.consistency_violations(std::time::Duration::ZERO)
+            .await
+            .expect("check")
+    ));
+}
+
+#[tokio::test]
+async fn sqlite_consistency() {
+    let (db, _dir) = support::sqlite().await;
+    consistency(&db).await;
+}
+
+#[tokio::test]
+async fn postgres_consistency() {
+    consistency(&support::postgres().await).await;
+}

@@ -142,6 +142,11 @@ impl Process {
         }
     }
 
+    /// Kills it at once (SIGKILL), as a crash or a lost host would stop it.
+    pub async fn kill(mut self) {
+        let _ = self.child.kill().await;
+    }
+
     /// Stops it: SIGTERM, then SIGKILL after a grace period.
     pub async fn stop(mut self) {
         if let Some(pid) = self.child.id() {
