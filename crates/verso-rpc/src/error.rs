@@ -114,13 +114,14 @@ pub enum RpcError {
         /// What was lost, and where.
         detail: String,
     },
-    /// The server that took the call stopped sending call-monitor heartbeats (oslo's
-    /// `call_monitor_timeout`): it died or lost its broker connection with the call
-    /// taken. The server may or may not have run it; retry only an idempotent method.
+    /// Neither the reply nor a call-monitor heartbeat (oslo's `call_monitor_timeout`)
+    /// came in time: no server took the call, or the one that did died or lost its
+    /// broker connection with the call taken. It may or may not have run; retry only an
+    /// idempotent method.
     #[error(
-        "the server that took '{method}' on topic '{topic}' went silent: no reply or \
-         heartbeat within {after:?}; it may have stopped with the call running, so the \
-         outcome is unknown"
+        "no reply or heartbeat for '{method}' on topic '{topic}' within {after:?}: no \
+         server took the call, or the one that did went silent (stopped, or lost the \
+         broker) with it running, so the outcome is unknown"
     )]
     ServerSilent {
         /// The method called.

@@ -27,9 +27,13 @@ fn a_short_fault_campaign_runs_clean() {
     assert!(injected >= 6, "faults injected: {summary:#}");
     let ops = summary["answers_by_operation"].as_object().expect("ops");
     let created = ops["create profile"]["201"].as_u64().unwrap_or(0);
-    let bound = ops
-        .get("bind")
-        .and_then(|b| b["200"].as_u64())
+    let bound = ops.get("bind").and_then(|b| b["202"].as_u64()).unwrap_or(0);
+    let unbound = ops
+        .get("unbind")
+        .and_then(|b| b["202"].as_u64())
         .unwrap_or(0);
-    assert!(created > 20 && bound > 5, "the workload ran: {summary:#}");
+    assert!(
+        created > 20 && bound > 5 && unbound > 0,
+        "the workload ran: {summary:#}"
+    );
 }

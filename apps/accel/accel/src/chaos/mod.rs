@@ -417,6 +417,10 @@ pub async fn run(options: ChaosOptions) -> Result<ExitCode, Error> {
         let p = d.spawn_conductor(i)?;
         d.conductors.push(Some(p));
     }
+    // Agents ask a conductor for its version first: it must be listening.
+    for p in d.conductors.iter().flatten() {
+        wait_log(p.log(), "conductor: serving").await?;
+    }
     for i in 0..options.agents as usize {
         let p = d.spawn_agent(i)?;
         d.agents.push(Some(p));
@@ -540,6 +544,21 @@ fn lock(ledger: &Mutex<Ledger>) -> std::sync::MutexGuard<'_, Ledger> {
     ledger
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Waits (60 s at most) until `log` has a line containing `needle`.
+async fn wait_log(log: &std::path::Path, needle: &str) -> Result<(), Error> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .contains(needle)
+    {
+        if Instant::now() > deadline {
+            return Err(format!("no {needle:?} in {} within 60 s", log.display()).into());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(())
 }
 
 /// Waits until the API answers and every agent's devices are in.
@@ -681,12 +700,13 @@ impl Client {
         let mut attempt = 0;
         loop {
             let a = self.send(method.clone(), path, body.clone()).await;
-            let mut l = lock(&self.ledger);
-            l.record(op, &a.outcome());
-            if a.status == 500 {
-                l.violation(format!("500 on {op} {path}: {}", a.body));
+            {
+                let mut l = lock(&self.ledger);
+                l.record(op, &a.outcome());
+                if a.status == 500 {
+                    l.violation(format!("500 on {op} {path}: {}", a.body));
+                }
             }
-            drop(l);
             attempt += 1;
             if !(idempotent && a.unknown()) || attempt >= 5 {
                 return a;
@@ -761,7 +781,8 @@ impl Client {
             self.claim(Claim::NotBound { arq, instance });
             return;
         }
-        if a.status == 200 && self.rng.gen_bool(0.5) {
+        // Cyborg's API answers a bind 202 (accepted); 200 from older clients' view.
+        if matches!(a.status, 200 | 202) && self.rng.gen_bool(0.5) {
             self.op(
                 "unbind",
                 Method::PATCH,

@@ -3,7 +3,6 @@
 //! flowing both ways, connections stay open: a partition as TCP sees it).
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;

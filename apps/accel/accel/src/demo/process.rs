@@ -142,6 +142,11 @@ impl Process {
         }
     }
 
+    /// Its log file (stdout and stderr).
+    pub fn log(&self) -> &Path {
+        &self.log
+    }
+
     /// Kills it at once (SIGKILL), as a crash or a lost host would stop it.
     pub async fn kill(mut self) {
         let _ = self.child.kill().await;
