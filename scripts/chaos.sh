@@ -24,7 +24,11 @@ if ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then
 fi
 crates/verso-rpc/interop/start-rabbitmq.sh
 scripts/start-postgres.sh
-export VERSO_TEST_RABBIT_URL="${VERSO_TEST_RABBIT_URL:-rabbit://guest:guest@127.0.0.1:5672/}"
+# A vhost of its own: accel's queue names are fixed, so conductors of another deployment
+# on the same vhost (a test run) would take the campaign's calls.
+rabbitmqctl -n "${RABBITMQ_NODENAME:-rabbit@localhost}" add_vhost verso-chaos >/dev/null 2>&1 || true
+rabbitmqctl -n "${RABBITMQ_NODENAME:-rabbit@localhost}" set_permissions -p verso-chaos guest '.*' '.*' '.*' >/dev/null
+export VERSO_TEST_RABBIT_URL="${VERSO_CHAOS_RABBIT_URL:-rabbit://guest:guest@127.0.0.1:5672/verso-chaos}"
 export VERSO_TEST_POSTGRES_URL="${VERSO_TEST_POSTGRES_URL:-postgres://verso:verso@127.0.0.1:${VERSO_PG_PORT:-55432}/verso}"
 cargo build --release -p accel
 exec target/release/accel chaos "$@"

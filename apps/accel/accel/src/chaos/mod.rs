@@ -477,8 +477,17 @@ pub async fn run(options: ChaosOptions) -> Result<ExitCode, Error> {
     let mut rng = StdRng::seed_from_u64(options.seed);
     let started = Instant::now();
     let mut order = Vec::new();
+    let signal = verso_rpc::shutdown::shutdown_signal();
+    tokio::pin!(signal);
     while Instant::now() + options.fault_interval < until {
-        tokio::time::sleep(options.fault_interval).await;
+        tokio::select! {
+            () = tokio::time::sleep(options.fault_interval) => {}
+            () = &mut signal => {
+                // Ctrl-C or SIGTERM: take the deployment down with the campaign.
+                d.stop_all().await;
+                return Err("interrupted; the deployment was stopped".into());
+            }
+        }
         for e in d.exited() {
             lock(&ledger).violation(format!("a component exited on its own: {e}"));
         }
