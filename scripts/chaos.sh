@@ -7,10 +7,11 @@
 # Starts RabbitMQ and the test PostgreSQL cluster as scripts/test.sh does (run that once
 # on a fresh machine: it installs them), builds accel in release mode and runs
 # `accel chaos`: separate conductors, agents and APIs behind TCP proxies, clients writing
-# without pause, kill -9 / SIGTERM of every kind of component and cut or frozen broker and
-# database connections on a schedule. It prints the counts per fault and exits non-zero
-# on any violation (a broken database invariant, a 500, a 503 whose write happened
-# anyway, a component that exited on its own); the logs of a failed run are kept.
+# without pause, kill -9 / SIGTERM of every kind of component, cut or frozen broker and
+# database connections and database restarts on a schedule. It prints the counts per
+# fault and exits non-zero on any violation (a broken database invariant, a 500, a 503
+# whose write happened anyway, a component that exited on its own); the logs of a failed
+# run are kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,5 +31,10 @@ rabbitmqctl -n "${RABBITMQ_NODENAME:-rabbit@localhost}" add_vhost verso-chaos >/
 rabbitmqctl -n "${RABBITMQ_NODENAME:-rabbit@localhost}" set_permissions -p verso-chaos guest '.*' '.*' '.*' >/dev/null
 export VERSO_TEST_RABBIT_URL="${VERSO_CHAOS_RABBIT_URL:-rabbit://guest:guest@127.0.0.1:5672/verso-chaos}"
 export VERSO_TEST_POSTGRES_URL="${VERSO_TEST_POSTGRES_URL:-postgres://verso:verso@127.0.0.1:${VERSO_PG_PORT:-55432}/verso}"
+# The campaign owns the test cluster while it runs: a database restart is one of its faults.
+pg_ctl="$(ls -d /usr/lib/postgresql/*/bin | tail -n 1)/pg_ctl"
+pgdir="${VERSO_PG_DIR:-/tmp/verso-postgres}"
+restart="$pg_ctl -D $pgdir -l $pgdir/server.log -w -t 60 restart -m fast"
+[ "$(id -u)" = 0 ] && restart="runuser -u postgres -- $restart"
 cargo build --release -p accel
-exec target/release/accel chaos "$@"
+exec target/release/accel chaos --database-restart-command "$restart" "$@"

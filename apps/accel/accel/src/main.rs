@@ -111,6 +111,10 @@ enum Command {
         /// Seed of the fault order and the clients' choices.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// A shell command restarting the database server; given, a database restart
+        /// joins the faults (scripts/chaos.sh restarts the test cluster).
+        #[arg(long, value_name = "COMMAND")]
+        database_restart_command: Option<String>,
     },
     /// Conductor, API and N agents (each on its own fixture sysfs tree) in one process,
     /// on the memory transport and a SQLite file in a temporary directory unless
@@ -251,6 +255,7 @@ fn main() -> ExitCode {
                 dir,
                 json,
                 seed,
+                database_restart_command,
             } => {
                 chaos::run(chaos::ChaosOptions {
                     duration: std::time::Duration::from_secs(duration),
@@ -264,6 +269,7 @@ fn main() -> ExitCode {
                     dir,
                     json,
                     seed,
+                    database_restart: database_restart_command,
                 })
                 .await
             }

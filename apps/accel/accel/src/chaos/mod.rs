@@ -3,7 +3,8 @@
 //! through a TCP proxy the campaign controls; clients running the API's write workflow
 //! (profile, request, bind, unbind or delete) without pause; faults injected on a
 //! schedule (kill -9 and SIGTERM of each kind of component, which is then restarted;
-//! broker and database connections cut, or frozen for a few seconds). It checks the
+//! broker and database connections cut, or frozen for a few seconds; with
+//! `--database-restart-command`, the database server restarted). It checks the
 //! database's invariants continuously (`Db::consistency_violations`) and every answer
 //! against the final state: a plain `503 ServiceUnavailable` promises nothing was done,
 //! so a write answered so that happened anyway is a violation, as is any `500`. It
@@ -51,6 +52,9 @@ pub struct ChaosOptions {
     pub json: Option<PathBuf>,
     /// The seed of the fault and workload choices.
     pub seed: u64,
+    /// A shell command that restarts the database server (for example the test
+    /// cluster's `pg_ctl restart`); given, "restart the database" joins the faults.
+    pub database_restart: Option<String>,
 }
 
 /// The faults, in the order the schedule cycles through them (shuffled per cycle).
@@ -66,6 +70,7 @@ enum Fault {
     FreezeBroker,
     CutDatabase,
     FreezeDatabase,
+    RestartDatabase,
 }
 
 const FAULTS: [Fault; 10] = [
@@ -94,6 +99,7 @@ impl Fault {
             Fault::FreezeBroker => "freeze broker connections 5 s",
             Fault::CutDatabase => "cut database connections",
             Fault::FreezeDatabase => "freeze database connections 5 s",
+            Fault::RestartDatabase => "restart the database server",
         }
     }
 }
@@ -197,6 +203,7 @@ struct Deployment {
     api_ports: Vec<u16>,
     broker: Proxy,
     database: Proxy,
+    database_restart: Option<String>,
 }
 
 fn host(i: usize) -> String {
@@ -270,6 +277,25 @@ impl Deployment {
             }
             Fault::CutDatabase => {
                 self.database.cut();
+                Ok(fault.name().to_owned())
+            }
+            Fault::RestartDatabase => {
+                let command = self
+                    .database_restart
+                    .clone()
+                    .ok_or("no --database-restart-command")?;
+                let status = tokio::time::timeout(
+                    Duration::from_secs(120),
+                    tokio::process::Command::new("sh")
+                        .args(["-c", &command])
+                        .stdout(std::process::Stdio::null())
+                        .status(),
+                )
+                .await
+                .map_err(|_| format!("{command:?} did not finish within 120 s"))??;
+                if !status.success() {
+                    return Err(format!("{command:?} failed: {status}").into());
+                }
                 Ok(fault.name().to_owned())
             }
             Fault::FreezeBroker | Fault::FreezeDatabase => {
@@ -412,6 +438,7 @@ pub async fn run(options: ChaosOptions) -> Result<ExitCode, Error> {
             .collect::<Result<_, _>>()?,
         broker,
         database,
+        database_restart: options.database_restart.clone(),
     };
     for i in 0..options.conductors {
         let p = d.spawn_conductor(i)?;
@@ -493,6 +520,9 @@ pub async fn run(options: ChaosOptions) -> Result<ExitCode, Error> {
         }
         if order.is_empty() {
             order = FAULTS.to_vec();
+            if options.database_restart.is_some() {
+                order.push(Fault::RestartDatabase);
+            }
             // A new order each cycle, every fault once per cycle.
             for i in (1..order.len()).rev() {
                 order.swap(i, rng.gen_range(0..=i));
