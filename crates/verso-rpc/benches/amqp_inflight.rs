@@ -19,6 +19,9 @@
 //!   workers; `python-procs`: the same `K` threads spread over up to 4 client processes
 //!   (`VERSO_BENCH_PY_PROCESSES`), in case the GIL holds the threads back.
 //!
+//! `VERSO_BENCH_ONLY=floor|verso|verso-2p|python|python-procs` runs one contender at the
+//! first level of `VERSO_BENCH_INFLIGHT` (for `perf` and profilers).
+//!
 //! Targets (at the highest level): `verso-2p` at least 5x the better Python form, and the
 //! floor at most 1.3x `verso`. With `VERSO_BENCH_OUT` set, writes `rpc-inflight.json`
 //! (tools/bench-report's schema).
@@ -75,6 +78,26 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
+    if let Ok(which) = std::env::var("VERSO_BENCH_ONLY") {
+        // One contender at the first level, for perf and profilers.
+        let k = levels[0];
+        let rate = rt.block_on(async {
+            match which.as_str() {
+                "floor" => BareAmqprs::new().await.round_trips_inflight(n, k).await,
+                "verso" => VersoPair::new(true).await.calls_inflight(n, k).await,
+                "verso-2p" => VersoPair::new(false).await.calls_inflight(n, k).await,
+                "python" => python_peers_inflight(n, k, 1).expect("python peers"),
+                "python-procs" => {
+                    python_peers_inflight(n, k, py_procs.min(k)).expect("python peers")
+                }
+                other => {
+                    panic!("VERSO_BENCH_ONLY={other}: floor|verso|verso-2p|python|python-procs")
+                }
+            }
+        });
+        println!("{which}: {rate:.0} calls/s ({n} calls, {k} in flight)");
+        return;
+    }
     let mut floor = rt.block_on(BareAmqprs::new());
     let ours = rt.block_on(VersoPair::new(true));
     let ours_2p = rt.block_on(VersoPair::new(false));
