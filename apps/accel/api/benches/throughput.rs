@@ -28,6 +28,7 @@ use std::sync::Arc;
 use verso::{Field, RequestContext, VersionedObject};
 use verso_rpc::transport::memory::MemoryTransport;
 use verso_rpc::RpcClient;
+use verso_upgrade::ComponentVersion;
 
 /// Devices per report; the bind host reports 100.
 const SIZES: [usize; 3] = [10, 100, 1_000];
@@ -93,7 +94,7 @@ fn report(n: usize) -> DriverDeviceList {
 
 /// A conductor over `db` on a memory transport, a client of it, and the API over HTTP.
 struct Stack {
-    _conductor: accel_conductor::runtime::RunningConductor,
+    conductor: accel_conductor::runtime::RunningConductor,
     client: RpcClient,
     api: String,
     http: reqwest::Client,
@@ -114,11 +115,28 @@ async fn stack(db: Db) -> Stack {
         let _ = accel_api::serve(listener, service).await;
     });
     Stack {
-        _conductor: conductor,
+        conductor,
         client,
         api,
         http: reqwest::Client::new(),
     }
+}
+
+/// The host's agent heartbeats at this release first, as a real one does: the conductor
+/// refuses (`Fenced`) a report from a host the fleet record never heard of once the
+/// deployment is finalized, which a fresh test database is.
+async fn heartbeat(s: &Stack, host: &str) {
+    let now = accel_objects::AccelVersion::DriverFeatures.number();
+    s.conductor
+        .coordinator
+        .heartbeat(verso_upgrade::MemberReport {
+            id: host.into(),
+            host: host.into(),
+            software: now,
+            apparent: now,
+        })
+        .await
+        .expect("heartbeat");
 }
 
 async fn send_report(s: &Stack, hostname: &str, devices: &DriverDeviceList) {
@@ -191,6 +209,7 @@ fn bench(c: &mut Criterion) {
     for (name, db) in DATABASES.into_iter().zip([sqlite, postgres]) {
         let s = rt.block_on(stack(db));
         for (n, devices) in &reports {
+            rt.block_on(heartbeat(&s, &host(*n)));
             rt.block_on(send_report(&s, &host(*n), devices));
         }
         let arq = rt.block_on(arq(&s));
