@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! crates/verso-rpc/interop/start-rabbitmq.sh
-//! cargo bench -p verso-rpc --bench amqp_inflight            # 3 rounds of 4000 calls per contender and level
+//! cargo bench -p verso-rpc --bench amqp_inflight            # 5 rounds of 4000 calls per contender and level
 //! VERSO_BENCH_CALLS=8000 VERSO_BENCH_ROUNDS=5 VERSO_BENCH_INFLIGHT=1,4,16,64 cargo bench -p verso-rpc --bench amqp_inflight
 //! ```
 //! Contenders, each at every level of calls in flight, in interleaved rounds (rotating
