@@ -18,10 +18,16 @@ Modes (all take --url TRANSPORT_URL --topic TOPIC [--exchange EXCHANGE]):
       Prints one JSON line: {"ok": result} (objects as their primitive) or
       {"error": {"class": ..., "module": ..., "message": ..., "exc_type": ...}}.
 
-  bench [--n N] [--server NAME]
-      Starts a Python server (a child process of this script), then makes N sequential
-      calls of ping with a small payload; prints {"calls": N, "seconds": S,
-      "calls_per_s": R}.
+  bench [--n N] [--server NAME] [--inflight K] [--processes P]
+      Starts a Python server (a child process of this script, its executor's thread pool
+      at least K), then makes N calls of ping with a small payload, K in flight: K client
+      threads, spread over P client processes (P > 1: the GIL lets one process's threads
+      run only one at a time); prints {"calls": N, "seconds": S, "calls_per_s": R,
+      "inflight": K, "processes": P}.
+
+  bench-client --n N --inflight K
+      One client process of a bench with P > 1: K threads warm up, print "ready", wait
+      for a line on stdin, make N calls between them, print "done".
 
 Contexts travel as oslo.context RequestContext.to_dict(); arguments and results go
 through oslo.versionedobjects' VersionedObjectSerializer.
@@ -139,7 +145,8 @@ def run_server(args):
     server = messaging.get_rpc_server(
         t, target, [Endpoint(args.topic, args.server, args.record)],
         executor="threading", serializer=ContextSerializer())
-    server.start()
+    # The executor's thread pool (oslo's executor_thread_pool_size, 64 by default).
+    server.start(override_pool_size=args.pool)
     print("ready", flush=True)
     try:
         while True:
@@ -196,42 +203,106 @@ def run_client(args):
     t.cleanup()
 
 
+def bench_calls(args, n, threads, warm=True):
+    """A client with `threads` threads ready to make `n` calls between them; returns
+    (run, cleanup): `run()` makes the calls and returns when all are answered."""
+    t = transport(args)
+    client = make_client(args, t)
+    cctxt = client.prepare(version="1.0", timeout=60)
+    ctxt = oslo_context.RequestContext(user_id="bench", request_id="req-bench")
+    payload = {"hello": "world", "n": 1}
+    if warm:
+        for _ in range(min(50, max(n, 1))):  # warm up: connections, queues
+            cctxt.call(ctxt, "ping", arg=payload)
+    shares = [n // threads + (1 if i < n % threads else 0) for i in range(threads)]
+    errors = []
+
+    def worker(count):
+        try:
+            for _ in range(count):
+                cctxt.call(ctxt, "ping", arg=payload)
+        except Exception as e:  # reported by the bench as a failure
+            errors.append(e)
+
+    def run():
+        workers = [threading.Thread(target=worker, args=(c,)) for c in shares if c]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        if errors:
+            raise SystemExit("bench: %d threads failed, first: %r" % (len(errors), errors[0]))
+
+    return run, t.cleanup
+
+
+def run_bench_client(args):
+    run, cleanup = bench_calls(args, args.n, args.inflight)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    run()
+    print("done", flush=True)
+    cleanup()
+
+
 def run_bench(args):
     env = dict(os.environ)
+    inflight = max(1, args.inflight)
+    processes = max(1, min(args.processes, inflight))
     cmd = [sys.executable, os.path.abspath(__file__), "server", "--url", args.url,
-           "--topic", args.topic, "--server", args.server or "py-bench"]
+           "--topic", args.topic, "--server", args.server or "py-bench",
+           "--pool", str(max(64, inflight))]
     if args.exchange:
         cmd += ["--exchange", args.exchange]
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, env=env, text=True)
+    clients = []
     try:
         line = child.stdout.readline().strip()
         if line != "ready":
             raise SystemExit("bench: the Python server did not start (got %r)" % line)
-        t = transport(args)
-        client = make_client(args, t)
-        cctxt = client.prepare(version="1.0", timeout=30)
-        ctxt = oslo_context.RequestContext(user_id="bench", request_id="req-bench")
-        payload = {"hello": "world", "n": 1}
-        for _ in range(min(50, args.n)):  # warm up: connections, queues
-            cctxt.call(ctxt, "ping", arg=payload)
-        start = time.perf_counter()
-        for _ in range(args.n):
-            cctxt.call(ctxt, "ping", arg=payload)
-        seconds = time.perf_counter() - start
+        if processes == 1:
+            run, cleanup = bench_calls(args, args.n, inflight)
+            start = time.perf_counter()
+            run()
+            seconds = time.perf_counter() - start
+            cleanup()
+        else:
+            for i in range(processes):
+                threads = inflight // processes + (1 if i < inflight % processes else 0)
+                calls = args.n // processes + (1 if i < args.n % processes else 0)
+                c = [sys.executable, os.path.abspath(__file__), "bench-client",
+                     "--url", args.url, "--topic", args.topic, "--n", str(calls),
+                     "--inflight", str(threads)]
+                if args.exchange:
+                    c += ["--exchange", args.exchange]
+                clients.append(subprocess.Popen(c, stdin=subprocess.PIPE,
+                                                stdout=subprocess.PIPE, env=env, text=True))
+            for c in clients:
+                if c.stdout.readline().strip() != "ready":
+                    raise SystemExit("bench: a client process did not start")
+            start = time.perf_counter()
+            for c in clients:
+                c.stdin.write("go\n")
+                c.stdin.flush()
+            for c in clients:
+                if c.stdout.readline().strip() != "done":
+                    raise SystemExit("bench: a client process failed")
+            seconds = time.perf_counter() - start
         print(json.dumps({"calls": args.n, "seconds": seconds,
-                          "calls_per_s": args.n / seconds}), flush=True)
-        t.cleanup()
+                          "calls_per_s": args.n / seconds, "inflight": inflight,
+                          "processes": processes}), flush=True)
     finally:
-        child.terminate()
-        try:
-            child.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            child.kill()
+        for p in clients + [child]:
+            p.terminate()
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("mode", choices=["server", "client", "bench"])
+    p.add_argument("mode", choices=["server", "client", "bench", "bench-client"])
     p.add_argument("--url", required=True)
     p.add_argument("--topic", required=True)
     p.add_argument("--exchange")
@@ -246,6 +317,9 @@ def main():
     p.add_argument("--cast", action="store_true")
     p.add_argument("--fanout", action="store_true")
     p.add_argument("--n", type=int, default=1000)
+    p.add_argument("--inflight", type=int, default=1)
+    p.add_argument("--processes", type=int, default=1)
+    p.add_argument("--pool", type=int)
     args = p.parse_args()
     if args.mode == "server":
         run_server(args)
@@ -253,6 +327,8 @@ def main():
         if not args.method:
             p.error("client needs --method")
         run_client(args)
+    elif args.mode == "bench-client":
+        run_bench_client(args)
     else:
         run_bench(args)
 

@@ -1,8 +1,8 @@
 //! accel's throughput on both databases, side by side in one run:
 //!
-//! - `report_data/100_devices`: an agent's full report of a 100-device host (one GPU
-//!   with 4 VFs per device, unchanged since the last report: the steady state) through
-//!   the conductor's RPC API on the memory transport;
+//! - `report_data/N_devices`: an agent's full report of an N-device host (N = 10, 100,
+//!   1,000; one GPU with 4 VFs per device, unchanged since the last report: the steady
+//!   state) through the conductor's RPC API on the memory transport;
 //! - `api/bind_unbind`: one accelerator request bound and unbound through the HTTP API
 //!   (`ConductorService`: PATCH, conductor RPC, database), over loopback.
 //!
@@ -12,6 +12,8 @@
 //! ```sh
 //! scripts/start-postgres.sh && cargo bench -p accel-api --bench throughput
 //! ```
+//! With `VERSO_BENCH_OUT` set, the medians of criterion's samples (recorded by the bench
+//! itself) go to `service.json` (tools/bench-report's schema).
 
 #![allow(missing_docs)] // criterion_group! generates undocumented items
 
@@ -19,24 +21,56 @@ use accel_api::{ConductorService, DbService};
 use accel_conductor::Db;
 use accel_objects::rpc::{ConductorApi, ReportData, CONDUCTOR_TOPIC};
 use accel_objects::{AttachType, DeviceType, DriverAttachHandle, DriverDevice, DriverDeviceList};
-use criterion::{criterion_group, criterion_main, Criterion};
+use bench_report::{BenchResult, Chart, Samples, Series, Table};
+use criterion::{criterion_group, Criterion};
 use serde_json::json;
 use std::sync::Arc;
 use verso::{Field, RequestContext, VersionedObject};
 use verso_rpc::transport::memory::MemoryTransport;
 use verso_rpc::RpcClient;
+use verso_upgrade::ComponentVersion;
 
-const DEVICES: usize = 100;
+/// Devices per report; the bind host reports 100.
+const SIZES: [usize; 3] = [10, 100, 1_000];
 const HOST: &str = "bench-host";
+const DATABASES: [&str; 2] = ["sqlite", "postgres"];
 
-fn report() -> DriverDeviceList {
-    let devices = (0..DEVICES)
+/// Every sample criterion takes, by benchmark id, for the result file.
+static SAMPLES: Samples = Samples::new();
+
+/// Times `routine` for criterion and records each sample under `id`.
+fn timed(b: &mut criterion::Bencher<'_>, id: &str, mut routine: impl FnMut()) {
+    b.iter_custom(|iters| {
+        let start = std::time::Instant::now();
+        for _ in 0..iters {
+            routine();
+        }
+        let elapsed = start.elapsed();
+        SAMPLES.record(id, iters, elapsed);
+        elapsed
+    })
+}
+
+/// The host reporting `n` devices: the bind host at 100, others beside it.
+fn host(n: usize) -> String {
+    if n == 100 {
+        HOST.into()
+    } else {
+        format!("{HOST}-{n}")
+    }
+}
+
+fn report(n: usize) -> DriverDeviceList {
+    let devices = (0..n)
         .map(|d| {
-            let pf = format!("0000:{:02x}:00.0", d + 1);
+            // Bus numbers past 0xff go to the next PCI domain.
+            let (domain, bus) = ((d + 1) / 256, (d + 1) % 256);
+            let pf = format!("{domain:04x}:{bus:02x}:00.0");
             let handles = (1..=4)
                 .map(|vf| DriverAttachHandle {
                     attach_type: AttachType::Pci.into(),
-                    attach_info: format!("{{\"address\": \"0000:{:02x}:00.{vf}\"}}", d + 1).into(),
+                    attach_info: format!("{{\"address\": \"{domain:04x}:{bus:02x}:00.{vf}\"}}")
+                        .into(),
                     ..DriverAttachHandle::blank()
                 })
                 .collect();
@@ -60,7 +94,7 @@ fn report() -> DriverDeviceList {
 
 /// A conductor over `db` on a memory transport, a client of it, and the API over HTTP.
 struct Stack {
-    _conductor: accel_conductor::runtime::RunningConductor,
+    conductor: accel_conductor::runtime::RunningConductor,
     client: RpcClient,
     api: String,
     http: reqwest::Client,
@@ -81,20 +115,37 @@ async fn stack(db: Db) -> Stack {
         let _ = accel_api::serve(listener, service).await;
     });
     Stack {
-        _conductor: conductor,
+        conductor,
         client,
         api,
         http: reqwest::Client::new(),
     }
 }
 
-async fn send_report(s: &Stack, devices: &DriverDeviceList) {
+/// The host's agent heartbeats at this release first, as a real one does: the conductor
+/// refuses (`Fenced`) a report from a host the fleet record never heard of once the
+/// deployment is finalized, which a fresh test database is.
+async fn heartbeat(s: &Stack, host: &str) {
+    let now = accel_objects::AccelVersion::DriverFeatures.number();
+    s.conductor
+        .coordinator
+        .heartbeat(verso_upgrade::MemberReport {
+            id: host.into(),
+            host: host.into(),
+            software: now,
+            apparent: now,
+        })
+        .await
+        .expect("heartbeat");
+}
+
+async fn send_report(s: &Stack, hostname: &str, devices: &DriverDeviceList) {
     let ctx = RequestContext::new("req-bench");
     s.client
         .call_method(
             &ctx,
             ReportData {
-                hostname: HOST.into(),
+                hostname: hostname.into(),
                 devices: devices.clone(),
             },
         )
@@ -152,21 +203,115 @@ fn bench(c: &mut Criterion) {
         .enable_all()
         .build()
         .expect("runtime");
-    let devices = report();
+    let reports: Vec<(usize, DriverDeviceList)> = SIZES.iter().map(|&n| (n, report(n))).collect();
     let (sqlite, _dir) = rt.block_on(accel_conductor::testing::sqlite());
     let postgres = rt.block_on(accel_conductor::testing::postgres());
-    for (name, db) in [("sqlite", sqlite), ("postgres", postgres)] {
+    for (name, db) in DATABASES.into_iter().zip([sqlite, postgres]) {
         let s = rt.block_on(stack(db));
-        rt.block_on(send_report(&s, &devices));
+        for (n, devices) in &reports {
+            rt.block_on(heartbeat(&s, &host(*n)));
+            rt.block_on(send_report(&s, &host(*n), devices));
+        }
         let arq = rt.block_on(arq(&s));
-        c.bench_function(&format!("report_data/100_devices/{name}"), |b| {
-            b.iter(|| rt.block_on(send_report(&s, &devices)))
-        });
-        c.bench_function(&format!("api/bind_unbind/{name}"), |b| {
-            b.iter(|| rt.block_on(bind_unbind(&s, &arq)))
+        for (n, devices) in &reports {
+            let id = format!("report_data/{n}_devices/{name}");
+            let mut g = c.benchmark_group(format!("report_data/{n}_devices"));
+            if *n >= 1_000 {
+                g.sample_size(10);
+            }
+            g.bench_function(name, |b| {
+                timed(b, &id, || rt.block_on(send_report(&s, &host(*n), devices)))
+            });
+            g.finish();
+        }
+        let id = format!("api/bind_unbind/{name}");
+        c.bench_function(&id, |b| {
+            timed(b, &id, || rt.block_on(bind_unbind(&s, &arq)))
         });
     }
 }
 
 criterion_group!(benches, bench);
-criterion_main!(benches);
+
+fn result() -> BenchResult {
+    let ms = |id: &str| SAMPLES.median_ns(id).map(|v| v / 1e6);
+    let mut r = BenchResult::new(
+        "service",
+        "accel's service operations: report_data and bind/unbind on SQLite and PostgreSQL",
+        "cargo bench -p accel-api --bench throughput",
+    );
+    r.charts.push(Chart {
+        id: "report".into(),
+        title: "unchanged report through the conductor, time by devices per report".into(),
+        x_label: "devices per report".into(),
+        y_label: "ms per report_data call".into(),
+        log_x: true,
+        log_y: true,
+        series: DATABASES
+            .iter()
+            .map(|db| Series {
+                label: (*db).into(),
+                points: SIZES
+                    .iter()
+                    .filter_map(|n| {
+                        Some([*n as f64, ms(&format!("report_data/{n}_devices/{db}"))?])
+                    })
+                    .collect(),
+            })
+            .filter(|s| !s.points.is_empty())
+            .collect(),
+    });
+    let cell = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or("-".into(), f);
+    let mut rows = Vec::new();
+    for db in DATABASES {
+        for n in SIZES {
+            let v = ms(&format!("report_data/{n}_devices/{db}"));
+            rows.push(vec![
+                format!("report_data, {n} devices unchanged"),
+                db.into(),
+                cell(v, &|v| format!("{v:.2}")),
+                cell(v, &|v| format!("{:.0}", 1e3 / v)),
+            ]);
+        }
+        let v = ms(&format!("api/bind_unbind/{db}"));
+        rows.push(vec![
+            "bind + unbind through the HTTP API".into(),
+            db.into(),
+            cell(v, &|v| format!("{v:.2}")),
+            cell(v, &|v| format!("{:.0}", 1e3 / v)),
+        ]);
+    }
+    r.tables.push(Table {
+        title: "median of criterion's samples".into(),
+        columns: ["operation", "database", "ms", "per second"]
+            .map(String::from)
+            .to_vec(),
+        rows,
+    });
+    let at = |id: &str| cell(ms(id), &|v| format!("{v:.2} ms"));
+    r.summary = format!(
+        "One operation at a time through the real stack: an agent's unchanged report \
+         through the conductor's RPC API (memory transport, so the figure is the \
+         conductor's and the database's time), and an accelerator request bound and \
+         unbound through the HTTP API (PATCH, conductor RPC, database). An unchanged \
+         100-device report takes {} on SQLite and {} on PostgreSQL; the time grows with \
+         the devices a report carries. A bind and unbind takes {} on SQLite and {} on \
+         PostgreSQL.",
+        at("report_data/100_devices/sqlite"),
+        at("report_data/100_devices/postgres"),
+        at("api/bind_unbind/sqlite"),
+        at("api/bind_unbind/postgres"),
+    );
+    r
+}
+
+fn main() {
+    // criterion_main!, then the result file.
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    match result().write_if_asked() {
+        Ok(Some(path)) => println!("wrote {}", path.display()),
+        Ok(None) => {}
+        Err(e) => eprintln!("throughput: {e}"),
+    }
+}

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The one benchmark command: runs every benchmark that feeds BENCHMARKS.md, then writes
+# BENCHMARKS.md and its charts (docs/bench/*.svg) from their result files. Not run by CI.
+#
+#   scripts/bench.sh                    # everything, full settings
+#   scripts/bench.sh --quick            # shorter criterion and RPC runs, smaller fleet
+#   scripts/bench.sh codec rpc          # only these (codec, rpc, service, fleet); the
+#                                       # report is still made of every result file there
+#
+# Services: RabbitMQ and PostgreSQL on loopback are reused when they answer, else started
+# as scripts/test.sh starts them (crates/verso-rpc/interop/start-rabbitmq.sh,
+# scripts/start-postgres.sh); the Python peers are VERSO_TEST_PYTHON, else the .venv
+# scripts/test.sh creates (this script creates it the same way when it is missing).
+# Each benchmark writes <bench>.json into VERSO_BENCH_OUT (default target/bench-results;
+# results of earlier runs there are kept, so a partial run updates its sections only).
+# VERSO_BENCH_LOCK=FILE runs every cargo command under `flock FILE` (a machine shared by
+# several builders).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="$PWD"
+
+quick=""
+which=()
+for arg in "$@"; do
+    case "$arg" in
+        --quick) quick=1 ;;
+        codec | rpc | service | fleet) which+=("$arg") ;;
+        *) echo "bench.sh: unknown argument $arg (--quick, codec, rpc, service, fleet)" >&2; exit 2 ;;
+    esac
+done
+[ ${#which[@]} -gt 0 ] || which=(codec rpc service fleet)
+wants() { [[ " ${which[*]} " == *" $1 "* ]]; }
+
+say() { printf '\n== %s\n' "$*"; }
+cargo_() {
+    if [ -n "${VERSO_BENCH_LOCK:-}" ]; then flock "$VERSO_BENCH_LOCK" cargo "$@"; else cargo "$@"; fi
+}
+answers() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+say "services"
+if answers 5672; then
+    echo "rabbitmq: answering on 127.0.0.1:5672, reused"
+else
+    crates/verso-rpc/interop/start-rabbitmq.sh
+fi
+pg_port="${VERSO_PG_PORT:-55432}"
+if answers "$pg_port"; then
+    echo "postgres: answering on 127.0.0.1:$pg_port, reused"
+else
+    scripts/start-postgres.sh
+fi
+if [ -z "${VERSO_TEST_PYTHON:-}" ]; then
+    if [ ! -x .venv/bin/python ]; then
+        python3 -m venv .venv
+        .venv/bin/pip install -q --disable-pip-version-check -r requirements-test.txt
+    fi
+    export VERSO_TEST_PYTHON="$root/.venv/bin/python"
+fi
+"$VERSO_TEST_PYTHON" -c "import oslo_messaging, oslo_versionedobjects"
+export VERSO_TEST_RABBIT_URL="${VERSO_TEST_RABBIT_URL:-rabbit://guest:guest@127.0.0.1:5672/}"
+export VERSO_TEST_POSTGRES_URL="${VERSO_TEST_POSTGRES_URL:-postgres://verso:verso@127.0.0.1:$pg_port/verso}"
+export VERSO_BENCH_OUT="${VERSO_BENCH_OUT:-$root/target/bench-results}"
+mkdir -p "$VERSO_BENCH_OUT"
+
+criterion=()
+if [ -n "$quick" ]; then
+    criterion=(--warm-up-time 1 --measurement-time 2)
+    export VERSO_BENCH_CALLS="${VERSO_BENCH_CALLS:-2000}" VERSO_BENCH_ROUNDS="${VERSO_BENCH_ROUNDS:-3}"
+fi
+
+if wants codec; then
+    say "codec: verso vs serde_json vs Python OVO"
+    cargo_ bench -p verso --bench primitive -- "${criterion[@]}"
+fi
+if wants rpc; then
+    say "RPC calls in flight: verso vs oslo.messaging vs the amqprs floor"
+    cargo_ bench -p verso-rpc --bench amqp_inflight
+fi
+if wants service; then
+    say "service operations on SQLite and PostgreSQL"
+    cargo_ bench -p accel-api --bench throughput -- "${criterion[@]}"
+fi
+if wants fleet; then
+    say "fleet"
+    cargo_ build --release -q -p accel
+    accel="${CARGO_TARGET_DIR:-$root/target}/release/accel"
+    # `accel bench fleet` and `accel bench report` write fleet.json and report.json into
+    # VERSO_BENCH_OUT; a build without them is said, not failed.
+    if "$accel" bench fleet --help >/dev/null 2>&1; then
+        if [ -n "$quick" ]; then
+            "$accel" bench fleet --agents 100,1000 --conductors 1,3
+        else
+            "$accel" bench fleet --agents 100,1000,10000 --conductors 1,3
+        fi
+    else
+        echo "fleet: this build of accel has no 'accel bench fleet'; its section is left out"
+    fi
+    if "$accel" bench report --help >/dev/null 2>&1; then
+        "$accel" bench report
+    else
+        echo "fleet: this build of accel has no 'accel bench report'; its section is left out"
+    fi
+fi
+
+say "BENCHMARKS.md"
+cargo_ run --release -q -p bench-report -- "$VERSO_BENCH_OUT" --out "$root"
