@@ -317,7 +317,6 @@ pub fn endpoint_with_agents(
         db.clone(),
         db,
     );
-    let witness_unchanged = witness.clone();
     let (r1, r2) = (release.clone(), release);
     let (a1, a2) = (agents.clone(), agents);
     let endpoint = Endpoint::for_api::<ConductorApi>()
@@ -346,10 +345,13 @@ pub fn endpoint_with_agents(
             }
         })
         .handle(move |_ctx, m: ReportUnchanged| {
-            let (db, witness) = (d8.clone(), witness_unchanged.clone());
+            let db = d8.clone();
             async move {
-                // A report like any other for the fleet record: a fenced host is refused.
-                witness_report(witness.as_ref(), &m.hostname).await?;
+                // Not witnessed in the fleet record, unlike a full report: only an agent
+                // of this release or later calls 1.2, so it runs the newest software (it
+                // can neither block finalization nor be fenced as older), it heartbeats
+                // (its liveness), and a digest matches only a full report of its host
+                // this conductor applied, which was witnessed.
                 let stored = db.report_digest(&m.hostname).await.map_err(to_remote)?;
                 Ok(match stored {
                     Some((digest, devices)) if digest == m.digest => {
