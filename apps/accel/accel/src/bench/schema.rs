@@ -98,18 +98,6 @@ impl BenchTarget {
             met: value <= limit,
         }
     }
-
-    /// A target whose value must be at least `limit`.
-    pub fn at_least(name: impl Into<String>, value: f64, limit: f64, unit: &str) -> Self {
-        BenchTarget {
-            name: name.into(),
-            value,
-            limit,
-            unit: unit.into(),
-            better: "higher".into(),
-            met: value >= limit,
-        }
-    }
 }
 
 /// The current time as RFC 3339 UTC text.
