@@ -243,6 +243,10 @@ pub struct Coordinator<V: ComponentVersion> {
     /// Heartbeats (shared) against the finalize decision (exclusive) in this process:
     /// what keeps them apart when the stores do not (a single server over a file).
     admission: tokio::sync::RwLock<()>,
+    /// The live members the last completion check found not finalized (`None`: no
+    /// check yet). A check reads the whole fleet record; a finalized member's heartbeat
+    /// only takes itself off this list, and checks again once the list is empty.
+    unfinalized: std::sync::Mutex<Option<std::collections::HashSet<String>>>,
 }
 
 impl<V: ComponentVersion> std::fmt::Debug for Coordinator<V> {
@@ -284,6 +288,7 @@ impl<V: ComponentVersion> Coordinator<V> {
             fleet: Arc::new(MemoryFleet::new()),
             server_id: V::COMPONENT.to_owned(),
             admission: tokio::sync::RwLock::new(()),
+            unfinalized: std::sync::Mutex::new(None),
         }
     }
 
@@ -395,8 +400,10 @@ impl<V: ComponentVersion> Coordinator<V> {
                 server_apparent: server_apparent.number(),
             });
         }
-        if let Err(e) = self.complete_if_done().await {
-            tracing::warn!(error = %e, "could not record the end of finalization; retried on the next heartbeat");
+        if self.completion_check_due(&report.id) {
+            if let Err(e) = self.complete_if_done().await {
+                tracing::warn!(error = %e, "could not record the end of finalization; retried on the next heartbeat");
+            }
         }
         Ok(HeartbeatReply {
             finalize_to,
@@ -438,6 +445,29 @@ impl<V: ComponentVersion> Coordinator<V> {
             Err(e) => {
                 tracing::warn!(client = %id, error = %e, "cannot record a client's report in the fleet record");
                 Err(HeartbeatError::Unrecorded(e.into()))
+            }
+        }
+    }
+
+    /// Whether the heartbeat of finalized member `id` checks for the end of a
+    /// finalization this server started: when no check was made yet, or when `id` was
+    /// the last member the previous check found not finalized. With thousands of
+    /// members finalizing at once that is a few reads of the fleet record, not one per
+    /// heartbeat; members finalizing through other servers are seen by the next full
+    /// check (status, `finalize`, the service's periodic call).
+    fn completion_check_due(&self, id: &str) -> bool {
+        if self.manager.checkpoint() != Some(Checkpoint::ServerFinalized) {
+            return false;
+        }
+        let mut unfinalized = self
+            .unfinalized
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match unfinalized.as_mut() {
+            None => true,
+            Some(left) => {
+                left.remove(id);
+                left.is_empty()
             }
         }
     }
@@ -593,13 +623,19 @@ impl<V: ComponentVersion> Coordinator<V> {
             return Ok(());
         }
         let software = V::software().number();
-        let done = self
+        let left: std::collections::HashSet<String> = self
             .fleet
             .members()
             .await?
-            .iter()
-            .filter(|m| m.is_live(self.liveness))
-            .all(|m| m.apparent >= software);
+            .into_iter()
+            .filter(|m| m.is_live(self.liveness) && m.apparent < software)
+            .map(|m| m.id)
+            .collect();
+        let done = left.is_empty();
+        *self
+            .unfinalized
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = (!done).then_some(left);
         if done {
             let _one = self.manager_lock().await;
             if self.manager.checkpoint() == Some(Checkpoint::ServerFinalized) {

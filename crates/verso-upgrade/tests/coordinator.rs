@@ -349,3 +349,77 @@ proptest! {
         })?;
     }
 }
+
+/// A fleet record that counts its full reads.
+struct CountingFleet {
+    inner: verso_upgrade::MemoryFleet,
+    reads: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl verso_upgrade::FleetStore for CountingFleet {
+    async fn record(
+        &self,
+        heard: &verso_upgrade::fleet::Heard<'_>,
+        admit: Option<&verso_upgrade::fleet::Admit>,
+    ) -> Result<verso_upgrade::fleet::Admission, verso_upgrade::store::StoreError> {
+        self.inner.record(heard, admit).await
+    }
+
+    async fn members(
+        &self,
+    ) -> Result<Vec<verso_upgrade::FleetMember>, verso_upgrade::store::StoreError> {
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.members().await
+    }
+
+    async fn members_in(
+        &self,
+        tx: &mut (dyn std::any::Any + Send),
+    ) -> Result<Vec<verso_upgrade::FleetMember>, verso_upgrade::store::StoreError> {
+        self.inner.members_in(tx).await
+    }
+
+    async fn forget(
+        &self,
+        component: &str,
+        id: &str,
+    ) -> Result<bool, verso_upgrade::store::StoreError> {
+        self.inner.forget(component, id).await
+    }
+}
+
+/// While clients follow a finalization, a finalized client's heartbeat reads the whole
+/// fleet record only when it may be the last one the previous read found unfinalized:
+/// thousands of finalized heartbeats do not each read thousands of members.
+#[tokio::test]
+async fn finalized_heartbeats_read_the_fleet_only_when_they_may_be_the_last(
+) -> Result<(), UpgradeError> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("conductor.version");
+    record(&path, "conductor", 1);
+    let m = VersionManager::<Accel>::open(FileStore::new(&path))
+        .await
+        .expect("open conductor");
+    let fleet = Arc::new(CountingFleet {
+        inner: verso_upgrade::MemoryFleet::new(),
+        reads: Default::default(),
+    });
+    let c = Coordinator::new(m, "agent", LIVE).with_fleet(fleet.clone(), "c1");
+    for id in ["a1", "a2", "a3"] {
+        c.heartbeat(report(id, 2, 1)).await.expect("accepted");
+    }
+    assert_eq!(c.finalize().await?, FinalizeProgress::ServerFinalized);
+    let reads = || fleet.reads.load(std::sync::atomic::Ordering::SeqCst);
+    let before = reads();
+    // finalize's own check found a1, a2 and a3 unfinalized.
+    for _ in 0..5 {
+        c.heartbeat(report("a1", 2, 2)).await.expect("accepted");
+    }
+    c.heartbeat(report("a2", 2, 2)).await.expect("accepted");
+    assert_eq!(reads(), before, "a3 is still left: no read");
+    c.heartbeat(report("a3", 2, 2)).await.expect("accepted");
+    assert_eq!(reads(), before + 1, "the last one reads, and completes");
+    assert_eq!(c.status().await?.state, UpgradeState::Finalized);
+    Ok(())
+}

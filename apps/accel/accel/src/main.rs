@@ -12,8 +12,10 @@
 //! accel upgrade status [--json]    every component's versions, from any conductor
 //! accel upgrade finalize [--wait]  turn on the new release (exit 0 done, 1 refused, 2 unreachable, 3 still finalizing)
 //! accel config show                the effective configuration and where each value came from
+//! accel bench fleet                simulated agents against real conductors: throughput, CPU, finalize time
 //! ```
 
+mod bench;
 mod chaos;
 mod config;
 mod demo;
@@ -22,6 +24,7 @@ mod run;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// accel: accelerator management (the verso reference service).
 #[derive(Parser, Debug)]
@@ -149,9 +152,55 @@ enum Command {
     /// The configuration.
     #[command(subcommand)]
     Config(ConfigCmd),
+    /// Benchmarks of the running service (outside the tests).
+    #[command(subcommand)]
+    Bench(Bench),
     /// Release N's components (for mixed-version deployments and `accel demo`).
     #[command(subcommand, name = "release-n", hide = true)]
     ReleaseN(accel_release_n::cli::Command),
+}
+
+#[derive(Subcommand, Debug)]
+enum Bench {
+    /// Simulated agents (each its own host, version record and agent-API server)
+    /// heartbeating and reporting over RabbitMQ to real `accel conductor` processes:
+    /// throughput, latency, the conductors' CPU per call and RSS, queue depth, and the
+    /// time from `finalize` to every agent finalized.
+    Fleet {
+        /// Fleet sizes, comma-separated.
+        #[arg(long, default_value = "100,1000,10000", value_delimiter = ',', num_args = 1..)]
+        agents: Vec<u64>,
+        /// Conductor counts, comma-separated (each fleet size runs with each).
+        #[arg(long, default_value = "1,3", value_delimiter = ',', num_args = 1..)]
+        conductors: Vec<u64>,
+        /// A PostgreSQL server (`postgres://user:pass@host:port/db`; a database is
+        /// created on it per case and dropped after), or `sqlite` (a file per case).
+        /// Default: $VERSO_TEST_POSTGRES_URL, else the test cluster's URL.
+        #[arg(long)]
+        database: Option<String>,
+        /// The broker. Default: $VERSO_TEST_RABBIT_URL, else the local RabbitMQ.
+        #[arg(long)]
+        transport_url: Option<String>,
+        /// Seconds between an agent's heartbeats.
+        #[arg(long, default_value_t = 10.0)]
+        heartbeat_interval: f64,
+        /// Seconds between an agent's inventory reports.
+        #[arg(long, default_value_t = 60.0)]
+        report_interval: f64,
+        /// Devices in each agent's inventory.
+        #[arg(long, default_value_t = 100)]
+        devices: u32,
+        /// Seconds of the heartbeat-only window.
+        #[arg(long, default_value_t = 30.0)]
+        heartbeat_window: f64,
+        /// Seconds of the steady window (heartbeats and reports); at least one report
+        /// interval, so every agent reports in it.
+        #[arg(long, default_value_t = 70.0)]
+        duration: f64,
+        /// Also write the results (JSON, the benchmark schema) to this file.
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -197,7 +246,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // The demo's timeline is its output; its components' logs stay quiet unless asked.
     let default_level = match cli.command {
-        Command::Demo { .. } | Command::Chaos { .. } => "error",
+        Command::Demo { .. } | Command::Chaos { .. } | Command::Bench(_) => "error",
         // The operator reads the command's answer; a refusal is not a log line.
         Command::Upgrade(Upgrade::Status { .. } | Upgrade::Finalize { .. }) => "error",
         _ => "info",
@@ -274,6 +323,44 @@ fn main() -> ExitCode {
                 .await
             }
             Command::ReleaseN(command) => Ok(accel_release_n::cli::run(command).await),
+            Command::Bench(Bench::Fleet {
+                agents,
+                conductors,
+                database,
+                transport_url,
+                heartbeat_interval,
+                report_interval,
+                devices,
+                heartbeat_window,
+                duration,
+                json,
+            }) => {
+                let seconds = |what: &str, s: f64| {
+                    Duration::try_from_secs_f64(s)
+                        .map_err(|_| format!("--{what} {s}: not a number of seconds"))
+                };
+                let options = bench::fleet::FleetOptions {
+                    agents,
+                    conductors,
+                    database: database
+                        .or_else(|| std::env::var("VERSO_TEST_POSTGRES_URL").ok())
+                        .unwrap_or_else(|| "postgres://verso:verso@127.0.0.1:55432/verso".into()),
+                    transport_url: transport_url
+                        .or_else(|| std::env::var("VERSO_TEST_RABBIT_URL").ok())
+                        .unwrap_or_else(|| "rabbit://guest:guest@127.0.0.1:5672/".into()),
+                    heartbeat_interval: seconds("heartbeat-interval", heartbeat_interval)?,
+                    report_interval: seconds("report-interval", report_interval)?,
+                    devices,
+                    heartbeat_window: seconds("heartbeat-window", heartbeat_window)?,
+                    duration: seconds("duration", duration)?,
+                    json,
+                    command: std::env::args()
+                        .map(|a| if a.contains(' ') { format!("{a:?}") } else { a })
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                };
+                bench::fleet::run(options).await
+            }
             Command::AllInOne { agents } => run::all_in_one(config, agents).await,
             Command::Conductor => run::conductor(config).await,
             Command::Agent {

@@ -95,7 +95,10 @@ fn the_rolling_upgrade_passes_on_the_embedded_defaults() {
         check(&report, "devices reported by the agents")["evidence"],
         "30"
     );
-    assert_eq!(check(&report, "migrations applied")["evidence"], "[2, 3]");
+    assert_eq!(
+        check(&report, "migrations applied")["evidence"],
+        "[2, 3, 4]"
+    );
     assert_eq!(
         check(&report, "finalization refused; the blocker")["evidence"],
         "host6"

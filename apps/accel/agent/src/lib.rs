@@ -6,6 +6,7 @@
 //! a test checks its dependency tree (`tests/no_database.rs`).
 
 pub mod cleanup;
+pub mod client;
 pub mod discovery;
 pub mod fixture;
 pub mod report;

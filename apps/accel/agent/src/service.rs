@@ -34,12 +34,12 @@
 //! conductor or the broker does not answer, so it lands exactly once.
 
 use crate::cleanup::{self, CleanupMethod};
+use crate::client::{fenced, heartbeat, HeartbeatError, Reported, Reporter};
 use crate::discovery::{discover, DiscoveryError};
 use crate::report::driver_devices;
 use accel_objects::errors::{classify, HandleErrorKind};
 use accel_objects::rpc::{
-    AgentApi, CleanupDevice, ConductorApi, ReportData, ReportNow, AGENT_TOPIC, CONDUCTOR_TOPIC,
-    UPGRADE_TOPIC,
+    AgentApi, CleanupDevice, ConductorApi, ReportNow, AGENT_TOPIC, CONDUCTOR_TOPIC, UPGRADE_TOPIC,
 };
 use accel_objects::{AccelVersion, AttachHandle, AttachHandleList, AttachType, DriverDeviceList};
 use std::collections::HashMap;
@@ -361,8 +361,8 @@ pub async fn start(
         indirection: indirection
             .supports_object_indirection()
             .then(|| Arc::new(indirection.clone())),
+        reporter: Reporter::new(host.clone(), conductor.clone()),
         config,
-        conductor,
         upgrade,
         versions,
         cleanups: Mutex::new(HashMap::new()),
@@ -510,9 +510,10 @@ pub fn conductor_context(
     )
 }
 
-/// Opens the agent's version record; a fresh agent starts at the conductor's apparent
-/// version (asked with a heartbeat at the oldest version), never above it.
-async fn open_versions(
+/// Opens the agent's version record (`agent-HOST.version` in `state_dir`); a fresh agent
+/// starts at the conductor's apparent version (asked with a heartbeat at the oldest
+/// version through `upgrade`), never above it.
+pub async fn open_versions(
     upgrade: &RpcClient,
     host: &str,
     state_dir: &Path,
@@ -553,19 +554,6 @@ async fn open_versions(
     builder.open().await.map_err(AgentStartError::Versions)
 }
 
-fn fenced(e: &RpcError) -> Option<Fenced> {
-    match e {
-        RpcError::Remote(r) => r.downcast::<Fenced>(),
-        _ => None,
-    }
-}
-
-enum HeartbeatError {
-    Fenced(Fenced),
-    Versions(UpgradeError),
-    Rpc(RpcError),
-}
-
 /// What a transition step of a cleanup did.
 enum Step {
     Started,
@@ -575,8 +563,9 @@ enum Step {
 
 struct Agent {
     config: AgentConfig,
-    conductor: RpcClient,
     upgrade: RpcClient,
+    /// The inventory's reports (by digest when unchanged).
+    reporter: Reporter,
     versions: VersionManager<AccelVersion>,
     /// The conductor's object API, when the cap allows indirection.
     indirection: Option<Arc<Indirection>>,
@@ -607,24 +596,10 @@ impl Agent {
     }
 
     async fn heartbeat(&self) -> Result<(), HeartbeatError> {
-        let ctx = RequestContext::new(format!("req-heartbeat-{}", self.host()));
-        let report = self.versions.report(self.host(), self.host());
-        match self.upgrade.call_method(&ctx, Heartbeat { report }).await {
-            Ok(reply) => {
-                match self.versions.apply(&reply).await {
-                    Ok(Some(outcome)) => {
-                        tracing::info!(host = self.host(), ?outcome, apparent = %self.versions.apparent().label(), "agent finalized")
-                    }
-                    Ok(None) => {}
-                    Err(e) => return Err(HeartbeatError::Versions(e)),
-                }
-                Ok(())
-            }
-            Err(e) => match fenced(&e) {
-                Some(f) => Err(HeartbeatError::Fenced(f)),
-                None => Err(HeartbeatError::Rpc(e)),
-            },
+        if let Some(outcome) = heartbeat(&self.upgrade, &self.versions, self.host()).await? {
+            tracing::info!(host = self.host(), ?outcome, apparent = %self.versions.apparent().label(), "agent finalized");
         }
+        Ok(())
     }
 
     fn discover(&self) -> Result<DriverDeviceList, DiscoveryError> {
@@ -643,25 +618,18 @@ impl Agent {
         Ok(n)
     }
 
-    /// Reports `devices`; returns how many, and whether handles may have been added.
+    /// Reports `devices` (by digest when unchanged since the last full report); returns
+    /// how many, and whether handles may have been added.
     async fn send_report(&self, devices: DriverDeviceList) -> Result<(u64, bool), RpcError> {
         let n = ObjectList::len(&devices) as u64;
-        let ctx = RequestContext::new(format!("req-report-{}", self.host()));
-        let summary = self
-            .conductor
-            .call_method(
-                &ctx,
-                ReportData {
-                    hostname: self.host().to_owned(),
-                    devices: devices.clone(),
-                },
-            )
-            .await?;
+        let sent = self.reporter.report(&devices).await?;
+        let summary = sent.summary();
         *self.reported.lock().unwrap_or_else(PoisonError::into_inner) = Some(devices);
         self.reported_count.store(n, Ordering::Relaxed);
         tracing::info!(
             host = self.host(),
             devices = n,
+            by_digest = matches!(sent, Reported::Unchanged(_)),
             added = summary.added.len(),
             updated = summary.updated.len(),
             removed = summary.removed.len(),

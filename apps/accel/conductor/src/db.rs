@@ -650,10 +650,25 @@ impl Db {
     /// diff once, whatever the number of racers. A writer that does not take the lock
     /// (release N's conductor during a rolling upgrade) can still win such an insert:
     /// that unique violation is retried once the other transaction committed.
+    ///
+    /// The host's stored report digest is forgotten (see [`Db::report_with_digest`]).
     pub async fn report(
         &self,
         host: &str,
         devices: &[ReportedDevice],
+    ) -> Result<ReportOutcome, DbError> {
+        self.report_with_digest(host, devices, None).await
+    }
+
+    /// [`Db::report`], and in the same transaction records `digest`
+    /// (`accel_objects::rpc::report_digest` of the report) as the host's last applied
+    /// report (`None`: forgets it), for [`Db::report_digest`]. Migration 4's triggers
+    /// forget a host's digest on every later write of a column the diff compares.
+    pub async fn report_with_digest(
+        &self,
+        host: &str,
+        devices: &[ReportedDevice],
+        digest: Option<&str>,
     ) -> Result<ReportOutcome, DbError> {
         let mut seen = BTreeSet::new();
         for d in devices {
@@ -667,7 +682,7 @@ impl Db {
         const ATTEMPTS: u32 = 3;
         let mut attempt = 1;
         loop {
-            match self.report_once(host, devices).await {
+            match self.report_once(host, devices, digest).await {
                 Err(DbError::Query(sqlx::Error::Database(e)))
                     if e.is_unique_violation() && attempt < ATTEMPTS =>
                 {
@@ -683,6 +698,7 @@ impl Db {
         &self,
         host: &str,
         devices: &[ReportedDevice],
+        digest: Option<&str>,
     ) -> Result<ReportOutcome, DbError> {
         let mut tx = self.pool.begin().await?;
         let at = now();
@@ -864,8 +880,45 @@ impl Db {
                 out.removed.push(cp);
             }
         }
+        // Last: the diff's own writes above made the triggers forget the old digest.
+        match digest {
+            Some(digest) => {
+                sqlx::query(
+                    "INSERT INTO host_reports (hostname, digest, devices, updated_at) VALUES ($1, $2, $3, $4) \
+                     ON CONFLICT (hostname) DO UPDATE SET digest = excluded.digest, \
+                     devices = excluded.devices, updated_at = excluded.updated_at",
+                )
+                .bind(host)
+                .bind(digest)
+                .bind(devices.len() as i64)
+                .bind(&at)
+                .execute(&mut *tx)
+                .await?;
+            }
+            None => {
+                sqlx::query("DELETE FROM host_reports WHERE hostname = $1")
+                    .bind(host)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
         tx.commit().await?;
         Ok(out)
+    }
+
+    /// The digest of the host's last applied report and how many devices it had, if
+    /// nothing changed the host's devices since ([`Db::report_with_digest`]).
+    pub async fn report_digest(&self, host: &str) -> Result<Option<(String, u64)>, DbError> {
+        let row = sqlx::query("SELECT digest, devices FROM host_reports WHERE hostname = $1")
+            .bind(host)
+            .fetch_optional(&self.pool)
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        let devices: i64 = row.try_get("devices")?;
+        Ok(Some((
+            row.try_get("digest")?,
+            u64::try_from(devices).unwrap_or(0),
+        )))
     }
 
     /// Devices, oldest first.

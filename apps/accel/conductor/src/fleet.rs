@@ -18,13 +18,24 @@
 //!   members (and is counted) or sees the decision (and is refused, then fenced).
 //!
 //! An agent on the newest software cannot block finalization: its heartbeat is one
-//! upsert, no lock.
+//! upsert, no lock. And with [`DbFleetStore::with_write_interval`] (the conductor's:
+//! a quarter of the agents' liveness), a heartbeat that repeats what this conductor
+//! wrote for the member within the interval (same software, same apparent version) is
+//! not written again: the row already says it, and only its last-seen time would move,
+//! so a live member's row is at most one interval older than its last heartbeat, well
+//! inside its liveness. Every change is written before the reply, as is every record of
+//! older software (checked, never skipped), and a checked record forgets what this
+//! conductor wrote for the member; so a skipped write never hides a member's older
+//! software: at worst the row shows older software than the member now runs, which
+//! only blocks (the safe side).
 
 use crate::db::{Backend, Db};
 use async_trait::async_trait;
 use sqlx::Row;
 use std::any::Any;
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 use verso_upgrade::fleet::{Admission, Admit, FleetMember, FleetStore, Heard};
 use verso_upgrade::store::{PersistedState, StoreError};
 
@@ -34,6 +45,17 @@ use verso_upgrade::store::{PersistedState, StoreError};
 pub struct DbFleetStore {
     db: Db,
     component: String,
+    /// Heartbeats repeating what was written within this long are not written again.
+    write_interval: Duration,
+    /// What this store last wrote for each newest-software member, and when.
+    written: Arc<Mutex<HashMap<(String, String), Written>>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Written {
+    software: u32,
+    apparent: u32,
+    at: Instant,
 }
 
 fn backend(e: impl std::error::Error + Send + Sync + 'static) -> StoreError {
@@ -54,7 +76,25 @@ impl DbFleetStore {
         DbFleetStore {
             db,
             component: component.to_owned(),
+            write_interval: Duration::ZERO,
+            written: Arc::default(),
         }
+    }
+
+    /// Heartbeats of a member on the newest software that repeat what this store wrote
+    /// for it less than `interval` ago are not written again (see the module docs);
+    /// zero (the default) writes every one.
+    pub fn with_write_interval(mut self, interval: Duration) -> Self {
+        self.write_interval = interval;
+        self
+    }
+
+    fn written(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Written>> {
+        self.written.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn key(heard: &Heard<'_>) -> (String, String) {
+        (heard.component.to_owned(), heard.id.to_owned())
     }
 
     /// The upsert of `heard`, returning the software the row holds afterwards. A
@@ -203,13 +243,38 @@ impl FleetStore for DbFleetStore {
         admit: Option<&Admit>,
     ) -> Result<Admission, StoreError> {
         match admit {
-            Some(admit) => self.record_checked(heard, admit).await,
+            Some(admit) => {
+                // Whatever it runs now, the row is what this write leaves.
+                self.written().remove(&Self::key(heard));
+                self.record_checked(heard, admit).await
+            }
             None => {
+                let now = Instant::now();
+                let repeats = heard.heartbeats
+                    && !self.write_interval.is_zero()
+                    && self.written().get(&Self::key(heard)).is_some_and(|w| {
+                        w.software == heard.software
+                            && w.apparent == heard.apparent
+                            && now.duration_since(w.at) < self.write_interval
+                    });
+                if repeats {
+                    return Ok(Admission::Recorded);
+                }
                 let upsert = self.upsert_sql(heard.heartbeats);
                 Self::bind(&upsert, heard)
                     .fetch_one(self.db.pool())
                     .await
                     .map_err(backend)?;
+                if heard.heartbeats && !self.write_interval.is_zero() {
+                    self.written().insert(
+                        Self::key(heard),
+                        Written {
+                            software: heard.software,
+                            apparent: heard.apparent,
+                            at: now,
+                        },
+                    );
+                }
                 Ok(Admission::Recorded)
             }
         }
@@ -237,6 +302,8 @@ impl FleetStore for DbFleetStore {
     }
 
     async fn forget(&self, component: &str, id: &str) -> Result<bool, StoreError> {
+        self.written()
+            .remove(&(component.to_owned(), id.to_owned()));
         let done = sqlx::query("DELETE FROM fleet_members WHERE component = $1 AND member_id = $2")
             .bind(component)
             .bind(id)

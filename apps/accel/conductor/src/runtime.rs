@@ -231,7 +231,12 @@ pub async fn start_with(
     let state = objects::state(db.clone(), versions.clone());
     // The fleet record is the database's: every conductor on it decides finalization on
     // every agent any of them heard.
-    let fleet = Arc::new(DbFleetStore::new(db.clone(), AccelVersion::COMPONENT));
+    // A heartbeat repeating what was written is written again only after a quarter of
+    // the liveness: a live agent's row stays well inside it (see `fleet`).
+    let fleet = Arc::new(
+        DbFleetStore::new(db.clone(), AccelVersion::COMPONENT)
+            .with_write_interval(options.agent_liveness / 4),
+    );
     let coordinator = Arc::new(
         Coordinator::new(versions.clone(), "agent", options.agent_liveness).with_fleet(
             fleet,

@@ -1,5 +1,6 @@
 //! The conductor's RPC service: accel's `conductor` API (1.0 inventory, profiles and
-//! requests; 1.1 object indirection) served over the database.
+//! requests; 1.1 object indirection; 1.2 `report_unchanged`, an unchanged inventory
+//! named by its digest) served over the database.
 //!
 //! Errors reach the caller with their kind (`NotFound`, `Duplicate`, `InvalidTransition`,
 //! `NoFreeHandle`, `ProfileInUse`, `StaleHandle`, `HandleInUse`, `NotCleaning`,
@@ -9,7 +10,8 @@
 use crate::db::{ArqRow, Db, DbError, DeviceProfileRow, Release, ReportedDevice};
 use accel_objects::rpc::{
     AgentApi, BindArq, CleanupDevice, ConductorApi, CreateArqs, CreateDeviceProfile, DeleteArqs,
-    DeleteDeviceProfile, ReportData, ReportSummary, UnbindArq, AGENT_TOPIC, CLEANUP_DEVICE_VERSION,
+    DeleteDeviceProfile, ReportData, ReportSummary, ReportUnchanged, UnbindArq, AGENT_TOPIC,
+    CLEANUP_DEVICE_VERSION,
 };
 use accel_objects::{AcceleratorRequest, AcceleratorRequestList, DeviceProfile};
 use std::sync::Arc;
@@ -305,7 +307,8 @@ pub fn endpoint_with_agents(
     witness: Option<ReportWitness>,
     prepare: impl Fn(RequestContext) -> RequestContext + Send + Sync + 'static,
 ) -> Endpoint {
-    let (d1, d2, d3, d4, d5, d6, d7) = (
+    let (d1, d2, d3, d4, d5, d6, d7, d8) = (
+        db.clone(),
         db.clone(),
         db.clone(),
         db.clone(),
@@ -323,7 +326,13 @@ pub fn endpoint_with_agents(
                 // Refused before anything is recorded: a bad report changes nothing.
                 let devices = reported(&m.devices).map_err(to_remote)?;
                 witness_report(witness.as_ref(), &m.hostname).await?;
-                let out = db.report(&m.hostname, &devices).await.map_err(to_remote)?;
+                // The conductor's own digest of what it applies, never the agent's word:
+                // `report_unchanged` later skips only what this conductor verified.
+                let digest = accel_objects::rpc::report_digest(&m.devices);
+                let out = db
+                    .report_with_digest(&m.hostname, &devices, Some(&digest))
+                    .await
+                    .map_err(to_remote)?;
                 tracing::info!(host = %m.hostname, added = out.added.len(), updated = out.updated.len(),
                     removed = out.removed.len(), lost = out.lost.len(),
                     unconfirmed = out.unconfirmed.len(), "report applied");
@@ -333,6 +342,27 @@ pub fn endpoint_with_agents(
                     removed: out.removed,
                     lost: out.lost,
                     unchanged: out.unchanged as u64,
+                })
+            }
+        })
+        .handle(move |_ctx, m: ReportUnchanged| {
+            let db = d8.clone();
+            async move {
+                // Not witnessed in the fleet record, unlike a full report: only an agent
+                // of this release or later calls 1.2, so it runs the newest software (it
+                // can neither block finalization nor be fenced as older), it heartbeats
+                // (its liveness), and a digest matches only a full report of its host
+                // this conductor applied, which was witnessed.
+                let stored = db.report_digest(&m.hostname).await.map_err(to_remote)?;
+                Ok(match stored {
+                    Some((digest, devices)) if digest == m.digest => {
+                        tracing::debug!(host = %m.hostname, devices, "report unchanged");
+                        Some(ReportSummary {
+                            unchanged: devices,
+                            ..ReportSummary::default()
+                        })
+                    }
+                    _ => None,
                 })
             }
         })

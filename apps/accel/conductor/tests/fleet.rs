@@ -16,6 +16,7 @@ use verso::{Field, RequestContext, VersionedObject};
 use verso_rpc::transport::memory::MemoryTransport;
 use verso_rpc::transport::Transport;
 use verso_rpc::{RpcClient, RpcError};
+use verso_upgrade::fleet::{Admit, FleetStore, Heard};
 use verso_upgrade::store::{
     Checkpoint, Finalizing, PersistedState, TransactionalStore, VersionStore,
 };
@@ -298,4 +299,123 @@ async fn postgres_a_heartbeat_waits_for_a_finalize_decision() {
     db.migrate().await.expect("migrate");
     db.close().await;
     a_heartbeat_waits_for_a_finalize_decision(&url).await;
+}
+
+/// What the fleet record holds for `id`: its software, apparent version and hearer.
+async fn row(db: &Db, id: &str) -> (i64, i64, String) {
+    use sqlx::Row;
+    let r =
+        sqlx::query("SELECT software, apparent, heard_by FROM fleet_members WHERE member_id = $1")
+            .bind(id)
+            .fetch_one(db.pool())
+            .await
+            .expect("member row");
+    (
+        r.try_get("software").unwrap(),
+        r.try_get("apparent").unwrap(),
+        r.try_get("heard_by").unwrap(),
+    )
+}
+
+fn heard<'a>(id: &'a str, software: u32, apparent: u32, by: &'a str) -> Heard<'a> {
+    Heard {
+        component: "agent",
+        id,
+        host: id,
+        software,
+        apparent,
+        heard_by: by,
+        heartbeats: true,
+    }
+}
+
+/// A conductor does not write a heartbeat that repeats what it wrote for the member
+/// within its write interval; a change, or a checked record of older software (which a
+/// skipped write must never hide), is written at once.
+async fn repeated_heartbeats_are_written_once_per_interval(db: Db) {
+    let newest = AccelVersion::software().number();
+    let older = AccelVersion::Initial.number();
+    let a = DbFleetStore::new(db.clone(), AccelVersion::COMPONENT)
+        .with_write_interval(Duration::from_secs(3600));
+    let b = DbFleetStore::new(db.clone(), AccelVersion::COMPONENT);
+    let admit_all: &Admit = &|_, _| Ok(());
+
+    a.record(&heard("h1", newest, older, "a"), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        row(&db, "h1").await,
+        (newest.into(), older.into(), "a".into())
+    );
+    // Another conductor hears it next; a's repeat is not written over that.
+    b.record(&heard("h1", newest, older, "b"), None)
+        .await
+        .unwrap();
+    a.record(&heard("h1", newest, older, "a"), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        row(&db, "h1").await.2,
+        "b",
+        "a repeated heartbeat is not written"
+    );
+    // A change (the agent finalized) is written at once.
+    a.record(&heard("h1", newest, newest, "a"), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        row(&db, "h1").await,
+        (newest.into(), newest.into(), "a".into())
+    );
+
+    // The host is rolled back to release N: its checked record through a is written,
+    // and a's memory of the newest software is gone with it.
+    a.record(&heard("h1", older, older, "a"), Some(admit_all))
+        .await
+        .unwrap();
+    assert_eq!(row(&db, "h1").await.0, i64::from(older));
+    // Upgraded again: written at once, not taken for a repeat.
+    b.record(&heard("h1", newest, older, "b"), None)
+        .await
+        .unwrap();
+    a.record(&heard("h1", newest, older, "a"), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        row(&db, "h1").await,
+        (newest.into(), older.into(), "a".into())
+    );
+
+    // Rolled back through another conductor: a's repeat of the newest software leaves
+    // the older software in the record (it blocks finalization: the safe side).
+    b.record(&heard("h1", older, older, "b"), Some(admit_all))
+        .await
+        .unwrap();
+    a.record(&heard("h1", newest, older, "a"), None)
+        .await
+        .unwrap();
+    assert_eq!(row(&db, "h1").await.0, i64::from(older));
+
+    // Without an interval every heartbeat is written.
+    b.record(&heard("h2", newest, older, "b"), None)
+        .await
+        .unwrap();
+    a.record(&heard("h2", newest, older, "a"), None)
+        .await
+        .unwrap();
+    b.record(&heard("h2", newest, older, "b"), None)
+        .await
+        .unwrap();
+    assert_eq!(row(&db, "h2").await.2, "b");
+}
+
+#[tokio::test]
+async fn sqlite_repeated_heartbeats_are_written_once_per_interval() {
+    let (db, _dir) = support::sqlite().await;
+    repeated_heartbeats_are_written_once_per_interval(db).await;
+}
+
+#[tokio::test]
+async fn postgres_repeated_heartbeats_are_written_once_per_interval() {
+    repeated_heartbeats_are_written_once_per_interval(support::postgres().await).await;
 }

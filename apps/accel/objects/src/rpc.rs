@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | `conductor` | 1.0 | `report_data`, `create_device_profile`, `delete_device_profile`, `create_arqs`, `bind_arq`, `unbind_arq`, `delete_arqs` |
 //! | `conductor` | 1.1 | + object indirection (`object_class_action_versions`, `object_action`, `object_backport_versions`) |
+//! | `conductor` | 1.2 | + `report_unchanged` (an unchanged inventory by its [`report_digest`]) |
 //! | `agent` | 1.0 | `report_now` |
 //! | `agent` | 1.1 | + `cleanup_device` |
 //!
@@ -20,6 +21,7 @@ use crate::{AcceleratorRequest, AcceleratorRequestList, DeviceProfile, DriverDev
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use verso::Version;
+use verso::{ObjectList, VersionedEnum};
 use verso_rpc::{MethodSpec, RpcApi, RpcMethod};
 
 /// The topic the conductor API is served on.
@@ -52,6 +54,82 @@ pub struct ReportData {
     pub hostname: String,
     /// Every device it has.
     pub devices: DriverDeviceList,
+}
+
+/// An agent's inventory, unchanged since its last full report, named by its
+/// [`report_digest`] (conductor API 1.2). The conductor answers the summary of a report
+/// that changed nothing when the digest is the one it stored for the host with the
+/// last full report it applied (and nothing has changed the host's devices since);
+/// otherwise `None`, and the agent sends the full report.
+#[derive(RpcMethod, Debug, Clone)]
+#[rpc(name = "report_unchanged", since = "1.2", reply = Option<ReportSummary>)]
+pub struct ReportUnchanged {
+    /// The reporting host.
+    pub hostname: String,
+    /// The [`report_digest`] of the inventory it would report.
+    pub digest: String,
+}
+
+/// The conductor API version that added [`ReportUnchanged`].
+pub const REPORT_UNCHANGED_VERSION: Version = Version::new(1, 2);
+
+/// The digest of an inventory as the conductor's diff sees it: SHA-256 over every
+/// field the inventory takes from each device and attach handle (control path, type,
+/// vendor, model, board info, driver, each handle's type and info), devices in
+/// control-path order and handles sorted, each value length-prefixed so no two
+/// inventories share a text. Object metadata (versions, change tracking) is left out,
+/// so the agent and the conductor compute the same digest from the object they built
+/// and the object they decoded. `v1:` names this rule: a peer with another rule never
+/// matches, which costs a full report, never a wrong skip.
+pub fn report_digest(devices: &DriverDeviceList) -> String {
+    use sha2::{Digest, Sha256};
+    fn text(hash: &mut Sha256, t: Option<&str>) {
+        match t {
+            Some(t) => {
+                hash.update((t.len() as u64 + 1).to_le_bytes());
+                hash.update(t.as_bytes());
+            }
+            None => hash.update(0u64.to_le_bytes()),
+        }
+    }
+    let mut rows: Vec<&crate::DriverDevice> = devices.iter().collect();
+    rows.sort_by(|a, b| a.control_path_id.get().cmp(&b.control_path_id.get()));
+    let mut hash = Sha256::new();
+    hash.update((rows.len() as u64).to_le_bytes());
+    for d in rows {
+        text(&mut hash, d.control_path_id.get().map(String::as_str));
+        text(&mut hash, d.r#type.get().map(|t| t.as_str()));
+        text(&mut hash, d.vendor.get().map(String::as_str));
+        text(&mut hash, d.model.get().map(String::as_str));
+        text(&mut hash, d.std_board_info.get().and_then(Option::as_deref));
+        text(&mut hash, d.driver_name.get().and_then(Option::as_deref));
+        let mut handles: Vec<(Option<&str>, Option<&str>)> = d
+            .attach_handles
+            .get()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .map(|h| {
+                (
+                    h.attach_type.get().map(|t| t.as_str()),
+                    h.attach_info.get().map(String::as_str),
+                )
+            })
+            .collect();
+        handles.sort();
+        hash.update((handles.len() as u64).to_le_bytes());
+        for (t, info) in handles {
+            text(&mut hash, t);
+            text(&mut hash, info);
+        }
+    }
+    let sum = hash.finalize();
+    let mut out = String::with_capacity(3 + 2 * sum.len());
+    out.push_str("v1:");
+    for b in sum {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
 }
 
 /// Creates a device profile.
@@ -128,8 +206,8 @@ pub struct DeleteArqs {
 #[derive(Debug, Clone, Copy)]
 pub struct ConductorApi;
 
-/// The conductor API's newest version (1.1: object indirection).
-pub const CONDUCTOR_VERSION: Version = Version::new(1, 1);
+/// The conductor API's newest version (1.2: `report_unchanged`).
+pub const CONDUCTOR_VERSION: Version = Version::new(1, 2);
 
 /// The conductor API version that added object indirection (its three methods are served
 /// and called at it).
@@ -152,6 +230,7 @@ impl RpcApi for ConductorApi {
         m.extend(verso_rpc::conductor::object_methods_since(
             INDIRECTION_VERSION,
         ));
+        m.push(ReportUnchanged::spec());
         m
     }
 }

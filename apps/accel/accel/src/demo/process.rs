@@ -113,6 +113,21 @@ impl Launcher {
 }
 
 impl Process {
+    /// Its process id, while it runs.
+    pub fn id(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// What it has written to its log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
     /// Whether it has exited (and with what).
     pub fn exited(&mut self) -> Option<Option<i32>> {
         match self.child.try_wait() {
