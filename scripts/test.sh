@@ -39,6 +39,14 @@ if ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then
     apt_install postgresql
 fi
 scripts/start-postgres.sh
+# Each PostgreSQL test makes a database of its own; drop what earlier runs left, or the
+# throwaway cluster grows by gigabytes over many runs.
+PGPASSWORD=verso psql -h 127.0.0.1 -p "${VERSO_PG_PORT:-55432}" -U verso -d verso -Atc \
+    "SELECT datname FROM pg_database WHERE datname LIKE 'accel_test_%' OR datname LIKE 'accel_fleet_%'" |
+    while read -r db; do
+        PGPASSWORD=verso psql -h 127.0.0.1 -p "${VERSO_PG_PORT:-55432}" -U verso -d verso -qc \
+            "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" || true
+    done || true
 
 say "Python peers (.venv from requirements-test.txt)"
 stamp=.venv/.requirements-test.sha256

@@ -567,6 +567,16 @@ pub async fn run(options: ChaosOptions) -> Result<ExitCode, Error> {
         std::fs::write(path, serde_json::to_string_pretty(&summary)?)?;
     }
     let clean = lock(&ledger).violations.is_empty();
+    if clean {
+        // A failed run keeps its database for the post-mortem.
+        if let Ok(admin) = Db::connect(&options.database).await {
+            let drop = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+            if let Err(e) = sqlx::query(&drop).execute(admin.pool()).await {
+                eprintln!("chaos: cannot drop {name}: {e}");
+            }
+            admin.close().await;
+        }
+    }
     if options.dir.is_none() && !clean {
         // Keep the logs of a failed run.
         let kept = scratch.keep();
