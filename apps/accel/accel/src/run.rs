@@ -6,6 +6,7 @@ use accel_conductor::runtime::{RunningConductor, StartOptions};
 use accel_conductor::{Db, DbVersionStore};
 pub use accel_objects::rpc::{CONDUCTOR_TOPIC, UPGRADE_TOPIC};
 use accel_objects::AccelVersion;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -113,7 +114,10 @@ pub async fn conductor(config: AccelConfig) -> Result<ExitCode, Error> {
     };
     let (finished, ()) = tokio::join!(running.stop_within(limit), cyborg);
     transport.close().await;
-    println!(
+    // Not println!: a closed stdout (a supervisor that stopped reading) must not turn a
+    // clean stop into a panic.
+    let _ = writeln!(
+        std::io::stdout().lock(),
         "conductor: stopped{}",
         if finished {
             ""
