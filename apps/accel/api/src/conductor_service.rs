@@ -105,10 +105,22 @@ fn service_error(method: &str, e: RpcError) -> ServiceError {
                 "NoFreeHandle" => ErrorKind::NoFreeHandle,
                 "ProfileInUse" => ErrorKind::ProfileInUse,
                 "Invalid" => ErrorKind::BadRequest,
-                "DatabaseUnavailable" => ErrorKind::Unavailable,
+                // The database went away while the conductor wrote: the connection may
+                // have dropped after the commit, so the write may be done.
+                "DatabaseUnavailable" => ErrorKind::OutcomeUnknown,
                 _ => ErrorKind::Internal,
             };
-            (kind, r.message.clone())
+            let message = if kind == ErrorKind::OutcomeUnknown {
+                format!(
+                    "{}; the database may have applied the change before the connection \
+                     dropped, so the outcome is unknown: {}",
+                    r.message,
+                    retry_advice(method)
+                )
+            } else {
+                r.message.clone()
+            };
+            (kind, message)
         }
         e if e.is_outcome_unknown() => (
             ErrorKind::OutcomeUnknown,
@@ -314,5 +326,14 @@ mod tests {
             service_error("bind_arq", dropped).kind,
             ErrorKind::Unavailable
         );
+        // The conductor's database dropped during the write: maybe committed.
+        let db_gone = RpcError::Remote(Box::new(verso_rpc::RemoteError::new(
+            "DatabaseUnavailable",
+            "accel",
+            "the conductor's database cannot be reached",
+        )));
+        let e = service_error("create_device_profile", db_gone);
+        assert_eq!(e.kind, ErrorKind::OutcomeUnknown);
+        assert!(e.message.contains("409 Duplicate"), "{}", e.message);
     }
 }

@@ -474,6 +474,18 @@ async fn outage(through_conductor: bool) {
         api.get("/v2/devices").await,
         api.get("/v2/device_profiles/fpga").await,
         api.get("/v2/accelerator_requests").await,
+    ] {
+        let message = assert_error(&got, 503, "ServiceUnavailable");
+        assert!(message.contains("retry"), "{message}");
+    }
+    // Writes through the conductor: it cannot tell a database that went away before the
+    // write from one that went away after its commit, so their outcome is unknown.
+    let write_kind = if through_conductor {
+        "OutcomeUnknown"
+    } else {
+        "ServiceUnavailable"
+    };
+    for got in [
         post(
             &api,
             "/v2/device_profiles",
@@ -487,7 +499,7 @@ async fn outage(through_conductor: bool) {
         )
         .await,
     ] {
-        let message = assert_error(&got, 503, "ServiceUnavailable");
+        let message = assert_error(&got, 503, write_kind);
         assert!(message.contains("retry"), "{message}");
     }
     assert!(

@@ -737,7 +737,9 @@ impl Client {
     }
 
     /// `send`, recorded; an unknown outcome is retried (at most 5 times, 1 s apart)
-    /// when `idempotent`.
+    /// when `idempotent`. The answer returned is the last one, marked `OutcomeUnknown`
+    /// when an earlier attempt's outcome was unknown (a later plain 503 then says
+    /// nothing about the earlier attempt).
     async fn op(
         &mut self,
         op: &str,
@@ -747,6 +749,7 @@ impl Client {
         idempotent: bool,
     ) -> Answer {
         let mut attempt = 0;
+        let mut unknown_before = false;
         loop {
             let a = self.send(method.clone(), path, body.clone()).await;
             {
@@ -758,8 +761,16 @@ impl Client {
             }
             attempt += 1;
             if !(idempotent && a.unknown()) || attempt >= 5 {
-                return a;
+                return if unknown_before && a.unavailable() {
+                    Answer {
+                        kind: "OutcomeUnknown".to_owned(),
+                        ..a
+                    }
+                } else {
+                    a
+                };
             }
+            unknown_before = true;
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }
