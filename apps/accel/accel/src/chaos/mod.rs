@@ -893,6 +893,18 @@ fn summarize(l: &Ledger, options: &ChaosOptions, took: Duration) -> Value {
     })
 }
 
+/// One line per key of `counts` (`{key: {outcome: n}}`): its outcomes and their counts.
+fn print_counts(title: &str, counts: &Value) {
+    println!("chaos: {title}");
+    for (k, v) in counts.as_object().into_iter().flatten() {
+        let parts: Vec<String> = v
+            .as_object()
+            .map(|m| m.iter().map(|(o, n)| format!("{o}: {n}")).collect())
+            .unwrap_or_default();
+        println!("  {k}: {}", parts.join(", "));
+    }
+}
+
 fn print_summary(s: &Value) {
     println!("\nchaos: faults injected");
     if let Some(f) = s["faults"].as_object() {
@@ -900,26 +912,11 @@ fn print_summary(s: &Value) {
             println!("  {v:>4}  {k}");
         }
     }
-    println!("chaos: answers after each kind of fault");
-    if let Some(f) = s["answers_after_each_fault"].as_object() {
-        for (k, v) in f {
-            let parts: Vec<String> = v
-                .as_object()
-                .map(|m| m.iter().map(|(o, n)| format!("{o}: {n}")).collect())
-                .unwrap_or_default();
-            println!("  {k}: {}", parts.join(", "));
-        }
-    }
-    println!("chaos: answers by operation");
-    if let Some(f) = s["answers_by_operation"].as_object() {
-        for (k, v) in f {
-            let parts: Vec<String> = v
-                .as_object()
-                .map(|m| m.iter().map(|(o, n)| format!("{o}: {n}")).collect())
-                .unwrap_or_default();
-            println!("  {k}: {}", parts.join(", "));
-        }
-    }
+    print_counts(
+        "answers after each kind of fault",
+        &s["answers_after_each_fault"],
+    );
+    print_counts("answers by operation", &s["answers_by_operation"]);
     let violations = s["violations"].as_array().map_or(0, Vec::len);
     println!(
         "chaos: {} s, {violations} violation(s){}",
