@@ -11,7 +11,7 @@
 //! was stored, in the same shape as every read.
 
 use crate::db_service::DbService;
-use crate::error::{ErrorKind, ServiceError};
+use crate::error::{retry_advice, ErrorKind, ServiceError};
 use crate::service::{
     AccelService, ArqRow, Binding, DeployableRow, DeviceProfileRow, DeviceRow, ListQuery,
     NewProfile,
@@ -73,24 +73,6 @@ fn read_back<T>(row: Result<T, ServiceError>) -> Result<T, ServiceError> {
         },
         _ => e,
     })
-}
-
-/// What a client may do after a call of `method` whose outcome is unknown (sent, then
-/// no answer): bind, unbind and deletes are idempotent; a profile created twice is a
-/// 409 the second time; requests created twice are two sets of requests.
-fn retry_advice(method: &str) -> &'static str {
-    match method {
-        "bind_arq" | "unbind_arq" | "delete_arqs" | "delete_device_profile" => {
-            "retrying is safe: the operation is idempotent"
-        }
-        "create_device_profile" => {
-            "retrying is safe: 409 Duplicate then means the first attempt created the profile"
-        }
-        _ => {
-            "do not retry blindly: the first attempt may have created accelerator requests; \
-             list the profile's requests first"
-        }
-    }
 }
 
 /// The conductor's typed errors as the API's; the kinds are accel's remote error kinds

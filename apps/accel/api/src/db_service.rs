@@ -6,7 +6,7 @@
 //! [`ConductorService`](crate::ConductorService), which keeps these reads and sends
 //! writes through the conductor (releases must coordinate with the agents).
 
-use crate::error::{ErrorKind, ServiceError};
+use crate::error::{retry_advice, ErrorKind, ServiceError};
 use crate::service::{
     AccelService, ArqRow, Binding, DeployableRow, DeviceProfileRow, DeviceRow, ListQuery,
     NewProfile,
@@ -57,6 +57,26 @@ impl From<DbError> for ServiceError {
             _ => e.to_string(),
         };
         ServiceError::with_source(kind, message, e)
+    }
+}
+
+/// A write's error. The database going away during a write may have come after its
+/// commit (or after the first of several steps), so the outcome is unknown, as when the
+/// conductor answers `DatabaseUnavailable`: a plain 503 promises nothing was done.
+/// `method` is the conductor method the write stands for (see [`retry_advice`]).
+fn write_error(method: &'static str) -> impl FnOnce(DbError) -> ServiceError {
+    move |e| {
+        let unavailable = e.is_unavailable();
+        let mut err = ServiceError::from(e);
+        if unavailable {
+            err.kind = ErrorKind::OutcomeUnknown;
+            err.message = format!(
+                "the accel database became unavailable during the write, which may have \
+                 been applied before the connection dropped, so the outcome is unknown: {}",
+                retry_advice(method)
+            );
+        }
+        err
     }
 }
 
@@ -217,14 +237,17 @@ impl AccelService for DbService {
     }
 
     async fn create_profile(&self, p: NewProfile) -> Result<DeviceProfileRow, ServiceError> {
-        Ok(self
-            .db
+        self.db
             .create_profile(&p.name, p.groups, p.description)
-            .await?)
+            .await
+            .map_err(write_error("create_device_profile"))
     }
 
     async fn delete_profile(&self, name_or_uuid: &str) -> Result<(), ServiceError> {
-        Ok(self.db.delete_profile(name_or_uuid).await?)
+        self.db
+            .delete_profile(name_or_uuid)
+            .await
+            .map_err(write_error("delete_device_profile"))
     }
 
     async fn create_arqs(
@@ -240,7 +263,8 @@ impl AccelService for DbService {
         };
         let mut out = Vec::with_capacity(groups.len());
         for g in groups {
-            out.push(self.db.create_arq(&p.name, g, project_id).await?);
+            let arq = self.db.create_arq(&p.name, g, project_id).await;
+            out.push(arq.map_err(write_error("create_arqs"))?);
         }
         Ok(out)
     }
@@ -263,30 +287,39 @@ impl AccelService for DbService {
     }
 
     async fn bind(&self, uuid: &str, b: &Binding) -> Result<ArqRow, ServiceError> {
-        Ok(self
-            .db
+        self.db
             .bind(
                 uuid,
                 &b.hostname,
                 &b.instance_uuid,
                 b.device_rp_uuid.as_deref(),
             )
-            .await?)
+            .await
+            .map_err(write_error("bind_arq"))
     }
 
     async fn unbind(&self, uuid: &str) -> Result<ArqRow, ServiceError> {
-        Ok(self.db.unbind(uuid).await?)
+        self.db
+            .unbind(uuid)
+            .await
+            .map_err(write_error("unbind_arq"))
     }
 
     async fn delete_arqs(&self, uuids: &[String]) -> Result<(), ServiceError> {
         for uuid in uuids {
-            self.db.delete_arq(uuid).await?;
+            self.db
+                .delete_arq(uuid)
+                .await
+                .map_err(write_error("delete_arqs"))?;
         }
         Ok(())
     }
 
     async fn delete_arqs_of_instance(&self, instance_uuid: &str) -> Result<(), ServiceError> {
-        self.db.delete_arqs_of_instance(instance_uuid).await?;
+        self.db
+            .delete_arqs_of_instance(instance_uuid)
+            .await
+            .map_err(write_error("delete_arqs"))?;
         Ok(())
     }
 }

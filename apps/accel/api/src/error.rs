@@ -16,7 +16,7 @@
 //! | `Duplicate`, `InvalidTransition`, `NoFreeHandle`, `ProfileInUse` | 409 |
 //! | `Internal` (the database failed; logged at error, the message is generic) | 500 |
 //! | `Unavailable` (the database or the conductor cannot be reached: nothing was done, retry later) | 503 |
-//! | `OutcomeUnknown` (the conductor took a write and its answer was lost: it timed out, went silent or the broker dropped; or the request outlived the request timeout; or the write was made and reading it back failed; the message says whether a retry is safe) | 503 |
+//! | `OutcomeUnknown` (the conductor took a write and its answer was lost: it timed out, went silent or the broker dropped; or the request outlived the request timeout; or the write was made and reading it back failed; or the database dropped during a direct write; the message says whether a retry is safe) | 503 |
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -209,3 +209,23 @@ impl IntoResponse for ApiError {
         (status, Json(body)).into_response()
     }
 }
+
+/// What a client may do after a write (named by its conductor method) whose outcome is
+/// unknown (sent, then no answer; or the database dropped during it): bind, unbind and deletes are idempotent; a profile created twice is a
+/// 409 the second time; requests created twice are two sets of requests.
+pub(crate) fn retry_advice(method: &str) -> &'static str {
+    match method {
+        "bind_arq" | "unbind_arq" | "delete_arqs" | "delete_device_profile" => {
+            "retrying is safe: the operation is idempotent"
+        }
+        "create_device_profile" => {
+            "retrying is safe: 409 Duplicate then means the first attempt created the profile"
+        }
+        _ => {
+            "do not retry blindly: the first attempt may have created accelerator requests; \
+             list the profile's requests first"
+        }
+    }
+}
+
+

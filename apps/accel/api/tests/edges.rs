@@ -478,28 +478,36 @@ async fn outage(through_conductor: bool) {
         let message = assert_error(&got, 503, "ServiceUnavailable");
         assert!(message.contains("retry"), "{message}");
     }
-    // Writes through the conductor: it cannot tell a database that went away before the
-    // write from one that went away after its commit, so their outcome is unknown.
-    let write_kind = if through_conductor {
+    // A write cannot tell a database that went away before it from one that went away
+    // after its commit, so its outcome is unknown, through the conductor or not. Creating
+    // requests directly first reads the profile, and that read failing means nothing was
+    // done: a plain 503.
+    let arq_kind = if through_conductor {
         "OutcomeUnknown"
     } else {
         "ServiceUnavailable"
     };
-    for got in [
-        post(
-            &api,
-            "/v2/device_profiles",
-            json!([{"name": "gpu", "groups": [{"resources:PGPU": "1"}]}]),
-        )
-        .await,
-        post(
-            &api,
-            "/v2/accelerator_requests",
-            json!({"device_profile_name": "fpga", "device_profile_group_id": 0}),
-        )
-        .await,
+    for (got, kind) in [
+        (
+            post(
+                &api,
+                "/v2/device_profiles",
+                json!([{"name": "gpu", "groups": [{"resources:PGPU": "1"}]}]),
+            )
+            .await,
+            "OutcomeUnknown",
+        ),
+        (
+            post(
+                &api,
+                "/v2/accelerator_requests",
+                json!({"device_profile_name": "fpga", "device_profile_group_id": 0}),
+            )
+            .await,
+            arq_kind,
+        ),
     ] {
-        let message = assert_error(&got, 503, write_kind);
+        let message = assert_error(&got, 503, kind);
         assert!(message.contains("retry"), "{message}");
     }
     assert!(
