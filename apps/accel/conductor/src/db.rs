@@ -169,8 +169,12 @@ impl DbError {
 /// query.
 fn unavailable(e: &sqlx::Error) -> bool {
     match e {
+        // A protocol error is a connection whose bytes made no sense: seen while
+        // PostgreSQL restarts (`unexpected response from SSLRequest: 0x00` on connect),
+        // never caused by a query's content.
         sqlx::Error::Io(_)
         | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
         | sqlx::Error::PoolTimedOut
         | sqlx::Error::PoolClosed
         | sqlx::Error::WorkerCrashed => true,
@@ -1753,6 +1757,30 @@ fn arq_row(r: &AnyRow) -> Result<ArqRow, DbError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A server that answers PostgreSQL's TLS request with a zero byte, as seen through
+    /// a proxy while PostgreSQL restarted: the error sqlx gives for it is an outage (503,
+    /// or outcome unknown for a write), not an internal error (500).
+    #[tokio::test]
+    async fn a_connection_that_speaks_nonsense_is_an_outage() {
+        use sqlx::Connection;
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let _ = s.write_all(&[0]).await;
+            }
+        });
+        let url = format!("postgres://u:p@127.0.0.1:{port}/d?sslmode=prefer");
+        let e = sqlx::PgConnection::connect(&url)
+            .await
+            .expect_err("no PostgreSQL there");
+        assert!(matches!(e, sqlx::Error::Protocol(_)), "{e:?}");
+        assert!(DbError::Query(e).is_unavailable());
+    }
 
     #[test]
     fn in_memory_sqlite_urls_are_recognised() {
