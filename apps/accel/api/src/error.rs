@@ -227,5 +227,3 @@ pub(crate) fn retry_advice(method: &str) -> &'static str {
         }
     }
 }
-
-

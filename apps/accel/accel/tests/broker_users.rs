@@ -1,0 +1,356 @@
+//! Least-privilege broker users (issue 28, item 11): the permissions and topic
+//! permissions `docs/operator-guide.md` ("Trust model and hardening") gives each
+//! component kind, read from that page and set on a RabbitMQ vhost of this test's own,
+//! are enough for a conductor, an agent and an API to serve a request's whole life (a
+//! report, a profile, a request created, bound, unbound and its NVMe handle cleaned by
+//! the agent on the conductor's `cleanup_device` cast, deleted), and they refuse what
+//! the page says they refuse.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use verso_rpc::transport::amqp::{AmqpConfig, AmqpTransport};
+use verso_rpc::transport::Transport;
+use verso_rpc::Target;
+
+/// The control exchange the page's topic permissions name.
+const EXCHANGE: &str = "accel";
+
+fn rabbitmqctl(args: &[&str]) -> Output {
+    let node = std::env::var("RABBITMQ_NODENAME").unwrap_or_else(|_| "rabbit@localhost".into());
+    let out = Command::new("rabbitmqctl")
+        .args(["-q", "-n", &node])
+        .args(args)
+        .output()
+        .expect("rabbitmqctl runs (scripts/test.sh installs RabbitMQ)");
+    assert!(
+        out.status.success(),
+        "rabbitmqctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A component kind's permissions as the operator guide gives them.
+#[derive(Debug, Default)]
+struct Documented {
+    /// configure, write, read.
+    resources: Option<[String; 3]>,
+    /// topic write, topic read (on [`EXCHANGE`]).
+    topics: Option<[String; 2]>,
+}
+
+/// The rows of the guide's two tables for `user`: `| `user` | `re` | ... |`, with `\|`
+/// standing for `|` inside a cell.
+fn documented(user: &str) -> Documented {
+    let guide = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../docs/operator-guide.md"),
+    )
+    .expect("the operator guide");
+    let mut found = Documented::default();
+    let head = format!("| `{user}` |");
+    for line in guide.lines().map(str::trim) {
+        let Some(rest) = line.strip_prefix(&head) else {
+            continue;
+        };
+        let cells: Vec<String> = rest
+            .replace("\\|", "\u{0}")
+            .split('|')
+            .map(|c| c.trim().trim_matches('`').replace('\u{0}', "|"))
+            .filter(|c| !c.is_empty())
+            .collect();
+        match cells.as_slice() {
+            [c, w, r] => found.resources = Some([c.clone(), w.clone(), r.clone()]),
+            [w, r] => found.topics = Some([w.clone(), r.clone()]),
+            other => panic!("a row of {user} with {} cells: {line}", other.len()),
+        }
+    }
+    found
+}
+
+/// A vhost and three users of this run, deleted at the end.
+struct Broker {
+    vhost: String,
+    /// (component kind, user name).
+    users: Vec<(&'static str, String)>,
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let node = std::env::var("RABBITMQ_NODENAME").unwrap_or_else(|_| "rabbit@localhost".into());
+        let _ = Command::new("rabbitmqctl")
+            .args(["-q", "-n", &node, "delete_vhost", &self.vhost])
+            .output();
+        for (_, u) in &self.users {
+            let _ = Command::new("rabbitmqctl")
+                .args(["-q", "-n", &node, "delete_user", u])
+                .output();
+        }
+    }
+}
+
+impl Broker {
+    /// The vhost, with a user per component kind holding exactly the guide's permissions.
+    fn new() -> Broker {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let mut broker = Broker {
+            vhost: format!("accel-users-{id}"),
+            users: Vec::new(),
+        };
+        rabbitmqctl(&["add_vhost", &broker.vhost]);
+        for kind in ["accel-conductor", "accel-agent", "accel-api"] {
+            let doc = documented(kind);
+            let [configure, write, read] = doc.resources.expect("its permissions row");
+            let [topic_write, topic_read] = doc.topics.expect("its topic permissions row");
+            let user = format!("{kind}-{id}");
+            rabbitmqctl(&["add_user", &user, &password(&user)]);
+            broker.users.push((kind, user.clone()));
+            rabbitmqctl(&[
+                "set_permissions",
+                "-p",
+                &broker.vhost,
+                &user,
+                &configure,
+                &write,
+                &read,
+            ]);
+            rabbitmqctl(&[
+                "set_topic_permissions",
+                "-p",
+                &broker.vhost,
+                &user,
+                EXCHANGE,
+                &topic_write,
+                &topic_read,
+            ]);
+        }
+        broker
+    }
+
+    /// The `[transport] url` of component kind `kind` (`accel-agent`, ...).
+    fn url(&self, kind: &str) -> String {
+        let (_, user) = self
+            .users
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .expect("a user of that kind");
+        format!(
+            "rabbit://{user}:{}@127.0.0.1:5672/{}",
+            password(user),
+            self.vhost
+        )
+    }
+}
+
+fn password(user: &str) -> String {
+    format!("pw-{user}")
+}
+
+struct Killed(Child);
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `accel` with `sets` and `args`, its stdout piped.
+fn spawn(sets: &[String], args: &[&str]) -> Killed {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_accel"));
+    c.env("RUST_LOG", "warn");
+    for s in sets {
+        c.args(["--set", s]);
+    }
+    Killed(
+        c.args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("accel starts"),
+    )
+}
+
+/// The first stdout line of `child`, which must start with `prefix`; the rest is drained.
+fn ready(child: &mut Killed, prefix: &str) -> String {
+    let stdout = child.0.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let line = lines.next().expect("a line").expect("text");
+    assert!(line.starts_with(prefix), "{line}");
+    std::thread::spawn(move || for _ in lines {});
+    line
+}
+
+/// Polls `f` every 100 ms until it returns `Some`, for at most `limit`.
+async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(t) = f().await {
+            return t;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[test]
+fn the_documented_broker_users_run_a_deployment_and_refuse_the_rest() {
+    let broker = Broker::new();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let erased = dir.path().join("erased");
+    let cleanup = dir.path().join("cleanup.sh");
+    std::fs::write(
+        &cleanup,
+        format!("#!/bin/sh\necho \"$@\" >> {}\n", erased.display()),
+    )
+    .expect("cleanup script");
+    let mut perms = std::fs::metadata(&cleanup).expect("meta").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&cleanup, perms).expect("chmod");
+    let api_port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        l.local_addr().expect("addr").port()
+    };
+    let common = vec![
+        format!(
+            "database.url=sqlite://{}",
+            dir.path().join("accel.db").display()
+        ),
+        format!("transport.control_exchange={EXCHANGE}"),
+        format!("agent.state_dir={}", dir.path().display()),
+        // Only the conductor's cast (agent API 1.1, allowed by the cap) can start the
+        // cleanup this test waits for.
+        "agent.scan_interval=3600".to_owned(),
+        "upgrade_levels.agent=1.1".to_owned(),
+        format!("nvme.cleanup_command={}", cleanup.display()),
+        format!("api.listen=127.0.0.1:{api_port}"),
+    ];
+    let with = |kind: &str| {
+        let mut sets = common.clone();
+        sets.push(format!("transport.url={}", broker.url(kind)));
+        sets
+    };
+    let mut conductor = spawn(&with("accel-conductor"), &["conductor"]);
+    ready(&mut conductor, "conductor: serving");
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../agent/tests/fixtures/sysfs/host1"
+    );
+    let _agent = spawn(
+        &with("accel-agent"),
+        &["agent", "--host", "h1", "--sysfs-root", fixture],
+    );
+    let mut api = spawn(&with("accel-api"), &["api"]);
+    ready(&mut api, "api: listening");
+
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let http = reqwest::Client::new();
+        let base = format!("http://127.0.0.1:{api_port}/v2");
+        let get = |path: String| {
+            let http = http.clone();
+            async move {
+                let r = http.get(path).send().await.expect("GET");
+                let status = r.status().as_u16();
+                (status, r.json::<serde_json::Value>().await.expect("JSON"))
+            }
+        };
+        // The agent reported (agent -> conductor call, conductor's reply).
+        eventually("the agent's devices", Duration::from_secs(30), || {
+            let base = base.clone();
+            async move {
+                let (_, body) = get(format!("{base}/devices?hostname=h1")).await;
+                let n = body["devices"].as_array().map_or(0, Vec::len);
+                (n > 0).then_some(())
+            }
+        })
+        .await;
+        // API -> conductor: a profile, a request, a bind.
+        let r = http
+            .post(format!("{base}/device_profiles"))
+            .json(&serde_json::json!([{"name": "ssd", "groups": [{"resources:SSD": "1"}]}]))
+            .send()
+            .await
+            .expect("POST profile");
+        assert_eq!(r.status().as_u16(), 201, "{:?}", r.text().await);
+        let r = http
+            .post(format!("{base}/accelerator_requests"))
+            .json(&serde_json::json!({"device_profile_name": "ssd"}))
+            .send()
+            .await
+            .expect("POST request");
+        assert_eq!(r.status().as_u16(), 201);
+        let body: serde_json::Value = r.json().await.expect("JSON");
+        let arq = body["arqs"][0]["uuid"].as_str().expect("uuid").to_owned();
+        let instance = uuid::Uuid::new_v4().to_string();
+        let patch = |ops: serde_json::Value| {
+            let http = http.clone();
+            let url = format!("{base}/accelerator_requests");
+            let body = serde_json::json!({ arq.clone(): ops });
+            async move {
+                let r = http.patch(url).json(&body).send().await.expect("PATCH");
+                let status = r.status().as_u16();
+                (status, r.text().await.unwrap_or_default())
+            }
+        };
+        let (status, text) = patch(serde_json::json!([
+            {"path": "/hostname", "op": "add", "value": "h1"},
+            {"path": "/instance_uuid", "op": "add", "value": instance},
+        ]))
+        .await;
+        assert!(matches!(status, 200 | 202), "bind: {status} {text}");
+        let (_, bound) = get(format!("{base}/accelerator_requests/{arq}")).await;
+        assert_eq!(bound["state"], "Bound", "{bound}");
+        // Unbinding releases the SSD: the conductor casts cleanup_device to the agent,
+        // which runs the cleanup command and tells the conductor.
+        let (status, text) = patch(serde_json::json!([
+            {"path": "/hostname", "op": "remove"},
+            {"path": "/instance_uuid", "op": "remove"},
+        ]))
+        .await;
+        assert!(matches!(status, 200 | 202), "unbind: {status} {text}");
+        eventually("the agent's cleanup", Duration::from_secs(30), || {
+            let erased = erased.clone();
+            async move {
+                std::fs::read_to_string(&erased)
+                    .ok()
+                    .filter(|s| !s.is_empty())
+            }
+        })
+        .await;
+        let r = http
+            .delete(format!("{base}/accelerator_requests?arqs={arq}"))
+            .send()
+            .await
+            .expect("DELETE");
+        assert_eq!(r.status().as_u16(), 204);
+
+        // What the permissions refuse: the agent's user cannot serve the conductor's
+        // topic, the API's user cannot serve anything.
+        for (kind, target) in [
+            ("accel-agent", Target::new("accel-conductor")),
+            ("accel-agent", Target::new("accel-agent").with_server("h1")),
+            ("accel-api", Target::new("accel-conductor")),
+        ] {
+            let config = AmqpConfig::from_url(&broker.url(kind))
+                .expect("URL")
+                .with_control_exchange(EXCHANGE);
+            let transport: Arc<dyn Transport> =
+                Arc::new(AmqpTransport::connect_with(config).await.expect("RabbitMQ"));
+            let refused = transport.listen(&target).await;
+            // The agent's user may serve its own host's topic; the others are refused.
+            if kind == "accel-agent" && target.server.is_some() {
+                assert!(refused.is_ok(), "{kind} serves its own host's topic");
+                continue;
+            }
+            let e = refused.err().unwrap_or_else(|| {
+                panic!("{kind} may serve {target:?} with the documented permissions")
+            });
+            assert!(e.to_string().contains("ACCESS_REFUSED"), "{kind}: {e}");
+        }
+    });
+}
