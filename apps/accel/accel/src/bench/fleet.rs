@@ -953,6 +953,11 @@ fn bench_file(options: &FleetOptions, started: String, results: &[CaseResult]) -
             series: series_by_conductors(results, "finalize", |r| r.finalize_s),
         },
     ];
+    let database = if options.database.starts_with("sqlite") {
+        "SQLite"
+    } else {
+        "PostgreSQL"
+    };
     let summary = format!(
         "Simulated accel agents (each its own host name, version record and agent-API \
          server, using the agent's own client code) heartbeat every {} s and report {} \
@@ -966,16 +971,21 @@ fn bench_file(options: &FleetOptions, started: String, results: &[CaseResult]) -
         options.heartbeat_interval.as_secs_f64(),
         options.devices,
         options.report_interval.as_secs_f64(),
-        if options.database.starts_with("sqlite") {
-            "SQLite"
-        } else {
-            "PostgreSQL"
-        }
+        database
     );
+    let conductors = match (
+        options.conductors.iter().min(),
+        options.conductors.iter().max(),
+    ) {
+        (Some(lo), Some(hi)) if lo != hi => format!("{lo}-{hi} conductors"),
+        (Some(1), _) => "1 conductor".to_owned(),
+        (Some(n), _) => format!("{n} conductors"),
+        _ => "conductors".to_owned(),
+    };
     BenchFile {
         schema: 1,
         bench: "fleet".into(),
-        title: "accel fleet: simulated agents, 1-3 conductors on PostgreSQL and RabbitMQ".into(),
+        title: format!("accel fleet: simulated agents, {conductors} on {database} and RabbitMQ"),
         command: options.command.clone(),
         machine: machine(),
         started,
