@@ -176,12 +176,15 @@ impl AccelService for DbService {
             self.db.device(&m).await
         })
         .await?;
-        let wanted = query.device_type.clone();
+        let (wanted, vendor) = (query.device_type.clone(), query.vendor.clone());
         self.filtered(
             query,
             |f| async move { self.db.devices(&f).await },
             |d: &DeviceRow| d.uuid.as_str(),
-            |d| wanted.as_deref().map_or(true, |t| d.device_type == t),
+            |d| {
+                wanted.as_deref().map_or(true, |t| d.device_type == t)
+                    && vendor.as_deref().map_or(true, |v| d.vendor == v)
+            },
         )
         .await
     }
@@ -229,7 +232,16 @@ impl AccelService for DbService {
             self.db.profile_by_uuid(&m).await
         })
         .await?;
-        Ok(self.db.profiles_page(&filter(query)).await?)
+        if query.names.is_empty() {
+            return Ok(self.db.profiles_page(&filter(query)).await?);
+        }
+        self.filtered(
+            query,
+            |f| async move { self.db.profiles_page(&f).await },
+            |p: &DeviceProfileRow| p.uuid.as_str(),
+            |p| query.names.contains(&p.name),
+        )
+        .await
     }
 
     async fn profile(&self, name_or_uuid: &str) -> Result<DeviceProfileRow, ServiceError> {

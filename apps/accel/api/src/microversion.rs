@@ -9,8 +9,9 @@
 //! - anything else (another major, a minor out of range, text that is not `X.Y`): 406,
 //!   with a message naming the supported range.
 //!
-//! Every response carries `OpenStack-API-Version: accelerator <version served>` and
-//! `Vary: OpenStack-API-Version`.
+//! Every response carries `OpenStack-API-Version: accelerator <version served>`,
+//! `Vary: OpenStack-API-Version` and, as Cyborg's, the range served:
+//! `OpenStack-API-Minimum-Version: 2.0`, `OpenStack-API-Maximum-Version: <max>`.
 //!
 //! A router may serve less than [`MAX`] ([`Supported::up_to`], `crate::router_up_to`):
 //! release N of accel serves 2.0 only, with the same handlers; its `latest` is 2.0 and
@@ -178,9 +179,22 @@ pub fn header_value(version: ApiVersion) -> HeaderValue {
         .unwrap_or_else(|_| HeaderValue::from_static("accelerator"))
 }
 
-fn add_vary(headers: &mut HeaderMap) {
+/// `Vary`, and the range served as Cyborg states it on every answer:
+/// `OpenStack-API-Minimum-Version` and `OpenStack-API-Maximum-Version` (bare versions).
+fn add_vary(headers: &mut HeaderMap, supported: Supported) {
     headers.append(VARY, HeaderValue::from_static("OpenStack-API-Version"));
+    for (name, version) in [(MIN_HEADER, MIN), (MAX_HEADER, supported.max)] {
+        if let Ok(value) = HeaderValue::try_from(version.to_string()) {
+            headers.insert(name, value);
+        }
+    }
 }
+
+/// The oldest version served, on every answer.
+pub const MIN_HEADER: HeaderName = HeaderName::from_static("openstack-api-minimum-version");
+
+/// The newest version served, on every answer.
+pub const MAX_HEADER: HeaderName = HeaderName::from_static("openstack-api-maximum-version");
 
 /// Middleware: negotiates the version (within the [`Supported`] range in the request's
 /// extensions, [`Supported::ALL`] without one), puts it in the request's extensions
@@ -198,13 +212,13 @@ pub async fn layer(mut request: Request, next: Next) -> Response {
             let mut response = next.run(request).await;
             let headers = response.headers_mut();
             headers.insert(HEADER, header_value(version));
-            add_vary(headers);
+            add_vary(headers, supported);
             response
         }
         Err(e) => {
             let mut response =
                 ApiError::new(ErrorKind::NotAcceptable, e.to_string()).into_response();
-            add_vary(response.headers_mut());
+            add_vary(response.headers_mut(), supported);
             response
         }
     }

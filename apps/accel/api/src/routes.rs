@@ -41,7 +41,9 @@ pub(crate) fn build(
         .route("/v2/deployables/{uuid}", get(get_deployable))
         .route(
             "/v2/device_profiles",
-            get(list_profiles).post(create_profile),
+            get(list_profiles)
+                .post(create_profile)
+                .delete(delete_profiles),
         )
         .route(
             "/v2/device_profiles/{name_or_uuid}",
@@ -54,7 +56,10 @@ pub(crate) fn build(
                 .patch(patch_arqs)
                 .delete(delete_arqs),
         )
-        .route("/v2/accelerator_requests/{uuid}", get(get_arq))
+        .route(
+            "/v2/accelerator_requests/{uuid}",
+            get(get_arq).patch(patch_arq).delete(delete_arq),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(service)
@@ -231,12 +236,36 @@ fn list_query(pairs: &BTreeMap<String, String>, limits: &Limits) -> Result<ListQ
         },
     };
     let non_empty = |key: &str| pairs.get(key).filter(|v| !v.is_empty()).cloned();
+    let names = match pairs.get("name") {
+        Some(list) => names_of("name", list)?,
+        None => Vec::new(),
+    };
     Ok(ListQuery {
         hostname: non_empty("hostname"),
         device_type: non_empty("type"),
+        vendor: non_empty("vendor"),
+        names,
         limit,
         marker: non_empty("marker"),
     })
+}
+
+/// A comma-separated list of names or UUIDs (`?name=a,b`, `?value=a,b`, `?arqs=u1,u2`),
+/// each checked as text; refused when it names nothing.
+fn names_of(what: &str, list: &str) -> Result<Vec<String>> {
+    let names: Vec<String> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if names.is_empty() {
+        return Err(ApiError::bad_request(format!("{what} names nothing")));
+    }
+    for n in &names {
+        check_text(what, n)?;
+    }
+    Ok(names)
 }
 
 /// A row of a paged list: its UUID is the next page's marker.
@@ -275,6 +304,12 @@ fn page<T: Listed>(
         }
         if let Some(t) = &query.device_type {
             pairs.push(("type", t.clone()));
+        }
+        if let Some(v) = &query.vendor {
+            pairs.push(("vendor", v.clone()));
+        }
+        if !query.names.is_empty() {
+            pairs.push(("name", query.names.join(",")));
         }
         pairs.push(("limit", query.limit.to_string()));
         pairs.push(("marker", last.uuid().to_owned()));
@@ -453,6 +488,24 @@ async fn delete_profile(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// `DELETE /v2/device_profiles?value=a,b`: Cyborg's form for several profiles, by name
+/// or UUID, deleted one after another (a missing one stops there with 404).
+async fn delete_profiles(
+    State(service): State<Service>,
+    RawQuery(raw): RawQuery,
+) -> Result<StatusCode> {
+    let pairs = query_pairs(raw)?;
+    let Some(list) = pairs.get("value") else {
+        return Err(ApiError::bad_request(
+            "name the profiles to delete: ?value=NAME,NAME or /v2/device_profiles/{uuid}",
+        ));
+    };
+    for name_or_uuid in names_of("value", list)? {
+        service.delete_profile(&name_or_uuid).await?;
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
 // ---- accelerator requests ------------------------------------------------------------
 
 #[derive(Deserialize)]
@@ -628,12 +681,37 @@ fn change_of(uuid: &str, ops: Vec<PatchOp>) -> Result<Change> {
 
 async fn patch_arqs(State(service): State<Service>, Body(body): Body) -> Result<StatusCode> {
     let patch: BTreeMap<String, Vec<PatchOp>> = json_body(&body)?;
+    apply_patch(&service, patch).await
+}
+
+/// `PATCH /v2/accelerator_requests/{uuid}`, what openstacksdk and the OpenStack clients
+/// send: the body is the collection's form (`{uuid: [ops]}`) and must name this request
+/// only.
+async fn patch_arq(
+    State(service): State<Service>,
+    Id(uuid): Id,
+    Body(body): Body,
+) -> Result<StatusCode> {
+    let patch: BTreeMap<String, Vec<PatchOp>> = json_body(&body)?;
+    if patch.keys().any(|k| *k != uuid) {
+        return Err(ApiError::bad_request(format!(
+            "the patch of accelerator request {} must name that request only",
+            shown(&uuid)
+        )));
+    }
+    apply_patch(&service, patch).await
+}
+
+/// Binds and unbinds: every request's patch is checked before any is applied.
+async fn apply_patch(
+    service: &Service,
+    patch: BTreeMap<String, Vec<PatchOp>>,
+) -> Result<StatusCode> {
     if patch.is_empty() {
         return Err(ApiError::bad_request(
             "the patch names no accelerator request",
         ));
     }
-    // Every request's patch is checked before any is applied.
     let mut changes = Vec::with_capacity(patch.len());
     for (uuid, ops) in patch {
         let change = change_of(&uuid, ops)?;
@@ -648,6 +726,12 @@ async fn patch_arqs(State(service): State<Service>, Body(body): Body) -> Result<
     Ok(StatusCode::ACCEPTED)
 }
 
+/// `DELETE /v2/accelerator_requests/{uuid}` (openstacksdk's form of `?arqs=uuid`).
+async fn delete_arq(State(service): State<Service>, Id(uuid): Id) -> Result<StatusCode> {
+    service.delete_arqs(&[uuid]).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
 async fn delete_arqs(
     State(service): State<Service>,
     RawQuery(raw): RawQuery,
@@ -655,19 +739,7 @@ async fn delete_arqs(
     let pairs = query_pairs(raw)?;
     match (pairs.get("arqs"), pairs.get("instance")) {
         (Some(list), None) => {
-            let uuids: Vec<String> = list
-                .split(',')
-                .map(str::trim)
-                .filter(|u| !u.is_empty())
-                .map(str::to_owned)
-                .collect();
-            if uuids.is_empty() {
-                return Err(ApiError::bad_request("arqs names no accelerator request"));
-            }
-            for uuid in &uuids {
-                check_text("arqs", uuid)?;
-            }
-            service.delete_arqs(&uuids).await?;
+            service.delete_arqs(&names_of("arqs", list)?).await?;
         }
         (None, Some(instance)) if !instance.is_empty() => {
             check_instance("instance", instance)?;

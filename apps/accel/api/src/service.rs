@@ -21,6 +21,12 @@ pub struct ListQuery {
     /// Only devices of this type (`GPU`, `FPGA`, ...); for deployables, of their device
     /// (devices and deployables).
     pub device_type: Option<String>,
+    /// Only devices of this vendor (the PCI vendor ID as reported, `10de`), as Cyborg's
+    /// `?vendor=`.
+    pub vendor: Option<String>,
+    /// Only profiles with one of these names (Cyborg's `?name=a,b`; empty: all). Nova
+    /// looks a flavor's profile up this way and expects exactly one.
+    pub names: Vec<String>,
     /// At most this many (the handlers always set it, 1 to the configured
     /// [`Limits::max_page_size`](crate::Limits::max_page_size)).
     pub limit: u32,

@@ -3,31 +3,11 @@
 
 mod support;
 
-use accel_conductor::db::ReportedDevice;
 use reqwest::Method;
 use serde_json::{json, Value};
-use support::{assert_error, Api};
+use support::{assert_error, device, Api};
 
 const HEADER: &str = "OpenStack-API-Version";
-
-fn device(cp: &str, device_type: &str, handles: usize) -> ReportedDevice {
-    ReportedDevice {
-        control_path_id: cp.to_owned(),
-        device_type: device_type.to_owned(),
-        vendor: "10ee".to_owned(),
-        model: "5020".to_owned(),
-        std_board_info: None,
-        driver_name: Some("xclmgmt".to_owned()),
-        handles: (0..handles)
-            .map(|i| {
-                (
-                    "PCI".to_owned(),
-                    format!("{{\"address\": \"{cp}\", \"vf\": {i}}}"),
-                )
-            })
-            .collect(),
-    }
-}
 
 /// h1: an FPGA with one handle, two GPUs; h2: a GPU and a QAT.
 async fn seed(api: &Api) {
@@ -725,7 +705,108 @@ macro_rules! on_both {
     };
 }
 
+/// Cyborg's forms the OpenStack clients use: `?name=` and `?vendor=` filters (paged,
+/// the filter kept in `next`), `PATCH` and `DELETE` of `/accelerator_requests/{uuid}`,
+/// `DELETE /device_profiles?value=`, and the version range headers.
+async fn cyborg_forms(api: &Api) {
+    seed(api).await;
+    let gpu = accel_conductor::db::ReportedDevice {
+        vendor: "10de".to_owned(),
+        ..device("0000:60:00.0", "GPU", 1)
+    };
+    api.db.report("h3", &[gpu]).await.expect("report h3");
+    let (_, body) = api.get("/v2/devices?vendor=10de").await;
+    let hosts: Vec<&Value> = body["devices"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|d| &d["hostname"])
+        .collect();
+    assert_eq!(hosts, [&json!("h3")], "{body}");
+    let (_, body) = api.get("/v2/devices?vendor=10ee&limit=2").await;
+    let next = body["next"].as_str().expect("a full page has next");
+    assert!(next.contains("vendor=10ee"), "{next}");
+
+    for name in ["a", "b", "c"] {
+        let (status, _) = post(
+            api,
+            "/v2/device_profiles",
+            json!([{"name": name, "groups": [{"resources:FPGA": "1"}]}]),
+        )
+        .await;
+        assert_eq!(status, 201);
+    }
+    let names = |body: &Value| -> Vec<String> {
+        body["device_profiles"]
+            .as_array()
+            .expect("list")
+            .iter()
+            .map(|p| p["name"].as_str().expect("name").to_owned())
+            .collect()
+    };
+    let (_, body) = api.get("/v2/device_profiles?name=b").await;
+    assert_eq!(names(&body), ["b"]);
+    let (_, body) = api.get("/v2/device_profiles?name=a,c&limit=1").await;
+    assert_eq!(names(&body), ["a"]);
+    let next = body["next"].as_str().expect("a full page has next");
+    let (_, body) = api.send(api.request_url(Method::GET, next)).await;
+    assert_eq!(names(&body), ["c"], "the next page keeps the filter");
+    let (_, body) = api.get("/v2/device_profiles?name=nope").await;
+    assert_eq!(names(&body), Vec::<String>::new());
+    assert_error(
+        &api.get("/v2/device_profiles?name=,").await,
+        400,
+        "BadRequest",
+    );
+
+    // PATCH and DELETE of one request.
+    let (_, body) = post(
+        api,
+        "/v2/accelerator_requests",
+        json!({"device_profile_name": "a"}),
+    )
+    .await;
+    let arq = body["arqs"][0]["uuid"].as_str().expect("uuid").to_owned();
+    let path = format!("/v2/accelerator_requests/{arq}");
+    let bind = json!({ arq.clone(): [
+        {"path": "/hostname", "op": "add", "value": "h1"},
+        {"path": "/instance_uuid", "op": "add", "value": instance(1)},
+    ]});
+    let other = json!({ uuid::Uuid::new_v4().to_string(): [
+        {"path": "/hostname", "op": "add", "value": "h1"},
+        {"path": "/instance_uuid", "op": "add", "value": instance(1)},
+    ]});
+    let got = api
+        .send(api.request(Method::PATCH, &path).json(&other))
+        .await;
+    assert_error(&got, 400, "BadRequest");
+    let (status, _) = api
+        .send(api.request(Method::PATCH, &path).json(&bind))
+        .await;
+    assert_eq!(status, 202);
+    assert_eq!(api.get(&path).await.1["state"], "Bound");
+    let (status, _) = delete(api, &path).await;
+    assert_eq!(status, 204);
+    assert_error(&api.get(&path).await, 404, "NotFound");
+
+    // Several profiles by name.
+    let (status, _) = delete(api, "/v2/device_profiles?value=a,b").await;
+    assert_eq!(status, 204);
+    let (_, body) = api.get("/v2/device_profiles").await;
+    assert_eq!(names(&body), ["c"]);
+    assert_error(&delete(api, "/v2/device_profiles").await, 400, "BadRequest");
+
+    // The range served, on every answer (errors too).
+    for path in ["/v2/devices", "/v2/nothing"] {
+        let response = api.request(Method::GET, path).send().await.expect("send");
+        let h = response.headers();
+        assert_eq!(h["OpenStack-API-Minimum-Version"], "2.0", "{path}");
+        assert_eq!(h["OpenStack-API-Maximum-Version"], "2.1", "{path}");
+    }
+}
+
 on_both!(
+    cyborg_forms,
     versions,
     microversions,
     devices_and_deployables,

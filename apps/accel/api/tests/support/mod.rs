@@ -5,7 +5,7 @@
 #![allow(dead_code, unused_imports)]
 
 use accel_api::{AccelService, ConductorService, DbService, Limits, ServeOptions};
-use accel_conductor::db::Release;
+use accel_conductor::db::{Release, ReportedDevice};
 use accel_conductor::service::{endpoint, ReleasePolicy};
 use accel_conductor::Db;
 use accel_objects::rpc::ConductorApi;
@@ -18,6 +18,27 @@ use verso_rpc::transport::memory::MemoryTransport;
 use verso_rpc::{RpcClient, RpcServer, ServerHandle, Target};
 
 pub use accel_conductor::testing::{postgres, sqlite};
+
+/// A reported device at PCI address `cp`: vendor `10ee`, model `5020`, `handles` PCI
+/// handles.
+pub fn device(cp: &str, device_type: &str, handles: usize) -> ReportedDevice {
+    ReportedDevice {
+        control_path_id: cp.to_owned(),
+        device_type: device_type.to_owned(),
+        vendor: "10ee".to_owned(),
+        model: "5020".to_owned(),
+        std_board_info: None,
+        driver_name: Some("xclmgmt".to_owned()),
+        handles: (0..handles)
+            .map(|i| {
+                (
+                    "PCI".to_owned(),
+                    format!("{{\"address\": \"{cp}\", \"vf\": {i}}}"),
+                )
+            })
+            .collect(),
+    }
+}
 
 /// The API on an ephemeral loopback port over `db`, and a client for it.
 pub struct Api {
