@@ -717,6 +717,7 @@ async fn apply_patch(
         let change = change_of(&uuid, ops)?;
         changes.push((uuid, change));
     }
+    refuse_additional_binds(service, &changes).await?;
     for (uuid, change) in changes {
         match change {
             Change::Bind(b) => service.bind(&uuid, &b).await.map(drop)?,
@@ -725,6 +726,43 @@ async fn apply_patch(
     }
     Ok(StatusCode::ACCEPTED)
 }
+
+/// As Cyborg: an instance that has accelerator requests gets no more by a later bind
+/// (hot add is not supported). Requests bound in one patch are one set, and a patch
+/// whose requests all have the instance already (a retry, whole or in part) binds as
+/// before.
+async fn refuse_additional_binds(service: &Service, changes: &[(String, Change)]) -> Result<()> {
+    let mut instances: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (uuid, change) in changes {
+        if let Change::Bind(b) = change {
+            instances
+                .entry(b.instance_uuid.as_str())
+                .or_default()
+                .push(uuid.as_str());
+        }
+    }
+    for (instance, in_patch) in instances {
+        let query = ListQuery {
+            limit: HELD_PER_INSTANCE,
+            ..ListQuery::default()
+        };
+        let held = service.arqs(Some(instance), &query).await?;
+        let joins = in_patch.iter().any(|u| !held.iter().any(|a| a.uuid == *u));
+        let other = held.iter().find(|a| !in_patch.contains(&a.uuid.as_str()));
+        if let (true, Some(other)) = (joins, other) {
+            return Err(ApiError::bad_request(format!(
+                "instance {} already has accelerator requests ({}); cannot bind more",
+                shown(instance),
+                other.uuid
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// How many of an instance's requests the hot-add check reads: far above what one
+/// instance holds (`[api] max_arqs_per_request` is 64 by default).
+const HELD_PER_INSTANCE: u32 = 10_000;
 
 /// `DELETE /v2/accelerator_requests/{uuid}` (openstacksdk's form of `?arqs=uuid`).
 async fn delete_arq(State(service): State<Service>, Id(uuid): Id) -> Result<StatusCode> {

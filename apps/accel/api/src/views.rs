@@ -82,11 +82,15 @@ pub fn profile(p: &DeviceProfileRow, base: &str) -> Value {
 
 /// An accelerator request; `attach_handle_info` is the handle's JSON object when bound.
 pub fn arq(a: &ArqRow, base: &str) -> Value {
-    let info = a.attach_handle_info.as_ref().map(|text| {
-        serde_json::from_str::<Map<String, Value>>(text)
-            .map(Value::Object)
-            .unwrap_or_else(|_| Value::String(text.clone()))
-    });
+    // Cyborg shows an unbound request's handle info as `{}`, not null.
+    let info = a.attach_handle_info.as_ref().map_or_else(
+        || Value::Object(Map::new()),
+        |text| {
+            serde_json::from_str::<Map<String, Value>>(text)
+                .map(Value::Object)
+                .unwrap_or_else(|_| Value::String(text.clone()))
+        },
+    );
     json!({
         "uuid": a.uuid,
         "state": a.state.as_str(),

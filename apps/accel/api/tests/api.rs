@@ -550,7 +550,7 @@ async fn accelerator_requests(api: &Api) {
     assert_error(
         &patch(
             api,
-            json!({"00000000-0000-0000-0000-000000000000": bind_ops("h1", &instance(1))}),
+            json!({"00000000-0000-0000-0000-000000000000": bind_ops("h1", &instance(7))}),
         )
         .await,
         404,
@@ -785,6 +785,70 @@ async fn cyborg_forms(api: &Api) {
         .await;
     assert_eq!(status, 202);
     assert_eq!(api.get(&path).await.1["state"], "Bound");
+    // No hot add: the instance has a request, another is refused ...
+    let new_arq = || async {
+        let (_, body) = post(
+            api,
+            "/v2/accelerator_requests",
+            json!({"device_profile_name": "a"}),
+        )
+        .await;
+        body["arqs"][0]["uuid"].as_str().expect("uuid").to_owned()
+    };
+    let bind_to = |arqs: &[&String], instance: &str| {
+        let mut body = serde_json::Map::new();
+        for arq in arqs {
+            body.insert(
+                (*arq).clone(),
+                json!([
+                    {"path": "/hostname", "op": "add", "value": "h1"},
+                    {"path": "/instance_uuid", "op": "add", "value": instance},
+                ]),
+            );
+        }
+        Value::Object(body)
+    };
+    let second = new_arq().await;
+    let got = patch(api, bind_to(&[&second], &instance(1))).await;
+    let message = assert_error(&got, 400, "BadRequest");
+    assert!(
+        message.contains("already has accelerator requests"),
+        "{message}"
+    );
+    // ... the same bind again (a retry) is not.
+    let (status, _) = patch(api, bind_to(&[&arq], &instance(1))).await;
+    assert_eq!(status, 202);
+    // Requests bound in one patch are one set: they pass the check (and here find h1's
+    // one FPGA taken: 409, not 400).
+    let third = new_arq().await;
+    let got = patch(api, bind_to(&[&second, &third], &instance(2))).await;
+    assert_error(&got, 409, "NoFreeHandle");
+    let (status, _) = delete(
+        api,
+        &format!("/v2/accelerator_requests?arqs={second},{third}"),
+    )
+    .await;
+    assert_eq!(status, 204);
+    // Unbinding forgets host and instance, and the handle info is `{}` (as Cyborg).
+    let unbind = json!({ arq.clone(): [
+        {"path": "/hostname", "op": "remove"},
+        {"path": "/instance_uuid", "op": "remove"},
+    ]});
+    let (status, _) = api
+        .send(api.request(Method::PATCH, &path).json(&unbind))
+        .await;
+    assert_eq!(status, 202);
+    let (_, unbound) = api.get(&path).await;
+    assert_eq!(
+        (
+            &unbound["state"],
+            &unbound["hostname"],
+            &unbound["instance_uuid"],
+            &unbound["attach_handle_info"]
+        ),
+        (&json!("Unbound"), &Value::Null, &Value::Null, &json!({})),
+        "{unbound}"
+    );
     let (status, _) = delete(api, &path).await;
     assert_eq!(status, 204);
     assert_error(&api.get(&path).await, 404, "NotFound");

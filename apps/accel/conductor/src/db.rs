@@ -1433,6 +1433,15 @@ impl Db {
         let mut tx = self.pool.begin().await?;
         self.transition(&mut tx, uuid, ArqState::Unbound).await?;
         release_handle(&mut tx, uuid, release).await?;
+        // As Cyborg's unbind: the request belongs to no host, instance or provider any
+        // more (a failed bind keeps them, for Nova to read it by instance).
+        sqlx::query(
+            "UPDATE accelerator_requests SET hostname = NULL, instance_uuid = NULL, \
+             device_rp_uuid = NULL WHERE uuid = $1",
+        )
+        .bind(uuid)
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         self.arq(uuid).await
     }

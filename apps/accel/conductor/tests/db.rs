@@ -247,10 +247,18 @@ async fn lifecycle_and_binding(db: &Db) {
         db.delete_profile("fpga").await,
         Err(DbError::ProfileInUse(_))
     ));
-    // Unbind frees the handle, twice is fine; then the other request binds.
+    // Unbind frees the handle and forgets host, instance and provider (as Cyborg), twice
+    // is fine; then the other request binds.
+    let unbound = db.unbind(&a.uuid).await.expect("unbind");
+    assert_eq!(unbound.state, ArqState::Unbound);
     assert_eq!(
-        db.unbind(&a.uuid).await.expect("unbind").state,
-        ArqState::Unbound
+        (
+            unbound.hostname,
+            unbound.instance_uuid,
+            unbound.device_rp_uuid,
+            unbound.attach_handle_uuid
+        ),
+        (None, None, None, None)
     );
     assert_eq!(
         db.unbind(&a.uuid).await.expect("unbind again").state,
