@@ -2,8 +2,12 @@
 //! [`ApiError`], the JSON error a client receives:
 //!
 //! ```json
-//! {"error": {"status": 404, "type": "NotFound", "message": "device 1b3e... not found"}}
+//! {"error": {"status": 404, "type": "NotFound", "message": "device 1b3e... not found"},
+//!  "error_message": "{\"faultcode\": \"Client\", \"faultstring\": \"device 1b3e... not found\", \"debuginfo\": null}"}
 //! ```
+//!
+//! `error` is accel's typed form; `error_message` is Cyborg's (a JSON text, as its WSME
+//! errors are), for Cyborg's clients.
 //!
 //! | [`ErrorKind`] | status |
 //! |---|---|
@@ -201,11 +205,21 @@ impl From<ServiceError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.kind.status();
-        let body = json!({"error": {
-            "status": status.as_u16(),
-            "type": self.kind.name(),
-            "message": self.message,
-        }});
+        // Cyborg's clients (python-cyborgclient, Nova's logs) read `error_message`: a JSON
+        // text with `faultcode` and `faultstring`, as Cyborg's WSME errors are.
+        let fault = json!({
+            "faultcode": if status.is_server_error() { "Server" } else { "Client" },
+            "faultstring": self.message,
+            "debuginfo": null,
+        });
+        let body = json!({
+            "error": {
+                "status": status.as_u16(),
+                "type": self.kind.name(),
+                "message": self.message,
+            },
+            "error_message": fault.to_string(),
+        });
         (status, Json(body)).into_response()
     }
 }

@@ -127,7 +127,7 @@ async fn the_readme_session() {
     assert_eq!(refused.status().as_u16(), 406);
     assert_eq!(
         refused.text().await.expect("body"),
-        r#"{"error":{"message":"accelerator API version 2.9 is not supported: this service supports 2.0 to 2.1","status":406,"type":"NotAcceptable"}}"#
+        r#"{"error":{"message":"accelerator API version 2.9 is not supported: this service supports 2.0 to 2.1","status":406,"type":"NotAcceptable"},"error_message":"{\"debuginfo\":null,\"faultcode\":\"Client\",\"faultstring\":\"accelerator API version 2.9 is not supported: this service supports 2.0 to 2.1\"}"}"#
     );
     drop(running);
 }

@@ -192,10 +192,21 @@ pub fn assert_error(got: &(u16, Value), status: u16, kind: &str) -> String {
     assert_eq!(*code, status, "status of {body}");
     assert_eq!(body["error"]["status"], status, "{body}");
     assert_eq!(body["error"]["type"], kind, "{body}");
-    body["error"]["message"]
+    let message = body["error"]["message"]
         .as_str()
         .unwrap_or_else(|| panic!("no message in {body}"))
-        .to_owned()
+        .to_owned();
+    // Cyborg's form beside it: a JSON text with the same message.
+    let fault: Value = serde_json::from_str(
+        body["error_message"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no error_message in {body}")),
+    )
+    .expect("error_message is JSON text");
+    let faultcode = if status >= 500 { "Server" } else { "Client" };
+    assert_eq!(fault["faultcode"], faultcode, "{body}");
+    assert_eq!(fault["faultstring"], message.as_str(), "{body}");
+    message
 }
 
 /// The test certificates (`VERSO_TLS_DIR`, made by
