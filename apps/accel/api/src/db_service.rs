@@ -269,16 +269,10 @@ impl AccelService for DbService {
         project_id: Option<&str>,
     ) -> Result<Vec<ArqRow>, ServiceError> {
         let p = self.db.profile(profile).await?;
-        let groups: Vec<i64> = match group_id {
-            Some(g) => vec![g],
-            None => (0..p.groups.len() as i64).collect(),
-        };
-        let mut out = Vec::with_capacity(groups.len());
-        for g in groups {
-            let arq = self.db.create_arq(&p.name, g, project_id).await;
-            out.push(arq.map_err(write_error("create_arqs"))?);
-        }
-        Ok(out)
+        self.db
+            .create_arqs(&p.name, group_id, project_id)
+            .await
+            .map_err(write_error("create_arqs"))
     }
 
     async fn arqs(

@@ -7,6 +7,7 @@ use crate::service::{AccelService, Binding, ListQuery, NewProfile};
 use crate::views;
 use crate::Limits;
 use accel_conductor::db::{shown, ArqRow, DeployableRow, DeviceProfileRow, DeviceRow, MAX_TEXT};
+use accel_conductor::groups;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, RawQuery, Request, State};
 use axum::http::header::HOST;
@@ -530,21 +531,27 @@ async fn create_arqs(
     if let Some(p) = project {
         check_text("X-Project-Id", p)?;
     }
-    // One request per group unless a group is named: refused before any is created
-    // when that is more than one POST may create.
-    if input.device_profile_group_id.is_none() {
-        let groups = service
-            .profile(&input.device_profile_name)
-            .await?
-            .groups
-            .len();
-        if groups > limits.max_arqs_per_request {
-            return Err(ApiError::bad_request(format!(
-                "device profile {:?} has {groups} groups, more accelerator requests than one POST creates ({}: [api] max_arqs_per_request); name a group with device_profile_group_id",
-                shown(&input.device_profile_name),
-                limits.max_arqs_per_request
-            )));
-        }
+    // One request per unit of every group's resources (or of the named group's): refused
+    // before any is created when that is more than one POST may create.
+    let profile = service.profile(&input.device_profile_name).await?;
+    let count: u64 = match input.device_profile_group_id {
+        None => profile.groups.iter().map(groups::arq_count).sum(),
+        Some(g) => usize::try_from(g)
+            .ok()
+            .and_then(|i| profile.groups.get(i))
+            .map_or(0, groups::arq_count),
+    };
+    if count > limits.max_arqs_per_request as u64 {
+        return Err(ApiError::bad_request(format!(
+            "device profile {:?} asks for {count} accelerator requests, more than one POST creates ({}: [api] max_arqs_per_request){}",
+            shown(&input.device_profile_name),
+            limits.max_arqs_per_request,
+            if input.device_profile_group_id.is_none() {
+                "; name a group with device_profile_group_id"
+            } else {
+                ""
+            }
+        )));
     }
     let arqs = service
         .create_arqs(

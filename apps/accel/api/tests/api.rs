@@ -344,14 +344,16 @@ async fn profiles(api: &Api) {
         409,
         "ProfileInUse",
     );
-    let arq = arqs["arqs"][0]["uuid"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    // As Cyborg: a group requiring CUSTOM_FPGA_XILINX is two requests (both functions).
+    let made = uuids(&arqs["arqs"]);
+    assert_eq!(made.len(), 2, "{arqs}");
     assert_eq!(
-        delete(api, &format!("/v2/accelerator_requests?arqs={arq}"))
-            .await
-            .0,
+        delete(
+            api,
+            &format!("/v2/accelerator_requests?arqs={}", made.join(","))
+        )
+        .await
+        .0,
         204
     );
     assert_eq!(
@@ -859,6 +861,61 @@ async fn cyborg_forms(api: &Api) {
     let (_, body) = api.get("/v2/device_profiles").await;
     assert_eq!(names(&body), ["c"]);
     assert_error(&delete(api, "/v2/device_profiles").await, 400, "BadRequest");
+
+    // Profiles Cyborg accepts: amounts above 1 (that many requests), accel:* keys,
+    // CUSTOM_* classes (which accel cannot bind without Placement: 400 at bind).
+    let (status, body) = post(
+        api,
+        "/v2/device_profiles",
+        json!([{"name": "two_fpgas", "groups": [
+            {"resources: FPGA": "2", "accel:bitstream_id": "b-1", "trait:CUSTOM_FAST": "required"}
+        ]}]),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(
+        body["groups"][0]["resources:FPGA"], "2",
+        "key normalized: {body}"
+    );
+    let (status, body) = post(
+        api,
+        "/v2/accelerator_requests",
+        json!({"device_profile_name": "two_fpgas"}),
+    )
+    .await;
+    assert_eq!((status, uuids(&body["arqs"]).len()), (201, 2), "{body}");
+    let (status, _) = post(
+        api,
+        "/v2/device_profiles",
+        json!([{"name": "custom", "groups": [{"resources:CUSTOM_ACCELERATOR_X": "1"}]}]),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let (_, body) = post(
+        api,
+        "/v2/accelerator_requests",
+        json!({"device_profile_name": "custom"}),
+    )
+    .await;
+    let custom = body["arqs"][0]["uuid"].as_str().expect("uuid").to_owned();
+    let message = assert_error(
+        &patch(api, bind_to(&[&custom], &instance(5))).await,
+        400,
+        "BadRequest",
+    );
+    assert!(message.contains("Placement"), "{message}");
+    for bad in [
+        json!([{"name": "a b", "groups": [{"resources:FPGA": "1"}]}]),
+        json!([{"name": "t", "groups": [{"resources:FPGA": "1", "trait:HW_X": "required"}]}]),
+        json!([{"name": "t", "groups": [{"resources:FPGA": "1", "trait:CUSTOM_X": "maybe"}]}]),
+        json!([{"name": "t", "groups": [{"resources:FPGA": "x"}]}]),
+    ] {
+        assert_error(
+            &post(api, "/v2/device_profiles", bad.clone()).await,
+            400,
+            "BadRequest",
+        );
+    }
 
     // The range served, on every answer (errors too).
     for path in ["/v2/devices", "/v2/nothing"] {

@@ -480,13 +480,9 @@ async fn outage(through_conductor: bool) {
     }
     // A write cannot tell a database that went away before it from one that went away
     // after its commit, so its outcome is unknown, through the conductor or not. Creating
-    // requests directly first reads the profile, and that read failing means nothing was
-    // done: a plain 503.
-    let arq_kind = if through_conductor {
-        "OutcomeUnknown"
-    } else {
-        "ServiceUnavailable"
-    };
+    // requests first reads the profile (to count the requests it makes), and that read
+    // failing means nothing was done: a plain 503.
+    let arq_kind = "ServiceUnavailable";
     for (got, kind) in [
         (
             post(

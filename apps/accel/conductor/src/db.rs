@@ -367,48 +367,6 @@ pub struct ListFilter {
     pub marker: Option<String>,
 }
 
-/// The device type a profile group asks for: `resources:<TYPE>` with TYPE one of accel's
-/// device types (`PGPU` and `VGPU` ask for a GPU).
-pub fn group_device_type(group: &BTreeMap<String, String>) -> Result<String, DbError> {
-    let invalid = |why: String| DbError::Invalid {
-        what: "device profile group",
-        why,
-    };
-    let resources: Vec<(&String, &String)> = group
-        .iter()
-        .filter(|(k, _)| k.starts_with("resources:"))
-        .collect();
-    let [(key, count)] = resources.as_slice() else {
-        return Err(invalid(format!(
-            "a group names exactly one resources:<TYPE> (found {})",
-            resources.len()
-        )));
-    };
-    if count.as_str() != "1" {
-        return Err(invalid(format!(
-            "{key}={count}: each group asks for one device"
-        )));
-    }
-    let rc = &key["resources:".len()..];
-    let t = match rc {
-        "PGPU" | "VGPU" | "GPU" => "GPU",
-        "FPGA" | "QAT" | "NIC" | "SSD" | "AICHIP" => rc,
-        other => {
-            return Err(invalid(format!(
-                "unknown resource class {other:?} (known: PGPU, VGPU, FPGA, QAT, NIC, SSD, AICHIP)"
-            )))
-        }
-    };
-    for k in group.keys().filter(|k| !k.starts_with("resources:")) {
-        if !k.starts_with("trait:") {
-            return Err(invalid(format!(
-                "{k:?}: keys are resources:<TYPE> or trait:<NAME>"
-            )));
-        }
-    }
-    Ok(t.to_owned())
-}
-
 pub(crate) fn now() -> String {
     timestamp(chrono::Utc::now())
 }
@@ -1034,12 +992,7 @@ impl Db {
         groups: Vec<BTreeMap<String, String>>,
         description: Option<String>,
     ) -> Result<DeviceProfileRow, DbError> {
-        if name.is_empty() || name.len() > MAX_TEXT {
-            return Err(DbError::Invalid {
-                what: "device profile name",
-                why: format!("1 to {MAX_TEXT} bytes"),
-            });
-        }
+        crate::groups::check_name(name)?;
         check_len("device profile description", description.as_deref())?;
         for (k, v) in groups.iter().flatten() {
             check_len("device profile group key", Some(k))?;
@@ -1051,9 +1004,10 @@ impl Db {
                 why: "it needs at least one group".into(),
             });
         }
-        for g in &groups {
-            group_device_type(g)?;
-        }
+        let groups = groups
+            .into_iter()
+            .map(crate::groups::normalize)
+            .collect::<Result<Vec<_>, _>>()?;
         let uuid = new_uuid();
         let at = now();
         let groups_json = serde_json::to_string(&groups).map_err(|e| DbError::Invalid {
@@ -1181,6 +1135,38 @@ impl Db {
     }
 
     // ---- accelerator requests -----------------------------------------------------
+
+    /// Creates a profile's accelerator requests as Cyborg does: for each group (or only
+    /// `group_id`), one per unit it asks for ([`crate::groups::arq_count`]). By name only,
+    /// as [`Db::create_arq`].
+    pub async fn create_arqs(
+        &self,
+        profile: &str,
+        group_id: Option<i64>,
+        project_id: Option<&str>,
+    ) -> Result<Vec<ArqRow>, DbError> {
+        let p = self.profile_by_name(profile).await?;
+        let groups: Vec<(i64, &BTreeMap<String, String>)> = match group_id {
+            None => (0..).zip(p.groups.iter()).collect(),
+            Some(g) => {
+                let group = usize::try_from(g)
+                    .ok()
+                    .and_then(|i| p.groups.get(i))
+                    .ok_or_else(|| DbError::Invalid {
+                        what: "device profile group id",
+                        why: format!("profile {} has {} groups", p.name, p.groups.len()),
+                    })?;
+                vec![(g, group)]
+            }
+        };
+        let mut out = Vec::new();
+        for (g, group) in groups {
+            for _ in 0..crate::groups::arq_count(group) {
+                out.push(self.create_arq(&p.name, g, project_id).await?);
+            }
+        }
+        Ok(out)
+    }
 
     /// Creates a request in state `Initial` for one group of the profile named `profile`
     /// (its name, as [`Db::profile`] resolved it).
@@ -1348,7 +1334,7 @@ impl Db {
                     profile.name, current.device_profile_group_id
                 ),
             })?;
-        let device_type = group_device_type(group)?;
+        let device_type = crate::groups::device_type(group)?;
         // One transaction from `BindStarted` to `Bound` or `BindFailed`: whatever fails
         // in between (the database, the connection, this process) rolls the request
         // back to the state it had, free to bind, unbind or delete again. No bind of
@@ -1821,35 +1807,5 @@ mod tests {
             redact_url("sqlite:///var/lib/accel.db"),
             "sqlite:///var/lib/accel.db"
         );
-    }
-
-    #[test]
-    fn profile_groups_name_one_known_device_type() {
-        let g = |pairs: &[(&str, &str)]| {
-            pairs
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect::<BTreeMap<_, _>>()
-        };
-        assert_eq!(
-            group_device_type(&g(&[("resources:FPGA", "1")]))
-                .ok()
-                .as_deref(),
-            Some("FPGA")
-        );
-        assert_eq!(
-            group_device_type(&g(&[
-                ("resources:PGPU", "1"),
-                ("trait:CUSTOM_A100", "required")
-            ]))
-            .ok()
-            .as_deref(),
-            Some("GPU")
-        );
-        assert!(group_device_type(&g(&[])).is_err());
-        assert!(group_device_type(&g(&[("resources:FPGA", "2")])).is_err());
-        assert!(group_device_type(&g(&[("resources:DISK", "1")])).is_err());
-        assert!(group_device_type(&g(&[("resources:SSD", "1"), ("resources:NIC", "1")])).is_err());
-        assert!(group_device_type(&g(&[("resources:SSD", "1"), ("color", "red")])).is_err());
     }
 }

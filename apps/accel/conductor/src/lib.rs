@@ -21,6 +21,7 @@ pub mod census;
 pub mod cyborg;
 pub mod db;
 pub mod fleet;
+pub mod groups;
 pub mod handles;
 pub mod lifecycle;
 pub mod objects;

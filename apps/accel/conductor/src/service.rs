@@ -381,15 +381,11 @@ pub fn endpoint_with_agents(
             let db = d4.clone();
             async move {
                 let profile = db.profile(&m.device_profile_name).await.map_err(to_remote)?;
-                let groups: Vec<i64> = match m.group_id {
-                    Some(g) => vec![g],
-                    None => (0..profile.groups.len() as i64).collect(),
-                };
-                let mut arqs = Vec::new();
-                for g in groups {
-                    let row = db.create_arq(&profile.name, g, m.project_id.as_deref()).await.map_err(to_remote)?;
-                    arqs.push(arq_object(&row));
-                }
+                let rows = db
+                    .create_arqs(&profile.name, m.group_id, m.project_id.as_deref())
+                    .await
+                    .map_err(to_remote)?;
+                let arqs: Vec<_> = rows.iter().map(arq_object).collect();
                 Ok(AcceleratorRequestList {
                     objects: Field::new(arqs),
                     ..AcceleratorRequestList::blank()
