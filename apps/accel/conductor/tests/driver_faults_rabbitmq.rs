@@ -234,6 +234,7 @@ async fn conductor_restart(url: &str) {
     let (arq, handle) = bind_ssd(&c, "vm-1").await;
     unbind(&c, &arq).await;
     let claimed = wait_for(&db, &handle, Duration::from_secs(30), "started", started).await;
+    scripts.wait_for_started(1, Duration::from_secs(30)).await;
     first.stop().await;
     scripts.wait_for_erased(1, Duration::from_secs(30)).await;
     assert_eq!(scripts.erased().len(), 1, "the erase finished, once");
@@ -273,6 +274,7 @@ async fn broker_connection_cut(url: &str) {
     unbind(&c, &arq).await;
     let claimed = wait_for(&db, &handle, Duration::from_secs(30), "started", started).await;
     // The agent loses the broker while erasing, and gets it back once the erase is done.
+    scripts.wait_for_started(1, Duration::from_secs(30)).await;
     proxy.cut();
     scripts.wait_for_erased(1, Duration::from_secs(30)).await;
     assert_eq!(scripts.erased().len(), 1, "the erase finished, once");

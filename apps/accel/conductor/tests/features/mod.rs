@@ -44,9 +44,16 @@ impl Scripts {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
         };
         write("ok.sh", format!("echo \"$1\" >> {}", log.display()));
+        // Says when it starts (`started.log`), so a test can break the agent's broker
+        // connection once the agent has the claim's answer and is erasing, not while the
+        // answer is on its way (the claim would then fail and wait for the scan).
         write(
             "slow-ok.sh",
-            format!("sleep 2\necho \"$1\" >> {}", log.display()),
+            format!(
+                "echo \"$1\" >> {}\nsleep 2\necho \"$1\" >> {}",
+                dir.path().join("started.log").display(),
+                log.display()
+            ),
         );
         write(
             "fail.sh",
@@ -64,6 +71,24 @@ impl Scripts {
         std::fs::read_to_string(self.dir.path().join("erased.log"))
             .map(|s| s.lines().map(str::to_owned).collect())
             .unwrap_or_default()
+    }
+
+    /// Waits until `n` runs of `slow-ok.sh` have started.
+    pub async fn wait_for_started(&self, n: usize, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            let started = std::fs::read_to_string(self.dir.path().join("started.log"))
+                .map(|s| s.lines().count())
+                .unwrap_or(0);
+            if started >= n {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{n} erase(s) not started within {within:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// Waits until `n` erases have finished, polling: a loaded machine runs the
