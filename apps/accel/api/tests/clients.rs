@@ -1,9 +1,11 @@
-//! The OpenStack clients against accel's API: `tests/clients/lifecycle.py` drives an
-//! accelerator request's life as Nova and openstacksdk 4.22 do (profile by name,
-//! create, bind and unbind by both PATCH forms, read by instance, delete by instance
-//! and by UUID, profiles deleted by UUID and by `?value=`), against the API serving
-//! through a conductor on a fresh SQLite file. It needs the Python at
-//! `$VERSO_TEST_PYTHON` (default `.venv/bin/python`, from `requirements-test.txt`).
+//! The OpenStack clients against accel's API, serving through a conductor on a fresh
+//! SQLite file: `tests/clients/lifecycle.py` drives an accelerator request's life as
+//! Nova and openstacksdk 4.22 do (profile by name, create, bind and unbind by both PATCH
+//! forms, read by instance, delete by instance and by UUID, profiles deleted by UUID and
+//! by `?value=`), and `openstack accelerator ...` (python-openstackclient 10.5 with
+//! python-cyborgclient 3.0's commands) lists, creates, shows and deletes. Both need the
+//! test virtualenv (`$VERSO_TEST_PYTHON`, default `.venv/bin/python`, from
+//! `requirements-test.txt`; `openstack` is beside that Python).
 
 mod support;
 
@@ -11,6 +13,29 @@ use accel_conductor::db::ReportedDevice;
 use serde_json::Value;
 use std::process::Command;
 use support::{device, Api};
+
+/// `openstack --os-auth-type none --os-endpoint BASE ARGS... -f json`, parsed (commands
+/// that print nothing give `Null`); panics with the output when it fails.
+fn openstack(base: &str, args: &[&str]) -> Value {
+    let python = python();
+    let bin = std::path::Path::new(&python).with_file_name("openstack");
+    let out = Command::new(&bin)
+        .args(["--os-auth-type", "none", "--os-endpoint", base])
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{} runs (scripts/test.sh makes .venv): {e}", bin.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "openstack {args:?} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if stdout.trim().is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {stdout}"))
+    }
+}
 
 fn python() -> String {
     std::env::var("VERSO_TEST_PYTHON").unwrap_or_else(|_| {
@@ -59,5 +84,96 @@ async fn openstacksdk_and_novas_calls_run_a_requests_life() {
         "Nova reads the bound device's address: {seen}"
     );
     // Everything the script made is gone.
+    assert!(api.db.arqs(None).await.expect("arqs").is_empty());
+}
+
+#[tokio::test]
+async fn the_openstack_cli_lists_creates_shows_and_deletes() {
+    let (db, _dir) = support::sqlite().await;
+    let api = Api::start_through_conductor(db).await;
+    api.db
+        .report("h1", &[device("0000:3b:00.0", "FPGA", 1)])
+        .await
+        .expect("report h1");
+    let base = api.base.clone();
+    let seen = tokio::task::spawn_blocking(move || {
+        let devices = openstack(&base, &["accelerator", "device", "list", "-f", "json"]);
+        let deployables = openstack(&base, &["accelerator", "deployable", "list", "-f", "json"]);
+        let created = openstack(
+            &base,
+            &[
+                "accelerator",
+                "device",
+                "profile",
+                "create",
+                "cli-fpga",
+                "--group",
+                "resources:FPGA=1",
+                "--description",
+                "one FPGA",
+                "-f",
+                "json",
+            ],
+        );
+        let shown = openstack(
+            &base,
+            &[
+                "accelerator",
+                "device",
+                "profile",
+                "show",
+                "cli-fpga",
+                "-f",
+                "json",
+            ],
+        );
+        let arq = openstack(
+            &base,
+            &["accelerator", "arq", "create", "cli-fpga", "-f", "json"],
+        );
+        let uuid = arq["uuid"].as_str().expect("uuid").to_owned();
+        let listed = openstack(&base, &["accelerator", "arq", "list", "-f", "json"]);
+        let arq_shown = openstack(&base, &["accelerator", "arq", "show", &uuid, "-f", "json"]);
+        openstack(&base, &["accelerator", "arq", "delete", &uuid]);
+        let after = openstack(&base, &["accelerator", "arq", "list", "-f", "json"]);
+        openstack(
+            &base,
+            &["accelerator", "device", "profile", "delete", "cli-fpga"],
+        );
+        let profiles = openstack(
+            &base,
+            &["accelerator", "device", "profile", "list", "-f", "json"],
+        );
+        (
+            devices,
+            deployables,
+            created,
+            shown,
+            arq,
+            listed,
+            arq_shown,
+            after,
+            profiles,
+        )
+    })
+    .await
+    .expect("join");
+    let (devices, deployables, created, shown, arq, listed, arq_shown, after, profiles) = seen;
+    assert_eq!(devices[0]["type"], "FPGA", "{devices}");
+    assert_eq!(devices[0]["hostname"], "h1", "{devices}");
+    assert_eq!(
+        deployables.as_array().map(Vec::len),
+        Some(1),
+        "{deployables}"
+    );
+    assert_eq!(created["name"], "cli-fpga", "{created}");
+    assert_eq!(shown["uuid"], created["uuid"], "{shown}");
+    assert_eq!(shown["description"], "one FPGA", "{shown}");
+    assert_eq!(arq["state"], "Initial", "{arq}");
+    assert_eq!(arq["device_profile_name"], "cli-fpga", "{arq}");
+    assert_eq!(listed[0]["uuid"], arq["uuid"], "{listed}");
+    assert_eq!(arq_shown["uuid"], arq["uuid"], "{arq_shown}");
+    assert_eq!(after, serde_json::json!([]));
+    assert_eq!(profiles, serde_json::json!([]));
     assert!(api.db.arqs(None).await.expect("arqs").is_empty());
 }
