@@ -3,7 +3,7 @@
 
 use crate::error::{ApiError, ErrorKind};
 use crate::microversion::{self, ApiVersion};
-use crate::service::{AccelService, Binding, ListQuery, NewProfile};
+use crate::service::{AccelService, ArqState, Binding, ListQuery, NewProfile};
 use crate::views;
 use crate::Limits;
 use accel_conductor::db::{shown, ArqRow, DeployableRow, DeviceProfileRow, DeviceRow, MAX_TEXT};
@@ -573,19 +573,50 @@ async fn list_arqs(
     Extension(limits): Extension<Limits>,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
-) -> Result<Json<Value>> {
+) -> Result<Response> {
     let pairs = query_pairs(raw)?;
     let query = list_query(&pairs, &limits)?;
     let instance = pairs.get("instance").filter(|v| !v.is_empty());
     if let Some(i) = instance {
         check_instance("instance", i)?;
     }
-    let arqs = service.arqs(instance.map(String::as_str), &query).await?;
+    // Nova's `?bind_state=resolved` (Cyborg's only bind state filter): the requests whose
+    // bind has ended (`Bound`, `BindFailed`, `Deleting`); for an instance, 423 Locked
+    // while any of its requests (on the page read) has not.
+    let resolved = match pairs.get("bind_state").map(String::as_str) {
+        None | Some("") => false,
+        Some("resolved") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "bind_state {:?}: the only bind state filter is resolved",
+                shown(other)
+            )))
+        }
+    };
+    let mut arqs = service.arqs(instance.map(String::as_str), &query).await?;
+    let ended = |a: &ArqRow| {
+        matches!(
+            a.state,
+            ArqState::Bound | ArqState::BindFailed | ArqState::Deleting
+        )
+    };
+    if resolved {
+        if instance.is_some() {
+            if !arqs.iter().all(ended) {
+                return Ok(StatusCode::LOCKED.into_response());
+            }
+        } else {
+            arqs.retain(ended);
+        }
+    }
     let base = base(&headers);
-    let extra: Vec<(&'static str, String)> = instance
+    let mut extra: Vec<(&'static str, String)> = instance
         .map(|i| ("instance", i.clone()))
         .into_iter()
         .collect();
+    if resolved {
+        extra.push(("bind_state", "resolved".to_owned()));
+    }
     Ok(page(
         &base,
         "accelerator_requests",
@@ -594,7 +625,8 @@ async fn list_arqs(
         &arqs,
         |a| views::arq(a, &base),
         &extra,
-    ))
+    )
+    .into_response())
 }
 
 async fn get_arq(

@@ -787,6 +787,28 @@ async fn cyborg_forms(api: &Api) {
         .await;
     assert_eq!(status, 202);
     assert_eq!(api.get(&path).await.1["state"], "Bound");
+    // Nova's `bind_state=resolved`: the instance's requests once every bind has ended.
+    let (status, body) = api
+        .get(&format!(
+            "/v2/accelerator_requests?instance={}&bind_state=resolved",
+            instance(1)
+        ))
+        .await;
+    assert_eq!((status, uuids(&body["arqs"])), (200, vec![arq.clone()]));
+    let (_, body) = api
+        .get("/v2/accelerator_requests?bind_state=resolved")
+        .await;
+    for a in body["arqs"].as_array().expect("list") {
+        assert!(
+            ["Bound", "BindFailed", "Deleting"].contains(&a["state"].as_str().unwrap_or("")),
+            "{a}"
+        );
+    }
+    assert_error(
+        &api.get("/v2/accelerator_requests?bind_state=Bound").await,
+        400,
+        "BadRequest",
+    );
     // No hot add: the instance has a request, another is refused ...
     let new_arq = || async {
         let (_, body) = post(

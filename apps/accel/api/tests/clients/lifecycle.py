@@ -62,7 +62,8 @@ def main(base, hostname):
     )
     assert resp.status_code == 202, f"bind: {resp.status_code}"
     resolved = acc.get(
-        "/accelerator_requests", params={"instance": instance}
+        "/accelerator_requests",
+        params={"instance": instance, "bind_state": "resolved"},
     ).json()["arqs"]
     assert [a["uuid"] for a in resolved] == [arq], resolved
     assert resolved[0]["state"] == "Bound", resolved[0]
