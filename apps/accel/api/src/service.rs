@@ -3,8 +3,9 @@
 //! The handlers know only this trait: they parse and check the request, call one
 //! operation, and shape its result for the microversion asked for. The trait speaks in
 //! plain data (the conductor's serde row types, strings, [`ServiceError`]) and carries no
-//! database types, so an implementation can be the database itself ([`DbService`](crate::DbService),
-//! today) or a client of the conductor's RPC API (for writes, later), or a mix of both.
+//! database types: [`DbService`](crate::DbService) is the database itself (tools and
+//! tests), [`ConductorService`](crate::ConductorService) reads the database and sends
+//! every write to the conductor over RPC (what `accel api` serves).
 
 use crate::error::ServiceError;
 use async_trait::async_trait;
