@@ -87,6 +87,9 @@ pub struct Api {
     pub tls_cert_file: Option<PathBuf>,
     /// HTTPS: the PEM private key of `tls_cert_file`.
     pub tls_key_file: Option<PathBuf>,
+    /// The URL the API's links are built on (Cyborg's `[api] public_endpoint`) when
+    /// clients reach it through a proxy or another name; unset: the request's `Host`.
+    pub public_endpoint: Option<String>,
     /// Seconds for a request's headers to arrive (also the idle keep-alive timeout).
     pub header_read_timeout: u64,
     /// Seconds a request body may pause.
@@ -111,6 +114,7 @@ impl Default for Api {
             listen: accel_api::DEFAULT_LISTEN.into(),
             tls_cert_file: None,
             tls_key_file: None,
+            public_endpoint: None,
             header_read_timeout: serve.header_read_timeout.as_secs(),
             body_read_timeout: serve.body_read_timeout.as_secs(),
             request_timeout: serve.request_timeout.as_secs(),
@@ -156,7 +160,16 @@ impl Api {
                 self.max_arqs_per_request as u64,
             )? as usize,
         };
+        let public_endpoint = self
+            .public_endpoint
+            .as_deref()
+            .map(|u| {
+                accel_api::PublicEndpoint::parse(u)
+                    .map_err(|e| format!("[api] public_endpoint {e}"))
+            })
+            .transpose()?;
         let serve = accel_api::ServeOptions {
+            public_endpoint,
             header_read_timeout: secs("header_read_timeout", self.header_read_timeout)?,
             body_read_timeout: secs("body_read_timeout", self.body_read_timeout)?,
             request_timeout: secs("request_timeout", self.request_timeout)?,

@@ -78,6 +78,40 @@ use std::sync::Arc;
 /// Where the `accel` binary listens unless told otherwise: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:6666";
 
+/// The URL the API's links are built on, as `[api] public_endpoint` gives it:
+/// `http(s)://host[:port][/path]`, without a trailing slash, query or fragment. Links
+/// are `<endpoint>/v2/...`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PublicEndpoint(String);
+
+impl PublicEndpoint {
+    /// Checks and keeps `url`.
+    pub fn parse(url: &str) -> Result<PublicEndpoint, String> {
+        let trimmed = url.trim_end_matches('/');
+        let rest = trimmed
+            .strip_prefix("https://")
+            .or_else(|| trimmed.strip_prefix("http://"));
+        match rest {
+            Some(r)
+                if !r.is_empty()
+                    && !r.starts_with('/')
+                    && r.bytes().all(|b| b.is_ascii_graphic())
+                    && !r.contains(['?', '#', '@']) =>
+            {
+                Ok(PublicEndpoint(trimmed.to_owned()))
+            }
+            _ => Err(format!(
+                "{url:?}: an http:// or https:// URL with a host, no query, fragment or user"
+            )),
+        }
+    }
+
+    /// The URL, without a trailing slash.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 /// The work one request may ask for, checked before any is done.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {

@@ -156,6 +156,26 @@ fn base(headers: &HeaderMap) -> String {
         .unwrap_or_default()
 }
 
+/// The URL links are built on: the configured [`PublicEndpoint`](crate::PublicEndpoint)
+/// (an extension [`crate::server::serve`] adds), else `http://` and the `Host` header.
+struct Base(String);
+
+impl<S: Send + Sync> FromRequestParts<S> for Base {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        _state: &S,
+    ) -> std::result::Result<Base, Self::Rejection> {
+        Ok(Base(
+            match parts.extensions.get::<crate::PublicEndpoint>() {
+                Some(endpoint) => endpoint.as_str().to_owned(),
+                None => base(&parts.headers),
+            },
+        ))
+    }
+}
+
 /// Text with a NUL character is refused: PostgreSQL cannot store it, and no name,
 /// host or UUID has one. So is text over [`MAX_TEXT`] bytes (every name, host, UUID,
 /// description, group key and value, query value), before any work and without echoing
@@ -324,16 +344,16 @@ fn page<T: Listed>(
 
 async fn root(
     Extension(supported): Extension<microversion::Supported>,
-    headers: HeaderMap,
+    Base(base): Base,
 ) -> Json<Value> {
-    Json(views::root(&base(&headers), supported.max))
+    Json(views::root(&base, supported.max))
 }
 
 async fn v2(
     Extension(supported): Extension<microversion::Supported>,
-    headers: HeaderMap,
+    Base(base): Base,
 ) -> Json<Value> {
-    Json(json!({"version": views::v2(&base(&headers), supported.max)}))
+    Json(json!({"version": views::v2(&base, supported.max)}))
 }
 
 // ---- devices and deployables ---------------------------------------------------------
@@ -342,12 +362,11 @@ async fn list_devices(
     State(service): State<Service>,
     Extension(version): Extension<ApiVersion>,
     Extension(limits): Extension<Limits>,
-    headers: HeaderMap,
+    Base(base): Base,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<Value>> {
     let query = list_query(&query_pairs(raw)?, &limits)?;
     let rows = service.devices(&query).await?;
-    let base = base(&headers);
     Ok(page(
         &base,
         "devices",
@@ -362,22 +381,21 @@ async fn list_devices(
 async fn get_device(
     State(service): State<Service>,
     Extension(version): Extension<ApiVersion>,
-    headers: HeaderMap,
+    Base(base): Base,
     Id(uuid): Id,
 ) -> Result<Json<Value>> {
     let d = service.device(&uuid).await?;
-    Ok(Json(views::device(&d, version, &base(&headers))))
+    Ok(Json(views::device(&d, version, &base)))
 }
 
 async fn list_deployables(
     State(service): State<Service>,
     Extension(limits): Extension<Limits>,
-    headers: HeaderMap,
+    Base(base): Base,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<Value>> {
     let query = list_query(&query_pairs(raw)?, &limits)?;
     let rows = service.deployables(&query).await?;
-    let base = base(&headers);
     Ok(page(
         &base,
         "deployables",
@@ -391,11 +409,11 @@ async fn list_deployables(
 
 async fn get_deployable(
     State(service): State<Service>,
-    headers: HeaderMap,
+    Base(base): Base,
     Id(uuid): Id,
 ) -> Result<Json<Value>> {
     let d = service.deployable(&uuid).await?;
-    Ok(Json(views::deployable(&d, &base(&headers))))
+    Ok(Json(views::deployable(&d, &base)))
 }
 
 // ---- device profiles -----------------------------------------------------------------
@@ -403,11 +421,10 @@ async fn get_deployable(
 async fn list_profiles(
     State(service): State<Service>,
     Extension(limits): Extension<Limits>,
-    headers: HeaderMap,
+    Base(base): Base,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<Value>> {
     let query = list_query(&query_pairs(raw)?, &limits)?;
-    let base = base(&headers);
     let rows = service.profiles(&query).await?;
     Ok(page(
         &base,
@@ -422,13 +439,11 @@ async fn list_profiles(
 
 async fn get_profile(
     State(service): State<Service>,
-    headers: HeaderMap,
+    Base(base): Base,
     Id(name_or_uuid): Id,
 ) -> Result<Json<Value>> {
     let p = service.profile(&name_or_uuid).await?;
-    Ok(Json(
-        json!({"device_profile": views::profile(&p, &base(&headers))}),
-    ))
+    Ok(Json(json!({"device_profile": views::profile(&p, &base)})))
 }
 
 #[derive(Deserialize)]
@@ -443,7 +458,7 @@ struct ProfileIn {
 async fn create_profile(
     State(service): State<Service>,
     Extension(limits): Extension<Limits>,
-    headers: HeaderMap,
+    Base(base): Base,
     Body(body): Body,
 ) -> Result<Response> {
     // Cyborg takes a list of one profile; a bare profile object is taken too.
@@ -474,11 +489,7 @@ async fn create_profile(
             description: p.description,
         })
         .await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(views::profile(&created, &base(&headers))),
-    )
-        .into_response())
+    Ok((StatusCode::CREATED, Json(views::profile(&created, &base))).into_response())
 }
 
 async fn delete_profile(
@@ -521,6 +532,7 @@ async fn create_arqs(
     State(service): State<Service>,
     Extension(limits): Extension<Limits>,
     headers: HeaderMap,
+    Base(base): Base,
     Body(body): Body,
 ) -> Result<Response> {
     let input: ArqsIn = json_body(&body)?;
@@ -560,7 +572,6 @@ async fn create_arqs(
             project,
         )
         .await?;
-    let base = base(&headers);
     Ok((
         StatusCode::CREATED,
         Json(json!({"arqs": arqs.iter().map(|a| views::arq(a, &base)).collect::<Vec<_>>()})),
@@ -571,7 +582,7 @@ async fn create_arqs(
 async fn list_arqs(
     State(service): State<Service>,
     Extension(limits): Extension<Limits>,
-    headers: HeaderMap,
+    Base(base): Base,
     RawQuery(raw): RawQuery,
 ) -> Result<Response> {
     let pairs = query_pairs(raw)?;
@@ -609,7 +620,6 @@ async fn list_arqs(
             arqs.retain(ended);
         }
     }
-    let base = base(&headers);
     let mut extra: Vec<(&'static str, String)> = instance
         .map(|i| ("instance", i.clone()))
         .into_iter()
@@ -631,11 +641,11 @@ async fn list_arqs(
 
 async fn get_arq(
     State(service): State<Service>,
-    headers: HeaderMap,
+    Base(base): Base,
     Id(uuid): Id,
 ) -> Result<Json<Value>> {
     let a = service.arq(&uuid).await?;
-    Ok(Json(views::arq(&a, &base(&headers))))
+    Ok(Json(views::arq(&a, &base)))
 }
 
 #[derive(Deserialize)]

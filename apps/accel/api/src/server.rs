@@ -44,6 +44,10 @@ pub struct ServeOptions {
     pub max_connections: usize,
     /// TLS for every connection, when set ([`tls_config`]).
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// The URL links are built on (`[api] public_endpoint`, Cyborg's option), when the
+    /// API is reached through a proxy or another name; unset, `http://` and the
+    /// request's `Host` header.
+    pub public_endpoint: Option<crate::PublicEndpoint>,
 }
 
 impl Default for ServeOptions {
@@ -54,6 +58,7 @@ impl Default for ServeOptions {
             request_timeout: Duration::from_secs(120),
             max_connections: 1024,
             tls: None,
+            public_endpoint: None,
         }
     }
 }
@@ -124,6 +129,10 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let request_timeout = options.request_timeout;
+    let router = match options.public_endpoint.clone() {
+        Some(endpoint) => router.layer(axum::Extension(endpoint)),
+        None => router,
+    };
     let router = router.layer(axum::middleware::from_fn(
         move |req: Request, next: Next| within(request_timeout, req, next),
     ));

@@ -958,3 +958,50 @@ on_both!(
     odd_requests,
     database_failure,
 );
+
+/// `[api] public_endpoint`: links (and `next`) are built on it, whatever `Host` a
+/// client sends.
+#[tokio::test]
+async fn links_follow_the_public_endpoint() {
+    let (db, _dir) = support::sqlite().await;
+    let endpoint =
+        accel_api::PublicEndpoint::parse("https://cloud.example.com/accelerator/").expect("URL");
+    let api = Api::start_with(
+        db,
+        accel_api::Limits::default(),
+        accel_api::ServeOptions {
+            public_endpoint: Some(endpoint),
+            ..accel_api::ServeOptions::default()
+        },
+    )
+    .await;
+    seed(&api).await;
+    let (_, body) = api
+        .send(
+            api.request(Method::GET, "/v2/devices?limit=1")
+                .header("Host", "evil.example"),
+        )
+        .await;
+    let href = body["devices"][0]["links"][0]["href"]
+        .as_str()
+        .expect("link");
+    assert!(
+        href.starts_with("https://cloud.example.com/accelerator/v2/devices/"),
+        "{href}"
+    );
+    let next = body["next"].as_str().expect("next");
+    assert!(
+        next.starts_with("https://cloud.example.com/accelerator/v2/devices?"),
+        "{next}"
+    );
+    for bad in [
+        "ftp://x",
+        "http://",
+        "https://a b",
+        "http://u@h",
+        "http://h/?q",
+        "/v2",
+    ] {
+        assert!(accel_api::PublicEndpoint::parse(bad).is_err(), "{bad}");
+    }
+}
