@@ -3,7 +3,7 @@
 //!
 //! ```sh
 //! cargo run -p accel-api --example serve -- --demo-inventory
-//! curl -s -H 'OpenStack-API-Version: accelerator 2.1' http://127.0.0.1:6666/v2/devices
+//! curl -s -H 'OpenStack-API-Version: accelerator 2.3' http://127.0.0.1:6666/v2/devices
 //! ```
 
 use accel_api::DbService;

@@ -17,7 +17,8 @@ use crate::service::{
     NewProfile,
 };
 use accel_objects::rpc::{
-    BindArq, CreateArqs, CreateDeviceProfile, DeleteArqs, DeleteDeviceProfile, UnbindArq,
+    BindArq, CreateArqs, CreateDeviceProfile, DeleteArqs, DeleteDeviceProfile,
+    SetDeviceMaintaining, UnbindArq, DEVICE_MAINTENANCE_VERSION,
 };
 use async_trait::async_trait;
 use verso::RequestContext;
@@ -172,6 +173,32 @@ impl AccelService for ConductorService {
         // By name only: the new profile's name may be another profile's UUID.
         let row = self.reads.db().profile_by_name(&name).await;
         read_back(row.map_err(ServiceError::from))
+    }
+
+    async fn set_device_maintaining(
+        &self,
+        uuid: &str,
+        maintaining: bool,
+    ) -> Result<DeviceRow, ServiceError> {
+        if !self.conductor.can_send_version(DEVICE_MAINTENANCE_VERSION) {
+            return Err(ServiceError::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "device maintenance needs conductor API {DEVICE_MAINTENANCE_VERSION}; \
+                     [upgrade_levels] conductor is {}: raise it once every conductor \
+                     runs this release",
+                    self.conductor
+                        .cap()
+                        .map_or_else(|| "unset".to_owned(), |v| v.to_string())
+                ),
+            ));
+        }
+        self.call(SetDeviceMaintaining {
+            uuid: uuid.to_owned(),
+            maintaining,
+        })
+        .await?;
+        read_back(self.reads.device(uuid).await)
     }
 
     async fn delete_profile(&self, name_or_uuid: &str) -> Result<(), ServiceError> {

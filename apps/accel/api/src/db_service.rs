@@ -248,6 +248,17 @@ impl AccelService for DbService {
         Ok(self.db.profile(name_or_uuid).await?)
     }
 
+    async fn set_device_maintaining(
+        &self,
+        uuid: &str,
+        maintaining: bool,
+    ) -> Result<DeviceRow, ServiceError> {
+        self.db
+            .set_device_maintaining(uuid, maintaining)
+            .await
+            .map_err(write_error("set_device_maintaining"))
+    }
+
     async fn create_profile(&self, p: NewProfile) -> Result<DeviceProfileRow, ServiceError> {
         self.db
             .create_profile(&p.name, p.groups, p.description)

@@ -35,10 +35,18 @@ pub const HEADER: HeaderName = HeaderName::from_static("openstack-api-version");
 pub const MIN: ApiVersion = ApiVersion::new(2, 0);
 
 /// The newest microversion served: what `latest` gets.
-pub const MAX: ApiVersion = ApiVersion::new(2, 1);
+pub const MAX: ApiVersion = ApiVersion::new(2, 3);
 
-/// The microversion that adds the device `status` field (`available` / `missing` / `lost`).
-pub const DEVICE_STATUS: ApiVersion = ApiVersion::new(2, 1);
+/// Cyborg's 2.1: an ARQ's `project_id` (accel shows it at every version).
+pub const PROJECT_ID: ApiVersion = ApiVersion::new(2, 1);
+
+/// Cyborg's 2.2: a device profile looked up by name (accel allows it at every version).
+pub const PROFILE_BY_NAME: ApiVersion = ApiVersion::new(2, 2);
+
+/// Cyborg's 2.3: a device's `status` (`enabled`, or `maintaining` after
+/// `POST /v2/devices/{uuid}/disable`); accel adds `inventory_status` (`available`;
+/// `missing` or `lost` when its host's reports dropped it while in use).
+pub const DEVICE_STATUS: ApiVersion = ApiVersion::new(2, 3);
 
 /// The range a router serves: [`MIN`] up to `max`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -296,8 +304,8 @@ mod tests {
     #[test]
     fn refusals_name_the_range() {
         let e = ask(&["accelerator 2.9"]).expect_err("2.9 is refused");
-        assert!(e.to_string().contains("2.0 to 2.1"), "{e}");
+        assert!(e.to_string().contains("2.0 to 2.3"), "{e}");
         let e = ask(&["accelerator banana"]).expect_err("refused");
-        assert!(e.to_string().contains("2.0 to 2.1"), "{e}");
+        assert!(e.to_string().contains("2.0 to 2.3"), "{e}");
     }
 }

@@ -14,7 +14,7 @@ use axum::http::header::HOST;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -38,6 +38,8 @@ pub(crate) fn build(
         .route("/v2/", get(v2))
         .route("/v2/devices", get(list_devices))
         .route("/v2/devices/{uuid}", get(get_device))
+        .route("/v2/devices/{uuid}/disable", post(disable_device))
+        .route("/v2/devices/{uuid}/enable", post(enable_device))
         .route("/v2/deployables", get(list_deployables))
         .route("/v2/deployables/{uuid}", get(get_deployable))
         .route(
@@ -386,6 +388,19 @@ async fn get_device(
 ) -> Result<Json<Value>> {
     let d = service.device(&uuid).await?;
     Ok(Json(views::device(&d, version, &base)))
+}
+
+/// `POST /v2/devices/{uuid}/disable` (Cyborg's): the device goes into maintenance and is
+/// given to no new request; 200 with no body, as Cyborg.
+async fn disable_device(State(service): State<Service>, Id(uuid): Id) -> Result<StatusCode> {
+    service.set_device_maintaining(&uuid, true).await?;
+    Ok(StatusCode::OK)
+}
+
+/// `POST /v2/devices/{uuid}/enable`: back in service.
+async fn enable_device(State(service): State<Service>, Id(uuid): Id) -> Result<StatusCode> {
+    service.set_device_maintaining(&uuid, false).await?;
+    Ok(StatusCode::OK)
 }
 
 async fn list_deployables(

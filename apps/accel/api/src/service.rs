@@ -69,6 +69,20 @@ pub trait AccelService: Send + Sync + 'static {
     async fn devices(&self, query: &ListQuery) -> Result<Vec<DeviceRow>, ServiceError>;
     /// One device.
     async fn device(&self, uuid: &str) -> Result<DeviceRow, ServiceError>;
+    /// Takes a device out of service (`true`, Cyborg's disable) or puts it back
+    /// (`false`, enable); the device as it is now. A service that cannot (an older
+    /// release) answers 405, the default.
+    async fn set_device_maintaining(
+        &self,
+        uuid: &str,
+        maintaining: bool,
+    ) -> Result<DeviceRow, ServiceError> {
+        let _ = (uuid, maintaining);
+        Err(ServiceError::new(
+            crate::ErrorKind::MethodNotAllowed,
+            "device maintenance is not served by this release",
+        ))
+    }
     /// A page of deployables, oldest first.
     async fn deployables(&self, query: &ListQuery) -> Result<Vec<DeployableRow>, ServiceError>;
     /// One deployable.

@@ -33,7 +33,8 @@ pub fn root(base: &str, max: ApiVersion) -> Value {
     })
 }
 
-/// A device; `status` from 2.1 on.
+/// A device; `status` (Cyborg's: `enabled` / `maintaining`) and `inventory_status`
+/// (accel's: `available` / `missing` / `lost`) from 2.3 on.
 pub fn device(d: &DeviceRow, version: ApiVersion, base: &str) -> Value {
     let mut v = json!({
         "uuid": d.uuid,
@@ -49,7 +50,13 @@ pub fn device(d: &DeviceRow, version: ApiVersion, base: &str) -> Value {
     });
     if version.at_least(microversion::DEVICE_STATUS) {
         if let Some(map) = v.as_object_mut() {
-            map.insert("status".into(), Value::String(d.status.clone()));
+            let status = if d.maintaining {
+                "maintaining"
+            } else {
+                "enabled"
+            };
+            map.insert("status".into(), Value::String(status.to_owned()));
+            map.insert("inventory_status".into(), Value::String(d.status.clone()));
         }
     }
     v

@@ -66,12 +66,12 @@ async fn versions(api: &Api) {
             v2["max_version"].as_str(),
             v2["status"].as_str()
         ),
-        (Some("v2.0"), Some("2.0"), Some("2.1"), Some("CURRENT"))
+        (Some("v2.0"), Some("2.0"), Some("2.3"), Some("CURRENT"))
     );
     assert_eq!(body["default_version"], *v2);
     let (status, body) = api.get("/v2").await;
     assert_eq!(status, 200);
-    assert_eq!(body["version"]["max_version"], "2.1");
+    assert_eq!(body["version"]["max_version"], "2.3");
     assert_eq!(body["version"]["min_version"], "2.0");
 }
 
@@ -92,12 +92,20 @@ async fn microversions(api: &Api) {
     let (_, body) = support::read(response).await;
     assert!(body["devices"][0].get("status").is_none(), "{body}");
     assert!(body["devices"][0]["uuid"].is_string());
-    // 2.1 adds it.
-    let response = at("accelerator 2.1").await.expect("send");
-    assert_eq!(header(&response, HEADER), "accelerator 2.1");
+    // 2.1 and 2.2 (Cyborg's ARQ project and profile by name) are served, without it.
+    for v in ["2.1", "2.2"] {
+        let response = at(&format!("accelerator {v}")).await.expect("send");
+        assert_eq!(header(&response, HEADER), format!("accelerator {v}"));
+        let (_, body) = support::read(response).await;
+        assert!(body["devices"][0].get("status").is_none(), "{v}: {body}");
+    }
+    // 2.3 adds it: Cyborg's `status`, and accel's `inventory_status`.
+    let response = at("accelerator 2.3").await.expect("send");
+    assert_eq!(header(&response, HEADER), "accelerator 2.3");
     assert!(header(&response, "Vary").contains("OpenStack-API-Version"));
     let (_, body) = support::read(response).await;
-    assert_eq!(body["devices"][0]["status"], "available");
+    assert_eq!(body["devices"][0]["status"], "enabled");
+    assert_eq!(body["devices"][0]["inventory_status"], "available");
     // 2.0 explicitly, and another service's entry alone: 2.0.
     for v in ["accelerator 2.0", "compute 2.60"] {
         let response = at(v).await.expect("send");
@@ -105,7 +113,7 @@ async fn microversions(api: &Api) {
     }
     // latest: the maximum.
     let response = at("accelerator latest").await.expect("send");
-    assert_eq!(header(&response, HEADER), "accelerator 2.1");
+    assert_eq!(header(&response, HEADER), "accelerator 2.3");
     // Unsupported and malformed: 406 naming the range.
     for v in [
         "accelerator 2.9",
@@ -118,7 +126,7 @@ async fn microversions(api: &Api) {
         assert!(header(&response, "Vary").contains("OpenStack-API-Version"));
         let got = support::read(response).await;
         let message = assert_error(&got, 406, "NotAcceptable");
-        assert!(message.contains("2.0 to 2.1"), "{v}: {message}");
+        assert!(message.contains("2.0 to 2.3"), "{v}: {message}");
     }
 }
 
@@ -939,12 +947,71 @@ async fn cyborg_forms(api: &Api) {
         );
     }
 
+    // Device maintenance (Cyborg's disable and enable): h1's FPGA is free again once the
+    // request above is gone; disabled, it is given to no new request; enabled, it is.
+    let (_, fpgas) = api.get("/v2/devices?hostname=h1&type=FPGA").await;
+    let fpga = fpgas["devices"][0]["uuid"]
+        .as_str()
+        .expect("uuid")
+        .to_owned();
+    let maint = |action: &'static str| {
+        let path = format!("/v2/devices/{fpga}/{action}");
+        async move { api.send(api.request(Method::POST, &path)).await.0 }
+    };
+    assert_eq!(maint("disable").await, 200);
+    assert_eq!(maint("disable").await, 200, "idempotent");
+    let status_of = || async {
+        let (_, d) = api
+            .send(
+                api.request(Method::GET, &format!("/v2/devices/{fpga}"))
+                    .header(HEADER, "accelerator 2.3"),
+            )
+            .await;
+        d["status"].as_str().unwrap_or_default().to_owned()
+    };
+    assert_eq!(status_of().await, "maintaining");
+    let (_, body) = post(
+        api,
+        "/v2/accelerator_requests",
+        json!({"device_profile_name": "c"}),
+    )
+    .await;
+    let c_arq = body["arqs"][0]["uuid"].as_str().expect("uuid").to_owned();
+    let got = patch(api, bind_to(&[&c_arq], &instance(6))).await;
+    assert_error(&got, 409, "NoFreeHandle");
+    assert_eq!(maint("enable").await, 200);
+    assert_eq!(status_of().await, "enabled");
+    let (_, body) = post(
+        api,
+        "/v2/accelerator_requests",
+        json!({"device_profile_name": "c"}),
+    )
+    .await;
+    let c_again = body["arqs"][0]["uuid"].as_str().expect("uuid").to_owned();
+    let (status, _) = patch(api, bind_to(&[&c_again], &instance(7))).await;
+    assert_eq!(status, 202, "enabled, the FPGA binds");
+    let (status, _) = delete(
+        api,
+        &format!("/v2/accelerator_requests?arqs={c_arq},{c_again}"),
+    )
+    .await;
+    assert_eq!(status, 204);
+    assert_error(
+        &api.send(api.request(
+            Method::POST,
+            "/v2/devices/00000000-0000-4000-8000-000000000000/disable",
+        ))
+        .await,
+        404,
+        "NotFound",
+    );
+
     // The range served, on every answer (errors too).
     for path in ["/v2/devices", "/v2/nothing"] {
         let response = api.request(Method::GET, path).send().await.expect("send");
         let h = response.headers();
         assert_eq!(h["OpenStack-API-Minimum-Version"], "2.0", "{path}");
-        assert_eq!(h["OpenStack-API-Maximum-Version"], "2.1", "{path}");
+        assert_eq!(h["OpenStack-API-Maximum-Version"], "2.3", "{path}");
     }
 }
 

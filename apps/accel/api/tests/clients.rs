@@ -88,7 +88,7 @@ async fn openstacksdk_and_novas_calls_run_a_requests_life() {
 }
 
 #[tokio::test]
-async fn the_openstack_cli_lists_creates_shows_and_deletes() {
+async fn the_openstack_cli_runs_devices_profiles_and_requests() {
     let (db, _dir) = support::sqlite().await;
     let api = Api::start_through_conductor(db).await;
     api.db
@@ -98,6 +98,8 @@ async fn the_openstack_cli_lists_creates_shows_and_deletes() {
     let base = api.base.clone();
     let seen = tokio::task::spawn_blocking(move || {
         let devices = openstack(&base, &["accelerator", "device", "list", "-f", "json"]);
+        let device = devices[0]["uuid"].as_str().expect("uuid").to_owned();
+        openstack(&base, &["accelerator", "device", "disable", &device]);
         let deployables = openstack(&base, &["accelerator", "deployable", "list", "-f", "json"]);
         let created = openstack(
             &base,
@@ -160,6 +162,13 @@ async fn the_openstack_cli_lists_creates_shows_and_deletes() {
     .expect("join");
     let (devices, deployables, created, shown, arq, listed, arq_shown, after, profiles) = seen;
     assert_eq!(devices[0]["type"], "FPGA", "{devices}");
+    // `device disable` put it into maintenance.
+    let rows = api
+        .db
+        .devices(&accel_conductor::db::ListFilter::default())
+        .await
+        .expect("devices");
+    assert!(rows[0].maintaining, "{rows:?}");
     assert_eq!(devices[0]["hostname"], "h1", "{devices}");
     assert_eq!(
         deployables.as_array().map(Vec::len),

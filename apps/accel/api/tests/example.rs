@@ -95,7 +95,7 @@ async fn the_readme_session() {
     let client = reqwest::Client::new();
     let gpus: serde_json::Value = client
         .get(format!("{base}/v2/devices?type=GPU"))
-        .header("OpenStack-API-Version", "accelerator 2.1")
+        .header("OpenStack-API-Version", "accelerator 2.3")
         .send()
         .await
         .expect("GET devices")
@@ -104,9 +104,9 @@ async fn the_readme_session() {
         .expect("JSON");
     let gpus = gpus["devices"].as_array().cloned().unwrap_or_default();
     assert_eq!(gpus.len(), 2);
-    assert!(gpus
-        .iter()
-        .all(|d| d["type"] == "GPU" && d["status"] == "available"));
+    assert!(gpus.iter().all(|d| d["type"] == "GPU"
+        && d["status"] == "enabled"
+        && d["inventory_status"] == "available"));
 
     // curl -d sends a form content type: the body is read as JSON all the same.
     let created = client
@@ -127,7 +127,7 @@ async fn the_readme_session() {
     assert_eq!(refused.status().as_u16(), 406);
     assert_eq!(
         refused.text().await.expect("body"),
-        r#"{"error":{"message":"accelerator API version 2.9 is not supported: this service supports 2.0 to 2.1","status":406,"type":"NotAcceptable"},"error_message":"{\"debuginfo\":null,\"faultcode\":\"Client\",\"faultstring\":\"accelerator API version 2.9 is not supported: this service supports 2.0 to 2.1\"}"}"#
+        r#"{"error":{"message":"accelerator API version 2.9 is not supported: this service supports 2.0 to 2.3","status":406,"type":"NotAcceptable"},"error_message":"{\"debuginfo\":null,\"faultcode\":\"Client\",\"faultstring\":\"accelerator API version 2.9 is not supported: this service supports 2.0 to 2.3\"}"}"#
     );
     drop(running);
 }

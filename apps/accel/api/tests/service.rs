@@ -121,6 +121,6 @@ async fn a_panic_is_a_json_500_and_the_server_goes_on() {
     let (status, body) = get(&base, "/").await;
     assert_eq!(
         (status, &body["versions"][0]["max_version"]),
-        (200, &Value::from("2.1"))
+        (200, &Value::from("2.3"))
     );
 }

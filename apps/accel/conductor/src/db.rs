@@ -264,6 +264,10 @@ pub struct DeviceRow {
     /// its in-use handles: not given to new requests); `lost` (a second report
     /// confirmed it).
     pub status: String,
+    /// Taken out of service by an operator (Cyborg's `maintaining`, after
+    /// `POST /v2/devices/{uuid}/disable`): given to no new request.
+    #[serde(default)]
+    pub maintaining: bool,
     /// Created.
     pub created_at: String,
     /// Last changed.
@@ -446,7 +450,7 @@ pub struct Db {
 }
 
 const DEVICE_COLUMNS: &str = "id, uuid, type, vendor, model, std_board_info, hostname, \
-     vendor_board_info, status, created_at, updated_at";
+     vendor_board_info, status, maintaining, created_at, updated_at";
 
 const DEPLOYABLE_COLUMNS: &str =
     "id, uuid, name, device_id, hostname, control_path_id, num_accelerators, driver_name, enabled";
@@ -1136,6 +1140,30 @@ impl Db {
 
     // ---- accelerator requests -----------------------------------------------------
 
+    /// Takes a device out of service or puts it back (Cyborg's disable and enable):
+    /// a device in maintenance is given to no new request, and the requests bound to it
+    /// keep it. Idempotent; the device as it is now.
+    pub async fn set_device_maintaining(
+        &self,
+        uuid: &str,
+        maintaining: bool,
+    ) -> Result<DeviceRow, DbError> {
+        let done =
+            sqlx::query("UPDATE devices SET maintaining = $1, updated_at = $2 WHERE uuid = $3")
+                .bind(i64::from(maintaining))
+                .bind(now())
+                .bind(uuid)
+                .execute(&self.pool)
+                .await?;
+        if done.rows_affected() == 0 {
+            return Err(DbError::NotFound {
+                kind: "device",
+                id: shown(uuid),
+            });
+        }
+        self.device(uuid).await
+    }
+
     /// Creates a profile's accelerator requests as Cyborg does: for each group (or only
     /// `group_id`), one per unit it asks for ([`crate::groups::arq_count`]). By name only,
     /// as [`Db::create_arq`].
@@ -1356,7 +1384,7 @@ impl Db {
             let candidate: Option<i64> = sqlx::query(
                 "SELECT h.id FROM attach_handles h JOIN deployables d ON h.deployable_id = d.id \
                  JOIN devices v ON d.device_id = v.id \
-                 WHERE d.hostname = $1 AND v.type = $2 AND v.status = 'available' AND d.enabled = 1 AND h.in_use = 0 AND h.cleanup_state IS NULL \
+                 WHERE d.hostname = $1 AND v.type = $2 AND v.status = 'available' AND v.maintaining = 0 AND d.enabled = 1 AND h.in_use = 0 AND h.cleanup_state IS NULL \
                  ORDER BY h.id LIMIT 1",
             )
             .bind(host)
@@ -1692,6 +1720,7 @@ fn device_row(r: &AnyRow) -> Result<DeviceRow, DbError> {
         hostname: r.try_get("hostname")?,
         vendor_board_info: r.try_get("vendor_board_info")?,
         status: r.try_get("status")?,
+        maintaining: r.try_get::<i64, _>("maintaining")? != 0,
         created_at: r.try_get("created_at")?,
         updated_at: r.try_get("updated_at")?,
     })

@@ -1,6 +1,6 @@
 //! The conductor's RPC service: accel's `conductor` API (1.0 inventory, profiles and
 //! requests; 1.1 object indirection; 1.2 `report_unchanged`, an unchanged inventory
-//! named by its digest) served over the database.
+//! named by its digest; 1.3 `set_device_maintaining`) served over the database.
 //!
 //! Errors reach the caller with their kind (`NotFound`, `Duplicate`, `InvalidTransition`,
 //! `NoFreeHandle`, `ProfileInUse`, `StaleHandle`, `HandleInUse`, `NotCleaning`,
@@ -10,8 +10,8 @@
 use crate::db::{ArqRow, Db, DbError, DeviceProfileRow, Release, ReportedDevice};
 use accel_objects::rpc::{
     AgentApi, BindArq, CleanupDevice, ConductorApi, CreateArqs, CreateDeviceProfile, DeleteArqs,
-    DeleteDeviceProfile, ReportData, ReportSummary, ReportUnchanged, UnbindArq, AGENT_TOPIC,
-    CLEANUP_DEVICE_VERSION,
+    DeleteDeviceProfile, ReportData, ReportSummary, ReportUnchanged, SetDeviceMaintaining,
+    UnbindArq, AGENT_TOPIC, CLEANUP_DEVICE_VERSION,
 };
 use accel_objects::{AcceleratorRequest, AcceleratorRequestList, DeviceProfile};
 use std::sync::Arc;
@@ -307,7 +307,8 @@ pub fn endpoint_with_agents(
     witness: Option<ReportWitness>,
     prepare: impl Fn(RequestContext) -> RequestContext + Send + Sync + 'static,
 ) -> Endpoint {
-    let (d1, d2, d3, d4, d5, d6, d7, d8) = (
+    let (d1, d2, d3, d4, d5, d6, d7, d8, d9) = (
+        db.clone(),
         db.clone(),
         db.clone(),
         db.clone(),
@@ -364,6 +365,17 @@ pub fn endpoint_with_agents(
                     }
                     _ => None,
                 })
+            }
+        })
+        .handle(move |_ctx, m: SetDeviceMaintaining| {
+            let db = d9.clone();
+            async move {
+                let d = db
+                    .set_device_maintaining(&m.uuid, m.maintaining)
+                    .await
+                    .map_err(to_remote)?;
+                tracing::info!(device = %d.uuid, host = %d.hostname, maintaining = d.maintaining, "device maintenance set");
+                Ok(())
             }
         })
         .handle(move |_ctx, m: CreateDeviceProfile| {

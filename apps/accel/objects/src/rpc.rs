@@ -7,6 +7,7 @@
 //! | `conductor` | 1.0 | `report_data`, `create_device_profile`, `delete_device_profile`, `create_arqs`, `bind_arq`, `unbind_arq`, `delete_arqs` |
 //! | `conductor` | 1.1 | + object indirection (`object_class_action_versions`, `object_action`, `object_backport_versions`) |
 //! | `conductor` | 1.2 | + `report_unchanged` (an unchanged inventory by its [`report_digest`]) |
+//! | `conductor` | 1.3 | + `set_device_maintaining` (Cyborg's device disable and enable) |
 //! | `agent` | 1.0 | `report_now` |
 //! | `agent` | 1.1 | + `cleanup_device` |
 //!
@@ -202,12 +203,27 @@ pub struct DeleteArqs {
     pub instance_uuid: Option<String>,
 }
 
+/// Takes a device out of service (`maintaining`, Cyborg's `POST /v2/devices/{uuid}/disable`)
+/// or puts it back (`enable`): a device in maintenance is given to no new request; the
+/// requests bound to it keep it. Idempotent.
+#[derive(RpcMethod, Debug, Clone)]
+#[rpc(name = "set_device_maintaining", since = "1.3")]
+pub struct SetDeviceMaintaining {
+    /// The device's UUID.
+    pub uuid: String,
+    /// In maintenance (disabled) or not.
+    pub maintaining: bool,
+}
+
+/// The conductor API version that added [`SetDeviceMaintaining`].
+pub const DEVICE_MAINTENANCE_VERSION: Version = Version::new(1, 3);
+
 /// The conductor's API.
 #[derive(Debug, Clone, Copy)]
 pub struct ConductorApi;
 
-/// The conductor API's newest version (1.2: `report_unchanged`).
-pub const CONDUCTOR_VERSION: Version = Version::new(1, 2);
+/// The conductor API's newest version (1.3: `set_device_maintaining`).
+pub const CONDUCTOR_VERSION: Version = Version::new(1, 3);
 
 /// The conductor API version that added object indirection (its three methods are served
 /// and called at it).
@@ -231,6 +247,7 @@ impl RpcApi for ConductorApi {
             INDIRECTION_VERSION,
         ));
         m.push(ReportUnchanged::spec());
+        m.push(SetDeviceMaintaining::spec());
         m
     }
 }

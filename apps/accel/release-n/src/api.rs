@@ -67,6 +67,8 @@ fn device(d: ndb::DeviceRow) -> DeviceRow {
         hostname: d.hostname,
         vendor_board_info: d.vendor_board_info,
         status: d.status,
+        // Release N has no device maintenance (release N+1's conductor API 1.3).
+        maintaining: false,
         created_at: d.created_at,
         updated_at: d.updated_at,
     }

@@ -211,7 +211,10 @@ async fn n_agent_against_n_plus_1(
 
     // The database and the conductor go to N+1; the agent keeps running release N.
     let probe = accel_conductor::Db::connect(url).await.expect("N+1 opens");
-    assert_eq!(probe.migrate().await.expect("N+1 migrates"), vec![2, 3, 4]);
+    assert_eq!(
+        probe.migrate().await.expect("N+1 migrates"),
+        vec![2, 3, 4, 5]
+    );
     probe.close().await;
     let new = NewConductor::start(url, conductor_transport.clone(), Duration::from_secs(180)).await;
     assert_eq!(
@@ -575,7 +578,10 @@ async fn conductor_rolls_back_before_finalization(url: &str, t: Arc<dyn Transpor
 
     // Upgrade: N+1 migrates and its conductor runs, pre-finalized, and binds.
     let probe = accel_conductor::Db::connect(url).await.expect("N+1 opens");
-    assert_eq!(probe.migrate().await.expect("N+1 migrates"), vec![2, 3, 4]);
+    assert_eq!(
+        probe.migrate().await.expect("N+1 migrates"),
+        vec![2, 3, 4, 5]
+    );
     probe.close().await;
     let new = NewConductor::start(url, t.clone(), Duration::from_millis(400)).await;
     assert_eq!(

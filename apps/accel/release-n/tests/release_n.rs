@@ -247,7 +247,7 @@ async fn downgrade_window(url: &str, t: Arc<dyn Transport>) {
     running.stop().await;
 
     let new = accel_conductor::Db::connect(url).await.expect("N+1 opens");
-    assert_eq!(new.migrate().await.expect("N+1 migrates"), vec![2, 3, 4]);
+    assert_eq!(new.migrate().await.expect("N+1 migrates"), vec![2, 3, 4, 5]);
     assert_eq!(
         new.profile("kept").await.expect("survived").uuid,
         profile.uuid
@@ -265,7 +265,7 @@ async fn downgrade_window(url: &str, t: Arc<dyn Transport>) {
             .expect("migrations")
             .into_iter()
             .collect::<Vec<_>>(),
-        [1, 2, 3, 4],
+        [1, 2, 3, 4, 5],
         "release N leaves N+1's migration in place"
     );
     assert_eq!(
@@ -273,7 +273,7 @@ async fn downgrade_window(url: &str, t: Arc<dyn Transport>) {
             .await
             .expect("allowed")
             .newer,
-        [2, 3, 4]
+        [2, 3, 4, 5]
     );
     let agent = n_agent(dir.path(), 1, t.clone()).await;
     assert_eq!(agent.report_now().await.expect("report"), HOST1_DEVICES);
@@ -428,18 +428,21 @@ async fn n_conductor_in_the_downgrade_window_on_postgres() {
 /// never ran on it and cannot tell it is inside a downgrade window.
 async fn refuses_a_database_created_by_n_plus_1(url: &str) {
     let new = accel_conductor::Db::connect(url).await.expect("N+1 opens");
-    assert_eq!(new.migrate().await.expect("N+1 migrates"), vec![1, 2, 3, 4]);
+    assert_eq!(
+        new.migrate().await.expect("N+1 migrates"),
+        vec![1, 2, 3, 4, 5]
+    );
     new.close().await;
     let err = conductor::start(url, memory())
         .await
         .expect_err("no record, newer schema");
     assert!(
-        matches!(&err, StartError::SchemaNewer { newer, known: 1, .. } if newer == &[2, 3, 4]),
+        matches!(&err, StartError::SchemaNewer { newer, known: 1, .. } if newer == &[2, 3, 4, 5]),
         "{err:?}"
     );
     let text = err.to_string();
     assert!(
-        text.contains("[2, 3, 4]") && text.contains("no accel version record"),
+        text.contains("[2, 3, 4, 5]") && text.contains("no accel version record"),
         "{text}"
     );
     assert!(!text.contains(":verso@"), "password masked: {text}");
