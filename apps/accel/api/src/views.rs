@@ -110,6 +110,8 @@ pub fn arq(a: &ArqRow, base: &str) -> Value {
         "attach_handle_uuid": a.attach_handle_uuid,
         "attach_handle_type": a.attach_handle_type,
         "attach_handle_info": info,
+        "created_at": a.created_at,
+        "updated_at": a.updated_at,
         "links": links(base, "accelerator_requests", &a.uuid),
     })
 }

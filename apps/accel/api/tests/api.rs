@@ -473,6 +473,10 @@ async fn accelerator_requests(api: &Api) {
     );
     assert_eq!(bound["attach_handle_type"], "PCI");
     assert_eq!(bound["attach_handle_info"]["address"], "0000:3b:00.0");
+    // Timestamps, as Cyborg's ARQs have: the bind changed it after its creation.
+    let created = bound["created_at"].as_str().expect("created_at");
+    let updated = bound["updated_at"].as_str().expect("updated_at");
+    assert!(created.ends_with('Z') && updated >= created, "{bound}");
     let (_, of_i1) = api
         .get(&format!(
             "/v2/accelerator_requests?instance={}",

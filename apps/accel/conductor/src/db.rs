@@ -358,6 +358,12 @@ pub struct ArqRow {
     pub attach_handle_type: Option<String>,
     /// The handle's info, when bound.
     pub attach_handle_info: Option<String>,
+    /// Created (always set by this release; unset when read by release N's API).
+    #[serde(default)]
+    pub created_at: Option<String>,
+    /// Last changed (as `created_at`).
+    #[serde(default)]
+    pub updated_at: Option<String>,
 }
 
 /// A page of a list: rows after `marker` (a UUID), at most `limit`, optionally one host's.
@@ -459,7 +465,7 @@ const PROFILE_COLUMNS: &str = "id, uuid, name, groups, description, created_at";
 
 const ARQ_SELECT: &str =
     "SELECT r.id, r.uuid, r.state, r.device_profile_name, r.device_profile_group_id, \
-     r.hostname, r.device_rp_uuid, r.instance_uuid, r.project_id, \
+     r.hostname, r.device_rp_uuid, r.instance_uuid, r.project_id, r.created_at, r.updated_at, \
      h.uuid AS handle_uuid, h.attach_type AS handle_type, h.attach_info AS handle_info \
      FROM accelerator_requests r LEFT JOIN attach_handles h ON r.attach_handle_id = h.id";
 
@@ -1775,6 +1781,8 @@ fn arq_row(r: &AnyRow) -> Result<ArqRow, DbError> {
         attach_handle_uuid: r.try_get("handle_uuid")?,
         attach_handle_type: r.try_get("handle_type")?,
         attach_handle_info: r.try_get("handle_info")?,
+        created_at: Some(r.try_get("created_at")?),
+        updated_at: Some(r.try_get("updated_at")?),
     })
 }
 

@@ -115,6 +115,9 @@ fn arq(r: ndb::ArqRow) -> Result<ArqRow, ServiceError> {
         attach_handle_uuid: r.attach_handle_uuid,
         attach_handle_type: r.attach_handle_type,
         attach_handle_info: r.attach_handle_info,
+        // Release N's API shows no request timestamps.
+        created_at: None,
+        updated_at: None,
     })
 }
 
