@@ -5,7 +5,7 @@
 //! The model starts from the Cyborg classes of the golden vectors (`Device` 1.2,
 //! `Deployable` 1.1, `AttachHandle` 1.2 and their lists) and grows by version bumps,
 //! each recorded in `objects.lock` beside this crate (`cargo run -p accel-objects
-//! --example verso -- objects check`):
+//! --example verso-accel -- objects check`):
 //! - `Deployable` 1.2 adds `control_path_id` (the PCI address the conductor keys
 //!   reports by); `DeployableList` 1.1 gains `child_versions`;
 //! - `AttachHandleList` 1.2 gains `child_versions`;

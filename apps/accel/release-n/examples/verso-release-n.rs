@@ -1,6 +1,6 @@
 //! The `verso` command for release N's objects and RPC APIs, with release N's own lock
 //! (`objects.lock` beside this crate; release N's classes never go into release N+1's):
-//! `cargo run -p accel-release-n --example verso -- objects check`.
+//! `cargo run -p accel-release-n --example verso-release-n -- objects check`.
 
 use std::process::ExitCode;
 

@@ -1,4 +1,4 @@
-//! The `verso` command for accel's objects: `cargo run -p accel-objects --example verso --
+//! The `verso` command for accel's objects: `cargo run -p accel-objects --example verso-accel --
 //! objects check` (run from `apps/accel/objects`, or pass `--lock`).
 
 use std::process::ExitCode;

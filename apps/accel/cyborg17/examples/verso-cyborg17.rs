@@ -1,5 +1,5 @@
 //! The `verso` command for Cyborg 17's contracts: `cargo run -p accel-cyborg17 --example
-//! verso -- objects check` (run from `apps/accel/cyborg17`, or pass `--lock`).
+//! verso-cyborg17 -- objects check` (run from `apps/accel/cyborg17`, or pass `--lock`).
 
 use std::process::ExitCode;
 
