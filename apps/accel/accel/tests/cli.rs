@@ -4,6 +4,18 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
+/// accel's queue names are fixed (`accel-conductor`, `accel-upgrade` on every exchange),
+/// so conductors of two tests on one vhost would take each other's calls (an agent's
+/// heartbeats then reach the other test's conductor): the tests that start conductors
+/// on RabbitMQ run one at a time.
+static BROKER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn broker() -> std::sync::MutexGuard<'static, ()> {
+    BROKER
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn accel() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_accel"));
     c.env("RUST_LOG", "warn");
@@ -267,6 +279,7 @@ fn config_show_names_origins_and_masks_passwords() {
 /// scripts/test.sh) and a SQLite file whose conductor record is pre-finalized.
 #[test]
 fn agents_heartbeat_and_one_ahead_of_its_conductor_exits_with_the_reason() {
+    let _broker = broker();
     use accel_conductor::DbVersionStore;
     use verso_upgrade::store::{PersistedState, VersionStore};
     let dir = tempfile::tempdir().expect("tempdir");
@@ -421,6 +434,7 @@ fn ready(child: &mut std::process::Child, prefix: &str) {
 /// whole deployment (exit 0). Without a broker configured, exit 2.
 #[test]
 fn accel_upgrade_finalize_decides_on_the_agents_every_conductor_heard() {
+    let _broker = broker();
     use accel_conductor::DbVersionStore;
     use verso_upgrade::store::{PersistedState, VersionStore};
     let rt = tokio::runtime::Runtime::new().expect("runtime");
