@@ -6,11 +6,13 @@
 //! the agent on the conductor's `cleanup_device` cast, deleted), and they refuse what
 //! the page says they refuse.
 
-use std::io::{BufRead, BufReader};
+mod support;
+
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::{ready, Killed};
 use verso_rpc::transport::amqp::{AmqpConfig, AmqpTransport};
 use verso_rpc::transport::Transport;
 use verso_rpc::Target;
@@ -148,14 +150,6 @@ fn password(user: &str) -> String {
     format!("pw-{user}")
 }
 
-struct Killed(Child);
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// `accel` with `sets` and `args`, its stdout piped.
 fn spawn(sets: &[String], args: &[&str]) -> Killed {
     let mut c = Command::new(env!("CARGO_BIN_EXE_accel"));
@@ -169,16 +163,6 @@ fn spawn(sets: &[String], args: &[&str]) -> Killed {
             .spawn()
             .expect("accel starts"),
     )
-}
-
-/// The first stdout line of `child`, which must start with `prefix`; the rest is drained.
-fn ready(child: &mut Killed, prefix: &str) -> String {
-    let stdout = child.0.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let line = lines.next().expect("a line").expect("text");
-    assert!(line.starts_with(prefix), "{line}");
-    std::thread::spawn(move || for _ in lines {});
-    line
 }
 
 /// Polls `f` every 100 ms until it returns `Some`, for at most `limit`.
@@ -235,7 +219,7 @@ fn the_documented_broker_users_run_a_deployment_and_refuse_the_rest() {
         sets
     };
     let mut conductor = spawn(&with("accel-conductor"), &["conductor"]);
-    ready(&mut conductor, "conductor: serving");
+    ready(&mut conductor.0, "conductor: serving");
     let fixture = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../agent/tests/fixtures/sysfs/host1"
@@ -245,7 +229,7 @@ fn the_documented_broker_users_run_a_deployment_and_refuse_the_rest() {
         &["agent", "--host", "h1", "--sysfs-root", fixture],
     );
     let mut api = spawn(&with("accel-api"), &["api"]);
-    ready(&mut api, "api: listening");
+    ready(&mut api.0, "api: listening");
 
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {

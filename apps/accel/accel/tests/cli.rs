@@ -1,8 +1,11 @@
 //! The `accel` binary as an operator runs it: all-in-one serving real devices over the
 //! real HTTP API, db sync and upgrade check exit codes, config show with origins.
 
+mod support;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
+use support::{ready, Killed};
 
 /// accel's queue names are fixed (`accel-conductor`, `accel-upgrade` on every exchange),
 /// so conductors of two tests on one vhost would take each other's calls (an agent's
@@ -20,14 +23,6 @@ fn accel() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_accel"));
     c.env("RUST_LOG", "warn");
     c
-}
-
-struct Killed(std::process::Child);
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[test]
@@ -414,16 +409,6 @@ fn accel_with(sets: &[String], args: &[&str]) -> (Option<i32>, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-/// Waits for a line of `child`'s stdout starting with `prefix` (the process is ready).
-fn ready(child: &mut std::process::Child, prefix: &str) {
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let line = lines.next().expect("a line").expect("text");
-    assert!(line.starts_with(prefix), "{line}");
-    // Keep reading so the child never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
 }
 
 /// Three `accel conductor` processes on one PostgreSQL database and RabbitMQ, a release N

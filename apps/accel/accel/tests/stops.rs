@@ -3,11 +3,14 @@
 //! hangs (SIGSTOP) or is killed (-9) is told to the callers of the calls it took within
 //! the call monitor's time, not the 60 s call timeout (issue 28, items 4 and 5).
 
+mod support;
+
 use accel_objects::rpc::{ConductorApi, CreateDeviceProfile, CONDUCTOR_TOPIC};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::Killed;
 use verso::RequestContext;
 use verso_rpc::transport::amqp::{AmqpConfig, AmqpTransport};
 use verso_rpc::{RpcClient, RpcError};
@@ -24,14 +27,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 /// One call's outcome and when it ended, and how long it took.
 type Outcome = (Instant, Duration, Result<(), RpcError>);
-
-struct Killed(Child);
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn rabbit() -> String {
     std::env::var("VERSO_TEST_RABBIT_URL")
