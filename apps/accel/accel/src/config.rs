@@ -104,6 +104,135 @@ pub struct Api {
     pub max_groups_per_profile: usize,
     /// Accelerator requests one `POST /v2/accelerator_requests` may create.
     pub max_arqs_per_request: usize,
+    /// How callers are authenticated: `keystone` (tokens, `[keystone_authtoken]`; the
+    /// default of `accel api`) or `noauth` (everyone an administrator; the default of
+    /// `accel all-in-one`).
+    pub auth_strategy: AuthStrategyName,
+    /// Let `noauth` serve on an address other than loopback (refused otherwise).
+    pub noauth_allow_remote: bool,
+}
+
+/// `[api] auth_strategy`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthStrategyName {
+    /// Keystone tokens.
+    #[default]
+    Keystone,
+    /// No authentication.
+    Noauth,
+}
+
+/// `[keystone_authtoken]`: keystonemiddleware's options of the same names (those accel
+/// uses), for `[api] auth_strategy = "keystone"`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KeystoneAuthtoken {
+    /// Keystone's URL, where tokens are validated (`http://keystone:5000/v3`).
+    pub auth_url: Option<String>,
+    /// The URL clients are told to authenticate at; unset: `auth_url`.
+    pub www_authenticate_uri: Option<String>,
+    /// `password`, the only plugin accel has.
+    pub auth_type: String,
+    /// The API's service user.
+    pub username: Option<String>,
+    /// Its password.
+    pub password: Option<String>,
+    /// Its project (`service`).
+    pub project_name: Option<String>,
+    /// The user's domain.
+    pub user_domain_name: String,
+    /// The project's domain.
+    pub project_domain_name: String,
+    /// Seconds a token's validation is kept (never past its expiry).
+    pub token_cache_time: u64,
+    /// Roles that make a service token one.
+    pub service_token_roles: Vec<String>,
+    /// Refuse service tokens without one of `service_token_roles`.
+    pub service_token_roles_required: bool,
+    /// Seconds to connect to Keystone.
+    pub http_connect_timeout: u64,
+    /// Seconds for one Keystone request.
+    pub http_request_timeout: u64,
+    /// Retries of a Keystone request that could not connect or timed out.
+    pub http_request_max_retries: u32,
+    /// CA certificates (PEM) for an https Keystone.
+    pub cafile: Option<PathBuf>,
+}
+
+impl Default for KeystoneAuthtoken {
+    fn default() -> Self {
+        let d = accel_api::KeystoneOptions::new("", "", "", "");
+        KeystoneAuthtoken {
+            auth_url: None,
+            www_authenticate_uri: None,
+            auth_type: "password".into(),
+            username: None,
+            password: None,
+            project_name: None,
+            user_domain_name: d.user_domain_name,
+            project_domain_name: d.project_domain_name,
+            token_cache_time: d.token_cache_time.as_secs(),
+            service_token_roles: d.service_token_roles,
+            service_token_roles_required: d.service_token_roles_required,
+            http_connect_timeout: d.http_connect_timeout.as_secs(),
+            http_request_timeout: d.http_request_timeout.as_secs(),
+            http_request_max_retries: d.http_request_max_retries,
+            cafile: None,
+        }
+    }
+}
+
+impl KeystoneAuthtoken {
+    /// The options, or what is missing.
+    pub fn options(&self) -> Result<accel_api::KeystoneOptions, String> {
+        if self.auth_type != "password" {
+            return Err(format!(
+                "[keystone_authtoken] auth_type {:?}: accel has the password plugin only",
+                self.auth_type
+            ));
+        }
+        let need = |name: &str, v: &Option<String>| {
+            v.clone().filter(|v| !v.is_empty()).ok_or_else(|| {
+                format!(
+                    "[keystone_authtoken] {name} is needed for [api] auth_strategy = \"keystone\""
+                )
+            })
+        };
+        let secs = |name: &str, v: u64| {
+            if v == 0 {
+                Err(format!("[keystone_authtoken] {name} must be at least 1"))
+            } else {
+                Ok(std::time::Duration::from_secs(v))
+            }
+        };
+        let mut o = accel_api::KeystoneOptions::new(
+            &need("auth_url", &self.auth_url)?,
+            &need("username", &self.username)?,
+            &need("password", &self.password)?,
+            &need("project_name", &self.project_name)?,
+        );
+        o.www_authenticate_uri = self.www_authenticate_uri.clone();
+        o.user_domain_name = self.user_domain_name.clone();
+        o.project_domain_name = self.project_domain_name.clone();
+        o.token_cache_time = secs("token_cache_time", self.token_cache_time)?;
+        o.service_token_roles = self.service_token_roles.clone();
+        o.service_token_roles_required = self.service_token_roles_required;
+        o.http_connect_timeout = secs("http_connect_timeout", self.http_connect_timeout)?;
+        o.http_request_timeout = secs("http_request_timeout", self.http_request_timeout)?;
+        o.http_request_max_retries = self.http_request_max_retries;
+        o.cafile = self.cafile.clone();
+        Ok(o)
+    }
+}
+
+/// `[oslo_policy]`: the policy file (oslo.policy's YAML or JSON; its rules override
+/// Cyborg's defaults).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OsloPolicy {
+    /// The file; unset: the defaults alone.
+    pub policy_file: Option<PathBuf>,
 }
 
 impl Default for Api {
@@ -122,6 +251,8 @@ impl Default for Api {
             max_page_size: limits.max_page_size,
             max_groups_per_profile: limits.max_groups_per_profile,
             max_arqs_per_request: limits.max_arqs_per_request,
+            auth_strategy: AuthStrategyName::default(),
+            noauth_allow_remote: false,
         }
     }
 }
@@ -285,6 +416,10 @@ pub struct AccelConfig {
     pub nvme: Nvme,
     /// `[cyborg]`.
     pub cyborg: Cyborg,
+    /// `[keystone_authtoken]`.
+    pub keystone_authtoken: KeystoneAuthtoken,
+    /// `[oslo_policy]`.
+    pub oslo_policy: OsloPolicy,
     /// The layered configuration (caps, origins).
     pub layers: Config,
 }
@@ -316,6 +451,8 @@ pub fn load(file: Option<&PathBuf>, overrides: &[String]) -> Result<AccelConfig,
         .section("pci")
         .section("nvme")
         .section("cyborg")
+        .section("keystone_authtoken")
+        .section("oslo_policy")
         .maybe_file(file)
         .overrides(overrides.iter().cloned())
         .load()?;
@@ -328,6 +465,57 @@ pub fn load(file: Option<&PathBuf>, overrides: &[String]) -> Result<AccelConfig,
         pci: layers.section("pci")?,
         nvme: layers.section("nvme")?,
         cyborg: layers.section("cyborg")?,
+        keystone_authtoken: layers.section("keystone_authtoken")?,
+        oslo_policy: layers.section("oslo_policy")?,
         layers,
     })
+}
+
+impl AccelConfig {
+    /// The API's authentication and policy: `[api] auth_strategy` (when the
+    /// configuration does not set it, `default`), `[keystone_authtoken]`,
+    /// `[oslo_policy]`. noauth on an address other than loopback is refused unless
+    /// `[api] noauth_allow_remote`.
+    pub fn authenticator(
+        &self,
+        default: AuthStrategyName,
+    ) -> Result<accel_api::Authenticator, String> {
+        let strategy = match self.layers.origin("api.auth_strategy") {
+            Some(verso_rpc::config::Origin::Default) | None => default,
+            Some(_) => self.api.auth_strategy,
+        };
+        let policy = match &self.oslo_policy.policy_file {
+            Some(path) => {
+                accel_api::Policy::from_file(path).map_err(|e| format!("[oslo_policy] {e}"))?
+            }
+            None => accel_api::Policy::default(),
+        };
+        let strategy = match strategy {
+            AuthStrategyName::Keystone => {
+                accel_api::AuthStrategy::Keystone(Box::new(self.keystone_authtoken.options()?))
+            }
+            AuthStrategyName::Noauth => {
+                if !self.api.noauth_allow_remote && !is_loopback(&self.api.listen) {
+                    return Err(format!(
+                        "[api] auth_strategy = \"noauth\" lets anyone who reaches {} act as an administrator: \
+                         listen on loopback, use keystone, or set [api] noauth_allow_remote = true",
+                        self.api.listen
+                    ));
+                }
+                accel_api::AuthStrategy::Noauth
+            }
+        };
+        accel_api::Authenticator::new(strategy, policy).map_err(|e| e.to_string())
+    }
+}
+
+/// Whether a listen address is loopback only (`127.0.0.1:6666`, `[::1]:6666`,
+/// `localhost:6666`).
+fn is_loopback(listen: &str) -> bool {
+    match listen.parse::<std::net::SocketAddr>() {
+        Ok(addr) => addr.ip().is_loopback(),
+        Err(_) => listen
+            .rsplit_once(':')
+            .is_some_and(|(host, _)| host.eq_ignore_ascii_case("localhost")),
+    }
 }

@@ -1,6 +1,6 @@
 //! What each subcommand runs.
 
-use crate::config::AccelConfig;
+use crate::config::{AccelConfig, AuthStrategyName};
 use accel_agent::service::{AgentConfig, AgentStartError, AgentStop, NvmeConfig, RunningAgent};
 use accel_conductor::runtime::{RunningConductor, StartOptions};
 use accel_conductor::{Db, DbVersionStore};
@@ -221,13 +221,15 @@ pub async fn agent(
 }
 
 /// The API: reads from `db`, writes through the conductor (`conductor`, capped by the
-/// operator's `[upgrade_levels] conductor`), with `[api]`'s limits, timeouts and TLS.
-/// Returns where it listens, as a URL.
+/// operator's `[upgrade_levels] conductor`), with `[api]`'s limits, timeouts and TLS,
+/// its callers authenticated and held to the policy by `auth`. Returns where it
+/// listens, as a URL.
 async fn serve_api(
     db: Db,
     conductor: verso_rpc::RpcClient,
     listen: &str,
     (limits, options): (accel_api::Limits, accel_api::ServeOptions),
+    auth: accel_api::Authenticator,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(String, tokio::task::JoinHandle<()>), Error> {
     let listener = tokio::net::TcpListener::bind(listen).await?;
@@ -237,7 +239,7 @@ async fn serve_api(
         None => format!("http://{addr}"),
     };
     let service = accel_api::ConductorService::new(accel_api::DbService::new(db), conductor);
-    let router = accel_api::router_with(Arc::new(service), limits);
+    let router = accel_api::router_with(Arc::new(service), limits, auth);
     let task = tokio::spawn(async move {
         if let Err(e) = accel_api::server::serve(listener, router, options, shutdown).await {
             tracing::error!(error = %e, "the API stopped");
@@ -249,6 +251,7 @@ async fn serve_api(
 /// `accel api`.
 pub async fn api(config: AccelConfig) -> Result<ExitCode, Error> {
     let options = config.api.options()?;
+    let auth = config.authenticator(AuthStrategyName::Keystone)?;
     let db = Db::connect(&config.database.url).await?;
     let pending = db.pending_migrations().await?;
     if !pending.is_empty() {
@@ -263,6 +266,7 @@ pub async fn api(config: AccelConfig) -> Result<ExitCode, Error> {
         conductor,
         &config.api.listen,
         options,
+        auth,
         verso_rpc::shutdown::shutdown_signal(),
     )
     .await?;
@@ -334,6 +338,7 @@ pub async fn upgrade_check(config: AccelConfig) -> Result<ExitCode, Error> {
 /// `accel all-in-one`.
 pub async fn all_in_one(config: AccelConfig, agents: u32) -> Result<ExitCode, Error> {
     let options = config.api.options()?;
+    let auth = config.authenticator(AuthStrategyName::Noauth)?;
     let scratch = tempfile::tempdir()?;
     let url = match config.layers.origin("database.url") {
         Some(verso_rpc::config::Origin::Default) | None => {
@@ -350,6 +355,7 @@ pub async fn all_in_one(config: AccelConfig, agents: u32) -> Result<ExitCode, Er
         client,
         &config.api.listen,
         options,
+        auth,
         std::future::pending(),
     )
     .await?;

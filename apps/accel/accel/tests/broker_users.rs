@@ -228,7 +228,10 @@ fn the_documented_broker_users_run_a_deployment_and_refuse_the_rest() {
         &with("accel-agent"),
         &["agent", "--host", "h1", "--sysfs-root", fixture],
     );
-    let mut api = spawn(&with("accel-api"), &["api"]);
+    let mut api = spawn(
+        &with("accel-api"),
+        &["--set", "api.auth_strategy=noauth", "api"],
+    );
     ready(&mut api.0, "api: listening");
 
     let rt = tokio::runtime::Runtime::new().expect("runtime");

@@ -228,18 +228,45 @@ fn passwords_are_masked_in_config_show_and_start_up_errors() {
     assert!(!stderr.contains("hunter2"), "{stderr}");
 }
 
-/// `[api]` options are checked before anything starts, naming the option.
+/// `[api]`, `[keystone_authtoken]` and `[oslo_policy]` options are checked before
+/// anything starts, naming the option: keystone (the default) needs its service user,
+/// noauth stays on loopback unless told otherwise, a policy file must parse.
 #[test]
 fn api_options_are_checked_at_start() {
-    for (set, says) in [
-        ("api.max_connections=0", "max_connections"),
-        ("api.request_timeout=0", "request_timeout"),
-        ("api.tls_cert_file=/nonexistent/cert.pem", "tls_key_file"),
+    let dir = tempfile::tempdir().expect("dir");
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, "\"cyborg:arq:create\": \"role:admin or\"\n").expect("write");
+    let policy_set = format!("oslo_policy.policy_file={}", policy.display());
+    for (sets, says) in [
+        (&["api.max_connections=0"][..], "max_connections"),
+        (&["api.request_timeout=0"], "request_timeout"),
+        (&["api.tls_cert_file=/nonexistent/cert.pem"], "tls_key_file"),
+        (&[], "[keystone_authtoken] auth_url is needed"),
+        (
+            &[
+                "keystone_authtoken.auth_url=http://127.0.0.1:1/v3",
+                "keystone_authtoken.username=accel",
+            ],
+            "[keystone_authtoken] password is needed",
+        ),
+        (
+            &["api.auth_strategy=noauth", "api.listen=0.0.0.0:0"],
+            "noauth_allow_remote",
+        ),
+        (
+            &["api.auth_strategy=noauth", policy_set.as_str()],
+            "cyborg:arq:create",
+        ),
     ] {
-        let out = accel().args(["--set", set, "api"]).output().expect("runs");
+        let mut args: Vec<&str> = Vec::new();
+        for set in sets {
+            args.extend(["--set", set]);
+        }
+        args.push("api");
+        let out = accel().args(&args).output().expect("runs");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{stderr}");
-        assert!(stderr.contains(says), "{set}: {stderr}");
+        assert_eq!(out.status.code(), Some(2), "{sets:?}: {stderr}");
+        assert!(stderr.contains(says), "{sets:?}: {stderr}");
     }
 }
 

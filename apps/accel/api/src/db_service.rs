@@ -86,6 +86,7 @@ fn filter(query: &ListQuery) -> ListFilter {
         host: None,
         limit: Some(query.limit.max(1)),
         marker: query.marker.clone(),
+        project: query.project_id.clone(),
     }
 }
 
@@ -100,6 +101,7 @@ impl DbService {
                     host: host.clone(),
                     limit: Some(PAGE),
                     marker: all.last().map(|d| d.uuid.clone()),
+                    project: None,
                 })
                 .await?;
             let done = page.len() < PAGE as usize;
@@ -153,6 +155,7 @@ impl DbService {
                 host: query.hostname.clone(),
                 limit: Some(limit),
                 marker: marker.clone(),
+                project: query.project_id.clone(),
             })
             .await?;
             let full = page.len() == limit as usize;

@@ -35,6 +35,10 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 pub enum ErrorKind {
     /// The request is malformed or names something invalid (400).
     BadRequest,
+    /// No valid token came with the request (401).
+    Unauthorized,
+    /// The policy does not allow the caller this (403).
+    Forbidden,
     /// Nothing has that id (404).
     NotFound,
     /// The resource does not take that method (405).
@@ -67,6 +71,8 @@ impl ErrorKind {
     pub fn status(self) -> StatusCode {
         match self {
             ErrorKind::BadRequest => StatusCode::BAD_REQUEST,
+            ErrorKind::Unauthorized => StatusCode::UNAUTHORIZED,
+            ErrorKind::Forbidden => StatusCode::FORBIDDEN,
             ErrorKind::NotFound => StatusCode::NOT_FOUND,
             ErrorKind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ErrorKind::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
@@ -85,6 +91,8 @@ impl ErrorKind {
     pub fn name(self) -> &'static str {
         match self {
             ErrorKind::BadRequest => "BadRequest",
+            ErrorKind::Unauthorized => "Unauthorized",
+            ErrorKind::Forbidden => "Forbidden",
             ErrorKind::NotFound => "NotFound",
             ErrorKind::MethodNotAllowed => "MethodNotAllowed",
             ErrorKind::NotAcceptable => "NotAcceptable",

@@ -37,10 +37,19 @@
 //! nothing), then applied request by request in UUID order; the first failure is the
 //! answer, and the requests before it stay bound (or unbound). `GET` shows where each is.
 //!
-//! # Projects
+//! # Callers, policy and projects
 //!
-//! There is no authentication yet: `POST /v2/accelerator_requests` records the
-//! `X-Project-Id` header's value as the requests' `project_id` when there is one.
+//! [`auth`] decides who calls: Keystone tokens (`[api] auth_strategy = "keystone"`,
+//! validated against Keystone and cached) or no authentication (`"noauth"`: everyone is
+//! an administrator, for the all-in-one and the demo). [`policy`] decides what the
+//! caller may do: every handler names its Cyborg rule (`cyborg:arq:create`, ...),
+//! checked against Cyborg's defaults or the operator's policy file; 403 otherwise.
+//!
+//! Accelerator requests belong to the project of the token that created them (noauth:
+//! the `X-Project-Id` header's). A caller sees, binds, unbinds and deletes only its own
+//! project's requests, unless the policy lets it see every project's
+//! (`accel:arq:all_projects`: administrators and Nova's service role); another
+//! project's request is 404 to it, as if it did not exist.
 //!
 //! # Addresses
 //!
@@ -56,19 +65,23 @@
 //! bytes, an instance UUID is a UUID, and a message repeats at most 64 characters of it.
 //! A database outage is 503 (retry later), not 500.
 
+pub mod auth;
 pub mod conductor_service;
 pub mod db_service;
 pub mod error;
 pub mod microversion;
+pub mod policy;
 mod routes;
 pub mod server;
 pub mod service;
 mod views;
 
+pub use auth::{AuthStrategy, Authenticator, Caller, KeystoneOptions};
 pub use conductor_service::ConductorService;
 pub use db_service::DbService;
 pub use error::{ApiError, ErrorKind, ServiceError};
 pub use microversion::ApiVersion;
+pub use policy::Policy;
 pub use server::ServeOptions;
 pub use service::{AccelService, Binding, ListQuery, NewProfile};
 
@@ -135,23 +148,33 @@ impl Default for Limits {
     }
 }
 
-/// The API's router over a service, to mount or serve.
+/// The API's router over a service, to mount or serve, without authentication.
 pub fn router(service: impl AccelService) -> axum::Router {
-    router_with(Arc::new(service), Limits::default())
+    router_with(
+        Arc::new(service),
+        Limits::default(),
+        Authenticator::noauth(),
+    )
 }
 
-/// The API's router over a shared service.
+/// The API's router over a shared service, without authentication.
 pub fn router_shared(service: Arc<dyn AccelService>) -> axum::Router {
-    router_with(service, Limits::default())
+    router_with(service, Limits::default(), Authenticator::noauth())
 }
 
-/// The API's router over a shared service with these limits.
-pub fn router_with(service: Arc<dyn AccelService>, limits: Limits) -> axum::Router {
-    routes::build(service, microversion::Supported::ALL, limits)
+/// The API's router over a shared service with these limits, its callers
+/// authenticated and held to a policy by `auth`.
+pub fn router_with(
+    service: Arc<dyn AccelService>,
+    limits: Limits,
+    auth: Authenticator,
+) -> axum::Router {
+    routes::build(service, microversion::Supported::ALL, limits, auth)
 }
 
 /// The API's router serving microversions up to `max` only (an older release's API:
-/// accel release N serves 2.0); `max` must be one this build has.
+/// accel release N serves 2.0), without authentication; `max` must be one this build
+/// has.
 pub fn router_up_to(
     service: Arc<dyn AccelService>,
     max: ApiVersion,
@@ -160,6 +183,7 @@ pub fn router_up_to(
         service,
         microversion::Supported::up_to(max)?,
         Limits::default(),
+        Authenticator::noauth(),
     ))
 }
 

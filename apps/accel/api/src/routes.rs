@@ -1,6 +1,7 @@
 //! The HTTP handlers: parse and check the request, call one [`AccelService`] operation,
 //! shape the answer for the negotiated microversion.
 
+use crate::auth::{Authenticator, Caller};
 use crate::error::{ApiError, ErrorKind};
 use crate::microversion::{self, ApiVersion};
 use crate::service::{AccelService, ArqState, Binding, ListQuery, NewProfile};
@@ -31,6 +32,7 @@ pub(crate) fn build(
     service: Service,
     supported: microversion::Supported,
     limits: Limits,
+    auth: Authenticator,
 ) -> Router {
     Router::new()
         .route("/", get(root))
@@ -69,6 +71,11 @@ pub(crate) fn build(
         .layer(axum::middleware::from_fn(microversion::layer))
         .layer(Extension(supported))
         .layer(Extension(limits))
+        // Outside the version check, as keystonemiddleware is outside Cyborg's app: an
+        // unauthenticated request learns nothing but 401.
+        .layer(axum::middleware::from_fn(move |req: Request, next| {
+            auth.clone().layer(req, next)
+        }))
         .layer(CatchPanicLayer::custom(
             |_panic: Box<dyn std::any::Any + Send>| {
                 tracing::error!("an accel API handler panicked");
@@ -270,6 +277,7 @@ fn list_query(pairs: &BTreeMap<String, String>, limits: &Limits) -> Result<ListQ
         names,
         limit,
         marker: non_empty("marker"),
+        project_id: None,
     })
 }
 
@@ -361,12 +369,14 @@ async fn v2(
 // ---- devices and deployables ---------------------------------------------------------
 
 async fn list_devices(
+    caller: Caller,
     State(service): State<Service>,
     Extension(version): Extension<ApiVersion>,
     Extension(limits): Extension<Limits>,
     Base(base): Base,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<Value>> {
+    caller.may("cyborg:device:get_all")?;
     let query = list_query(&query_pairs(raw)?, &limits)?;
     let rows = service.devices(&query).await?;
     Ok(page(
@@ -381,34 +391,48 @@ async fn list_devices(
 }
 
 async fn get_device(
+    caller: Caller,
     State(service): State<Service>,
     Extension(version): Extension<ApiVersion>,
     Base(base): Base,
     Id(uuid): Id,
 ) -> Result<Json<Value>> {
+    caller.may("cyborg:device:get_one")?;
     let d = service.device(&uuid).await?;
     Ok(Json(views::device(&d, version, &base)))
 }
 
 /// `POST /v2/devices/{uuid}/disable` (Cyborg's): the device goes into maintenance and is
 /// given to no new request; 200 with no body, as Cyborg.
-async fn disable_device(State(service): State<Service>, Id(uuid): Id) -> Result<StatusCode> {
+async fn disable_device(
+    caller: Caller,
+    State(service): State<Service>,
+    Id(uuid): Id,
+) -> Result<StatusCode> {
+    caller.may("cyborg:device:disable")?;
     service.set_device_maintaining(&uuid, true).await?;
     Ok(StatusCode::OK)
 }
 
 /// `POST /v2/devices/{uuid}/enable`: back in service.
-async fn enable_device(State(service): State<Service>, Id(uuid): Id) -> Result<StatusCode> {
+async fn enable_device(
+    caller: Caller,
+    State(service): State<Service>,
+    Id(uuid): Id,
+) -> Result<StatusCode> {
+    caller.may("cyborg:device:enable")?;
     service.set_device_maintaining(&uuid, false).await?;
     Ok(StatusCode::OK)
 }
 
 async fn list_deployables(
+    caller: Caller,
     State(service): State<Service>,
     Extension(limits): Extension<Limits>,
     Base(base): Base,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<Value>> {
+    caller.may("cyborg:deployable:get_all")?;
     let query = list_query(&query_pairs(raw)?, &limits)?;
     let rows = service.deployables(&query).await?;
     Ok(page(
@@ -423,10 +447,12 @@ async fn list_deployables(
 }
 
 async fn get_deployable(
+    caller: Caller,
     State(service): State<Service>,
     Base(base): Base,
     Id(uuid): Id,
 ) -> Result<Json<Value>> {
+    caller.may("cyborg:deployable:get_one")?;
     let d = service.deployable(&uuid).await?;
     Ok(Json(views::deployable(&d, &base)))
 }
@@ -434,11 +460,13 @@ async fn get_deployable(
 // ---- device profiles -----------------------------------------------------------------
 
 async fn list_profiles(
+    caller: Caller,
     State(service): State<Service>,
     Extension(limits): Extension<Limits>,
     Base(base): Base,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<Value>> {
+    caller.may("cyborg:device_profile:get_all")?;
     let query = list_query(&query_pairs(raw)?, &limits)?;
     let rows = service.profiles(&query).await?;
     Ok(page(
@@ -453,10 +481,12 @@ async fn list_profiles(
 }
 
 async fn get_profile(
+    caller: Caller,
     State(service): State<Service>,
     Base(base): Base,
     Id(name_or_uuid): Id,
 ) -> Result<Json<Value>> {
+    caller.may("cyborg:device_profile:get_one")?;
     let p = service.profile(&name_or_uuid).await?;
     Ok(Json(json!({"device_profile": views::profile(&p, &base)})))
 }
@@ -471,11 +501,13 @@ struct ProfileIn {
 }
 
 async fn create_profile(
+    caller: Caller,
     State(service): State<Service>,
     Extension(limits): Extension<Limits>,
     Base(base): Base,
     Body(body): Body,
 ) -> Result<Response> {
+    caller.may("cyborg:device_profile:create")?;
     // Cyborg takes a list of one profile; a bare profile object is taken too.
     let value: Value = json_body(&body)?;
     let one = match value {
@@ -508,9 +540,11 @@ async fn create_profile(
 }
 
 async fn delete_profile(
+    caller: Caller,
     State(service): State<Service>,
     Id(name_or_uuid): Id,
 ) -> Result<StatusCode> {
+    caller.may("cyborg:device_profile:delete")?;
     service.delete_profile(&name_or_uuid).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -518,9 +552,11 @@ async fn delete_profile(
 /// `DELETE /v2/device_profiles?value=a,b`: Cyborg's form for several profiles, by name
 /// or UUID, deleted one after another (a missing one stops there with 404).
 async fn delete_profiles(
+    caller: Caller,
     State(service): State<Service>,
     RawQuery(raw): RawQuery,
 ) -> Result<StatusCode> {
+    caller.may("cyborg:device_profile:delete")?;
     let pairs = query_pairs(raw)?;
     let Some(list) = pairs.get("value") else {
         return Err(ApiError::bad_request(
@@ -544,19 +580,18 @@ struct ArqsIn {
 }
 
 async fn create_arqs(
+    caller: Caller,
     State(service): State<Service>,
     Extension(limits): Extension<Limits>,
-    headers: HeaderMap,
     Base(base): Base,
     Body(body): Body,
 ) -> Result<Response> {
+    caller.may("cyborg:arq:create")?;
     let input: ArqsIn = json_body(&body)?;
-    let project = headers
-        .get("x-project-id")
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty());
+    // The requests belong to the caller's project (noauth: X-Project-Id's).
+    let project = caller.project_id();
     if let Some(p) = project {
-        check_text("X-Project-Id", p)?;
+        check_text("project id", p)?;
     }
     // One request per unit of every group's resources (or of the named group's): refused
     // before any is created when that is more than one POST may create.
@@ -595,13 +630,18 @@ async fn create_arqs(
 }
 
 async fn list_arqs(
+    caller: Caller,
     State(service): State<Service>,
     Extension(limits): Extension<Limits>,
     Base(base): Base,
     RawQuery(raw): RawQuery,
 ) -> Result<Response> {
+    caller.may("cyborg:arq:get_all")?;
     let pairs = query_pairs(raw)?;
-    let query = list_query(&pairs, &limits)?;
+    let query = ListQuery {
+        project_id: caller.project_scope()?.map(str::to_owned),
+        ..list_query(&pairs, &limits)?
+    };
     let instance = pairs.get("instance").filter(|v| !v.is_empty());
     if let Some(i) = instance {
         check_instance("instance", i)?;
@@ -655,12 +695,27 @@ async fn list_arqs(
 }
 
 async fn get_arq(
+    caller: Caller,
     State(service): State<Service>,
     Base(base): Base,
     Id(uuid): Id,
 ) -> Result<Json<Value>> {
-    let a = service.arq(&uuid).await?;
+    caller.may("cyborg:arq:get_one")?;
+    let a = visible_arq(&service, &caller, &uuid).await?;
     Ok(Json(views::arq(&a, &base)))
+}
+
+/// The request with `uuid` if the caller may see it: another project's is 404, as if
+/// it did not exist (its existence is not the caller's to know).
+async fn visible_arq(service: &Service, caller: &Caller, uuid: &str) -> Result<ArqRow> {
+    let arq = service.arq(uuid).await?;
+    match caller.project_scope()? {
+        Some(project) if arq.project_id.as_deref() != Some(project) => Err(ApiError::new(
+            ErrorKind::NotFound,
+            format!("accelerator request {} not found", shown(uuid)),
+        )),
+        _ => Ok(arq),
+    }
 }
 
 #[derive(Deserialize)]
@@ -743,19 +798,26 @@ fn change_of(uuid: &str, ops: Vec<PatchOp>) -> Result<Change> {
     Ok(Change::Bind(binding))
 }
 
-async fn patch_arqs(State(service): State<Service>, Body(body): Body) -> Result<StatusCode> {
+async fn patch_arqs(
+    caller: Caller,
+    State(service): State<Service>,
+    Body(body): Body,
+) -> Result<StatusCode> {
+    caller.may("cyborg:arq:update")?;
     let patch: BTreeMap<String, Vec<PatchOp>> = json_body(&body)?;
-    apply_patch(&service, patch).await
+    apply_patch(&service, &caller, patch).await
 }
 
 /// `PATCH /v2/accelerator_requests/{uuid}`, what openstacksdk and the OpenStack clients
 /// send: the body is the collection's form (`{uuid: [ops]}`) and must name this request
 /// only.
 async fn patch_arq(
+    caller: Caller,
     State(service): State<Service>,
     Id(uuid): Id,
     Body(body): Body,
 ) -> Result<StatusCode> {
+    caller.may("cyborg:arq:update")?;
     let patch: BTreeMap<String, Vec<PatchOp>> = json_body(&body)?;
     if patch.keys().any(|k| *k != uuid) {
         return Err(ApiError::bad_request(format!(
@@ -763,12 +825,14 @@ async fn patch_arq(
             shown(&uuid)
         )));
     }
-    apply_patch(&service, patch).await
+    apply_patch(&service, &caller, patch).await
 }
 
-/// Binds and unbinds: every request's patch is checked before any is applied.
+/// Binds and unbinds: every request's patch is checked before any is applied, and
+/// every request must be one the caller may see.
 async fn apply_patch(
     service: &Service,
+    caller: &Caller,
     patch: BTreeMap<String, Vec<PatchOp>>,
 ) -> Result<StatusCode> {
     if patch.is_empty() {
@@ -780,6 +844,11 @@ async fn apply_patch(
     for (uuid, ops) in patch {
         let change = change_of(&uuid, ops)?;
         changes.push((uuid, change));
+    }
+    if caller.project_scope()?.is_some() {
+        for (uuid, _) in &changes {
+            visible_arq(service, caller, uuid).await?;
+        }
     }
     refuse_additional_binds(service, &changes).await?;
     for (uuid, change) in changes {
@@ -829,23 +898,66 @@ async fn refuse_additional_binds(service: &Service, changes: &[(String, Change)]
 const HELD_PER_INSTANCE: u32 = 10_000;
 
 /// `DELETE /v2/accelerator_requests/{uuid}` (openstacksdk's form of `?arqs=uuid`).
-async fn delete_arq(State(service): State<Service>, Id(uuid): Id) -> Result<StatusCode> {
-    service.delete_arqs(&[uuid]).await?;
+async fn delete_arq(
+    caller: Caller,
+    State(service): State<Service>,
+    Id(uuid): Id,
+) -> Result<StatusCode> {
+    caller.may("cyborg:arq:delete")?;
+    service
+        .delete_arqs(&deletable(&service, &caller, vec![uuid]).await?)
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Of `uuids`, those the caller may delete: all of them for a caller that sees every
+/// project's; otherwise its own project's (another project's are left alone, as
+/// missing ones are).
+async fn deletable(service: &Service, caller: &Caller, uuids: Vec<String>) -> Result<Vec<String>> {
+    if caller.project_scope()?.is_none() {
+        return Ok(uuids);
+    }
+    let mut mine = Vec::with_capacity(uuids.len());
+    for uuid in uuids {
+        match visible_arq(service, caller, &uuid).await {
+            Ok(_) => mine.push(uuid),
+            Err(e) if e.kind == ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(mine)
+}
+
 async fn delete_arqs(
+    caller: Caller,
     State(service): State<Service>,
     RawQuery(raw): RawQuery,
 ) -> Result<StatusCode> {
+    caller.may("cyborg:arq:delete")?;
     let pairs = query_pairs(raw)?;
     match (pairs.get("arqs"), pairs.get("instance")) {
         (Some(list), None) => {
-            service.delete_arqs(&names_of("arqs", list)?).await?;
+            let uuids = deletable(&service, &caller, names_of("arqs", list)?).await?;
+            service.delete_arqs(&uuids).await?;
         }
         (None, Some(instance)) if !instance.is_empty() => {
             check_instance("instance", instance)?;
-            service.delete_arqs_of_instance(instance).await?;
+            match caller.project_scope()? {
+                None => service.delete_arqs_of_instance(instance).await?,
+                // Only the caller's project's requests of that instance.
+                Some(project) => {
+                    let query = ListQuery {
+                        limit: HELD_PER_INSTANCE,
+                        project_id: Some(project.to_owned()),
+                        ..ListQuery::default()
+                    };
+                    let held = service.arqs(Some(instance), &query).await?;
+                    let uuids: Vec<String> = held.into_iter().map(|a| a.uuid).collect();
+                    if !uuids.is_empty() {
+                        service.delete_arqs(&uuids).await?;
+                    }
+                }
+            }
         }
         _ => {
             return Err(ApiError::bad_request(

@@ -33,6 +33,9 @@ pub struct ListQuery {
     pub limit: u32,
     /// Only those after the one with this UUID (which must exist).
     pub marker: Option<String>,
+    /// Only accelerator requests of this project (project isolation: a caller that
+    /// does not see every project's; other lists ignore it).
+    pub project_id: Option<String>,
 }
 
 /// A device profile to create.

@@ -375,6 +375,9 @@ pub struct ListFilter {
     pub limit: Option<u32>,
     /// Only rows after the row with this UUID.
     pub marker: Option<String>,
+    /// Only this project's accelerator requests (project isolation; other lists
+    /// ignore it).
+    pub project: Option<String>,
 }
 
 pub(crate) fn now() -> String {
@@ -1271,8 +1274,9 @@ impl Db {
         .await
     }
 
-    /// A page of requests, optionally of one instance, oldest first: those after the
-    /// request with UUID `filter.marker`, at most `filter.limit` (`filter.host` ignored).
+    /// A page of requests, optionally of one instance and of one project
+    /// (`filter.project`), oldest first: those after the request with UUID
+    /// `filter.marker`, at most `filter.limit` (`filter.host` ignored).
     pub async fn arqs_page(
         &self,
         instance: Option<&str>,
@@ -1281,12 +1285,15 @@ impl Db {
         let rows = sqlx::query(&format!(
             "{ARQ_SELECT} WHERE ($1 = '' OR r.instance_uuid = $2) \
              AND r.id > COALESCE((SELECT id FROM accelerator_requests WHERE uuid = $3), 0) \
+             AND ($5 = '' OR r.project_id = $6) \
              ORDER BY r.id LIMIT $4"
         ))
         .bind(instance.unwrap_or_default())
         .bind(instance.unwrap_or_default())
         .bind(filter.marker.clone().unwrap_or_default())
         .bind(i64::from(filter.limit.unwrap_or(1000)))
+        .bind(filter.project.clone().unwrap_or_default())
+        .bind(filter.project.clone().unwrap_or_default())
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(arq_row).collect()

@@ -240,6 +240,9 @@ impl Deployment {
         let mut args = self.with_settings(vec!["api".into()]);
         args.push("--set".into());
         args.push(format!("api.listen=127.0.0.1:{}", self.api_ports[i]));
+        // The campaign's clients are administrators on loopback.
+        args.push("--set".into());
+        args.push("api.auth_strategy=noauth".into());
         self.launcher.spawn(&format!("api-{}", i + 1), &args)
     }
 

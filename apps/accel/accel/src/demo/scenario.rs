@@ -282,7 +282,13 @@ impl Deployment {
                 let listen = format!("127.0.0.1:{}", free_port()?);
                 let mut a = vec!["api".to_owned()];
                 a.extend(self.next_settings());
-                a.extend(["--set".to_owned(), format!("api.listen={listen}")]);
+                // On loopback, without Keystone: the demo is one machine's.
+                a.extend([
+                    "--set".to_owned(),
+                    format!("api.listen={listen}"),
+                    "--set".to_owned(),
+                    "api.auth_strategy=noauth".to_owned(),
+                ]);
                 let p = l.spawn("api", &a)?;
                 self.api = Some(ApiNode {
                     base: format!("http://{listen}"),

@@ -4,7 +4,7 @@
 
 #![allow(dead_code, unused_imports)]
 
-use accel_api::{AccelService, ConductorService, DbService, Limits, ServeOptions};
+use accel_api::{AccelService, Authenticator, ConductorService, DbService, Limits, ServeOptions};
 use accel_conductor::db::{Release, ReportedDevice};
 use accel_conductor::service::{endpoint, ReleasePolicy};
 use accel_conductor::Db;
@@ -61,7 +61,28 @@ impl Api {
 
     /// Serves the API over `db` alone with these limits and server options.
     pub async fn start_with(db: Db, limits: Limits, options: ServeOptions) -> Api {
-        Api::serve(db.clone(), DbService::new(db), None, limits, options).await
+        Api::serve(
+            db.clone(),
+            DbService::new(db),
+            None,
+            limits,
+            options,
+            Authenticator::noauth(),
+        )
+        .await
+    }
+
+    /// Serves the API over `db` alone, its callers authenticated by `auth`.
+    pub async fn start_authenticated(db: Db, auth: Authenticator) -> Api {
+        Api::serve(
+            db.clone(),
+            DbService::new(db),
+            None,
+            Limits::default(),
+            ServeOptions::default(),
+            auth,
+        )
+        .await
     }
 
     /// Serves the API as a deployment does ([`ConductorService`]): reads from `db`,
@@ -93,6 +114,7 @@ impl Api {
             Some(conductor),
             limits,
             ServeOptions::default(),
+            Authenticator::noauth(),
         )
         .await
     }
@@ -103,6 +125,7 @@ impl Api {
         conductor: Option<ServerHandle>,
         limits: Limits,
         options: ServeOptions,
+        auth: Authenticator,
     ) -> Api {
         let tls = options.tls.is_some();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -114,7 +137,7 @@ impl Api {
             let shutdown = async move {
                 let _ = stopped.await;
             };
-            let router = accel_api::router_with(Arc::new(service), limits);
+            let router = accel_api::router_with(Arc::new(service), limits, auth);
             accel_api::server::serve(listener, router, options, shutdown)
                 .await
                 .expect("serve");

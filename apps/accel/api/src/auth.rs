@@ -1,0 +1,707 @@
+//! Who is calling: Keystone tokens (`[api] auth_strategy = "keystone"`) or no
+//! authentication (`"noauth"`), as a layer in front of every handler.
+//!
+//! # Keystone
+//!
+//! As keystonemiddleware's `auth_token` does for Cyborg: every request except version
+//! discovery (`/`, `/v2`) carries a token in `X-Auth-Token`. The layer asks Keystone
+//! whether it is valid (`GET /v3/auth/tokens` with the token in `X-Subject-Token`,
+//! authenticated by the API's own service user, `[keystone_authtoken]`), and keeps the
+//! answer, valid or not, for `token_cache_time` (never past the token's expiry): a
+//! client's next calls cost no Keystone round trip. What Keystone says about the token
+//! (user, project, roles) becomes the request's [`Caller`]; headers a client sends about
+//! itself (`X-Project-Id`, `X-Roles`) are ignored.
+//!
+//! | answer | when |
+//! |---|---|
+//! | 401 `Unauthorized`, with `WWW-Authenticate: Keystone uri="..."` | no token, or Keystone does not know it (invalid, expired, revoked) |
+//! | 503 `ServiceUnavailable` | Keystone cannot be reached or refuses the service user: retry later |
+//!
+//! A service token (`X-Service-Token`, which Nova sends beside the user's) is validated
+//! the same way; an invalid one is 401. Its roles are the policy's `service_roles`. If
+//! it has one of `service_token_roles`, the user token may have expired (a long build
+//! outlives a token: keystonemiddleware's `allow_expired`). With
+//! `service_token_roles_required`, a service token without those roles is refused.
+//!
+//! # noauth
+//!
+//! For the all-in-one and the demo: every caller is an administrator held to no policy
+//! rule (a policy file is still loaded and checked), seeing every project's requests,
+//! and the project of the requests it creates is the `X-Project-Id` header's value when
+//! there is one. `accel api` refuses to serve
+//! noauth on an address other than loopback unless `[api] noauth_allow_remote` says so.
+
+use crate::error::{ApiError, ErrorKind};
+use crate::policy::{Credentials, Policy};
+use axum::extract::{FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How callers are authenticated.
+#[derive(Clone, Debug)]
+pub enum AuthStrategy {
+    /// No authentication: every caller is an administrator (all-in-one, demo, tests).
+    Noauth,
+    /// Keystone tokens, validated with these options.
+    Keystone(Box<KeystoneOptions>),
+}
+
+/// `[keystone_authtoken]`: keystonemiddleware's options of the same names.
+#[derive(Clone, Debug)]
+pub struct KeystoneOptions {
+    /// Keystone's URL (`http://keystone:5000` or `.../v3`): where tokens are validated.
+    pub auth_url: String,
+    /// The URL clients are told to get tokens from (`WWW-Authenticate`); unset: `auth_url`.
+    pub www_authenticate_uri: Option<String>,
+    /// The API's service user.
+    pub username: String,
+    /// Its password.
+    pub password: String,
+    /// The project its token is scoped to (`service`).
+    pub project_name: String,
+    /// The user's domain (by name).
+    pub user_domain_name: String,
+    /// The project's domain (by name).
+    pub project_domain_name: String,
+    /// How long a validation is kept (never past the token's expiry).
+    pub token_cache_time: Duration,
+    /// Roles that make a service token one (`service`).
+    pub service_token_roles: Vec<String>,
+    /// Refuse a service token without one of `service_token_roles`.
+    pub service_token_roles_required: bool,
+    /// Time to connect to Keystone.
+    pub http_connect_timeout: Duration,
+    /// Time for one Keystone request in all.
+    pub http_request_timeout: Duration,
+    /// Retries of a Keystone request that failed to connect or timed out.
+    pub http_request_max_retries: u32,
+    /// CA certificates (PEM) for an https Keystone; unset: the system's.
+    pub cafile: Option<PathBuf>,
+}
+
+impl KeystoneOptions {
+    /// The options for a service user, with keystonemiddleware's defaults for the rest.
+    pub fn new(auth_url: &str, username: &str, password: &str, project_name: &str) -> Self {
+        KeystoneOptions {
+            auth_url: auth_url.to_owned(),
+            www_authenticate_uri: None,
+            username: username.to_owned(),
+            password: password.to_owned(),
+            project_name: project_name.to_owned(),
+            user_domain_name: "Default".into(),
+            project_domain_name: "Default".into(),
+            token_cache_time: Duration::from_secs(300),
+            service_token_roles: vec!["service".into()],
+            service_token_roles_required: false,
+            http_connect_timeout: Duration::from_secs(5),
+            http_request_timeout: Duration::from_secs(10),
+            http_request_max_retries: 3,
+            cafile: None,
+        }
+    }
+}
+
+/// Why the authentication layer could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    /// `[keystone_authtoken]` is incomplete or wrong.
+    #[error("[keystone_authtoken] {0}")]
+    Options(String),
+    /// The CA file could not be read or holds no certificate.
+    #[error("[keystone_authtoken] cafile {path}: {why}")]
+    CaFile {
+        /// The file.
+        path: String,
+        /// Why.
+        why: String,
+    },
+}
+
+/// The caller of one request and the policy it is held to: the extractor handlers take.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    /// What the policy checks.
+    pub credentials: Credentials,
+    /// `None` under noauth: no rule is checked, every project's requests are seen.
+    policy: Option<Arc<Policy>>,
+}
+
+impl Caller {
+    /// 403 unless the policy allows the caller `rule` (noauth: always allowed).
+    pub fn may(&self, rule: &str) -> Result<(), ApiError> {
+        match &self.policy {
+            Some(policy) => policy.enforce(rule, &self.credentials),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the caller sees and changes every project's accelerator requests
+    /// (policy rule `accel:arq:all_projects`: administrators and Nova's service role;
+    /// everyone under noauth), rather than only its own project's.
+    pub fn sees_all_projects(&self) -> bool {
+        match &self.policy {
+            Some(p) => p.allows(ALL_PROJECTS, &self.credentials),
+            None => true,
+        }
+    }
+
+    /// The project the caller's token is scoped to (noauth: `X-Project-Id`).
+    pub fn project_id(&self) -> Option<&str> {
+        self.credentials.project_id.as_deref()
+    }
+
+    /// The project whose requests the caller is limited to: `None` when it sees every
+    /// project's.
+    pub fn project_scope(&self) -> Result<Option<&str>, ApiError> {
+        if self.sees_all_projects() {
+            return Ok(None);
+        }
+        self.project_id().map(Some).ok_or_else(|| {
+            ApiError::new(
+                ErrorKind::Forbidden,
+                "a token scoped to a project is needed for accelerator requests",
+            )
+        })
+    }
+}
+
+/// The rule of project isolation (see [`Caller::sees_all_projects`]).
+pub const ALL_PROJECTS: &str = "accel:arq:all_projects";
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Caller, ApiError> {
+        parts.extensions.get::<Caller>().cloned().ok_or_else(|| {
+            // The router always has the layer; a router built without it fails closed.
+            ApiError::new(ErrorKind::Unauthorized, "the request is not authenticated")
+        })
+    }
+}
+
+/// The layer's state: the strategy, its Keystone client and cache, the policy.
+#[derive(Clone)]
+pub struct Authenticator {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    policy: Arc<Policy>,
+    keystone: Option<Keystone>,
+}
+
+impl std::fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authenticator")
+            .field(
+                "keystone",
+                &self.inner.keystone.as_ref().map(|k| &k.auth_url),
+            )
+            .finish()
+    }
+}
+
+impl Authenticator {
+    /// The layer for `strategy`, holding callers to `policy`.
+    pub fn new(strategy: AuthStrategy, policy: Policy) -> Result<Authenticator, AuthError> {
+        let keystone = match strategy {
+            AuthStrategy::Noauth => None,
+            AuthStrategy::Keystone(options) => Some(Keystone::new(*options)?),
+        };
+        Ok(Authenticator {
+            inner: Arc::new(Inner {
+                policy: Arc::new(policy),
+                keystone,
+            }),
+        })
+    }
+
+    /// No authentication, the default policy.
+    pub fn noauth() -> Authenticator {
+        Authenticator {
+            inner: Arc::new(Inner {
+                policy: Arc::new(Policy::default()),
+                keystone: None,
+            }),
+        }
+    }
+
+    /// Whether tokens are checked.
+    pub fn is_keystone(&self) -> bool {
+        self.inner.keystone.is_some()
+    }
+
+    /// The middleware: a [`Caller`] in the request's extensions, or 401/503.
+    pub async fn layer(self, mut req: Request, next: Next) -> Response {
+        let path = req.uri().path();
+        let public = matches!(path, "/" | "/v2" | "/v2/");
+        let caller = match &self.inner.keystone {
+            None => Ok(Some(noauth_caller(req.headers()))),
+            Some(_) if public => Ok(None),
+            Some(keystone) => keystone
+                .caller(req.headers(), &self.inner.policy)
+                .await
+                .map(Some),
+        };
+        match caller {
+            Ok(Some(caller)) => {
+                req.extensions_mut().insert(caller);
+                next.run(req).await
+            }
+            Ok(None) => next.run(req).await,
+            Err(e) => e.into_response(),
+        }
+    }
+}
+
+/// noauth's caller: an administrator held to no policy, of `X-Project-Id`'s project
+/// when sent.
+fn noauth_caller(headers: &HeaderMap) -> Caller {
+    let project = headers
+        .get("x-project-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned);
+    Caller {
+        credentials: Credentials {
+            roles: vec!["admin".into(), "member".into(), "reader".into()],
+            project_id: project,
+            is_admin: true,
+            ..Credentials::default()
+        },
+        policy: None,
+    }
+}
+
+/// What Keystone said about a token.
+#[derive(Clone, Debug)]
+enum Validation {
+    Valid(Arc<Identity>),
+    Invalid,
+}
+
+/// A valid token's identity.
+#[derive(Clone, Debug)]
+struct Identity {
+    user_id: String,
+    project_id: Option<String>,
+    domain_id: Option<String>,
+    roles: Vec<String>,
+    expires: Option<Instant>,
+}
+
+/// Keystone's answer to an authentication failure, as keystonemiddleware's.
+struct Refusal {
+    error: ApiError,
+    www_authenticate: Option<HeaderValue>,
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let mut response = self.error.into_response();
+        if let Some(v) = self.www_authenticate {
+            response
+                .headers_mut()
+                .insert(axum::http::header::WWW_AUTHENTICATE, v);
+        }
+        response
+    }
+}
+
+struct Keystone {
+    auth_url: String,
+    options: KeystoneOptions,
+    http: reqwest::Client,
+    www_authenticate: Option<HeaderValue>,
+    /// The service user's token and when to fetch a new one.
+    service_token: tokio::sync::Mutex<Option<(String, Instant)>>,
+    cache: moka::sync::Cache<[u8; 32], (Validation, Instant)>,
+}
+
+/// The most tokens whose validation is kept.
+const CACHE_ENTRIES: u64 = 100_000;
+
+impl Keystone {
+    fn new(options: KeystoneOptions) -> Result<Keystone, AuthError> {
+        let base = options.auth_url.trim_end_matches('/');
+        let base = base.strip_suffix("/v3").unwrap_or(base);
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(AuthError::Options(format!(
+                "auth_url {:?}: an http:// or https:// URL of Keystone",
+                options.auth_url
+            )));
+        }
+        for (name, value) in [
+            ("username", &options.username),
+            ("password", &options.password),
+            ("project_name", &options.project_name),
+        ] {
+            if value.is_empty() {
+                return Err(AuthError::Options(format!(
+                    "{name} is needed to validate tokens (the API's service user)"
+                )));
+            }
+        }
+        let mut http = reqwest::Client::builder()
+            .connect_timeout(options.http_connect_timeout)
+            .timeout(options.http_request_timeout);
+        if let Some(path) = &options.cafile {
+            let ca_err = |why: String| AuthError::CaFile {
+                path: path.display().to_string(),
+                why,
+            };
+            let pem = std::fs::read(path).map_err(|e| ca_err(e.to_string()))?;
+            let certs =
+                reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| ca_err(e.to_string()))?;
+            if certs.is_empty() {
+                return Err(ca_err("no PEM certificate in it".into()));
+            }
+            for c in certs {
+                http = http.add_root_certificate(c);
+            }
+        }
+        let http = http
+            .build()
+            .map_err(|e| AuthError::Options(format!("HTTP client: {e}")))?;
+        let uri = options
+            .www_authenticate_uri
+            .clone()
+            .unwrap_or_else(|| base.to_owned());
+        let www_authenticate = HeaderValue::from_str(&format!("Keystone uri=\"{uri}\"")).ok();
+        let cache = moka::sync::Cache::builder()
+            .max_capacity(CACHE_ENTRIES)
+            .time_to_live(options.token_cache_time)
+            .build();
+        Ok(Keystone {
+            auth_url: base.to_owned(),
+            options,
+            http,
+            www_authenticate,
+            service_token: tokio::sync::Mutex::new(None),
+            cache,
+        })
+    }
+
+    fn unauthorized(&self, message: &str) -> Refusal {
+        Refusal {
+            error: ApiError::new(ErrorKind::Unauthorized, message),
+            www_authenticate: self.www_authenticate.clone(),
+        }
+    }
+
+    /// The caller of a request with these headers.
+    async fn caller(&self, headers: &HeaderMap, policy: &Arc<Policy>) -> Result<Caller, Refusal> {
+        let token = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+        };
+        let Some(user_token) = token("x-auth-token") else {
+            return Err(self.unauthorized("the request you have made requires authentication"));
+        };
+        let service = match token("x-service-token") {
+            None => None,
+            Some(t) => match self.validate(t, false).await? {
+                Validation::Valid(identity) => Some(identity),
+                Validation::Invalid => {
+                    return Err(self.unauthorized("the service token is not valid"))
+                }
+            },
+        };
+        let privileged_service = service.as_ref().is_some_and(|s| {
+            s.roles.iter().any(|r| {
+                self.options
+                    .service_token_roles
+                    .iter()
+                    .any(|w| w.eq_ignore_ascii_case(r))
+            })
+        });
+        if service.is_some() && self.options.service_token_roles_required && !privileged_service {
+            return Err(self.unauthorized(
+                "the service token has none of [keystone_authtoken] service_token_roles",
+            ));
+        }
+        let user = match self.validate(user_token, false).await? {
+            Validation::Valid(identity) => identity,
+            // A valid service token lets an expired user token through (a long build).
+            Validation::Invalid if privileged_service => {
+                match self.validate(user_token, true).await? {
+                    Validation::Valid(identity) => identity,
+                    Validation::Invalid => return Err(self.unauthorized("the token is not valid")),
+                }
+            }
+            Validation::Invalid => return Err(self.unauthorized("the token is not valid")),
+        };
+        let is_admin = user.roles.iter().any(|r| r.eq_ignore_ascii_case("admin"));
+        Ok(Caller {
+            credentials: Credentials {
+                roles: user.roles.clone(),
+                user_id: Some(user.user_id.clone()),
+                project_id: user.project_id.clone(),
+                domain_id: user.domain_id.clone(),
+                is_admin,
+                service_roles: service
+                    .as_ref()
+                    .map(|s| s.roles.clone())
+                    .unwrap_or_default(),
+                service_user_id: service.as_ref().map(|s| s.user_id.clone()),
+                service_project_id: service.as_ref().and_then(|s| s.project_id.clone()),
+            },
+            policy: Some(policy.clone()),
+        })
+    }
+
+    /// Keystone's verdict on `token`, from the cache when it has one.
+    async fn validate(&self, token: &str, allow_expired: bool) -> Result<Validation, Refusal> {
+        let key: [u8; 32] = Sha256::new()
+            .chain_update([u8::from(allow_expired)])
+            .chain_update(token.as_bytes())
+            .finalize()
+            .into();
+        let now = Instant::now();
+        if let Some((verdict, until)) = self.cache.get(&key) {
+            if until > now {
+                return Ok(verdict);
+            }
+            self.cache.invalidate(&key);
+        }
+        let verdict = self.ask(token, allow_expired).await?;
+        let mut until = now + self.options.token_cache_time;
+        if let Validation::Valid(identity) = &verdict {
+            if let Some(expires) = identity.expires.filter(|_| !allow_expired) {
+                until = until.min(expires);
+            }
+        }
+        self.cache.insert(key, (verdict.clone(), until));
+        Ok(verdict)
+    }
+
+    /// `GET /v3/auth/tokens` for `token`, with the service user's token; once more with
+    /// a new service token when Keystone refuses the one held.
+    async fn ask(&self, token: &str, allow_expired: bool) -> Result<Validation, Refusal> {
+        let url = format!(
+            "{}/v3/auth/tokens{}",
+            self.auth_url,
+            if allow_expired {
+                "?allow_expired=1"
+            } else {
+                ""
+            }
+        );
+        for attempt in 0..2 {
+            let service_token = self.service_token(attempt > 0).await?;
+            let response = self
+                .send(|| {
+                    self.http
+                        .get(&url)
+                        .header("X-Auth-Token", &service_token)
+                        .header("X-Subject-Token", token)
+                })
+                .await?;
+            match response.status().as_u16() {
+                200 => {
+                    let body: Value = response.json().await.map_err(|e| {
+                        unavailable(format!("Keystone's token validation is not JSON: {e}"))
+                    })?;
+                    return identity_of(&body)
+                        .map(|i| Validation::Valid(Arc::new(i)))
+                        .ok_or_else(|| {
+                            unavailable("Keystone's token validation has no user".to_owned())
+                        });
+                }
+                404 => return Ok(Validation::Invalid),
+                // Our own token expired or was revoked: fetch a new one, once.
+                401 if attempt == 0 => continue,
+                status => {
+                    return Err(unavailable(format!(
+                        "Keystone answered {status} to a token validation"
+                    )))
+                }
+            }
+        }
+        Err(unavailable(
+            "Keystone refuses the API's service user ([keystone_authtoken])".to_owned(),
+        ))
+    }
+
+    /// The service user's token; a new one when `renew` or when it is about to expire.
+    async fn service_token(&self, renew: bool) -> Result<String, Refusal> {
+        let mut held = self.service_token.lock().await;
+        if let Some((token, refresh_at)) = held.as_ref() {
+            if !renew && *refresh_at > Instant::now() {
+                return Ok(token.clone());
+            }
+        }
+        let body = json!({"auth": {
+            "identity": {"methods": ["password"], "password": {"user": {
+                "name": self.options.username,
+                "domain": {"name": self.options.user_domain_name},
+                "password": self.options.password,
+            }}},
+            "scope": {"project": {
+                "name": self.options.project_name,
+                "domain": {"name": self.options.project_domain_name},
+            }},
+        }});
+        let url = format!("{}/v3/auth/tokens", self.auth_url);
+        let response = self.send(|| self.http.post(&url).json(&body)).await?;
+        if response.status().as_u16() != 201 {
+            tracing::error!(
+                status = response.status().as_u16(),
+                user = %self.options.username,
+                "Keystone refused the API's service user: check [keystone_authtoken]"
+            );
+            return Err(unavailable(
+                "the API cannot authenticate to Keystone ([keystone_authtoken])".to_owned(),
+            ));
+        }
+        let token = response
+            .headers()
+            .get("x-subject-token")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .ok_or_else(|| unavailable("Keystone issued no X-Subject-Token".to_owned()))?;
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        // Renewed a minute before it expires (at most an hour on).
+        let lifetime =
+            expires_in(&body["token"]["expires_at"]).unwrap_or(Duration::from_secs(3600));
+        let refresh_at = Instant::now() + lifetime.saturating_sub(Duration::from_secs(60));
+        *held = Some((token.clone(), refresh_at));
+        Ok(token)
+    }
+
+    /// One request to Keystone, retried when it could not connect or timed out.
+    async fn send(
+        &self,
+        request: impl Fn() -> reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, Refusal> {
+        let mut attempt = 0;
+        loop {
+            match request().send().await {
+                Ok(r) => return Ok(r),
+                Err(e)
+                    if (e.is_connect() || e.is_timeout())
+                        && attempt < self.options.http_request_max_retries =>
+                {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(100 << attempt.min(5))).await;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, url = %self.auth_url, "Keystone unreachable");
+                    return Err(unavailable(
+                        "Keystone cannot be reached to validate the token; retry later".to_owned(),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+fn unavailable(message: String) -> Refusal {
+    Refusal {
+        error: ApiError::new(ErrorKind::Unavailable, message),
+        www_authenticate: None,
+    }
+}
+
+/// How long until an RFC 3339 time (Keystone's `expires_at`); `None` if unreadable.
+fn expires_in(value: &Value) -> Option<Duration> {
+    let at = chrono::DateTime::parse_from_rfc3339(value.as_str()?).ok()?;
+    let left = at.with_timezone(&chrono::Utc) - chrono::Utc::now();
+    Some(left.to_std().unwrap_or(Duration::ZERO))
+}
+
+#[derive(Deserialize)]
+struct Named {
+    id: String,
+    #[serde(default)]
+    name: Option<String>,
+}
+
+/// The identity in Keystone's `{"token": {...}}`.
+fn identity_of(body: &Value) -> Option<Identity> {
+    let token = body.get("token")?;
+    let user: Named = serde_json::from_value(token.get("user")?.clone()).ok()?;
+    let project: Option<Named> = token
+        .get("project")
+        .and_then(|p| serde_json::from_value(p.clone()).ok());
+    let domain: Option<Named> = token
+        .get("domain")
+        .and_then(|p| serde_json::from_value(p.clone()).ok());
+    let roles = token
+        .get("roles")
+        .and_then(Value::as_array)
+        .map(|rs| {
+            rs.iter()
+                .filter_map(|r| serde_json::from_value::<Named>(r.clone()).ok())
+                .filter_map(|r| r.name)
+                .collect()
+        })
+        .unwrap_or_default();
+    let expires = expires_in(&token["expires_at"]).map(|left| Instant::now() + left);
+    Some(Identity {
+        user_id: user.id,
+        project_id: project.map(|p| p.id),
+        domain_id: domain.map(|d| d.id),
+        roles,
+        expires,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identities_from_keystone_tokens() {
+        let body = json!({"token": {
+            "expires_at": "2999-01-01T00:00:00.000000Z",
+            "user": {"id": "u1", "name": "demo-member", "domain": {"id": "default"}},
+            "project": {"id": "p1", "name": "demo", "domain": {"id": "default"}},
+            "roles": [{"id": "r1", "name": "member"}, {"id": "r2", "name": "reader"}],
+        }});
+        let i = identity_of(&body).expect("identity");
+        assert_eq!(i.user_id, "u1");
+        assert_eq!(i.project_id.as_deref(), Some("p1"));
+        assert_eq!(i.roles, ["member", "reader"]);
+        assert!(i.expires.is_some_and(|e| e > Instant::now()));
+        assert!(identity_of(&json!({"token": {"roles": []}})).is_none());
+        assert_eq!(
+            expires_in(&json!("2000-01-01T00:00:00Z")),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(expires_in(&json!("yesterday")), None);
+    }
+
+    #[test]
+    fn options_are_checked() {
+        let bad_url = KeystoneOptions::new("keystone:5000", "accel", "pw", "service");
+        assert!(matches!(
+            Authenticator::new(AuthStrategy::Keystone(Box::new(bad_url)), Policy::default()),
+            Err(AuthError::Options(m)) if m.contains("auth_url")
+        ));
+        let no_password = KeystoneOptions::new("http://127.0.0.1:5000/v3", "accel", "", "service");
+        assert!(matches!(
+            Authenticator::new(AuthStrategy::Keystone(Box::new(no_password)), Policy::default()),
+            Err(AuthError::Options(m)) if m.contains("password")
+        ));
+        let ok = KeystoneOptions::new("http://127.0.0.1:5000/v3/", "accel", "pw", "service");
+        let a = Authenticator::new(AuthStrategy::Keystone(Box::new(ok)), Policy::default())
+            .expect("ok");
+        assert!(a.is_keystone());
+        assert_eq!(
+            a.inner.keystone.as_ref().map(|k| k.auth_url.as_str()),
+            Some("http://127.0.0.1:5000")
+        );
+    }
+}
