@@ -71,6 +71,7 @@ pub fn deployable(d: &DeployableRow, base: &str) -> Value {
         "device_id": d.device_id,
         "driver_name": d.driver_name,
         "hostname": d.hostname,
+        "rp_uuid": d.rp_uuid,
         "links": links(base, "deployables", &d.uuid),
     })
 }

@@ -254,12 +254,34 @@ fn instance(n: u32) -> String {
     format!("00000000-0000-4000-8000-{n:012}")
 }
 
+/// A bind without a resource provider (any free device of the group's type).
 fn bind_ops(host: &str, instance: &str) -> Value {
     json!([
         {"path": "/hostname", "op": "add", "value": host},
-        {"path": "/device_rp_uuid", "op": "add", "value": "5b2c3f0e-0000-4000-8000-000000000001"},
         {"path": "/instance_uuid", "op": "add", "value": instance},
     ])
+}
+
+/// A bind as Nova sends it, with Placement's resource provider.
+fn bind_ops_rp(host: &str, instance: &str, rp: &str) -> Value {
+    json!([
+        {"path": "/hostname", "op": "add", "value": host},
+        {"path": "/device_rp_uuid", "op": "add", "value": rp},
+        {"path": "/instance_uuid", "op": "add", "value": instance},
+    ])
+}
+
+/// The resource provider of the deployable at PCI address `cp` on `host`.
+async fn rp_of(api: &Api, host: &str, cp: &str) -> String {
+    let (_, body) = api.get(&format!("/v2/deployables?hostname={host}")).await;
+    let name = format!("{host}_{cp}");
+    let found = body["deployables"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .find(|d| d["name"] == name.as_str())
+        .unwrap_or_else(|| panic!("no deployable {name} in {body}"));
+    found["rp_uuid"].as_str().expect("rp_uuid").to_owned()
 }
 
 fn unbind_ops() -> Value {
@@ -456,9 +478,10 @@ async fn accelerator_requests(api: &Api) {
     );
 
     // Bind both of instance i1 on h1: 202, then Bound with an attach handle.
+    let fpga_rp = rp_of(api, "h1", "0000:3b:00.0").await;
     let (status, body) = patch(
         api,
-        json!({&fpga: bind_ops("h1", &instance(1)), &gpu: bind_ops("h1", &instance(1))}),
+        json!({&fpga: bind_ops_rp("h1", &instance(1), &fpga_rp), &gpu: bind_ops("h1", &instance(1))}),
     )
     .await;
     assert_eq!(status, 202, "{body}");
@@ -467,10 +490,7 @@ async fn accelerator_requests(api: &Api) {
     assert_eq!(bound["state"], "Bound", "{bound}");
     assert_eq!(bound["hostname"], "h1");
     assert_eq!(bound["instance_uuid"], instance(1));
-    assert_eq!(
-        bound["device_rp_uuid"],
-        "5b2c3f0e-0000-4000-8000-000000000001"
-    );
+    assert_eq!(bound["device_rp_uuid"], fpga_rp.as_str());
     assert_eq!(bound["attach_handle_type"], "PCI");
     assert_eq!(bound["attach_handle_info"]["address"], "0000:3b:00.0");
     // Timestamps, as Cyborg's ARQs have: the bind changed it after its creation.
@@ -717,6 +737,65 @@ macro_rules! on_both {
             )*
         }
     };
+}
+
+/// Binds follow Placement's choice: a deployable's `rp_uuid` is Cyborg's (uuid3 of its
+/// name); a bind naming one takes exactly that device, and one naming a provider of no
+/// deployable of the host is refused with nothing changed.
+async fn binds_follow_the_resource_provider(api: &Api) {
+    seed(api).await;
+    let rp = rp_of(api, "h1", "0000:3d:00.0").await;
+    assert_eq!(
+        rp,
+        uuid::Uuid::new_v3(&uuid::Uuid::NAMESPACE_DNS, b"h1_0000:3d:00.0").to_string()
+    );
+    let (status, body) = post(
+        api,
+        "/v2/device_profiles",
+        json!([{"name": "g", "groups": [{"resources:PGPU": "1"}]}]),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let mut arqs = Vec::new();
+    for _ in 0..2 {
+        let (status, body) = post(
+            api,
+            "/v2/accelerator_requests",
+            json!({"device_profile_name": "g"}),
+        )
+        .await;
+        assert_eq!(status, 201, "{body}");
+        arqs.push(body["arqs"][0]["uuid"].as_str().expect("uuid").to_owned());
+    }
+    // Not a provider of h1: another host's, or none at all.
+    let other_host = rp_of(api, "h2", "0000:5e:00.0").await;
+    for wrong in [other_host.as_str(), "5b2c3f0e-0000-4000-8000-000000000001"] {
+        let got = patch(
+            api,
+            json!({&arqs[0]: bind_ops_rp("h1", &instance(7), wrong)}),
+        )
+        .await;
+        let message = assert_error(&got, 400, "BadRequest");
+        assert!(message.contains("device_rp_uuid"), "{message}");
+        let (_, arq) = api
+            .get(&format!("/v2/accelerator_requests/{}", arqs[0]))
+            .await;
+        assert_eq!(arq["state"], "Initial", "nothing changed: {arq}");
+    }
+    // The second GPU of h1 by its provider, though the first is free too.
+    let (status, body) = patch(api, json!({&arqs[0]: bind_ops_rp("h1", &instance(7), &rp)})).await;
+    assert_eq!(status, 202, "{body}");
+    let (_, arq) = api
+        .get(&format!("/v2/accelerator_requests/{}", arqs[0]))
+        .await;
+    assert_eq!(
+        arq["attach_handle_info"]["address"], "0000:3d:00.0",
+        "{arq}"
+    );
+    // Its only handle taken, the next bind to that provider finds none free.
+    let got = patch(api, json!({&arqs[1]: bind_ops_rp("h1", &instance(8), &rp)})).await;
+    let message = assert_error(&got, 409, "NoFreeHandle");
+    assert!(message.contains(&rp), "{message}");
 }
 
 /// Cyborg's forms the OpenStack clients use: `?name=` and `?vendor=` filters (paged,
@@ -1020,6 +1099,7 @@ async fn cyborg_forms(api: &Api) {
 }
 
 on_both!(
+    binds_follow_the_resource_provider,
     cyborg_forms,
     versions,
     microversions,

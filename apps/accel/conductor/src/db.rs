@@ -295,6 +295,17 @@ pub struct DeployableRow {
     pub driver_name: Option<String>,
     /// Usable.
     pub enabled: bool,
+    /// Its resource provider in Placement: [`rp_uuid`] of its name, so the same
+    /// deployable has the same provider whichever conductor (or Cyborg) reports it.
+    #[serde(default)]
+    pub rp_uuid: String,
+}
+
+/// The resource provider UUID of the deployable named `name`: a name-based UUID
+/// (version 3, DNS namespace), the one Cyborg 17's conductor gives the provider it
+/// makes for a deployable, so a deployment moved from Cyborg keeps its providers.
+pub fn rp_uuid(name: &str) -> String {
+    uuid::Uuid::new_v3(&uuid::Uuid::NAMESPACE_DNS, name.as_bytes()).to_string()
 }
 
 /// An attach handle row.
@@ -1346,10 +1357,13 @@ impl Db {
     }
 
     /// Binds a request to a free device on `host`: `BindStarted`, then, in a second
-    /// transaction, a free attach handle of the profile group's device type taken
-    /// atomically and `Bound`, or `BindFailed` when none is free (returned as
-    /// [`DbError::NoFreeHandle`]). Binding a request already bound to the same instance
-    /// returns it unchanged.
+    /// transaction, a free attach handle taken atomically and `Bound`, or `BindFailed`
+    /// when none is free (returned as [`DbError::NoFreeHandle`]). With
+    /// `device_rp_uuid` (Placement's choice, what Nova sends) the handle is one of the
+    /// deployable with that resource provider, which must be on `host`
+    /// ([`DbError::Invalid`] otherwise, nothing changed); without, one of any deployable
+    /// of the profile group's device type. Binding a request already bound to the
+    /// same instance returns it unchanged.
     pub async fn bind(
         &self,
         uuid: &str,
@@ -1375,7 +1389,37 @@ impl Db {
                     profile.name, current.device_profile_group_id
                 ),
             })?;
-        let device_type = crate::groups::device_type(group)?;
+        // Placement chose the deployable: exactly that one. Otherwise any of the group's
+        // device type (which a group accel cannot map refuses).
+        let (device_type, deployable, wanted) = match device_rp_uuid {
+            Some(rp) => {
+                let on_host = sqlx::query("SELECT id, name FROM deployables WHERE hostname = $1")
+                    .bind(host)
+                    .fetch_all(&self.pool)
+                    .await?;
+                let mut found = None;
+                for row in &on_host {
+                    let name: String = row.try_get("name")?;
+                    if rp_uuid(&name) == rp {
+                        found = Some(row.try_get::<i64, _>("id")?);
+                    }
+                }
+                let id = found.ok_or_else(|| DbError::Invalid {
+                    what: "device_rp_uuid",
+                    why: format!(
+                        "{} is the resource provider of no deployable of host {}",
+                        shown(rp),
+                        shown(host)
+                    ),
+                })?;
+                let wanted = format!("device of resource provider {}", shown(rp));
+                (String::new(), id, wanted)
+            }
+            None => {
+                let t = crate::groups::device_type(group)?;
+                (t.clone(), 0, t)
+            }
+        };
         // One transaction from `BindStarted` to `Bound` or `BindFailed`: whatever fails
         // in between (the database, the connection, this process) rolls the request
         // back to the state it had, free to bind, unbind or delete again. No bind of
@@ -1397,11 +1441,12 @@ impl Db {
             let candidate: Option<i64> = sqlx::query(
                 "SELECT h.id FROM attach_handles h JOIN deployables d ON h.deployable_id = d.id \
                  JOIN devices v ON d.device_id = v.id \
-                 WHERE d.hostname = $1 AND v.type = $2 AND v.status = 'available' AND v.maintaining = 0 AND d.enabled = 1 AND h.in_use = 0 AND h.cleanup_state IS NULL \
+                 WHERE d.hostname = $1 AND (v.type = $2 OR d.id = $3) AND v.status = 'available' AND v.maintaining = 0 AND d.enabled = 1 AND h.in_use = 0 AND h.cleanup_state IS NULL \
                  ORDER BY h.id LIMIT 1",
             )
             .bind(host)
             .bind(&device_type)
+            .bind(deployable)
             .fetch_optional(&mut *tx)
             .await?
             .map(|r| r.try_get("id"))
@@ -1438,7 +1483,7 @@ impl Db {
                 Err(DbError::NoFreeHandle {
                     uuid: uuid.to_owned(),
                     host: shown(host),
-                    device_type,
+                    device_type: wanted,
                 })
             }
         }
@@ -1740,16 +1785,18 @@ fn device_row(r: &AnyRow) -> Result<DeviceRow, DbError> {
 }
 
 fn deployable_row(r: &AnyRow) -> Result<DeployableRow, DbError> {
+    let name: String = r.try_get("name")?;
     Ok(DeployableRow {
         id: r.try_get("id")?,
         uuid: r.try_get("uuid")?,
-        name: r.try_get("name")?,
+        name: name.clone(),
         device_id: r.try_get("device_id")?,
         hostname: r.try_get("hostname")?,
         control_path_id: r.try_get("control_path_id")?,
         num_accelerators: r.try_get("num_accelerators")?,
         driver_name: r.try_get("driver_name")?,
         enabled: r.try_get::<i64, _>("enabled")? != 0,
+        rp_uuid: rp_uuid(&name),
     })
 }
 

@@ -76,6 +76,8 @@ fn device(d: ndb::DeviceRow) -> DeviceRow {
 
 fn deployable(d: ndb::DeployableRow) -> DeployableRow {
     DeployableRow {
+        // A function of the name (Cyborg's provider UUID), as release N+1 shows it.
+        rp_uuid: accel_conductor::db::rp_uuid(&d.name),
         id: d.id,
         uuid: d.uuid,
         name: d.name,
