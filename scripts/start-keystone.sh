@@ -60,6 +60,16 @@ password_hash_rounds = 4
 EOF
 if cmp -s "$conf.new" "$conf"; then rm "$conf.new"; else mv "$conf.new" "$conf"; fi
 
+# keystone-manage's output (eventlet's deprecation warning on every start, among
+# others) goes to a log of its own, shown when it fails.
+manage() {
+    if ! "$venv/bin/keystone-manage" --config-file "$conf" "$@" >>"$dir/keystone-manage.log" 2>&1; then
+        echo "keystone: keystone-manage $1 failed; the end of $dir/keystone-manage.log:" >&2
+        tail -n 30 "$dir/keystone-manage.log" >&2
+        exit 1
+    fi
+}
+
 if answers 0; then
     echo "keystone: already answering at $url"
 else
@@ -75,13 +85,11 @@ else
     stamp="$dir/.bootstrapped"
     want="$(sha256sum "$conf" | cut -d' ' -f1) $url"
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-        # Eventlet (imported by oslo.service) warns of its own deprecation on every start.
-        manage=(env PYTHONWARNINGS=ignore::DeprecationWarning "$venv/bin/keystone-manage" --config-file "$conf")
         owner=(--keystone-user "$(id -un)" --keystone-group "$(id -gn)")
-        "${manage[@]}" db_sync
-        "${manage[@]}" fernet_setup "${owner[@]}"
-        "${manage[@]}" credential_setup "${owner[@]}"
-        "${manage[@]}" bootstrap --bootstrap-username admin --bootstrap-password verso-admin \
+        manage db_sync
+        manage fernet_setup "${owner[@]}"
+        manage credential_setup "${owner[@]}"
+        manage bootstrap --bootstrap-username admin --bootstrap-password verso-admin \
             --bootstrap-project-name admin --bootstrap-role-name admin \
             --bootstrap-service-name keystone --bootstrap-region-id RegionOne \
             --bootstrap-admin-url "$url" --bootstrap-public-url "$url" \
