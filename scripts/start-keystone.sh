@@ -36,9 +36,8 @@ scripts/openstack-venv.sh
 py="$venv/bin/python"
 helper="$root/scripts/openstack-services.py"
 
-answers() { "$py" "$helper" wait "$url" "$1" keystone 2>/dev/null; }
-
 mkdir -p "$dir"
+dir="$(cd "$dir" && pwd -P)"
 conf="$dir/keystone.conf"
 # bcrypt at 4 rounds (Keystone's minimum): the tests log in often, and these passwords
 # protect nothing. Passwords at bcrypt's 72 bytes, or Keystone warns on every login.
@@ -71,15 +70,30 @@ manage() {
     fi
 }
 
-if answers 0; then
+pidfile="$dir/gunicorn.pid"
+# Our gunicorn master: the pid in its file, if that process is a gunicorn working in
+# $dir (a pid file left by a killed master may name an unrelated process by now).
+master_alive() {
+    local pid
+    pid="$(cat "$pidfile" 2>/dev/null)" || return 1
+    [ -n "$pid" ] && [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$dir" ] &&
+        grep -q gunicorn "/proc/$pid/cmdline" 2>/dev/null
+}
+up() { "$py" "$helper" wait "$url" "$1" keystone 2>/dev/null; }
+
+# Answering, and not just through orphans of a killed master of ours (its pid file
+# stays behind): left running. Without a pid file it is someone else's: left alone too.
+if up 0 && { master_alive || [ ! -f "$pidfile" ]; }; then
     echo "keystone: already answering at $url"
 else
-    pidfile="$dir/gunicorn.pid"
     # A gunicorn of ours that no longer answers (hung, or half started) makes way.
-    if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+    if master_alive; then
         kill "$(cat "$pidfile")"
-        for _ in $(seq 50); do kill -0 "$(cat "$pidfile")" 2>/dev/null || break; sleep 0.1; done
+        for _ in $(seq 50); do master_alive || break; sleep 0.1; done
     fi
+    # Workers whose master was killed (kill -9) answer on its socket until they notice,
+    # within a second or two: wait them out before binding the port again.
+    for _ in $(seq 50); do up 0 || break; sleep 0.2; done
 
     # The database, keys and bootstrap, once per state dir and URL (each keystone-manage
     # takes seconds; all of them keep what exists when run again).
@@ -108,14 +122,17 @@ raw_env = ["OS_KEYSTONE_CONFIG_FILES=$conf"]
 bind = "127.0.0.1:$port"
 workers = $workers
 timeout = 60
-daemon = True
 pidfile = "$pidfile"
-errorlog = "$dir/gunicorn.log"
+errorlog = "-"
 accesslog = "$dir/access.log"
 proc_name = "verso-keystone"
 control_socket_disable = True
 EOF
-    (cd "$dir" && exec "$venv/bin/gunicorn")
+    # In the background through setsid rather than gunicorn's daemon mode, which sends
+    # the errors of its start (a refused pid file, a port in use) to /dev/null. A pid
+    # file left by a master that was killed would make the new one refuse to start.
+    rm -f "$pidfile"
+    (cd "$dir" && exec setsid "$venv/bin/gunicorn" </dev/null >>"$dir/gunicorn.log" 2>&1 &)
     if ! "$py" "$helper" wait "$url" "$wait_s" keystone; then
         echo "keystone: logs in $dir/gunicorn.log and $dir/keystone.log:" >&2
         tail -n 20 "$dir/gunicorn.log" "$dir/keystone.log" >&2 2>/dev/null || true

@@ -37,6 +37,7 @@ if ! "$py" "$helper" wait "$keystone/v3" 0 keystone 2>/dev/null; then
 fi
 
 mkdir -p "$dir"
+dir="$(cd "$dir" && pwd -P)"
 conf="$dir/placement.conf"
 cat >"$conf.new" <<EOF
 [DEFAULT]
@@ -58,15 +59,30 @@ region_name = RegionOne
 EOF
 if cmp -s "$conf.new" "$conf"; then rm "$conf.new"; else mv "$conf.new" "$conf"; fi
 
-if "$py" "$helper" wait "$url/" 0 placement 2>/dev/null; then
+pidfile="$dir/gunicorn.pid"
+# Our gunicorn master: the pid in its file, if that process is a gunicorn working in
+# $dir (a pid file left by a killed master may name an unrelated process by now).
+master_alive() {
+    local pid
+    pid="$(cat "$pidfile" 2>/dev/null)" || return 1
+    [ -n "$pid" ] && [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$dir" ] &&
+        grep -q gunicorn "/proc/$pid/cmdline" 2>/dev/null
+}
+up() { "$py" "$helper" wait "$url/" "$1" placement 2>/dev/null; }
+
+# Answering, and not just through orphans of a killed master of ours (its pid file
+# stays behind): left running. Without a pid file it is someone else's: left alone too.
+if up 0 && { master_alive || [ ! -f "$pidfile" ]; }; then
     echo "placement: already answering at $url"
 else
-    pidfile="$dir/gunicorn.pid"
     # A gunicorn of ours that no longer answers (hung, or half started) makes way.
-    if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+    if master_alive; then
         kill "$(cat "$pidfile")"
-        for _ in $(seq 50); do kill -0 "$(cat "$pidfile")" 2>/dev/null || break; sleep 0.1; done
+        for _ in $(seq 50); do master_alive || break; sleep 0.1; done
     fi
+    # Workers whose master was killed (kill -9) answer on its socket until they notice,
+    # within a second or two: wait them out before binding the port again.
+    for _ in $(seq 50); do up 0 || break; sleep 0.2; done
 
     # The schema, once per state dir and configuration (db sync takes seconds).
     stamp="$dir/.synced"
@@ -89,14 +105,17 @@ raw_env = ["OS_PLACEMENT_CONFIG_DIR=$dir"]
 bind = "127.0.0.1:$port"
 workers = $workers
 timeout = 60
-daemon = True
 pidfile = "$pidfile"
-errorlog = "$dir/gunicorn.log"
+errorlog = "-"
 accesslog = "$dir/access.log"
 proc_name = "verso-placement"
 control_socket_disable = True
 EOF
-    (cd "$dir" && exec "$venv/bin/gunicorn")
+    # In the background through setsid rather than gunicorn's daemon mode, which sends
+    # the errors of its start (a refused pid file, a port in use) to /dev/null. A pid
+    # file left by a master that was killed would make the new one refuse to start.
+    rm -f "$pidfile"
+    (cd "$dir" && exec setsid "$venv/bin/gunicorn" </dev/null >>"$dir/gunicorn.log" 2>&1 &)
     if ! "$py" "$helper" wait "$url/" "$wait_s" placement; then
         echo "placement: logs in $dir/gunicorn.log and $dir/placement.log:" >&2
         tail -n 20 "$dir/gunicorn.log" "$dir/placement.log" >&2 2>/dev/null || true
