@@ -17,8 +17,9 @@
 #   demo-member (member in demo), demo-reader (reader in demo), other-member (member in other)
 #   services accelerator (endpoints at $VERSO_ACCEL_API_URL, default
 #   http://127.0.0.1:6666/) and placement (endpoints: scripts/start-placement.sh)
-# Idempotent: a running Keystone is left running, objects that exist are kept, an
-# accelerator endpoint at another URL is moved to $VERSO_ACCEL_API_URL.
+# Idempotent: a running Keystone is left running (restarted only if it runs from another
+# venv or configuration), objects that exist are kept, an accelerator endpoint at another
+# URL is moved to $VERSO_ACCEL_API_URL. Stop it: kill "$(cat /tmp/verso-keystone/gunicorn.pid)".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
@@ -81,12 +82,19 @@ master_alive() {
 }
 up() { "$py" "$helper" wait "$url" "$1" keystone 2>/dev/null; }
 
-# Answering, and not just through orphans of a killed master of ours (its pid file
-# stays behind): left running. Without a pid file it is someone else's: left alone too.
-if up 0 && { master_alive || [ ! -f "$pidfile" ]; }; then
+# What a server runs: the venv (its path and pins) and the configuration. A server of
+# ours from another venv (another checkout, older pins) or configuration is restarted.
+served="$venv $(cat "$venv/.requirements-keystone.sha256") $(sha256sum "$conf" | cut -d' ' -f1)"
+
+# Answering through our live master (not just through orphans of a killed one, whose
+# pid file stays behind) with the same venv and configuration: left running. Without a
+# pid file it is someone else's: left alone too.
+if up 0 && { { master_alive && [ "$(cat "$dir/served-by" 2>/dev/null)" = "$served" ]; } ||
+    [ ! -f "$pidfile" ]; }; then
     echo "keystone: already answering at $url"
 else
-    # A gunicorn of ours that no longer answers (hung, or half started) makes way.
+    # A gunicorn of ours that no longer answers (hung, or half started) or runs
+    # something else makes way.
     if master_alive; then
         kill "$(cat "$pidfile")"
         for _ in $(seq 50); do master_alive || break; sleep 0.1; done
@@ -132,6 +140,7 @@ EOF
     # the errors of its start (a refused pid file, a port in use) to /dev/null. A pid
     # file left by a master that was killed would make the new one refuse to start.
     rm -f "$pidfile"
+    echo "$served" >"$dir/served-by"
     (cd "$dir" && exec setsid "$venv/bin/gunicorn" </dev/null >>"$dir/gunicorn.log" 2>&1 &)
     if ! "$py" "$helper" wait "$url" "$wait_s" keystone; then
         echo "keystone: logs in $dir/gunicorn.log and $dir/keystone.log:" >&2

@@ -12,8 +12,9 @@
 # tokens are checked by keystonemiddleware as the user placement (password
 # verso-placement, admin in project service). The placement service's public, internal
 # and admin endpoints in Keystone's catalog (RegionOne) are set to that URL.
-# Idempotent: a running Placement is left running, the schema is synced once per
-# state dir.
+# Idempotent: a running Placement is left running (restarted only if it runs from another
+# venv or configuration), the schema is synced once per state dir and configuration.
+# Stop it: kill "$(cat /tmp/verso-placement/gunicorn.pid)".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
@@ -70,12 +71,19 @@ master_alive() {
 }
 up() { "$py" "$helper" wait "$url/" "$1" placement 2>/dev/null; }
 
-# Answering, and not just through orphans of a killed master of ours (its pid file
-# stays behind): left running. Without a pid file it is someone else's: left alone too.
-if up 0 && { master_alive || [ ! -f "$pidfile" ]; }; then
+# What a server runs: the venv (its path and pins) and the configuration. A server of
+# ours from another venv (another checkout, older pins) or configuration is restarted.
+served="$venv $(cat "$venv/.requirements-keystone.sha256") $(sha256sum "$conf" | cut -d' ' -f1)"
+
+# Answering through our live master (not just through orphans of a killed one, whose
+# pid file stays behind) with the same venv and configuration: left running. Without a
+# pid file it is someone else's: left alone too.
+if up 0 && { { master_alive && [ "$(cat "$dir/served-by" 2>/dev/null)" = "$served" ]; } ||
+    [ ! -f "$pidfile" ]; }; then
     echo "placement: already answering at $url"
 else
-    # A gunicorn of ours that no longer answers (hung, or half started) makes way.
+    # A gunicorn of ours that no longer answers (hung, or half started) or runs
+    # something else makes way.
     if master_alive; then
         kill "$(cat "$pidfile")"
         for _ in $(seq 50); do master_alive || break; sleep 0.1; done
@@ -115,6 +123,7 @@ EOF
     # the errors of its start (a refused pid file, a port in use) to /dev/null. A pid
     # file left by a master that was killed would make the new one refuse to start.
     rm -f "$pidfile"
+    echo "$served" >"$dir/served-by"
     (cd "$dir" && exec setsid "$venv/bin/gunicorn" </dev/null >>"$dir/gunicorn.log" 2>&1 &)
     if ! "$py" "$helper" wait "$url/" "$wait_s" placement; then
         echo "placement: logs in $dir/gunicorn.log and $dir/placement.log:" >&2
