@@ -6,7 +6,9 @@
 #
 # On a fresh Debian machine it installs (apt, as root or through sudo) RabbitMQ,
 # PostgreSQL and python3-venv, starts RabbitMQ on loopback only (plain 5672 and TLS 5671,
-# throwaway test certificates) and a throwaway PostgreSQL cluster on 127.0.0.1:55432,
+# throwaway test certificates), a throwaway PostgreSQL cluster on 127.0.0.1:55432, and
+# a real Keystone (127.0.0.1:55000) and Placement (127.0.0.1:55001) from
+# .venv-openstack (scripts/start-keystone.sh, scripts/start-placement.sh),
 # creates .venv with the pinned Python peers of requirements-test.txt, and runs
 # `cargo test --workspace` with the environment the service tests read. Each step is skipped when already done, so a second run starts
 # testing at once.
@@ -48,6 +50,15 @@ PGPASSWORD=verso psql -h 127.0.0.1 -p "${VERSO_PG_PORT:-55432}" -U verso -d vers
             "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" || true
     done || true
 
+say "Keystone and Placement on loopback (.venv-openstack from requirements-keystone.txt)"
+# Every pin has a manylinux wheel for CPython 3.11 on x86_64, so nothing compiles:
+# python3-venv is all that may be missing.
+if ! python3 -c "import ensurepip, venv" 2>/dev/null; then
+    apt_install python3-venv
+fi
+scripts/start-keystone.sh
+scripts/start-placement.sh
+
 say "Python peers (.venv from requirements-test.txt)"
 stamp=.venv/.requirements-test.sha256
 want="$(sha256sum requirements-test.txt | cut -d' ' -f1)"
@@ -68,6 +79,8 @@ export VERSO_TLS_DIR="${VERSO_TLS_DIR:-/tmp/verso-rabbitmq-tls}"
 export VERSO_TEST_RABBIT_TLS_URL="${VERSO_TEST_RABBIT_TLS_URL:-rabbit://guest:guest@localhost:5671/?ssl=1&ssl_ca_file=$VERSO_TLS_DIR/ca.pem}"
 export VERSO_TEST_PYTHON="${VERSO_TEST_PYTHON:-$root/.venv/bin/python}"
 export VERSO_TEST_POSTGRES_URL="${VERSO_TEST_POSTGRES_URL:-postgres://verso:verso@127.0.0.1:${VERSO_PG_PORT:-55432}/verso}"
+export VERSO_TEST_KEYSTONE_URL="${VERSO_TEST_KEYSTONE_URL:-http://127.0.0.1:${VERSO_KEYSTONE_PORT:-55000}/v3}"
+export VERSO_TEST_PLACEMENT_URL="${VERSO_TEST_PLACEMENT_URL:-http://127.0.0.1:${VERSO_PLACEMENT_PORT:-55001}}"
 
 say "cargo test --workspace $*"
 cargo test --workspace "$@"
