@@ -33,13 +33,14 @@
 
 use crate::error::{ApiError, ErrorKind};
 use crate::policy::{Credentials, Policy};
+use accel_conductor::keystone::{expires_in, AuthOptions, Session, SessionError};
 use axum::extract::{FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -203,7 +204,7 @@ impl std::fmt::Debug for Authenticator {
         f.debug_struct("Authenticator")
             .field(
                 "keystone",
-                &self.inner.keystone.as_ref().map(|k| &k.auth_url),
+                &self.inner.keystone.as_ref().map(|k| k.session.keystone_url()),
             )
             .finish()
     }
@@ -317,12 +318,9 @@ impl IntoResponse for Refusal {
 }
 
 struct Keystone {
-    auth_url: String,
+    session: Session,
     options: KeystoneOptions,
-    http: reqwest::Client,
     www_authenticate: Option<HeaderValue>,
-    /// The service user's token and when to fetch a new one.
-    service_token: tokio::sync::Mutex<Option<(String, Instant)>>,
     cache: moka::sync::Cache<[u8; 32], (Validation, Instant)>,
 }
 
@@ -331,61 +329,47 @@ const CACHE_ENTRIES: u64 = 100_000;
 
 impl Keystone {
     fn new(options: KeystoneOptions) -> Result<Keystone, AuthError> {
-        let base = options.auth_url.trim_end_matches('/');
-        let base = base.strip_suffix("/v3").unwrap_or(base);
-        if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(AuthError::Options(format!(
-                "auth_url {:?}: an http:// or https:// URL of Keystone",
-                options.auth_url
-            )));
-        }
-        for (name, value) in [
-            ("username", &options.username),
-            ("password", &options.password),
-            ("project_name", &options.project_name),
-        ] {
-            if value.is_empty() {
-                return Err(AuthError::Options(format!(
-                    "{name} is needed to validate tokens (the API's service user)"
-                )));
+        let session = Session::new(AuthOptions {
+            user_domain_name: options.user_domain_name.clone(),
+            project_domain_name: options.project_domain_name.clone(),
+            cafile: options.cafile.clone(),
+            connect_timeout: options.http_connect_timeout,
+            request_timeout: options.http_request_timeout,
+            max_retries: options.http_request_max_retries,
+            ..AuthOptions::new(
+                &options.auth_url,
+                &options.username,
+                &options.password,
+                &options.project_name,
+            )
+        })
+        .map_err(|e| match e {
+            SessionError::Options(m) if m.starts_with("cafile") => AuthError::CaFile {
+                path: options
+                    .cafile
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default(),
+                why: m,
+            },
+            SessionError::Options(m) if m.ends_with("is needed") => {
+                AuthError::Options(format!("{m} to validate tokens (the API's service user)"))
             }
-        }
-        let mut http = reqwest::Client::builder()
-            .connect_timeout(options.http_connect_timeout)
-            .timeout(options.http_request_timeout);
-        if let Some(path) = &options.cafile {
-            let ca_err = |why: String| AuthError::CaFile {
-                path: path.display().to_string(),
-                why,
-            };
-            let pem = std::fs::read(path).map_err(|e| ca_err(e.to_string()))?;
-            let certs =
-                reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| ca_err(e.to_string()))?;
-            if certs.is_empty() {
-                return Err(ca_err("no PEM certificate in it".into()));
-            }
-            for c in certs {
-                http = http.add_root_certificate(c);
-            }
-        }
-        let http = http
-            .build()
-            .map_err(|e| AuthError::Options(format!("HTTP client: {e}")))?;
+            other => AuthError::Options(other.to_string()),
+        })?;
         let uri = options
             .www_authenticate_uri
             .clone()
-            .unwrap_or_else(|| base.to_owned());
+            .unwrap_or_else(|| session.keystone_url().to_owned());
         let www_authenticate = HeaderValue::from_str(&format!("Keystone uri=\"{uri}\"")).ok();
         let cache = moka::sync::Cache::builder()
             .max_capacity(CACHE_ENTRIES)
             .time_to_live(options.token_cache_time)
             .build();
         Ok(Keystone {
-            auth_url: base.to_owned(),
+            session,
             options,
-            http,
             www_authenticate,
-            service_token: tokio::sync::Mutex::new(None),
             cache,
         })
     }
@@ -486,123 +470,54 @@ impl Keystone {
         Ok(verdict)
     }
 
-    /// `GET /v3/auth/tokens` for `token`, with the service user's token; once more with
-    /// a new service token when Keystone refuses the one held.
+    /// `GET /v3/auth/tokens` for `token`, with the service user's token (renewed once
+    /// when Keystone refuses it).
     async fn ask(&self, token: &str, allow_expired: bool) -> Result<Validation, Refusal> {
         let url = format!(
             "{}/v3/auth/tokens{}",
-            self.auth_url,
+            self.session.keystone_url(),
             if allow_expired {
                 "?allow_expired=1"
             } else {
                 ""
             }
         );
-        for attempt in 0..2 {
-            let service_token = self.service_token(attempt > 0).await?;
-            let response = self
-                .send(|| {
-                    self.http
-                        .get(&url)
-                        .header("X-Auth-Token", &service_token)
-                        .header("X-Subject-Token", token)
+        let http = self.session.http();
+        let response = self
+            .session
+            .send(|service_token| {
+                http.get(&url)
+                    .header("X-Auth-Token", service_token)
+                    .header("X-Subject-Token", token)
+            })
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, "cannot validate a token with Keystone");
+                unavailable(match e {
+                    SessionError::Refused { .. } => {
+                        "the API cannot authenticate to Keystone ([keystone_authtoken])".to_owned()
+                    }
+                    _ => "Keystone cannot be reached to validate the token; retry later".to_owned(),
                 })
-                .await?;
-            match response.status().as_u16() {
-                200 => {
-                    let body: Value = response.json().await.map_err(|e| {
-                        unavailable(format!("Keystone's token validation is not JSON: {e}"))
-                    })?;
-                    return identity_of(&body)
-                        .map(|i| Validation::Valid(Arc::new(i)))
-                        .ok_or_else(|| {
-                            unavailable("Keystone's token validation has no user".to_owned())
-                        });
-                }
-                404 => return Ok(Validation::Invalid),
-                // Our own token expired or was revoked: fetch a new one, once.
-                401 if attempt == 0 => continue,
-                status => {
-                    return Err(unavailable(format!(
-                        "Keystone answered {status} to a token validation"
-                    )))
-                }
+            })?;
+        match response.status().as_u16() {
+            200 => {
+                let body: Value = response.json().await.map_err(|e| {
+                    unavailable(format!("Keystone's token validation is not JSON: {e}"))
+                })?;
+                identity_of(&body)
+                    .map(|i| Validation::Valid(Arc::new(i)))
+                    .ok_or_else(|| {
+                        unavailable("Keystone's token validation has no user".to_owned())
+                    })
             }
-        }
-        Err(unavailable(
-            "Keystone refuses the API's service user ([keystone_authtoken])".to_owned(),
-        ))
-    }
-
-    /// The service user's token; a new one when `renew` or when it is about to expire.
-    async fn service_token(&self, renew: bool) -> Result<String, Refusal> {
-        let mut held = self.service_token.lock().await;
-        if let Some((token, refresh_at)) = held.as_ref() {
-            if !renew && *refresh_at > Instant::now() {
-                return Ok(token.clone());
-            }
-        }
-        let body = json!({"auth": {
-            "identity": {"methods": ["password"], "password": {"user": {
-                "name": self.options.username,
-                "domain": {"name": self.options.user_domain_name},
-                "password": self.options.password,
-            }}},
-            "scope": {"project": {
-                "name": self.options.project_name,
-                "domain": {"name": self.options.project_domain_name},
-            }},
-        }});
-        let url = format!("{}/v3/auth/tokens", self.auth_url);
-        let response = self.send(|| self.http.post(&url).json(&body)).await?;
-        if response.status().as_u16() != 201 {
-            tracing::error!(
-                status = response.status().as_u16(),
-                user = %self.options.username,
-                "Keystone refused the API's service user: check [keystone_authtoken]"
-            );
-            return Err(unavailable(
-                "the API cannot authenticate to Keystone ([keystone_authtoken])".to_owned(),
-            ));
-        }
-        let token = response
-            .headers()
-            .get("x-subject-token")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-            .ok_or_else(|| unavailable("Keystone issued no X-Subject-Token".to_owned()))?;
-        let body: Value = response.json().await.unwrap_or(Value::Null);
-        // Renewed a minute before it expires (at most an hour on).
-        let lifetime =
-            expires_in(&body["token"]["expires_at"]).unwrap_or(Duration::from_secs(3600));
-        let refresh_at = Instant::now() + lifetime.saturating_sub(Duration::from_secs(60));
-        *held = Some((token.clone(), refresh_at));
-        Ok(token)
-    }
-
-    /// One request to Keystone, retried when it could not connect or timed out.
-    async fn send(
-        &self,
-        request: impl Fn() -> reqwest::RequestBuilder,
-    ) -> Result<reqwest::Response, Refusal> {
-        let mut attempt = 0;
-        loop {
-            match request().send().await {
-                Ok(r) => return Ok(r),
-                Err(e)
-                    if (e.is_connect() || e.is_timeout())
-                        && attempt < self.options.http_request_max_retries =>
-                {
-                    attempt += 1;
-                    tokio::time::sleep(Duration::from_millis(100 << attempt.min(5))).await;
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, url = %self.auth_url, "Keystone unreachable");
-                    return Err(unavailable(
-                        "Keystone cannot be reached to validate the token; retry later".to_owned(),
-                    ));
-                }
-            }
+            404 => Ok(Validation::Invalid),
+            401 => Err(unavailable(
+                "Keystone refuses the API's service user ([keystone_authtoken])".to_owned(),
+            )),
+            status => Err(unavailable(format!(
+                "Keystone answered {status} to a token validation"
+            ))),
         }
     }
 }
@@ -612,13 +527,6 @@ fn unavailable(message: String) -> Refusal {
         error: ApiError::new(ErrorKind::Unavailable, message),
         www_authenticate: None,
     }
-}
-
-/// How long until an RFC 3339 time (Keystone's `expires_at`); `None` if unreadable.
-fn expires_in(value: &Value) -> Option<Duration> {
-    let at = chrono::DateTime::parse_from_rfc3339(value.as_str()?).ok()?;
-    let left = at.with_timezone(&chrono::Utc) - chrono::Utc::now();
-    Some(left.to_std().unwrap_or(Duration::ZERO))
 }
 
 #[derive(Deserialize)]
@@ -661,6 +569,7 @@ fn identity_of(body: &Value) -> Option<Identity> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn identities_from_keystone_tokens() {
@@ -676,11 +585,6 @@ mod tests {
         assert_eq!(i.roles, ["member", "reader"]);
         assert!(i.expires.is_some_and(|e| e > Instant::now()));
         assert!(identity_of(&json!({"token": {"roles": []}})).is_none());
-        assert_eq!(
-            expires_in(&json!("2000-01-01T00:00:00Z")),
-            Some(Duration::ZERO)
-        );
-        assert_eq!(expires_in(&json!("yesterday")), None);
     }
 
     #[test]
@@ -700,7 +604,7 @@ mod tests {
             .expect("ok");
         assert!(a.is_keystone());
         assert_eq!(
-            a.inner.keystone.as_ref().map(|k| k.auth_url.as_str()),
+            a.inner.keystone.as_ref().map(|k| k.session.keystone_url()),
             Some("http://127.0.0.1:5000")
         );
     }

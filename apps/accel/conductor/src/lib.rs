@@ -23,6 +23,7 @@ pub mod db;
 pub mod fleet;
 pub mod groups;
 pub mod handles;
+pub mod keystone;
 pub mod lifecycle;
 pub mod objects;
 pub mod runtime;
