@@ -226,6 +226,91 @@ impl KeystoneAuthtoken {
     }
 }
 
+/// `[placement]`: the service user the conductor keeps resource providers in Placement
+/// with (keystoneauth's option names, as Cyborg's `[placement]`), and how often. Off
+/// unless `auth_url` is set.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Placement {
+    /// Keystone's URL; unset: Placement is not kept.
+    pub auth_url: Option<String>,
+    /// The service user (needs Placement's admin or service role).
+    pub username: Option<String>,
+    /// Its password.
+    pub password: Option<String>,
+    /// Its project.
+    pub project_name: Option<String>,
+    /// The user's domain.
+    pub user_domain_name: String,
+    /// The project's domain.
+    pub project_domain_name: String,
+    /// The region of the catalog's Placement endpoint.
+    pub region_name: Option<String>,
+    /// The catalog interface: public, internal or admin.
+    pub interface: String,
+    /// Placement's URL, instead of the catalog's.
+    pub endpoint_override: Option<String>,
+    /// CA certificates (PEM) for https.
+    pub cafile: Option<PathBuf>,
+    /// Seconds between two passes of the reconciler.
+    pub sync_interval: u64,
+}
+
+impl Default for Placement {
+    fn default() -> Self {
+        let d = accel_conductor::keystone::AuthOptions::new("", "", "", "");
+        Placement {
+            auth_url: None,
+            username: None,
+            password: None,
+            project_name: None,
+            user_domain_name: d.user_domain_name,
+            project_domain_name: d.project_domain_name,
+            region_name: None,
+            interface: d.interface,
+            endpoint_override: None,
+            cafile: None,
+            sync_interval: 10,
+        }
+    }
+}
+
+impl Placement {
+    /// The client and the reconciler's interval, or `None` when Placement is off.
+    pub fn client(
+        &self,
+    ) -> Result<Option<(accel_conductor::placement::Placement, std::time::Duration)>, String> {
+        let Some(auth_url) = self.auth_url.as_deref().filter(|u| !u.is_empty()) else {
+            return Ok(None);
+        };
+        let need = |name: &str, v: &Option<String>| {
+            v.clone()
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| format!("[placement] {name} is needed with auth_url"))
+        };
+        if self.sync_interval == 0 {
+            return Err("[placement] sync_interval must be at least 1 (seconds)".into());
+        }
+        let mut options = accel_conductor::keystone::AuthOptions::new(
+            auth_url,
+            &need("username", &self.username)?,
+            &need("password", &self.password)?,
+            &need("project_name", &self.project_name)?,
+        );
+        options.user_domain_name = self.user_domain_name.clone();
+        options.project_domain_name = self.project_domain_name.clone();
+        options.region_name = self.region_name.clone();
+        options.interface = self.interface.clone();
+        options.cafile = self.cafile.clone();
+        let session = accel_conductor::keystone::Session::new(options)
+            .map_err(|e| format!("[placement] {e}"))?;
+        Ok(Some((
+            accel_conductor::placement::Placement::new(session, self.endpoint_override.clone()),
+            std::time::Duration::from_secs(self.sync_interval),
+        )))
+    }
+}
+
 /// `[oslo_policy]`: the policy file (oslo.policy's YAML or JSON; its rules override
 /// Cyborg's defaults).
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -420,6 +505,8 @@ pub struct AccelConfig {
     pub keystone_authtoken: KeystoneAuthtoken,
     /// `[oslo_policy]`.
     pub oslo_policy: OsloPolicy,
+    /// `[placement]`.
+    pub placement: Placement,
     /// The layered configuration (caps, origins).
     pub layers: Config,
 }
@@ -453,6 +540,7 @@ pub fn load(file: Option<&PathBuf>, overrides: &[String]) -> Result<AccelConfig,
         .section("cyborg")
         .section("keystone_authtoken")
         .section("oslo_policy")
+        .section("placement")
         .maybe_file(file)
         .overrides(overrides.iter().cloned())
         .load()?;
@@ -467,6 +555,7 @@ pub fn load(file: Option<&PathBuf>, overrides: &[String]) -> Result<AccelConfig,
         cyborg: layers.section("cyborg")?,
         keystone_authtoken: layers.section("keystone_authtoken")?,
         oslo_policy: layers.section("oslo_policy")?,
+        placement: layers.section("placement")?,
         layers,
     })
 }

@@ -75,6 +75,7 @@ fn conductor_client(config: &AccelConfig, transport: Arc<dyn Transport>) -> vers
 
 /// `accel conductor`.
 pub async fn conductor(config: AccelConfig) -> Result<ExitCode, Error> {
+    let placement = config.placement.client()?;
     let db = open_db(&config.database.url).await?;
     let transport = transport(&config).await?;
     let running = start_conductor(db.clone(), transport.clone(), &config).await?;
@@ -82,6 +83,18 @@ pub async fn conductor(config: AccelConfig) -> Result<ExitCode, Error> {
         "conductor: serving {CONDUCTOR_TOPIC} and {UPGRADE_TOPIC} on {}",
         verso_rpc::transport::amqp::redact(&config.transport.url)
     );
+    // Each deployable a resource provider in Placement, reconciled from the database.
+    let _reconciler = placement.map(|(client, interval)| {
+        println!(
+            "conductor: keeping resource providers in Placement every {} s",
+            interval.as_secs()
+        );
+        AbortOnDrop(accel_conductor::placement::spawn_reconciler(
+            db.clone(),
+            client,
+            interval,
+        ))
+    });
     // Cyborg 17 agents left during a migration: their reports go through the same
     // inventory diff and tell the fleet record that their hosts still run release N.
     let cyborg_agents = if config.cyborg.serve_agents {
@@ -346,9 +359,17 @@ pub async fn all_in_one(config: AccelConfig, agents: u32) -> Result<ExitCode, Er
         }
         Some(_) => config.database.url.clone(),
     };
+    let placement = config.placement.client()?;
     let db = open_db(&url).await?;
     let transport = transport(&config).await?;
     let running = start_conductor(db.clone(), transport.clone(), &config).await?;
+    let _reconciler = placement.map(|(client, interval)| {
+        AbortOnDrop(accel_conductor::placement::spawn_reconciler(
+            db.clone(),
+            client,
+            interval,
+        ))
+    });
     let client = conductor_client(&config, transport.clone());
     let (url, api_task) = serve_api(
         db,
@@ -512,4 +533,13 @@ pub async fn upgrade_finalize(
         }
     }
     Ok(ExitCode::from(code))
+}
+
+/// A task aborted when dropped (a background loop that ends with its owner).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

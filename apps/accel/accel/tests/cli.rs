@@ -228,9 +228,10 @@ fn passwords_are_masked_in_config_show_and_start_up_errors() {
     assert!(!stderr.contains("hunter2"), "{stderr}");
 }
 
-/// `[api]`, `[keystone_authtoken]` and `[oslo_policy]` options are checked before
-/// anything starts, naming the option: keystone (the default) needs its service user,
-/// noauth stays on loopback unless told otherwise, a policy file must parse.
+/// `[api]`, `[keystone_authtoken]`, `[oslo_policy]` and `[placement]` options are
+/// checked before anything starts, naming the option: keystone (the default) needs its
+/// service user, noauth stays on loopback unless told otherwise, a policy file must
+/// parse, Placement needs its service user.
 #[test]
 fn api_options_are_checked_at_start() {
     let dir = tempfile::tempdir().expect("dir");
@@ -257,12 +258,21 @@ fn api_options_are_checked_at_start() {
             &["api.auth_strategy=noauth", policy_set.as_str()],
             "cyborg:arq:create",
         ),
+        (
+            &["placement.auth_url=http://127.0.0.1:1/v3"],
+            "[placement] username is needed",
+        ),
     ] {
         let mut args: Vec<&str> = Vec::new();
         for set in sets {
             args.extend(["--set", set]);
         }
-        args.push("api");
+        // [placement] is the conductor's.
+        args.push(if says.starts_with("[placement]") {
+            "conductor"
+        } else {
+            "api"
+        });
         let out = accel().args(&args).output().expect("runs");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{sets:?}: {stderr}");

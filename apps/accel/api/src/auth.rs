@@ -204,7 +204,11 @@ impl std::fmt::Debug for Authenticator {
         f.debug_struct("Authenticator")
             .field(
                 "keystone",
-                &self.inner.keystone.as_ref().map(|k| k.session.keystone_url()),
+                &self
+                    .inner
+                    .keystone
+                    .as_ref()
+                    .map(|k| k.session.keystone_url()),
             )
             .finish()
     }

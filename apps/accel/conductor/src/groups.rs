@@ -1,5 +1,6 @@
 //! Device profiles as OpenStack Cyborg 17 checks them (its API's `_validate_post_request`
-//! and ARQ creation), and what accel, which binds without Placement, makes of a group.
+//! and ARQ creation), and what accel makes of a group when a bind names no resource
+//! provider.
 //!
 //! - A name is `^[a-zA-Z0-9-_]+$`.
 //! - A group's keys start with `resources:`, `trait:` or `accel:` (spaces after the prefix
@@ -11,11 +12,11 @@
 //!   ([`arq_count`]): `resources:FPGA=2` is two requests of that group; a group with
 //!   `trait:CUSTOM_FPGA_XILINX=required` counts its FPGAs twice (management and user
 //!   function, as Cyborg).
-//! - Binding a request picks a free device of its group's device type
-//!   ([`device_type`]): every resource class of the group must name the same one. A
-//!   group mixing device types, or asking only for a `CUSTOM_*` class accel cannot map,
-//!   is accepted (Cyborg accepts it) but cannot be bound until binds follow Placement's
-//!   `device_rp_uuid` (issue 26).
+//! - A bind that names Placement's `device_rp_uuid` (what Nova sends) takes that
+//!   deployable ([`crate::Db::bind`]). One that names none picks a free device of its
+//!   group's device type ([`device_type`]): every resource class of the group must name
+//!   the same one; a group mixing device types, or asking only for a `CUSTOM_*` class
+//!   accel cannot map, is accepted (Cyborg accepts it) and binds only by provider.
 
 use crate::db::DbError;
 use std::collections::BTreeMap;
@@ -184,8 +185,8 @@ pub fn device_type(group: &BTreeMap<String, String>) -> Result<String, DbError> 
             return Err(invalid(
                 "device profile group",
                 format!(
-                    "resource class {class} names no device type accel knows; binding it \
-                     needs Placement's device_rp_uuid, which accel does not follow yet"
+                    "resource class {class} names no device type accel knows; bind it \
+                     by its resource provider (device_rp_uuid)"
                 ),
             ));
         };
@@ -202,8 +203,8 @@ pub fn device_type(group: &BTreeMap<String, String>) -> Result<String, DbError> 
         mixed => Err(invalid(
             "device profile group",
             format!(
-                "the group mixes device types ({}); binding it needs Placement's \
-                 device_rp_uuid, which accel does not follow yet",
+                "the group mixes device types ({}); bind it by its resource provider \
+                 (device_rp_uuid)",
                 mixed.join(", ")
             ),
         )),

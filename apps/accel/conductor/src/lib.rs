@@ -26,6 +26,7 @@ pub mod handles;
 pub mod keystone;
 pub mod lifecycle;
 pub mod objects;
+pub mod placement;
 pub mod runtime;
 pub mod service;
 #[cfg(feature = "testing")]

@@ -1,0 +1,549 @@
+//! Placement: each deployable is a resource provider under its host's compute node
+//! provider, with its inventory and traits, so Nova's scheduler finds hosts that offer
+//! `resources:FPGA` (or `PGPU`, `CUSTOM_QAT`, ...) and names the provider it chose in
+//! the bind (`device_rp_uuid`), which [`Db::bind`] follows.
+//!
+//! # What is kept in Placement
+//!
+//! For every deployable of a host, as Cyborg 17's conductor keeps it:
+//! - a provider named like the deployable (`<host>_<PCI address>`), UUID [`rp_uuid`] of
+//!   that name, whose parent is the provider named like the host (Nova's compute node,
+//!   which Nova creates; a host without one is skipped and logged until it has one);
+//! - an inventory of one resource class ([`resource_class`]: `FPGA`, `PGPU`,
+//!   `CUSTOM_QAT`, ...), `total` = `max_unit` = its accelerators, all `reserved` while
+//!   its device is disabled (Cyborg's device disable), lost or missing;
+//! - traits `CUSTOM_<TYPE>_<VENDOR>` and `CUSTOM_<TYPE>_PRODUCT_ID_<MODEL>`
+//!   ([`traits`]), the forms Cyborg's drivers report.
+//!
+//! Providers under the compute node named `<host>_...` that no deployable has any more
+//! are deleted (Placement refuses while an instance holds an allocation on one: it is
+//! kept and retried).
+//!
+//! # When
+//!
+//! A reconciler ([`spawn_reconciler`]) reads the inventory from the database every
+//! `[placement] sync_interval` and brings each host whose providers changed (or whose
+//! last sync failed) up to date. Reading the database, not hooking the report path,
+//! keeps a report's answer independent of Placement's health and catches every change
+//! (reports, device disable and enable, a conductor restart) the same way. Every write
+//! is idempotent, so several conductors reconciling the same hosts agree (a provider
+//! generation conflict is read again and retried).
+
+use crate::db::{rp_uuid, DbError, DeployableRow, DeviceRow, ListFilter};
+use crate::keystone::{Session, SessionError};
+use crate::Db;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// The Placement microversion accel speaks: 1.26 (providers with parents, `in_tree`,
+/// the provider in a create's answer, and an inventory all reserved).
+pub const MICROVERSION: &str = "placement 1.26";
+
+/// A deployable as Placement should hold it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Provider {
+    /// The deployable's name (`<host>_<PCI address>`).
+    pub name: String,
+    /// [`rp_uuid`] of the name.
+    pub uuid: String,
+    /// Its resource class.
+    pub resource_class: String,
+    /// Accelerators it offers.
+    pub total: i64,
+    /// All of them reserved (the device is disabled, lost or missing).
+    pub reserved: bool,
+    /// Its traits, sorted.
+    pub traits: Vec<String>,
+}
+
+/// The resource class of a device type, as Cyborg 17's drivers report it
+/// (`cyborg.common.constants.RESOURCES`): `GPU` is `PGPU`; accel's `AICHIP` is
+/// `CUSTOM_AICHIP`.
+pub fn resource_class(device_type: &str) -> String {
+    match device_type {
+        "FPGA" => "FPGA".into(),
+        "GPU" => "PGPU".into(),
+        other => format!("CUSTOM_{}", trait_part(other)),
+    }
+}
+
+/// The vendor names of Cyborg's drivers, by PCI vendor ID.
+fn vendor_name(vendor: &str) -> Option<&'static str> {
+    let id = vendor.trim_start_matches("0x").to_ascii_lowercase();
+    Some(match id.as_str() {
+        "10de" => "NVIDIA",
+        "102b" => "MATROX",
+        "10ee" => "XILINX",
+        "8086" => "INTEL",
+        "1bd4" => "INSPUR",
+        "1002" => "AMD",
+        "19e5" => "HUAWEI",
+        _ => return None,
+    })
+}
+
+/// Upper case, and every character a trait name cannot have (`A-Z0-9_`) made `_`.
+fn trait_part(text: &str) -> String {
+    text.trim_start_matches("0x")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// A device's traits, as Cyborg's drivers name them: `CUSTOM_FPGA_XILINX`,
+/// `CUSTOM_FPGA_PRODUCT_ID_5020` (the vendor's trait only for vendors Cyborg names).
+pub fn traits(device: &DeviceRow) -> Vec<String> {
+    let kind = trait_part(&device.device_type);
+    let mut out = Vec::new();
+    if let Some(v) = vendor_name(&device.vendor) {
+        out.push(format!("CUSTOM_{kind}_{v}"));
+    }
+    if !device.model.is_empty() {
+        out.push(format!(
+            "CUSTOM_{kind}_PRODUCT_ID_{}",
+            trait_part(&device.model)
+        ));
+    }
+    out.sort();
+    out
+}
+
+/// What Placement should hold for each host: its deployables' providers.
+pub fn providers(
+    devices: &[DeviceRow],
+    deployables: &[DeployableRow],
+) -> BTreeMap<String, Vec<Provider>> {
+    let by_id: BTreeMap<i64, &DeviceRow> = devices.iter().map(|d| (d.id, d)).collect();
+    let mut out: BTreeMap<String, Vec<Provider>> = BTreeMap::new();
+    for dep in deployables {
+        let Some(device) = by_id.get(&dep.device_id) else {
+            continue;
+        };
+        out.entry(dep.hostname.clone()).or_default().push(Provider {
+            name: dep.name.clone(),
+            uuid: rp_uuid(&dep.name),
+            resource_class: resource_class(&device.device_type),
+            total: dep.num_accelerators,
+            reserved: device.maintaining || device.status != "available" || !dep.enabled,
+            traits: traits(device),
+        });
+    }
+    for list in out.values_mut() {
+        list.sort();
+    }
+    out
+}
+
+/// Why Placement could not be brought up to date.
+#[derive(Debug, thiserror::Error)]
+pub enum PlacementError {
+    /// Keystone or Placement could not be reached, or refused the service user.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// The host has no compute node provider (Nova has not registered it).
+    #[error("Placement has no resource provider named {0:?} (Nova's compute node); its deployables wait for it")]
+    NoComputeNode(String),
+    /// Placement refused a call.
+    #[error("Placement answered {status} to {what}: {body}")]
+    Refused {
+        /// The call.
+        what: String,
+        /// Its status.
+        status: u16,
+        /// Placement's message.
+        body: String,
+    },
+    /// The database could not be read.
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+/// Placement's client, over a service user's session.
+#[derive(Clone, Debug)]
+pub struct Placement {
+    session: Session,
+    endpoint_override: Option<String>,
+}
+
+impl Placement {
+    /// A client; its endpoint is `endpoint_override` or the catalog's `placement`.
+    pub fn new(session: Session, endpoint_override: Option<String>) -> Placement {
+        Placement {
+            session,
+            endpoint_override: endpoint_override.map(|e| e.trim_end_matches('/').to_owned()),
+        }
+    }
+
+    async fn endpoint(&self) -> Result<String, PlacementError> {
+        match &self.endpoint_override {
+            Some(e) => Ok(e.clone()),
+            None => Ok(self.session.endpoint("placement").await?),
+        }
+    }
+
+    /// One call: its status and JSON body (`Null` when empty).
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<(u16, Value), PlacementError> {
+        let url = format!("{}{path}", self.endpoint().await?);
+        let http = self.session.http();
+        let response = self
+            .session
+            .send(|token| {
+                let r = http
+                    .request(method.clone(), &url)
+                    .header("X-Auth-Token", token)
+                    .header("OpenStack-API-Version", MICROVERSION);
+                match body {
+                    Some(b) => r.json(b),
+                    None => r,
+                }
+            })
+            .await?;
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap_or_default();
+        let value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Ok((status, value))
+    }
+
+    /// `call`, refusing any status not in `ok`.
+    async fn expect(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+        ok: &[u16],
+    ) -> Result<Value, PlacementError> {
+        let (status, value) = self.call(method.clone(), path, body).await?;
+        if ok.contains(&status) {
+            Ok(value)
+        } else {
+            Err(PlacementError::Refused {
+                what: format!("{method} {path}"),
+                status,
+                body: value.to_string(),
+            })
+        }
+    }
+
+    /// The compute node provider of `host`.
+    async fn compute_node(&self, host: &str) -> Result<String, PlacementError> {
+        let found = self
+            .expect(
+                reqwest::Method::GET,
+                &format!("/resource_providers?name={}", encode(host)),
+                None,
+                &[200],
+            )
+            .await?;
+        found["resource_providers"][0]["uuid"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| PlacementError::NoComputeNode(host.to_owned()))
+    }
+
+    /// Brings `host`'s providers in Placement to `wanted`: creates, updates and deletes.
+    /// Returns the names of providers that could not be deleted because an instance
+    /// holds an allocation on them.
+    pub async fn sync_host(
+        &self,
+        host: &str,
+        wanted: &[Provider],
+    ) -> Result<Vec<String>, PlacementError> {
+        use reqwest::Method;
+        let root = self.compute_node(host).await?;
+        let tree = self
+            .expect(
+                Method::GET,
+                &format!("/resource_providers?in_tree={root}"),
+                None,
+                &[200],
+            )
+            .await?;
+        let children: BTreeMap<String, (String, i64)> = tree["resource_providers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["parent_provider_uuid"] == root.as_str())
+            .filter_map(|p| {
+                Some((
+                    p["uuid"].as_str()?.to_owned(),
+                    (p["name"].as_str()?.to_owned(), p["generation"].as_i64()?),
+                ))
+            })
+            .collect();
+        for p in wanted {
+            if p.resource_class.starts_with("CUSTOM_") {
+                self.expect(
+                    Method::PUT,
+                    &format!("/resource_classes/{}", p.resource_class),
+                    None,
+                    &[201, 204],
+                )
+                .await?;
+            }
+            for t in &p.traits {
+                self.expect(Method::PUT, &format!("/traits/{t}"), None, &[201, 204])
+                    .await?;
+            }
+            if !children.contains_key(&p.uuid) {
+                let body = json!({"name": p.name, "uuid": p.uuid, "parent_provider_uuid": root});
+                let (status, answer) = self
+                    .call(Method::POST, "/resource_providers", Some(&body))
+                    .await?;
+                // 409: made meanwhile by another conductor (same name, same UUID).
+                if status != 200 && status != 409 {
+                    return Err(PlacementError::Refused {
+                        what: format!("POST /resource_providers {}", p.name),
+                        status,
+                        body: answer.to_string(),
+                    });
+                }
+            }
+            self.put_with_generation(&p.uuid, "inventories", |generation| {
+                json!({
+                    "resource_provider_generation": generation,
+                    "inventories": {p.resource_class.clone(): {
+                        "total": p.total,
+                        "max_unit": p.total.max(1),
+                        "reserved": if p.reserved { p.total } else { 0 },
+                    }},
+                })
+            })
+            .await?;
+            self.put_with_generation(&p.uuid, "traits", |generation| {
+                json!({"resource_provider_generation": generation, "traits": p.traits})
+            })
+            .await?;
+        }
+        let keep: BTreeSet<&str> = wanted.iter().map(|p| p.uuid.as_str()).collect();
+        let prefix = format!("{host}_");
+        let mut in_use = Vec::new();
+        for (uuid, (name, _)) in &children {
+            if keep.contains(uuid.as_str()) || !name.starts_with(&prefix) {
+                continue;
+            }
+            let (status, body) = self
+                .call(Method::DELETE, &format!("/resource_providers/{uuid}"), None)
+                .await?;
+            match status {
+                204 | 404 => tracing::info!(host, provider = %name, "resource provider deleted"),
+                409 => in_use.push(name.clone()),
+                _ => {
+                    return Err(PlacementError::Refused {
+                        what: format!("DELETE /resource_providers/{uuid}"),
+                        status,
+                        body: body.to_string(),
+                    })
+                }
+            }
+        }
+        Ok(in_use)
+    }
+
+    /// `PUT /resource_providers/{uuid}/{what}` with the provider's current generation,
+    /// read again and retried when another writer changed it meanwhile.
+    async fn put_with_generation(
+        &self,
+        uuid: &str,
+        what: &str,
+        body: impl Fn(i64) -> Value,
+    ) -> Result<(), PlacementError> {
+        use reqwest::Method;
+        let mut last = (0, Value::Null);
+        for _ in 0..5 {
+            let provider = self
+                .expect(
+                    Method::GET,
+                    &format!("/resource_providers/{uuid}"),
+                    None,
+                    &[200],
+                )
+                .await?;
+            let generation = provider["generation"].as_i64().unwrap_or(0);
+            let (status, answer) = self
+                .call(
+                    Method::PUT,
+                    &format!("/resource_providers/{uuid}/{what}"),
+                    Some(&body(generation)),
+                )
+                .await?;
+            if status == 200 {
+                return Ok(());
+            }
+            last = (status, answer);
+            if status != 409 {
+                break;
+            }
+        }
+        Err(PlacementError::Refused {
+            what: format!("PUT /resource_providers/{uuid}/{what}"),
+            status: last.0,
+            body: last.1.to_string(),
+        })
+    }
+}
+
+/// A query value, percent-encoded.
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// Every device and deployable of the database, page by page.
+async fn inventory(db: &Db) -> Result<(Vec<DeviceRow>, Vec<DeployableRow>), DbError> {
+    const PAGE: u32 = 1000;
+    let mut devices: Vec<DeviceRow> = Vec::new();
+    loop {
+        let page = db
+            .devices(&ListFilter {
+                limit: Some(PAGE),
+                marker: devices.last().map(|d| d.uuid.clone()),
+                ..ListFilter::default()
+            })
+            .await?;
+        let done = page.len() < PAGE as usize;
+        devices.extend(page);
+        if done {
+            break;
+        }
+    }
+    let mut deployables: Vec<DeployableRow> = Vec::new();
+    loop {
+        let page = db
+            .deployables(&ListFilter {
+                limit: Some(PAGE),
+                marker: deployables.last().map(|d| d.uuid.clone()),
+                ..ListFilter::default()
+            })
+            .await?;
+        let done = page.len() < PAGE as usize;
+        deployables.extend(page);
+        if done {
+            break;
+        }
+    }
+    Ok((devices, deployables))
+}
+
+/// One pass of the reconciler: each host whose wanted providers differ from what the
+/// last successful sync of it left (`synced`) is brought up to date; hosts that are
+/// gone are emptied. Returns how many hosts were synced and how many failed.
+pub async fn reconcile(
+    db: &Db,
+    placement: &Placement,
+    synced: &mut BTreeMap<String, Vec<Provider>>,
+) -> Result<(usize, usize), DbError> {
+    let (devices, deployables) = inventory(db).await?;
+    let mut wanted = providers(&devices, &deployables);
+    for host in synced.keys() {
+        wanted.entry(host.clone()).or_default();
+    }
+    let (mut done, mut failed) = (0, 0);
+    for (host, providers) in wanted {
+        if synced.get(&host) == Some(&providers) {
+            continue;
+        }
+        match placement.sync_host(&host, &providers).await {
+            Ok(in_use) => {
+                done += 1;
+                if in_use.is_empty() {
+                    tracing::info!(host = %host, providers = providers.len(), "Placement up to date");
+                    if providers.is_empty() {
+                        synced.remove(&host);
+                    } else {
+                        synced.insert(host, providers);
+                    }
+                } else {
+                    // Not recorded as synced: the deletes are tried again next pass.
+                    tracing::warn!(host = %host, ?in_use, "resource providers kept: instances hold allocations on them");
+                }
+            }
+            Err(e) => {
+                failed += 1;
+                tracing::warn!(host = %host, error = %e, "Placement not updated; retried next pass");
+            }
+        }
+    }
+    Ok((done, failed))
+}
+
+/// Runs [`reconcile`] every `interval` until the task is aborted.
+pub fn spawn_reconciler(
+    db: Db,
+    placement: Placement,
+    interval: Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut synced = BTreeMap::new();
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if let Err(e) = reconcile(&db, &placement, &mut synced).await {
+                tracing::warn!(error = %e, "Placement reconciler cannot read the database; retried next pass");
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn device(id: i64, kind: &str, vendor: &str, model: &str) -> DeviceRow {
+        DeviceRow {
+            id,
+            uuid: format!("d{id}"),
+            device_type: kind.into(),
+            vendor: vendor.into(),
+            model: model.into(),
+            std_board_info: None,
+            hostname: "h1".into(),
+            vendor_board_info: None,
+            status: "available".into(),
+            maintaining: false,
+            created_at: String::new(),
+            updated_at: String::new(),
+        }
+    }
+
+    #[test]
+    fn classes_and_traits_are_cyborgs() {
+        assert_eq!(resource_class("FPGA"), "FPGA");
+        assert_eq!(resource_class("GPU"), "PGPU");
+        assert_eq!(resource_class("QAT"), "CUSTOM_QAT");
+        assert_eq!(resource_class("AICHIP"), "CUSTOM_AICHIP");
+        assert_eq!(
+            traits(&device(1, "FPGA", "10ee", "5020")),
+            ["CUSTOM_FPGA_PRODUCT_ID_5020", "CUSTOM_FPGA_XILINX"]
+        );
+        assert_eq!(
+            traits(&device(1, "GPU", "0x10DE", "1eb8")),
+            ["CUSTOM_GPU_NVIDIA", "CUSTOM_GPU_PRODUCT_ID_1EB8"]
+        );
+        // An unknown vendor gets no vendor trait; odd characters become `_`.
+        assert_eq!(
+            traits(&device(1, "NIC", "abcd", "x-1")),
+            ["CUSTOM_NIC_PRODUCT_ID_X_1"]
+        );
+        assert_eq!(encode("h 1/é"), "h%201%2F%C3%A9");
+    }
+}

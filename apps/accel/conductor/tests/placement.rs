@@ -1,0 +1,285 @@
+//! The conductor keeps resource providers in a real Placement (openstack-placement 16,
+//! `VERSO_TEST_PLACEMENT_URL`, behind the test Keystone `VERSO_TEST_KEYSTONE_URL`; both
+//! started by scripts/test.sh): one provider per deployable under the host's compute
+//! node, its inventory and traits, found by Nova's allocation candidates query, updated
+//! on disable and removal, and a bind follows the provider Placement chose.
+
+use accel_conductor::db::{rp_uuid, ReportedDevice};
+use accel_conductor::keystone::{AuthOptions, Session};
+use accel_conductor::placement::{reconcile, Placement, PlacementError};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!(
+            "{name} is not set: scripts/test.sh starts the test Keystone and Placement and sets it"
+        )
+    })
+}
+
+fn session() -> Session {
+    Session::new(AuthOptions::new(
+        &env("VERSO_TEST_KEYSTONE_URL"),
+        "accel",
+        "verso-accel",
+        "service",
+    ))
+    .expect("session")
+}
+
+/// A call to Placement as the test's own client (what Nova does itself).
+async fn call(
+    s: &Session,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let url = format!(
+        "{}{path}",
+        env("VERSO_TEST_PLACEMENT_URL").trim_end_matches('/')
+    );
+    let r = s
+        .send(|token| {
+            let r = s
+                .http()
+                .request(method.clone(), &url)
+                .header("X-Auth-Token", token)
+                .header("OpenStack-API-Version", "placement 1.26");
+            match &body {
+                Some(b) => r.json(b),
+                None => r,
+            }
+        })
+        .await
+        .unwrap_or_else(|e| panic!("Placement at {url}: {e}"));
+    let status = r.status().as_u16();
+    let text = r.text().await.unwrap_or_default();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+fn device(cp: &str, kind: &str, vendor: &str, model: &str, handles: usize) -> ReportedDevice {
+    ReportedDevice {
+        control_path_id: cp.to_owned(),
+        device_type: kind.to_owned(),
+        vendor: vendor.to_owned(),
+        model: model.to_owned(),
+        std_board_info: None,
+        driver_name: None,
+        handles: (0..handles)
+            .map(|i| {
+                (
+                    "PCI".to_owned(),
+                    format!("{{\"address\": \"{cp}\", \"vf\": {i}}}"),
+                )
+            })
+            .collect(),
+    }
+}
+
+#[tokio::test]
+async fn deployables_are_resource_providers_nova_can_schedule_on() {
+    let s = session();
+    let placement = Placement::new(s.clone(), Some(env("VERSO_TEST_PLACEMENT_URL")));
+    let (db, _dir) = accel_conductor::testing::sqlite().await;
+    // A host name of this run only; its compute node made as Nova makes it.
+    let host = format!(
+        "placement-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    let (status, node) = call(
+        &s,
+        reqwest::Method::POST,
+        "/resource_providers",
+        Some(json!({"name": host})),
+    )
+    .await;
+    assert_eq!(status, 200, "{node}");
+    let root = node["uuid"].as_str().expect("uuid").to_owned();
+    let fpga = device("0000:3b:00.0", "FPGA", "10ee", "5020", 1);
+    let gpu = device("0000:3c:00.0", "GPU", "10de", "1eb8", 2);
+    db.report(&host, &[fpga.clone(), gpu.clone()])
+        .await
+        .expect("report");
+
+    let mut synced = BTreeMap::new();
+    assert_eq!(
+        reconcile(&db, &placement, &mut synced).await.expect("pass"),
+        (1, 0)
+    );
+    let fpga_rp = rp_uuid(&format!("{host}_0000:3b:00.0"));
+    let gpu_rp = rp_uuid(&format!("{host}_0000:3c:00.0"));
+    let (_, tree) = call(
+        &s,
+        reqwest::Method::GET,
+        &format!("/resource_providers?in_tree={root}"),
+        None,
+    )
+    .await;
+    let mut children: Vec<(String, String)> = tree["resource_providers"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter(|p| p["parent_provider_uuid"] == root.as_str())
+        .map(|p| {
+            (
+                p["uuid"].as_str().unwrap_or("").to_owned(),
+                p["name"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    children.sort_by(|a, b| a.1.cmp(&b.1));
+    assert_eq!(
+        children,
+        [
+            (fpga_rp.clone(), format!("{host}_0000:3b:00.0")),
+            (gpu_rp.clone(), format!("{host}_0000:3c:00.0"))
+        ]
+    );
+    let (_, inv) = call(
+        &s,
+        reqwest::Method::GET,
+        &format!("/resource_providers/{gpu_rp}/inventories"),
+        None,
+    )
+    .await;
+    assert_eq!(inv["inventories"]["PGPU"]["total"], 2, "{inv}");
+    assert_eq!(inv["inventories"]["PGPU"]["reserved"], 0, "{inv}");
+    let (_, traits) = call(
+        &s,
+        reqwest::Method::GET,
+        &format!("/resource_providers/{fpga_rp}/traits"),
+        None,
+    )
+    .await;
+    let mut names: Vec<&str> = traits["traits"]
+        .as_array()
+        .expect("traits")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["CUSTOM_FPGA_PRODUCT_ID_5020", "CUSTOM_FPGA_XILINX"]);
+
+    // What Nova's scheduler asks for a flavor with resources:FPGA=1 and the Xilinx
+    // trait: this host's FPGA provider is a candidate.
+    let (status, candidates) = call(
+        &s,
+        reqwest::Method::GET,
+        "/allocation_candidates?resources=FPGA:1&required=CUSTOM_FPGA_XILINX",
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{candidates}");
+    assert!(
+        candidates["provider_summaries"].get(&fpga_rp).is_some(),
+        "{candidates}"
+    );
+
+    // Unchanged: nothing to do. A bind naming Placement's choice takes that device.
+    assert_eq!(
+        reconcile(&db, &placement, &mut synced).await.expect("pass"),
+        (0, 0)
+    );
+    let profile = db
+        .create_profile(
+            "xilinx",
+            vec![BTreeMap::from([(
+                "resources:FPGA".to_owned(),
+                "1".to_owned(),
+            )])],
+            None,
+        )
+        .await
+        .expect("profile");
+    let arq = db
+        .create_arqs(&profile.name, None, None)
+        .await
+        .expect("arq")
+        .remove(0);
+    let bound = db
+        .bind(
+            &arq.uuid,
+            &host,
+            "8c8d1c3a-5a4e-4a0e-9a55-3a1f0e6c2b11",
+            Some(&fpga_rp),
+        )
+        .await
+        .expect("bind");
+    assert_eq!(bound.device_rp_uuid.as_deref(), Some(fpga_rp.as_str()));
+    assert!(
+        bound
+            .attach_handle_info
+            .as_deref()
+            .unwrap_or("")
+            .contains("0000:3b:00.0"),
+        "{bound:?}"
+    );
+
+    // The GPU disabled: all of it reserved, so Nova schedules nothing on it.
+    let (_, devices) = (0, db.devices(&Default::default()).await.expect("devices"));
+    let gpu_device = devices
+        .iter()
+        .find(|d| d.hostname == host && d.device_type == "GPU")
+        .expect("gpu");
+    db.set_device_maintaining(&gpu_device.uuid, true)
+        .await
+        .expect("disable");
+    assert_eq!(
+        reconcile(&db, &placement, &mut synced).await.expect("pass"),
+        (1, 0)
+    );
+    let (_, inv) = call(
+        &s,
+        reqwest::Method::GET,
+        &format!("/resource_providers/{gpu_rp}/inventories"),
+        None,
+    )
+    .await;
+    assert_eq!(inv["inventories"]["PGPU"]["reserved"], 2, "{inv}");
+
+    // The GPU gone from the host's report: its provider is deleted.
+    db.report(&host, &[fpga]).await.expect("report");
+    assert_eq!(
+        reconcile(&db, &placement, &mut synced).await.expect("pass"),
+        (1, 0)
+    );
+    let (status, _) = call(
+        &s,
+        reqwest::Method::GET,
+        &format!("/resource_providers/{gpu_rp}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 404);
+
+    // A host Nova has not registered: its providers wait, and the pass says it failed.
+    let stranger = format!("{host}-unknown");
+    db.report(
+        &stranger,
+        &[device("0000:70:00.0", "QAT", "8086", "37c8", 1)],
+    )
+    .await
+    .expect("report");
+    assert_eq!(
+        reconcile(&db, &placement, &mut synced).await.expect("pass"),
+        (0, 1)
+    );
+    let missing = placement
+        .sync_host(&stranger, &[])
+        .await
+        .expect_err("no compute node");
+    assert!(matches!(missing, PlacementError::NoComputeNode(h) if h == stranger));
+
+    // Clean up what this run made (the FPGA's provider holds no allocation).
+    for rp in [&fpga_rp, &root] {
+        let (status, body) = call(
+            &s,
+            reqwest::Method::DELETE,
+            &format!("/resource_providers/{rp}"),
+            None,
+        )
+        .await;
+        assert_eq!(status, 204, "{body}");
+    }
+}
