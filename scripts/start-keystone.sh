@@ -141,7 +141,9 @@ EOF
     # file left by a master that was killed would make the new one refuse to start.
     rm -f "$pidfile"
     echo "$served" >"$dir/served-by"
-    (cd "$dir" && exec setsid "$venv/bin/gunicorn" </dev/null >>"$dir/gunicorn.log" 2>&1 &)
+    # Descriptors above 2 closed: a server must not keep a lock its caller holds (a
+    # `flock` around the test run would stay held for as long as the server runs).
+    (cd "$dir" && exec setsid "$venv/bin/gunicorn" </dev/null >>"$dir/gunicorn.log" 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &)
     if ! "$py" "$helper" wait "$url" "$wait_s" keystone; then
         echo "keystone: logs in $dir/gunicorn.log and $dir/keystone.log:" >&2
         tail -n 20 "$dir/gunicorn.log" "$dir/keystone.log" >&2 2>/dev/null || true

@@ -76,10 +76,11 @@ fi
 
 if [ "$started" = 1 ]; then
     # Tuned for throwaway test data on a small machine: no fsync, little memory.
+    # Descriptors above 2 closed: the server must not keep a lock its caller holds.
     as_postgres "$bin/pg_ctl" -D "$dir" -l "$dir/server.log" -w -t "$wait_s" start -o \
         "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir \
          -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 \
-         -c shared_buffers=64MB" >/dev/null
+         -c shared_buffers=64MB" >/dev/null 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
 fi
 
 for _ in $(seq "$wait_s"); do

@@ -84,7 +84,8 @@ if port_open "$port" || port_open "$tls_port"; then
 fi
 
 echo "rabbitmq: starting in the background (log: $log, config: $conf)"
-nohup rabbitmq-server >"$log" 2>&1 </dev/null &
+# Descriptors above 2 closed: the broker must not keep a lock its caller holds.
+nohup rabbitmq-server >"$log" 2>&1 </dev/null 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
 pid=$!
 
 for _ in $(seq 1 "$wait_s"); do

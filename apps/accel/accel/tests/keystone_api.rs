@@ -6,60 +6,8 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use support::Killed;
-
-fn keystone_url() -> String {
-    std::env::var("VERSO_TEST_KEYSTONE_URL").unwrap_or_else(|_| {
-        panic!(
-            "this test needs the test Keystone: run scripts/start-keystone.sh (scripts/test.sh does) \
-             and set VERSO_TEST_KEYSTONE_URL"
-        )
-    })
-}
-
-fn python() -> String {
-    std::env::var("VERSO_TEST_PYTHON").unwrap_or_else(|_| {
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../../../.venv/bin/python").to_owned()
-    })
-}
-
-/// The first ```toml block after the operator guide's authentication heading.
-fn guide_block() -> String {
-    let guide = include_str!("../../../../docs/operator-guide.md");
-    let section = guide
-        .split("## Authentication, policy and projects")
-        .nth(1)
-        .expect("the operator guide has the authentication section");
-    let block = section
-        .split("```toml\n")
-        .nth(1)
-        .and_then(|b| b.split("```").next())
-        .expect("a toml block in it");
-    block.to_owned()
-}
-
-/// The guide's block, pointed at the test Keystone with the test service user.
-fn auth_config() -> String {
-    let mut out = String::new();
-    for line in guide_block().lines() {
-        let key = line.split('=').next().unwrap_or("").trim();
-        let line = match key {
-            "auth_url" => format!("auth_url = \"{}\"", keystone_url()),
-            "www_authenticate_uri" => format!("www_authenticate_uri = \"{}\"", keystone_url()),
-            "password" => "password = \"verso-accel\"".to_owned(),
-            _ => line.to_owned(),
-        };
-        out.push_str(&line);
-        out.push('\n');
-    }
-    out
-}
-
-fn accel() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_accel"))
-}
+use std::process::Command;
+use support::{all_in_one_with_keystone, keystone_url, python};
 
 /// `openstack ARGS` as `user` of `project` with a password, the accelerator endpoint
 /// overridden to `api` (the catalog's may name another port): its status and output.
@@ -91,39 +39,9 @@ fn openstack(api: &str, user: &str, project: &str, args: &[&str]) -> (bool, Stri
 #[test]
 fn accel_with_the_guides_keystone_options_serves_the_openstack_cli() {
     let dir = tempfile::tempdir().expect("dir");
-    let config = dir.path().join("accel.toml");
     // The all-in-one (conductor, API and an agent in one process, on the in-process
     // transport), authenticating as `accel api` does when the configuration says so.
-    std::fs::write(
-        &config,
-        format!(
-            "[database]\nurl = \"sqlite://{}\"\n\n[api]\nlisten = \"127.0.0.1:0\"\n{}",
-            dir.path().join("accel.db").display(),
-            // The guide's block starts with its own [api] table: merge the two.
-            auth_config().replacen("[api]\n", "", 1)
-        ),
-    )
-    .expect("write config");
-    let config = config.display().to_string();
-    let mut aio = Killed(
-        accel()
-            .args(["--config", &config, "all-in-one", "--agents", "1"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("all-in-one starts"),
-    );
-    let stdout = aio.0.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let base = loop {
-        let line = lines
-            .next()
-            .expect("the all-in-one says where the API listens")
-            .expect("text");
-        if let Some(url) = line.strip_prefix("api: listening on ") {
-            break url.trim().to_owned();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
+    let (_aio, base) = all_in_one_with_keystone(dir.path(), 1);
 
     // No token: 401 with the Keystone challenge.
     let rt = tokio::runtime::Runtime::new().expect("runtime");

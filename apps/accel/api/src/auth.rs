@@ -301,6 +301,7 @@ struct Identity {
     domain_id: Option<String>,
     roles: Vec<String>,
     expires: Option<Instant>,
+    system_scope: Option<String>,
 }
 
 /// Keystone's answer to an authentication failure, as keystonemiddleware's.
@@ -444,6 +445,7 @@ impl Keystone {
                     .unwrap_or_default(),
                 service_user_id: service.as_ref().map(|s| s.user_id.clone()),
                 service_project_id: service.as_ref().and_then(|s| s.project_id.clone()),
+                system_scope: user.system_scope.clone(),
             },
             policy: Some(policy.clone()),
         })
@@ -561,12 +563,18 @@ fn identity_of(body: &Value) -> Option<Identity> {
         })
         .unwrap_or_default();
     let expires = expires_in(&token["expires_at"]).map(|left| Instant::now() + left);
+    // A system-scoped token: `"system": {"all": true}`.
+    let system_scope = token
+        .get("system")
+        .and_then(Value::as_object)
+        .and_then(|s| s.keys().next().cloned());
     Some(Identity {
         user_id: user.id,
         project_id: project.map(|p| p.id),
         domain_id: domain.map(|d| d.id),
         roles,
         expires,
+        system_scope,
     })
 }
 

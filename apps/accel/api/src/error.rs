@@ -237,11 +237,12 @@ impl IntoResponse for ApiError {
 /// 409 the second time; requests created twice are two sets of requests.
 pub(crate) fn retry_advice(method: &str) -> &'static str {
     match method {
-        "bind_arq"
-        | "unbind_arq"
-        | "delete_arqs"
-        | "delete_device_profile"
-        | "set_device_maintaining" => "retrying is safe: the operation is idempotent",
+        "bind_arq" | "unbind_arq" | "set_device_maintaining" => {
+            "retrying is safe: the operation is idempotent"
+        }
+        "delete_arqs" | "delete_device_profile" => {
+            "retrying is safe: 404 NotFound then means the first attempt deleted it"
+        }
         "create_device_profile" => {
             "retrying is safe: 409 Duplicate then means the first attempt created the profile"
         }

@@ -201,6 +201,8 @@ pub struct Credentials {
     pub service_user_id: Option<String>,
     /// The service token's project.
     pub service_project_id: Option<String>,
+    /// The token is scoped to the system (`"all"`), not a project or domain.
+    pub system_scope: Option<String>,
 }
 
 impl Credentials {
@@ -299,15 +301,22 @@ impl Policy {
         Ok(())
     }
 
-    /// Whether `creds` pass rule `name` (false for a rule that does not exist).
+    /// Whether `creds` pass rule `name` (false for a rule that does not exist). Every
+    /// rule is for project-scoped tokens (Cyborg's `scope_types=['project']`, enforced
+    /// as oslo.policy's `enforce_scope`): a system-scoped token passes none.
     pub fn allows(&self, name: &str, creds: &Credentials) -> bool {
-        self.rules.get(name).is_some_and(|c| self.eval(c, creds, 0))
+        creds.system_scope.is_none() && self.rules.get(name).is_some_and(|c| self.eval(c, creds, 0))
     }
 
     /// 403 `Forbidden` naming the rule unless `creds` pass it.
     pub fn enforce(&self, name: &str, creds: &Credentials) -> Result<(), ApiError> {
         if self.allows(name, creds) {
             Ok(())
+        } else if creds.system_scope.is_some() {
+            Err(ApiError::new(
+                ErrorKind::Forbidden,
+                format!("{name} is a project API: a system-scoped token is not allowed"),
+            ))
         } else {
             Err(ApiError::new(
                 ErrorKind::Forbidden,
@@ -568,6 +577,12 @@ mod tests {
             assert_eq!(p.allows(rule, &service), s, "{rule} service");
             assert_eq!(p.allows(rule, &unscoped_member), u, "{rule} unscoped");
         }
+        let system_admin = Credentials {
+            system_scope: Some("all".into()),
+            project_id: None,
+            ..admin.clone()
+        };
+        assert!(!p.allows("cyborg:device:get_all", &system_admin));
         let e = p
             .enforce("cyborg:device_profile:create", &member)
             .expect_err("403");

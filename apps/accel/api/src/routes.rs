@@ -50,6 +50,12 @@ pub(crate) fn build(
                 .post(create_profile)
                 .delete(delete_profiles),
         )
+        // Cyborg's `DELETE /v2/device_profiles/` (an empty name) is the collection's
+        // delete without `?value=`: 400.
+        .route(
+            "/v2/device_profiles/",
+            axum::routing::delete(delete_profiles),
+        )
         .route(
             "/v2/device_profiles/{name_or_uuid}",
             get(get_profile).delete(delete_profile),
@@ -910,22 +916,15 @@ async fn delete_arq(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Of `uuids`, those the caller may delete: all of them for a caller that sees every
-/// project's; otherwise its own project's (another project's are left alone, as
-/// missing ones are).
+/// `uuids`, each checked to exist and to be the caller's to see: as Cyborg, deleting
+/// by UUID a request that does not exist is 404 (and so is another project's), and
+/// nothing is deleted then. (A retry of a delete whose answer was lost reads 404 when
+/// the first attempt did it.)
 async fn deletable(service: &Service, caller: &Caller, uuids: Vec<String>) -> Result<Vec<String>> {
-    if caller.project_scope()?.is_none() {
-        return Ok(uuids);
+    for uuid in &uuids {
+        visible_arq(service, caller, uuid).await?;
     }
-    let mut mine = Vec::with_capacity(uuids.len());
-    for uuid in uuids {
-        match visible_arq(service, caller, &uuid).await {
-            Ok(_) => mine.push(uuid),
-            Err(e) if e.kind == ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(mine)
+    Ok(uuids)
 }
 
 async fn delete_arqs(

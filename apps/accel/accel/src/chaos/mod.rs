@@ -867,7 +867,8 @@ impl Client {
                 true,
             )
             .await;
-        if a.status == 204 {
+        // 404: a retry after an unknown outcome, the first attempt deleted it.
+        if a.status == 204 || a.status == 404 {
             self.op(
                 "delete profile",
                 Method::DELETE,

@@ -1,5 +1,5 @@
 //! What the `accel` binary's process tests share: a child process killed when dropped,
-//! and waiting for its first stdout line.
+//! waiting for its first stdout line, and an all-in-one behind the test Keystone.
 
 #![allow(dead_code)]
 
@@ -26,4 +26,90 @@ pub fn ready(child: &mut Child, prefix: &str) -> String {
     assert!(line.starts_with(prefix), "{line}");
     std::thread::spawn(move || for _ in lines {});
     line
+}
+
+pub fn keystone_url() -> String {
+    std::env::var("VERSO_TEST_KEYSTONE_URL").unwrap_or_else(|_| {
+        panic!(
+            "this test needs the test Keystone: run scripts/start-keystone.sh (scripts/test.sh does) \
+             and set VERSO_TEST_KEYSTONE_URL"
+        )
+    })
+}
+
+pub fn python() -> String {
+    std::env::var("VERSO_TEST_PYTHON").unwrap_or_else(|_| {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../../.venv/bin/python").to_owned()
+    })
+}
+
+/// The first ```toml block after the operator guide's authentication heading.
+pub fn guide_block() -> String {
+    let guide = include_str!("../../../../../docs/operator-guide.md");
+    let section = guide
+        .split("## Authentication, policy and projects")
+        .nth(1)
+        .expect("the operator guide has the authentication section");
+    let block = section
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a toml block in it");
+    block.to_owned()
+}
+
+/// The guide's block, pointed at the test Keystone with the test service user.
+pub fn auth_config() -> String {
+    let mut out = String::new();
+    for line in guide_block().lines() {
+        let key = line.split('=').next().unwrap_or("").trim();
+        let line = match key {
+            "auth_url" => format!("auth_url = \"{}\"", keystone_url()),
+            "www_authenticate_uri" => format!("www_authenticate_uri = \"{}\"", keystone_url()),
+            "password" => "password = \"verso-accel\"".to_owned(),
+            _ => line.to_owned(),
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+/// `accel all-in-one` with `agents` agents on a SQLite file in `dir`, its API behind the
+/// test Keystone with the operator guide's options: the process and the API's URL.
+pub fn all_in_one_with_keystone(dir: &std::path::Path, agents: u32) -> (Killed, String) {
+    use std::process::{Command, Stdio};
+    let config = dir.join("accel.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[database]\nurl = \"sqlite://{}\"\n\n[api]\nlisten = \"127.0.0.1:0\"\n{}",
+            dir.join("accel.db").display(),
+            // The guide's block starts with its own [api] table: merge the two.
+            auth_config().replacen("[api]\n", "", 1)
+        ),
+    )
+    .expect("write config");
+    let mut aio = Killed(
+        Command::new(env!("CARGO_BIN_EXE_accel"))
+            .arg("--config")
+            .arg(&config)
+            .args(["all-in-one", "--agents", &agents.to_string()])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("all-in-one starts"),
+    );
+    let stdout = aio.0.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let base = loop {
+        let line = lines
+            .next()
+            .expect("the all-in-one says where the API listens")
+            .expect("text");
+        if let Some(url) = line.strip_prefix("api: listening on ") {
+            break url.trim().to_owned();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    (aio, base)
 }
