@@ -114,3 +114,144 @@ fn accel_with_the_guides_keystone_options_serves_the_openstack_cli() {
     let (ok, out) = openstack(&base, "admin", "admin", &devices);
     assert!(ok && out.contains("GPU"), "{out}");
 }
+
+/// The first ```toml block of the operator guide's Placement section, pointed at the
+/// test Keystone (whose catalog has the test Placement) and reconciling every second.
+fn placement_config() -> String {
+    let guide = include_str!("../../../../docs/operator-guide.md");
+    let block = guide
+        .split("## Placement")
+        .nth(1)
+        .and_then(|s| s.split("```toml\n").nth(1))
+        .and_then(|b| b.split("```").next())
+        .expect("the operator guide's Placement section has a toml block");
+    block
+        .lines()
+        .map(|line| match line.split('=').next().unwrap_or("").trim() {
+            "auth_url" => format!("auth_url = \"{}\"", keystone_url()),
+            "password" => "password = \"verso-accel\"".to_owned(),
+            "sync_interval" => "sync_interval = 1".to_owned(),
+            _ => line.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_conductor_keeps_the_deployables_in_placement() {
+    use accel_conductor::keystone::{AuthOptions, Session};
+    let session = Session::new(AuthOptions::new(
+        &keystone_url(),
+        "accel",
+        "verso-accel",
+        "service",
+    ))
+    .expect("session");
+    let placement = session.endpoint("placement").await.expect("catalog");
+    let call = |method: reqwest::Method, path: String, body: Option<serde_json::Value>| {
+        let (session, url) = (session.clone(), format!("{placement}{path}"));
+        async move {
+            let r = session
+                .send(|token| {
+                    let r = session
+                        .http()
+                        .request(method.clone(), &url)
+                        .header("X-Auth-Token", token)
+                        .header("OpenStack-API-Version", "placement 1.26");
+                    match &body {
+                        Some(b) => r.json(b),
+                        None => r,
+                    }
+                })
+                .await
+                .expect("Placement answers");
+            let status = r.status().as_u16();
+            let value: serde_json::Value = r.json().await.unwrap_or_default();
+            (status, value)
+        }
+    };
+    // host1's compute node, as Nova makes it (kept from an earlier run if there).
+    let (_, found) = call(
+        reqwest::Method::GET,
+        "/resource_providers?name=host1".into(),
+        None,
+    )
+    .await;
+    let root = match found["resource_providers"][0]["uuid"].as_str() {
+        Some(u) => u.to_owned(),
+        None => {
+            let (status, made) = call(
+                reqwest::Method::POST,
+                "/resource_providers".into(),
+                Some(serde_json::json!({"name": "host1"})),
+            )
+            .await;
+            assert_eq!(status, 200, "{made}");
+            made["uuid"].as_str().expect("uuid").to_owned()
+        }
+    };
+    let dir = tempfile::tempdir().expect("dir");
+    let (aio, base) = support::all_in_one_with_keystone_and(dir.path(), 1, &placement_config());
+
+    // The deployables the API shows (as admin) are host1's providers, within a few
+    // reconciler passes.
+    let admin = {
+        let s = Session::new(AuthOptions::new(
+            &keystone_url(),
+            "admin",
+            "verso-admin",
+            "admin",
+        ))
+        .expect("admin");
+        s.token(false).await.expect("admin token")
+    };
+    let deployables: serde_json::Value = reqwest::Client::new()
+        .get(format!("{base}/v2/deployables?hostname=host1"))
+        .header("X-Auth-Token", &admin)
+        .send()
+        .await
+        .expect("GET")
+        .json()
+        .await
+        .expect("JSON");
+    let mut wanted: Vec<String> = deployables["deployables"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|d| d["rp_uuid"].as_str().map(str::to_owned))
+        .collect();
+    wanted.sort();
+    assert!(!wanted.is_empty(), "{deployables}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let children = loop {
+        let (_, tree) = call(
+            reqwest::Method::GET,
+            format!("/resource_providers?in_tree={root}"),
+            None,
+        )
+        .await;
+        let mut children: Vec<String> = tree["resource_providers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["parent_provider_uuid"] == root.as_str())
+            .filter_map(|p| p["uuid"].as_str().map(str::to_owned))
+            .collect();
+        children.sort();
+        if children == wanted || std::time::Instant::now() > deadline {
+            break children;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    };
+    assert_eq!(children, wanted, "host1's providers in Placement");
+    // Clean up (the all-in-one first, so it does not make them again).
+    drop(aio);
+    for rp in children.iter().chain([&root]) {
+        call(
+            reqwest::Method::DELETE,
+            format!("/resource_providers/{rp}"),
+            None,
+        )
+        .await;
+    }
+}

@@ -292,6 +292,7 @@ pub struct RunningAgent {
     server: Arc<Mutex<Option<ServerHandle>>>,
     task: tokio::task::JoinHandle<()>,
     stopped: watch::Receiver<Option<AgentStopped>>,
+    halt: watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for RunningAgent {
@@ -337,10 +338,18 @@ impl RunningAgent {
             .and_then(|s| s.clone())
     }
 
-    /// Stops heartbeating, reporting and serving.
-    pub async fn stop(self) {
-        self.task.abort();
-        let _ = self.task.await;
+    /// Stops heartbeating, reporting and serving. A heartbeat or report under way is
+    /// finished first (within [`STOP_WAIT`]): aborted mid-call, its message could still
+    /// reach the conductor after this host's next agent started, and record this host
+    /// at release N again.
+    pub async fn stop(mut self) {
+        let _ = self.halt.send(true);
+        if tokio::time::timeout(STOP_WAIT, &mut self.task)
+            .await
+            .is_err()
+        {
+            self.task.abort();
+        }
         if let Some(server) = take_server(&self.server) {
             server.stop().await;
         }
@@ -454,10 +463,12 @@ pub async fn start(
     })?;
     let server = Arc::new(Mutex::new(Some(server)));
     let (tx, rx) = watch::channel(None);
+    let (halt, halted) = watch::channel(false);
     let task = tokio::spawn(agent_loop(
         inner.clone(),
         server.clone(),
         tx,
+        halted,
         config.report_interval,
     ));
     Ok(RunningAgent {
@@ -465,6 +476,7 @@ pub async fn start(
         server,
         task,
         stopped: rx,
+        halt,
     })
 }
 
@@ -472,6 +484,7 @@ async fn agent_loop(
     inner: Arc<Inner>,
     server: Arc<Mutex<Option<ServerHandle>>>,
     stopped: watch::Sender<Option<AgentStopped>>,
+    mut halted: watch::Receiver<bool>,
     interval: Duration,
 ) {
     let mut first = true;
@@ -490,6 +503,14 @@ async fn agent_loop(
         if let Err(e) = inner.report().await {
             tracing::warn!(host = %inner.host, error = %e, "inventory report failed; retried at the next interval");
         }
-        tokio::time::sleep(interval).await;
+        // Stopped between calls only, never in the middle of one.
+        tokio::select! {
+            () = tokio::time::sleep(interval) => {}
+            // (A dropped handle is not a stop: the agent runs on, as before.)
+            Ok(_) = halted.wait_for(|h| *h) => return,
+        }
     }
 }
+
+/// How long [`RunningAgent::stop`] waits for a heartbeat or report under way.
+pub const STOP_WAIT: Duration = Duration::from_secs(30);

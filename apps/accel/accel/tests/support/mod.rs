@@ -78,6 +78,15 @@ pub fn auth_config() -> String {
 /// `accel all-in-one` with `agents` agents on a SQLite file in `dir`, its API behind the
 /// test Keystone with the operator guide's options: the process and the API's URL.
 pub fn all_in_one_with_keystone(dir: &std::path::Path, agents: u32) -> (Killed, String) {
+    all_in_one_with_keystone_and(dir, agents, "")
+}
+
+/// [`all_in_one_with_keystone`] with more configuration (whole TOML tables) after it.
+pub fn all_in_one_with_keystone_and(
+    dir: &std::path::Path,
+    agents: u32,
+    more: &str,
+) -> (Killed, String) {
     use std::process::{Command, Stdio};
     let config = dir.join("accel.toml");
     std::fs::write(
@@ -86,7 +95,7 @@ pub fn all_in_one_with_keystone(dir: &std::path::Path, agents: u32) -> (Killed, 
             "[database]\nurl = \"sqlite://{}\"\n\n[api]\nlisten = \"127.0.0.1:0\"\n{}",
             dir.join("accel.db").display(),
             // The guide's block starts with its own [api] table: merge the two.
-            auth_config().replacen("[api]\n", "", 1)
+            auth_config().replacen("[api]\n", "", 1) + "\n" + more
         ),
     )
     .expect("write config");
