@@ -3,7 +3,7 @@
 
 use accel_conductor::testing as support;
 
-use accel_conductor::db::{ListFilter, ReportedDevice};
+use accel_conductor::db::{rp_uuid, ListFilter, ReportedDevice};
 use accel_conductor::{ArqState, Db, DbError};
 use std::collections::BTreeMap;
 
@@ -218,15 +218,17 @@ async fn lifecycle_and_binding(db: &Db) {
     assert!(matches!(err, DbError::Duplicate { .. }), "{err}");
     let a = db.create_arq("fpga", 0, Some("proj")).await.expect("arq");
     assert_eq!(a.state, ArqState::Initial);
+    // Bound by its deployable's resource provider, as Nova binds.
+    let rp = rp_uuid("h1_0000:3b:00.0");
     let bound = db
-        .bind(&a.uuid, "h1", "inst-1", Some("rp-1"))
+        .bind(&a.uuid, "h1", "inst-1", Some(&rp))
         .await
         .expect("bind");
     assert_eq!(bound.state, ArqState::Bound);
     assert_eq!(bound.attach_handle_type.as_deref(), Some("PCI"));
     // Binding it again for the same instance is idempotent.
     assert_eq!(
-        db.bind(&a.uuid, "h1", "inst-1", Some("rp-1"))
+        db.bind(&a.uuid, "h1", "inst-1", Some(&rp))
             .await
             .expect("again"),
         bound
