@@ -147,27 +147,15 @@ async fn the_conductor_keeps_the_deployables_in_placement() {
         "service",
     ))
     .expect("session");
-    let placement = session.endpoint("placement").await.expect("catalog");
+    // The test's own client of Placement (found through the catalog), as Nova's.
+    let placement = accel_conductor::placement::Placement::new(session, None);
     let call = |method: reqwest::Method, path: String, body: Option<serde_json::Value>| {
-        let (session, url) = (session.clone(), format!("{placement}{path}"));
+        let placement = placement.clone();
         async move {
-            let r = session
-                .send(|token| {
-                    let r = session
-                        .http()
-                        .request(method.clone(), &url)
-                        .header("X-Auth-Token", token)
-                        .header("OpenStack-API-Version", "placement 1.26");
-                    match &body {
-                        Some(b) => r.json(b),
-                        None => r,
-                    }
-                })
+            placement
+                .call(method, &path, body.as_ref())
                 .await
-                .expect("Placement answers");
-            let status = r.status().as_u16();
-            let value: serde_json::Value = r.json().await.unwrap_or_default();
-            (status, value)
+                .expect("Placement answers")
         }
     };
     // host1's compute node, as Nova makes it (kept from an earlier run if there).

@@ -188,8 +188,9 @@ impl Placement {
         }
     }
 
-    /// One call: its status and JSON body (`Null` when empty).
-    async fn call(
+    /// One call of Placement's API at [`MICROVERSION`] with the service user's token:
+    /// its status and JSON body (`Null` when empty). `path` starts with `/`.
+    pub async fn call(
         &self,
         method: reqwest::Method,
         path: &str,

@@ -30,32 +30,14 @@ fn session() -> Session {
 
 /// A call to Placement as the test's own client (what Nova does itself).
 async fn call(
-    s: &Session,
+    p: &Placement,
     method: reqwest::Method,
     path: &str,
     body: Option<Value>,
 ) -> (u16, Value) {
-    let url = format!(
-        "{}{path}",
-        env("VERSO_TEST_PLACEMENT_URL").trim_end_matches('/')
-    );
-    let r = s
-        .send(|token| {
-            let r = s
-                .http()
-                .request(method.clone(), &url)
-                .header("X-Auth-Token", token)
-                .header("OpenStack-API-Version", "placement 1.26");
-            match &body {
-                Some(b) => r.json(b),
-                None => r,
-            }
-        })
+    p.call(method, path, body.as_ref())
         .await
-        .unwrap_or_else(|e| panic!("Placement at {url}: {e}"));
-    let status = r.status().as_u16();
-    let text = r.text().await.unwrap_or_default();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+        .unwrap_or_else(|e| panic!("Placement: {e}"))
 }
 
 fn device(cp: &str, kind: &str, vendor: &str, model: &str, handles: usize) -> ReportedDevice {
@@ -79,8 +61,7 @@ fn device(cp: &str, kind: &str, vendor: &str, model: &str, handles: usize) -> Re
 
 #[tokio::test]
 async fn deployables_are_resource_providers_nova_can_schedule_on() {
-    let s = session();
-    let placement = Placement::new(s.clone(), Some(env("VERSO_TEST_PLACEMENT_URL")));
+    let placement = Placement::new(session(), Some(env("VERSO_TEST_PLACEMENT_URL")));
     let (db, _dir) = accel_conductor::testing::sqlite().await;
     // A host name of this run only; its compute node made as Nova makes it.
     let host = format!(
@@ -88,7 +69,7 @@ async fn deployables_are_resource_providers_nova_can_schedule_on() {
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     );
     let (status, node) = call(
-        &s,
+        &placement,
         reqwest::Method::POST,
         "/resource_providers",
         Some(json!({"name": host})),
@@ -110,7 +91,7 @@ async fn deployables_are_resource_providers_nova_can_schedule_on() {
     let fpga_rp = rp_uuid(&format!("{host}_0000:3b:00.0"));
     let gpu_rp = rp_uuid(&format!("{host}_0000:3c:00.0"));
     let (_, tree) = call(
-        &s,
+        &placement,
         reqwest::Method::GET,
         &format!("/resource_providers?in_tree={root}"),
         None,
@@ -137,7 +118,7 @@ async fn deployables_are_resource_providers_nova_can_schedule_on() {
         ]
     );
     let (_, inv) = call(
-        &s,
+        &placement,
         reqwest::Method::GET,
         &format!("/resource_providers/{gpu_rp}/inventories"),
         None,
@@ -146,7 +127,7 @@ async fn deployables_are_resource_providers_nova_can_schedule_on() {
     assert_eq!(inv["inventories"]["PGPU"]["total"], 2, "{inv}");
     assert_eq!(inv["inventories"]["PGPU"]["reserved"], 0, "{inv}");
     let (_, traits) = call(
-        &s,
+        &placement,
         reqwest::Method::GET,
         &format!("/resource_providers/{fpga_rp}/traits"),
         None,
@@ -164,7 +145,7 @@ async fn deployables_are_resource_providers_nova_can_schedule_on() {
     // What Nova's scheduler asks for a flavor with resources:FPGA=1 and the Xilinx
     // trait: this host's FPGA provider is a candidate.
     let (status, candidates) = call(
-        &s,
+        &placement,
         reqwest::Method::GET,
         "/allocation_candidates?resources=FPGA:1&required=CUSTOM_FPGA_XILINX",
         None,
@@ -230,7 +211,7 @@ async fn deployables_are_resource_providers_nova_can_schedule_on() {
         (1, 0)
     );
     let (_, inv) = call(
-        &s,
+        &placement,
         reqwest::Method::GET,
         &format!("/resource_providers/{gpu_rp}/inventories"),
         None,
@@ -245,7 +226,7 @@ async fn deployables_are_resource_providers_nova_can_schedule_on() {
         (1, 0)
     );
     let (status, _) = call(
-        &s,
+        &placement,
         reqwest::Method::GET,
         &format!("/resource_providers/{gpu_rp}"),
         None,
@@ -274,7 +255,7 @@ async fn deployables_are_resource_providers_nova_can_schedule_on() {
     // Clean up what this run made (the FPGA's provider holds no allocation).
     for rp in [&fpga_rp, &root] {
         let (status, body) = call(
-            &s,
+            &placement,
             reqwest::Method::DELETE,
             &format!("/resource_providers/{rp}"),
             None,
