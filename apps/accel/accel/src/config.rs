@@ -311,6 +311,120 @@ impl Placement {
     }
 }
 
+/// `[nova]`: the service user the conductor tells Nova with when accelerator requests
+/// are bound (`accelerator-request-bound` events; keystoneauth's option names, as
+/// Cyborg's `[nova]`), and how hard it retries. Off unless `auth_url` is set.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Nova {
+    /// Keystone's URL; unset: Nova is not told.
+    pub auth_url: Option<String>,
+    /// The service user (needs the role Nova's external events policy asks, admin or
+    /// service).
+    pub username: Option<String>,
+    /// Its password.
+    pub password: Option<String>,
+    /// Its project.
+    pub project_name: Option<String>,
+    /// The user's domain.
+    pub user_domain_name: String,
+    /// The project's domain.
+    pub project_domain_name: String,
+    /// The region of the catalog's compute endpoint.
+    pub region_name: Option<String>,
+    /// The catalog interface: public, internal or admin.
+    pub interface: String,
+    /// Nova's compute URL, instead of the catalog's.
+    pub endpoint_override: Option<String>,
+    /// CA certificates (PEM) for https.
+    pub cafile: Option<PathBuf>,
+    /// Attempts to send one instance's events (the first included).
+    pub retry_attempts: u32,
+    /// Seconds before the first retry, doubled before each next one.
+    pub retry_backoff: f64,
+    /// Seconds after the first attempt past which no retry starts.
+    pub retry_deadline: u64,
+    /// Instances' events waiting to be sent; beyond, the oldest are dropped.
+    pub queue_size: usize,
+}
+
+impl Default for Nova {
+    fn default() -> Self {
+        let d = accel_conductor::keystone::AuthOptions::new("", "", "", "");
+        let n = accel_conductor::nova::NovaOptions::default();
+        Nova {
+            auth_url: None,
+            username: None,
+            password: None,
+            project_name: None,
+            user_domain_name: d.user_domain_name,
+            project_domain_name: d.project_domain_name,
+            region_name: None,
+            interface: d.interface,
+            endpoint_override: None,
+            cafile: None,
+            retry_attempts: n.attempts,
+            retry_backoff: n.backoff.as_secs_f64(),
+            retry_deadline: n.deadline.as_secs(),
+            queue_size: n.queue_size,
+        }
+    }
+}
+
+impl Nova {
+    /// The session and the notifier's options, or `None` when Nova is not told.
+    pub fn options(
+        &self,
+    ) -> Result<
+        Option<(
+            accel_conductor::keystone::Session,
+            accel_conductor::nova::NovaOptions,
+        )>,
+        String,
+    > {
+        let Some(auth_url) = self.auth_url.as_deref().filter(|u| !u.is_empty()) else {
+            return Ok(None);
+        };
+        let need = |name: &str, v: &Option<String>| {
+            v.clone()
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| format!("[nova] {name} is needed with auth_url"))
+        };
+        if self.retry_attempts == 0 {
+            return Err("[nova] retry_attempts must be at least 1".into());
+        }
+        if self.queue_size == 0 {
+            return Err("[nova] queue_size must be at least 1".into());
+        }
+        let backoff = std::time::Duration::try_from_secs_f64(self.retry_backoff)
+            .map_err(|_| "[nova] retry_backoff: a number of seconds, 0 or more".to_owned())?;
+        let mut options = accel_conductor::keystone::AuthOptions::new(
+            auth_url,
+            &need("username", &self.username)?,
+            &need("password", &self.password)?,
+            &need("project_name", &self.project_name)?,
+        );
+        options.user_domain_name = self.user_domain_name.clone();
+        options.project_domain_name = self.project_domain_name.clone();
+        options.region_name = self.region_name.clone();
+        options.interface = self.interface.clone();
+        options.cafile = self.cafile.clone();
+        let session =
+            accel_conductor::keystone::Session::new(options).map_err(|e| format!("[nova] {e}"))?;
+        Ok(Some((
+            session,
+            accel_conductor::nova::NovaOptions {
+                endpoint_override: self.endpoint_override.clone(),
+                attempts: self.retry_attempts,
+                backoff,
+                deadline: std::time::Duration::from_secs(self.retry_deadline),
+                queue_size: self.queue_size,
+                ..accel_conductor::nova::NovaOptions::default()
+            },
+        )))
+    }
+}
+
 /// `[oslo_policy]`: the policy file (oslo.policy's YAML or JSON; its rules override
 /// Cyborg's defaults).
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -507,6 +621,8 @@ pub struct AccelConfig {
     pub oslo_policy: OsloPolicy,
     /// `[placement]`.
     pub placement: Placement,
+    /// `[nova]`.
+    pub nova: Nova,
     /// The layered configuration (caps, origins).
     pub layers: Config,
 }
@@ -541,6 +657,7 @@ pub fn load(file: Option<&PathBuf>, overrides: &[String]) -> Result<AccelConfig,
         .section("keystone_authtoken")
         .section("oslo_policy")
         .section("placement")
+        .section("nova")
         .maybe_file(file)
         .overrides(overrides.iter().cloned())
         .load()?;
@@ -556,6 +673,7 @@ pub fn load(file: Option<&PathBuf>, overrides: &[String]) -> Result<AccelConfig,
         keystone_authtoken: layers.section("keystone_authtoken")?,
         oslo_policy: layers.section("oslo_policy")?,
         placement: layers.section("placement")?,
+        nova: layers.section("nova")?,
         layers,
     })
 }

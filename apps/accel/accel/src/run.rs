@@ -46,10 +46,17 @@ async fn open_db(url: &str) -> Result<Db, Error> {
     Ok(db)
 }
 
+/// `[nova]` as checked before anything starts.
+type NovaOptions = Option<(
+    accel_conductor::keystone::Session,
+    accel_conductor::nova::NovaOptions,
+)>;
+
 async fn start_conductor(
     db: Db,
     transport: Arc<dyn Transport>,
     config: &AccelConfig,
+    nova: NovaOptions,
 ) -> Result<RunningConductor, Error> {
     // Zero would count no agent as live: finalization would never be blocked.
     if config.conductor.agent_liveness == 0 {
@@ -60,6 +67,9 @@ async fn start_conductor(
         // Serving Cyborg 17 agents means migrating from Cyborg: a new database starts at
         // release N (Cyborg 17), and finalizes once the last Cyborg host is replaced.
         fresh_at: config.cyborg.serve_agents.then_some(AccelVersion::Initial),
+        // Nova's build waits for accelerator-request-bound events when it is told.
+        nova: nova
+            .map(|(session, options)| accel_conductor::nova::Notifier::start(session, options)),
         ..StartOptions::default()
     };
     Ok(
@@ -76,9 +86,10 @@ fn conductor_client(config: &AccelConfig, transport: Arc<dyn Transport>) -> vers
 /// `accel conductor`.
 pub async fn conductor(config: AccelConfig) -> Result<ExitCode, Error> {
     let placement = config.placement.client()?;
+    let nova = config.nova.options()?;
     let db = open_db(&config.database.url).await?;
     let transport = transport(&config).await?;
-    let running = start_conductor(db.clone(), transport.clone(), &config).await?;
+    let running = start_conductor(db.clone(), transport.clone(), &config, nova).await?;
     println!(
         "conductor: serving {CONDUCTOR_TOPIC} and {UPGRADE_TOPIC} on {}",
         verso_rpc::transport::amqp::redact(&config.transport.url)
@@ -360,9 +371,10 @@ pub async fn all_in_one(config: AccelConfig, agents: u32) -> Result<ExitCode, Er
         Some(_) => config.database.url.clone(),
     };
     let placement = config.placement.client()?;
+    let nova = config.nova.options()?;
     let db = open_db(&url).await?;
     let transport = transport(&config).await?;
-    let running = start_conductor(db.clone(), transport.clone(), &config).await?;
+    let running = start_conductor(db.clone(), transport.clone(), &config, nova).await?;
     let _reconciler = placement.map(|(client, interval)| {
         AbortOnDrop(accel_conductor::placement::spawn_reconciler(
             db.clone(),

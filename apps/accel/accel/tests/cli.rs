@@ -228,10 +228,11 @@ fn passwords_are_masked_in_config_show_and_start_up_errors() {
     assert!(!stderr.contains("hunter2"), "{stderr}");
 }
 
-/// `[api]`, `[keystone_authtoken]`, `[oslo_policy]` and `[placement]` options are
-/// checked before anything starts, naming the option: keystone (the default) needs its
-/// service user, noauth stays on loopback unless told otherwise, a policy file must
-/// parse, Placement needs its service user.
+/// `[api]`, `[keystone_authtoken]`, `[oslo_policy]`, `[placement]` and `[nova]` options
+/// are checked before anything starts, naming the option: keystone (the default) needs
+/// its service user, noauth stays on loopback unless told otherwise, a policy file must
+/// parse, Placement and Nova need their service users, an unknown `[nova]` key is
+/// refused.
 #[test]
 fn api_options_are_checked_at_start() {
     let dir = tempfile::tempdir().expect("dir");
@@ -262,17 +263,34 @@ fn api_options_are_checked_at_start() {
             &["placement.auth_url=http://127.0.0.1:1/v3"],
             "[placement] username is needed",
         ),
+        (
+            &["nova.auth_url=http://127.0.0.1:1/v3", "nova.username=nova"],
+            "[nova] password is needed",
+        ),
+        (
+            &[
+                "nova.auth_url=http://127.0.0.1:1/v3",
+                "nova.username=nova",
+                "nova.password=p",
+                "nova.project_name=service",
+                "nova.retry_attempts=0",
+            ],
+            "[nova] retry_attempts",
+        ),
+        (&["nova.retry_wait=1"], "retry_wait"),
     ] {
         let mut args: Vec<&str> = Vec::new();
         for set in sets {
             args.extend(["--set", set]);
         }
-        // [placement] is the conductor's.
-        args.push(if says.starts_with("[placement]") {
-            "conductor"
-        } else {
-            "api"
-        });
+        // [placement] and [nova] are the conductor's.
+        args.push(
+            if says.starts_with("[placement]") || says.contains("nova") || says.contains("retry") {
+                "conductor"
+            } else {
+                "api"
+            },
+        );
         let out = accel().args(&args).output().expect("runs");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{sets:?}: {stderr}");

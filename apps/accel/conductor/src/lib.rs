@@ -11,6 +11,8 @@
 //!   agent calls them through object indirection.
 //! - [`service`]: accel's `conductor` RPC API served over the database, and the
 //!   conductor's calls to agents (`cleanup_device`).
+//! - [`nova`]: Nova's `accelerator-request-bound` events, sent in the background with
+//!   retries when a bind resolves an instance's last request.
 //! - [`runtime`]: the conductor as a library (`start`, `RunningConductor`).
 //! - [`lifecycle`]: the accelerator request states and the table of allowed transitions.
 //! - [`versions`]: the conductor's component versions (verso-upgrade), kept in the database.
@@ -25,6 +27,7 @@ pub mod groups;
 pub mod handles;
 pub mod keystone;
 pub mod lifecycle;
+pub mod nova;
 pub mod objects;
 pub mod placement;
 pub mod runtime;

@@ -45,6 +45,8 @@ pub struct StartOptions {
     /// this build's, a fresh install). A deployment migrating from Cyborg 17 starts at
     /// [`AccelVersion::Initial`]: its Cyborg hosts are release N until replaced.
     pub fresh_at: Option<AccelVersion>,
+    /// Nova's `accelerator-request-bound` events (`[nova]`); unset: Nova is not told.
+    pub nova: Option<crate::nova::Notifier>,
 }
 
 impl Default for StartOptions {
@@ -54,6 +56,7 @@ impl Default for StartOptions {
             agent_liveness: AGENT_LIVENESS,
             conductor_id: None,
             fresh_at: None,
+            nova: None,
         }
     }
 }
@@ -259,6 +262,7 @@ pub async fn start_with(
             release,
             Some(agents),
             Some(coordinator.clone()),
+            options.nova.clone(),
             move |ctx| state.attach(ctx),
         ))?
         .start()

@@ -8,6 +8,7 @@
 //! database failure is logged here and sent as `DatabaseError` without its details.
 
 use crate::db::{ArqRow, Db, DbError, DeviceProfileRow, Release, ReportedDevice};
+use crate::nova::{BindStatus, Notifier};
 use accel_objects::rpc::{
     AgentApi, BindArq, CleanupDevice, ConductorApi, CreateArqs, CreateDeviceProfile, DeleteArqs,
     DeleteDeviceProfile, ReportData, ReportSummary, ReportUnchanged, SetDeviceMaintaining,
@@ -256,6 +257,36 @@ async fn notify_released(db: &Db, agents: Option<&AgentNotifier>, handle: Option
     }
 }
 
+/// After a bind of `instance`'s request: when every request of the instance is resolved
+/// (Bound, BindFailed or Deleting), queues one `accelerator-request-bound` event per
+/// request for Nova, as Cyborg does. Nova binds an instance's requests one call each, so
+/// after the first of several only that one carries the instance: its event goes then,
+/// and again with the others' after the last; Nova ignores an event it no longer waits
+/// for. Never fails the bind: a failed read is logged, and sending is in the background.
+pub async fn notify_nova(db: &Db, nova: Option<&Notifier>, instance: &str) {
+    let Some(nova) = nova else {
+        return;
+    };
+    let arqs = match db.arqs(Some(instance)).await {
+        Ok(arqs) => arqs,
+        Err(e) => {
+            tracing::warn!(instance, error = %e, "accelerator-request-bound events not sent: the requests cannot be read");
+            return;
+        }
+    };
+    let events: Option<Vec<_>> = arqs
+        .iter()
+        .map(|a| BindStatus::of(a.state).map(|s| (a.uuid.clone(), s)))
+        .collect();
+    match events {
+        Some(events) => nova.notify(instance, events),
+        None => tracing::debug!(
+            instance,
+            "requests of the instance still binding: Nova is told after the last"
+        ),
+    }
+}
+
 /// The conductor's endpoint: accel's `conductor` API over `db`, with object indirection
 /// for `registry`'s classes (their remotable bodies get contexts from `prepare`).
 /// Released NVMe devices wait in `cleaning` for their agents' scans; see
@@ -266,7 +297,7 @@ pub fn endpoint(
     release: ReleasePolicy,
     prepare: impl Fn(RequestContext) -> RequestContext + Send + Sync + 'static,
 ) -> Endpoint {
-    endpoint_with_agents(db, registry, release, None, None, prepare)
+    endpoint_with_agents(db, registry, release, None, None, None, prepare)
 }
 
 /// The conductor's upgrade coordinator, told of every agent that reports: an agent that
@@ -298,13 +329,15 @@ pub async fn witness_report(
 /// allows 1.1). With `witness`, each report's host is recorded in the fleet record
 /// first ([`verso_upgrade::Coordinator::seen`]); a report the coordinator refuses (a
 /// host never heard heartbeating, after a finalization started) is not applied and
-/// answers the typed `Fenced`.
+/// answers the typed `Fenced`. With `nova`, Nova is told when a bind resolves the last
+/// request of an instance ([`notify_nova`]).
 pub fn endpoint_with_agents(
     db: Db,
     registry: Registry,
     release: ReleasePolicy,
     agents: Option<AgentNotifier>,
     witness: Option<ReportWitness>,
+    nova: Option<Notifier>,
     prepare: impl Fn(RequestContext) -> RequestContext + Send + Sync + 'static,
 ) -> Endpoint {
     let (d1, d2, d3, d4, d5, d6, d7, d8, d9) = (
@@ -405,13 +438,16 @@ pub fn endpoint_with_agents(
             }
         })
         .handle(move |_ctx, m: BindArq| {
-            let db = d5.clone();
+            let (db, nova) = (d5.clone(), nova.clone());
             async move {
-                let row = db
+                let bound = db
                     .bind(&m.uuid, &m.hostname, &m.instance_uuid, m.device_rp_uuid.as_deref())
-                    .await
-                    .map_err(to_remote)?;
-                Ok(arq_object(&row))
+                    .await;
+                // Both end the bind (Bound or BindFailed): Nova may be waiting for either.
+                if matches!(bound, Ok(_) | Err(DbError::NoFreeHandle { .. })) {
+                    notify_nova(&db, nova.as_ref(), &m.instance_uuid).await;
+                }
+                Ok(arq_object(&bound.map_err(to_remote)?))
             }
         })
         .handle(move |_ctx, m: UnbindArq| {

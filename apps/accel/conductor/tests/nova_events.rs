@@ -1,0 +1,368 @@
+//! Nova's `accelerator-request-bound` events from binds through the conductor's RPC
+//! service (memory transport, SQLite), sent to this test's own HTTP server answering as
+//! Nova's `os-server-external-events` does, with tokens of the real test Keystone
+//! (`VERSO_TEST_KEYSTONE_URL`, started by scripts/test.sh): a bound request is
+//! `completed`, a bind without a free device `failed`; a 503 is retried and delivered,
+//! a 207 of 422s (no host yet) and a 404 are final.
+
+use accel_agent::discovery::discover;
+use accel_agent::report::driver_devices;
+use accel_conductor::db::Release;
+use accel_conductor::keystone::{AuthOptions, Session};
+use accel_conductor::nova::{Notifier, NotifierStats, NovaOptions};
+use accel_conductor::service::{endpoint_with_agents, ReleasePolicy};
+use accel_conductor::testing as support;
+use accel_objects::rpc::{BindArq, ConductorApi, CreateArqs, CreateDeviceProfile, ReportData};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::Json;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use verso::RequestContext;
+use verso_rpc::transport::memory::MemoryTransport;
+use verso_rpc::{RpcClient, RpcServer, Target};
+
+fn keystone_url() -> String {
+    std::env::var("VERSO_TEST_KEYSTONE_URL").unwrap_or_else(|_| {
+        panic!("VERSO_TEST_KEYSTONE_URL is not set: scripts/test.sh starts the test Keystone and sets it")
+    })
+}
+
+/// How the fake Nova answers the events of one instance.
+#[derive(Clone, Copy, Debug)]
+enum Answer {
+    /// 200, after checking the token with Keystone.
+    Validated,
+    /// 503 the first time, then 200.
+    UnavailableOnce,
+    /// 207 with 422 for every event: the instance has no host yet.
+    NoHost,
+    /// 404: no such instance.
+    NotFound,
+}
+
+/// One request the fake Nova received.
+#[derive(Clone, Debug)]
+struct Received {
+    microversion: Option<String>,
+    /// The user Keystone says the token is of (`Validated` only).
+    token_user: Option<String>,
+    body: Value,
+}
+
+#[derive(Default)]
+struct Nova {
+    answers: HashMap<String, Answer>,
+    received: Mutex<Vec<Received>>,
+    http: reqwest::Client,
+    keystone: String,
+}
+
+impl Nova {
+    fn of(&self, instance: &str) -> Vec<Received> {
+        self.received
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|r| r.body["events"][0]["server_uuid"] == instance)
+            .cloned()
+            .collect()
+    }
+}
+
+async fn events(
+    State(nova): State<Arc<Nova>>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> (StatusCode, Json<Value>) {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let Some(token) = header("x-auth-token") else {
+        return (StatusCode::UNAUTHORIZED, Json(json!({"error": "no token"})));
+    };
+    let instance = body["events"][0]["server_uuid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let answer = nova.answers.get(&instance).copied();
+    let mut token_user = None;
+    if matches!(answer, Some(Answer::Validated)) {
+        // What Nova's keystonemiddleware does: the token checked by Keystone itself.
+        let r = nova
+            .http
+            .get(format!("{}/v3/auth/tokens", nova.keystone))
+            .header("X-Auth-Token", &token)
+            .header("X-Subject-Token", &token)
+            .send()
+            .await
+            .expect("Keystone");
+        if r.status() != 200 {
+            return (
+                StatusCode::UNAUTHORIZED,
+                Json(json!({"error": "bad token"})),
+            );
+        }
+        let v: Value = r.json().await.expect("token body");
+        token_user = v["token"]["user"]["name"].as_str().map(str::to_owned);
+    }
+    let seen = {
+        let mut received = nova.received.lock().expect("lock");
+        received.push(Received {
+            microversion: header("openstack-api-version"),
+            token_user,
+            body: body.clone(),
+        });
+        received
+            .iter()
+            .filter(|r| r.body["events"][0]["server_uuid"] == instance.as_str())
+            .count()
+    };
+    let echo = |code: u16| {
+        let events: Vec<Value> = body["events"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| {
+                let mut e = e.clone();
+                e["code"] = json!(code);
+                e
+            })
+            .collect();
+        Json(json!({ "events": events }))
+    };
+    match answer {
+        Some(Answer::UnavailableOnce) if seen == 1 => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"error": "later"})),
+        ),
+        Some(Answer::NoHost) => (StatusCode::MULTI_STATUS, echo(422)),
+        Some(Answer::NotFound) | None => (
+            StatusCode::NOT_FOUND,
+            Json(json!({"itemNotFound": {"code": 404, "message": "No instances found"}})),
+        ),
+        _ => (StatusCode::OK, echo(200)),
+    }
+}
+
+/// The fake Nova on a free loopback port; its compute URL.
+async fn serve(nova: Arc<Nova>) -> String {
+    let app = axum::Router::new()
+        .route(
+            "/compute/v2.1/os-server-external-events",
+            axum::routing::post(events),
+        )
+        .with_state(nova);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}/compute/v2.1")
+}
+
+/// Polls `done` until it holds, or fails after a deadline.
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn stats(n: &Notifier) -> NotifierStats {
+    n.stats()
+}
+
+#[tokio::test]
+async fn binds_through_the_conductor_tell_nova() {
+    let instances: Vec<String> = (0..4).map(|_| uuid::Uuid::new_v4().to_string()).collect();
+    let answers = [
+        Answer::Validated,
+        Answer::UnavailableOnce,
+        Answer::NoHost,
+        Answer::NotFound,
+    ];
+    let nova = Arc::new(Nova {
+        answers: instances.iter().cloned().zip(answers).collect(),
+        keystone: keystone_url()
+            .trim_end_matches('/')
+            .trim_end_matches("/v3")
+            .to_owned(),
+        ..Nova::default()
+    });
+    let compute = serve(nova.clone()).await;
+    let session = Session::new(AuthOptions::new(
+        &keystone_url(),
+        "nova",
+        "verso-nova",
+        "service",
+    ))
+    .expect("session");
+    let notifier = Notifier::start(
+        session,
+        NovaOptions {
+            endpoint_override: Some(format!("{compute}/")),
+            backoff: Duration::from_millis(50),
+            deadline: Duration::from_secs(10),
+            ..NovaOptions::default()
+        },
+    );
+
+    let (db, _dir) = support::sqlite().await;
+    let transport = Arc::new(MemoryTransport::new());
+    let release: ReleasePolicy = Arc::new(|| Release::Immediate);
+    let server = RpcServer::new(transport.clone(), Target::new("accel-conductor"))
+        .endpoint(endpoint_with_agents(
+            db.clone(),
+            accel_objects::registry(),
+            release,
+            None,
+            None,
+            Some(notifier.clone()),
+            |ctx| ctx,
+        ))
+        .expect("endpoint")
+        .start()
+        .await
+        .expect("start");
+    let client = RpcClient::for_api::<ConductorApi>(transport, "accel-conductor");
+    let ctx = RequestContext::new("req-test");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../agent/tests/fixtures/sysfs/host2");
+    client
+        .call_method(
+            &ctx,
+            ReportData {
+                hostname: "host2".into(),
+                devices: driver_devices(&discover(&root).expect("discover")),
+            },
+        )
+        .await
+        .expect("report");
+    client
+        .call_method(
+            &ctx,
+            CreateDeviceProfile {
+                name: "fpga".into(),
+                groups: vec![[("resources:FPGA".to_owned(), "1".to_owned())]
+                    .into_iter()
+                    .collect()],
+                description: None,
+            },
+        )
+        .await
+        .expect("profile");
+    let mut arqs = Vec::new();
+    for _ in &instances {
+        let created = client
+            .call_method(
+                &ctx,
+                CreateArqs {
+                    device_profile_name: "fpga".into(),
+                    group_id: None,
+                    project_id: None,
+                },
+            )
+            .await
+            .expect("arqs");
+        arqs.push(created[0].uuid.get().expect("uuid").to_string());
+    }
+    // host2 has one FPGA: the first bind gets it, the others fail (NoFreeHandle).
+    for (i, (arq, instance)) in arqs.iter().zip(&instances).enumerate() {
+        let bound = client
+            .call_method(
+                &ctx,
+                BindArq {
+                    uuid: arq.clone(),
+                    hostname: "host2".into(),
+                    instance_uuid: instance.clone(),
+                    device_rp_uuid: None,
+                },
+            )
+            .await;
+        assert_eq!(bound.is_ok(), i == 0, "bind {i}: {bound:?}");
+    }
+    let expected = |i: usize, status: &str| {
+        json!({"events": [{
+            "name": "accelerator-request-bound",
+            "server_uuid": instances[i],
+            "tag": arqs[i],
+            "status": status,
+        }]})
+    };
+
+    // Bound: `completed`, with a token Keystone vouches for, at compute 2.82.
+    until("the bound request's event", || {
+        !nova.of(&instances[0]).is_empty()
+    })
+    .await;
+    let got = nova.of(&instances[0]);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].body, expected(0, "completed"));
+    assert_eq!(got[0].microversion.as_deref(), Some("compute 2.82"));
+    assert_eq!(got[0].token_user.as_deref(), Some("nova"));
+
+    // NoFreeHandle: `failed`; Nova's 503 is retried until it accepts.
+    until("the failed bind's event, retried", || {
+        nova.of(&instances[1]).len() == 2
+    })
+    .await;
+    for r in nova.of(&instances[1]) {
+        assert_eq!(r.body, expected(1, "failed"));
+    }
+
+    // 207 of 422s (no host yet) and 404 are final: once the notifier counts them done,
+    // Nova was asked exactly once each.
+    until("every batch settled", || {
+        let s = stats(&notifier);
+        s.delivered == 2 && s.no_host == 1 && s.rejected == 1
+    })
+    .await;
+    for i in [2, 3] {
+        let got = nova.of(&instances[i]);
+        assert_eq!(got.len(), 1, "instance {i}: {got:?}");
+        assert_eq!(got[0].body, expected(i, "failed"));
+    }
+    let s = stats(&notifier);
+    assert_eq!((s.attempts, s.gave_up, s.dropped), (5, 0, 0), "{s:?}");
+    server.stop().await;
+}
+
+/// Nova down (nothing listens): the events are tried as many times as configured, then
+/// given up.
+#[tokio::test]
+async fn nova_down_is_retried_then_given_up() {
+    // A port nothing listens on: bound, then released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port();
+    let mut options = AuthOptions::new(&keystone_url(), "nova", "verso-nova", "service");
+    options.max_retries = 0;
+    let notifier = Notifier::start(
+        Session::new(options).expect("session"),
+        NovaOptions {
+            endpoint_override: Some(format!("http://127.0.0.1:{port}/compute")),
+            attempts: 3,
+            backoff: Duration::from_millis(20),
+            deadline: Duration::from_secs(10),
+            ..NovaOptions::default()
+        },
+    );
+    notifier.notify(
+        "0b6d7d8e-2d5b-4a43-9e1f-6f0f3b9b8a11",
+        vec![(
+            "5f1e0c9a-7f3d-4a57-8d51-0f2c9c8d7e61".into(),
+            accel_conductor::nova::BindStatus::Completed,
+        )],
+    );
+    until("the batch given up", || stats(&notifier).gave_up == 1).await;
+    let s = stats(&notifier);
+    assert_eq!((s.attempts, s.delivered), (3, 0), "{s:?}");
+}
