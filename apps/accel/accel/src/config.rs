@@ -280,30 +280,24 @@ impl Placement {
     pub fn client(
         &self,
     ) -> Result<Option<(accel_conductor::placement::Placement, std::time::Duration)>, String> {
-        let Some(auth_url) = self.auth_url.as_deref().filter(|u| !u.is_empty()) else {
-            return Ok(None);
+        let user = ServiceUser {
+            section: "placement",
+            auth_url: &self.auth_url,
+            username: &self.username,
+            password: &self.password,
+            project_name: &self.project_name,
+            user_domain_name: &self.user_domain_name,
+            project_domain_name: &self.project_domain_name,
+            region_name: &self.region_name,
+            interface: &self.interface,
+            cafile: &self.cafile,
         };
-        let need = |name: &str, v: &Option<String>| {
-            v.clone()
-                .filter(|v| !v.is_empty())
-                .ok_or_else(|| format!("[placement] {name} is needed with auth_url"))
+        let Some(session) = user.session()? else {
+            return Ok(None);
         };
         if self.sync_interval == 0 {
             return Err("[placement] sync_interval must be at least 1 (seconds)".into());
         }
-        let mut options = accel_conductor::keystone::AuthOptions::new(
-            auth_url,
-            &need("username", &self.username)?,
-            &need("password", &self.password)?,
-            &need("project_name", &self.project_name)?,
-        );
-        options.user_domain_name = self.user_domain_name.clone();
-        options.project_domain_name = self.project_domain_name.clone();
-        options.region_name = self.region_name.clone();
-        options.interface = self.interface.clone();
-        options.cafile = self.cafile.clone();
-        let session = accel_conductor::keystone::Session::new(options)
-            .map_err(|e| format!("[placement] {e}"))?;
         Ok(Some((
             accel_conductor::placement::Placement::new(session, self.endpoint_override.clone()),
             std::time::Duration::from_secs(self.sync_interval),
@@ -382,14 +376,9 @@ impl Nova {
         )>,
         String,
     > {
-        let Some(auth_url) = self.auth_url.as_deref().filter(|u| !u.is_empty()) else {
+        if self.auth_url.as_deref().map_or(true, str::is_empty) {
             return Ok(None);
-        };
-        let need = |name: &str, v: &Option<String>| {
-            v.clone()
-                .filter(|v| !v.is_empty())
-                .ok_or_else(|| format!("[nova] {name} is needed with auth_url"))
-        };
+        }
         if self.retry_attempts == 0 {
             return Err("[nova] retry_attempts must be at least 1".into());
         }
@@ -398,19 +387,21 @@ impl Nova {
         }
         let backoff = std::time::Duration::try_from_secs_f64(self.retry_backoff)
             .map_err(|_| "[nova] retry_backoff: a number of seconds, 0 or more".to_owned())?;
-        let mut options = accel_conductor::keystone::AuthOptions::new(
-            auth_url,
-            &need("username", &self.username)?,
-            &need("password", &self.password)?,
-            &need("project_name", &self.project_name)?,
-        );
-        options.user_domain_name = self.user_domain_name.clone();
-        options.project_domain_name = self.project_domain_name.clone();
-        options.region_name = self.region_name.clone();
-        options.interface = self.interface.clone();
-        options.cafile = self.cafile.clone();
-        let session =
-            accel_conductor::keystone::Session::new(options).map_err(|e| format!("[nova] {e}"))?;
+        let user = ServiceUser {
+            section: "nova",
+            auth_url: &self.auth_url,
+            username: &self.username,
+            password: &self.password,
+            project_name: &self.project_name,
+            user_domain_name: &self.user_domain_name,
+            project_domain_name: &self.project_domain_name,
+            region_name: &self.region_name,
+            interface: &self.interface,
+            cafile: &self.cafile,
+        };
+        let Some(session) = user.session()? else {
+            return Ok(None);
+        };
         Ok(Some((
             session,
             accel_conductor::nova::NovaOptions {
@@ -422,6 +413,51 @@ impl Nova {
                 ..accel_conductor::nova::NovaOptions::default()
             },
         )))
+    }
+}
+
+/// The keystoneauth options of a service user, as `[placement]` and `[nova]` have them
+/// (each section lists them itself: serde's `deny_unknown_fields` does not work through
+/// `flatten`).
+struct ServiceUser<'a> {
+    section: &'static str,
+    auth_url: &'a Option<String>,
+    username: &'a Option<String>,
+    password: &'a Option<String>,
+    project_name: &'a Option<String>,
+    user_domain_name: &'a str,
+    project_domain_name: &'a str,
+    region_name: &'a Option<String>,
+    interface: &'a str,
+    cafile: &'a Option<PathBuf>,
+}
+
+impl ServiceUser<'_> {
+    /// The session, `None` without `auth_url`; a missing user, password or project is
+    /// refused, naming the section's option.
+    fn session(&self) -> Result<Option<accel_conductor::keystone::Session>, String> {
+        let Some(auth_url) = self.auth_url.as_deref().filter(|u| !u.is_empty()) else {
+            return Ok(None);
+        };
+        let need = |name: &str, v: &Option<String>| {
+            v.clone()
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| format!("[{}] {name} is needed with auth_url", self.section))
+        };
+        let mut options = accel_conductor::keystone::AuthOptions::new(
+            auth_url,
+            &need("username", self.username)?,
+            &need("password", self.password)?,
+            &need("project_name", self.project_name)?,
+        );
+        options.user_domain_name = self.user_domain_name.to_owned();
+        options.project_domain_name = self.project_domain_name.to_owned();
+        options.region_name = self.region_name.clone();
+        options.interface = self.interface.to_owned();
+        options.cafile = self.cafile.clone();
+        accel_conductor::keystone::Session::new(options)
+            .map(Some)
+            .map_err(|e| format!("[{}] {e}", self.section))
     }
 }
 
