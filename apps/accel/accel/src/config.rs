@@ -170,14 +170,14 @@ impl Default for KeystoneAuthtoken {
             username: None,
             password: None,
             project_name: None,
-            user_domain_name: d.user_domain_name,
-            project_domain_name: d.project_domain_name,
+            user_domain_name: d.auth.user_domain_name,
+            project_domain_name: d.auth.project_domain_name,
             token_cache_time: d.token_cache_time.as_secs(),
             service_token_roles: d.service_token_roles,
             service_token_roles_required: d.service_token_roles_required,
-            http_connect_timeout: d.http_connect_timeout.as_secs(),
-            http_request_timeout: d.http_request_timeout.as_secs(),
-            http_request_max_retries: d.http_request_max_retries,
+            http_connect_timeout: d.auth.connect_timeout.as_secs(),
+            http_request_timeout: d.auth.request_timeout.as_secs(),
+            http_request_max_retries: d.auth.max_retries,
             cafile: None,
         }
     }
@@ -192,13 +192,7 @@ impl KeystoneAuthtoken {
                 self.auth_type
             ));
         }
-        let need = |name: &str, v: &Option<String>| {
-            v.clone().filter(|v| !v.is_empty()).ok_or_else(|| {
-                format!(
-                    "[keystone_authtoken] {name} is needed for [api] auth_strategy = \"keystone\""
-                )
-            })
-        };
+        const NEEDED_FOR: &str = "for [api] auth_strategy = \"keystone\"";
         let secs = |name: &str, v: u64| {
             if v == 0 {
                 Err(format!("[keystone_authtoken] {name} must be at least 1"))
@@ -206,23 +200,32 @@ impl KeystoneAuthtoken {
                 Ok(std::time::Duration::from_secs(v))
             }
         };
-        let mut o = accel_api::KeystoneOptions::new(
-            &need("auth_url", &self.auth_url)?,
-            &need("username", &self.username)?,
-            &need("password", &self.password)?,
-            &need("project_name", &self.project_name)?,
-        );
-        o.www_authenticate_uri = self.www_authenticate_uri.clone();
-        o.user_domain_name = self.user_domain_name.clone();
-        o.project_domain_name = self.project_domain_name.clone();
-        o.token_cache_time = secs("token_cache_time", self.token_cache_time)?;
-        o.service_token_roles = self.service_token_roles.clone();
-        o.service_token_roles_required = self.service_token_roles_required;
-        o.http_connect_timeout = secs("http_connect_timeout", self.http_connect_timeout)?;
-        o.http_request_timeout = secs("http_request_timeout", self.http_request_timeout)?;
-        o.http_request_max_retries = self.http_request_max_retries;
-        o.cafile = self.cafile.clone();
-        Ok(o)
+        let user = ServiceUser {
+            section: "keystone_authtoken",
+            needed_for: NEEDED_FOR,
+            auth_url: &self.auth_url,
+            username: &self.username,
+            password: &self.password,
+            project_name: &self.project_name,
+            user_domain_name: &self.user_domain_name,
+            project_domain_name: &self.project_domain_name,
+            region_name: &None,
+            interface: "public",
+            cafile: &self.cafile,
+        };
+        let mut auth = user
+            .auth_options()?
+            .ok_or_else(|| format!("[keystone_authtoken] auth_url is needed {NEEDED_FOR}"))?;
+        auth.connect_timeout = secs("http_connect_timeout", self.http_connect_timeout)?;
+        auth.request_timeout = secs("http_request_timeout", self.http_request_timeout)?;
+        auth.max_retries = self.http_request_max_retries;
+        Ok(accel_api::KeystoneOptions {
+            auth,
+            www_authenticate_uri: self.www_authenticate_uri.clone(),
+            token_cache_time: secs("token_cache_time", self.token_cache_time)?,
+            service_token_roles: self.service_token_roles.clone(),
+            service_token_roles_required: self.service_token_roles_required,
+        })
     }
 }
 
@@ -282,6 +285,7 @@ impl Placement {
     ) -> Result<Option<(accel_conductor::placement::Placement, std::time::Duration)>, String> {
         let user = ServiceUser {
             section: "placement",
+            needed_for: "with auth_url",
             auth_url: &self.auth_url,
             username: &self.username,
             password: &self.password,
@@ -389,6 +393,7 @@ impl Nova {
             .map_err(|_| "[nova] retry_backoff: a number of seconds, 0 or more".to_owned())?;
         let user = ServiceUser {
             section: "nova",
+            needed_for: "with auth_url",
             auth_url: &self.auth_url,
             username: &self.username,
             password: &self.password,
@@ -416,11 +421,13 @@ impl Nova {
     }
 }
 
-/// The keystoneauth options of a service user, as `[placement]` and `[nova]` have them
-/// (each section lists them itself: serde's `deny_unknown_fields` does not work through
-/// `flatten`).
+/// The keystoneauth options of a service user, as `[keystone_authtoken]`, `[placement]`
+/// and `[nova]` have them (each section lists them itself: serde's
+/// `deny_unknown_fields` does not work through `flatten`).
 struct ServiceUser<'a> {
     section: &'static str,
+    /// Why the user, password and project are needed, as the refusal says it.
+    needed_for: &'static str,
     auth_url: &'a Option<String>,
     username: &'a Option<String>,
     password: &'a Option<String>,
@@ -433,16 +440,26 @@ struct ServiceUser<'a> {
 }
 
 impl ServiceUser<'_> {
-    /// The session, `None` without `auth_url`; a missing user, password or project is
-    /// refused, naming the section's option.
+    /// The session, `None` without `auth_url` ([`ServiceUser::auth_options`]).
     fn session(&self) -> Result<Option<accel_conductor::keystone::Session>, String> {
+        let Some(options) = self.auth_options()? else {
+            return Ok(None);
+        };
+        accel_conductor::keystone::Session::new(options)
+            .map(Some)
+            .map_err(|e| format!("[{}] {e}", self.section))
+    }
+
+    /// The options, `None` without `auth_url`; a missing user, password or project is
+    /// refused, naming the section's option.
+    fn auth_options(&self) -> Result<Option<accel_conductor::keystone::AuthOptions>, String> {
         let Some(auth_url) = self.auth_url.as_deref().filter(|u| !u.is_empty()) else {
             return Ok(None);
         };
         let need = |name: &str, v: &Option<String>| {
             v.clone()
                 .filter(|v| !v.is_empty())
-                .ok_or_else(|| format!("[{}] {name} is needed with auth_url", self.section))
+                .ok_or_else(|| format!("[{}] {name} is needed {}", self.section, self.needed_for))
         };
         let mut options = accel_conductor::keystone::AuthOptions::new(
             auth_url,
@@ -455,9 +472,7 @@ impl ServiceUser<'_> {
         options.region_name = self.region_name.clone();
         options.interface = self.interface.to_owned();
         options.cafile = self.cafile.clone();
-        accel_conductor::keystone::Session::new(options)
-            .map(Some)
-            .map_err(|e| format!("[{}] {e}", self.section))
+        Ok(Some(options))
     }
 }
 

@@ -42,7 +42,6 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -58,54 +57,30 @@ pub enum AuthStrategy {
 /// `[keystone_authtoken]`: keystonemiddleware's options of the same names.
 #[derive(Clone, Debug)]
 pub struct KeystoneOptions {
-    /// Keystone's URL (`http://keystone:5000` or `.../v3`): where tokens are validated.
-    pub auth_url: String,
+    /// The API's service user and how Keystone is reached (`auth_url`, `username`,
+    /// `password`, `project_name`, domains, `cafile`, and keystonemiddleware's
+    /// `http_connect_timeout`, `http_request_timeout`, `http_request_max_retries` as
+    /// the session's timeouts and retries).
+    pub auth: AuthOptions,
     /// The URL clients are told to get tokens from (`WWW-Authenticate`); unset: `auth_url`.
     pub www_authenticate_uri: Option<String>,
-    /// The API's service user.
-    pub username: String,
-    /// Its password.
-    pub password: String,
-    /// The project its token is scoped to (`service`).
-    pub project_name: String,
-    /// The user's domain (by name).
-    pub user_domain_name: String,
-    /// The project's domain (by name).
-    pub project_domain_name: String,
     /// How long a validation is kept (never past the token's expiry).
     pub token_cache_time: Duration,
     /// Roles that make a service token one (`service`).
     pub service_token_roles: Vec<String>,
     /// Refuse a service token without one of `service_token_roles`.
     pub service_token_roles_required: bool,
-    /// Time to connect to Keystone.
-    pub http_connect_timeout: Duration,
-    /// Time for one Keystone request in all.
-    pub http_request_timeout: Duration,
-    /// Retries of a Keystone request that failed to connect or timed out.
-    pub http_request_max_retries: u32,
-    /// CA certificates (PEM) for an https Keystone; unset: the system's.
-    pub cafile: Option<PathBuf>,
 }
 
 impl KeystoneOptions {
     /// The options for a service user, with keystonemiddleware's defaults for the rest.
     pub fn new(auth_url: &str, username: &str, password: &str, project_name: &str) -> Self {
         KeystoneOptions {
-            auth_url: auth_url.to_owned(),
+            auth: AuthOptions::new(auth_url, username, password, project_name),
             www_authenticate_uri: None,
-            username: username.to_owned(),
-            password: password.to_owned(),
-            project_name: project_name.to_owned(),
-            user_domain_name: "Default".into(),
-            project_domain_name: "Default".into(),
             token_cache_time: Duration::from_secs(300),
             service_token_roles: vec!["service".into()],
             service_token_roles_required: false,
-            http_connect_timeout: Duration::from_secs(5),
-            http_request_timeout: Duration::from_secs(10),
-            http_request_max_retries: 3,
-            cafile: None,
         }
     }
 }
@@ -334,23 +309,10 @@ const CACHE_ENTRIES: u64 = 100_000;
 
 impl Keystone {
     fn new(options: KeystoneOptions) -> Result<Keystone, AuthError> {
-        let session = Session::new(AuthOptions {
-            user_domain_name: options.user_domain_name.clone(),
-            project_domain_name: options.project_domain_name.clone(),
-            cafile: options.cafile.clone(),
-            connect_timeout: options.http_connect_timeout,
-            request_timeout: options.http_request_timeout,
-            max_retries: options.http_request_max_retries,
-            ..AuthOptions::new(
-                &options.auth_url,
-                &options.username,
-                &options.password,
-                &options.project_name,
-            )
-        })
-        .map_err(|e| match e {
+        let session = Session::new(options.auth.clone()).map_err(|e| match e {
             SessionError::Options(m) if m.starts_with("cafile") => AuthError::CaFile {
                 path: options
+                    .auth
                     .cafile
                     .as_ref()
                     .map(|p| p.display().to_string())

@@ -910,21 +910,21 @@ async fn delete_arq(
     Id(uuid): Id,
 ) -> Result<StatusCode> {
     caller.may("cyborg:arq:delete")?;
-    service
-        .delete_arqs(&deletable(&service, &caller, vec![uuid]).await?)
-        .await?;
+    let uuids = [uuid];
+    all_visible(&service, &caller, &uuids).await?;
+    service.delete_arqs(&uuids).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// `uuids`, each checked to exist and to be the caller's to see: as Cyborg, deleting
+/// Checks that each of `uuids` exists and is the caller's to see: as Cyborg, deleting
 /// by UUID a request that does not exist is 404 (and so is another project's), and
 /// nothing is deleted then. (A retry of a delete whose answer was lost reads 404 when
 /// the first attempt did it.)
-async fn deletable(service: &Service, caller: &Caller, uuids: Vec<String>) -> Result<Vec<String>> {
-    for uuid in &uuids {
+async fn all_visible(service: &Service, caller: &Caller, uuids: &[String]) -> Result<()> {
+    for uuid in uuids {
         visible_arq(service, caller, uuid).await?;
     }
-    Ok(uuids)
+    Ok(())
 }
 
 async fn delete_arqs(
@@ -936,7 +936,8 @@ async fn delete_arqs(
     let pairs = query_pairs(raw)?;
     match (pairs.get("arqs"), pairs.get("instance")) {
         (Some(list), None) => {
-            let uuids = deletable(&service, &caller, names_of("arqs", list)?).await?;
+            let uuids = names_of("arqs", list)?;
+            all_visible(&service, &caller, &uuids).await?;
             service.delete_arqs(&uuids).await?;
         }
         (None, Some(instance)) if !instance.is_empty() => {

@@ -76,7 +76,7 @@ async fn revoke(token: &str) {
 fn options(cache: u64) -> KeystoneOptions {
     let mut o = KeystoneOptions::new(&keystone_url(), "accel", "verso-accel", "service");
     o.token_cache_time = Duration::from_secs(cache);
-    o.http_request_max_retries = 0;
+    o.auth.max_retries = 0;
     o
 }
 
@@ -383,7 +383,7 @@ async fn service_tokens() {
 async fn keystone_out_of_reach_is_503() {
     // Nothing listens on port 9 of loopback.
     let mut unreachable = options(300);
-    unreachable.auth_url = "http://127.0.0.1:9/v3".into();
+    unreachable.auth.auth_url = "http://127.0.0.1:9/v3".into();
     let (api, _dir) = api_with(unreachable).await;
     let got = api
         .send(with_token(
@@ -398,7 +398,7 @@ async fn keystone_out_of_reach_is_503() {
     // The service user refused: also 503 (the API's configuration, not the caller's
     // token, is wrong), and the log says so.
     let mut wrong = options(300);
-    wrong.password = "not-the-password".into();
+    wrong.auth.password = "not-the-password".into();
     let (api, _dir) = api_with(wrong).await;
     let (member, _) = token("demo-member", "demo").await;
     let got = api
