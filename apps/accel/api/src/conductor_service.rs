@@ -13,13 +13,15 @@
 use crate::db_service::DbService;
 use crate::error::{retry_advice, ErrorKind, ServiceError};
 use crate::service::{
-    AccelService, ArqRow, Binding, DeployableRow, DeviceProfileRow, DeviceRow, ListQuery,
-    NewProfile,
+    AccelService, ArqRow, AttributeRow, Binding, DeployableRow, DeviceProfileRow, DeviceRow,
+    ListQuery, NewProfile,
 };
 use accel_objects::rpc::{
-    BindArq, CreateArqs, CreateDeviceProfile, DeleteArqs, DeleteDeviceProfile,
-    SetDeviceMaintaining, UnbindArq, DEVICE_MAINTENANCE_VERSION,
+    BindArq, CreateArqs, CreateAttribute, CreateDeviceProfile, DeleteArqs, DeleteAttribute,
+    DeleteDeviceProfile, SetDeviceMaintaining, UnbindArq, ATTRIBUTES_VERSION,
+    DEVICE_MAINTENANCE_VERSION,
 };
+use verso::Version;
 use async_trait::async_trait;
 use verso::RequestContext;
 use verso_rpc::{RpcClient, RpcError, RpcMethod};
@@ -41,6 +43,23 @@ impl ConductorService {
     /// The database reads come from.
     pub fn db_service(&self) -> &DbService {
         &self.reads
+    }
+
+    /// Refuses (503) a write whose conductor method is newer than the operator's cap.
+    fn needs(&self, version: Version, what: &str) -> Result<(), ServiceError> {
+        if self.conductor.can_send_version(version) {
+            return Ok(());
+        }
+        Err(ServiceError::new(
+            ErrorKind::Unavailable,
+            format!(
+                "{what} needs conductor API {version}; [upgrade_levels] conductor is {}: \
+                 raise it once every conductor runs this release",
+                self.conductor
+                    .cap()
+                    .map_or_else(|| "unset".to_owned(), |v| v.to_string())
+            ),
+        ))
     }
 
     async fn call<M: RpcMethod>(&self, method: M) -> Result<M::Reply, ServiceError> {
@@ -175,24 +194,50 @@ impl AccelService for ConductorService {
         read_back(row.map_err(ServiceError::from))
     }
 
+    async fn attributes(
+        &self,
+        deployable_id: Option<i64>,
+        key: Option<&str>,
+        query: &ListQuery,
+    ) -> Result<Vec<AttributeRow>, ServiceError> {
+        self.reads.attributes(deployable_id, key, query).await
+    }
+
+    async fn attribute(&self, uuid: &str) -> Result<AttributeRow, ServiceError> {
+        self.reads.attribute(uuid).await
+    }
+
+    async fn create_attribute(
+        &self,
+        deployable_id: i64,
+        key: &str,
+        value: &str,
+    ) -> Result<AttributeRow, ServiceError> {
+        self.needs(ATTRIBUTES_VERSION, "attributes")?;
+        let uuid = self
+            .call(CreateAttribute {
+                deployable_id,
+                key: key.to_owned(),
+                value: value.to_owned(),
+            })
+            .await?;
+        read_back(self.reads.attribute(&uuid).await)
+    }
+
+    async fn delete_attribute(&self, uuid: &str) -> Result<(), ServiceError> {
+        self.needs(ATTRIBUTES_VERSION, "attributes")?;
+        self.call(DeleteAttribute {
+            uuid: uuid.to_owned(),
+        })
+        .await
+    }
+
     async fn set_device_maintaining(
         &self,
         uuid: &str,
         maintaining: bool,
     ) -> Result<DeviceRow, ServiceError> {
-        if !self.conductor.can_send_version(DEVICE_MAINTENANCE_VERSION) {
-            return Err(ServiceError::new(
-                ErrorKind::Unavailable,
-                format!(
-                    "device maintenance needs conductor API {DEVICE_MAINTENANCE_VERSION}; \
-                     [upgrade_levels] conductor is {}: raise it once every conductor \
-                     runs this release",
-                    self.conductor
-                        .cap()
-                        .map_or_else(|| "unset".to_owned(), |v| v.to_string())
-                ),
-            ));
-        }
+        self.needs(DEVICE_MAINTENANCE_VERSION, "device maintenance")?;
         self.call(SetDeviceMaintaining {
             uuid: uuid.to_owned(),
             maintaining,

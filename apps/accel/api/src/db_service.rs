@@ -8,8 +8,8 @@
 
 use crate::error::{retry_advice, ErrorKind, ServiceError};
 use crate::service::{
-    AccelService, ArqRow, Binding, DeployableRow, DeviceProfileRow, DeviceRow, ListQuery,
-    NewProfile,
+    AccelService, ArqRow, AttributeRow, Binding, DeployableRow, DeviceProfileRow, DeviceRow,
+    ListQuery, NewProfile,
 };
 use accel_conductor::db::ListFilter;
 use accel_conductor::{Db, DbError};
@@ -249,6 +249,45 @@ impl AccelService for DbService {
 
     async fn profile(&self, name_or_uuid: &str) -> Result<DeviceProfileRow, ServiceError> {
         Ok(self.db.profile(name_or_uuid).await?)
+    }
+
+    async fn attributes(
+        &self,
+        deployable_id: Option<i64>,
+        key: Option<&str>,
+        query: &ListQuery,
+    ) -> Result<Vec<AttributeRow>, ServiceError> {
+        self.check_marker(query.marker.as_deref(), |m| async move {
+            self.db.attribute(&m).await
+        })
+        .await?;
+        Ok(self
+            .db
+            .attributes(deployable_id, key, &filter(query))
+            .await?)
+    }
+
+    async fn attribute(&self, uuid: &str) -> Result<AttributeRow, ServiceError> {
+        Ok(self.db.attribute(uuid).await?)
+    }
+
+    async fn create_attribute(
+        &self,
+        deployable_id: i64,
+        key: &str,
+        value: &str,
+    ) -> Result<AttributeRow, ServiceError> {
+        self.db
+            .create_attribute(deployable_id, key, value)
+            .await
+            .map_err(write_error("create_attribute"))
+    }
+
+    async fn delete_attribute(&self, uuid: &str) -> Result<(), ServiceError> {
+        self.db
+            .delete_attribute(uuid)
+            .await
+            .map_err(write_error("delete_attribute"))
     }
 
     async fn set_device_maintaining(

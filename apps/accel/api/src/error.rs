@@ -240,11 +240,14 @@ pub(crate) fn retry_advice(method: &str) -> &'static str {
         "bind_arq" | "unbind_arq" | "set_device_maintaining" => {
             "retrying is safe: the operation is idempotent"
         }
-        "delete_arqs" | "delete_device_profile" => {
+        "delete_arqs" | "delete_device_profile" | "delete_attribute" => {
             "retrying is safe: 404 NotFound then means the first attempt deleted it"
         }
         "create_device_profile" => {
             "retrying is safe: 409 Duplicate then means the first attempt created the profile"
+        }
+        "create_attribute" => {
+            "retrying is safe: 409 Duplicate then means the first attempt created the attribute"
         }
         _ => {
             "do not retry blindly: the first attempt may have created accelerator requests; \

@@ -114,6 +114,11 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     ("cyborg:device:enable", "rule:admin_api"),
     ("cyborg:deployable:get_all", "rule:project_manager_or_admin"),
     ("cyborg:deployable:get_one", "rule:project_manager_or_admin"),
+    // Attributes (cyborg/policies/attributes.py).
+    ("cyborg:attribute:get_all", "rule:project_manager_or_admin"),
+    ("cyborg:attribute:get_one", "rule:project_manager_or_admin"),
+    ("cyborg:attribute:create", "rule:admin_api"),
+    ("cyborg:attribute:delete", "rule:admin_api"),
 ];
 
 /// Why a policy could not be loaded.

@@ -7,7 +7,9 @@ use crate::microversion::{self, ApiVersion};
 use crate::service::{AccelService, ArqState, Binding, ListQuery, NewProfile};
 use crate::views;
 use crate::Limits;
-use accel_conductor::db::{shown, ArqRow, DeployableRow, DeviceProfileRow, DeviceRow, MAX_TEXT};
+use accel_conductor::db::{
+    shown, ArqRow, AttributeRow, DeployableRow, DeviceProfileRow, DeviceRow, MAX_TEXT,
+};
 use accel_conductor::groups;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, RawQuery, Request, State};
@@ -44,6 +46,14 @@ pub(crate) fn build(
         .route("/v2/devices/{uuid}/enable", post(enable_device))
         .route("/v2/deployables", get(list_deployables))
         .route("/v2/deployables/{uuid}", get(get_deployable))
+        .route(
+            "/v2/attributes",
+            get(list_attributes).post(create_attribute),
+        )
+        .route(
+            "/v2/attributes/{uuid}",
+            get(get_attribute).delete(delete_attribute),
+        )
         .route(
             "/v2/device_profiles",
             get(list_profiles)
@@ -319,7 +329,7 @@ macro_rules! listed {
         }
     )*};
 }
-listed!(DeviceRow, DeployableRow, DeviceProfileRow, ArqRow);
+listed!(DeviceRow, DeployableRow, AttributeRow, DeviceProfileRow, ArqRow);
 
 /// A list answer: `{key: items}`, and when the page is full a `next` link to the page
 /// after the last row (`/v2/{collection}`, the same filters, `extra` and `limit`, the
@@ -461,6 +471,108 @@ async fn get_deployable(
     caller.may("cyborg:deployable:get_one")?;
     let d = service.deployable(&uuid).await?;
     Ok(Json(views::deployable(&d, &base)))
+}
+
+// ---- attributes ----------------------------------------------------------------------
+
+/// `GET /v2/attributes[?deployable_id=N][&key=K]`, as Cyborg's, paged like every list.
+async fn list_attributes(
+    caller: Caller,
+    State(service): State<Service>,
+    Extension(limits): Extension<Limits>,
+    Base(base): Base,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<Value>> {
+    caller.may("cyborg:attribute:get_all")?;
+    let pairs = query_pairs(raw)?;
+    let query = list_query(&pairs, &limits)?;
+    let deployable_id = match pairs.get("deployable_id").filter(|v| !v.is_empty()) {
+        None => None,
+        Some(text) => Some(text.parse::<i64>().map_err(|_| {
+            ApiError::bad_request(format!(
+                "deployable_id {:?}: a deployable's database id, a whole number",
+                shown(text)
+            ))
+        })?),
+    };
+    let key = pairs.get("key").filter(|v| !v.is_empty());
+    if let Some(key) = key {
+        check_text("key", key)?;
+    }
+    let rows = service
+        .attributes(deployable_id, key.map(String::as_str), &query)
+        .await?;
+    let mut extra = Vec::new();
+    if let Some(id) = deployable_id {
+        extra.push(("deployable_id", id.to_string()));
+    }
+    if let Some(key) = key {
+        extra.push(("key", key.clone()));
+    }
+    Ok(page(
+        &base,
+        "attributes",
+        "attributes",
+        &query,
+        &rows,
+        |a| views::attribute(a, &base),
+        &extra,
+    ))
+}
+
+async fn get_attribute(
+    caller: Caller,
+    State(service): State<Service>,
+    Base(base): Base,
+    Id(uuid): Id,
+) -> Result<Json<Value>> {
+    caller.may("cyborg:attribute:get_one")?;
+    let a = service.attribute(&uuid).await?;
+    Ok(Json(views::attribute(&a, &base)))
+}
+
+/// Cyborg's attribute body: `{"deployable_id": N, "key": "...", "value": "..."}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AttributeIn {
+    deployable_id: i64,
+    key: String,
+    value: String,
+}
+
+/// The longest key and value Cyborg's `attributes` columns hold (`String(255)`).
+const ATTRIBUTE_TEXT_MAX: usize = 255;
+
+async fn create_attribute(
+    caller: Caller,
+    State(service): State<Service>,
+    Base(base): Base,
+    Body(body): Body,
+) -> Result<Response> {
+    caller.may("cyborg:attribute:create")?;
+    let a: AttributeIn = json_body(&body)?;
+    for (what, text) in [("key", &a.key), ("value", &a.value)] {
+        check_text(what, text)?;
+        if text.is_empty() || text.chars().count() > ATTRIBUTE_TEXT_MAX {
+            return Err(ApiError::bad_request(format!(
+                "attribute {what}: 1 to {ATTRIBUTE_TEXT_MAX} characters"
+            )));
+        }
+    }
+    let created = service
+        .create_attribute(a.deployable_id, &a.key, &a.value)
+        .await?;
+    Ok((StatusCode::CREATED, Json(views::attribute(&created, &base))).into_response())
+}
+
+async fn delete_attribute(
+    caller: Caller,
+    State(service): State<Service>,
+    Id(uuid): Id,
+) -> Result<StatusCode> {
+    caller.may("cyborg:attribute:delete")?;
+    service.delete_attribute(&uuid).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 // ---- device profiles -----------------------------------------------------------------

@@ -11,7 +11,7 @@ use crate::error::ServiceError;
 use async_trait::async_trait;
 use std::collections::BTreeMap;
 
-pub use accel_conductor::db::{ArqRow, DeployableRow, DeviceProfileRow, DeviceRow};
+pub use accel_conductor::db::{ArqRow, AttributeRow, DeployableRow, DeviceProfileRow, DeviceRow};
 pub use accel_conductor::ArqState;
 
 /// A page of a list (devices, deployables, device profiles, accelerator requests).
@@ -91,6 +91,39 @@ pub trait AccelService: Send + Sync + 'static {
     /// One deployable.
     async fn deployable(&self, uuid: &str) -> Result<DeployableRow, ServiceError>;
 
+    /// A page of deployables' attributes, oldest first: only of the deployable with this
+    /// database id, only with this key (Cyborg's `?deployable_id=`, `?key=`). A release
+    /// without attributes answers 405, the default.
+    async fn attributes(
+        &self,
+        deployable_id: Option<i64>,
+        key: Option<&str>,
+        query: &ListQuery,
+    ) -> Result<Vec<AttributeRow>, ServiceError> {
+        let _ = (deployable_id, key, query);
+        Err(no_attributes())
+    }
+    /// One attribute.
+    async fn attribute(&self, uuid: &str) -> Result<AttributeRow, ServiceError> {
+        let _ = uuid;
+        Err(no_attributes())
+    }
+    /// Creates an attribute of the deployable with this database id.
+    async fn create_attribute(
+        &self,
+        deployable_id: i64,
+        key: &str,
+        value: &str,
+    ) -> Result<AttributeRow, ServiceError> {
+        let _ = (deployable_id, key, value);
+        Err(no_attributes())
+    }
+    /// Deletes an attribute.
+    async fn delete_attribute(&self, uuid: &str) -> Result<(), ServiceError> {
+        let _ = uuid;
+        Err(no_attributes())
+    }
+
     /// A page of device profiles, by name.
     async fn profiles(&self, query: &ListQuery) -> Result<Vec<DeviceProfileRow>, ServiceError>;
     /// One device profile by name or UUID: text that parses as a UUID names the profile
@@ -126,4 +159,11 @@ pub trait AccelService: Send + Sync + 'static {
     async fn delete_arqs(&self, uuids: &[String]) -> Result<(), ServiceError>;
     /// Deletes every request of an instance; none is fine.
     async fn delete_arqs_of_instance(&self, instance_uuid: &str) -> Result<(), ServiceError>;
+}
+
+fn no_attributes() -> ServiceError {
+    ServiceError::new(
+        crate::ErrorKind::MethodNotAllowed,
+        "attributes are not served by this release",
+    )
 }

@@ -1,7 +1,7 @@
 //! The JSON shapes of responses (Cyborg's v2 field names), per microversion.
 
 use crate::microversion::{self, ApiVersion};
-use crate::service::{ArqRow, DeployableRow, DeviceProfileRow, DeviceRow};
+use crate::service::{ArqRow, AttributeRow, DeployableRow, DeviceProfileRow, DeviceRow};
 use serde_json::{json, Map, Value};
 
 fn links(base: &str, collection: &str, uuid: &str) -> Value {
@@ -62,8 +62,11 @@ pub fn device(d: &DeviceRow, version: ApiVersion, base: &str) -> Value {
     v
 }
 
-/// A deployable.
+/// A deployable; `attributes_list` is Cyborg's: JSON text of a list of one-key objects,
+/// `"[{\"rc\": \"FPGA\"}, ...]"`. accel keeps no deployable trees and no programmed
+/// bitstream, so `parent_id`, `root_id` and `bitstream_id` are null.
 pub fn deployable(d: &DeployableRow, base: &str) -> Value {
+    let attributes: Vec<Value> = d.attributes.iter().map(|(k, v)| json!({ k: v })).collect();
     json!({
         "uuid": d.uuid,
         "name": d.name,
@@ -72,8 +75,36 @@ pub fn deployable(d: &DeployableRow, base: &str) -> Value {
         "driver_name": d.driver_name,
         "hostname": d.hostname,
         "rp_uuid": d.rp_uuid,
+        "parent_id": null,
+        "root_id": null,
+        "bitstream_id": null,
+        "attributes_list": Value::Array(attributes).to_string(),
+        "created_at": time(&d.created_at),
+        "updated_at": time(&d.updated_at),
         "links": links(base, "deployables", &d.uuid),
     })
+}
+
+/// An attribute of a deployable, as Cyborg shows it.
+pub fn attribute(a: &AttributeRow, base: &str) -> Value {
+    json!({
+        "uuid": a.uuid,
+        "deployable_id": a.deployable_id,
+        "key": a.key,
+        "value": a.value,
+        "created_at": a.created_at,
+        "updated_at": a.updated_at,
+        "links": links(base, "attributes", &a.uuid),
+    })
+}
+
+/// A stored time, or null where the row has none (rows release N wrote).
+fn time(t: &str) -> Value {
+    if t.is_empty() {
+        Value::Null
+    } else {
+        Value::String(t.to_owned())
+    }
 }
 
 /// A device profile.

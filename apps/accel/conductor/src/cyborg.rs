@@ -16,6 +16,7 @@ use crate::service::{to_remote, witness_report, ReportWitness};
 use accel_cyborg17::objects::{DeviceType, DriverDevice};
 use accel_cyborg17::rpc::{ReportData, CONDUCTOR_TOPIC};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use verso::{Version, VersionedEnum};
 use verso_rpc::transport::Transport;
@@ -119,7 +120,15 @@ fn reported_device(i: usize, d: &DriverDevice) -> Result<ReportedDevice, CyborgR
         .map(Vec::as_slice)
         .unwrap_or_default();
     let mut handles = Vec::new();
+    // accel keeps one deployable per device: the deployables' attributes are merged, a
+    // later deployable's value winning for a key two of them report.
+    let mut attributes = BTreeMap::new();
     for dep in deployables {
+        for a in dep.attribute_list.get().cloned().flatten().unwrap_or_default() {
+            let key = a.key.get().ok_or_else(|| missing("attribute key"))?;
+            let value = a.value.get().ok_or_else(|| missing("attribute value"))?;
+            attributes.insert(key.clone(), value.clone());
+        }
         for h in dep
             .attach_handle_list
             .get()
@@ -142,6 +151,7 @@ fn reported_device(i: usize, d: &DriverDevice) -> Result<ReportedDevice, CyborgR
             .iter()
             .find_map(|dep| dep.driver_name.get().cloned().flatten()),
         handles,
+        attributes,
     })
 }
 

@@ -201,7 +201,7 @@ fn unavailable(e: &sqlx::Error) -> bool {
 }
 
 /// What an agent reports of one device (a physical function and its handles).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReportedDevice {
     /// The PCI address of the physical function: the key reports are diffed by.
     pub control_path_id: String,
@@ -217,6 +217,13 @@ pub struct ReportedDevice {
     pub driver_name: Option<String>,
     /// What can be attached to a guest: (attach type, attach info).
     pub handles: Vec<(String, String)>,
+    /// The deployable's attributes (Cyborg's `attribute_list`: `rc`, `trait0`, ...),
+    /// kept as rows of `attributes` ([`AttributeRow`]). A report owns the keys it
+    /// reports: it sets their values, and deletes the keys the host's previous report
+    /// had and this one has not; keys created through the API that no report names
+    /// stay.
+    #[serde(default)]
+    pub attributes: BTreeMap<String, String>,
 }
 
 /// What a report changed, by control-path id.
@@ -299,6 +306,16 @@ pub struct DeployableRow {
     /// deployable has the same provider whichever conductor (or Cyborg) reports it.
     #[serde(default)]
     pub rp_uuid: String,
+    /// Its attributes by key ([`AttributeRow`]), as Cyborg shows them in a deployable's
+    /// `attributes_list`.
+    #[serde(default)]
+    pub attributes: BTreeMap<String, String>,
+    /// Creation time.
+    #[serde(default)]
+    pub created_at: String,
+    /// Last change.
+    #[serde(default)]
+    pub updated_at: String,
 }
 
 /// The resource provider UUID of the deployable named `name`: a name-based UUID
@@ -306,6 +323,27 @@ pub struct DeployableRow {
 /// makes for a deployable, so a deployment moved from Cyborg keeps its providers.
 pub fn rp_uuid(name: &str) -> String {
     uuid::Uuid::new_v3(&uuid::Uuid::NAMESPACE_DNS, name.as_bytes()).to_string()
+}
+
+/// An attribute of a deployable (Cyborg's `attributes` table and `/v2/attributes`):
+/// reported by its host's agent (see [`ReportedDevice::attributes`]) or created by an
+/// operator.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttributeRow {
+    /// Primary key.
+    pub id: i64,
+    /// UUID.
+    pub uuid: String,
+    /// Its deployable ([`DeployableRow::id`]).
+    pub deployable_id: i64,
+    /// Key (`rc`, `trait0`, ...), unique per deployable.
+    pub key: String,
+    /// Value.
+    pub value: String,
+    /// Creation time.
+    pub created_at: String,
+    /// Last change.
+    pub updated_at: String,
 }
 
 /// An attach handle row.
@@ -473,7 +511,10 @@ const DEVICE_COLUMNS: &str = "id, uuid, type, vendor, model, std_board_info, hos
      vendor_board_info, status, maintaining, created_at, updated_at";
 
 const DEPLOYABLE_COLUMNS: &str =
-    "id, uuid, name, device_id, hostname, control_path_id, num_accelerators, driver_name, enabled";
+    "id, uuid, name, device_id, hostname, control_path_id, num_accelerators, driver_name, enabled, \
+     created_at, updated_at";
+
+const ATTRIBUTE_COLUMNS: &str = "id, uuid, deployable_id, key, value, created_at, updated_at";
 
 const PROFILE_COLUMNS: &str = "id, uuid, name, groups, description, created_at";
 
@@ -702,17 +743,20 @@ impl Db {
             .await?;
         let existing = sqlx::query(
             "SELECT d.id AS dep_id, d.control_path_id, d.driver_name, d.device_id, \
+             d.attributes AS reported_attributes, \
              v.type, v.vendor, v.model, v.std_board_info, v.status \
              FROM deployables d JOIN devices v ON d.device_id = v.id WHERE d.hostname = $1",
         )
         .bind(host)
         .fetch_all(&mut *tx)
         .await?;
+        let mut attributes = HostAttributes::read(&mut tx, host).await?;
         struct Existing {
             dep_id: i64,
             device_id: i64,
             fields: (String, String, String, Option<String>, Option<String>),
             status: String,
+            reported_attributes: String,
         }
         let mut by_cp: BTreeMap<String, Existing> = BTreeMap::new();
         for r in &existing {
@@ -729,6 +773,7 @@ impl Db {
                         r.try_get("driver_name")?,
                     ),
                     status: r.try_get("status")?,
+                    reported_attributes: r.try_get("reported_attributes")?,
                 },
             );
         }
@@ -770,6 +815,9 @@ impl Db {
                     for (attach_type, attach_info) in &d.handles {
                         insert_handle(&mut tx, dep_id, attach_type, attach_info, &at).await?;
                     }
+                    attributes
+                        .sync(&mut tx, dep_id, "{}", &d.attributes, &at)
+                        .await?;
                     out.added.push(d.control_path_id.clone());
                 }
                 Some(e) => {
@@ -814,6 +862,12 @@ impl Db {
                             (h.try_get("attach_type")?, handle_identity(&info)),
                             (h.try_get("id")?, h.try_get::<i64, _>("in_use")? != 0),
                         );
+                    }
+                    if attributes
+                        .sync(&mut tx, e.dep_id, &e.reported_attributes, &d.attributes, &at)
+                        .await?
+                    {
+                        changed = true;
                     }
                     let mut lost_handle = false;
                     for key in &d.handles {
@@ -921,20 +975,159 @@ impl Db {
 
     /// Deployables, oldest first.
     pub async fn deployables(&self, filter: &ListFilter) -> Result<Vec<DeployableRow>, DbError> {
-        self.page("deployables", DEPLOYABLE_COLUMNS, filter, deployable_row)
-            .await
+        let mut page = self
+            .page("deployables", DEPLOYABLE_COLUMNS, filter, deployable_row)
+            .await?;
+        self.with_attributes(&mut page).await?;
+        Ok(page)
     }
 
     /// One deployable by UUID.
     pub async fn deployable(&self, uuid: &str) -> Result<DeployableRow, DbError> {
-        self.one(
-            "deployables",
-            DEPLOYABLE_COLUMNS,
-            "deployable",
-            uuid,
-            deployable_row,
-        )
-        .await
+        let one = self
+            .one(
+                "deployables",
+                DEPLOYABLE_COLUMNS,
+                "deployable",
+                uuid,
+                deployable_row,
+            )
+            .await?;
+        let mut page = vec![one];
+        self.with_attributes(&mut page).await?;
+        Ok(page.remove(0))
+    }
+
+    /// Fills each deployable's [`DeployableRow::attributes`] (one query for the page).
+    async fn with_attributes(&self, page: &mut [DeployableRow]) -> Result<(), DbError> {
+        if page.is_empty() {
+            return Ok(());
+        }
+        let marks = (1..=page.len())
+            .map(|i| format!("${i}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "SELECT deployable_id, key, value FROM attributes WHERE deployable_id IN ({marks})"
+        );
+        let mut query = sqlx::query(&sql);
+        for d in page.iter() {
+            query = query.bind(d.id);
+        }
+        let mut by_id: BTreeMap<i64, BTreeMap<String, String>> = BTreeMap::new();
+        for r in query.fetch_all(&self.pool).await? {
+            by_id
+                .entry(r.try_get("deployable_id")?)
+                .or_default()
+                .insert(r.try_get("key")?, r.try_get("value")?);
+        }
+        for d in page.iter_mut() {
+            d.attributes = by_id.remove(&d.id).unwrap_or_default();
+        }
+        Ok(())
+    }
+
+    // ---- attributes ----------------------------------------------------------------
+
+    /// A page of attributes, oldest first, as Cyborg's `GET /v2/attributes`: only of the
+    /// deployable with this id, only with this key (either, both or neither).
+    pub async fn attributes(
+        &self,
+        deployable_id: Option<i64>,
+        key: Option<&str>,
+        filter: &ListFilter,
+    ) -> Result<Vec<AttributeRow>, DbError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {ATTRIBUTE_COLUMNS} FROM attributes WHERE ($1 = 0 OR deployable_id = $2) \
+             AND ($3 = '' OR key = $4) \
+             AND id > COALESCE((SELECT id FROM attributes WHERE uuid = $5), 0) ORDER BY id LIMIT $6"
+        ))
+        .bind(i64::from(deployable_id.is_some()))
+        .bind(deployable_id.unwrap_or(0))
+        .bind(key.unwrap_or_default())
+        .bind(key.unwrap_or_default())
+        .bind(filter.marker.clone().unwrap_or_default())
+        .bind(i64::from(filter.limit.unwrap_or(1000)))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(attribute_row).collect()
+    }
+
+    /// One attribute by UUID.
+    pub async fn attribute(&self, uuid: &str) -> Result<AttributeRow, DbError> {
+        let row = sqlx::query(&format!(
+            "SELECT {ATTRIBUTE_COLUMNS} FROM attributes WHERE uuid = $1"
+        ))
+        .bind(uuid)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or_else(|| DbError::NotFound {
+            kind: "attribute",
+            id: uuid.to_owned(),
+        })?;
+        attribute_row(&row)
+    }
+
+    /// Creates an attribute of the deployable with this id (Cyborg's `POST
+    /// /v2/attributes`): `NotFound` if there is no such deployable, `Duplicate` if it
+    /// has the key. A key its host's agent reports is the report's: the next applied
+    /// report sets its value ([`ReportedDevice::attributes`]).
+    pub async fn create_attribute(
+        &self,
+        deployable_id: i64,
+        key: &str,
+        value: &str,
+    ) -> Result<AttributeRow, DbError> {
+        let mut tx = self.pool.begin().await?;
+        let exists = sqlx::query("SELECT id FROM deployables WHERE id = $1")
+            .bind(deployable_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if exists.is_none() {
+            return Err(DbError::NotFound {
+                kind: "deployable",
+                id: deployable_id.to_string(),
+            });
+        }
+        let taken = sqlx::query("SELECT id FROM attributes WHERE deployable_id = $1 AND key = $2")
+            .bind(deployable_id)
+            .bind(key)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if taken.is_some() {
+            return Err(DbError::Duplicate {
+                kind: "attribute",
+                name: key.to_owned(),
+            });
+        }
+        let row = match insert_attribute(&mut tx, deployable_id, key, value, &now()).await {
+            // A concurrent create of the same key won the race.
+            Err(DbError::Query(sqlx::Error::Database(e))) if e.is_unique_violation() => {
+                return Err(DbError::Duplicate {
+                    kind: "attribute",
+                    name: key.to_owned(),
+                })
+            }
+            other => other?,
+        };
+        tx.commit().await?;
+        Ok(row)
+    }
+
+    /// Deletes an attribute by UUID; `NotFound` if there is none. A key its host's agent
+    /// reports comes back with the host's next report.
+    pub async fn delete_attribute(&self, uuid: &str) -> Result<(), DbError> {
+        let done = sqlx::query("DELETE FROM attributes WHERE uuid = $1")
+            .bind(uuid)
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(DbError::NotFound {
+                kind: "attribute",
+                id: uuid.to_owned(),
+            });
+        }
+        Ok(())
     }
 
     /// A page of `table` (which has `id`, `uuid` and `hostname`) by `filter`, oldest first.
@@ -1674,6 +1867,125 @@ fn handle_identity(attach_info: &str) -> String {
     }
 }
 
+/// The attribute rows of one host's deployables, read once per report and brought in
+/// line with it deployable by deployable (see [`ReportedDevice::attributes`]).
+struct HostAttributes {
+    /// By deployable, by key: (row id, value).
+    rows: BTreeMap<i64, BTreeMap<String, (i64, String)>>,
+}
+
+impl HostAttributes {
+    async fn read(
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        host: &str,
+    ) -> Result<Self, DbError> {
+        let found = sqlx::query(
+            "SELECT a.id, a.deployable_id, a.key, a.value FROM attributes a \
+             JOIN deployables d ON a.deployable_id = d.id WHERE d.hostname = $1",
+        )
+        .bind(host)
+        .fetch_all(&mut **tx)
+        .await?;
+        let mut rows: BTreeMap<i64, BTreeMap<String, (i64, String)>> = BTreeMap::new();
+        for r in &found {
+            rows.entry(r.try_get("deployable_id")?)
+                .or_default()
+                .insert(r.try_get("key")?, (r.try_get("id")?, r.try_get("value")?));
+        }
+        Ok(Self { rows })
+    }
+
+    /// Sets the reported keys' values, deletes the keys `previously` reported (the
+    /// deployable's `attributes` column, JSON) that `reported` no longer has, and records
+    /// `reported` as the deployable's last reported keys; whether anything changed.
+    async fn sync(
+        &mut self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        deployable_id: i64,
+        previously: &str,
+        reported: &BTreeMap<String, String>,
+        at: &str,
+    ) -> Result<bool, DbError> {
+        // The column was '{}' for every row before attributes existed; text that is not
+        // a JSON object of strings (never written by accel) is taken as "none reported".
+        let previously: BTreeMap<String, String> =
+            serde_json::from_str(previously).unwrap_or_default();
+        let rows = self.rows.remove(&deployable_id).unwrap_or_default();
+        let mut changed = false;
+        for (key, value) in reported {
+            match rows.get(key) {
+                Some((_, have)) if have == value => {}
+                Some((id, _)) => {
+                    sqlx::query("UPDATE attributes SET value = $1, updated_at = $2 WHERE id = $3")
+                        .bind(value)
+                        .bind(at)
+                        .bind(id)
+                        .execute(&mut **tx)
+                        .await?;
+                    changed = true;
+                }
+                None => {
+                    insert_attribute(tx, deployable_id, key, value, at).await?;
+                    changed = true;
+                }
+            }
+        }
+        for key in previously.keys().filter(|k| !reported.contains_key(*k)) {
+            if let Some((id, _)) = rows.get(key) {
+                sqlx::query("DELETE FROM attributes WHERE id = $1")
+                    .bind(id)
+                    .execute(&mut **tx)
+                    .await?;
+                changed = true;
+            }
+        }
+        if previously != *reported {
+            sqlx::query("UPDATE deployables SET attributes = $1 WHERE id = $2")
+                .bind(serde_json::to_string(reported).map_err(|e| DbError::Invalid {
+                    what: "report",
+                    why: format!("attributes do not serialize: {e}"),
+                })?)
+                .bind(deployable_id)
+                .execute(&mut **tx)
+                .await?;
+            changed = true;
+        }
+        Ok(changed)
+    }
+}
+
+async fn insert_attribute(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    deployable_id: i64,
+    key: &str,
+    value: &str,
+    at: &str,
+) -> Result<AttributeRow, DbError> {
+    let uuid = new_uuid();
+    let id: i64 = sqlx::query(
+        "INSERT INTO attributes (uuid, deployable_id, key, value, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+    )
+    .bind(&uuid)
+    .bind(deployable_id)
+    .bind(key)
+    .bind(value)
+    .bind(at)
+    .bind(at)
+    .fetch_one(&mut **tx)
+    .await?
+    .try_get("id")?;
+    Ok(AttributeRow {
+        id,
+        uuid,
+        deployable_id,
+        key: key.to_owned(),
+        value: value.to_owned(),
+        created_at: at.to_owned(),
+        updated_at: at.to_owned(),
+    })
+}
+
 async fn insert_handle(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     deployable_id: i64,
@@ -1797,6 +2109,21 @@ fn deployable_row(r: &AnyRow) -> Result<DeployableRow, DbError> {
         driver_name: r.try_get("driver_name")?,
         enabled: r.try_get::<i64, _>("enabled")? != 0,
         rp_uuid: rp_uuid(&name),
+        attributes: BTreeMap::new(),
+        created_at: r.try_get("created_at")?,
+        updated_at: r.try_get("updated_at")?,
+    })
+}
+
+fn attribute_row(r: &AnyRow) -> Result<AttributeRow, DbError> {
+    Ok(AttributeRow {
+        id: r.try_get("id")?,
+        uuid: r.try_get("uuid")?,
+        deployable_id: r.try_get("deployable_id")?,
+        key: r.try_get("key")?,
+        value: r.try_get("value")?,
+        created_at: r.try_get("created_at")?,
+        updated_at: r.try_get("updated_at")?,
     })
 }
 

@@ -1,6 +1,7 @@
 //! The conductor's RPC service: accel's `conductor` API (1.0 inventory, profiles and
 //! requests; 1.1 object indirection; 1.2 `report_unchanged`, an unchanged inventory
-//! named by its digest; 1.3 `set_device_maintaining`) served over the database.
+//! named by its digest; 1.3 `set_device_maintaining`; 1.4 `create_attribute`,
+//! `delete_attribute`) served over the database.
 //!
 //! Errors reach the caller with their kind (`NotFound`, `Duplicate`, `InvalidTransition`,
 //! `NoFreeHandle`, `ProfileInUse`, `StaleHandle`, `HandleInUse`, `NotCleaning`,
@@ -10,8 +11,8 @@
 use crate::db::{ArqRow, Db, DbError, DeviceProfileRow, Release, ReportedDevice};
 use crate::nova::{BindStatus, Notifier};
 use accel_objects::rpc::{
-    AgentApi, BindArq, CleanupDevice, ConductorApi, CreateArqs, CreateDeviceProfile, DeleteArqs,
-    DeleteDeviceProfile, ReportData, ReportSummary, ReportUnchanged, SetDeviceMaintaining,
+    AgentApi, BindArq, CleanupDevice, ConductorApi, CreateArqs, CreateAttribute,
+    CreateDeviceProfile, DeleteArqs, DeleteAttribute, DeleteDeviceProfile, ReportData, ReportSummary, ReportUnchanged, SetDeviceMaintaining,
     UnbindArq, AGENT_TOPIC, CLEANUP_DEVICE_VERSION,
 };
 use accel_objects::{AcceleratorRequest, AcceleratorRequestList, DeviceProfile};
@@ -149,6 +150,9 @@ pub fn reported(devices: &accel_objects::DriverDeviceList) -> Result<Vec<Reporte
                 std_board_info: d.std_board_info.get().cloned().flatten(),
                 driver_name: d.driver_name.get().cloned().flatten(),
                 handles,
+                // accel's DriverDevice carries no attributes; a deployable's come from a
+                // Cyborg agent's report or the API.
+                attributes: Default::default(),
             })
         })
         .collect()
@@ -340,6 +344,7 @@ pub fn endpoint_with_agents(
     nova: Option<Notifier>,
     prepare: impl Fn(RequestContext) -> RequestContext + Send + Sync + 'static,
 ) -> Endpoint {
+    let (d10, d11) = (db.clone(), db.clone());
     let (d1, d2, d3, d4, d5, d6, d7, d8, d9) = (
         db.clone(),
         db.clone(),
@@ -398,6 +403,25 @@ pub fn endpoint_with_agents(
                     }
                     _ => None,
                 })
+            }
+        })
+        .handle(move |_ctx, m: CreateAttribute| {
+            let db = d10.clone();
+            async move {
+                let a = db
+                    .create_attribute(m.deployable_id, &m.key, &m.value)
+                    .await
+                    .map_err(to_remote)?;
+                tracing::info!(attribute = %a.uuid, deployable = a.deployable_id, key = %a.key, "attribute created");
+                Ok(a.uuid)
+            }
+        })
+        .handle(move |_ctx, m: DeleteAttribute| {
+            let db = d11.clone();
+            async move {
+                db.delete_attribute(&m.uuid).await.map_err(to_remote)?;
+                tracing::info!(attribute = %m.uuid, "attribute deleted");
+                Ok(())
             }
         })
         .handle(move |_ctx, m: SetDeviceMaintaining| {

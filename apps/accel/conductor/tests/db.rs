@@ -23,6 +23,7 @@ fn device(cp: &str, device_type: &str, handles: usize) -> ReportedDevice {
                 )
             })
             .collect(),
+        attributes: Default::default(),
     }
 }
 
@@ -640,4 +641,175 @@ async fn sqlite_consistency() {
 #[tokio::test]
 async fn postgres_consistency() {
     consistency(&support::postgres().await).await;
+}
+
+fn with_attributes(mut d: ReportedDevice, pairs: &[(&str, &str)]) -> ReportedDevice {
+    d.attributes = pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    d
+}
+
+fn keys(rows: &[accel_conductor::db::AttributeRow]) -> Vec<(String, String)> {
+    let mut k: Vec<_> = rows
+        .iter()
+        .map(|a| (a.key.clone(), a.value.clone()))
+        .collect();
+    k.sort();
+    k
+}
+
+/// Reported attributes follow the reports; attributes created through the API that no
+/// report names stay; a reported key an operator deleted comes back with the next
+/// report (the delete forgot the host's digest); a vanished device takes its attributes.
+async fn attributes_follow_reports(db: &Db) {
+    let fpga = |pairs: &[(&str, &str)]| {
+        with_attributes(device("0000:3b:00.0", "FPGA", 1), pairs)
+    };
+    db.report_with_digest(
+        "h1",
+        &[fpga(&[("rc", "FPGA"), ("trait0", "CUSTOM_FPGA_XILINX")])],
+        Some("d1"),
+    )
+    .await
+    .expect("report");
+    let dep = db
+        .deployables(&ListFilter::default())
+        .await
+        .expect("deployables")
+        .remove(0);
+    let all = db
+        .attributes(Some(dep.id), None, &ListFilter::default())
+        .await
+        .expect("attributes");
+    assert_eq!(
+        keys(&all),
+        [
+            ("rc".to_owned(), "FPGA".to_owned()),
+            ("trait0".to_owned(), "CUSTOM_FPGA_XILINX".to_owned())
+        ]
+    );
+    // The deployable shows them.
+    let shown = db.deployable(&dep.uuid).await.expect("deployable");
+    assert_eq!(shown.attributes.get("rc").map(String::as_str), Some("FPGA"));
+    assert!(!shown.created_at.is_empty());
+
+    // An operator's key, and a duplicate of it refused.
+    let own = db
+        .create_attribute(dep.id, "owner", "team-a")
+        .await
+        .expect("create");
+    assert!(matches!(
+        db.create_attribute(dep.id, "owner", "team-b").await,
+        Err(DbError::Duplicate { .. })
+    ));
+    assert!(matches!(
+        db.create_attribute(dep.id + 1000, "owner", "x").await,
+        Err(DbError::NotFound { kind: "deployable", .. })
+    ));
+    assert_eq!(db.attribute(&own.uuid).await.expect("one"), own);
+    // Creating forgot the digest: the next report is diffed again.
+    assert_eq!(db.report_digest("h1").await.expect("digest"), None);
+
+    // The next report drops trait0, changes rc and keeps the operator's key.
+    let out = db
+        .report_with_digest(
+            "h1",
+            &[fpga(&[("rc", "PGPU"), ("trait1", "CUSTOM_X")])],
+            Some("d2"),
+        )
+        .await
+        .expect("report");
+    assert_eq!(out.updated, ["0000:3b:00.0"]);
+    let all = db
+        .attributes(None, None, &ListFilter::default())
+        .await
+        .expect("attributes");
+    assert_eq!(
+        keys(&all),
+        [
+            ("owner".to_owned(), "team-a".to_owned()),
+            ("rc".to_owned(), "PGPU".to_owned()),
+            ("trait1".to_owned(), "CUSTOM_X".to_owned())
+        ]
+    );
+    // The same report again changes nothing.
+    let again = db
+        .report("h1", &[fpga(&[("rc", "PGPU"), ("trait1", "CUSTOM_X")])])
+        .await
+        .expect("report");
+    assert_eq!((again.updated.len(), again.unchanged), (0, 1));
+
+    // A reported key deleted by an operator comes back with the next report.
+    let rc = db
+        .attributes(None, Some("rc"), &ListFilter::default())
+        .await
+        .expect("by key")
+        .remove(0);
+    db.delete_attribute(&rc.uuid).await.expect("delete");
+    assert!(matches!(
+        db.delete_attribute(&rc.uuid).await,
+        Err(DbError::NotFound { kind: "attribute", .. })
+    ));
+    assert!(matches!(
+        db.attribute(&rc.uuid).await,
+        Err(DbError::NotFound { .. })
+    ));
+    let back = db
+        .report("h1", &[fpga(&[("rc", "PGPU"), ("trait1", "CUSTOM_X")])])
+        .await
+        .expect("report");
+    assert_eq!(back.updated, ["0000:3b:00.0"]);
+    assert_eq!(
+        db.attributes(None, Some("rc"), &ListFilter::default())
+            .await
+            .expect("by key")
+            .len(),
+        1
+    );
+
+    // Paging by marker.
+    let first = db
+        .attributes(
+            None,
+            None,
+            &ListFilter {
+                limit: Some(2),
+                ..ListFilter::default()
+            },
+        )
+        .await
+        .expect("page 1");
+    let rest = db
+        .attributes(
+            None,
+            None,
+            &ListFilter {
+                marker: Some(first[1].uuid.clone()),
+                ..ListFilter::default()
+            },
+        )
+        .await
+        .expect("page 2");
+    assert_eq!((first.len(), rest.len()), (2, 1));
+
+    // The device vanishes: its attributes go with it.
+    db.report("h1", &[]).await.expect("empty report");
+    assert!(db
+        .attributes(None, None, &ListFilter::default())
+        .await
+        .expect("attributes")
+        .is_empty());
+}
+
+#[tokio::test]
+async fn sqlite_attributes_follow_reports() {
+    let (db, _dir) = support::sqlite().await;
+    attributes_follow_reports(&db).await;
+}
+
+#[tokio::test]
+async fn postgres_attributes_follow_reports() {
+    attributes_follow_reports(&support::postgres().await).await;
 }

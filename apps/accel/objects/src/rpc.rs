@@ -8,6 +8,7 @@
 //! | `conductor` | 1.1 | + object indirection (`object_class_action_versions`, `object_action`, `object_backport_versions`) |
 //! | `conductor` | 1.2 | + `report_unchanged` (an unchanged inventory by its [`report_digest`]) |
 //! | `conductor` | 1.3 | + `set_device_maintaining` (Cyborg's device disable and enable) |
+//! | `conductor` | 1.4 | + `create_attribute`, `delete_attribute` (Cyborg's `/v2/attributes`) |
 //! | `agent` | 1.0 | `report_now` |
 //! | `agent` | 1.1 | + `cleanup_device` |
 //!
@@ -218,12 +219,38 @@ pub struct SetDeviceMaintaining {
 /// The conductor API version that added [`SetDeviceMaintaining`].
 pub const DEVICE_MAINTENANCE_VERSION: Version = Version::new(1, 3);
 
+/// Creates an attribute of a deployable (Cyborg's `POST /v2/attributes`); replies its
+/// UUID. Refused (`NotFound`) if there is no such deployable, (`Duplicate`) if it has
+/// the key.
+#[derive(RpcMethod, Debug, Clone)]
+#[rpc(name = "create_attribute", since = "1.4", reply = String)]
+pub struct CreateAttribute {
+    /// The deployable's database id (Cyborg's `deployable_id`).
+    pub deployable_id: i64,
+    /// The key, unique per deployable.
+    pub key: String,
+    /// The value.
+    pub value: String,
+}
+
+/// Deletes an attribute by UUID (Cyborg's `DELETE /v2/attributes/{uuid}`); `NotFound`
+/// if there is none.
+#[derive(RpcMethod, Debug, Clone)]
+#[rpc(name = "delete_attribute", since = "1.4")]
+pub struct DeleteAttribute {
+    /// The attribute's UUID.
+    pub uuid: String,
+}
+
+/// The conductor API version that added [`CreateAttribute`] and [`DeleteAttribute`].
+pub const ATTRIBUTES_VERSION: Version = Version::new(1, 4);
+
 /// The conductor's API.
 #[derive(Debug, Clone, Copy)]
 pub struct ConductorApi;
 
-/// The conductor API's newest version (1.3: `set_device_maintaining`).
-pub const CONDUCTOR_VERSION: Version = Version::new(1, 3);
+/// The conductor API's newest version (1.4: `create_attribute`, `delete_attribute`).
+pub const CONDUCTOR_VERSION: Version = Version::new(1, 4);
 
 /// The conductor API version that added object indirection (its three methods are served
 /// and called at it).
@@ -248,6 +275,8 @@ impl RpcApi for ConductorApi {
         ));
         m.push(ReportUnchanged::spec());
         m.push(SetDeviceMaintaining::spec());
+        m.push(CreateAttribute::spec());
+        m.push(DeleteAttribute::spec());
         m
     }
 }

@@ -87,6 +87,10 @@ fn deployable(d: ndb::DeployableRow) -> DeployableRow {
         num_accelerators: d.num_accelerators,
         driver_name: d.driver_name,
         enabled: d.enabled,
+        // Release N keeps no attributes (release N+1's migration 6).
+        attributes: Default::default(),
+        created_at: String::new(),
+        updated_at: String::new(),
     }
 }
 
