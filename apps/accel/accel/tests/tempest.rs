@@ -18,18 +18,6 @@ use support::{all_in_one_with_keystone, keystone_url, python};
 /// The plugin's tests accel fails on purpose or for want of a feature, and why.
 const EXPECTED_FAILURES: &[(&str, &str)] = &[
     (
-        "test_attributes.TestAttributes.test_get_attribute",
-        "no /v2/attributes yet (issue 26)",
-    ),
-    (
-        "test_attributes.TestAttributes.test_list_attributes",
-        "no /v2/attributes yet (issue 26)",
-    ),
-    (
-        "test_srbac.TestSRBACAdminImpliedRoles.test_admin_can_list_attributes",
-        "no /v2/attributes yet (issue 26)",
-    ),
-    (
         "test_device_profile_negative.DeviceProfileNegativeTest.test_create_device_profile_name_is_null",
         "the test expects Cyborg's 500 for an empty name; accel answers 400",
     ),

@@ -11,6 +11,7 @@
 use crate::discovery::{self, Discovery, PciFunction};
 use accel_objects::{AttachType, DeviceType, DriverAttachHandle, DriverDevice, DriverDeviceList};
 use serde_json::json;
+use verso::VersionedEnum;
 use verso::{Field, VersionedObject};
 
 fn device_type(t: discovery::DeviceType) -> DeviceType {
@@ -85,6 +86,12 @@ pub fn driver_devices(found: &Discovery) -> DriverDeviceList {
                     .filter_map(handle)
                     .collect::<Vec<_>>()
                     .into(),
+                attributes: accel_objects::traits::attributes(
+                    device_type(f.device_type).as_str(),
+                    &f.vendor_id,
+                    &f.device_id,
+                )
+                .into(),
                 ..DriverDevice::blank()
             }
         })

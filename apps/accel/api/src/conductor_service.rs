@@ -21,9 +21,9 @@ use accel_objects::rpc::{
     DeleteDeviceProfile, SetDeviceMaintaining, UnbindArq, ATTRIBUTES_VERSION,
     DEVICE_MAINTENANCE_VERSION,
 };
-use verso::Version;
 use async_trait::async_trait;
 use verso::RequestContext;
+use verso::Version;
 use verso_rpc::{RpcClient, RpcError, RpcMethod};
 
 /// The accel API's operations: reads from the database, writes through the conductor.

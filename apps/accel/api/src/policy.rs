@@ -573,6 +573,9 @@ mod tests {
             ("cyborg:arq:get_one", true, true, true, true, false),
             ("cyborg:device:get_all", true, false, false, false, false),
             ("cyborg:device:disable", true, false, false, false, false),
+            ("cyborg:attribute:get_all", true, false, false, false, false),
+            ("cyborg:attribute:create", true, false, false, false, false),
+            ("cyborg:attribute:delete", true, false, false, false, false),
             ("no:such:rule", false, false, false, false, false),
         ];
         for (rule, a, m, r, s, u) in table {

@@ -329,7 +329,13 @@ macro_rules! listed {
         }
     )*};
 }
-listed!(DeviceRow, DeployableRow, AttributeRow, DeviceProfileRow, ArqRow);
+listed!(
+    DeviceRow,
+    DeployableRow,
+    AttributeRow,
+    DeviceProfileRow,
+    ArqRow
+);
 
 /// A list answer: `{key: items}`, and when the page is full a `next` link to the page
 /// after the last row (`/v2/{collection}`, the same filters, `extra` and `limit`, the

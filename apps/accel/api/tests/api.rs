@@ -1102,7 +1102,126 @@ async fn cyborg_forms(api: &Api) {
     }
 }
 
+/// Cyborg's `/v2/attributes`: reported attributes listed (by deployable and key), shown
+/// in the deployable's `attributes_list`; an administrator creates and deletes them.
+async fn attributes(api: &Api) {
+    let mut fpga = device("0000:3b:00.0", "FPGA", 1);
+    fpga.attributes = [("rc", "FPGA"), ("trait0", "CUSTOM_FPGA_XILINX")]
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    api.db
+        .report("h1", &[fpga, device("0000:3c:00.0", "GPU", 1)])
+        .await
+        .expect("report");
+    let (_, deps) = api.get("/v2/deployables").await;
+    let fpga_dep = deps["deployables"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .find(|d| d["name"] == "h1_0000:3b:00.0")
+        .expect("the FPGA's deployable")
+        .clone();
+    let attrs: Value =
+        serde_json::from_str(fpga_dep["attributes_list"].as_str().expect("text")).expect("json");
+    assert_eq!(
+        attrs,
+        json!([{"rc": "FPGA"}, {"trait0": "CUSTOM_FPGA_XILINX"}])
+    );
+    assert!(fpga_dep["created_at"].is_string(), "{fpga_dep}");
+
+    let (status, list) = api.get("/v2/attributes").await;
+    assert_eq!(status, 200);
+    let list = list["attributes"].as_array().expect("list").clone();
+    assert_eq!(list.len(), 2);
+    let dep_id = list[0]["deployable_id"].as_i64().expect("deployable_id");
+    let rc = list.iter().find(|a| a["key"] == "rc").expect("rc").clone();
+    assert_eq!(rc["value"], "FPGA");
+    let uuid = rc["uuid"].as_str().expect("uuid");
+    assert!(rc["links"][0]["href"]
+        .as_str()
+        .expect("href")
+        .ends_with(&format!("/v2/attributes/{uuid}")));
+    let (status, one) = api.get(&format!("/v2/attributes/{uuid}")).await;
+    assert_eq!((status, &one["key"]), (200, &json!("rc")));
+    let (_, by_key) = api.get("/v2/attributes?key=trait0").await;
+    assert_eq!(by_key["attributes"].as_array().map(Vec::len), Some(1));
+    let (_, by_dep) = api
+        .get(&format!("/v2/attributes?deployable_id={}", dep_id + 1000))
+        .await;
+    assert_eq!(by_dep["attributes"], json!([]));
+    let (_, paged) = api.get("/v2/attributes?limit=1").await;
+    assert!(paged["next"].as_str().expect("next").contains("marker="));
+
+    // Create, refuse a duplicate or a missing deployable, delete.
+    let (status, made) = post(
+        api,
+        "/v2/attributes",
+        json!({"deployable_id": dep_id, "key": "owner", "value": "team-a"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{made}");
+    assert_eq!(
+        (&made["key"], &made["value"]),
+        (&json!("owner"), &json!("team-a"))
+    );
+    assert_error(
+        &post(
+            api,
+            "/v2/attributes",
+            json!({"deployable_id": dep_id, "key": "owner", "value": "team-b"}),
+        )
+        .await,
+        409,
+        "Duplicate",
+    );
+    assert_error(
+        &post(
+            api,
+            "/v2/attributes",
+            json!({"deployable_id": dep_id + 1000, "key": "k", "value": "v"}),
+        )
+        .await,
+        404,
+        "NotFound",
+    );
+    assert_error(
+        &post(api, "/v2/attributes", json!({"key": "k", "value": "v"})).await,
+        400,
+        "BadRequest",
+    );
+    assert_error(
+        &post(
+            api,
+            "/v2/attributes",
+            json!({"deployable_id": dep_id, "key": "", "value": "v"}),
+        )
+        .await,
+        400,
+        "BadRequest",
+    );
+    assert_error(
+        &api.get("/v2/attributes?deployable_id=one").await,
+        400,
+        "BadRequest",
+    );
+    let made_uuid = made["uuid"].as_str().expect("uuid");
+    let (status, _) = delete(api, &format!("/v2/attributes/{made_uuid}")).await;
+    assert_eq!(status, 204);
+    assert_error(
+        &delete(api, &format!("/v2/attributes/{made_uuid}")).await,
+        404,
+        "NotFound",
+    );
+    assert_error(
+        &api.get(&format!("/v2/attributes/{made_uuid}")).await,
+        404,
+        "NotFound",
+    );
+}
+
 on_both!(
+    attributes,
     binds_follow_the_resource_provider,
     cyborg_forms,
     versions,

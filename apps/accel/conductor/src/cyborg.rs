@@ -124,7 +124,13 @@ fn reported_device(i: usize, d: &DriverDevice) -> Result<ReportedDevice, CyborgR
     // later deployable's value winning for a key two of them report.
     let mut attributes = BTreeMap::new();
     for dep in deployables {
-        for a in dep.attribute_list.get().cloned().flatten().unwrap_or_default() {
+        for a in dep
+            .attribute_list
+            .get()
+            .cloned()
+            .flatten()
+            .unwrap_or_default()
+        {
             let key = a.key.get().ok_or_else(|| missing("attribute key"))?;
             let value = a.value.get().ok_or_else(|| missing("attribute value"))?;
             attributes.insert(key.clone(), value.clone());

@@ -864,7 +864,13 @@ impl Db {
                         );
                     }
                     if attributes
-                        .sync(&mut tx, e.dep_id, &e.reported_attributes, &d.attributes, &at)
+                        .sync(
+                            &mut tx,
+                            e.dep_id,
+                            &e.reported_attributes,
+                            &d.attributes,
+                            &at,
+                        )
                         .await?
                     {
                         changed = true;
@@ -1875,10 +1881,7 @@ struct HostAttributes {
 }
 
 impl HostAttributes {
-    async fn read(
-        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-        host: &str,
-    ) -> Result<Self, DbError> {
+    async fn read(tx: &mut sqlx::Transaction<'_, sqlx::Any>, host: &str) -> Result<Self, DbError> {
         let found = sqlx::query(
             "SELECT a.id, a.deployable_id, a.key, a.value FROM attributes a \
              JOIN deployables d ON a.deployable_id = d.id WHERE d.hostname = $1",
@@ -1941,10 +1944,12 @@ impl HostAttributes {
         }
         if previously != *reported {
             sqlx::query("UPDATE deployables SET attributes = $1 WHERE id = $2")
-                .bind(serde_json::to_string(reported).map_err(|e| DbError::Invalid {
-                    what: "report",
-                    why: format!("attributes do not serialize: {e}"),
-                })?)
+                .bind(
+                    serde_json::to_string(reported).map_err(|e| DbError::Invalid {
+                        what: "report",
+                        why: format!("attributes do not serialize: {e}"),
+                    })?,
+                )
                 .bind(deployable_id)
                 .execute(&mut **tx)
                 .await?;

@@ -9,11 +9,12 @@
 //! - a provider named like the deployable (`<host>_<PCI address>`), UUID [`rp_uuid`] of
 //!   that name, whose parent is the provider named like the host (Nova's compute node,
 //!   which Nova creates; a host without one is skipped and logged until it has one);
-//! - an inventory of one resource class ([`resource_class`]: `FPGA`, `PGPU`,
-//!   `CUSTOM_QAT`, ...), `total` = `max_unit` = its accelerators, all `reserved` while
-//!   its device is disabled (Cyborg's device disable), lost or missing;
-//! - traits `CUSTOM_<TYPE>_<VENDOR>` and `CUSTOM_<TYPE>_PRODUCT_ID_<MODEL>`
-//!   ([`traits`]), the forms Cyborg's drivers report.
+//! - an inventory of one resource class (`FPGA`, `PGPU`, `CUSTOM_QAT`, ...: the
+//!   deployable's `rc` attribute), `total` = `max_unit` = its accelerators, all
+//!   `reserved` while its device is disabled (Cyborg's device disable), lost or missing;
+//! - traits: the values of its `trait*` attributes (`CUSTOM_<TYPE>_<VENDOR>` and
+//!   `CUSTOM_<TYPE>_PRODUCT_ID_<MODEL>` from accel's agents, the forms Cyborg's drivers
+//!   report); see [`class_and_traits`].
 //!
 //! Providers under the compute node named `<host>_...` that no deployable has any more
 //! are deleted (Placement refuses while an instance holds an allocation on one: it is
@@ -32,6 +33,7 @@
 use crate::db::{rp_uuid, DbError, DeployableRow, DeviceRow, ListFilter};
 use crate::keystone::{Session, SessionError};
 use crate::Db;
+use accel_objects::traits::{is_custom_name, resource_class, traits};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -57,63 +59,47 @@ pub struct Provider {
     pub traits: Vec<String>,
 }
 
-/// The resource class of a device type, as Cyborg 17's drivers report it
-/// (`cyborg.common.constants.RESOURCES`): `GPU` is `PGPU`; accel's `AICHIP` is
-/// `CUSTOM_AICHIP`.
-pub fn resource_class(device_type: &str) -> String {
-    match device_type {
-        "FPGA" => "FPGA".into(),
-        "GPU" => "PGPU".into(),
-        other => format!("CUSTOM_{}", trait_part(other)),
-    }
-}
-
-/// The vendor names of Cyborg's drivers, by PCI vendor ID.
-fn vendor_name(vendor: &str) -> Option<&'static str> {
-    let id = vendor.trim_start_matches("0x").to_ascii_lowercase();
-    Some(match id.as_str() {
-        "10de" => "NVIDIA",
-        "102b" => "MATROX",
-        "10ee" => "XILINX",
-        "8086" => "INTEL",
-        "1bd4" => "INSPUR",
-        "1002" => "AMD",
-        "19e5" => "HUAWEI",
-        _ => return None,
-    })
-}
-
-/// Upper case, and every character a trait name cannot have (`A-Z0-9_`) made `_`.
-fn trait_part(text: &str) -> String {
-    text.trim_start_matches("0x")
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_uppercase()
-            } else {
-                '_'
+/// A deployable's resource class and traits, as Cyborg's conductor takes them: from its
+/// attributes (`rc`, and the values of keys starting `trait`), which Cyborg's agents
+/// and accel's report; for a deployable without them (a release N agent's), the names
+/// Cyborg's drivers would report for its device ([`accel_objects::traits`]). An
+/// attribute Placement would refuse (a class or trait that is not standard or
+/// `CUSTOM_[A-Z0-9_]+`) is left out and logged, so one odd attribute cannot stop a
+/// host's sync.
+pub fn class_and_traits(device: &DeviceRow, dep: &DeployableRow) -> (String, Vec<String>) {
+    let rc = match dep.attributes.get("rc") {
+        Some(rc) if STANDARD_CLASSES.contains(&rc.as_str()) || is_custom_name(rc) => rc.clone(),
+        other => {
+            if let Some(rc) = other {
+                tracing::warn!(deployable = %dep.uuid, rc = %rc, "resource class attribute is not one Placement takes: the device type's class is used");
             }
-        })
-        .collect()
+            resource_class(&device.device_type)
+        }
+    };
+    let mut reported: Vec<String> = Vec::new();
+    for (key, value) in dep
+        .attributes
+        .iter()
+        .filter(|(k, _)| k.starts_with("trait"))
+    {
+        if is_custom_name(value) {
+            reported.push(value.clone());
+        } else {
+            tracing::warn!(deployable = %dep.uuid, key = %key, value = %value, "trait attribute is not a custom trait Placement takes: left out");
+        }
+    }
+    let mut traits = if dep.attributes.keys().any(|k| k.starts_with("trait")) {
+        reported
+    } else {
+        traits(&device.device_type, &device.vendor, &device.model)
+    };
+    traits.sort();
+    traits.dedup();
+    (rc, traits)
 }
 
-/// A device's traits, as Cyborg's drivers name them: `CUSTOM_FPGA_XILINX`,
-/// `CUSTOM_FPGA_PRODUCT_ID_5020` (the vendor's trait only for vendors Cyborg names).
-pub fn traits(device: &DeviceRow) -> Vec<String> {
-    let kind = trait_part(&device.device_type);
-    let mut out = Vec::new();
-    if let Some(v) = vendor_name(&device.vendor) {
-        out.push(format!("CUSTOM_{kind}_{v}"));
-    }
-    if !device.model.is_empty() {
-        out.push(format!(
-            "CUSTOM_{kind}_PRODUCT_ID_{}",
-            trait_part(&device.model)
-        ));
-    }
-    out.sort();
-    out
-}
+/// The standard resource classes an accelerator's attribute may name (os-resource-classes).
+const STANDARD_CLASSES: &[&str] = &["FPGA", "PGPU", "VGPU"];
 
 /// What Placement should hold for each host: its deployables' providers.
 pub fn providers(
@@ -126,13 +112,14 @@ pub fn providers(
         let Some(device) = by_id.get(&dep.device_id) else {
             continue;
         };
+        let (resource_class, traits) = class_and_traits(device, dep);
         out.entry(dep.hostname.clone()).or_default().push(Provider {
             name: dep.name.clone(),
             uuid: rp_uuid(&dep.name),
-            resource_class: resource_class(&device.device_type),
+            resource_class,
             total: dep.num_accelerators,
             reserved: device.maintaining || device.status != "available" || !dep.enabled,
-            traits: traits(device),
+            traits,
         });
     }
     for list in out.values_mut() {
@@ -526,24 +513,63 @@ mod tests {
         }
     }
 
+    fn deployable(attributes: &[(&str, &str)]) -> DeployableRow {
+        DeployableRow {
+            id: 1,
+            uuid: "dep1".into(),
+            name: "h1_0000:3b:00.0".into(),
+            device_id: 1,
+            hostname: "h1".into(),
+            control_path_id: "0000:3b:00.0".into(),
+            num_accelerators: 1,
+            driver_name: None,
+            enabled: true,
+            rp_uuid: String::new(),
+            attributes: attributes
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            created_at: String::new(),
+            updated_at: String::new(),
+        }
+    }
+
     #[test]
-    fn classes_and_traits_are_cyborgs() {
-        assert_eq!(resource_class("FPGA"), "FPGA");
-        assert_eq!(resource_class("GPU"), "PGPU");
-        assert_eq!(resource_class("QAT"), "CUSTOM_QAT");
-        assert_eq!(resource_class("AICHIP"), "CUSTOM_AICHIP");
+    fn classes_and_traits_come_from_the_attributes() {
+        let fpga = device(1, "FPGA", "10ee", "5020");
+        // None reported (a release N agent): the names Cyborg's drivers would report.
         assert_eq!(
-            traits(&device(1, "FPGA", "10ee", "5020")),
-            ["CUSTOM_FPGA_PRODUCT_ID_5020", "CUSTOM_FPGA_XILINX"]
+            class_and_traits(&fpga, &deployable(&[])),
+            (
+                "FPGA".to_owned(),
+                vec![
+                    "CUSTOM_FPGA_PRODUCT_ID_5020".to_owned(),
+                    "CUSTOM_FPGA_XILINX".to_owned()
+                ]
+            )
         );
+        // A Cyborg agent's (its fake driver's): taken as they are.
         assert_eq!(
-            traits(&device(1, "GPU", "0x10DE", "1eb8")),
-            ["CUSTOM_GPU_NVIDIA", "CUSTOM_GPU_PRODUCT_ID_1EB8"]
+            class_and_traits(
+                &fpga,
+                &deployable(&[("rc", "CUSTOM_FAKE"), ("traits1", "CUSTOM_FAKE_DEVICE")])
+            ),
+            (
+                "CUSTOM_FAKE".to_owned(),
+                vec!["CUSTOM_FAKE_DEVICE".to_owned()]
+            )
         );
-        // An unknown vendor gets no vendor trait; odd characters become `_`.
+        // What Placement would refuse is left out; a bad class falls back.
         assert_eq!(
-            traits(&device(1, "NIC", "abcd", "x-1")),
-            ["CUSTOM_NIC_PRODUCT_ID_X_1"]
+            class_and_traits(
+                &fpga,
+                &deployable(&[
+                    ("rc", "fpga!"),
+                    ("trait0", "not a trait"),
+                    ("trait1", "CUSTOM_OK")
+                ])
+            ),
+            ("FPGA".to_owned(), vec!["CUSTOM_OK".to_owned()])
         );
         assert_eq!(encode("h 1/é"), "h%201%2F%C3%A9");
     }

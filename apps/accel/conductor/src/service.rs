@@ -12,8 +12,9 @@ use crate::db::{ArqRow, Db, DbError, DeviceProfileRow, Release, ReportedDevice};
 use crate::nova::{BindStatus, Notifier};
 use accel_objects::rpc::{
     AgentApi, BindArq, CleanupDevice, ConductorApi, CreateArqs, CreateAttribute,
-    CreateDeviceProfile, DeleteArqs, DeleteAttribute, DeleteDeviceProfile, ReportData, ReportSummary, ReportUnchanged, SetDeviceMaintaining,
-    UnbindArq, AGENT_TOPIC, CLEANUP_DEVICE_VERSION,
+    CreateDeviceProfile, DeleteArqs, DeleteAttribute, DeleteDeviceProfile, ReportData,
+    ReportSummary, ReportUnchanged, SetDeviceMaintaining, UnbindArq, AGENT_TOPIC,
+    CLEANUP_DEVICE_VERSION,
 };
 use accel_objects::{AcceleratorRequest, AcceleratorRequestList, DeviceProfile};
 use std::sync::Arc;
@@ -150,9 +151,8 @@ pub fn reported(devices: &accel_objects::DriverDeviceList) -> Result<Vec<Reporte
                 std_board_info: d.std_board_info.get().cloned().flatten(),
                 driver_name: d.driver_name.get().cloned().flatten(),
                 handles,
-                // accel's DriverDevice carries no attributes; a deployable's come from a
-                // Cyborg agent's report or the API.
-                attributes: Default::default(),
+                // DriverDevice 1.1; a 1.0 report (release N's agent) has none.
+                attributes: d.attributes.get().cloned().unwrap_or_default(),
             })
         })
         .collect()

@@ -664,9 +664,7 @@ fn keys(rows: &[accel_conductor::db::AttributeRow]) -> Vec<(String, String)> {
 /// report names stay; a reported key an operator deleted comes back with the next
 /// report (the delete forgot the host's digest); a vanished device takes its attributes.
 async fn attributes_follow_reports(db: &Db) {
-    let fpga = |pairs: &[(&str, &str)]| {
-        with_attributes(device("0000:3b:00.0", "FPGA", 1), pairs)
-    };
+    let fpga = |pairs: &[(&str, &str)]| with_attributes(device("0000:3b:00.0", "FPGA", 1), pairs);
     db.report_with_digest(
         "h1",
         &[fpga(&[("rc", "FPGA"), ("trait0", "CUSTOM_FPGA_XILINX")])],
@@ -706,7 +704,10 @@ async fn attributes_follow_reports(db: &Db) {
     ));
     assert!(matches!(
         db.create_attribute(dep.id + 1000, "owner", "x").await,
-        Err(DbError::NotFound { kind: "deployable", .. })
+        Err(DbError::NotFound {
+            kind: "deployable",
+            ..
+        })
     ));
     assert_eq!(db.attribute(&own.uuid).await.expect("one"), own);
     // Creating forgot the digest: the next report is diffed again.
@@ -750,7 +751,10 @@ async fn attributes_follow_reports(db: &Db) {
     db.delete_attribute(&rc.uuid).await.expect("delete");
     assert!(matches!(
         db.delete_attribute(&rc.uuid).await,
-        Err(DbError::NotFound { kind: "attribute", .. })
+        Err(DbError::NotFound {
+            kind: "attribute",
+            ..
+        })
     ));
     assert!(matches!(
         db.attribute(&rc.uuid).await,

@@ -24,6 +24,7 @@
 pub mod errors;
 pub mod rpc;
 pub mod store;
+pub mod traits;
 
 verso_upgrade::component_versions! {
     /// accel's component versions, shared by the conductor and its agents (the conductor
@@ -322,9 +323,10 @@ pub struct DriverAttachHandle {
 
 /// What an agent reports of one device (a physical function and what it offers).
 ///
-/// 1.0 initial.
+/// 1.0 initial; 1.1 added `attributes` (Cyborg's deployable attributes: `rc`,
+/// `trait0`, ...; see [`traits::attributes`]).
 #[derive(VersionedObject, Clone, Debug, PartialEq)]
-#[verso(namespace = "cyborg", version = "1.0")]
+#[verso(namespace = "cyborg", version = "1.1")]
 pub struct DriverDevice {
     /// The PCI address of the physical function: the key reports are diffed by.
     pub control_path_id: Field<String>,
@@ -341,6 +343,9 @@ pub struct DriverDevice {
     /// What can be attached to a guest.
     #[verso(relationships = [("1.0", "1.0")])]
     pub attach_handles: Field<Vec<DriverAttachHandle>>,
+    /// Its deployable's attributes (the resource class and traits Placement gets).
+    #[verso(since = "1.1", default = BTreeMap::new())]
+    pub attributes: Field<BTreeMap<String, String>>,
     /// Instance state.
     pub meta: ObjectMeta,
 }
@@ -404,8 +409,10 @@ pub struct AcceleratorRequestList {
 }
 
 /// An agent's whole report.
+///
+/// 1.0 DriverDevice 1.0; 1.1 DriverDevice 1.1.
 #[derive(VersionedObject, Clone, Debug, PartialEq)]
-#[verso(namespace = "cyborg", version = "1.0", list, child_versions = [("1.0", "1.0")])]
+#[verso(namespace = "cyborg", version = "1.1", list, child_versions = [("1.0", "1.0"), ("1.1", "1.1")])]
 pub struct DriverDeviceList {
     /// The members.
     pub objects: Field<Vec<DriverDevice>>,
