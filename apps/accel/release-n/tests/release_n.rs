@@ -247,7 +247,7 @@ async fn downgrade_window(url: &str, t: Arc<dyn Transport>) {
     running.stop().await;
 
     let new = accel_conductor::Db::connect(url).await.expect("N+1 opens");
-    assert_eq!(new.migrate().await.expect("N+1 migrates"), vec![2, 3, 4, 5]);
+    assert_eq!(new.migrate().await.expect("N+1 migrates"), vec![2, 3, 4, 5, 6]);
     assert_eq!(
         new.profile("kept").await.expect("survived").uuid,
         profile.uuid
@@ -273,7 +273,7 @@ async fn downgrade_window(url: &str, t: Arc<dyn Transport>) {
             .await
             .expect("allowed")
             .newer,
-        [2, 3, 4, 5]
+        [2, 3, 4, 5, 6]
     );
     let agent = n_agent(dir.path(), 1, t.clone()).await;
     assert_eq!(agent.report_now().await.expect("report"), HOST1_DEVICES);
@@ -437,12 +437,12 @@ async fn refuses_a_database_created_by_n_plus_1(url: &str) {
         .await
         .expect_err("no record, newer schema");
     assert!(
-        matches!(&err, StartError::SchemaNewer { newer, known: 1, .. } if newer == &[2, 3, 4, 5]),
+        matches!(&err, StartError::SchemaNewer { newer, known: 1, .. } if newer == &[2, 3, 4, 5, 6]),
         "{err:?}"
     );
     let text = err.to_string();
     assert!(
-        text.contains("[2, 3, 4, 5]") && text.contains("no accel version record"),
+        text.contains("[2, 3, 4, 5, 6]") && text.contains("no accel version record"),
         "{text}"
     );
     assert!(!text.contains(":verso@"), "password masked: {text}");
