@@ -4,7 +4,9 @@
 //! lands in accel's database with what the driver reports, the host counts as release N
 //! (finalize is refused naming it), the agent's periodic report of the same inventory
 //! changes nothing, and the agent's own RPC server answers on `cyborg-agent` with its
-//! host as the server, where accel's conductor will call `fpga_program`.
+//! host as the server, where accel's conductor will call `fpga_program`. The conductor
+//! also keeps Placement: the FPGA becomes a provider under the host's compute node, as
+//! Nova's scheduler looks for it.
 //!
 //! Cyborg's agent will not start without its compute node's resource provider in
 //! Placement (nova-compute makes it; here the test does). Uses `VERSO_TEST_RABBIT_URL`,
@@ -13,7 +15,7 @@
 
 mod support;
 
-use accel_conductor::db::ListFilter;
+use accel_conductor::db::{rp_uuid, ListFilter};
 use accel_conductor::fleet::DbFleetStore;
 use accel_conductor::keystone::{AuthOptions, Session};
 use accel_conductor::placement::Placement;
@@ -41,6 +43,57 @@ fn placement() -> Placement {
     ))
     .expect("a Keystone session");
     Placement::new(session, Some(env("VERSO_TEST_PLACEMENT_URL")))
+}
+
+/// A compute node provider made for one run and its tree, deleted when dropped (the
+/// test Placement outlives the run; a failed run leaves nothing either).
+struct ComputeNode {
+    placement: Placement,
+    uuid: String,
+}
+
+impl Drop for ComputeNode {
+    fn drop(&mut self) {
+        let placement = self.placement.clone();
+        let root = self.uuid.clone();
+        // Drop cannot await: the deletes run on a runtime of their own.
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async {
+                let Ok((_, tree)) = placement
+                    .call(
+                        reqwest::Method::GET,
+                        &format!("/resource_providers?in_tree={root}"),
+                        None,
+                    )
+                    .await
+                else {
+                    return;
+                };
+                let children = tree["resource_providers"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|p| p["uuid"].as_str())
+                    .filter(|u| *u != root);
+                for uuid in children.chain([root.as_str()]) {
+                    let _ = placement
+                        .call(
+                            reqwest::Method::DELETE,
+                            &format!("/resource_providers/{uuid}"),
+                            None,
+                        )
+                        .await;
+                }
+            });
+        })
+        .join();
+    }
 }
 
 /// How long ago, by the database's clock, the conductor last heard of `host` as a
@@ -73,13 +126,30 @@ async fn the_real_cyborg_agent_service_reports_into_accel_conductor() {
         .await
         .expect("Placement answers");
     assert_eq!(status, 200, "{node}");
-    let node_uuid = node["uuid"]
-        .as_str()
-        .expect("the provider's uuid")
-        .to_owned();
+    let node = ComputeNode {
+        placement: placement.clone(),
+        uuid: node["uuid"]
+            .as_str()
+            .expect("the provider's uuid")
+            .to_owned(),
+    };
 
     let db_url = format!("sqlite://{}", dir.path().join("accel.db").display());
-    let _conductor = support::cyborg_conductor(&db_url, true);
+    let _conductor = support::cyborg_conductor(
+        &db_url,
+        true,
+        &[
+            ("ACCEL_PLACEMENT_AUTH_URL", env("VERSO_TEST_KEYSTONE_URL")),
+            ("ACCEL_PLACEMENT_USERNAME", "accel".into()),
+            ("ACCEL_PLACEMENT_PASSWORD", "verso-accel".into()),
+            ("ACCEL_PLACEMENT_PROJECT_NAME", "service".into()),
+            (
+                "ACCEL_PLACEMENT_ENDPOINT_OVERRIDE",
+                env("VERSO_TEST_PLACEMENT_URL"),
+            ),
+            ("ACCEL_PLACEMENT_SYNC_INTERVAL", "1".into()),
+        ],
+    );
     let db = Db::connect(&db_url)
         .await
         .expect("the conductor's database");
@@ -161,6 +231,70 @@ async fn the_real_cyborg_agent_service_reports_into_accel_conductor() {
         serde_json::json!({"domain": "0000", "bus": "0c", "device": "0", "function": "1"})
     );
 
+    // The conductor keeps it in Placement: a provider under the compute node, named and
+    // identified as Cyborg's conductor names it, with the driver's class and trait.
+    let rp_name = format!("{host}_0000:0c:00.0");
+    let rp = rp_uuid(&rp_name);
+    assert_eq!(deployables[0].rp_uuid, rp);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let provider = loop {
+        let (_, tree) = placement
+            .call(
+                reqwest::Method::GET,
+                &format!("/resource_providers?in_tree={}", node.uuid),
+                None,
+            )
+            .await
+            .expect("Placement answers");
+        let found = tree["resource_providers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["uuid"] == rp.as_str())
+            .cloned();
+        if let Some(p) = found {
+            break p;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no provider {rp_name} under {host}'s compute node within 60 s: {tree}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(provider["name"], rp_name.as_str());
+    assert_eq!(provider["parent_provider_uuid"], node.uuid.as_str());
+    // Inventory and traits are written after the provider: poll for them.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, inventories) = placement
+            .call(
+                reqwest::Method::GET,
+                &format!("/resource_providers/{rp}/inventories"),
+                None,
+            )
+            .await
+            .expect("Placement answers");
+        let (_, traits) = placement
+            .call(
+                reqwest::Method::GET,
+                &format!("/resource_providers/{rp}/traits"),
+                None,
+            )
+            .await
+            .expect("Placement answers");
+        let has_trait = traits["traits"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t == "CUSTOM_FAKE_DEVICE"));
+        if inventories["inventories"]["FPGA"]["total"] == 16 && has_trait {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{rp_name} has not 16 FPGA and CUSTOM_FAKE_DEVICE within 30 s: {inventories} {traits}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
     // The Cyborg host is release N: finalization is refused while it lives, naming it.
     support::finalize_refused_naming(&host);
 
@@ -192,14 +326,4 @@ async fn the_real_cyborg_agent_service_reports_into_accel_conductor() {
         db.attach_handles(Some(&host)).await.expect("handles"),
         handles
     );
-
-    drop(agent);
-    // The compute node's provider goes with the run (nothing else was made under it).
-    let _ = placement
-        .call(
-            reqwest::Method::DELETE,
-            &format!("/resource_providers/{node_uuid}"),
-            None,
-        )
-        .await;
 }

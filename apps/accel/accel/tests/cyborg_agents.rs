@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 async fn a_cyborg_agent_reports_into_accel_conductor() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db_url = format!("sqlite://{}", dir.path().join("accel.db").display());
-    let mut conductor = support::cyborg_conductor(&db_url, true);
+    let mut conductor = support::cyborg_conductor(&db_url, true, &[]);
 
     cyborg_agent_reports("cyborg-conductor", "cyborg-compute-7").await;
 

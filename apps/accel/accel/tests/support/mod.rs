@@ -124,10 +124,10 @@ pub fn all_in_one_with_keystone_and(
 }
 
 /// `accel conductor` on `db_url` serving Cyborg 17's agents (`ACCEL_CYBORG_SERVE_AGENTS`
-/// = `serve_agents`) on the test broker, once it is ready: it has said it serves Cyborg's
-/// agents (it has bound `cyborg-conductor` then), or, not serving them, accel's own
-/// topics.
-pub fn cyborg_conductor(db_url: &str, serve_agents: bool) -> Killed {
+/// = `serve_agents`) on the test broker, with more configuration in `env` (`ACCEL_...`
+/// variables), once it is ready: it has said it serves Cyborg's agents (it has bound
+/// `cyborg-conductor` then), or, not serving them, accel's own topics.
+pub fn cyborg_conductor(db_url: &str, serve_agents: bool, env: &[(&str, String)]) -> Killed {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
     let mut child = Command::new(env!("CARGO_BIN_EXE_accel"))
@@ -135,6 +135,7 @@ pub fn cyborg_conductor(db_url: &str, serve_agents: bool) -> Killed {
         .env("ACCEL_TRANSPORT_URL", accel_cyborg17::testing::rabbit_url())
         .env("ACCEL_DATABASE_URL", db_url)
         .env("ACCEL_CYBORG_SERVE_AGENTS", serve_agents.to_string())
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
