@@ -72,3 +72,127 @@ pub async fn cyborg_agent_reports(topic: &str, host: &str) -> serde_json::Value 
         .expect("a sent line");
     serde_json::from_str(sent).expect("JSON")
 }
+
+/// The test venv's `cyborg-agent`: openstack-cyborg 17.0.0's own agent service
+/// (`cyborg/cmd/agent.py`), beside [`python`].
+pub fn cyborg_agent_script() -> PathBuf {
+    python().with_file_name("cyborg-agent")
+}
+
+/// The `cyborg.conf` of a Cyborg 17 agent with Cyborg's fake driver, as an operator
+/// writes it: the broker, the host (its RPC server name on `cyborg-agent`), and the
+/// Placement credentials the agent needs at start (it looks up its compute node's
+/// resource provider, named `host` here, and refuses to start without one). Placement
+/// is found in `keystone_url`'s catalog; `user` is a service user, admin in project
+/// `service`. The log goes to `log_file`.
+pub fn cyborg_agent_config(
+    host: &str,
+    keystone_url: &str,
+    user: &str,
+    password: &str,
+    log_file: &Path,
+) -> String {
+    format!(
+        "[DEFAULT]\n\
+         transport_url = {rabbit}\n\
+         host = {host}\n\
+         log_file = {log}\n\
+         \n\
+         [agent]\n\
+         enabled_drivers = fake_driver\n\
+         resource_provider_name = {host}\n\
+         resource_provider_startup_retries = 0\n\
+         \n\
+         [placement]\n\
+         auth_type = password\n\
+         auth_url = {keystone_url}\n\
+         username = {user}\n\
+         password = {password}\n\
+         project_name = service\n\
+         user_domain_name = Default\n\
+         project_domain_name = Default\n\
+         region_name = RegionOne\n",
+        rabbit = rabbit_url(),
+        log = log_file.display(),
+    )
+}
+
+/// A running `cyborg-agent --config-file <config>`. oslo.service forks a worker that
+/// outlives a killed master, so the service runs in its own process group and the
+/// whole group is killed when this is dropped.
+pub struct CyborgAgentService {
+    child: std::process::Child,
+    log_file: PathBuf,
+}
+
+impl CyborgAgentService {
+    /// Starts the agent on `config` (see [`cyborg_agent_config`]), logging to
+    /// `log_file`.
+    pub fn start(config: &Path, log_file: &Path) -> CyborgAgentService {
+        use std::os::unix::process::CommandExt;
+        let child = std::process::Command::new(cyborg_agent_script())
+            .arg("--config-file")
+            .arg(config)
+            .process_group(0)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{} starts: {e}", cyborg_agent_script().display()));
+        CyborgAgentService {
+            child,
+            log_file: log_file.to_owned(),
+        }
+    }
+
+    /// Whether the agent has ended (it does at start when Placement has no provider
+    /// for it, for one): its status.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().expect("the agent's status")
+    }
+
+    /// The agent's log's last lines, for failure messages.
+    pub fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(&self.log_file).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().filter(|l| !l.contains(" DEBUG ")).collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+}
+
+impl Drop for CyborgAgentService {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.child.id());
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+/// Calls the agent of `host` (topic `cyborg-agent`, server `host`) the way accel's
+/// conductor will: `fpga_program`, here with a bitstream that is no UUID, which Cyborg's
+/// `AgentManager` refuses before anything else. Its answer (an `InvalidUUID` remote
+/// error from a live agent) or the call's error (a timeout when nobody serves it).
+pub async fn cyborg_agent_answers_fpga_program(
+    host: &str,
+) -> Result<serde_json::Value, verso_rpc::RpcError> {
+    use crate::rpc::AGENT_TOPIC;
+    use verso_rpc::{RpcClient, Target};
+    let client = RpcClient::new(
+        cyborg_transport().await,
+        Target::new(AGENT_TOPIC).with_server(host),
+    )
+    .timeout(std::time::Duration::from_secs(20));
+    client
+        .call(
+            &verso::RequestContext::new("req-accel-test"),
+            "fpga_program",
+            "1.0",
+            serde_json::json!({
+                "controlpath_id": {"cpid_type": "PCI", "cpid_info": "{}"},
+                "bitstream_uuid": "not-a-uuid",
+                "driver_name": "fake",
+            }),
+        )
+        .await
+}

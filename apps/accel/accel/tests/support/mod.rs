@@ -122,3 +122,55 @@ pub fn all_in_one_with_keystone_and(
     std::thread::spawn(move || for _ in lines {});
     (aio, base)
 }
+
+/// `accel conductor` on `db_url` serving Cyborg 17's agents (`ACCEL_CYBORG_SERVE_AGENTS`
+/// = `serve_agents`) on the test broker, with more configuration in `env` (`ACCEL_...`
+/// variables), once it is ready: it has said it serves Cyborg's agents (it has bound
+/// `cyborg-conductor` then), or, not serving them, accel's own topics.
+pub fn cyborg_conductor(db_url: &str, serve_agents: bool, env: &[(&str, String)]) -> Killed {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_accel"))
+        .arg("conductor")
+        .env("ACCEL_TRANSPORT_URL", accel_cyborg17::testing::rabbit_url())
+        .env("ACCEL_DATABASE_URL", db_url)
+        .env("ACCEL_CYBORG_SERVE_AGENTS", serve_agents.to_string())
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("accel conductor starts");
+    let stdout = child.stdout.take().expect("piped");
+    let conductor = Killed(child);
+    let wanted = if serve_agents {
+        "conductor: serving Cyborg 17 agents' report_data on cyborg-conductor"
+    } else {
+        "conductor: serving accel-conductor"
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines().map_while(Result::ok);
+        let _ = tx.send(lines.any(|l| l.starts_with(wanted)));
+        // Keep reading so the conductor never blocks on a full pipe.
+        for _ in lines {}
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    match rx.recv_timeout(deadline - Instant::now()) {
+        Ok(true) => conductor,
+        Ok(false) => panic!("the conductor ended without saying {wanted:?}"),
+        Err(_) => panic!("the conductor did not say {wanted:?} within 60 s"),
+    }
+}
+
+/// `accel upgrade finalize` on the test broker is refused (exit 1) naming `host` as a
+/// member still at release N (`software 1`).
+pub fn finalize_refused_naming(host: &str) {
+    let finalize = std::process::Command::new(env!("CARGO_BIN_EXE_accel"))
+        .args(["upgrade", "finalize"])
+        .env("ACCEL_TRANSPORT_URL", accel_cyborg17::testing::rabbit_url())
+        .output()
+        .expect("accel upgrade finalize runs");
+    let said = String::from_utf8_lossy(&finalize.stdout);
+    assert_eq!(finalize.status.code(), Some(1), "{said}");
+    assert!(said.contains(host) && said.contains("software 1"), "{said}");
+}
