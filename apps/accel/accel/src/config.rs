@@ -679,13 +679,13 @@ pub struct AccelConfig {
 }
 
 /// The RPC APIs accel's clients call, with their default caps: agents call the
-/// conductor at its newest (1.3: object indirection, unchanged reports by digest,
-/// device maintenance; conductors are upgraded first); the conductor calls agents at 1.0 until the
+/// conductor at its newest (1.4: object indirection, unchanged reports by digest,
+/// device maintenance, attributes; conductors are upgraded first); the conductor calls agents at 1.0 until the
 /// operator raises `[upgrade_levels] agent` to 1.1 once every agent runs release N+1
 /// (`cleanup_device`).
 pub fn apis() -> [ApiCap; 2] {
     [
-        ApiCap::for_api::<ConductorApi>(Version::new(1, 3)),
+        ApiCap::for_api::<ConductorApi>(Version::new(1, 4)),
         ApiCap::for_api::<AgentApi>(Version::new(1, 0)),
     ]
 }

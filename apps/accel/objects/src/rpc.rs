@@ -77,12 +77,12 @@ pub const REPORT_UNCHANGED_VERSION: Version = Version::new(1, 2);
 
 /// The digest of an inventory as the conductor's diff sees it: SHA-256 over every
 /// field the inventory takes from each device and attach handle (control path, type,
-/// vendor, model, board info, driver, each handle's type and info), devices in
+/// vendor, model, board info, driver, each handle's type and info, the attributes), devices in
 /// control-path order and handles sorted, each value length-prefixed so no two
 /// inventories share a text. Object metadata (versions, change tracking) is left out,
 /// so the agent and the conductor compute the same digest from the object they built
-/// and the object they decoded. `v1:` names this rule: a peer with another rule never
-/// matches, which costs a full report, never a wrong skip.
+/// and the object they decoded. `v2:` names this rule: a peer with another rule never
+/// matches, which costs a full report, never a wrong skip. (`v1:` had no attributes.)
 pub fn report_digest(devices: &DriverDeviceList) -> String {
     use sha2::{Digest, Sha256};
     fn text(hash: &mut Sha256, t: Option<&str>) {
@@ -124,10 +124,17 @@ pub fn report_digest(devices: &DriverDeviceList) -> String {
             text(&mut hash, t);
             text(&mut hash, info);
         }
+        // DriverDevice 1.1: the attributes, in key order (none in a 1.0 report).
+        let attributes = d.attributes.get();
+        hash.update((attributes.map_or(0, |a| a.len()) as u64).to_le_bytes());
+        for (k, v) in attributes.into_iter().flatten() {
+            text(&mut hash, Some(k));
+            text(&mut hash, Some(v));
+        }
     }
     let sum = hash.finalize();
     let mut out = String::with_capacity(3 + 2 * sum.len());
-    out.push_str("v1:");
+    out.push_str("v2:");
     for b in sum {
         out.push_str(&format!("{b:02x}"));
     }

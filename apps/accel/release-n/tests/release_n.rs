@@ -247,7 +247,10 @@ async fn downgrade_window(url: &str, t: Arc<dyn Transport>) {
     running.stop().await;
 
     let new = accel_conductor::Db::connect(url).await.expect("N+1 opens");
-    assert_eq!(new.migrate().await.expect("N+1 migrates"), vec![2, 3, 4, 5, 6]);
+    assert_eq!(
+        new.migrate().await.expect("N+1 migrates"),
+        vec![2, 3, 4, 5, 6]
+    );
     assert_eq!(
         new.profile("kept").await.expect("survived").uuid,
         profile.uuid
