@@ -202,6 +202,10 @@ async fn the_real_cyborg_agent_service_reports_into_accel_conductor() {
     assert_eq!(device.vendor, "0xABCD");
     assert_eq!(device.model, "miss model info");
     assert_eq!(device.hostname, host);
+    assert_eq!(
+        device.vendor_board_info.as_deref(),
+        Some("fake_vendor_info")
+    );
     let board: serde_json::Value =
         serde_json::from_str(device.std_board_info.as_deref().expect("std_board_info"))
             .expect("JSON");
@@ -232,8 +236,10 @@ async fn the_real_cyborg_agent_service_reports_into_accel_conductor() {
     );
 
     // The conductor keeps it in Placement: a provider under the compute node, named and
-    // identified as Cyborg's conductor names it, with the driver's class and trait.
-    let rp_name = format!("{host}_0000:0c:00.0");
+    // identified as Cyborg's conductor names it (after the driver's deployable,
+    // `<host>_FakeDevice`), with the driver's class and trait.
+    let rp_name = format!("{host}_FakeDevice");
+    assert_eq!(deployables[0].name, rp_name);
     let rp = rp_uuid(&rp_name);
     assert_eq!(deployables[0].rp_uuid, rp);
     let deadline = Instant::now() + Duration::from_secs(60);

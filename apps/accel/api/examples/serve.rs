@@ -35,7 +35,7 @@ fn demo_device(cp: &str, device_type: &str) -> ReportedDevice {
         std_board_info: None,
         driver_name: Some("vfio-pci".to_owned()),
         handles: vec![("PCI".to_owned(), format!("{{\"address\": \"{cp}\"}}"))],
-        attributes: Default::default(),
+        ..Default::default()
     }
 }
 

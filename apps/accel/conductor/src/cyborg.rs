@@ -158,6 +158,13 @@ fn reported_device(i: usize, d: &DriverDevice) -> Result<ReportedDevice, CyborgR
             .find_map(|dep| dep.driver_name.get().cloned().flatten()),
         handles,
         attributes,
+        // Cyborg names the Placement provider after the deployable: the first one's
+        // name keeps the provider a Cyborg conductor made for it.
+        deployable_name: deployables
+            .iter()
+            .find_map(|dep| dep.name.get().cloned())
+            .filter(|n| !n.is_empty()),
+        vendor_board_info: d.vendor_board_info.get().cloned().flatten(),
     })
 }
 

@@ -224,6 +224,22 @@ pub struct ReportedDevice {
     /// stay.
     #[serde(default)]
     pub attributes: BTreeMap<String, String>,
+    /// The deployable's name as the agent's driver gives it (a Cyborg agent's; Cyborg
+    /// names its Placement provider after it); `None`: `<host>_<control path>`, accel's.
+    #[serde(default)]
+    pub deployable_name: Option<String>,
+    /// The vendor's board details (JSON text), as a Cyborg agent reports them.
+    #[serde(default)]
+    pub vendor_board_info: Option<String>,
+}
+
+impl ReportedDevice {
+    /// The name its deployable gets on `host`.
+    pub fn deployable_name_on(&self, host: &str) -> String {
+        self.deployable_name
+            .clone()
+            .unwrap_or_else(|| format!("{host}_{}", self.control_path_id))
+    }
 }
 
 /// What a report changed, by control-path id.
@@ -743,8 +759,8 @@ impl Db {
             .await?;
         let existing = sqlx::query(
             "SELECT d.id AS dep_id, d.control_path_id, d.driver_name, d.device_id, \
-             d.attributes AS reported_attributes, \
-             v.type, v.vendor, v.model, v.std_board_info, v.status \
+             d.attributes AS reported_attributes, d.name, \
+             v.type, v.vendor, v.model, v.std_board_info, v.vendor_board_info, v.status \
              FROM deployables d JOIN devices v ON d.device_id = v.id WHERE d.hostname = $1",
         )
         .bind(host)
@@ -754,7 +770,7 @@ impl Db {
         struct Existing {
             dep_id: i64,
             device_id: i64,
-            fields: (String, String, String, Option<String>, Option<String>),
+            fields: ReportedFields,
             status: String,
             reported_attributes: String,
         }
@@ -765,13 +781,15 @@ impl Db {
                 Existing {
                     dep_id: r.try_get("dep_id")?,
                     device_id: r.try_get("device_id")?,
-                    fields: (
-                        r.try_get("type")?,
-                        r.try_get("vendor")?,
-                        r.try_get("model")?,
-                        r.try_get("std_board_info")?,
-                        r.try_get("driver_name")?,
-                    ),
+                    fields: ReportedFields {
+                        device_type: r.try_get("type")?,
+                        vendor: r.try_get("vendor")?,
+                        model: r.try_get("model")?,
+                        std_board_info: r.try_get("std_board_info")?,
+                        vendor_board_info: r.try_get("vendor_board_info")?,
+                        driver_name: r.try_get("driver_name")?,
+                        name: r.try_get("name")?,
+                    },
                     status: r.try_get("status")?,
                     reported_attributes: r.try_get("reported_attributes")?,
                 },
@@ -782,14 +800,15 @@ impl Db {
             match by_cp.remove(&d.control_path_id) {
                 None => {
                     let device_id: i64 = sqlx::query(
-                        "INSERT INTO devices (uuid, type, vendor, model, std_board_info, hostname, status, created_at, updated_at) \
-                         VALUES ($1, $2, $3, $4, $5, $6, 'available', $7, $8) RETURNING id",
+                        "INSERT INTO devices (uuid, type, vendor, model, std_board_info, vendor_board_info, hostname, status, created_at, updated_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, 'available', $8, $9) RETURNING id",
                     )
                     .bind(new_uuid())
                     .bind(&d.device_type)
                     .bind(&d.vendor)
                     .bind(&d.model)
                     .bind(&d.std_board_info)
+                    .bind(&d.vendor_board_info)
                     .bind(host)
                     .bind(&at)
                     .bind(&at)
@@ -801,7 +820,7 @@ impl Db {
                          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
                     )
                     .bind(new_uuid())
-                    .bind(format!("{host}_{}", d.control_path_id))
+                    .bind(d.deployable_name_on(host))
                     .bind(device_id)
                     .bind(host)
                     .bind(&d.control_path_id)
@@ -821,29 +840,33 @@ impl Db {
                     out.added.push(d.control_path_id.clone());
                 }
                 Some(e) => {
-                    let fields = (
-                        d.device_type.clone(),
-                        d.vendor.clone(),
-                        d.model.clone(),
-                        d.std_board_info.clone(),
-                        d.driver_name.clone(),
-                    );
+                    let fields = ReportedFields {
+                        device_type: d.device_type.clone(),
+                        vendor: d.vendor.clone(),
+                        model: d.model.clone(),
+                        std_board_info: d.std_board_info.clone(),
+                        vendor_board_info: d.vendor_board_info.clone(),
+                        driver_name: d.driver_name.clone(),
+                        name: d.deployable_name_on(host),
+                    };
                     let mut changed = e.fields != fields || e.status != "available";
                     if changed {
                         sqlx::query(
-                            "UPDATE devices SET type = $1, vendor = $2, model = $3, std_board_info = $4, status = 'available', updated_at = $5 WHERE id = $6",
+                            "UPDATE devices SET type = $1, vendor = $2, model = $3, std_board_info = $4, vendor_board_info = $5, status = 'available', updated_at = $6 WHERE id = $7",
                         )
                         .bind(&d.device_type)
                         .bind(&d.vendor)
                         .bind(&d.model)
                         .bind(&d.std_board_info)
+                        .bind(&d.vendor_board_info)
                         .bind(&at)
                         .bind(e.device_id)
                         .execute(&mut *tx)
                         .await?;
-                        sqlx::query("UPDATE deployables SET driver_name = $1, num_accelerators = $2, updated_at = $3 WHERE id = $4")
+                        sqlx::query("UPDATE deployables SET driver_name = $1, num_accelerators = $2, name = $3, updated_at = $4 WHERE id = $5")
                             .bind(&d.driver_name)
                             .bind(d.handles.len() as i64)
+                            .bind(&fields.name)
                             .bind(&at)
                             .bind(e.dep_id)
                             .execute(&mut *tx)
@@ -1871,6 +1894,19 @@ fn handle_identity(attach_info: &str) -> String {
         }
         _ => attach_info.to_owned(),
     }
+}
+
+/// What the report diff compares of a device and its deployable (besides handles and
+/// attributes); a difference rewrites both rows.
+#[derive(PartialEq, Eq)]
+struct ReportedFields {
+    device_type: String,
+    vendor: String,
+    model: String,
+    std_board_info: Option<String>,
+    vendor_board_info: Option<String>,
+    driver_name: Option<String>,
+    name: String,
 }
 
 /// The attribute rows of one host's deployables, read once per report and brought in

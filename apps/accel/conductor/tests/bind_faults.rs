@@ -42,7 +42,7 @@ async fn one_request(db: &Db) -> String {
         std_board_info: None,
         driver_name: None,
         handles: vec![("PCI".into(), r#"{"address": "0000:5e:00.1"}"#.into())],
-        attributes: Default::default(),
+        ..Default::default()
     };
     db.report("h1", &[fpga]).await.expect("report");
     let group: BTreeMap<String, String> = [("resources:FPGA".to_owned(), "1".to_owned())]

@@ -15,7 +15,7 @@ fn device(cp: &str, device_type: &str) -> ReportedDevice {
         std_board_info: None,
         driver_name: Some("nvme".to_owned()),
         handles: vec![("PCI".to_owned(), format!("{{\"address\": \"{cp}\"}}"))],
-        attributes: Default::default(),
+        ..Default::default()
     }
 }
 

@@ -56,6 +56,37 @@ async fn a_cyborg_agents_report_lands_in(db: Db) {
     assert!(handles
         .iter()
         .all(|h| h.attach_type == "TEST_PCI" && !h.in_use));
+    // The board details and the deployable's name as the driver gave them (Cyborg names
+    // the Placement provider after the deployable), and its attributes.
+    assert_eq!(
+        devices[0].vendor_board_info.as_deref(),
+        data["vendor_board_info"].as_str()
+    );
+    let sent_dep = &data["deployable_list"][0]["cyborg_object.data"];
+    let deployables = db.deployables(&on_host).await.expect("deployables");
+    assert_eq!(deployables.len(), 1);
+    assert_eq!(
+        deployables[0].name,
+        sent_dep["name"].as_str().expect("name")
+    );
+    assert_eq!(
+        deployables[0].rp_uuid,
+        accel_conductor::db::rp_uuid(&deployables[0].name)
+    );
+    let sent_attributes: std::collections::BTreeMap<String, String> = sent_dep["attribute_list"]
+        .as_array()
+        .expect("attributes")
+        .iter()
+        .map(|a| {
+            let a = &a["cyborg_object.data"];
+            (
+                a["key"].as_str().expect("key").to_owned(),
+                a["value"].as_str().expect("value").to_owned(),
+            )
+        })
+        .collect();
+    assert!(!sent_attributes.is_empty());
+    assert_eq!(deployables[0].attributes, sent_attributes);
 
     // The same report again: nothing changes (the diff found it unchanged).
     let before = db.devices(&on_host).await.expect("devices");

@@ -23,7 +23,7 @@ fn device(cp: &str, device_type: &str, handles: usize) -> ReportedDevice {
                 )
             })
             .collect(),
-        attributes: Default::default(),
+        ..Default::default()
     }
 }
 
@@ -797,6 +797,31 @@ async fn attributes_follow_reports(db: &Db) {
         .await
         .expect("page 2");
     assert_eq!((first.len(), rest.len()), (2, 1));
+
+    // A driver that names its deployable (a Cyborg agent's) renames it, and its board
+    // details are kept; a report without a name gives it accel's name back.
+    let named = ReportedDevice {
+        deployable_name: Some("h1_FakeDevice".into()),
+        vendor_board_info: Some("fake_vendor_info".into()),
+        ..fpga(&[("rc", "PGPU"), ("trait1", "CUSTOM_X")])
+    };
+    let out = db.report("h1", &[named]).await.expect("report");
+    assert_eq!(out.updated, ["0000:3b:00.0"]);
+    let renamed = db.deployable(&dep.uuid).await.expect("deployable");
+    assert_eq!(renamed.name, "h1_FakeDevice");
+    assert_eq!(renamed.rp_uuid, rp_uuid("h1_FakeDevice"));
+    let devices = db.devices(&ListFilter::default()).await.expect("devices");
+    assert_eq!(
+        devices[0].vendor_board_info.as_deref(),
+        Some("fake_vendor_info")
+    );
+    db.report("h1", &[fpga(&[("rc", "PGPU"), ("trait1", "CUSTOM_X")])])
+        .await
+        .expect("report");
+    assert_eq!(
+        db.deployable(&dep.uuid).await.expect("deployable").name,
+        "h1_0000:3b:00.0"
+    );
 
     // The device vanishes: its attributes go with it.
     db.report("h1", &[]).await.expect("empty report");

@@ -17,7 +17,7 @@ fn ssd(cp: &str) -> ReportedDevice {
         std_board_info: None,
         driver_name: Some("nvme".to_owned()),
         handles: vec![("PCI".to_owned(), format!("{{\"address\": \"{cp}\"}}"))],
-        attributes: Default::default(),
+        ..Default::default()
     }
 }
 

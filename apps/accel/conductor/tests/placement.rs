@@ -56,7 +56,7 @@ fn device(cp: &str, kind: &str, vendor: &str, model: &str, handles: usize) -> Re
                 )
             })
             .collect(),
-        attributes: Default::default(),
+        ..Default::default()
     }
 }
 

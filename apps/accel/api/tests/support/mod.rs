@@ -37,7 +37,7 @@ pub fn device(cp: &str, device_type: &str, handles: usize) -> ReportedDevice {
                 )
             })
             .collect(),
-        attributes: Default::default(),
+        ..Default::default()
     }
 }
 
