@@ -634,6 +634,10 @@ pub struct Cyborg {
     /// Whether `accel conductor` also serves Cyborg's `report_data` (topic
     /// `cyborg-conductor`) so Cyborg 17 agents not yet replaced report into accel.
     pub serve_agents: bool,
+    /// Whether `accel agent` also serves Cyborg's agent API (topic `cyborg-agent`,
+    /// server = the host name: mdev creation and removal) for a Cyborg 17 conductor
+    /// still running during a migration.
+    pub serve_conductor: bool,
     /// The control exchange Cyborg's services use, on `[transport] url`'s broker.
     pub control_exchange: String,
 }
@@ -642,6 +646,7 @@ impl Default for Cyborg {
     fn default() -> Self {
         Cyborg {
             serve_agents: false,
+            serve_conductor: false,
             control_exchange: accel_cyborg17::rpc::CONTROL_EXCHANGE.into(),
         }
     }

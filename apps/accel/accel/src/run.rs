@@ -214,13 +214,28 @@ pub async fn agent(
     let sysfs_root = sysfs_root.unwrap_or_else(|| config.agent.sysfs_root.clone());
     let transport = transport(&config).await?;
     let mut running = match accel_agent::service::start(
-        agent_config(&config, host.clone(), sysfs_root),
+        agent_config(&config, host.clone(), sysfs_root.clone()),
         transport.clone(),
     )
     .await
     {
         Ok(r) => r,
         Err(e) => return Ok(not_started(&host, &e)),
+    };
+    // A Cyborg 17 conductor still running during a migration calls this host's agent
+    // on Cyborg's exchange (mdev creation and removal).
+    let cyborg_server = if config.cyborg.serve_conductor && !once {
+        let cyborg_transport = transport_on(&config, &config.cyborg.control_exchange).await?;
+        let server =
+            accel_agent::cyborg::serve(cyborg_transport.clone(), &host, sysfs_root).await?;
+        println!(
+            "agent {host}: serving Cyborg 17's agent API on {} (exchange {})",
+            accel_cyborg17::rpc::AGENT_TOPIC,
+            config.cyborg.control_exchange
+        );
+        Some((server, cyborg_transport))
+    } else {
+        None
     };
     if once {
         let n = running.devices_reported();
@@ -239,6 +254,10 @@ pub async fn agent(
             Ok(ExitCode::SUCCESS)
         }
     };
+    if let Some((server, cyborg_transport)) = cyborg_server {
+        server.stop().await;
+        cyborg_transport.close().await;
+    }
     // The agent's last answers and report reach the broker before the process goes.
     transport.close().await;
     exit

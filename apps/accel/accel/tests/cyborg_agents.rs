@@ -58,3 +58,61 @@ async fn a_cyborg_agent_reports_into_accel_conductor() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// `accel agent` with `[cyborg] serve_conductor = true` answers a Cyborg 17 conductor's
+/// calls on `cyborg-agent` (server = its host): Cyborg's own `AgentAPI` makes a mediated
+/// device through the agent's sysfs tree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accel_agent_serves_a_cyborg_conductor() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db_url = format!("sqlite://{}", dir.path().join("accel.db").display());
+    // accel's own exchange for this test alone: the other test's conductor (at release
+    // N, serving Cyborg agents) must not take this agent's calls.
+    let exchange = format!("accel-test-{}", uuid::Uuid::new_v4().simple());
+    let _conductor = support::cyborg_conductor(
+        &db_url,
+        false,
+        &[("ACCEL_TRANSPORT_CONTROL_EXCHANGE", exchange.clone())],
+    );
+    let sysfs = dir.path().join("sys");
+    accel_agent::fixture::write_tree(&sysfs, &accel_agent::fixture::sample_host(1))
+        .expect("fixture host");
+    let create = sysfs
+        .join("class/mdev_bus/0000:3b:00.0/mdev_supported_types/nvidia-35")
+        .join("create");
+    std::fs::create_dir_all(create.parent().expect("dir")).expect("mdev tree");
+    std::fs::write(&create, "").expect("create attribute");
+    let host = format!(
+        "accel-mdev-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_accel"))
+        .args(["agent", "--host", &host, "--sysfs-root"])
+        .arg(&sysfs)
+        .env("ACCEL_TRANSPORT_URL", accel_cyborg17::testing::rabbit_url())
+        .env("ACCEL_TRANSPORT_CONTROL_EXCHANGE", &exchange)
+        .env("ACCEL_CYBORG_SERVE_CONDUCTOR", "true")
+        .env("ACCEL_AGENT_STATE_DIR", dir.path().join("state"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("accel agent starts");
+    let line = support::ready(
+        &mut child,
+        &format!("agent {host}: serving Cyborg 17's agent API"),
+    );
+    let _agent = support::Killed(child);
+    assert!(line.contains("cyborg-agent (exchange cyborg)"), "{line}");
+
+    let mdev = uuid::Uuid::new_v4().to_string();
+    let reply = accel_cyborg17::testing::cyborg_calls_agent(
+        &host,
+        "create_vgpu_mdev",
+        "0000:3b:00.0",
+        "nvidia-35",
+        &mdev,
+    )
+    .await;
+    assert_eq!(reply, Ok(serde_json::Value::Null));
+    assert_eq!(std::fs::read_to_string(&create).expect("create"), mdev);
+}

@@ -7,6 +7,7 @@
 
 pub mod cleanup;
 pub mod client;
+pub mod cyborg;
 pub mod discovery;
 pub mod fixture;
 pub mod report;

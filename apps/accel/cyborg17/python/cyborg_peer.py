@@ -6,6 +6,12 @@
         ConductorAPI sends report_data through Cyborg's serializer and oslo.messaging on
         exchange `cyborg`. Prints `sent <json list of primitives>`, then `reply <json>`.
 
+    agent --transport-url URL --host H --method M [--pci P --type T --uuid U]
+        Cyborg 17's own agent client (cyborg.agent.rpcapi.AgentAPI, as Cyborg's conductor
+        calls a host's agent) calls method M (create_vgpu_mdev, remove_vgpu_mdev or
+        fpga_program, whose bitstream is --uuid) on host H. Prints `reply <json>`, or
+        `error <exception class> <message>` for a remote error.
+
     serve --transport-url URL --topic T
         A report_data endpoint behind Cyborg's own serializer on exchange `cyborg`: every
         report it receives is turned into Cyborg's objects by Cyborg's code, and printed
@@ -51,6 +57,30 @@ def send(args):
     print("reply " + json.dumps(reply), flush=True)
 
 
+def agent(args):
+    from cyborg.agent import rpcapi as agent_rpcapi
+
+    api = agent_rpcapi.AgentAPI()
+    ctx = context.get_admin_context()
+    try:
+        if args.method == "fpga_program":
+            reply = api.fpga_program(
+                ctx, args.host, {"cpid_type": "PCI", "cpid_info": "{}"}, args.uuid, "fake"
+            )
+        else:
+            call = getattr(api, args.method)
+            reply = call(ctx, args.host, args.pci, args.type, args.uuid)
+    except Exception as e:  # a remote error, as Cyborg's conductor would see it
+        cls = type(e)
+        # oslo.messaging rebuilds an allowed module's exception as a `<Class>_Remote`
+        # subclass of the real class: name the real one.
+        if cls.__name__.endswith("_Remote"):
+            cls = cls.__mro__[1]
+        print("error %s.%s %s" % (cls.__module__, cls.__name__, e), flush=True)
+        return
+    print("reply " + json.dumps(reply), flush=True)
+
+
 class Conductor:
     target = messaging.Target(version="1.0")
 
@@ -82,14 +112,20 @@ def serve(args):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["send", "serve"])
+    parser.add_argument("mode", choices=["send", "serve", "agent"])
     parser.add_argument("--transport-url", required=True)
-    parser.add_argument("--topic", required=True)
+    parser.add_argument("--topic", default="cyborg-conductor")
     parser.add_argument("--host", default="cyborg-host")
+    parser.add_argument("--method")
+    parser.add_argument("--pci")
+    parser.add_argument("--type")
+    parser.add_argument("--uuid")
     args = parser.parse_args()
     setup(args.transport_url)
     if args.mode == "send":
         send(args)
+    elif args.mode == "agent":
+        agent(args)
     else:
         serve(args)
     return 0

@@ -73,6 +73,46 @@ pub async fn cyborg_agent_reports(topic: &str, host: &str) -> serde_json::Value 
     serde_json::from_str(sent).expect("JSON")
 }
 
+/// Cyborg's conductor calling host `host`'s agent: `python/cyborg_peer.py agent`, Cyborg
+/// 17's own `AgentAPI` calling `method` (`create_vgpu_mdev`, `remove_vgpu_mdev`, or
+/// `fpga_program` with `uuid` as the bitstream). `Ok(reply)` (JSON), or `Err((exception
+/// class, message))` for the remote error Cyborg's client raised, the class as
+/// `module.Name` (`cyborg.common.exception.InvalidUUID`).
+pub async fn cyborg_calls_agent(
+    host: &str,
+    method: &str,
+    pci: &str,
+    mdev_type: &str,
+    uuid: &str,
+) -> Result<serde_json::Value, (String, String)> {
+    let out = tokio::process::Command::new(python())
+        .arg(peer_script())
+        .args(["agent", "--transport-url", &rabbit_url(), "--host", host])
+        .args([
+            "--method", method, "--pci", pci, "--type", mdev_type, "--uuid", uuid,
+        ])
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("the test Python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "cyborg_peer.py agent failed:\n{stdout}\n{stderr}"
+    );
+    for line in stdout.lines() {
+        if let Some(reply) = line.strip_prefix("reply ") {
+            return Ok(serde_json::from_str(reply).expect("JSON"));
+        }
+        if let Some(error) = line.strip_prefix("error ") {
+            let (class, message) = error.split_once(' ').unwrap_or((error, ""));
+            return Err((class.to_owned(), message.to_owned()));
+        }
+    }
+    panic!("no reply or error line:\n{stdout}\n{stderr}");
+}
+
 /// The test venv's `cyborg-agent`: openstack-cyborg 17.0.0's own agent service
 /// (`cyborg/cmd/agent.py`), beside [`python`].
 pub fn cyborg_agent_script() -> PathBuf {
