@@ -16,8 +16,10 @@
 //!   `CUSTOM_<TYPE>_PRODUCT_ID_<MODEL>` from accel's agents, the forms Cyborg's drivers
 //!   report); see [`class_and_traits`].
 //!
-//! Providers under the compute node named `<host>_...` that no deployable has any more
-//! are deleted (Placement refuses while an instance holds an allocation on one: it is
+//! Providers under the compute node that a deployable had (their UUID is [`rp_uuid`] of
+//! their name, as accel and Cyborg make them) and no deployable has any more are deleted
+//! (Nova's own children of the compute node, vGPUs and PCI devices, have other UUIDs and
+//! are never touched) (Placement refuses while an instance holds an allocation on one: it is
 //! kept and retried).
 //!
 //! # When
@@ -315,10 +317,13 @@ impl Placement {
             .await?;
         }
         let keep: BTreeSet<&str> = wanted.iter().map(|p| p.uuid.as_str()).collect();
-        let prefix = format!("{host}_");
         let mut in_use = Vec::new();
         for (uuid, (name, _)) in &children {
-            if keep.contains(uuid.as_str()) || !name.starts_with(&prefix) {
+            // Only a deployable's provider, made by accel or Cyborg: its UUID is the one
+            // [`rp_uuid`] gives its name. Nova makes children of the compute node too
+            // (vGPUs `<host>_pci_0000_84_00_0`, PCI devices in Placement), with UUIDs of
+            // their own: never touched, whatever their name.
+            if keep.contains(uuid.as_str()) || *uuid != rp_uuid(name) {
                 continue;
             }
             let (status, body) = self

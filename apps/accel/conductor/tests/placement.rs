@@ -220,7 +220,23 @@ async fn deployables_are_resource_providers_nova_can_schedule_on() {
     .await;
     assert_eq!(inv["inventories"]["PGPU"]["reserved"], 2, "{inv}");
 
-    // The GPU gone from the host's report: its provider is deleted.
+    // Nova's own child of the compute node (a vGPU provider, named as libvirt names
+    // them, with a UUID of Nova's): never touched by accel.
+    let nova_child = uuid::Uuid::new_v4().to_string();
+    let (status, body) = call(
+        &placement,
+        reqwest::Method::POST,
+        "/resource_providers",
+        Some(json!({
+            "name": format!("{host}_pci_0000_84_00_0"),
+            "uuid": nova_child,
+            "parent_provider_uuid": root,
+        })),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+
+    // The GPU gone from the host's report: its provider is deleted, Nova's is not.
     db.report(&host, &[fpga]).await.expect("report");
     assert_eq!(
         reconcile(&db, &placement, &mut synced).await.expect("pass"),
@@ -234,6 +250,14 @@ async fn deployables_are_resource_providers_nova_can_schedule_on() {
     )
     .await;
     assert_eq!(status, 404);
+    let (status, _) = call(
+        &placement,
+        reqwest::Method::GET,
+        &format!("/resource_providers/{nova_child}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "Nova's provider is kept");
 
     // A host Nova has not registered: its providers wait, and the pass says it failed.
     let stranger = format!("{host}-unknown");
@@ -254,7 +278,7 @@ async fn deployables_are_resource_providers_nova_can_schedule_on() {
     assert!(matches!(missing, PlacementError::NoComputeNode(h) if h == stranger));
 
     // Clean up what this run made (the FPGA's provider holds no allocation).
-    for rp in [&fpga_rp, &root] {
+    for rp in [&fpga_rp, &nova_child, &root] {
         let (status, body) = call(
             &placement,
             reqwest::Method::DELETE,
