@@ -478,6 +478,43 @@ pub async fn reconcile(
     Ok((done, failed))
 }
 
+/// The hosts the fleet record knows (every host whose agent ever heartbeat or reported)
+/// that have no deployable now and no sync of this reconciler behind them: their
+/// compute nodes' providers made by accel or Cyborg are deleted ([`Placement::sync_host`]
+/// with none wanted). Run once after a conductor starts, this empties the providers of
+/// hosts whose devices went (or that were removed) while no conductor was running;
+/// later, [`reconcile`] follows every host it synced. A host Nova never registered is
+/// skipped. Returns how many hosts were emptied.
+pub async fn sweep_gone_hosts(
+    db: &Db,
+    placement: &Placement,
+    synced: &BTreeMap<String, Vec<Provider>>,
+) -> Result<usize, DbError> {
+    let (devices, deployables) = inventory(db).await?;
+    let wanted = providers(&devices, &deployables);
+    let rows = sqlx::query("SELECT DISTINCT host FROM fleet_members")
+        .fetch_all(db.pool())
+        .await?;
+    let mut emptied = 0;
+    for r in rows {
+        let host: String = sqlx::Row::try_get(&r, "host")?;
+        if host.is_empty() || wanted.contains_key(&host) || synced.contains_key(&host) {
+            continue;
+        }
+        match placement.sync_host(&host, &[]).await {
+            Ok(in_use) if in_use.is_empty() => emptied += 1,
+            Ok(in_use) => {
+                tracing::warn!(host = %host, ?in_use, "resource providers of a host without devices kept: instances hold allocations on them")
+            }
+            Err(PlacementError::NoComputeNode(_)) => {}
+            Err(e) => {
+                tracing::warn!(host = %host, error = %e, "providers of a host without devices not checked")
+            }
+        }
+    }
+    Ok(emptied)
+}
+
 /// Runs [`reconcile`] every `interval` until the task is aborted.
 pub fn spawn_reconciler(
     db: Db,
@@ -486,12 +523,27 @@ pub fn spawn_reconciler(
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut synced = BTreeMap::new();
+        let mut swept = false;
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
             if let Err(e) = reconcile(&db, &placement, &mut synced).await {
                 tracing::warn!(error = %e, "Placement reconciler cannot read the database; retried next pass");
+                continue;
+            }
+            if !swept {
+                match sweep_gone_hosts(&db, &placement, &synced).await {
+                    Ok(n) => {
+                        swept = true;
+                        if n > 0 {
+                            tracing::info!(hosts = n, "providers of hosts without devices deleted");
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "hosts without devices not swept; tried next pass")
+                    }
+                }
             }
         }
     })

@@ -6,7 +6,7 @@
 
 use accel_conductor::db::{rp_uuid, ReportedDevice};
 use accel_conductor::keystone::{AuthOptions, Session};
-use accel_conductor::placement::{reconcile, Placement, PlacementError};
+use accel_conductor::placement::{reconcile, sweep_gone_hosts, Placement, PlacementError};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
@@ -279,6 +279,96 @@ async fn deployables_are_resource_providers_nova_can_schedule_on() {
 
     // Clean up what this run made (the FPGA's provider holds no allocation).
     for rp in [&fpga_rp, &nova_child, &root] {
+        let (status, body) = call(
+            &placement,
+            reqwest::Method::DELETE,
+            &format!("/resource_providers/{rp}"),
+            None,
+        )
+        .await;
+        assert_eq!(status, 204, "{body}");
+    }
+}
+
+/// A host whose devices went while no conductor ran: the fleet record still knows it,
+/// the database has no deployable of it, and the first pass after a start
+/// (`sweep_gone_hosts`) deletes the providers accel made under its compute node, not
+/// Nova's own.
+#[tokio::test]
+async fn a_host_emptied_while_no_conductor_ran_loses_its_providers() {
+    let placement = Placement::new(session(), Some(env("VERSO_TEST_PLACEMENT_URL")));
+    let (db, _dir) = accel_conductor::testing::sqlite().await;
+    let host = format!(
+        "placement-gone-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    let (status, node) = call(
+        &placement,
+        reqwest::Method::POST,
+        "/resource_providers",
+        Some(json!({"name": host})),
+    )
+    .await;
+    assert_eq!(status, 200, "{node}");
+    let root = node["uuid"].as_str().expect("uuid").to_owned();
+    // What an earlier conductor made for the host's FPGA, and a child of Nova's.
+    let ours_name = format!("{host}_0000:3b:00.0");
+    let ours = rp_uuid(&ours_name);
+    let novas = uuid::Uuid::new_v4().to_string();
+    for (name, uuid) in [
+        (ours_name.clone(), ours.clone()),
+        (format!("{host}_pci_0000_84_00_0"), novas.clone()),
+    ] {
+        let (status, body) = call(
+            &placement,
+            reqwest::Method::POST,
+            "/resource_providers",
+            Some(json!({"name": name, "uuid": uuid, "parent_provider_uuid": root})),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    // The fleet record knows the host (its agent reported once); no device is left.
+    sqlx::query(
+        "INSERT INTO fleet_members (component, member_id, host, software, apparent, heard_by, heartbeats, last_seen_ms) \
+         VALUES ('accel-agent', $1, $2, 2, 2, 'c1', 1, 0)",
+    )
+    .bind(format!("accel-agent.{host}"))
+    .bind(&host)
+    .execute(db.pool())
+    .await
+    .expect("fleet member");
+
+    let mut synced = BTreeMap::new();
+    reconcile(&db, &placement, &mut synced).await.expect("pass");
+    let status_of = |uuid: String| {
+        let placement = &placement;
+        async move {
+            call(
+                placement,
+                reqwest::Method::GET,
+                &format!("/resource_providers/{uuid}"),
+                None,
+            )
+            .await
+            .0
+        }
+    };
+    assert_eq!(
+        status_of(ours.clone()).await,
+        200,
+        "a pass alone does not know the host"
+    );
+    assert_eq!(
+        sweep_gone_hosts(&db, &placement, &synced)
+            .await
+            .expect("sweep"),
+        1
+    );
+    assert_eq!(status_of(ours).await, 404, "accel's provider deleted");
+    assert_eq!(status_of(novas.clone()).await, 200, "Nova's kept");
+
+    for rp in [&novas, &root] {
         let (status, body) = call(
             &placement,
             reqwest::Method::DELETE,
