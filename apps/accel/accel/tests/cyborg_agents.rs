@@ -13,8 +13,15 @@ use accel_cyborg17::testing::cyborg_agent_reports;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+/// One conductor at a time on the test broker: conductors consume the same queues
+/// (`accel-conductor`, `accel-upgrade`) whatever their exchange, so a second one would
+/// take some of the other test's calls (this one's is at release N, serving Cyborg's
+/// agents, and refuses a release N+1 agent).
+static ONE_CONDUCTOR: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cyborg_agent_reports_into_accel_conductor() {
+    let _one = ONE_CONDUCTOR.lock().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let db_url = format!("sqlite://{}", dir.path().join("accel.db").display());
     let mut conductor = support::cyborg_conductor(&db_url, true, &[]);
@@ -66,14 +73,8 @@ async fn a_cyborg_agent_reports_into_accel_conductor() {
 async fn accel_agent_serves_a_cyborg_conductor() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db_url = format!("sqlite://{}", dir.path().join("accel.db").display());
-    // accel's own exchange for this test alone: the other test's conductor (at release
-    // N, serving Cyborg agents) must not take this agent's calls.
-    let exchange = format!("accel-test-{}", uuid::Uuid::new_v4().simple());
-    let _conductor = support::cyborg_conductor(
-        &db_url,
-        false,
-        &[("ACCEL_TRANSPORT_CONTROL_EXCHANGE", exchange.clone())],
-    );
+    let _one = ONE_CONDUCTOR.lock().await;
+    let _conductor = support::cyborg_conductor(&db_url, false, &[]);
     let sysfs = dir.path().join("sys");
     accel_agent::fixture::write_tree(&sysfs, &accel_agent::fixture::sample_host(1))
         .expect("fixture host");
@@ -86,22 +87,28 @@ async fn accel_agent_serves_a_cyborg_conductor() {
         "accel-mdev-{}",
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     );
+    let log = dir.path().join("agent.log");
     let mut child = Command::new(env!("CARGO_BIN_EXE_accel"))
         .args(["agent", "--host", &host, "--sysfs-root"])
         .arg(&sysfs)
         .env("ACCEL_TRANSPORT_URL", accel_cyborg17::testing::rabbit_url())
-        .env("ACCEL_TRANSPORT_CONTROL_EXCHANGE", &exchange)
         .env("ACCEL_CYBORG_SERVE_CONDUCTOR", "true")
         .env("ACCEL_AGENT_STATE_DIR", dir.path().join("state"))
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
         .spawn()
         .expect("accel agent starts");
-    let line = support::ready(
-        &mut child,
-        &format!("agent {host}: serving Cyborg 17's agent API"),
-    );
+    let stdout = child.stdout.take().expect("stdout");
     let _agent = support::Killed(child);
+    let line = std::io::BufRead::lines(std::io::BufReader::new(stdout))
+        .map_while(Result::ok)
+        .find(|l| l.starts_with(&format!("agent {host}: serving Cyborg 17's agent API")))
+        .unwrap_or_else(|| {
+            panic!(
+                "the agent ended without serving Cyborg's agent API:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            )
+        });
     assert!(line.contains("cyborg-agent (exchange cyborg)"), "{line}");
 
     let mdev = uuid::Uuid::new_v4().to_string();

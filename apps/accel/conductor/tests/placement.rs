@@ -60,8 +60,13 @@ fn device(cp: &str, kind: &str, vendor: &str, model: &str, handles: usize) -> Re
     }
 }
 
+/// One test at a time against the test Placement, whose SQLite database answers 500
+/// ("database is locked") to concurrent writes.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test]
 async fn deployables_are_resource_providers_nova_can_schedule_on() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let placement = Placement::new(session(), Some(env("VERSO_TEST_PLACEMENT_URL")));
     let (db, _dir) = accel_conductor::testing::sqlite().await;
     // A host name of this run only; its compute node made as Nova makes it.
@@ -296,6 +301,7 @@ async fn deployables_are_resource_providers_nova_can_schedule_on() {
 /// Nova's own.
 #[tokio::test]
 async fn a_host_emptied_while_no_conductor_ran_loses_its_providers() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let placement = Placement::new(session(), Some(env("VERSO_TEST_PLACEMENT_URL")));
     let (db, _dir) = accel_conductor::testing::sqlite().await;
     let host = format!(
