@@ -537,13 +537,36 @@ async fn get_attribute(
     Ok(Json(views::attribute(&a, &base)))
 }
 
-/// Cyborg's attribute body: `{"deployable_id": N, "key": "...", "value": "..."}`.
+/// Cyborg's attribute body: `{"deployable_id": N, "key": "...", "value": "..."}`; the id
+/// may come as text (`openstack accelerator device attribute create` sends `"5"`), as Cyborg's
+/// integer field takes it.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct AttributeIn {
-    deployable_id: i64,
+    deployable_id: IntOrText,
     key: String,
     value: String,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum IntOrText {
+    Int(i64),
+    Text(String),
+}
+
+impl IntOrText {
+    fn id(&self) -> Result<i64> {
+        match self {
+            IntOrText::Int(n) => Ok(*n),
+            IntOrText::Text(t) => t.trim().parse().map_err(|_| {
+                ApiError::bad_request(format!(
+                    "deployable_id {:?}: a deployable's database id, a whole number",
+                    shown(t)
+                ))
+            }),
+        }
+    }
 }
 
 /// The longest key and value Cyborg's `attributes` columns hold (`String(255)`).
@@ -556,7 +579,18 @@ async fn create_attribute(
     Body(body): Body,
 ) -> Result<Response> {
     caller.may("cyborg:attribute:create")?;
-    let a: AttributeIn = json_body(&body)?;
+    // openstacksdk (and so `openstack accelerator device attribute create`) wraps the
+    // attribute in `{"attribute": {...}}`; Cyborg's own form is the bare object.
+    let mut value: Value = json_body(&body)?;
+    if let Some(inner) = value
+        .as_object_mut()
+        .filter(|o| o.len() == 1)
+        .and_then(|o| o.remove("attribute"))
+    {
+        value = inner;
+    }
+    let a: AttributeIn = serde_json::from_value(value)
+        .map_err(|e| ApiError::bad_request(format!("malformed attribute: {e}")))?;
     for (what, text) in [("key", &a.key), ("value", &a.value)] {
         check_text(what, text)?;
         if text.is_empty() || text.chars().count() > ATTRIBUTE_TEXT_MAX {
@@ -566,7 +600,7 @@ async fn create_attribute(
         }
     }
     let created = service
-        .create_attribute(a.deployable_id, &a.key, &a.value)
+        .create_attribute(a.deployable_id.id()?, &a.key, &a.value)
         .await?;
     Ok((StatusCode::CREATED, Json(views::attribute(&created, &base))).into_response())
 }

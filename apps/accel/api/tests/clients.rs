@@ -186,3 +186,85 @@ async fn the_openstack_cli_runs_devices_profiles_and_requests() {
     assert_eq!(profiles, serde_json::json!([]));
     assert!(api.db.arqs(None).await.expect("arqs").is_empty());
 }
+
+/// `openstack accelerator device attribute create|list|show|delete` (python-cyborgclient 3.0):
+/// the reported attributes listed beside an operator's, which is created (the CLI sends
+/// the deployable id as text) and deleted.
+#[tokio::test]
+async fn the_openstack_cli_runs_attributes() {
+    let (db, _dir) = support::sqlite().await;
+    let api = Api::start_through_conductor(db).await;
+    let mut fpga = device("0000:3b:00.0", "FPGA", 1);
+    fpga.attributes = [("rc".to_owned(), "FPGA".to_owned())].into_iter().collect();
+    api.db.report("h1", &[fpga]).await.expect("report h1");
+    let dep_id = api
+        .db
+        .deployables(&accel_conductor::db::ListFilter::default())
+        .await
+        .expect("deployables")[0]
+        .id
+        .to_string();
+    let base = api.base.clone();
+    let (created, listed, shown, after) = tokio::task::spawn_blocking(move || {
+        let created = openstack(
+            &base,
+            &[
+                "accelerator",
+                "device",
+                "attribute",
+                "create",
+                &dep_id,
+                "owner",
+                "team-a",
+                "-f",
+                "json",
+            ],
+        );
+        let listed = openstack(
+            &base,
+            &["accelerator", "device", "attribute", "list", "-f", "json"],
+        );
+        let uuid = created["uuid"].as_str().expect("uuid").to_owned();
+        let shown = openstack(
+            &base,
+            &[
+                "accelerator",
+                "device",
+                "attribute",
+                "show",
+                &uuid,
+                "-f",
+                "json",
+            ],
+        );
+        openstack(
+            &base,
+            &["accelerator", "device", "attribute", "delete", &uuid],
+        );
+        let after = openstack(
+            &base,
+            &["accelerator", "device", "attribute", "list", "-f", "json"],
+        );
+        (created, listed, shown, after)
+    })
+    .await
+    .expect("join");
+    assert_eq!(
+        (&created["key"], &created["value"]),
+        (&serde_json::json!("owner"), &serde_json::json!("team-a")),
+        "{created}"
+    );
+    let keys = |v: &Value| -> Vec<String> {
+        let mut k: Vec<String> = v
+            .as_array()
+            .expect("list")
+            .iter()
+            .map(|a| a["key"].as_str().unwrap_or("").to_owned())
+            .collect();
+        k.sort();
+        k
+    };
+    assert_eq!(keys(&listed), ["owner", "rc"], "{listed}");
+    assert_eq!(shown["uuid"], created["uuid"], "{shown}");
+    assert_eq!(keys(&after), ["rc"], "{after}");
+}
