@@ -23,6 +23,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
+# shellcheck source=lib/gunicorn.sh
+source "$root/scripts/lib/gunicorn.sh"
 
 dir="${VERSO_KEYSTONE_DIR:-/tmp/verso-keystone}"
 port="${VERSO_KEYSTONE_PORT:-55000}"
@@ -37,12 +39,12 @@ scripts/openstack-venv.sh
 py="$venv/bin/python"
 helper="$root/scripts/openstack-services.py"
 
-mkdir -p "$dir"
-dir="$(cd "$dir" && pwd -P)"
+name=keystone
+gunicorn_state_dir
 conf="$dir/keystone.conf"
 # bcrypt at 4 rounds (Keystone's minimum): the tests log in often, and these passwords
 # protect nothing. Passwords at bcrypt's 72 bytes, or Keystone warns on every login.
-cat >"$conf.new" <<EOF
+gunicorn_write_changed "$conf" <<EOF
 [DEFAULT]
 log_file = $dir/keystone.log
 [database]
@@ -59,7 +61,6 @@ key_repository = $dir/credential-keys
 password_hash_rounds = 4
 max_password_length = 72
 EOF
-if cmp -s "$conf.new" "$conf"; then rm "$conf.new"; else mv "$conf.new" "$conf"; fi
 
 # keystone-manage's output (eventlet's deprecation warning on every start, among
 # others) goes to a log of its own, shown when it fails.
@@ -71,38 +72,10 @@ manage() {
     fi
 }
 
-pidfile="$dir/gunicorn.pid"
-# Our gunicorn master: the pid in its file, if that process is a gunicorn working in
-# $dir (a pid file left by a killed master may name an unrelated process by now).
-master_alive() {
-    local pid
-    pid="$(cat "$pidfile" 2>/dev/null)" || return 1
-    [ -n "$pid" ] && [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$dir" ] &&
-        grep -q gunicorn "/proc/$pid/cmdline" 2>/dev/null
-}
-up() { "$py" "$helper" wait "$url" "$1" keystone 2>/dev/null; }
+health="$url"
 
-# What a server runs: the venv (its path and pins) and the configuration. A server of
-# ours from another venv (another checkout, older pins) or configuration is restarted.
-served="$venv $(cat "$venv/.requirements-keystone.sha256") $(sha256sum "$conf" | cut -d' ' -f1)"
-
-# Answering through our live master (not just through orphans of a killed one, whose
-# pid file stays behind) with the same venv and configuration: left running. Without a
-# pid file it is someone else's: left alone too.
-if up 0 && { { master_alive && [ "$(cat "$dir/served-by" 2>/dev/null)" = "$served" ]; } ||
-    [ ! -f "$pidfile" ]; }; then
-    echo "keystone: already answering at $url"
-else
-    # A gunicorn of ours that no longer answers (hung, or half started) or runs
-    # something else makes way.
-    if master_alive; then
-        kill "$(cat "$pidfile")"
-        for _ in $(seq 50); do master_alive || break; sleep 0.1; done
-    fi
-    # Workers whose master was killed (kill -9) answer on its socket until they notice,
-    # within a second or two: wait them out before binding the port again.
-    for _ in $(seq 50); do up 0 || break; sleep 0.2; done
-
+# Run before gunicorn starts, when this script has to start it.
+setup() {
     # The database, keys and bootstrap, once per state dir and URL (each keystone-manage
     # takes seconds; all of them keep what exists when run again).
     stamp="$dir/.bootstrapped"
@@ -119,38 +92,9 @@ else
             --bootstrap-internal-url "$url"
         echo "$want" >"$stamp"
     fi
+}
 
-    # Every setting in gunicorn's own config file (read from the working directory) and
-    # none on the command line: keystone parses sys.argv with oslo.config and refuses
-    # gunicorn's arguments. No control socket: the default one per user would clash
-    # with Placement's gunicorn.
-    cat >"$dir/gunicorn.conf.py" <<EOF
-wsgi_app = "keystone.wsgi.api:application"
-raw_env = ["OS_KEYSTONE_CONFIG_FILES=$conf"]
-bind = "127.0.0.1:$port"
-workers = $workers
-timeout = 60
-pidfile = "$pidfile"
-errorlog = "-"
-accesslog = "$dir/access.log"
-proc_name = "verso-keystone"
-control_socket_disable = True
-EOF
-    # In the background through setsid rather than gunicorn's daemon mode, which sends
-    # the errors of its start (a refused pid file, a port in use) to /dev/null. A pid
-    # file left by a master that was killed would make the new one refuse to start.
-    rm -f "$pidfile"
-    echo "$served" >"$dir/served-by"
-    # Descriptors above 2 closed: a server must not keep a lock its caller holds (a
-    # `flock` around the test run would stay held for as long as the server runs).
-    (cd "$dir" && exec setsid "$venv/bin/gunicorn" </dev/null >>"$dir/gunicorn.log" 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &)
-    if ! "$py" "$helper" wait "$url" "$wait_s" keystone; then
-        echo "keystone: logs in $dir/gunicorn.log and $dir/keystone.log:" >&2
-        tail -n 20 "$dir/gunicorn.log" "$dir/keystone.log" >&2 2>/dev/null || true
-        exit 1
-    fi
-    echo "keystone: started on 127.0.0.1:$port (state and logs in $dir)"
-fi
+gunicorn_serve setup "keystone.wsgi.api:application" "OS_KEYSTONE_CONFIG_FILES=$conf"
 
 "$py" "$helper" keystone-objects "$url" "$accel_url"
 echo "$url"

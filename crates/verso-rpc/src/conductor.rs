@@ -212,13 +212,11 @@ pub fn add_object_endpoints(
     prepare: impl Fn(RequestContext) -> RequestContext + Send + Sync + 'static,
 ) -> Endpoint {
     let [class_action, action, backport] = object_specs(version);
-    let prepare = Arc::new(prepare);
-    let (reg, prep) = (registry.clone(), prepare.clone());
-    let endpoint = endpoint.handle_as(
-        class_action,
-        move |ctx: RequestContext, m: ObjectClassActionVersions| {
-            let (reg, prep) = (reg.clone(), prep.clone());
-            async move {
+    endpoint
+        .with_state((registry, Arc::new(prepare)))
+        .handle_as(
+            class_action,
+            move |(reg, prep), ctx: RequestContext, m: ObjectClassActionVersions| async move {
                 let ctx = prep(ctx);
                 let out = reg
                     .call_class(
@@ -233,47 +231,41 @@ pub fn add_object_endpoints(
                     .map_err(to_remote)?;
                 out.to_primitive_for_peer(Some(&m.object_versions))
                     .map_err(|e| to_remote(e.into()))
-            }
-        },
-    );
-
-    let (reg, prep) = (registry.clone(), prepare.clone());
-    let endpoint = endpoint.handle_as(action, move |ctx: RequestContext, m: ObjectAction| {
-        let (reg, prep) = (reg.clone(), prep.clone());
-        async move {
-            let ctx = prep(ctx);
-            let (before, after, out) = reg
-                .call_instance(
-                    &ctx,
-                    &m.objinst,
-                    &m.objmethod,
-                    m.args.unwrap_or_default(),
-                    m.kwargs.unwrap_or_default(),
-                )
-                .await
-                .map_err(to_remote)?;
-            let updates =
-                action_updates(before.as_ref(), after.as_ref()).map_err(|e| to_remote(e.into()))?;
-            let result = out
-                .to_primitive_for_peer(None)
-                .map_err(|e| to_remote(e.into()))?;
-            Ok(json!([updates, result]))
-        }
-    });
-
-    endpoint.handle_as(
-        backport,
-        move |_ctx: RequestContext, m: ObjectBackportVersions| {
-            let reg = registry.clone();
-            async move {
+            },
+        )
+        .handle_as(
+            action,
+            move |(reg, prep), ctx: RequestContext, m: ObjectAction| async move {
+                let ctx = prep(ctx);
+                let (before, after, out) = reg
+                    .call_instance(
+                        &ctx,
+                        &m.objinst,
+                        &m.objmethod,
+                        m.args.unwrap_or_default(),
+                        m.kwargs.unwrap_or_default(),
+                    )
+                    .await
+                    .map_err(to_remote)?;
+                let updates = action_updates(before.as_ref(), after.as_ref())
+                    .map_err(|e| to_remote(e.into()))?;
+                let result = out
+                    .to_primitive_for_peer(None)
+                    .map_err(|e| to_remote(e.into()))?;
+                Ok(json!([updates, result]))
+            },
+        )
+        .handle_as(
+            backport,
+            move |(reg, _), _ctx: RequestContext, m: ObjectBackportVersions| async move {
                 let obj = reg
                     .from_primitive(&m.objinst)
                     .map_err(|e| to_remote(e.into()))?;
                 obj.obj_to_primitive(verso::Target::Peer(&m.object_versions))
                     .map_err(|e| to_remote(e.into()))
-            }
-        },
-    )
+            },
+        )
+        .into_endpoint()
 }
 
 /// The agent's view of the conductor's object API: the three methods at the version

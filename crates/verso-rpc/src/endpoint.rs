@@ -427,6 +427,44 @@ impl Endpoint {
         self.handle_as(M::spec(), handler)
     }
 
+    /// Shares `state` with the handlers added next: [`WithState::handle`] passes each call
+    /// its own clone (an `Arc`, a database pool, a small struct of them), so no handler
+    /// clones anything by hand. [`WithState::into_endpoint`] (or `Endpoint::from`) ends
+    /// in this endpoint, with every method added.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicI64, Ordering};
+    /// use std::sync::Arc;
+    /// use verso::Version;
+    /// use verso_rpc::{Endpoint, RpcMethod};
+    ///
+    /// #[derive(RpcMethod)]
+    /// #[rpc(since = "1.0", reply = i64)]
+    /// struct Add { n: i64 }
+    ///
+    /// #[derive(RpcMethod)]
+    /// #[rpc(since = "1.0", reply = i64)]
+    /// struct Total {}
+    ///
+    /// let ep = Endpoint::new(Version::new(1, 0))
+    ///     .with_state(Arc::new(AtomicI64::new(0)))
+    ///     .handle(|sum: Arc<AtomicI64>, _ctx, m: Add| async move {
+    ///         Ok(sum.fetch_add(m.n, Ordering::Relaxed) + m.n)
+    ///     })
+    ///     .handle(|sum: Arc<AtomicI64>, _ctx, _: Total| async move { Ok(sum.load(Ordering::Relaxed)) })
+    ///     .into_endpoint();
+    /// assert!(ep.validate().is_ok());
+    /// ```
+    pub fn with_state<S>(self, state: S) -> WithState<S>
+    where
+        S: Clone + Send + Sync + 'static,
+    {
+        WithState {
+            endpoint: self,
+            state,
+        }
+    }
+
     /// [`handle`](Self::handle) under `spec`, `M`'s declaration placed at another version
     /// by the API that includes it (the conductor's object methods).
     pub(crate) fn handle_as<M, F, Fut>(self, spec: &MethodSpec, handler: F) -> Self
@@ -596,6 +634,58 @@ impl Endpoint {
     }
 }
 
+/// An [`Endpoint`] being built whose handlers share a state `S`
+/// ([`Endpoint::with_state`]).
+pub struct WithState<S> {
+    endpoint: Endpoint,
+    state: S,
+}
+
+impl<S: Clone + Send + Sync + 'static> WithState<S> {
+    /// [`Endpoint::handle`], the handler getting a clone of the state first.
+    pub fn handle<M, F, Fut>(self, handler: F) -> Self
+    where
+        M: RpcMethod,
+        F: Fn(S, RequestContext, M) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<M::Reply, RemoteError>> + Send + 'static,
+    {
+        self.handle_as(M::spec(), handler)
+    }
+
+    /// [`Endpoint::handle_as`] with the state.
+    pub(crate) fn handle_as<M, F, Fut>(self, spec: &MethodSpec, handler: F) -> Self
+    where
+        M: RpcMethod,
+        F: Fn(S, RequestContext, M) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<M::Reply, RemoteError>> + Send + 'static,
+    {
+        let state = self.state.clone();
+        WithState {
+            endpoint: self
+                .endpoint
+                .handle_as(spec, move |ctx, m: M| handler(state.clone(), ctx, m)),
+            state: self.state,
+        }
+    }
+
+    /// The endpoint, with every method added; the state lives on in its handlers.
+    pub fn into_endpoint(self) -> Endpoint {
+        self.endpoint
+    }
+}
+
+impl<S> From<WithState<S>> for Endpoint {
+    fn from(w: WithState<S>) -> Self {
+        w.endpoint
+    }
+}
+
+impl<S> fmt::Debug for WithState<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("WithState").field(&self.endpoint).finish()
+    }
+}
+
 impl fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Endpoint")
@@ -704,6 +794,54 @@ mod tests {
 
         let ok = Endpoint::new(v(1, 2)).method(spec(), noop);
         assert!(ok.validate().is_ok());
+    }
+
+    #[derive(crate::RpcMethod)]
+    #[rpc(since = "1.0", reply = u64)]
+    struct Bump {
+        by: u64,
+    }
+
+    #[derive(crate::RpcMethod)]
+    #[rpc(since = "1.0", reply = String)]
+    struct Whoami {}
+
+    #[tokio::test]
+    async fn handlers_with_state_share_one_state() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let count = Arc::new(AtomicU64::new(0));
+        let ep = Endpoint::new(v(1, 0))
+            .with_state((count.clone(), "conductor-1"))
+            .handle(|(n, _), _ctx, m: Bump| async move {
+                Ok(n.fetch_add(m.by, Ordering::SeqCst) + m.by)
+            })
+            .handle(|(_, name), ctx: RequestContext, _: Whoami| async move {
+                Ok(format!("{name} for {}", ctx.request_id))
+            })
+            .into_endpoint();
+        assert!(ep.validate().is_ok());
+        let call = |method: &str, args: Value| {
+            let handler = ep.find(method).expect("served").handler.clone();
+            async move {
+                handler
+                    .call(RequestContext::new("req-1"), Args::from(obj(args)))
+                    .await
+            }
+        };
+        assert_eq!(
+            call("bump", json!({"by": 2})).await.expect("first"),
+            json!(2)
+        );
+        // The second call sees what the first did: one state, shared, not a copy per call.
+        assert_eq!(
+            call("bump", json!({"by": 3})).await.expect("second"),
+            json!(5)
+        );
+        assert_eq!(count.load(Ordering::SeqCst), 5);
+        assert_eq!(
+            call("whoami", json!({})).await.expect("whoami"),
+            json!("conductor-1 for req-1")
+        );
     }
 
     #[test]

@@ -78,7 +78,8 @@ pub use client::{
     DEFAULT_TIMEOUT,
 };
 pub use endpoint::{
-    ArgSpec, ArgType, Args, Endpoint, EndpointSpec, Handler, HandlerResult, MethodSpec, Requirement,
+    ArgSpec, ArgType, Args, Endpoint, EndpointSpec, Handler, HandlerResult, MethodSpec,
+    Requirement, WithState,
 };
 pub use error::RpcError;
 pub use method::{Encoder, RpcApi, RpcMethod};

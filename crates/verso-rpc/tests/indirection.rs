@@ -560,12 +560,12 @@ async fn a_reply_newer_than_the_callers_class_is_backported_through_the_conducto
     let store = StoreHandle(Arc::new(
         MemoryStore::from_seed(&seed(4)).expect("seed loads"),
     ));
-    let (s1, s2) = (store.clone(), store.clone());
     // A release N+1 conductor: its own methods reply with Device 1.2; it serves the
     // object methods too (oslo's 1.1).
     let endpoint = Endpoint::new(Version::new(1, 1))
-        .handle(move |_ctx, m: GetDevices| {
-            let ctx = RequestContext::new("conductor").with_extension(s1.clone());
+        .with_state(store)
+        .handle(|store: StoreHandle, _ctx, m: GetDevices| {
+            let ctx = RequestContext::new("conductor").with_extension(store);
             async move {
                 let all = DeviceList::get_by_hostname(&ctx, m.host)
                     .await
@@ -573,8 +573,8 @@ async fn a_reply_newer_than_the_callers_class_is_backported_through_the_conducto
                 Ok(all.iter().cloned().collect())
             }
         })
-        .handle(move |_ctx, m: GetDevice| {
-            let ctx = RequestContext::new("conductor").with_extension(s2.clone());
+        .handle(|store: StoreHandle, _ctx, m: GetDevice| {
+            let ctx = RequestContext::new("conductor").with_extension(store);
             async move {
                 let uuid = m
                     .uuid
@@ -584,7 +584,8 @@ async fn a_reply_newer_than_the_callers_class_is_backported_through_the_conducto
                     .await
                     .map_err(|e| verso_rpc::RemoteError::new(e.kind(), "test", e.to_string()))
             }
-        });
+        })
+        .into_endpoint();
     let endpoint = add_object_endpoints(
         endpoint,
         INDIRECTION_VERSION,

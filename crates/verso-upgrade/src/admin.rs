@@ -77,12 +77,10 @@ impl RemoteException for FinalizeRefused {
 
 /// The endpoint of the `upgrade` API over `coordinator`.
 pub fn endpoint<V: ComponentVersion>(coordinator: Arc<Coordinator<V>>) -> Endpoint {
-    let c1 = coordinator.clone();
-    let c2 = coordinator.clone();
     Endpoint::for_api::<UpgradeApi>()
-        .handle(move |_ctx: RequestContext, h: Heartbeat| {
-            let c = c1.clone();
-            async move {
+        .with_state(coordinator)
+        .handle(
+            |c: Arc<Coordinator<V>>, _ctx: RequestContext, h: Heartbeat| async move {
                 c.heartbeat(h.report).await.map_err(|e| match e {
                     HeartbeatError::Fenced(f) => RemoteError::from_exception(&f),
                     // Not a fencing: the client retries at its next interval.
@@ -90,11 +88,10 @@ pub fn endpoint<V: ComponentVersion>(coordinator: Arc<Coordinator<V>>) -> Endpoi
                         RemoteError::new("HeartbeatNotRecorded", "verso_upgrade", other.to_string())
                     }
                 })
-            }
-        })
-        .handle(move |_ctx: RequestContext, _f: Finalize| {
-            let c = c2.clone();
-            async move {
+            },
+        )
+        .handle(
+            |c: Arc<Coordinator<V>>, _ctx: RequestContext, _f: Finalize| async move {
                 match c.finalize().await.and(Ok(())) {
                     Ok(()) => match c.status().await {
                         Ok(status) => Ok(status.state),
@@ -115,16 +112,16 @@ pub fn endpoint<V: ComponentVersion>(coordinator: Arc<Coordinator<V>>) -> Endpoi
                         }))
                     }
                 }
-            }
-        })
-        .handle(move |_ctx: RequestContext, _s: Status| {
-            let c = coordinator.clone();
-            async move {
+            },
+        )
+        .handle(
+            |c: Arc<Coordinator<V>>, _ctx: RequestContext, _s: Status| async move {
                 c.refreshed_status()
                     .await
                     .map_err(|e| RemoteError::new("UpgradeError", "verso_upgrade", e.to_string()))
-            }
-        })
+            },
+        )
+        .into_endpoint()
 }
 
 /// How [`finalize_and_wait`] ended.

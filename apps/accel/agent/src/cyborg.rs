@@ -114,36 +114,30 @@ async fn write_attribute(path: PathBuf, text: String) -> Result<(), RemoteError>
 
 /// Cyborg's agent API over the sysfs tree at `sysfs_root` (`/sys` on a host).
 pub fn endpoint(sysfs_root: PathBuf) -> Endpoint {
-    let (create_root, remove_root) = (sysfs_root.clone(), sysfs_root);
     Endpoint::new(Version::new(1, 0))
-        .handle(move |_ctx, m: CreateVgpuMdev| {
-            let root = create_root.clone();
-            async move {
-                check_pci(&m.pci_addr).map_err(refused)?;
-                check_type(&m.asked_type).map_err(refused)?;
-                check_uuid(&m.ah_uuid).map_err(refused)?;
-                let path = type_dir(&root, &m.pci_addr, &m.asked_type).join("create");
-                write_attribute(path, m.ah_uuid.clone()).await?;
-                tracing::info!(pci = %m.pci_addr, mdev_type = %m.asked_type, mdev = %m.ah_uuid, "mediated device created for Cyborg's conductor");
-                Ok(())
-            }
+        .with_state(sysfs_root)
+        .handle(|root: PathBuf, _ctx, m: CreateVgpuMdev| async move {
+            check_pci(&m.pci_addr).map_err(refused)?;
+            check_type(&m.asked_type).map_err(refused)?;
+            check_uuid(&m.ah_uuid).map_err(refused)?;
+            let path = type_dir(&root, &m.pci_addr, &m.asked_type).join("create");
+            write_attribute(path, m.ah_uuid.clone()).await?;
+            tracing::info!(pci = %m.pci_addr, mdev_type = %m.asked_type, mdev = %m.ah_uuid, "mediated device created for Cyborg's conductor");
+            Ok(())
         })
-        .handle(move |_ctx, m: RemoveVgpuMdev| {
-            let root = remove_root.clone();
-            async move {
-                check_pci(&m.pci_addr).map_err(refused)?;
-                check_type(&m.asked_type).map_err(refused)?;
-                check_uuid(&m.ah_uuid).map_err(refused)?;
-                let path = type_dir(&root, &m.pci_addr, &m.asked_type)
-                    .join("devices")
-                    .join(&m.ah_uuid)
-                    .join("remove");
-                write_attribute(path, "1".to_owned()).await?;
-                tracing::info!(pci = %m.pci_addr, mdev_type = %m.asked_type, mdev = %m.ah_uuid, "mediated device removed for Cyborg's conductor");
-                Ok(())
-            }
+        .handle(|root: PathBuf, _ctx, m: RemoveVgpuMdev| async move {
+            check_pci(&m.pci_addr).map_err(refused)?;
+            check_type(&m.asked_type).map_err(refused)?;
+            check_uuid(&m.ah_uuid).map_err(refused)?;
+            let path = type_dir(&root, &m.pci_addr, &m.asked_type)
+                .join("devices")
+                .join(&m.ah_uuid)
+                .join("remove");
+            write_attribute(path, "1".to_owned()).await?;
+            tracing::info!(pci = %m.pci_addr, mdev_type = %m.asked_type, mdev = %m.ah_uuid, "mediated device removed for Cyborg's conductor");
+            Ok(())
         })
-        .handle(move |_ctx, m: FpgaProgram| async move {
+        .handle(|_, _ctx, m: FpgaProgram| async move {
             check_uuid(&m.bitstream_uuid).map_err(refused)?;
             Err(invalid(
                 "NotSupported",
@@ -154,6 +148,7 @@ pub fn endpoint(sysfs_root: PathBuf) -> Endpoint {
                 ),
             ))
         })
+        .into_endpoint()
 }
 
 /// Serves [`endpoint`] as host `host`'s Cyborg agent (topic `cyborg-agent`, server

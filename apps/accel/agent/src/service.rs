@@ -963,21 +963,18 @@ fn pci_address(attach_info: &str) -> Option<String> {
 }
 
 fn agent_endpoint(agent: Arc<Agent>) -> Endpoint {
-    let (a1, a2) = (agent.clone(), agent);
     Endpoint::for_api::<AgentApi>()
-        .handle(move |_ctx, _m: ReportNow| {
-            let agent = a1.clone();
-            async move {
-                agent
-                    .report()
-                    .await
-                    .map_err(|e| RemoteError::new("ReportFailed", ERROR_MODULE, e.to_string()))
-            }
+        .with_state(agent)
+        .handle(|agent: Arc<Agent>, _ctx, _m: ReportNow| async move {
+            agent
+                .report()
+                .await
+                .map_err(|e| RemoteError::new("ReportFailed", ERROR_MODULE, e.to_string()))
         })
-        .handle(move |_ctx, m: CleanupDevice| {
-            let agent = a2.clone();
-            async move { agent.cleanup_requested(&m.handle_uuid).await }
+        .handle(|agent: Arc<Agent>, _ctx, m: CleanupDevice| async move {
+            agent.cleanup_requested(&m.handle_uuid).await
         })
+        .into_endpoint()
 }
 
 async fn run_loop(agent: Arc<Agent>, mut shutdown: watch::Receiver<bool>) -> AgentStop {

@@ -331,6 +331,16 @@ pub async fn witness_report(
     })
 }
 
+/// What every conductor method's handler shares (a clone per call: each is a handle).
+#[derive(Clone)]
+struct Shared {
+    db: Db,
+    release: ReleasePolicy,
+    agents: Option<AgentNotifier>,
+    witness: Option<ReportWitness>,
+    nova: Option<Notifier>,
+}
+
 /// [`endpoint`], and each NVMe device a release puts in `cleaning` is announced to its
 /// host's agent through `agents` (`cleanup_device`, when `[upgrade_levels] agent`
 /// allows 1.1). With `witness`, each report's host is recorded in the fleet record
@@ -347,167 +357,131 @@ pub fn endpoint_with_agents(
     nova: Option<Notifier>,
     prepare: impl Fn(RequestContext) -> RequestContext + Send + Sync + 'static,
 ) -> Endpoint {
-    let (d10, d11) = (db.clone(), db.clone());
-    let (d1, d2, d3, d4, d5, d6, d7, d8, d9) = (
-        db.clone(),
-        db.clone(),
-        db.clone(),
-        db.clone(),
-        db.clone(),
-        db.clone(),
-        db.clone(),
-        db.clone(),
+    let state = Shared {
         db,
-    );
-    let (r1, r2) = (release.clone(), release);
-    let (a1, a2) = (agents.clone(), agents);
+        release,
+        agents,
+        witness,
+        nova,
+    };
     let endpoint = Endpoint::for_api::<ConductorApi>()
-        .handle(move |_ctx, m: ReportData| {
-            let (db, witness) = (d1.clone(), witness.clone());
-            async move {
-                // Refused before anything is recorded: a bad report changes nothing.
-                let devices = reported(&m.devices).map_err(to_remote)?;
-                witness_report(witness.as_ref(), &m.hostname).await?;
-                // The conductor's own digest of what it applies, never the agent's word:
-                // `report_unchanged` later skips only what this conductor verified.
-                let digest = accel_objects::rpc::report_digest(&m.devices);
-                let out = db
-                    .report_with_digest(&m.hostname, &devices, Some(&digest))
-                    .await
-                    .map_err(to_remote)?;
-                tracing::info!(host = %m.hostname, added = out.added.len(), updated = out.updated.len(),
-                    removed = out.removed.len(), lost = out.lost.len(),
-                    unconfirmed = out.unconfirmed.len(), "report applied");
-                Ok(ReportSummary {
-                    added: out.added,
-                    updated: out.updated,
-                    removed: out.removed,
-                    lost: out.lost,
-                    unchanged: out.unchanged as u64,
-                })
-            }
+        .with_state(state)
+        .handle(|Shared { db, witness, .. }, _ctx, m: ReportData| async move {
+            // Refused before anything is recorded: a bad report changes nothing.
+            let devices = reported(&m.devices).map_err(to_remote)?;
+            witness_report(witness.as_ref(), &m.hostname).await?;
+            // The conductor's own digest of what it applies, never the agent's word:
+            // `report_unchanged` later skips only what this conductor verified.
+            let digest = accel_objects::rpc::report_digest(&m.devices);
+            let out = db
+                .report_with_digest(&m.hostname, &devices, Some(&digest))
+                .await
+                .map_err(to_remote)?;
+            tracing::info!(host = %m.hostname, added = out.added.len(), updated = out.updated.len(),
+                removed = out.removed.len(), lost = out.lost.len(),
+                unconfirmed = out.unconfirmed.len(), "report applied");
+            Ok(ReportSummary {
+                added: out.added,
+                updated: out.updated,
+                removed: out.removed,
+                lost: out.lost,
+                unchanged: out.unchanged as u64,
+            })
         })
-        .handle(move |_ctx, m: ReportUnchanged| {
-            let db = d8.clone();
-            async move {
-                // Not witnessed in the fleet record, unlike a full report: only an agent
-                // of this release or later calls 1.2, so it runs the newest software (it
-                // can neither block finalization nor be fenced as older), it heartbeats
-                // (its liveness), and a digest matches only a full report of its host
-                // this conductor applied, which was witnessed.
-                let stored = db.report_digest(&m.hostname).await.map_err(to_remote)?;
-                Ok(match stored {
-                    Some((digest, devices)) if digest == m.digest => {
-                        tracing::debug!(host = %m.hostname, devices, "report unchanged");
-                        Some(ReportSummary {
-                            unchanged: devices,
-                            ..ReportSummary::default()
-                        })
-                    }
-                    _ => None,
-                })
-            }
-        })
-        .handle(move |_ctx, m: CreateAttribute| {
-            let db = d10.clone();
-            async move {
-                let a = db
-                    .create_attribute(m.deployable_id, &m.key, &m.value)
-                    .await
-                    .map_err(to_remote)?;
-                tracing::info!(attribute = %a.uuid, deployable = a.deployable_id, key = %a.key, "attribute created");
-                Ok(a.uuid)
-            }
-        })
-        .handle(move |_ctx, m: DeleteAttribute| {
-            let db = d11.clone();
-            async move {
-                db.delete_attribute(&m.uuid).await.map_err(to_remote)?;
-                tracing::info!(attribute = %m.uuid, "attribute deleted");
-                Ok(())
-            }
-        })
-        .handle(move |_ctx, m: SetDeviceMaintaining| {
-            let db = d9.clone();
-            async move {
-                let d = db
-                    .set_device_maintaining(&m.uuid, m.maintaining)
-                    .await
-                    .map_err(to_remote)?;
-                tracing::info!(device = %d.uuid, host = %d.hostname, maintaining = d.maintaining, "device maintenance set");
-                Ok(())
-            }
-        })
-        .handle(move |_ctx, m: CreateDeviceProfile| {
-            let db = d2.clone();
-            async move {
-                let p = db.create_profile(&m.name, m.groups, m.description).await.map_err(to_remote)?;
-                Ok(profile_object(&p))
-            }
-        })
-        .handle(move |_ctx, m: DeleteDeviceProfile| {
-            let db = d3.clone();
-            async move { db.delete_profile(&m.name).await.map_err(to_remote) }
-        })
-        .handle(move |_ctx, m: CreateArqs| {
-            let db = d4.clone();
-            async move {
-                let profile = db.profile(&m.device_profile_name).await.map_err(to_remote)?;
-                let rows = db
-                    .create_arqs(&profile.name, m.group_id, m.project_id.as_deref())
-                    .await
-                    .map_err(to_remote)?;
-                let arqs: Vec<_> = rows.iter().map(arq_object).collect();
-                Ok(AcceleratorRequestList {
-                    objects: Field::new(arqs),
-                    ..AcceleratorRequestList::blank()
-                })
-            }
-        })
-        .handle(move |_ctx, m: BindArq| {
-            let (db, nova) = (d5.clone(), nova.clone());
-            async move {
-                let bound = db
-                    .bind(&m.uuid, &m.hostname, &m.instance_uuid, m.device_rp_uuid.as_deref())
-                    .await;
-                // Both end the bind (Bound or BindFailed): Nova may be waiting for either.
-                if matches!(bound, Ok(_) | Err(DbError::NoFreeHandle { .. })) {
-                    notify_nova(&db, nova.as_ref(), &m.instance_uuid).await;
+        .handle(|Shared { db, .. }, _ctx, m: ReportUnchanged| async move {
+            // Not witnessed in the fleet record, unlike a full report: only an agent
+            // of this release or later calls 1.2, so it runs the newest software (it
+            // can neither block finalization nor be fenced as older), it heartbeats
+            // (its liveness), and a digest matches only a full report of its host
+            // this conductor applied, which was witnessed.
+            let stored = db.report_digest(&m.hostname).await.map_err(to_remote)?;
+            Ok(match stored {
+                Some((digest, devices)) if digest == m.digest => {
+                    tracing::debug!(host = %m.hostname, devices, "report unchanged");
+                    Some(ReportSummary {
+                        unchanged: devices,
+                        ..ReportSummary::default()
+                    })
                 }
-                Ok(arq_object(&bound.map_err(to_remote)?))
-            }
+                _ => None,
+            })
         })
-        .handle(move |_ctx, m: UnbindArq| {
-            let (db, release, agents) = (d6.clone(), r1.clone(), a1.clone());
-            async move {
-                let handle = db.arq(&m.uuid).await.map_err(to_remote)?.attach_handle_uuid;
-                let row = db.unbind_with(&m.uuid, release()).await.map_err(to_remote)?;
-                notify_released(&db, agents.as_ref(), handle).await;
-                Ok(arq_object(&row))
-            }
+        .handle(|Shared { db, .. }, _ctx, m: CreateAttribute| async move {
+            let a = db
+                .create_attribute(m.deployable_id, &m.key, &m.value)
+                .await
+                .map_err(to_remote)?;
+            tracing::info!(attribute = %a.uuid, deployable = a.deployable_id, key = %a.key, "attribute created");
+            Ok(a.uuid)
         })
-        .handle(move |_ctx, m: DeleteArqs| {
-            let (db, release, agents) = (d7.clone(), r2.clone(), a2.clone());
-            async move {
-                let mut uuids = m.uuids;
-                if let Some(instance) = &m.instance_uuid {
-                    uuids.extend(db.arqs(Some(instance)).await.map_err(to_remote)?.into_iter().map(|a| a.uuid));
-                }
-                let mut n = 0;
-                for uuid in uuids {
-                    let handle = match db.arq(&uuid).await {
-                        Ok(arq) => arq.attach_handle_uuid,
-                        Err(DbError::NotFound { .. }) => None,
-                        Err(e) => return Err(to_remote(e)),
-                    };
-                    if db.delete_arq_with(&uuid, release()).await.map_err(to_remote)? {
-                        n += 1;
-                        notify_released(&db, agents.as_ref(), handle).await;
-                    }
-                }
-                Ok(n)
+        .handle(|Shared { db, .. }, _ctx, m: DeleteAttribute| async move {
+            db.delete_attribute(&m.uuid).await.map_err(to_remote)?;
+            tracing::info!(attribute = %m.uuid, "attribute deleted");
+            Ok(())
+        })
+        .handle(|Shared { db, .. }, _ctx, m: SetDeviceMaintaining| async move {
+            let d = db
+                .set_device_maintaining(&m.uuid, m.maintaining)
+                .await
+                .map_err(to_remote)?;
+            tracing::info!(device = %d.uuid, host = %d.hostname, maintaining = d.maintaining, "device maintenance set");
+            Ok(())
+        })
+        .handle(|Shared { db, .. }, _ctx, m: CreateDeviceProfile| async move {
+            let p = db.create_profile(&m.name, m.groups, m.description).await.map_err(to_remote)?;
+            Ok(profile_object(&p))
+        })
+        .handle(|Shared { db, .. }, _ctx, m: DeleteDeviceProfile| async move {
+            db.delete_profile(&m.name).await.map_err(to_remote)
+        })
+        .handle(|Shared { db, .. }, _ctx, m: CreateArqs| async move {
+            let profile = db.profile(&m.device_profile_name).await.map_err(to_remote)?;
+            let rows = db
+                .create_arqs(&profile.name, m.group_id, m.project_id.as_deref())
+                .await
+                .map_err(to_remote)?;
+            let arqs: Vec<_> = rows.iter().map(arq_object).collect();
+            Ok(AcceleratorRequestList {
+                objects: Field::new(arqs),
+                ..AcceleratorRequestList::blank()
+            })
+        })
+        .handle(|Shared { db, nova, .. }, _ctx, m: BindArq| async move {
+            let bound = db
+                .bind(&m.uuid, &m.hostname, &m.instance_uuid, m.device_rp_uuid.as_deref())
+                .await;
+            // Both end the bind (Bound or BindFailed): Nova may be waiting for either.
+            if matches!(bound, Ok(_) | Err(DbError::NoFreeHandle { .. })) {
+                notify_nova(&db, nova.as_ref(), &m.instance_uuid).await;
             }
-        });
+            Ok(arq_object(&bound.map_err(to_remote)?))
+        })
+        .handle(|Shared { db, release, agents, .. }, _ctx, m: UnbindArq| async move {
+            let handle = db.arq(&m.uuid).await.map_err(to_remote)?.attach_handle_uuid;
+            let row = db.unbind_with(&m.uuid, release()).await.map_err(to_remote)?;
+            notify_released(&db, agents.as_ref(), handle).await;
+            Ok(arq_object(&row))
+        })
+        .handle(|Shared { db, release, agents, .. }, _ctx, m: DeleteArqs| async move {
+            let mut uuids = m.uuids;
+            if let Some(instance) = &m.instance_uuid {
+                uuids.extend(db.arqs(Some(instance)).await.map_err(to_remote)?.into_iter().map(|a| a.uuid));
+            }
+            let mut n = 0;
+            for uuid in uuids {
+                let handle = match db.arq(&uuid).await {
+                    Ok(arq) => arq.attach_handle_uuid,
+                    Err(DbError::NotFound { .. }) => None,
+                    Err(e) => return Err(to_remote(e)),
+                };
+                if db.delete_arq_with(&uuid, release()).await.map_err(to_remote)? {
+                    n += 1;
+                    notify_released(&db, agents.as_ref(), handle).await;
+                }
+            }
+            Ok(n)
+        })
+        .into_endpoint();
     verso_rpc::conductor::add_object_endpoints(
         endpoint,
         accel_objects::rpc::INDIRECTION_VERSION,

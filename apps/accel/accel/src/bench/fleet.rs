@@ -200,24 +200,23 @@ fn inventory(n: u32) -> DriverDeviceList {
 /// it has no NVMe device, so `cleanup_device` has nothing to erase.
 fn agent_endpoint(agent: Arc<SimAgent>) -> Endpoint {
     Endpoint::for_api::<AgentApi>()
-        .handle(move |_ctx, _m: ReportNow| {
-            let agent = agent.clone();
-            async move {
-                agent
-                    .reporter
-                    .report(&agent.devices)
-                    .await
-                    .map(|_| ObjectList::len(&agent.devices) as u64)
-                    .map_err(|e| RemoteError::new("ReportFailed", "accel.agent", e.to_string()))
-            }
+        .with_state(agent)
+        .handle(|agent: Arc<SimAgent>, _ctx, _m: ReportNow| async move {
+            agent
+                .reporter
+                .report(&agent.devices)
+                .await
+                .map(|_| ObjectList::len(&agent.devices) as u64)
+                .map_err(|e| RemoteError::new("ReportFailed", "accel.agent", e.to_string()))
         })
-        .handle(move |_ctx, m: CleanupDevice| async move {
+        .handle(|_, _ctx, m: CleanupDevice| async move {
             Err::<(), _>(RemoteError::new(
                 "NotFound",
                 "accel.agent",
                 format!("simulated host has no NVMe handle {}", m.handle_uuid),
             ))
         })
+        .into_endpoint()
 }
 
 /// A database for one case: a new PostgreSQL database on the server of `url`, or a
