@@ -193,9 +193,9 @@ fn pci_address(info: &str) -> Option<String> {
 /// coordinator refuses (a host never heard before, after a finalization started) is
 /// not applied and answers `Fenced`.
 pub fn endpoint(db: Db, witness: Option<ReportWitness>) -> Endpoint {
-    Endpoint::new(Version::new(1, 0)).handle(move |_ctx, report: ReportData| {
-        let (db, witness) = (db.clone(), witness.clone());
-        async move {
+    Endpoint::new(Version::new(1, 0))
+        .with_state((db, witness))
+        .handle(|(db, witness), _ctx, report: ReportData| async move {
             let rows = reported(&report.driver_device_list).map_err(|e| {
                 tracing::warn!(host = %report.hostname, error = %e, "a Cyborg agent's report was refused");
                 e.to_remote()
@@ -211,8 +211,8 @@ pub fn endpoint(db: Db, witness: Option<ReportWitness>) -> Endpoint {
             );
             // Cyborg's conductor replies None.
             Ok(())
-        }
-    })
+        })
+        .into_endpoint()
 }
 
 /// Serves Cyborg's `report_data` on `topic` (Cyborg's is [`CONDUCTOR_TOPIC`]) over
