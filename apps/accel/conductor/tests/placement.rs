@@ -40,6 +40,24 @@ async fn call(
         .unwrap_or_else(|e| panic!("Placement: {e}"))
 }
 
+/// A host name of this run only (`<prefix>-<8 hex>`) and its compute node's provider,
+/// made as Nova makes it.
+async fn compute_node(placement: &Placement, prefix: &str) -> (String, String) {
+    let host = format!(
+        "{prefix}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    let (status, node) = call(
+        placement,
+        reqwest::Method::POST,
+        "/resource_providers",
+        Some(json!({"name": host})),
+    )
+    .await;
+    assert_eq!(status, 200, "{node}");
+    (host, node["uuid"].as_str().expect("uuid").to_owned())
+}
+
 fn device(cp: &str, kind: &str, vendor: &str, model: &str, handles: usize) -> ReportedDevice {
     ReportedDevice {
         control_path_id: cp.to_owned(),
@@ -69,20 +87,7 @@ async fn deployables_are_resource_providers_nova_can_schedule_on() {
     let _one = ONE_AT_A_TIME.lock().await;
     let placement = Placement::new(session(), Some(env("VERSO_TEST_PLACEMENT_URL")));
     let (db, _dir) = accel_conductor::testing::sqlite().await;
-    // A host name of this run only; its compute node made as Nova makes it.
-    let host = format!(
-        "placement-{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..8]
-    );
-    let (status, node) = call(
-        &placement,
-        reqwest::Method::POST,
-        "/resource_providers",
-        Some(json!({"name": host})),
-    )
-    .await;
-    assert_eq!(status, 200, "{node}");
-    let root = node["uuid"].as_str().expect("uuid").to_owned();
+    let (host, root) = compute_node(&placement, "placement").await;
     let fpga = device("0000:3b:00.0", "FPGA", "10ee", "5020", 1);
     let gpu = device("0000:3c:00.0", "GPU", "10de", "1eb8", 2);
     db.report(&host, &[fpga.clone(), gpu.clone()])
@@ -304,19 +309,7 @@ async fn a_host_emptied_while_no_conductor_ran_loses_its_providers() {
     let _one = ONE_AT_A_TIME.lock().await;
     let placement = Placement::new(session(), Some(env("VERSO_TEST_PLACEMENT_URL")));
     let (db, _dir) = accel_conductor::testing::sqlite().await;
-    let host = format!(
-        "placement-gone-{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..8]
-    );
-    let (status, node) = call(
-        &placement,
-        reqwest::Method::POST,
-        "/resource_providers",
-        Some(json!({"name": host})),
-    )
-    .await;
-    assert_eq!(status, 200, "{node}");
-    let root = node["uuid"].as_str().expect("uuid").to_owned();
+    let (host, root) = compute_node(&placement, "placement-gone").await;
     // What an earlier conductor made for the host's FPGA, and a child of Nova's.
     let ours_name = format!("{host}_0000:3b:00.0");
     let ours = rp_uuid(&ours_name);
