@@ -74,9 +74,10 @@ pub fn driver_devices(found: &Discovery) -> DriverDeviceList {
             } else {
                 f.virtfns.iter().map(String::as_str).collect()
             };
+            let ty = device_type(f.device_type);
             DriverDevice {
                 control_path_id: f.address.clone().into(),
-                r#type: device_type(f.device_type).into(),
+                r#type: ty.into(),
                 vendor: f.vendor_id.clone().into(),
                 model: f.device_id.clone().into(),
                 std_board_info: Some(board_info(f)).into(),
@@ -87,7 +88,7 @@ pub fn driver_devices(found: &Discovery) -> DriverDeviceList {
                     .collect::<Vec<_>>()
                     .into(),
                 attributes: accel_objects::traits::attributes(
-                    device_type(f.device_type).as_str(),
+                    ty.as_str(),
                     &f.vendor_id,
                     &f.device_id,
                 )

@@ -494,12 +494,7 @@ async fn list_attributes(
     let query = list_query(&pairs, &limits)?;
     let deployable_id = match pairs.get("deployable_id").filter(|v| !v.is_empty()) {
         None => None,
-        Some(text) => Some(text.parse::<i64>().map_err(|_| {
-            ApiError::bad_request(format!(
-                "deployable_id {:?}: a deployable's database id, a whole number",
-                shown(text)
-            ))
-        })?),
+        Some(text) => Some(deployable_id(text)?),
     };
     let key = pairs.get("key").filter(|v| !v.is_empty());
     if let Some(key) = key {
@@ -559,14 +554,19 @@ impl IntOrText {
     fn id(&self) -> Result<i64> {
         match self {
             IntOrText::Int(n) => Ok(*n),
-            IntOrText::Text(t) => t.trim().parse().map_err(|_| {
-                ApiError::bad_request(format!(
-                    "deployable_id {:?}: a deployable's database id, a whole number",
-                    shown(t)
-                ))
-            }),
+            IntOrText::Text(t) => deployable_id(t.trim()),
         }
     }
+}
+
+/// A deployable's database id given as text (a query parameter, or the CLI's body).
+fn deployable_id(text: &str) -> Result<i64> {
+    text.parse().map_err(|_| {
+        ApiError::bad_request(format!(
+            "deployable_id {:?}: a deployable's database id, a whole number",
+            shown(text)
+        ))
+    })
 }
 
 /// The longest key and value Cyborg's `attributes` columns hold (`String(255)`).

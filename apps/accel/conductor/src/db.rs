@@ -1118,19 +1118,9 @@ impl Db {
                 id: deployable_id.to_string(),
             });
         }
-        let taken = sqlx::query("SELECT id FROM attributes WHERE deployable_id = $1 AND key = $2")
-            .bind(deployable_id)
-            .bind(key)
-            .fetch_optional(&mut *tx)
-            .await?;
-        if taken.is_some() {
-            return Err(DbError::Duplicate {
-                kind: "attribute",
-                name: key.to_owned(),
-            });
-        }
         let row = match insert_attribute(&mut tx, deployable_id, key, value, &now()).await {
-            // A concurrent create of the same key won the race.
+            // The key is taken: `UNIQUE (deployable_id, key)` decides, concurrent
+            // creates included.
             Err(DbError::Query(sqlx::Error::Database(e))) if e.is_unique_violation() => {
                 return Err(DbError::Duplicate {
                     kind: "attribute",

@@ -490,15 +490,16 @@ pub async fn sweep_gone_hosts(
     placement: &Placement,
     synced: &BTreeMap<String, Vec<Provider>>,
 ) -> Result<usize, DbError> {
-    let (devices, deployables) = inventory(db).await?;
-    let wanted = providers(&devices, &deployables);
-    let rows = sqlx::query("SELECT DISTINCT host FROM fleet_members")
-        .fetch_all(db.pool())
-        .await?;
+    let rows = sqlx::query(
+        "SELECT DISTINCT f.host FROM fleet_members f \
+         WHERE NOT EXISTS (SELECT 1 FROM deployables d WHERE d.hostname = f.host)",
+    )
+    .fetch_all(db.pool())
+    .await?;
     let mut emptied = 0;
     for r in rows {
         let host: String = sqlx::Row::try_get(&r, "host")?;
-        if host.is_empty() || wanted.contains_key(&host) || synced.contains_key(&host) {
+        if host.is_empty() || synced.contains_key(&host) {
             continue;
         }
         match placement.sync_host(&host, &[]).await {
