@@ -29,8 +29,7 @@
 //! 6. finalization, started as `accel upgrade finalize` starts it (the `upgrade` API's
 //!    `finalize`), timed until every simulated agent's version record is finalized.
 
-use super::proc::{cpu_seconds, machine, rss_bytes};
-use super::schema::{self, BenchFile, BenchTarget, Chart, Series, Table};
+use super::proc::{cpu_seconds, rss_bytes};
 use super::{quantile, Error};
 use crate::demo::process::{Launcher, Process};
 use accel_agent::client::{heartbeat, Reported, Reporter};
@@ -41,6 +40,7 @@ use accel_objects::rpc::{AgentApi, CleanupDevice, ReportNow, AGENT_TOPIC, UPGRAD
 use accel_objects::{
     AccelVersion, AttachType, DeviceType, DriverAttachHandle, DriverDevice, DriverDeviceList,
 };
+use bench_report::{BenchResult, Better, Chart, Series, Table};
 use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
@@ -873,19 +873,19 @@ fn series_by_conductors(
         .collect()
 }
 
-fn bench_file(options: &FleetOptions, started: String, results: &[CaseResult]) -> BenchFile {
+fn bench_file(options: &FleetOptions, started: String, results: &[CaseResult]) -> BenchResult {
     let hb_limit = 0.2;
     let report_limit = 1.0;
     let finalize_limit = 2.0 * options.heartbeat_interval.as_secs_f64();
     let worst = |f: &dyn Fn(&CaseResult) -> f64| results.iter().map(f).fold(0.0, f64::max);
     let mut targets = vec![
-        BenchTarget::at_most(
+        at_most(
             "conductor CPU per heartbeat (worst case)",
             worst(&|r| r.cpu_per_hb_ms),
             hb_limit,
             "ms",
         ),
-        BenchTarget::at_most(
+        at_most(
             format!(
                 "conductor CPU per unchanged {}-device report (worst case)",
                 options.devices
@@ -901,7 +901,7 @@ fn bench_file(options: &FleetOptions, started: String, results: &[CaseResult]) -
             .filter(|r| r.agents == largest)
             .map(|r| r.finalize_s.unwrap_or(f64::INFINITY))
             .fold(0.0, f64::max);
-        targets.push(BenchTarget::at_most(
+        targets.push(at_most(
             format!("{largest} agents finalized after finalize (two heartbeat intervals)"),
             if finalize.is_finite() { finalize } else { -1.0 },
             finalize_limit,
@@ -981,21 +981,25 @@ fn bench_file(options: &FleetOptions, started: String, results: &[CaseResult]) -
         (Some(n), _) => format!("{n} conductors"),
         _ => "conductors".to_owned(),
     };
-    BenchFile {
-        schema: 1,
-        bench: "fleet".into(),
-        title: format!("accel fleet: simulated agents, {conductors} on {database} and RabbitMQ"),
-        command: options.command.clone(),
-        machine: machine(),
-        started,
-        summary,
-        charts,
-        tables: vec![table(results)],
-        targets,
-    }
+    let mut file = BenchResult::new(
+        "fleet",
+        format!("accel fleet: simulated agents, {conductors} on {database} and RabbitMQ"),
+        options.command.clone(),
+    );
+    file.started = started;
+    file.summary = summary;
+    file.charts = charts;
+    file.tables = vec![table(results)];
+    file.targets = targets;
+    file
 }
 
-fn print_table(file: &BenchFile) {
+/// A target whose value must be at most `limit`.
+fn at_most(name: impl Into<String>, value: f64, limit: f64, unit: &str) -> bench_report::Target {
+    bench_report::Target::new(name, value, limit, unit, Better::Lower)
+}
+
+fn print_table(file: &BenchResult) {
     for t in &file.tables {
         let mut out = comfy_table::Table::new();
         out.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
@@ -1033,7 +1037,7 @@ pub async fn run(options: FleetOptions) -> Result<ExitCode, Error> {
         return Err("--agents: every fleet size must be at least 1".into());
     }
     let options = Arc::new(options);
-    let started = schema::now();
+    let started = bench_report::now_utc();
     let mut results = Vec::new();
     for &agents in &options.agents {
         for &conductors in &options.conductors {
@@ -1047,8 +1051,12 @@ pub async fn run(options: FleetOptions) -> Result<ExitCode, Error> {
     }
     let file = bench_file(&options, started, &results);
     print_table(&file);
-    for p in schema::write(&file, options.json.as_deref())? {
-        println!("wrote {}", p.display());
+    if let Some(path) = options.json.as_deref() {
+        std::fs::write(path, serde_json::to_string_pretty(&file)? + "\n")?;
+        println!("wrote {}", path.display());
+    }
+    if let Some(path) = file.write_if_asked()? {
+        println!("wrote {}", path.display());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,17 +1,16 @@
 //! `accel bench`: benchmarks of the service as it runs (real conductor processes, the
 //! local RabbitMQ and PostgreSQL), outside the test suite. Each writes a human table,
 //! `--json FILE`, and `$VERSO_BENCH_OUT/<bench>.json` in the shared benchmark schema
-//! (version 1) that `scripts/bench.sh` turns into a section of BENCHMARKS.md.
+//! (`bench_report::BenchResult`, the one every bench writes) that `scripts/bench.sh`
+//! turns into a section of BENCHMARKS.md.
 //!
 //! | module | owns |
 //! |---|---|
 //! | `fleet` | `accel bench fleet`: simulated agents heartbeating and reporting to 1-3 conductors |
-//! | `proc` | a child's CPU seconds and RSS from `/proc`, the machine's description |
-//! | `schema` | the result file (`schema: 1`) and where it is written |
+//! | `proc` | a child's CPU seconds and RSS from `/proc` |
 
 pub mod fleet;
 pub mod proc;
-pub mod schema;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 

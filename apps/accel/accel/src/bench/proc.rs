@@ -1,7 +1,5 @@
-//! What `/proc` says about a process (CPU seconds, resident memory) and about the
-//! machine, for benchmark figures.
-
-use std::path::Path;
+//! What `/proc` says about a process (CPU seconds, resident memory), for benchmark
+//! figures.
 
 /// Clock ticks per second of `/proc/<pid>/stat`'s times.
 fn ticks_per_second() -> f64 {
@@ -30,36 +28,4 @@ pub fn rss_bytes(pid: u32) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
-}
-
-fn read(path: impl AsRef<Path>) -> String {
-    std::fs::read_to_string(path).unwrap_or_default()
-}
-
-/// "2 cores (AMD EPYC ...), 24 GiB, Linux 6.x": from /proc/cpuinfo, /proc/meminfo and
-/// the kernel's release.
-pub fn machine() -> String {
-    let cpuinfo = read("/proc/cpuinfo");
-    let cores = cpuinfo
-        .lines()
-        .filter(|l| l.starts_with("processor"))
-        .count();
-    let model = cpuinfo
-        .lines()
-        .find(|l| l.starts_with("model name"))
-        .and_then(|l| l.split_once(':'))
-        .map(|(_, m)| m.trim().to_owned())
-        .unwrap_or_else(|| "unknown CPU".into());
-    let mem_kb: u64 = read("/proc/meminfo")
-        .lines()
-        .find(|l| l.starts_with("MemTotal:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    let kernel = read("/proc/sys/kernel/osrelease");
-    format!(
-        "{cores} cores ({model}), {} GiB, Linux {}",
-        (mem_kb + (1 << 19)) >> 20,
-        kernel.trim()
-    )
 }
