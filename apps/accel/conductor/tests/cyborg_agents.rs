@@ -2,7 +2,8 @@
 //! `cyborg` (`apps/accel/cyborg17/python/cyborg_peer.py send`: Cyborg's fake driver's
 //! discovery through Cyborg's `ConductorAPI.report_data`), lands in accel's database
 //! through the conductor's Cyborg endpoint, on SQLite and on PostgreSQL; the same report
-//! again changes nothing.
+//! again changes nothing and is recognised by the conductor's digest, which a later
+//! write to the host's inventory forgets.
 //!
 //! Uses `VERSO_TEST_RABBIT_URL`, `VERSO_TEST_PYTHON` and the PostgreSQL test cluster
 //! (scripts/test.sh provides all three).
@@ -88,13 +89,62 @@ async fn a_cyborg_agents_report_lands_in(db: Db) {
     assert!(!sent_attributes.is_empty());
     assert_eq!(deployables[0].attributes, sent_attributes);
 
-    // The same report again: nothing changes (the diff found it unchanged).
+    // The conductor stored its own digest of what it applied.
+    let (digest, count) = db
+        .report_digest(host)
+        .await
+        .expect("read the digest")
+        .expect("a digest is stored after the report");
+    assert!(digest.starts_with("cyborg-v1:"), "{digest}");
+    assert_eq!(count, 1);
+
+    // The same report again: nothing changes (recognised by its digest).
     let before = db.devices(&on_host).await.expect("devices");
     cyborg_agent_reports(&topic, host).await;
     assert_eq!(db.devices(&on_host).await.expect("devices"), before);
     assert_eq!(
         db.attach_handles(Some(host)).await.expect("handles").len(),
         sent_handles.len()
+    );
+    assert_eq!(
+        db.report_digest(host)
+            .await
+            .expect("digest")
+            .map(|(d, _)| d),
+        Some(digest.clone())
+    );
+
+    // An operator deletes a reported attribute: the write forgets the digest, so the
+    // next unchanged report is diffed again and restores the key (a report owns the
+    // keys it reports), instead of being skipped as unchanged.
+    let attributes = db
+        .attributes(Some(deployables[0].id), None, &ListFilter::default())
+        .await
+        .expect("attributes");
+    let deleted = attributes.first().expect("a reported attribute");
+    db.delete_attribute(&deleted.uuid)
+        .await
+        .expect("delete an attribute");
+    assert_eq!(db.report_digest(host).await.expect("digest"), None);
+    cyborg_agent_reports(&topic, host).await;
+    let after: Vec<String> = db
+        .attributes(Some(deployables[0].id), None, &ListFilter::default())
+        .await
+        .expect("attributes")
+        .into_iter()
+        .map(|a| a.key)
+        .collect();
+    assert!(
+        after.contains(&deleted.key),
+        "{after:?} lacks {}",
+        deleted.key
+    );
+    assert_eq!(
+        db.report_digest(host)
+            .await
+            .expect("digest")
+            .map(|(d, _)| d),
+        Some(digest)
     );
     server.stop().await;
 }
