@@ -45,7 +45,6 @@ use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -103,6 +102,9 @@ enum Phase {
 struct Calls {
     latencies_ms: Vec<f64>,
     errors: u64,
+    /// Reports the conductor took by digest (counted with the latencies, so a call
+    /// that ends after its window was taken is in neither).
+    by_digest: u64,
 }
 
 /// What the agents measured, per window.
@@ -110,12 +112,12 @@ struct Calls {
 struct Recorder {
     heartbeats: [Mutex<Calls>; 2],
     reports: [Mutex<Calls>; 2],
-    unchanged_by_digest: AtomicU64,
     last_error: Mutex<Option<String>>,
 }
 
 impl Recorder {
-    fn record(&self, phase: Phase, report: bool, took: Duration, ok: Result<(), String>) {
+    /// One call of `phase`; `by_digest`: a report the conductor took by its digest.
+    fn record(&self, phase: Phase, report: bool, took: Duration, ok: Result<bool, String>) {
         let window = match phase {
             Phase::Heartbeats => 0,
             Phase::Steady => 1,
@@ -128,7 +130,10 @@ impl Recorder {
         };
         let mut calls = slot.lock().unwrap_or_else(PoisonError::into_inner);
         match ok {
-            Ok(()) => calls.latencies_ms.push(took.as_secs_f64() * 1e3),
+            Ok(by_digest) => {
+                calls.latencies_ms.push(took.as_secs_f64() * 1e3);
+                calls.by_digest += u64::from(by_digest);
+            }
             Err(e) => {
                 calls.errors += 1;
                 *self
@@ -425,21 +430,19 @@ async fn agent_loop(
                 current,
                 false,
                 start.elapsed(),
-                r.map(|_| ()).map_err(|e| e.to_string()),
+                r.map(|_| false).map_err(|e| e.to_string()),
             );
         }
         if let Some(due) = next_report.filter(|due| now >= *due) {
             next_report = Some(due + options.report_interval);
             let start = Instant::now();
             let r = agent.reporter.report(&agent.devices).await;
-            if matches!(r, Ok(Reported::Unchanged(_))) && current == Phase::Steady {
-                recorder.unchanged_by_digest.fetch_add(1, Ordering::Relaxed);
-            }
             recorder.record(
                 current,
                 true,
                 start.elapsed(),
-                r.map(|_| ()).map_err(|e| e.to_string()),
+                r.map(|r| matches!(r, Reported::Unchanged(_)))
+                    .map_err(|e| e.to_string()),
             );
         }
     }
@@ -741,7 +744,7 @@ async fn windows(
     result.hb_p99 = quantile(&hb_sorted, 0.99);
     result.rep_count = rep_count;
     result.rep_errors = reps.errors;
-    result.rep_by_digest = recorder.unchanged_by_digest.load(Ordering::Relaxed);
+    result.rep_by_digest = reps.by_digest;
     result.rep_per_s = rep_count as f64 / steady_span;
     result.rep_p50 = quantile(&rep_sorted, 0.5);
     result.rep_p99 = quantile(&rep_sorted, 0.99);
