@@ -3,7 +3,8 @@
 //! Nova's `os-server-external-events` does, with tokens of the real test Keystone
 //! (`VERSO_TEST_KEYSTONE_URL`, started by scripts/test.sh): a bound request is
 //! `completed`, a bind without a free device `failed`; a 503 is retried and delivered,
-//! a 207 of 422s (no host yet) and a 404 are final.
+//! a 207 of 422s (no host yet) and a 404 are final; while Nova is slow, a full queue
+//! drops its oldest batch and keeps the newest.
 
 use accel_agent::discovery::discover;
 use accel_agent::report::driver_devices;
@@ -42,6 +43,8 @@ enum Answer {
     NoHost,
     /// 404: no such instance.
     NotFound,
+    /// 200 once [`Nova::released`] is set (a slow Nova): the request is recorded at once.
+    Held,
 }
 
 /// One request the fake Nova received.
@@ -59,6 +62,8 @@ struct Nova {
     received: Mutex<Vec<Received>>,
     http: reqwest::Client,
     keystone: String,
+    /// Lets the `Held` answers go.
+    released: std::sync::atomic::AtomicBool,
 }
 
 impl Nova {
@@ -143,6 +148,12 @@ async fn events(
             Json(json!({"error": "later"})),
         ),
         Some(Answer::NoHost) => (StatusCode::MULTI_STATUS, echo(422)),
+        Some(Answer::Held) => {
+            while !nova.released.load(std::sync::atomic::Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            (StatusCode::OK, echo(200))
+        }
         Some(Answer::NotFound) | None => (
             StatusCode::NOT_FOUND,
             Json(json!({"itemNotFound": {"code": 404, "message": "No instances found"}})),
@@ -365,4 +376,69 @@ async fn nova_down_is_retried_then_given_up() {
     until("the batch given up", || stats(&notifier).gave_up == 1).await;
     let s = stats(&notifier);
     assert_eq!((s.attempts, s.delivered), (3, 0), "{s:?}");
+}
+
+#[tokio::test]
+async fn a_full_queue_drops_the_oldest_batch() {
+    // Five instances' batches while Nova holds every request: the first in flight (one
+    // at a time), then four queued in one go (the test's runtime has one thread, so the
+    // sender cannot take any of them meanwhile) into a queue of two: the fourth and the
+    // fifth each drop the oldest queued batch (the second, then the third), never a
+    // newer one.
+    let instances: Vec<String> = (0..5)
+        .map(|i| format!("7c1d2e3f-4a5b-4c6d-8e7f-00000000000{i}"))
+        .collect();
+    let nova = Arc::new(Nova {
+        answers: instances
+            .iter()
+            .map(|i| (i.clone(), Answer::Held))
+            .collect(),
+        keystone: keystone_url(),
+        ..Nova::default()
+    });
+    let url = serve(nova.clone()).await;
+    let notifier = Notifier::start(
+        Session::new(AuthOptions::new(
+            &keystone_url(),
+            "nova",
+            "verso-nova",
+            "service",
+        ))
+        .expect("session"),
+        NovaOptions {
+            endpoint_override: Some(url),
+            queue_size: 2,
+            concurrency: 1,
+            ..NovaOptions::default()
+        },
+    );
+    let event = |i: usize| {
+        vec![(
+            format!("5f1e0c9a-7f3d-4a57-8d51-00000000000{i}"),
+            accel_conductor::nova::BindStatus::Completed,
+        )]
+    };
+    notifier.notify(&instances[0], event(0));
+    until("the first batch at Nova", || {
+        !nova.of(&instances[0]).is_empty()
+    })
+    .await;
+    for (i, instance) in instances.iter().enumerate().skip(1) {
+        notifier.notify(instance, event(i));
+    }
+    assert_eq!(stats(&notifier).dropped, 2, "{:?}", stats(&notifier));
+    nova.released
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    until("the kept batches delivered", || {
+        stats(&notifier).delivered == 3
+    })
+    .await;
+    let got: Vec<bool> = instances.iter().map(|i| !nova.of(i).is_empty()).collect();
+    assert_eq!(
+        got,
+        [true, false, false, true, true],
+        "delivered, by instance"
+    );
+    let s = stats(&notifier);
+    assert_eq!((s.delivered, s.dropped, s.gave_up), (3, 2, 0), "{s:?}");
 }
