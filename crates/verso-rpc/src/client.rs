@@ -11,6 +11,8 @@ use crate::layer::{
     check_version, CallTimeout, CallTimeoutLayer, RequestLog, RequestLogLayer, Serialize,
     SerializerLayer, VersionCheck, VersionCheckLayer,
 };
+/// The request the client's pipeline carries: defined with the layers that take it.
+pub use crate::layer::{Delivery, Outgoing};
 use crate::message::{json_type, Reply, Request};
 use crate::method::{Encoder, RpcApi, RpcMethod};
 use crate::serializer::{NoOpSerializer, Serializer};
@@ -98,33 +100,6 @@ type Pipeline = tower::util::Either<Stack<TransportService>, Stack<ClientService
 
 /// One of the application's client layers, applied to the service built so far.
 type ClientWrap = Arc<dyn Fn(ClientService) -> ClientService + Send + Sync>;
-
-/// How an [`Outgoing`] request is delivered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Delivery {
-    /// A call: one server answers, the caller waits.
-    Call,
-    /// A cast to one server of the topic (or `target.server`).
-    Cast,
-    /// A cast to every server of the topic.
-    Fanout,
-}
-
-/// A request on its way out, as each service of the client's pipeline sees it
-/// ([`crate::layer`]): the application's layers get it checked against the cap and
-/// serialized.
-#[derive(Debug)]
-pub struct Outgoing {
-    /// Where it goes (shared with the client; `Arc::make_mut` to change it).
-    pub target: Arc<Target>,
-    /// The request.
-    pub request: Request,
-    /// Call, cast or fanout.
-    pub delivery: Delivery,
-    /// How long a call waits for its reply.
-    pub timeout: Duration,
-}
 
 /// The client's pipeline as a [`tower::Service`]: an [`Outgoing`] request in, the reply
 /// of a call (`None` for a cast) out. [`RpcClient::layer`] wraps it.

@@ -66,6 +66,7 @@ pub mod remote;
 pub mod serializer;
 pub mod server;
 pub mod shutdown;
+mod spec;
 pub mod target;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

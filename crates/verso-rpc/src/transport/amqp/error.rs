@@ -2,10 +2,13 @@
 //! helpers that turn amqprs's errors into it, and the [`RpcError`]s the transport
 //! returns at the [`Transport`] boundary.
 
-use super::lock;
-use super::session::ClosedReason;
 use crate::RpcError;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+
+/// Why the broker closed a channel, as its `channel.close` said: what a refused
+/// declaration reports (amqprs reports only that the channel closed).
+pub(super) type ClosedReason = Arc<Mutex<Option<String>>>;
 
 /// Errors of the AMQP transport's configuration and connection. At the [`Transport`]
 /// boundary they become [`RpcError::Transport`] with the same message.
@@ -229,7 +232,7 @@ pub(super) fn refused(
     let closed = closed.clone();
     move |e| AmqpError::Broker {
         action,
-        detail: match lock(&closed).take() {
+        detail: match closed.lock().unwrap_or_else(PoisonError::into_inner).take() {
             Some(reason) => reason,
             None => e.to_string(),
         },
