@@ -106,7 +106,7 @@ type ClientWrap = Arc<dyn Fn(ClientService) -> ClientService + Send + Sync>;
 pub type ClientService = BoxCloneSyncService<Outgoing, Option<Reply>, RpcError>;
 
 /// The innermost service of the client's pipeline: the transport. A call's wait is
-/// bounded by [`CallTimeoutLayer`](crate::layer::CallTimeoutLayer) around it.
+/// bounded by [`CallTimeoutLayer`] around it.
 #[derive(Clone)]
 pub struct TransportService(Arc<dyn Transport>);
 

@@ -98,9 +98,8 @@ pub enum RpcError {
     Transport {
         /// What failed.
         detail: String,
-        /// The transport's own error, when there is one (an
-        /// [`AmqpError`](crate::transport::amqp::AmqpError) on RabbitMQ): see
-        /// [`RpcError::transport_cause`].
+        /// The transport's own error, when there is one (an `AmqpError` of
+        /// `transport::amqp` on RabbitMQ): see [`RpcError::transport_cause`].
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },

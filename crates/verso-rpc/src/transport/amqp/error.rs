@@ -1,6 +1,6 @@
 //! Errors of the AMQP transport: [`AmqpError`] (configuration and connection), the
 //! helpers that turn amqprs's errors into it, and the [`RpcError`]s the transport
-//! returns at the [`Transport`] boundary.
+//! returns at the [`Transport`](crate::transport::Transport) boundary.
 
 use crate::RpcError;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -10,8 +10,8 @@ use std::time::Duration;
 /// declaration reports (amqprs reports only that the channel closed).
 pub(super) type ClosedReason = Arc<Mutex<Option<String>>>;
 
-/// Errors of the AMQP transport's configuration and connection. At the [`Transport`]
-/// boundary they become [`RpcError::Transport`] with the same message.
+/// Errors of the AMQP transport's configuration and connection. At the
+/// [`Transport`](crate::transport::Transport) boundary they become [`RpcError::Transport`] with the same message.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AmqpError {
@@ -121,7 +121,8 @@ pub enum AmqpError {
         /// The broker's or client's error.
         detail: String,
     },
-    /// The transport was closed ([`AmqpTransport::close`], or its last clone dropped).
+    /// The transport was closed ([`AmqpTransport::close`](super::AmqpTransport::close), or its
+    /// last clone dropped).
     #[error("the transport was closed{when}")]
     Closed {
         /// When it was found closed (` before the reply was sent`), or empty.
