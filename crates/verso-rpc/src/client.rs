@@ -206,7 +206,10 @@ impl RpcClient {
     /// [`tower::ServiceBuilder`] to add several in reading order. The application's
     /// layers run inside verso's ([`crate::layer`]): a call refused by the version check
     /// reaches none of them, they see the serialized request, and the call's timeout
-    /// bounds their time too.
+    /// bounds their time too. A layer's error may be any error, as tower's own
+    /// middleware returns (`Timeout`, `LoadShed`, `Buffer`: boxed); it reaches the caller
+    /// as [`RpcError::from_layer`] makes it, an `RpcError` unchanged and anything else
+    /// [`RpcError::Layer`] (a tower `Timeout`'s is a timeout: [`RpcError::is_timeout`]).
     ///
     /// ```
     /// use std::sync::atomic::{AtomicUsize, Ordering};
@@ -225,15 +228,13 @@ impl RpcClient {
     pub fn layer<L>(mut self, layer: L) -> Self
     where
         L: Layer<ClientService> + Send + Sync + 'static,
-        L::Service: Service<Outgoing, Response = Option<Reply>, Error = RpcError>
-            + Clone
-            + Send
-            + Sync
-            + 'static,
+        L::Service: Service<Outgoing, Response = Option<Reply>> + Clone + Send + Sync + 'static,
+        <L::Service as Service<Outgoing>>::Error: Into<tower::BoxError>,
         <L::Service as Service<Outgoing>>::Future: Send + 'static,
     {
+        // The layers' errors come back as `RpcError` here, at their edge.
         self.layers.push(Arc::new(move |inner| {
-            BoxCloneSyncService::new(layer.layer(inner))
+            BoxCloneSyncService::new(layer.layer(inner).map_err(RpcError::from_layer))
         }));
         self.rebuild();
         self
