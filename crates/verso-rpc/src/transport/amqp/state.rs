@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
+/// What every clone of one `AmqpTransport` shares.
 pub(super) struct Inner {
     pub(super) config: AmqpConfig,
     /// This transport's reply queue, `reply_<uuid hex>`, kept across reconnects.
@@ -53,6 +54,7 @@ impl Drop for Inner {
     }
 }
 
+/// A call waiting for its reply.
 pub(super) struct Pending {
     pub(super) session: u64,
     pub(super) tx: oneshot::Sender<Result<Message, RpcError>>,
@@ -65,6 +67,7 @@ pub(super) struct Pending {
 /// How many `_unique_id`s a listener remembers to drop redelivered duplicates.
 pub(super) const DEDUP_WINDOW: usize = 1024;
 
+/// One server's subscription, re-attached to every new session.
 pub(super) struct ListenerState {
     pub(super) target: Target,
     pub(super) fanout_q: String,
