@@ -20,7 +20,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use verso::Version;
 use verso_rpc::conductor::{add_object_endpoints, INDIRECTION_VERSION};
-use verso_rpc::transport::{amqp::redact, transport_from_url};
+use verso_rpc::transport::{redact, transport_from_url};
 use verso_rpc::{ArgSpec, ArgType, Args, Endpoint, MethodSpec, RpcServer, Target};
 
 /// Serves conductor RPC 1.1 for the Cyborg example model until Ctrl-C: ping (1.0) and

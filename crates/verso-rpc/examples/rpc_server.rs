@@ -15,7 +15,7 @@ use clap::Parser;
 use serde_json::json;
 use std::process::ExitCode;
 use verso::Version;
-use verso_rpc::transport::{amqp::redact, transport_from_url};
+use verso_rpc::transport::{redact, transport_from_url};
 use verso_rpc::{ArgSpec, ArgType, Args, Endpoint, MethodSpec, RemoteError, RpcServer, Target};
 
 /// Serves one endpoint at version 1.1 until Ctrl-C: ping(arg) since 1.0, fail(message)

@@ -38,8 +38,8 @@
 //! # Ok::<(), verso_rpc::config::ConfigError>(())
 //! ```
 
-use crate::config::ConfigError;
-pub use crate::config::Origin;
+use crate::config::error::ConfigError;
+pub use crate::config::error::Origin;
 use std::fmt::Write as _;
 use verso::Version;
 

@@ -11,6 +11,8 @@ use crate::layer::{
     check_version, CallTimeout, CallTimeoutLayer, RequestLog, RequestLogLayer, Serialize,
     SerializerLayer, VersionCheck, VersionCheckLayer,
 };
+/// The request the client's pipeline carries: defined with the layers that take it.
+pub use crate::layer::{Delivery, Outgoing};
 use crate::message::{json_type, Reply, Request};
 use crate::method::{Encoder, RpcApi, RpcMethod};
 use crate::serializer::{NoOpSerializer, Serializer};
@@ -99,39 +101,12 @@ type Pipeline = tower::util::Either<Stack<TransportService>, Stack<ClientService
 /// One of the application's client layers, applied to the service built so far.
 type ClientWrap = Arc<dyn Fn(ClientService) -> ClientService + Send + Sync>;
 
-/// How an [`Outgoing`] request is delivered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Delivery {
-    /// A call: one server answers, the caller waits.
-    Call,
-    /// A cast to one server of the topic (or `target.server`).
-    Cast,
-    /// A cast to every server of the topic.
-    Fanout,
-}
-
-/// A request on its way out, as each service of the client's pipeline sees it
-/// ([`crate::layer`]): the application's layers get it checked against the cap and
-/// serialized.
-#[derive(Debug)]
-pub struct Outgoing {
-    /// Where it goes (shared with the client; `Arc::make_mut` to change it).
-    pub target: Arc<Target>,
-    /// The request.
-    pub request: Request,
-    /// Call, cast or fanout.
-    pub delivery: Delivery,
-    /// How long a call waits for its reply.
-    pub timeout: Duration,
-}
-
 /// The client's pipeline as a [`tower::Service`]: an [`Outgoing`] request in, the reply
 /// of a call (`None` for a cast) out. [`RpcClient::layer`] wraps it.
 pub type ClientService = BoxCloneSyncService<Outgoing, Option<Reply>, RpcError>;
 
 /// The innermost service of the client's pipeline: the transport. A call's wait is
-/// bounded by [`CallTimeoutLayer`](crate::layer::CallTimeoutLayer) around it.
+/// bounded by [`CallTimeoutLayer`] around it.
 #[derive(Clone)]
 pub struct TransportService(Arc<dyn Transport>);
 
@@ -231,7 +206,10 @@ impl RpcClient {
     /// [`tower::ServiceBuilder`] to add several in reading order. The application's
     /// layers run inside verso's ([`crate::layer`]): a call refused by the version check
     /// reaches none of them, they see the serialized request, and the call's timeout
-    /// bounds their time too.
+    /// bounds their time too. A layer's error may be any error, as tower's own
+    /// middleware returns (`Timeout`, `LoadShed`, `Buffer`: boxed); it reaches the caller
+    /// as [`RpcError::from_layer`] makes it, an `RpcError` unchanged and anything else
+    /// [`RpcError::Layer`] (a tower `Timeout`'s is a timeout: [`RpcError::is_timeout`]).
     ///
     /// ```
     /// use std::sync::atomic::{AtomicUsize, Ordering};
@@ -250,15 +228,13 @@ impl RpcClient {
     pub fn layer<L>(mut self, layer: L) -> Self
     where
         L: Layer<ClientService> + Send + Sync + 'static,
-        L::Service: Service<Outgoing, Response = Option<Reply>, Error = RpcError>
-            + Clone
-            + Send
-            + Sync
-            + 'static,
+        L::Service: Service<Outgoing, Response = Option<Reply>> + Clone + Send + Sync + 'static,
+        <L::Service as Service<Outgoing>>::Error: Into<tower::BoxError>,
         <L::Service as Service<Outgoing>>::Future: Send + 'static,
     {
+        // The layers' errors come back as `RpcError` here, at their edge.
         self.layers.push(Arc::new(move |inner| {
-            BoxCloneSyncService::new(layer.layer(inner))
+            BoxCloneSyncService::new(layer.layer(inner).map_err(RpcError::from_layer))
         }));
         self.rebuild();
         self

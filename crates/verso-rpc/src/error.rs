@@ -98,9 +98,8 @@ pub enum RpcError {
     Transport {
         /// What failed.
         detail: String,
-        /// The transport's own error, when there is one (an
-        /// [`AmqpError`](crate::transport::amqp::AmqpError) on RabbitMQ): see
-        /// [`RpcError::transport_cause`].
+        /// The transport's own error, when there is one (an `AmqpError` of
+        /// `transport::amqp` on RabbitMQ): see [`RpcError::transport_cause`].
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
@@ -263,6 +262,20 @@ pub enum RpcError {
     #[error("remote error: {0}")]
     Remote(Box<RemoteError>),
 
+    /// One of the application's tower layers ([`RpcClient::layer`](crate::RpcClient::layer),
+    /// [`RpcServer::layer`](crate::RpcServer::layer)) failed the request with an error of
+    /// its own, such as tower's `LoadShed` (`Overloaded`) or `Timeout` (`Elapsed`); the
+    /// error is kept as the source ([`RpcError::layer_cause`]). An `RpcError` a layer
+    /// passes on stays what it is.
+    #[error("refused by a layer: {detail}")]
+    Layer {
+        /// The layer's error, as text.
+        detail: String,
+        /// The layer's error.
+        #[source]
+        source: tower::BoxError,
+    },
+
     // ---- server setup ----------------------------------------------------------------
     /// An endpoint declaration breaks a rule (see [`crate::Endpoint`]).
     #[error("invalid endpoint: {detail}")]
@@ -289,22 +302,49 @@ impl RpcError {
         }
     }
 
-    /// No reply came within the call's timeout ([`RpcError::Timeout`]).
+    /// An error of one of the application's layers, in verso's type: the `RpcError` it
+    /// passed on, unchanged, or any other error as [`RpcError::Layer`]. The pipelines
+    /// call it at the edge of the application's layers, so those may be tower's own
+    /// (`Timeout`, `LoadShed`, `Buffer`), whose errors are boxed.
+    pub fn from_layer(error: impl Into<tower::BoxError>) -> Self {
+        match error.into().downcast::<RpcError>() {
+            Ok(own) => *own,
+            Err(other) => RpcError::Layer {
+                detail: other.to_string(),
+                source: other,
+            },
+        }
+    }
+
+    /// The error of type `E` an application's layer failed with ([`RpcError::Layer`]),
+    /// such as `tower::load_shed::error::Overloaded`.
+    pub fn layer_cause<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        match self {
+            RpcError::Layer { source, .. } => source.downcast_ref::<E>(),
+            _ => None,
+        }
+    }
+
+    /// No reply came within the call's timeout ([`RpcError::Timeout`]), or a tower
+    /// `Timeout` among the application's layers expired.
     pub fn is_timeout(&self) -> bool {
         matches!(self, RpcError::Timeout { .. })
+            || self
+                .layer_cause::<tower::timeout::error::Elapsed>()
+                .is_some()
     }
 
     /// Whether the call was sent and may or may not have run: no reply within the
-    /// timeout ([`RpcError::Timeout`]), the server went silent
+    /// timeout ([`RpcError::Timeout`], or a tower `Timeout` of the application's client
+    /// layers, which sit around the transport), the server went silent
     /// ([`RpcError::ServerSilent`]) or the connection dropped
     /// ([`RpcError::ConnectionLost`]). A caller may retry only an idempotent method.
     pub fn is_outcome_unknown(&self) -> bool {
-        matches!(
-            self,
-            RpcError::Timeout { .. }
-                | RpcError::ServerSilent { .. }
-                | RpcError::ConnectionLost { .. }
-        )
+        self.is_timeout()
+            || matches!(
+                self,
+                RpcError::ServerSilent { .. } | RpcError::ConnectionLost { .. }
+            )
     }
 
     /// The connection dropped with the call in flight ([`RpcError::ConnectionLost`]): the

@@ -40,7 +40,6 @@
 //! # let _ = &mut pipeline;
 //! ```
 
-use crate::client::{Delivery, Outgoing};
 use crate::message::{Reply, Request};
 use crate::serializer::Serializer;
 use crate::{RpcError, Target};
@@ -56,6 +55,33 @@ use tower::{Layer, Service};
 use verso::{RequestContext, Version};
 
 pub use tower::limit::GlobalConcurrencyLimitLayer;
+
+/// How an [`Outgoing`] request is delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Delivery {
+    /// A call: one server answers, the caller waits.
+    Call,
+    /// A cast to one server of the topic (or `target.server`).
+    Cast,
+    /// A cast to every server of the topic.
+    Fanout,
+}
+
+/// A request on its way out, as each service of the client's pipeline sees it
+/// ([`crate::layer`]): the application's layers get it checked against the cap and
+/// serialized.
+#[derive(Debug)]
+pub struct Outgoing {
+    /// Where it goes (shared with the client; `Arc::make_mut` to change it).
+    pub target: Arc<Target>,
+    /// The request.
+    pub request: Request,
+    /// Call, cast or fanout.
+    pub delivery: Delivery,
+    /// How long a call waits for its reply.
+    pub timeout: Duration,
+}
 
 /// Whether a request at `requested` may be sent by a client whose own API version is
 /// `local` under the operator's `cap`: the same major as each, and a minor no newer.

@@ -1,52 +1,95 @@
 //! verso-rpc: versioned RPC for services upgraded one node at a time, modelled on
 //! oslo.messaging's RPC layer, typed and async.
 //!
-//! - [`Target`]: where a message goes (topic, server, namespace).
-//! - [`RpcClient`]: `call` and `cast`, each naming the version it needs; the operator's
-//!   version cap ([`caps`]) is an upper limit checked *before* anything is sent, and
-//!   [`RpcClient::can_send_version`] lets a caller build an older form for older servers.
-//! - [`RpcServer`]: [`Endpoint`]s registered by namespace and version, dispatched by
-//!   oslo.messaging's rules (same major, minor <=), methods declared with their arguments
-//!   ([`MethodSpec`], [`ArgSpec`]); errors cross the wire as [`RemoteError`]s and come back
-//!   typed ([`RpcError`]).
-//! - [`transport::Transport`]: the small trait a transport implements;
-//!   [`transport::memory`] is the embedded one.
+//! **Declare each method once, as a type.** A method is its argument struct with
+//! `#[derive(RpcMethod)]` ([`RpcMethod`]: the name, the version that introduced it, each
+//! argument with the version that added it and, if optional, its default, the reply
+//! type); an API is the list of its methods at its newest version ([`RpcApi`]). The
+//! server's endpoint, the client's calls, the lock file's `[rpc.*]` tables and the
+//! `[upgrade_levels]` option are all built from those declarations, so client and server
+//! cannot disagree on a name, a version or an argument:
 //!
-//! Messages are oslo.messaging's dicts ([`message`]), so a Rust peer and a Python peer
-//! can talk over a broker. Arguments and results are `serde_json::Value`; objects travel
-//! as primitives, converted by a [`Serializer`] hook.
+//! - [`Endpoint::for_api`] is the endpoint of an API, refused at registration unless it
+//!   serves exactly the API's methods; [`Endpoint::handle`] adds each method's handler,
+//!   which gets the decoded argument struct and returns the typed reply (or a
+//!   [`RemoteError`], see [`RemoteException`] for the application's own error types);
+//!   [`Endpoint::with_state`] hands every handler a clone of shared state.
+//! - [`RpcClient::for_api`] is a client of an API on a topic; [`RpcClient::call_method`]
+//!   sends a method value at the lowest version its arguments need (an argument at its
+//!   default is left out for older servers) and returns the typed reply;
+//!   [`RpcClient::cast_method`] does not wait.
+//! - The operator's cap ([`caps`], read by [`config::ConfigLoader`] from `[upgrade_levels]`)
+//!   is an upper limit checked *before* anything is sent: a call above it fails with
+//!   [`RpcError::VersionCap`] and nothing goes on the wire, never relabelled, never run
+//!   elsewhere. [`RpcClient::can_send`] and [`RpcClient::can_send_version`] answer from
+//!   the cap alone, for a caller that builds an older form for older servers itself.
+//! - [`RpcServer`] dispatches by oslo.messaging's rules (same major, minor at or below
+//!   the endpoint's), checks and defaults the arguments, and answers failures in oslo's
+//!   form; they come back typed ([`RpcError::Remote`]).
 //!
 //! ```
 //! use std::sync::Arc;
-//! use serde_json::json;
 //! use verso::{RequestContext, Version};
-//! use verso_rpc::{transport::memory::MemoryTransport, *};
+//! use verso_rpc::{transport::memory::MemoryTransport, Endpoint, MethodSpec, RpcApi, RpcClient,
+//!     RpcError, RpcMethod, RpcServer, Target};
+//!
+//! /// Whether a host answers; 1.1 added `detail`.
+//! #[derive(RpcMethod, Debug)]
+//! #[rpc(since = "1.0", reply = String)]
+//! struct Ping {
+//!     host: String,
+//!     #[rpc(since = "1.1", default = false)]
+//!     detail: bool,
+//! }
+//!
+//! struct Conductor;
+//! impl RpcApi for Conductor {
+//!     const NAME: &'static str = "conductor";
+//!     const VERSION: Version = Version::new(1, 1);
+//!     fn methods() -> Vec<&'static MethodSpec> {
+//!         vec![Ping::spec()]
+//!     }
+//! }
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), RpcError> {
 //! let transport = Arc::new(MemoryTransport::new());
-//! let conductor = Endpoint::new(Version::new(1, 1)).method(
-//!     MethodSpec::new("ping", Version::new(1, 0)).arg(ArgSpec::required("arg", ArgType::Any)),
-//!     |ctx: RequestContext, args: Args| async move {
-//!         Ok(json!({"user": ctx.user, "arg": args.value("arg")}))
-//!     },
-//! );
-//! let server = RpcServer::new(transport.clone(), Target::new("conductor").with_server("c1"))
-//!     .endpoint(conductor)?
+//! let endpoint = Endpoint::for_api::<Conductor>()
+//!     .handle(|_ctx, p: Ping| async move { Ok(format!("{} up, detail={}", p.host, p.detail)) });
+//! let server = RpcServer::new(transport.clone(), Target::new("conductor"))
+//!     .endpoint(endpoint)?
 //!     .start()
 //!     .await?;
 //!
-//! let client = RpcClient::new(transport, Target::new("conductor")).version_cap(Version::new(1, 0));
-//! let ctx = RequestContext::new("req-1").with_user("demo");
-//! let reply = client.call(&ctx, "ping", "1.0", json!({"arg": 42})).await?;
-//! assert_eq!(reply, json!({"user": "demo", "arg": 42}));
+//! // An operator pinned this API at 1.0 (`[upgrade_levels] conductor = "1.0"`).
+//! let client = RpcClient::for_api::<Conductor>(transport, "conductor").version_cap(Version::new(1, 0));
+//! let ctx = RequestContext::new("req-1");
+//! let reply = client.call_method(&ctx, Ping { host: "h1".into(), detail: false }).await?;
+//! assert_eq!(reply, "h1 up, detail=false"); // sent at 1.0: `detail` at its default
 //!
-//! // Above the cap: refused locally, nothing sent.
-//! let err = client.call(&ctx, "ping", "1.1", json!({"arg": 42})).await.unwrap_err();
+//! // `detail` set needs 1.1: refused here, nothing sent.
+//! let err = client.call_method(&ctx, Ping { host: "h1".into(), detail: true }).await.unwrap_err();
 //! assert!(matches!(err, RpcError::VersionCap { .. }));
 //! server.stop().await;
 //! # Ok(()) }
 //! ```
+//!
+//! **Underneath**, everything is the untyped oslo.messaging model, usable directly where
+//! no Rust declaration exists (a tool that calls any method by name, a peer's API known
+//! only at run time): [`Endpoint::new`] with [`Endpoint::method`] (a [`MethodSpec`] of
+//! [`ArgSpec`]s and a handler of `serde_json` values), [`RpcClient::call`] and
+//! [`RpcClient::cast`] with a method name, a version and a JSON object. Messages are
+//! oslo.messaging's dicts ([`message`]), so a Rust peer and a Python peer talk over one
+//! broker; objects travel as OVO primitives, and [`conductor`] serves and calls
+//! oslo.versionedobjects' object indirection.
+//!
+//! **Pipelines and transports.** The client and the server are [`tower`] services built
+//! from verso's layers ([`layer`]); [`RpcClient::layer`] and [`RpcServer::layer`] add the
+//! application's. A [`transport::Transport`] carries requests:
+//! [`transport::memory`] in-process, and RabbitMQ with oslo.messaging's wire (module
+//! `transport::amqp`, cargo feature `amqp`, on by default; without it the crate has no
+//! AMQP or TLS dependency); [`transport::transport_from_url`] picks one by URL. Feature
+//! `testing` adds `testing`, a transport that records what was sent.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 // The derives name this crate `::verso_rpc`, also from inside it.
@@ -66,6 +109,7 @@ pub mod remote;
 pub mod serializer;
 pub mod server;
 pub mod shutdown;
+mod spec;
 pub mod target;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

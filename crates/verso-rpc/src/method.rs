@@ -67,7 +67,7 @@
 //! # Ok(()) }
 //! ```
 
-use crate::endpoint::{ArgSpec, ArgType, EndpointSpec, MethodSpec, Requirement};
+use crate::spec::{ArgSpec, ArgType, EndpointSpec, MethodSpec};
 use crate::{RemoteError, RpcError};
 use serde_json::{Map, Value};
 use verso::{Version, VersionManifest};
@@ -136,46 +136,6 @@ pub trait RpcApi: 'static {
             version: Self::VERSION,
             methods: Self::methods().into_iter().cloned().collect(),
         }
-    }
-}
-
-impl MethodSpec {
-    /// The version that added argument `name`, if the method has it.
-    pub fn arg_version(&self, name: &str) -> Option<Version> {
-        self.args
-            .iter()
-            .find(|a| a.name == name)
-            .map(|a| self.arg_since(a))
-    }
-
-    /// The version a call with these encoded arguments is sent at, and the arguments to
-    /// send: the method's version, raised to that of each argument whose value differs
-    /// from its default. Arguments newer than that version hold their defaults, which the
-    /// server fills in, so they are left out (an older server does not know them).
-    pub fn version_for(&self, args: &mut Map<String, Value>) -> Version {
-        let mut version = self.since;
-        for spec in &self.args {
-            let since = self.arg_since(spec);
-            if since <= version {
-                continue;
-            }
-            let at_default = match (&spec.requirement, args.get(&spec.name)) {
-                (_, None) => true,
-                (Requirement::Optional { default }, Some(v)) => v == default,
-                (Requirement::Required, Some(_)) => false,
-            };
-            if !at_default {
-                version = since;
-            }
-        }
-        if self.args.iter().any(|a| self.arg_since(a) > version) {
-            for spec in &self.args {
-                if self.arg_since(spec) > version {
-                    args.remove(&spec.name);
-                }
-            }
-        }
-        version
     }
 }
 

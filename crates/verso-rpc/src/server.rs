@@ -287,7 +287,9 @@ impl RpcServer {
     /// [`tower::ServiceBuilder`] to add several in reading order. The application's
     /// layers run inside the request log and the concurrency limit ([`crate::layer`]). A
     /// layer that is not ready holds the next message back (backpressure). An error it
-    /// returns is the caller's reply, as a dispatch error is.
+    /// returns is the caller's reply, as a dispatch error is; it may be any error, as
+    /// tower's own middleware returns (`LoadShed`, `Timeout`, `Buffer`: boxed), made an
+    /// `RpcError` by [`RpcError::from_layer`].
     ///
     /// ```
     /// use std::sync::atomic::{AtomicUsize, Ordering};
@@ -321,12 +323,13 @@ impl RpcServer {
     pub fn layer<L>(mut self, layer: L) -> Self
     where
         L: Layer<ServerService> + Send + 'static,
-        L::Service:
-            Service<Request, Response = Value, Error = RpcError> + Clone + Send + Sync + 'static,
+        L::Service: Service<Request, Response = Value> + Clone + Send + Sync + 'static,
+        <L::Service as Service<Request>>::Error: Into<tower::BoxError>,
         <L::Service as Service<Request>>::Future: Send + 'static,
     {
+        // The layers' errors come back as `RpcError` here, at their edge.
         self.layers.push(Box::new(move |inner| {
-            BoxCloneSyncService::new(layer.layer(inner))
+            BoxCloneSyncService::new(layer.layer(inner).map_err(RpcError::from_layer))
         }));
         self
     }

@@ -41,20 +41,24 @@
 //! application's runtime.
 //!
 //! The modules, one concern each (this file holds [`AmqpTransport`] and its
-//! [`Transport`] methods):
+//! [`Transport`] methods, over all of them):
 //!
 //! | module | owns |
 //! |---|---|
-//! | `session` | one connection and its channels (`Session`), the broker's callbacks, connecting to the first broker that answers, the supervisor that reconnects |
-//! | `connect` | one connection attempt to one broker, and the diagnosis of a failed one |
-//! | `topology` | the exchanges and queues verso declares, AMQP's name limit, declarations on a channel of their own |
-//! | `publish` | publishing with oslo.messaging's properties |
+//! | `supervisor` | connecting to the first broker that answers (the reply queue and every listener attached to the new session), the supervisor that reconnects |
+//! | `listen` | a server's queues on every session, the loop that hands requests to the server |
 //! | `reply` | the reply queue and the calls waiting on it, the server's reply sink and its heartbeats, the retry of returned replies |
-//! | `listen` | a server's queues on every session, the loop that hands requests to the server, the `_unique_id` window |
-//! | `io` | the one `verso-amqp` thread every connection's tasks run on |
-//! | `error` | [`AmqpError`] and the transport's [`RpcError`]s |
+//! | `publish` | publishing with oslo.messaging's properties |
+//! | `topology` | the exchanges and queues verso declares, AMQP's name limit, declarations on a channel of their own |
+//! | `state` | `Inner`, the state the transport's clones share (the live session, the calls waiting, the listeners, the `_unique_id` window) |
+//! | `session` | one connection and its channels (`Session`), the broker's callbacks |
+//! | `connect` | one connection attempt to one broker, and the diagnosis of a failed one |
 //! | `url` | the transport URL, parsed into [`AmqpConfig`] |
 //! | `tls` | [`TlsOptions`] and the rustls configuration they make |
+//! | `io` | the one `verso-amqp` thread every connection's tasks run on |
+//! | `error` | [`AmqpError`] and the transport's [`RpcError`]s |
+//!
+//! Each module imports only modules below it in this table (`tests/modules.rs`).
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -87,30 +91,36 @@ mod listen;
 mod publish;
 mod reply;
 mod session;
+mod state;
+mod supervisor;
 mod tls;
 mod topology;
 mod url;
 
+/// Kept here for the code that found it here; it masks any URL (`transport::redact`).
+pub use crate::transport::redact;
 pub use error::{AmqpError, ConnectKind};
 pub use tls::TlsOptions;
-pub use url::{redact, AmqpConfig, BrokerHost, DEFAULT_CONTROL_EXCHANGE, KNOWN_OPTIONS};
+pub use url::{AmqpConfig, BrokerHost, DEFAULT_CONTROL_EXCHANGE, KNOWN_OPTIONS};
 
 use error::closed;
-use io::{io_handle, on_io_thread};
-use listen::{attach, Dedup, ListenerState};
+use io::{io_handle, lock, on_io_thread};
+use listen::attach;
 use publish::Publish;
-use reply::{Pending, PendingGuard, OBSOLETE_REPLY_QUEUES};
-use session::{close_connection, connect_session, supervise, Session};
-use topology::{amqp_name, routing_key, Kind};
+use reply::{PendingGuard, OBSOLETE_REPLY_QUEUES};
+use session::close_connection;
+use state::{Dedup, Inner, ListenerState, Pending};
+use supervisor::{connect_session, supervise};
+use topology::{amqp_name, routing_key, uuid_hex, Kind};
 
-use super::{Listener, Transport, LISTENER_BUFFER};
 use crate::message::{Reply, Request};
+use crate::transport::{Listener, Transport, LISTENER_BUFFER};
 use crate::{RpcError, Target};
 use async_trait::async_trait;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
@@ -124,38 +134,6 @@ pub struct AmqpTransport {
     inner: Arc<Inner>,
 }
 
-struct Inner {
-    config: AmqpConfig,
-    /// This transport's reply queue, `reply_<uuid hex>`, kept across reconnects.
-    reply_q: String,
-    /// Whether the reply queue is needed (a call was made): re-declared on reconnect.
-    reply_wanted: AtomicBool,
-    /// The live session, `None` while reconnecting.
-    session: watch::Sender<Option<Arc<Session>>>,
-    /// Calls waiting for their reply, by `_msg_id`.
-    pending: Mutex<HashMap<String, Pending>>,
-    /// Listeners to re-attach after a reconnect.
-    listeners: Mutex<Vec<Arc<ListenerState>>>,
-    next_session: AtomicU64,
-    /// Reply queues whose replies were abandoned (the queue never appeared): further
-    /// replies to them are dropped at once, as oslo.messaging's obsolete-queue cache does.
-    obsolete_reply_qs: Mutex<Dedup>,
-    /// Replies the broker gave back (no such reply queue), by `"<reply_q> <msg_id>"`:
-    /// when they first came back.
-    returned_replies: Mutex<HashMap<String, std::time::Instant>>,
-    /// Set by [`AmqpTransport::close`]: the supervisor does not reconnect, and the
-    /// listeners' tasks end, which ends their streams.
-    closed: watch::Sender<bool>,
-    /// Dropped with the transport: tells the background tasks to stop.
-    _alive: watch::Sender<()>,
-    alive: watch::Receiver<()>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Nothing panics while holding these locks; recover the data if something ever did.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// The caller's deadline, `timeout` from now, in seconds since the Unix epoch (the
 /// `_deadline` a server drops a call after).
 fn deadline_secs(timeout: Duration) -> Option<f64> {
@@ -163,10 +141,6 @@ fn deadline_secs(timeout: Duration) -> Option<f64> {
     at.duration_since(std::time::UNIX_EPOCH)
         .ok()
         .map(|d| d.as_secs_f64())
-}
-
-fn uuid_hex() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
 }
 
 impl AmqpTransport {
@@ -254,16 +228,6 @@ impl std::fmt::Debug for AmqpTransport {
             .field("reply_q", &self.inner.reply_q)
             .field("connected", &self.is_connected())
             .finish()
-    }
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        let session = self.session.send_replace(None);
-        if let Some(s) = session {
-            s.mark_dead();
-            io_handle().spawn(close_connection(s));
-        }
     }
 }
 
@@ -418,7 +382,7 @@ mod tests {
         broker_close, client_cert_hint, close_kind, heartbeat_secs, login_hint, open_refusal,
         plain_port_hint, tls_port_hint,
     };
-    use super::listen::DEDUP_WINDOW;
+    use super::state::DEDUP_WINDOW;
     use super::*;
 
     #[test]

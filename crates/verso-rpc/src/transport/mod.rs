@@ -3,7 +3,11 @@
 //! A transport knows nothing about versions, endpoints or errors of the application: it
 //! carries [`Request`]s to a [`Target`] and brings [`Reply`]s back. The client and server
 //! are written against this trait only, so the embedded [`memory`] transport and the RabbitMQ
-//! [`amqp`] transport are interchangeable ([`transport_from_url`] picks one by URL).
+//! `amqp` transport (cargo feature `amqp`, on by default) are interchangeable
+//! ([`transport_from_url`] picks one by URL).
+//!
+//! The transports build on this module and it on none of them: `from_url` (which names
+//! them all) sits above them, `redact` (masking passwords in any URL) below.
 //!
 //! The wire form is each transport's business: a broker transport writes the oslo.messaging
 //! message dict ([`Request::into_message`], [`Reply::into_message`]) inside its envelope
@@ -14,44 +18,20 @@
 //! server of the topic gets each), to `topic.server`, and fanout casts. Each received
 //! message is an [`Incoming`]; a call carries a [`ReplySink`] for its one reply.
 
+#[cfg(feature = "amqp")]
 pub mod amqp;
+mod from_url;
 pub mod memory;
+mod redact;
+
+pub use from_url::transport_from_url;
+pub use redact::redact;
 
 use crate::message::{Reply, Request};
 use crate::{RpcError, Target};
 use async_trait::async_trait;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::sync::mpsc;
-
-/// A transport for an oslo.messaging `transport_url`: `memory://` for the in-process
-/// [`memory::MemoryTransport`], `rabbit://user:pass@host:port/vhost` (several hosts
-/// comma-separated, `?ssl=true` for TLS) for [`amqp::AmqpTransport`] on RabbitMQ.
-/// `control_exchange` overrides oslo.messaging's default `openstack` (RabbitMQ only).
-///
-/// ```
-/// use verso_rpc::transport::transport_from_url;
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), verso_rpc::RpcError> {
-/// let t = transport_from_url("memory://", None).await?;
-/// # let _ = t;
-/// let Err(err) = transport_from_url("http://x/", None).await else { panic!("not RabbitMQ") };
-/// assert!(err.to_string().contains("rabbit://"));
-/// # Ok(()) }
-/// ```
-pub async fn transport_from_url(
-    url: &str,
-    control_exchange: Option<&str>,
-) -> Result<Arc<dyn Transport>, RpcError> {
-    if url == "memory://" || url.starts_with("memory:") {
-        return Ok(Arc::new(memory::MemoryTransport::new()));
-    }
-    let mut config = amqp::AmqpConfig::from_url(url)?;
-    if let Some(x) = control_exchange {
-        config = config.with_control_exchange(x);
-    }
-    Ok(Arc::new(amqp::AmqpTransport::connect_with(config).await?))
-}
 
 /// Moves requests and replies. Implement it for a new broker; the client and server stay
 /// as they are.

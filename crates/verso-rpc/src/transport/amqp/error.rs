@@ -1,14 +1,17 @@
 //! Errors of the AMQP transport: [`AmqpError`] (configuration and connection), the
 //! helpers that turn amqprs's errors into it, and the [`RpcError`]s the transport
-//! returns at the [`Transport`] boundary.
+//! returns at the [`Transport`](crate::transport::Transport) boundary.
 
-use super::lock;
-use super::session::ClosedReason;
 use crate::RpcError;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-/// Errors of the AMQP transport's configuration and connection. At the [`Transport`]
-/// boundary they become [`RpcError::Transport`] with the same message.
+/// Why the broker closed a channel, as its `channel.close` said: what a refused
+/// declaration reports (amqprs reports only that the channel closed).
+pub(super) type ClosedReason = Arc<Mutex<Option<String>>>;
+
+/// Errors of the AMQP transport's configuration and connection. At the
+/// [`Transport`](crate::transport::Transport) boundary they become [`RpcError::Transport`] with the same message.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AmqpError {
@@ -118,7 +121,8 @@ pub enum AmqpError {
         /// The broker's or client's error.
         detail: String,
     },
-    /// The transport was closed ([`AmqpTransport::close`], or its last clone dropped).
+    /// The transport was closed ([`AmqpTransport::close`](super::AmqpTransport::close), or its
+    /// last clone dropped).
     #[error("the transport was closed{when}")]
     Closed {
         /// When it was found closed (` before the reply was sent`), or empty.
@@ -229,7 +233,7 @@ pub(super) fn refused(
     let closed = closed.clone();
     move |e| AmqpError::Broker {
         action,
-        detail: match lock(&closed).take() {
+        detail: match closed.lock().unwrap_or_else(PoisonError::into_inner).take() {
             Some(reason) => reason,
             None => e.to_string(),
         },

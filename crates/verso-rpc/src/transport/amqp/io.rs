@@ -1,7 +1,15 @@
-//! The I/O runtime: the one `verso-amqp` thread that runs every connection's tasks, and
-//! [`OnIo`], which drops amqprs handles there.
+//! The I/O runtime: the one `verso-amqp` thread that runs every connection's tasks,
+//! [`OnIo`], which drops amqprs handles there, and [`lock`] for the transport's shared
+//! state.
 
 use super::error::AmqpError;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// Locks one of the transport's mutexes. Nothing panics while holding them; the data is
+/// recovered if something ever did.
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// An amqprs connection or channel that is dropped in the I/O runtime's context. amqprs
 /// closes one still open when it is dropped, with `tokio::spawn`, which panics outside a

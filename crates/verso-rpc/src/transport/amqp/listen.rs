@@ -3,79 +3,22 @@
 //! duplicates.
 
 use super::error::{broker_err, refused, AmqpError};
+use super::io::lock;
 use super::io::{io_handle, on_io_thread};
 use super::reply::{start_heartbeat, AmqpReply};
 use super::session::{session_channel, Role, Session};
+use super::state::{Inner, ListenerState};
 use super::topology::{amqp_name, declare_on_own_channel, Kind};
-use super::{lock, Inner};
 use crate::message::{read_body, MessageLimits, Request};
 use crate::transport::Incoming;
-use crate::Target;
 use amqprs::channel::{
     BasicAckArguments, BasicConsumeArguments, BasicQosArguments, Channel, ConsumerMessage,
     ExchangeDeclareArguments, QueueBindArguments, QueueDeclareArguments,
 };
 use futures::StreamExt;
 use serde_json::Value;
-use std::collections::{HashSet, VecDeque};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
-use tokio::sync::mpsc;
-
-/// How many `_unique_id`s a listener remembers to drop redelivered duplicates.
-pub(super) const DEDUP_WINDOW: usize = 1024;
-
-pub(super) struct ListenerState {
-    pub(super) target: Target,
-    pub(super) fanout_q: String,
-    pub(super) tx: mpsc::Sender<Incoming>,
-    pub(super) dedup: Mutex<Dedup>,
-    /// The session this listener is consuming on (0: none yet).
-    pub(super) attached: tokio::sync::Mutex<u64>,
-}
-
-/// The last ids seen (`_unique_id`s, or abandoned reply queues), oldest first, at most
-/// `cap` of them.
-pub(super) struct Dedup {
-    pub(super) cap: usize,
-    pub(super) order: VecDeque<String>,
-    pub(super) seen: HashSet<String>,
-}
-
-impl Default for Dedup {
-    fn default() -> Self {
-        Dedup::with_capacity(DEDUP_WINDOW)
-    }
-}
-
-impl Dedup {
-    pub(super) fn with_capacity(cap: usize) -> Self {
-        Dedup {
-            cap,
-            order: VecDeque::new(),
-            seen: HashSet::new(),
-        }
-    }
-
-    pub(super) fn contains(&self, id: &str) -> bool {
-        self.seen.contains(id)
-    }
-
-    /// Records `id`; false if it was already seen.
-    pub(super) fn insert(&mut self, id: &str) -> bool {
-        if self.seen.contains(id) {
-            return false;
-        }
-        if self.order.len() == self.cap {
-            if let Some(old) = self.order.pop_front() {
-                self.seen.remove(&old);
-            }
-        }
-        self.order.push_back(id.to_owned());
-        self.seen.insert(id.to_owned());
-        true
-    }
-}
 
 /// Re-subscribes a listener that could not be attached after a reconnect, with a growing
 /// delay, for as long as its session lives (a new session attaches it anyway).

@@ -2,8 +2,8 @@
 
 use super::error::AmqpError;
 use super::session::Session;
+use super::state::Inner;
 use super::topology::amqp_name;
-use super::Inner;
 use crate::message::{envelope, Message};
 use crate::RpcError;
 use amqprs::channel::{BasicPublishArguments, Channel};

@@ -3,11 +3,11 @@
 //! queue is missing.
 
 use super::error::{broker_err, closed, missing_reply_queue, refused, AmqpError};
-use super::io::{io_handle, on_io_thread};
+use super::io::{io_handle, lock, on_io_thread};
 use super::publish::{encode, Publish};
 use super::session::{session_channel, Returned, Role, Session};
-use super::topology::declare_on_own_channel;
-use super::{lock, uuid_hex, Inner};
+use super::state::Inner;
+use super::topology::{declare_on_own_channel, uuid_hex};
 use crate::message::{open_envelope, read_body, Message, Reply};
 use crate::transport::ReplySink;
 use crate::RpcError;
@@ -16,46 +16,14 @@ use async_trait::async_trait;
 use serde_json::Value;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::{mpsc, oneshot};
 
 /// How many abandoned reply queues are remembered (oslo.messaging keeps 200).
 pub(super) const OBSOLETE_REPLY_QUEUES: usize = 200;
 /// The pause between attempts to deliver a reply whose queue is missing (oslo's 0.25 s).
 pub(super) const MISSING_REPLY_QUEUE_PAUSE: Duration = Duration::from_millis(250);
 
-pub(super) struct Pending {
-    pub(super) session: u64,
-    pub(super) tx: oneshot::Sender<Result<Message, RpcError>>,
-    /// A result sent with `ending: false` by an older server, delivered at `ending: true`.
-    pub(super) stash: Option<Message>,
-    /// Told of each call-monitor heartbeat, when the call asked for them.
-    pub(super) beat: Option<Arc<Notify>>,
-}
-
 impl Inner {
-    /// Fails every call waiting on session `id`: its reply can no longer arrive.
-    pub(super) fn fail_pending(&self, id: u64) {
-        let mut pending = lock(&self.pending);
-        let lost_ids: Vec<String> = pending
-            .iter()
-            .filter(|(_, p)| p.session <= id)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for msg_id in lost_ids {
-            if let Some(p) = pending.remove(&msg_id) {
-                let _ = p.tx.send(Err(RpcError::ConnectionLost {
-                    detail: format!(
-                        "the connection to RabbitMQ at {} was lost while waiting for the \
-                         reply; the server may or may not have run it, so it was not retried \
-                         (retry it yourself if the method is idempotent)",
-                        self.config
-                    ),
-                    msg_id,
-                }));
-            }
-        }
-    }
-
     /// Publishes a reply as oslo.messaging does, `mandatory`: the broker gives back a
     /// reply whose queue does not exist, and [`watch_returns`] retries it.
     pub(super) async fn publish_reply(

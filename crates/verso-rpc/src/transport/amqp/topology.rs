@@ -1,10 +1,11 @@
-//! Topology: the exchanges and queues verso declares, the names AMQP can carry, and
-//! declarations on a channel of their own (a refusal closes its channel).
+//! Topology: the exchanges and queues verso declares, the names AMQP can carry (and the
+//! ids in them), and declarations on a channel of their own (a refusal closes its
+//! channel).
 
-use super::error::{refused, AmqpError};
-use super::io::on_io_thread;
-use super::session::{open_channel, opened, Callbacks, ClosedReason, Role, Session};
-use super::{lock, Inner};
+use super::error::{refused, AmqpError, ClosedReason};
+use super::io::{lock, on_io_thread};
+use super::session::{open_channel, opened, Callbacks, Role, Session};
+use super::state::Inner;
 use crate::{RpcError, Target};
 use amqprs::channel::{Channel, ExchangeDeclareArguments};
 use amqprs::{FieldTable, FieldValue};
@@ -111,4 +112,10 @@ pub(super) fn routing_key(target: &Target) -> String {
         Some(s) => format!("{}.{s}", target.topic),
         None => target.topic.clone(),
     }
+}
+
+/// A fresh id in the form oslo.messaging writes them (32 hex digits): queue name suffixes,
+/// `_msg_id`, `_unique_id`.
+pub(super) fn uuid_hex() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
 }
