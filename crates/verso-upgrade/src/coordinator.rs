@@ -22,7 +22,10 @@
 //! - **Status** is computed on each request from the server's record and the fleet
 //!   record; nothing is kept per status caller.
 
+// Defined with the error that carries them (so `error` imports nothing from here);
+// they belong to the coordinator's API.
 use crate::error::UpgradeError;
+pub use crate::error::{Blocker, Fenced};
 use crate::fleet::{Admission, Admit, FleetMember, FleetStore, Heard, MemoryFleet};
 use crate::manager::{ComponentStatus, FinalizeOutcome, UpgradeState, VersionManager};
 use crate::store::{Checkpoint, Finalizing, PersistedState};
@@ -53,20 +56,6 @@ pub struct HeartbeatReply {
     pub server_apparent: u32,
 }
 
-/// A client the server will not work with; the client should exit with this message.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
-#[error("{member} on {host} is refused by the {server}: {reason}")]
-pub struct Fenced {
-    /// The client's id.
-    pub member: String,
-    /// Its host.
-    pub host: String,
-    /// The server component.
-    pub server: String,
-    /// Why, and what to do.
-    pub reason: String,
-}
-
 /// Why a heartbeat (or another sign of life, [`Coordinator::seen`]) was not taken.
 #[derive(Debug, thiserror::Error)]
 pub enum HeartbeatError {
@@ -87,33 +76,6 @@ impl HeartbeatError {
             HeartbeatError::Fenced(f) => Ok(f),
             other => Err(other),
         }
-    }
-}
-
-/// A component that keeps finalization from starting.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Blocker {
-    /// The component kind.
-    pub component: String,
-    /// Its id.
-    pub id: String,
-    /// Its host.
-    pub host: String,
-    /// Its software version.
-    pub software: u32,
-    /// Seconds since its last heartbeat.
-    pub last_seen_secs: u64,
-    /// What is wrong.
-    pub reason: String,
-}
-
-impl std::fmt::Display for Blocker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} {} on {} (software {}, last seen {} s ago): {}",
-            self.component, self.id, self.host, self.software, self.last_seen_secs, self.reason
-        )
     }
 }
 

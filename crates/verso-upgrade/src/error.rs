@@ -103,8 +103,49 @@ pub enum UpgradeError {
     },
     /// Finalization cannot start: components that must run the newest software do not.
     #[error("finalization refused: {} component(s) do not run the newest software: {}", .0.len(), .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
-    Blocked(Vec<crate::coordinator::Blocker>),
+    Blocked(Vec<Blocker>),
     /// A peer this component must not work with (fencing).
     #[error(transparent)]
-    Fenced(#[from] crate::coordinator::Fenced),
+    Fenced(#[from] Fenced),
+}
+
+/// A client the server will not work with; the client should exit with this message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[error("{member} on {host} is refused by the {server}: {reason}")]
+pub struct Fenced {
+    /// The client's id.
+    pub member: String,
+    /// Its host.
+    pub host: String,
+    /// The server component.
+    pub server: String,
+    /// Why, and what to do.
+    pub reason: String,
+}
+
+/// A component that keeps finalization from starting.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Blocker {
+    /// The component kind.
+    pub component: String,
+    /// Its id.
+    pub id: String,
+    /// Its host.
+    pub host: String,
+    /// Its software version.
+    pub software: u32,
+    /// Seconds since its last heartbeat.
+    pub last_seen_secs: u64,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl std::fmt::Display for Blocker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} on {} (software {}, last seen {} s ago): {}",
+            self.component, self.id, self.host, self.software, self.last_seen_secs, self.reason
+        )
+    }
 }
