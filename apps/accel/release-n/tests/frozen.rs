@@ -1,0 +1,106 @@
+//! Release N is frozen: the demo's and the mixed-version tests' claim ("N+1 works with
+//! release N as it shipped") holds only while release N stays what it was. This test
+//! hashes release N's own files (its sources, Python agent, manifest and object lock:
+//! [`FROZEN_PATHS`]) and fails when they no longer match `FROZEN.sha256`, so a change
+//! to release N is never made in passing while N+1 is worked on.
+//!
+//! A deliberate change (a fix that must reach the release N the demo runs, or a change
+//! forced by a crate release N still shares with N+1: `accel_api`'s router, the agent's
+//! sysfs discovery, the conductor's `rp_uuid`) is re-frozen on purpose:
+//!
+//! ```sh
+//! VERSO_REFREEZE_RELEASE_N=1 cargo test -p accel-release-n --test frozen
+//! ```
+//!
+//! which rewrites `FROZEN.sha256`; the commit says why release N changed. What the test
+//! cannot see: the N+1 crates release N still depends on (issue 29 item 2 removes them).
+
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// Release N's own files and folders, relative to the crate.
+const FROZEN_PATHS: &[&str] = &["Cargo.toml", "objects.lock", "src", "python", "examples"];
+
+/// Every file under `path`, sorted, relative to `root`; Python's caches left out.
+fn files(root: &Path, path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    if path.is_dir() {
+        for entry in std::fs::read_dir(path)? {
+            let entry = entry?.path();
+            if entry.file_name().is_some_and(|n| n == "__pycache__") {
+                continue;
+            }
+            files(root, &entry, out)?;
+        }
+    } else if let Ok(relative) = path.strip_prefix(root) {
+        out.push(relative.to_path_buf());
+    }
+    Ok(())
+}
+
+/// SHA-256 over each file's relative path and contents, in path order.
+fn fingerprint(root: &Path) -> std::io::Result<(String, usize)> {
+    let mut all = Vec::new();
+    for p in FROZEN_PATHS {
+        files(root, &root.join(p), &mut all)?;
+    }
+    all.sort();
+    let mut hash = Sha256::new();
+    for relative in &all {
+        let text = std::fs::read(root.join(relative))?;
+        let name = relative.to_string_lossy();
+        hash.update((name.len() as u64).to_le_bytes());
+        hash.update(name.as_bytes());
+        hash.update((text.len() as u64).to_le_bytes());
+        hash.update(&text);
+    }
+    let hex: String = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    Ok((hex, all.len()))
+}
+
+#[test]
+fn release_n_is_frozen() -> std::io::Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (now, count) = fingerprint(root)?;
+    let file = root.join("FROZEN.sha256");
+    if std::env::var_os("VERSO_REFREEZE_RELEASE_N").is_some() {
+        std::fs::write(&file, format!("{now}\n"))?;
+        eprintln!("release N re-frozen: {count} files, {now}");
+        return Ok(());
+    }
+    let frozen = std::fs::read_to_string(&file)?;
+    assert_eq!(
+        frozen.trim(),
+        now,
+        "release N's files changed ({count} files hashed): release N is frozen. If the \
+         change is deliberate, re-freeze with `VERSO_REFREEZE_RELEASE_N=1 cargo test -p \
+         accel-release-n --test frozen` and say in the commit why release N changed; \
+         otherwise undo the change to apps/accel/release-n"
+    );
+    Ok(())
+}
+
+#[test]
+fn the_fingerprint_sees_a_change() -> std::io::Result<()> {
+    // A copy of release N's files with one byte changed must fingerprint differently
+    // (so the test above can fail), and an unchanged copy the same.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let copy = tempfile::tempdir()?;
+    let mut all = Vec::new();
+    for p in FROZEN_PATHS {
+        files(root, &root.join(p), &mut all)?;
+    }
+    for relative in &all {
+        let to = copy.path().join(relative);
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::copy(root.join(relative), &to)?;
+    }
+    assert_eq!(fingerprint(copy.path())?, fingerprint(root)?);
+    let lib = copy.path().join("src/lib.rs");
+    let mut text = std::fs::read(&lib)?;
+    text.push(b'\n');
+    std::fs::write(&lib, text)?;
+    assert_ne!(fingerprint(copy.path())?.0, fingerprint(root)?.0);
+    Ok(())
+}
