@@ -3,6 +3,12 @@
 //! request, as Cyborg 17 does (`POST /os-server-external-events`, compute 2.82); Nova's
 //! build waits for them.
 //!
+//! Nova binds an instance's requests one call each, and accel's conductor learns that
+//! every request of the instance is resolved after each of them binds (only bound
+//! requests carry the instance); so a batch waits [`NovaOptions::coalesce`] in the queue,
+//! and a later batch of the same instance replaces it there: an instance whose requests
+//! bind within that window gets one request to Nova with every event, as Cyborg sends.
+//!
 //! [`Notifier::notify`] only enqueues: a background task sends, retrying with an
 //! exponential backoff (bounded attempts and total time) when Nova cannot be reached or
 //! answers 5xx, so a bind is never held up by Nova. A 4xx (a 401 is renewed by the
@@ -68,6 +74,9 @@ pub struct NovaOptions {
     pub queue_size: usize,
     /// Batches being sent at once.
     pub concurrency: usize,
+    /// How long a batch waits in the queue before it is sent, so that the batch of the
+    /// instance's next bind can replace it (one request with every event).
+    pub coalesce: Duration,
 }
 
 impl Default for NovaOptions {
@@ -80,6 +89,9 @@ impl Default for NovaOptions {
             deadline: Duration::from_secs(60),
             queue_size: 1000,
             concurrency: 4,
+            // Nova's binds of one instance's requests follow each other within
+            // milliseconds; Nova waits for the events up to 300 s.
+            coalesce: Duration::from_millis(200),
         }
     }
 }
@@ -116,6 +128,8 @@ struct Counters {
 struct Batch {
     instance: String,
     events: Vec<(String, BindStatus)>,
+    /// When the instance's first batch still queued was queued.
+    queued: Instant,
 }
 
 struct Shared {
@@ -197,12 +211,19 @@ impl Notifier {
         if events.is_empty() {
             return;
         }
-        let batch = Batch {
-            instance: instance.to_owned(),
-            events,
-        };
         {
             let mut queue = self.shared.queue.lock().unwrap_or_else(|p| p.into_inner());
+            // The instance's batch not sent yet: the newer events (a read of every
+            // request of the instance after the later bind) replace its, in its place.
+            if let Some(waiting) = queue.iter_mut().find(|b| b.instance == instance) {
+                waiting.events = events;
+                return;
+            }
+            let batch = Batch {
+                instance: instance.to_owned(),
+                events,
+                queued: Instant::now(),
+            };
             if queue.len() >= self.shared.options.queue_size {
                 if let Some(old) = queue.pop_front() {
                     self.shared.counters.dropped.fetch_add(1, Ordering::Relaxed);
@@ -234,11 +255,21 @@ impl Notifier {
 async fn worker(shared: Arc<Shared>) {
     let permits = Arc::new(tokio::sync::Semaphore::new(shared.options.concurrency));
     loop {
-        let next = shared
-            .queue
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pop_front();
+        let next = {
+            let mut queue = shared.queue.lock().unwrap_or_else(|p| p.into_inner());
+            // The oldest batch, once it has waited its coalescing window.
+            match queue.front().map(|b| b.queued.elapsed()) {
+                Some(age) if age < shared.options.coalesce => Err(shared.options.coalesce - age),
+                _ => Ok(queue.pop_front()),
+            }
+        };
+        let next = match next {
+            Ok(next) => next,
+            Err(wait) => {
+                tokio::time::sleep(wait).await;
+                continue;
+            }
+        };
         let Some(batch) = next else {
             if shared.closed.load(Ordering::SeqCst) {
                 return;

@@ -266,10 +266,11 @@ async fn notify_released(db: &Db, agents: Option<&AgentNotifier>, handle: Option
 
 /// After a bind of `instance`'s request: when every request of the instance is resolved
 /// (Bound, BindFailed or Deleting), queues one `accelerator-request-bound` event per
-/// request for Nova, as Cyborg does. Nova binds an instance's requests one call each, so
-/// after the first of several only that one carries the instance: its event goes then,
-/// and again with the others' after the last; Nova ignores an event it no longer waits
-/// for. Never fails the bind: a failed read is logged, and sending is in the background.
+/// request for Nova, as Cyborg does. An instance's requests are bound one call each, so
+/// after the first of several only that one carries the instance; the notifier holds a
+/// batch briefly and the instance's next batch replaces it ([`Notifier`]), so binds in
+/// quick succession make one request to Nova. Never fails the bind: a failed read is
+/// logged, and sending is in the background.
 pub async fn notify_nova(db: &Db, nova: Option<&Notifier>, instance: &str) {
     let Some(nova) = nova else {
         return;

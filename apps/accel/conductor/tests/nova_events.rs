@@ -442,3 +442,59 @@ async fn a_full_queue_drops_the_oldest_batch() {
     let s = stats(&notifier);
     assert_eq!((s.delivered, s.dropped, s.gave_up), (3, 2, 0), "{s:?}");
 }
+
+#[tokio::test]
+async fn an_instances_binds_in_quick_succession_make_one_request() {
+    // Nova binds an instance's two requests one call each, a few milliseconds apart:
+    // after the first the conductor sees one resolved request, after the second both.
+    // Nova gets one request with both events, not the first event twice.
+    let instance = "3e4f5a6b-7c8d-4e9f-8a0b-1c2d3e4f5a6b".to_owned();
+    let nova = Arc::new(Nova {
+        answers: [(instance.clone(), Answer::Validated)].into(),
+        keystone: keystone_url()
+            .trim_end_matches('/')
+            .trim_end_matches("/v3")
+            .to_owned(),
+        ..Nova::default()
+    });
+    let url = serve(nova.clone()).await;
+    let notifier = Notifier::start(
+        Session::new(AuthOptions::new(
+            &keystone_url(),
+            "nova",
+            "verso-nova",
+            "service",
+        ))
+        .expect("session"),
+        NovaOptions {
+            endpoint_override: Some(url),
+            ..NovaOptions::default()
+        },
+    );
+    let completed = accel_conductor::nova::BindStatus::Completed;
+    let (first, second) = (
+        "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c01".to_owned(),
+        "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c02".to_owned(),
+    );
+    notifier.notify(&instance, vec![(first.clone(), completed)]);
+    // The second bind comes well inside the coalescing window (200 ms by default).
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    notifier.notify(
+        &instance,
+        vec![(first.clone(), completed), (second.clone(), completed)],
+    );
+    until("the instance's events delivered", || {
+        stats(&notifier).delivered == 1
+    })
+    .await;
+    let got = nova.of(&instance);
+    assert_eq!(got.len(), 1, "one request: {got:?}");
+    let tags: Vec<&str> = got[0].body["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["tag"].as_str())
+        .collect();
+    assert_eq!(tags, [first.as_str(), second.as_str()]);
+    assert_eq!(stats(&notifier).attempts, 1);
+}
