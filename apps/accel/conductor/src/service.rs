@@ -37,6 +37,10 @@ pub fn to_remote(e: DbError) -> RemoteError {
         DbError::HandleInUse { .. } => "HandleInUse",
         DbError::NotCleaning { .. } => "NotCleaning",
         DbError::Invalid { .. } | DbError::UnsupportedUrl(_) => "Invalid",
+        DbError::Corrupt { .. } => {
+            tracing::error!(error = %e, "a stored record does not parse");
+            accel_objects::errors::CORRUPT_RECORD
+        }
         DbError::Connect { .. } | DbError::Migrate(_) | DbError::Query(_) if e.is_unavailable() => {
             tracing::error!(error = %e, "database unavailable");
             return RemoteError::new(

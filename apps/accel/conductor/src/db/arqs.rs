@@ -2,13 +2,21 @@
 //! between requests and devices.
 
 use super::profiles::lock_profile;
-use super::rows::arq_row;
-use super::{check_binding, check_len, new_uuid, now, rp_uuid, shown, timestamp};
-use super::{ArqRow, Db, DbError, ListFilter, ARQ_SELECT};
+use super::sql::Sql;
+use super::{after_marker, check_binding, check_len, new_uuid, now, page_limit, read_error};
+use super::{rp_uuid, shown, timestamp};
+use super::{ArqRow, Db, DbError, DeviceStatus, ListFilter, ARQ_SELECT};
 use crate::lifecycle::ArqState;
-use sqlx::Row;
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+/// A deployable's id and name (whose [`rp_uuid`] is its resource provider).
+#[derive(sqlx::FromRow)]
+struct Named {
+    id: i64,
+    name: String,
+}
+
 impl Db {
     /// Creates a profile's accelerator requests as Cyborg does: for each group (or only
     /// `group_id`), one per unit it asks for ([`crate::groups::arq_count`]). By name only,
@@ -88,15 +96,15 @@ impl Db {
 
     /// One request.
     pub async fn arq(&self, uuid: &str) -> Result<ArqRow, DbError> {
-        let row = sqlx::query(&format!("{ARQ_SELECT} WHERE r.uuid = $1"))
+        sqlx::query_as(&format!("{ARQ_SELECT} WHERE r.uuid = $1"))
             .bind(uuid)
             .fetch_optional(&self.pool)
-            .await?
+            .await
+            .map_err(read_error("accelerator_requests"))?
             .ok_or_else(|| DbError::NotFound {
                 kind: "accelerator request",
                 id: shown(uuid),
-            })?;
-        arq_row(&row)
+            })
     }
 
     /// Requests, optionally of one instance, oldest first.
@@ -119,21 +127,17 @@ impl Db {
         instance: Option<&str>,
         filter: &ListFilter,
     ) -> Result<Vec<ArqRow>, DbError> {
-        let rows = sqlx::query(&format!(
-            "{ARQ_SELECT} WHERE ($1 = '' OR r.instance_uuid = $2) \
-             AND r.id > COALESCE((SELECT id FROM accelerator_requests WHERE uuid = $3), 0) \
-             AND ($5 = '' OR r.project_id = $6) \
-             ORDER BY r.id LIMIT $4"
-        ))
-        .bind(instance.unwrap_or_default())
-        .bind(instance.unwrap_or_default())
-        .bind(filter.marker.clone().unwrap_or_default())
-        .bind(i64::from(filter.limit.unwrap_or(1000)))
-        .bind(filter.project.clone().unwrap_or_default())
-        .bind(filter.project.clone().unwrap_or_default())
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(arq_row).collect()
+        let mut sql = Sql::new(format!("{ARQ_SELECT} WHERE 1 = 1"));
+        if let Some(instance) = instance.filter(|i| !i.is_empty()) {
+            sql.push(" AND r.instance_uuid = ")
+                .bind(instance.to_owned());
+        }
+        if let Some(project) = filter.project.as_ref().filter(|p| !p.is_empty()) {
+            sql.push(" AND r.project_id = ").bind(project.clone());
+        }
+        after_marker(&mut sql, "accelerator_requests", "r", filter);
+        sql.push(" ORDER BY r.id LIMIT ").bind(page_limit(filter));
+        sql.fetch_all("accelerator_requests", &self.pool).await
     }
 
     /// Moves a request to `to` from an allowed state, in `tx`; the typed conflict names
@@ -144,39 +148,35 @@ impl Db {
         uuid: &str,
         to: ArqState,
     ) -> Result<(), DbError> {
-        let allowed = to.allowed_from();
-        let placeholders: Vec<String> = (0..allowed.len()).map(|i| format!("${}", i + 4)).collect();
-        let sql = format!(
-            "UPDATE accelerator_requests SET state = $1, updated_at = $2 WHERE uuid = $3 AND state IN ({})",
-            placeholders.join(", ")
-        );
-        let mut q = sqlx::query(&sql).bind(to.as_str()).bind(now()).bind(uuid);
-        for s in allowed {
-            q = q.bind(s.as_str());
-        }
-        if q.execute(&mut **tx).await?.rows_affected() == 1 {
+        let mut sql = Sql::new("UPDATE accelerator_requests SET state = ");
+        sql.bind(to.as_str())
+            .push(", updated_at = ")
+            .bind(now())
+            .push(" WHERE uuid = ")
+            .bind(uuid.to_owned())
+            .push(" AND state IN ")
+            .bind_list(to.allowed_from().iter().map(|s| s.as_str()));
+        if sql.execute(&mut **tx).await? == 1 {
             return Ok(());
         }
-        let current: Option<String> =
-            sqlx::query("SELECT state FROM accelerator_requests WHERE uuid = $1")
+        #[derive(sqlx::FromRow)]
+        struct Current {
+            state: ArqState,
+        }
+        let current: Option<Current> =
+            sqlx::query_as("SELECT state FROM accelerator_requests WHERE uuid = $1")
                 .bind(uuid)
                 .fetch_optional(&mut **tx)
-                .await?
-                .map(|r| r.try_get("state"))
-                .transpose()?;
+                .await
+                .map_err(read_error("accelerator_requests"))?;
         match current {
             None => Err(DbError::NotFound {
                 kind: "accelerator request",
                 id: shown(uuid),
             }),
-            Some(s) => Err(DbError::InvalidTransition {
+            Some(c) => Err(DbError::InvalidTransition {
                 uuid: uuid.to_owned(),
-                from: s
-                    .parse()
-                    .map_err(|e: crate::lifecycle::UnknownState| DbError::Invalid {
-                        what: "stored state",
-                        why: e.to_string(),
-                    })?,
+                from: c.state,
                 to,
             }),
         }
@@ -219,17 +219,17 @@ impl Db {
         // device type (which a group accel cannot map refuses).
         let (device_type, deployable, wanted) = match device_rp_uuid {
             Some(rp) => {
-                let on_host = sqlx::query("SELECT id, name FROM deployables WHERE hostname = $1")
-                    .bind(host)
-                    .fetch_all(&self.pool)
-                    .await?;
-                let mut found = None;
-                for row in &on_host {
-                    let name: String = row.try_get("name")?;
-                    if rp_uuid(&name) == rp {
-                        found = Some(row.try_get::<i64, _>("id")?);
-                    }
-                }
+                let on_host: Vec<Named> =
+                    sqlx::query_as("SELECT id, name FROM deployables WHERE hostname = $1")
+                        .bind(host)
+                        .fetch_all(&self.pool)
+                        .await
+                        .map_err(read_error("deployables"))?;
+                let found = on_host
+                    .into_iter()
+                    .filter(|d| rp_uuid(&d.name) == rp)
+                    .map(|d| d.id)
+                    .next_back();
                 let id = found.ok_or_else(|| DbError::Invalid {
                     what: "device_rp_uuid",
                     why: format!(
@@ -264,19 +264,18 @@ impl Db {
             .execute(&mut *tx)
             .await?;
         let taken = loop {
-            let candidate: Option<i64> = sqlx::query(
+            let candidate: Option<i64> = sqlx::query_scalar(
                 "SELECT h.id FROM attach_handles h JOIN deployables d ON h.deployable_id = d.id \
                  JOIN devices v ON d.device_id = v.id \
-                 WHERE d.hostname = $1 AND (v.type = $2 OR d.id = $3) AND v.status = 'available' AND v.maintaining = 0 AND d.enabled = 1 AND h.in_use = 0 AND h.cleanup_state IS NULL \
+                 WHERE d.hostname = $1 AND (v.type = $2 OR d.id = $3) AND v.status = $4 AND v.maintaining = 0 AND d.enabled = 1 AND h.in_use = 0 AND h.cleanup_state IS NULL \
                  ORDER BY h.id LIMIT 1",
             )
             .bind(host)
             .bind(&device_type)
             .bind(deployable)
+            .bind(DeviceStatus::Available.as_str())
             .fetch_optional(&mut *tx)
-            .await?
-            .map(|r| r.try_get("id"))
-            .transpose()?;
+            .await?;
             let Some(id) = candidate else { break None };
             let won = sqlx::query("UPDATE attach_handles SET in_use = 1, revision = revision + 1, updated_at = $1 WHERE id = $2 AND in_use = 0")
                 .bind(now())
@@ -387,47 +386,62 @@ impl Db {
     pub async fn consistency_violations(&self, lease: Duration) -> Result<Vec<String>, DbError> {
         let cutoff =
             timestamp(chrono::Utc::now() - chrono::Duration::from_std(lease).unwrap_or_default());
-        let checks: [(&str, &str); 6] = [
+        let bound = {
+            let mut sql = Sql::new("SELECT uuid AS what FROM accelerator_requests WHERE state = ");
+            sql.bind(ArqState::Bound.as_str())
+                .push(" AND attach_handle_id IS NULL");
+            sql
+        };
+        let stuck = {
+            let mut sql = Sql::new("SELECT uuid AS what FROM accelerator_requests WHERE state IN ");
+            sql.bind_list([ArqState::BindStarted.as_str(), ArqState::Deleting.as_str()])
+                .push(" AND updated_at < ")
+                .bind(cutoff);
+            sql
+        };
+        let checks: [(&str, Sql); 6] = [
             (
                 "handle held by more than one request",
-                "SELECT CAST(attach_handle_id AS TEXT) AS what FROM accelerator_requests \
-                 WHERE attach_handle_id IS NOT NULL GROUP BY attach_handle_id HAVING COUNT(*) > 1",
+                Sql::new(
+                    "SELECT CAST(attach_handle_id AS TEXT) AS what FROM accelerator_requests \
+                     WHERE attach_handle_id IS NOT NULL GROUP BY attach_handle_id HAVING COUNT(*) > 1",
+                ),
             ),
             (
                 "request holding a free handle",
-                "SELECT r.uuid AS what FROM accelerator_requests r \
-                 JOIN attach_handles h ON r.attach_handle_id = h.id WHERE h.in_use = 0",
+                Sql::new(
+                    "SELECT r.uuid AS what FROM accelerator_requests r \
+                     JOIN attach_handles h ON r.attach_handle_id = h.id WHERE h.in_use = 0",
+                ),
             ),
-            (
-                "Bound request without a handle",
-                "SELECT uuid AS what FROM accelerator_requests \
-                 WHERE state = 'Bound' AND attach_handle_id IS NULL",
-            ),
+            ("Bound request without a handle", bound),
             (
                 "in-use handle no request holds",
-                "SELECT h.uuid AS what FROM attach_handles h WHERE h.in_use = 1 AND NOT EXISTS \
-                 (SELECT 1 FROM accelerator_requests r WHERE r.attach_handle_id = h.id)",
+                Sql::new(
+                    "SELECT h.uuid AS what FROM attach_handles h WHERE h.in_use = 1 AND NOT EXISTS \
+                     (SELECT 1 FROM accelerator_requests r WHERE r.attach_handle_id = h.id)",
+                ),
             ),
             (
                 "request whose profile is gone",
-                "SELECT r.uuid AS what FROM accelerator_requests r WHERE NOT EXISTS \
-                 (SELECT 1 FROM device_profiles p WHERE p.name = r.device_profile_name)",
+                Sql::new(
+                    "SELECT r.uuid AS what FROM accelerator_requests r WHERE NOT EXISTS \
+                     (SELECT 1 FROM device_profiles p WHERE p.name = r.device_profile_name)",
+                ),
             ),
-            (
-                "request stuck in a transient state past its lease",
-                "SELECT uuid AS what FROM accelerator_requests \
-                 WHERE state IN ('BindStarted', 'Deleting') AND updated_at < $1",
-            ),
+            ("request stuck in a transient state past its lease", stuck),
         ];
+        #[derive(sqlx::FromRow)]
+        struct Violation {
+            what: String,
+        }
         let mut found = Vec::new();
         for (what, sql) in checks {
-            let mut q = sqlx::query(sql);
-            if sql.contains("$1") {
-                q = q.bind(&cutoff);
-            }
-            for row in q.fetch_all(&self.pool).await? {
-                let id: String = row.try_get("what")?;
-                found.push(format!("{what}: {id}"));
+            for v in sql
+                .fetch_all::<Violation, _>("accelerator_requests", &self.pool)
+                .await?
+            {
+                found.push(format!("{what}: {}", v.what));
             }
         }
         Ok(found)

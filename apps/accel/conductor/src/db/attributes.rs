@@ -1,8 +1,9 @@
 //! Cyborg's deployable attributes (`/v2/attributes`).
 
-use super::rows::attribute_row;
-use super::{new_uuid, now, AttributeRow, Db, DbError, ListFilter, ATTRIBUTE_COLUMNS};
-use sqlx::Row;
+use super::sql::Sql;
+use super::{after_marker, new_uuid, now, page_limit};
+use super::{AttributeRow, Db, DbError, ListFilter, ATTRIBUTE_COLUMNS};
+
 impl Db {
     /// A page of attributes, oldest first, as Cyborg's `GET /v2/attributes`: only of the
     /// deployable with this id, only with this key (either, both or neither).
@@ -12,35 +13,24 @@ impl Db {
         key: Option<&str>,
         filter: &ListFilter,
     ) -> Result<Vec<AttributeRow>, DbError> {
-        let rows = sqlx::query(&format!(
-            "SELECT {ATTRIBUTE_COLUMNS} FROM attributes WHERE ($1 = 0 OR deployable_id = $2) \
-             AND ($3 = '' OR key = $4) \
-             AND id > COALESCE((SELECT id FROM attributes WHERE uuid = $5), 0) ORDER BY id LIMIT $6"
-        ))
-        .bind(i64::from(deployable_id.is_some()))
-        .bind(deployable_id.unwrap_or(0))
-        .bind(key.unwrap_or_default())
-        .bind(key.unwrap_or_default())
-        .bind(filter.marker.clone().unwrap_or_default())
-        .bind(i64::from(filter.limit.unwrap_or(1000)))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(attribute_row).collect()
+        let mut sql = Sql::new(format!(
+            "SELECT {ATTRIBUTE_COLUMNS} FROM attributes a WHERE 1 = 1"
+        ));
+        if let Some(id) = deployable_id {
+            sql.push(" AND a.deployable_id = ").bind(id);
+        }
+        if let Some(key) = key.filter(|k| !k.is_empty()) {
+            sql.push(" AND a.key = ").bind(key.to_owned());
+        }
+        after_marker(&mut sql, "attributes", "a", filter);
+        sql.push(" ORDER BY a.id LIMIT ").bind(page_limit(filter));
+        sql.fetch_all("attributes", &self.pool).await
     }
 
     /// One attribute by UUID.
     pub async fn attribute(&self, uuid: &str) -> Result<AttributeRow, DbError> {
-        let row = sqlx::query(&format!(
-            "SELECT {ATTRIBUTE_COLUMNS} FROM attributes WHERE uuid = $1"
-        ))
-        .bind(uuid)
-        .fetch_optional(&self.pool)
-        .await?
-        .ok_or_else(|| DbError::NotFound {
-            kind: "attribute",
-            id: uuid.to_owned(),
-        })?;
-        attribute_row(&row)
+        self.one("attributes", ATTRIBUTE_COLUMNS, "attribute", uuid)
+            .await
     }
 
     /// Creates an attribute of the deployable with this id (Cyborg's `POST
@@ -54,7 +44,7 @@ impl Db {
         value: &str,
     ) -> Result<AttributeRow, DbError> {
         let mut tx = self.pool.begin().await?;
-        let exists = sqlx::query("SELECT id FROM deployables WHERE id = $1")
+        let exists: Option<i64> = sqlx::query_scalar("SELECT id FROM deployables WHERE id = $1")
             .bind(deployable_id)
             .fetch_optional(&mut *tx)
             .await?;
@@ -104,7 +94,7 @@ pub(super) async fn insert_attribute(
     at: &str,
 ) -> Result<AttributeRow, DbError> {
     let uuid = new_uuid();
-    let id: i64 = sqlx::query(
+    let id: i64 = sqlx::query_scalar(
         "INSERT INTO attributes (uuid, deployable_id, key, value, created_at, updated_at) \
          VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
     )
@@ -115,8 +105,7 @@ pub(super) async fn insert_attribute(
     .bind(at)
     .bind(at)
     .fetch_one(&mut **tx)
-    .await?
-    .try_get("id")?;
+    .await?;
     Ok(AttributeRow {
         id,
         uuid,

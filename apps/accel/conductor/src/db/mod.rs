@@ -32,16 +32,19 @@ mod inventory;
 mod profiles;
 mod reports;
 mod rows;
+mod sql;
 
 pub use arqs::Release;
 pub use rows::{
     rp_uuid, ArqRow, AttachHandleRow, AttributeRow, DeployableRow, DeviceProfileRow, DeviceRow,
-    ListFilter, ReportOutcome, ReportedDevice,
+    DeviceStatus, ListFilter, ReportOutcome, ReportedDevice, UnknownDeviceStatus,
 };
 
 use crate::lifecycle::ArqState;
+use sql::Sql;
 use sqlx::any::{AnyPoolOptions, AnyRow};
-use sqlx::{AnyPool, Row};
+use sqlx::migrate::Migrate;
+use sqlx::AnyPool;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -144,6 +147,18 @@ pub enum DbError {
     /// A device profile is still used by requests.
     #[error("device profile {0:?} is used by accelerator requests; delete them first")]
     ProfileInUse(String),
+    /// A stored value does not parse (a state, status, flag or JSON text the model does
+    /// not have): the database is damaged or was written by something else; an operator
+    /// must look at it.
+    #[error("stored {table}.{column} does not parse: {why}")]
+    Corrupt {
+        /// The table.
+        table: &'static str,
+        /// The column.
+        column: String,
+        /// Why it does not parse.
+        why: String,
+    },
     /// Input the database refuses.
     #[error("invalid {what}: {why}")]
     Invalid {
@@ -174,6 +189,22 @@ impl DbError {
             },
             _ => DbError::Query(e),
         }
+    }
+}
+
+/// What a failed read of `table`'s rows is: a column whose stored value does not decode
+/// is [`DbError::Corrupt`] naming the table and the column, anything else the query's
+/// failure.
+fn read_error(table: &'static str) -> impl Fn(sqlx::Error) -> DbError {
+    move |e| match e {
+        sqlx::Error::ColumnDecode { index, source } => DbError::Corrupt {
+            table,
+            // sqlx names the column with its Debug form (quoted) when a plain field
+            // does not decode, plainly when a conversion refuses it.
+            column: index.trim_matches('"').to_owned(),
+            why: source.to_string(),
+        },
+        e => DbError::Query(e),
     }
 }
 
@@ -419,19 +450,23 @@ impl Db {
                 "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_name = '_sqlx_migrations' AND table_schema = current_schema()"
             }
         };
-        let n: i64 = sqlx::query(table)
-            .fetch_one(&self.pool)
-            .await?
-            .try_get("n")?;
+        // sqlx's `Migrate` reads its table but fails when there is none, and creating it
+        // (`ensure_migrations_table`) is a write: `accel api` and `accel upgrade check`
+        // ask on databases they must not change. So whether it exists is asked first.
+        let n: i64 = sqlx::query_scalar(table).fetch_one(&self.pool).await?;
         if n == 0 {
             return Ok(BTreeSet::new());
         }
-        let rows = sqlx::query("SELECT version FROM _sqlx_migrations WHERE success = TRUE")
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter()
-            .map(|r| r.try_get::<i64, _>("version").map_err(DbError::from))
-            .collect()
+        let mut conn = self.pool.acquire().await?;
+        // A migration that failed half-way is recorded, but not applied.
+        let failed = conn.dirty_version().await?;
+        Ok(conn
+            .list_applied_migrations()
+            .await?
+            .into_iter()
+            .map(|m| m.version)
+            .filter(|v| Some(*v) != failed)
+            .collect())
     }
 
     /// The pool, for the conductor's own queries.
@@ -447,43 +482,62 @@ impl Db {
     /// A page of `table` (which has `id`, `uuid` and `hostname`) by `filter`, oldest first.
     async fn page<T>(
         &self,
-        table: &str,
+        table: &'static str,
         columns: &str,
         filter: &ListFilter,
-        map: fn(&AnyRow) -> Result<T, DbError>,
-    ) -> Result<Vec<T>, DbError> {
-        let host = filter.host.clone().unwrap_or_default();
-        let rows = sqlx::query(&format!(
-            "SELECT {columns} FROM {table} WHERE ($1 = '' OR hostname = $2) \
-             AND id > COALESCE((SELECT id FROM {table} WHERE uuid = $3), 0) ORDER BY id LIMIT $4"
-        ))
-        .bind(&host)
-        .bind(&host)
-        .bind(filter.marker.clone().unwrap_or_default())
-        .bind(i64::from(filter.limit.unwrap_or(1000)))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(map).collect()
+    ) -> Result<Vec<T>, DbError>
+    where
+        T: for<'r> sqlx::FromRow<'r, AnyRow> + Send + Unpin,
+    {
+        let mut sql = Sql::new(format!("SELECT {columns} FROM {table} t WHERE 1 = 1"));
+        if let Some(host) = filter.host.as_ref().filter(|h| !h.is_empty()) {
+            sql.push(" AND hostname = ").bind(host.clone());
+        }
+        after_marker(&mut sql, table, "t", filter);
+        sql.push(" ORDER BY id LIMIT ").bind(page_limit(filter));
+        sql.fetch_all(table, &self.pool).await
     }
 
     /// The row of `table` with `uuid`, or `NotFound` naming `kind`.
     async fn one<T>(
         &self,
-        table: &str,
+        table: &'static str,
         columns: &str,
         kind: &'static str,
         uuid: &str,
-        map: fn(&AnyRow) -> Result<T, DbError>,
-    ) -> Result<T, DbError> {
-        let row = sqlx::query(&format!("SELECT {columns} FROM {table} WHERE uuid = $1"))
+    ) -> Result<T, DbError>
+    where
+        T: for<'r> sqlx::FromRow<'r, AnyRow> + Send + Unpin,
+    {
+        sqlx::query_as(&format!("SELECT {columns} FROM {table} WHERE uuid = $1"))
             .bind(uuid)
             .fetch_optional(&self.pool)
-            .await?
+            .await
+            .map_err(read_error(table))?
             .ok_or_else(|| DbError::NotFound {
                 kind,
                 id: shown(uuid),
-            })?;
-        map(&row)
+            })
+    }
+}
+
+/// At most this many rows in a page without a limit.
+const DEFAULT_PAGE: u32 = 1000;
+
+/// A page's limit as bound.
+fn page_limit(filter: &ListFilter) -> i64 {
+    i64::from(filter.limit.unwrap_or(DEFAULT_PAGE))
+}
+
+/// With a marker, only rows of `table` (aliased `alias`) after the marker row, by id (a
+/// marker that names no row: from the start).
+fn after_marker(sql: &mut Sql, table: &str, alias: &str, filter: &ListFilter) {
+    if let Some(marker) = filter.marker.as_ref().filter(|m| !m.is_empty()) {
+        sql.push(&format!(
+            " AND {alias}.id > COALESCE((SELECT id FROM {table} WHERE uuid = "
+        ))
+        .bind(marker.clone())
+        .push("), 0)");
     }
 }
 

@@ -1,10 +1,10 @@
 //! Device profiles.
 
-use super::rows::profile_row;
-use super::PROFILE_COLUMNS;
-use super::{check_len, new_uuid, now, shown, Db, DbError, DeviceProfileRow, ListFilter};
-use sqlx::Row;
+use super::sql::Sql;
+use super::{check_len, new_uuid, now, page_limit, read_error, shown};
+use super::{Db, DbError, DeviceProfileRow, ListFilter, PROFILE_COLUMNS};
 use std::collections::BTreeMap;
+
 impl Db {
     /// Creates a profile; each group must ask for one known device type.
     pub async fn create_profile(
@@ -35,7 +35,7 @@ impl Db {
             what: "device profile groups",
             why: e.to_string(),
         })?;
-        let id: i64 = sqlx::query(
+        let id: i64 = sqlx::query_scalar(
             "INSERT INTO device_profiles (uuid, name, groups, description, created_at) VALUES ($1, $2, $3, $4, $5) RETURNING id",
         )
         .bind(&uuid)
@@ -45,8 +45,7 @@ impl Db {
         .bind(&at)
         .fetch_one(&self.pool)
         .await
-        .map_err(|e| DbError::from_insert(e, "device profile", name))?
-        .try_get("id")?;
+        .map_err(|e| DbError::from_insert(e, "device profile", name))?;
         Ok(DeviceProfileRow {
             id,
             uuid,
@@ -72,16 +71,15 @@ impl Db {
         &self,
         filter: &ListFilter,
     ) -> Result<Vec<DeviceProfileRow>, DbError> {
-        let rows = sqlx::query(&format!(
-            "SELECT {PROFILE_COLUMNS} FROM device_profiles WHERE $1 = '' \
-             OR name > (SELECT name FROM device_profiles WHERE uuid = $2) ORDER BY name LIMIT $3"
-        ))
-        .bind(filter.marker.clone().unwrap_or_default())
-        .bind(filter.marker.clone().unwrap_or_default())
-        .bind(i64::from(filter.limit.unwrap_or(1000)))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(profile_row).collect()
+        let mut sql = Sql::new(format!("SELECT {PROFILE_COLUMNS} FROM device_profiles"));
+        // By name, so a marker that names no profile gives an empty page.
+        if let Some(marker) = filter.marker.as_ref().filter(|m| !m.is_empty()) {
+            sql.push(" WHERE name > (SELECT name FROM device_profiles WHERE uuid = ")
+                .bind(marker.clone())
+                .push(")");
+        }
+        sql.push(" ORDER BY name LIMIT ").bind(page_limit(filter));
+        sql.fetch_all("device_profiles", &self.pool).await
     }
 
     /// One profile by name or UUID, the same way for every caller (get, delete, request
@@ -92,14 +90,15 @@ impl Db {
     pub async fn profile(&self, name_or_uuid: &str) -> Result<DeviceProfileRow, DbError> {
         if let Ok(uuid) = uuid::Uuid::parse_str(name_or_uuid) {
             // Stored UUIDs are hyphenated lower case; any spelling that parses reaches them.
-            let row = sqlx::query(&format!(
+            let row = sqlx::query_as(&format!(
                 "SELECT {PROFILE_COLUMNS} FROM device_profiles WHERE uuid = $1"
             ))
             .bind(uuid.hyphenated().to_string())
             .fetch_optional(&self.pool)
-            .await?;
+            .await
+            .map_err(read_error("device_profiles"))?;
             if let Some(row) = row {
-                return profile_row(&row);
+                return Ok(row);
             }
         }
         self.profile_by_name(name_or_uuid).await
@@ -107,29 +106,23 @@ impl Db {
 
     /// One profile by its UUID only.
     pub async fn profile_by_uuid(&self, uuid: &str) -> Result<DeviceProfileRow, DbError> {
-        self.one(
-            "device_profiles",
-            PROFILE_COLUMNS,
-            "device profile",
-            uuid,
-            profile_row,
-        )
-        .await
+        self.one("device_profiles", PROFILE_COLUMNS, "device profile", uuid)
+            .await
     }
 
     /// One profile by its name only (what a request records, `device_profile_name`).
     pub async fn profile_by_name(&self, name: &str) -> Result<DeviceProfileRow, DbError> {
-        let row = sqlx::query(&format!(
+        sqlx::query_as(&format!(
             "SELECT {PROFILE_COLUMNS} FROM device_profiles WHERE name = $1"
         ))
         .bind(name)
         .fetch_optional(&self.pool)
-        .await?
+        .await
+        .map_err(read_error("device_profiles"))?
         .ok_or_else(|| DbError::NotFound {
             kind: "device profile",
             id: shown(name),
-        })?;
-        profile_row(&row)
+        })
     }
 
     /// Deletes a profile no request uses.

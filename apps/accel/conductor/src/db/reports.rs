@@ -2,9 +2,50 @@
 //! reported attributes against what its previous report left.
 
 use super::attributes::insert_attribute;
-use super::{new_uuid, now, Backend, Db, DbError, ReportOutcome, ReportedDevice};
-use sqlx::Row;
+use super::rows::IntFlag;
+use super::{new_uuid, now, read_error, Backend, Db, DbError, DeviceStatus};
+use super::{ReportOutcome, ReportedDevice};
 use std::collections::{BTreeMap, BTreeSet};
+
+/// A device and its deployable as the host's previous report left them.
+#[derive(sqlx::FromRow)]
+struct Existing {
+    control_path_id: String,
+    dep_id: i64,
+    device_id: i64,
+    #[sqlx(flatten)]
+    fields: ReportedFields,
+    status: DeviceStatus,
+    /// The keys the previous report gave (JSON; see [`HostAttributes::sync`]).
+    reported_attributes: String,
+}
+
+/// An attach handle of a reported deployable.
+#[derive(sqlx::FromRow)]
+struct Handle {
+    id: i64,
+    attach_type: String,
+    attach_info: String,
+    #[sqlx(try_from = "IntFlag")]
+    in_use: bool,
+}
+
+/// A host's stored report digest.
+#[derive(sqlx::FromRow)]
+struct Digest {
+    digest: String,
+    devices: i64,
+}
+
+/// An attribute row of one of the host's deployables.
+#[derive(sqlx::FromRow)]
+struct Attribute {
+    id: i64,
+    deployable_id: i64,
+    key: String,
+    value: String,
+}
+
 impl Db {
     /// Applies one host's full inventory: adds new devices, updates changed ones, deletes
     /// vanished ones, and keeps vanished ones whose handles are in use: `missing` after
@@ -84,7 +125,7 @@ impl Db {
             .bind(host)
             .execute(&mut *tx)
             .await?;
-        let existing = sqlx::query(
+        let existing: Vec<Existing> = sqlx::query_as(
             "SELECT d.id AS dep_id, d.control_path_id, d.driver_name, d.device_id, \
              d.attributes AS reported_attributes, d.name, \
              v.type, v.vendor, v.model, v.std_board_info, v.vendor_board_info, v.status \
@@ -92,43 +133,20 @@ impl Db {
         )
         .bind(host)
         .fetch_all(&mut *tx)
-        .await?;
+        .await
+        .map_err(read_error("devices"))?;
         let mut attributes = HostAttributes::read(&mut tx, host).await?;
-        struct Existing {
-            dep_id: i64,
-            device_id: i64,
-            fields: ReportedFields,
-            status: String,
-            reported_attributes: String,
-        }
-        let mut by_cp: BTreeMap<String, Existing> = BTreeMap::new();
-        for r in &existing {
-            by_cp.insert(
-                r.try_get("control_path_id")?,
-                Existing {
-                    dep_id: r.try_get("dep_id")?,
-                    device_id: r.try_get("device_id")?,
-                    fields: ReportedFields {
-                        device_type: r.try_get("type")?,
-                        vendor: r.try_get("vendor")?,
-                        model: r.try_get("model")?,
-                        std_board_info: r.try_get("std_board_info")?,
-                        vendor_board_info: r.try_get("vendor_board_info")?,
-                        driver_name: r.try_get("driver_name")?,
-                        name: r.try_get("name")?,
-                    },
-                    status: r.try_get("status")?,
-                    reported_attributes: r.try_get("reported_attributes")?,
-                },
-            );
-        }
+        let mut by_cp: BTreeMap<String, Existing> = existing
+            .into_iter()
+            .map(|e| (e.control_path_id.clone(), e))
+            .collect();
         let mut out = ReportOutcome::default();
         for d in devices {
             match by_cp.remove(&d.control_path_id) {
                 None => {
-                    let device_id: i64 = sqlx::query(
+                    let device_id: i64 = sqlx::query_scalar(
                         "INSERT INTO devices (uuid, type, vendor, model, std_board_info, vendor_board_info, hostname, status, created_at, updated_at) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, 'available', $8, $9) RETURNING id",
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
                     )
                     .bind(new_uuid())
                     .bind(&d.device_type)
@@ -137,12 +155,12 @@ impl Db {
                     .bind(&d.std_board_info)
                     .bind(&d.vendor_board_info)
                     .bind(host)
+                    .bind(DeviceStatus::Available.as_str())
                     .bind(&at)
                     .bind(&at)
                     .fetch_one(&mut *tx)
-                    .await?
-                    .try_get("id")?;
-                    let dep_id: i64 = sqlx::query(
+                    .await?;
+                    let dep_id: i64 = sqlx::query_scalar(
                         "INSERT INTO deployables (uuid, name, device_id, hostname, control_path_id, num_accelerators, driver_name, created_at, updated_at) \
                          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
                     )
@@ -156,8 +174,7 @@ impl Db {
                     .bind(&at)
                     .bind(&at)
                     .fetch_one(&mut *tx)
-                    .await?
-                    .try_get("id")?;
+                    .await?;
                     for (attach_type, attach_info) in &d.handles {
                         insert_handle(&mut tx, dep_id, attach_type, attach_info, &at).await?;
                     }
@@ -176,16 +193,17 @@ impl Db {
                         driver_name: d.driver_name.clone(),
                         name: d.deployable_name_on(host),
                     };
-                    let mut changed = e.fields != fields || e.status != "available";
+                    let mut changed = e.fields != fields || e.status != DeviceStatus::Available;
                     if changed {
                         sqlx::query(
-                            "UPDATE devices SET type = $1, vendor = $2, model = $3, std_board_info = $4, vendor_board_info = $5, status = 'available', updated_at = $6 WHERE id = $7",
+                            "UPDATE devices SET type = $1, vendor = $2, model = $3, std_board_info = $4, vendor_board_info = $5, status = $6, updated_at = $7 WHERE id = $8",
                         )
                         .bind(&d.device_type)
                         .bind(&d.vendor)
                         .bind(&d.model)
                         .bind(&d.std_board_info)
                         .bind(&d.vendor_board_info)
+                        .bind(DeviceStatus::Available.as_str())
                         .bind(&at)
                         .bind(e.device_id)
                         .execute(&mut *tx)
@@ -199,20 +217,20 @@ impl Db {
                             .execute(&mut *tx)
                             .await?;
                     }
-                    let handles = sqlx::query(
+                    let handles: Vec<Handle> = sqlx::query_as(
                         "SELECT id, attach_type, attach_info, in_use FROM attach_handles WHERE deployable_id = $1",
                     )
                     .bind(e.dep_id)
                     .fetch_all(&mut *tx)
-                    .await?;
-                    let mut have: BTreeMap<(String, String), (i64, bool)> = BTreeMap::new();
-                    for h in &handles {
-                        let info: String = h.try_get("attach_info")?;
-                        have.insert(
-                            (h.try_get("attach_type")?, handle_identity(&info)),
-                            (h.try_get("id")?, h.try_get::<i64, _>("in_use")? != 0),
-                        );
-                    }
+                    .await
+                    .map_err(read_error("attach_handles"))?;
+                    let mut have: BTreeMap<(String, String), (i64, bool)> = handles
+                        .into_iter()
+                        .map(|h| {
+                            let identity = handle_identity(&h.attach_info);
+                            ((h.attach_type, identity), (h.id, h.in_use))
+                        })
+                        .collect();
                     if attributes
                         .sync(
                             &mut tx,
@@ -248,7 +266,7 @@ impl Db {
                     }
                     if lost_handle {
                         let cp = d.control_path_id.clone();
-                        drop_in_use(&mut tx, host, &e.status, e.device_id, cp, &at, &mut out)
+                        drop_in_use(&mut tx, host, e.status, e.device_id, cp, &at, &mut out)
                             .await?;
                     } else if changed {
                         out.updated.push(d.control_path_id.clone());
@@ -259,15 +277,14 @@ impl Db {
             }
         }
         for (cp, e) in by_cp {
-            let in_use: i64 = sqlx::query(
+            let in_use: i64 = sqlx::query_scalar(
                 "SELECT COUNT(*) AS n FROM attach_handles WHERE deployable_id = $1 AND in_use = 1",
             )
             .bind(e.dep_id)
             .fetch_one(&mut *tx)
-            .await?
-            .try_get("n")?;
+            .await?;
             if in_use > 0 {
-                drop_in_use(&mut tx, host, &e.status, e.device_id, cp, &at, &mut out).await?;
+                drop_in_use(&mut tx, host, e.status, e.device_id, cp, &at, &mut out).await?;
             } else {
                 sqlx::query("DELETE FROM devices WHERE id = $1")
                     .bind(e.device_id)
@@ -305,16 +322,21 @@ impl Db {
     /// The digest of the host's last applied report and how many devices it had, if
     /// nothing changed the host's devices since ([`Db::report_with_digest`]).
     pub async fn report_digest(&self, host: &str) -> Result<Option<(String, u64)>, DbError> {
-        let row = sqlx::query("SELECT digest, devices FROM host_reports WHERE hostname = $1")
-            .bind(host)
-            .fetch_optional(&self.pool)
-            .await?;
-        let Some(row) = row else { return Ok(None) };
-        let devices: i64 = row.try_get("devices")?;
-        Ok(Some((
-            row.try_get("digest")?,
-            u64::try_from(devices).unwrap_or(0),
-        )))
+        let row: Option<Digest> =
+            sqlx::query_as("SELECT digest, devices FROM host_reports WHERE hostname = $1")
+                .bind(host)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(read_error("host_reports"))?;
+        row.map(|r| match u64::try_from(r.devices) {
+            Ok(n) => Ok((r.digest, n)),
+            Err(_) => Err(DbError::Corrupt {
+                table: "host_reports",
+                column: "devices".into(),
+                why: format!("{} devices", r.devices),
+            }),
+        })
+        .transpose()
     }
 }
 
@@ -333,8 +355,9 @@ fn handle_identity(attach_info: &str) -> String {
 
 /// What the report diff compares of a device and its deployable (besides handles and
 /// attributes); a difference rewrites both rows.
-#[derive(PartialEq, Eq)]
+#[derive(PartialEq, Eq, sqlx::FromRow)]
 struct ReportedFields {
+    #[sqlx(rename = "type")]
     device_type: String,
     vendor: String,
     model: String,
@@ -353,18 +376,19 @@ struct HostAttributes {
 
 impl HostAttributes {
     async fn read(tx: &mut sqlx::Transaction<'_, sqlx::Any>, host: &str) -> Result<Self, DbError> {
-        let found = sqlx::query(
+        let found: Vec<Attribute> = sqlx::query_as(
             "SELECT a.id, a.deployable_id, a.key, a.value FROM attributes a \
              JOIN deployables d ON a.deployable_id = d.id WHERE d.hostname = $1",
         )
         .bind(host)
         .fetch_all(&mut **tx)
-        .await?;
+        .await
+        .map_err(read_error("attributes"))?;
         let mut rows: BTreeMap<i64, BTreeMap<String, (i64, String)>> = BTreeMap::new();
-        for r in &found {
-            rows.entry(r.try_get("deployable_id")?)
+        for a in found {
+            rows.entry(a.deployable_id)
                 .or_default()
-                .insert(r.try_get("key")?, (r.try_get("id")?, r.try_get("value")?));
+                .insert(a.key, (a.id, a.value));
         }
         Ok(Self { rows })
     }
@@ -459,24 +483,28 @@ async fn insert_handle(
 async fn drop_in_use(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     host: &str,
-    status: &str,
+    status: DeviceStatus,
     device_id: i64,
     control_path_id: String,
     at: &str,
     out: &mut ReportOutcome,
 ) -> Result<(), DbError> {
-    let confirmed = matches!(status, "missing" | "lost");
-    let to = if confirmed { "lost" } else { "missing" };
+    let confirmed = matches!(status, DeviceStatus::Missing | DeviceStatus::Lost);
+    let to = if confirmed {
+        DeviceStatus::Lost
+    } else {
+        DeviceStatus::Missing
+    };
     if status != to {
         sqlx::query("UPDATE devices SET status = $1, updated_at = $2 WHERE id = $3")
-            .bind(to)
+            .bind(to.as_str())
             .bind(at)
             .bind(device_id)
             .execute(&mut **tx)
             .await?;
     }
     if confirmed {
-        if status != "lost" {
+        if status != DeviceStatus::Lost {
             tracing::warn!(host, control_path_id = %control_path_id,
                 "a second report confirms an in-use device is gone: kept and marked lost");
         }

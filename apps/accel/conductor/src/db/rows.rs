@@ -1,11 +1,13 @@
 //! The rows the queries return, and what an agent reports.
 
-use super::DbError;
 use crate::lifecycle::ArqState;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use sqlx::any::AnyRow;
-use sqlx::Row;
+use sqlx::any::{Any, AnyTypeInfo, AnyValueRef};
+use sqlx::error::BoxDynError;
 use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
 
 /// What an agent reports of one device (a physical function and its handles).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,13 +74,14 @@ pub struct ReportOutcome {
 }
 
 /// A device row.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct DeviceRow {
     /// Primary key.
     pub id: i64,
     /// UUID.
     pub uuid: String,
     /// Device type.
+    #[sqlx(rename = "type")]
     pub device_type: String,
     /// Vendor.
     pub vendor: String,
@@ -90,13 +93,12 @@ pub struct DeviceRow {
     pub hostname: String,
     /// Vendor board details.
     pub vendor_board_info: Option<String>,
-    /// `available`; `missing` (in use, and the host's last report lacked it or one of
-    /// its in-use handles: not given to new requests); `lost` (a second report
-    /// confirmed it).
-    pub status: String,
+    /// Whether reports still show it ([`DeviceStatus`]).
+    pub status: DeviceStatus,
     /// Taken out of service by an operator (Cyborg's `maintaining`, after
     /// `POST /v2/devices/{uuid}/disable`): given to no new request.
     #[serde(default)]
+    #[sqlx(try_from = "IntFlag")]
     pub maintaining: bool,
     /// Created.
     pub created_at: String,
@@ -105,7 +107,7 @@ pub struct DeviceRow {
 }
 
 /// A deployable row.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct DeployableRow {
     /// Primary key.
     pub id: i64,
@@ -124,14 +126,18 @@ pub struct DeployableRow {
     /// Driver.
     pub driver_name: Option<String>,
     /// Usable.
+    #[sqlx(try_from = "IntFlag")]
     pub enabled: bool,
     /// Its resource provider in Placement: [`rp_uuid`] of its name, so the same
     /// deployable has the same provider whichever conductor (or Cyborg) reports it.
+    /// Computed, not stored (filled by the queries that return deployables).
     #[serde(default)]
+    #[sqlx(skip)]
     pub rp_uuid: String,
     /// Its attributes by key ([`AttributeRow`]), as Cyborg shows them in a deployable's
-    /// `attributes_list`.
+    /// `attributes_list` (rows of `attributes`, filled by the same queries).
     #[serde(default)]
+    #[sqlx(skip)]
     pub attributes: BTreeMap<String, String>,
     /// Creation time.
     #[serde(default)]
@@ -151,7 +157,7 @@ pub fn rp_uuid(name: &str) -> String {
 /// An attribute of a deployable (Cyborg's `attributes` table and `/v2/attributes`):
 /// reported by its host's agent (see [`ReportedDevice::attributes`]) or created by an
 /// operator.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct AttributeRow {
     /// Primary key.
     pub id: i64,
@@ -170,7 +176,7 @@ pub struct AttributeRow {
 }
 
 /// An attach handle row.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct AttachHandleRow {
     /// Primary key.
     pub id: i64,
@@ -179,6 +185,7 @@ pub struct AttachHandleRow {
     /// Its deployable.
     pub deployable_id: i64,
     /// Taken by a request.
+    #[sqlx(try_from = "IntFlag")]
     pub in_use: bool,
     /// `PCI`, ...
     pub attach_type: String,
@@ -187,7 +194,7 @@ pub struct AttachHandleRow {
 }
 
 /// A device profile row.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct DeviceProfileRow {
     /// Primary key.
     pub id: i64,
@@ -196,6 +203,7 @@ pub struct DeviceProfileRow {
     /// Unique name.
     pub name: String,
     /// Groups: each a map such as `{"resources:FPGA": "1", "trait:CUSTOM_X": "required"}`.
+    #[sqlx(try_from = "JsonText<Vec<BTreeMap<String, String>>>")]
     pub groups: Vec<BTreeMap<String, String>>,
     /// Description.
     pub description: Option<String>,
@@ -204,7 +212,7 @@ pub struct DeviceProfileRow {
 }
 
 /// An accelerator request row, with its attach handle when bound.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct ArqRow {
     /// Primary key.
     pub id: i64,
@@ -225,10 +233,13 @@ pub struct ArqRow {
     /// Project.
     pub project_id: Option<String>,
     /// The handle's UUID, when bound.
+    #[sqlx(rename = "handle_uuid")]
     pub attach_handle_uuid: Option<String>,
     /// The handle's type, when bound.
+    #[sqlx(rename = "handle_type")]
     pub attach_handle_type: Option<String>,
     /// The handle's info, when bound.
+    #[sqlx(rename = "handle_info")]
     pub attach_handle_info: Option<String>,
     /// Created (always set by this release; unset when read by release N's API).
     #[serde(default)]
@@ -252,90 +263,140 @@ pub struct ListFilter {
     pub project: Option<String>,
 }
 
-pub(super) fn device_row(r: &AnyRow) -> Result<DeviceRow, DbError> {
-    Ok(DeviceRow {
-        id: r.try_get("id")?,
-        uuid: r.try_get("uuid")?,
-        device_type: r.try_get("type")?,
-        vendor: r.try_get("vendor")?,
-        model: r.try_get("model")?,
-        std_board_info: r.try_get("std_board_info")?,
-        hostname: r.try_get("hostname")?,
-        vendor_board_info: r.try_get("vendor_board_info")?,
-        status: r.try_get("status")?,
-        maintaining: r.try_get::<i64, _>("maintaining")? != 0,
-        created_at: r.try_get("created_at")?,
-        updated_at: r.try_get("updated_at")?,
-    })
+/// Whether an in-use device is still in its host's reports (`devices.status`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceStatus {
+    /// In the host's last report (every device that is not in use is, or is deleted).
+    Available,
+    /// In use, and the host's last report lacked it or one of its in-use handles: given
+    /// to no new request until a report has it again.
+    Missing,
+    /// In use, and a second report confirmed it gone.
+    Lost,
 }
 
-pub(super) fn deployable_row(r: &AnyRow) -> Result<DeployableRow, DbError> {
-    let name: String = r.try_get("name")?;
-    Ok(DeployableRow {
-        id: r.try_get("id")?,
-        uuid: r.try_get("uuid")?,
-        name: name.clone(),
-        device_id: r.try_get("device_id")?,
-        hostname: r.try_get("hostname")?,
-        control_path_id: r.try_get("control_path_id")?,
-        num_accelerators: r.try_get("num_accelerators")?,
-        driver_name: r.try_get("driver_name")?,
-        enabled: r.try_get::<i64, _>("enabled")? != 0,
-        rp_uuid: rp_uuid(&name),
-        attributes: BTreeMap::new(),
-        created_at: r.try_get("created_at")?,
-        updated_at: r.try_get("updated_at")?,
-    })
+impl DeviceStatus {
+    /// Every status.
+    pub const ALL: [DeviceStatus; 3] = [
+        DeviceStatus::Available,
+        DeviceStatus::Missing,
+        DeviceStatus::Lost,
+    ];
+
+    /// The stored and shown name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeviceStatus::Available => "available",
+            DeviceStatus::Missing => "missing",
+            DeviceStatus::Lost => "lost",
+        }
+    }
 }
 
-pub(super) fn attribute_row(r: &AnyRow) -> Result<AttributeRow, DbError> {
-    Ok(AttributeRow {
-        id: r.try_get("id")?,
-        uuid: r.try_get("uuid")?,
-        deployable_id: r.try_get("deployable_id")?,
-        key: r.try_get("key")?,
-        value: r.try_get("value")?,
-        created_at: r.try_get("created_at")?,
-        updated_at: r.try_get("updated_at")?,
-    })
+impl fmt::Display for DeviceStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
-pub(super) fn profile_row(r: &AnyRow) -> Result<DeviceProfileRow, DbError> {
-    let groups: String = r.try_get("groups")?;
-    Ok(DeviceProfileRow {
-        id: r.try_get("id")?,
-        uuid: r.try_get("uuid")?,
-        name: r.try_get("name")?,
-        groups: serde_json::from_str(&groups).map_err(|e| DbError::Invalid {
-            what: "stored device profile groups",
-            why: e.to_string(),
-        })?,
-        description: r.try_get("description")?,
-        created_at: r.try_get("created_at")?,
-    })
+/// A device status name that is not one.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown device status {0:?}")]
+pub struct UnknownDeviceStatus(pub String);
+
+impl FromStr for DeviceStatus {
+    type Err = UnknownDeviceStatus;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        DeviceStatus::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| UnknownDeviceStatus(s.to_owned()))
+    }
 }
 
-pub(super) fn arq_row(r: &AnyRow) -> Result<ArqRow, DbError> {
-    let state: String = r.try_get("state")?;
-    Ok(ArqRow {
-        id: r.try_get("id")?,
-        uuid: r.try_get("uuid")?,
-        state: state
-            .parse()
-            .map_err(|e: crate::lifecycle::UnknownState| DbError::Invalid {
-                what: "stored state",
-                why: e.to_string(),
-            })?,
-        device_profile_name: r.try_get("device_profile_name")?,
-        device_profile_group_id: r.try_get("device_profile_group_id")?,
-        hostname: r.try_get("hostname")?,
-        device_rp_uuid: r.try_get("device_rp_uuid")?,
-        instance_uuid: r.try_get("instance_uuid")?,
-        project_id: r.try_get("project_id")?,
-        attach_handle_uuid: r.try_get("handle_uuid")?,
-        attach_handle_type: r.try_get("handle_type")?,
-        attach_handle_info: r.try_get("handle_info")?,
-        created_at: Some(r.try_get("created_at")?),
-        updated_at: Some(r.try_get("updated_at")?),
-    })
+/// Decodes a text column by parsing it: a value the type does not have is the column's
+/// decode error, which the queries report as [`super::DbError::Corrupt`].
+macro_rules! decode_parsed {
+    ($t:ty) => {
+        impl sqlx::Type<Any> for $t {
+            fn type_info() -> AnyTypeInfo {
+                <String as sqlx::Type<Any>>::type_info()
+            }
+            fn compatible(ty: &AnyTypeInfo) -> bool {
+                <String as sqlx::Type<Any>>::compatible(ty)
+            }
+        }
+        impl<'r> sqlx::Decode<'r, Any> for $t {
+            fn decode(value: AnyValueRef<'r>) -> Result<Self, BoxDynError> {
+                Ok(<String as sqlx::Decode<'r, Any>>::decode(value)?.parse()?)
+            }
+        }
+    };
+}
+
+decode_parsed!(DeviceStatus);
+decode_parsed!(ArqState);
+
+/// An integer column that holds a flag (`0` or `1`, as both schemas store booleans),
+/// read as `bool` (`#[sqlx(try_from = "IntFlag")]`); any other value is refused rather
+/// than taken as set.
+pub struct IntFlag(bool);
+
+/// A flag column holding neither 0 nor 1.
+#[derive(Debug, thiserror::Error)]
+#[error("{0} is not a flag (0 or 1)")]
+pub struct NotAFlag(i64);
+
+impl sqlx::Type<Any> for IntFlag {
+    fn type_info() -> AnyTypeInfo {
+        <i64 as sqlx::Type<Any>>::type_info()
+    }
+    fn compatible(ty: &AnyTypeInfo) -> bool {
+        <i64 as sqlx::Type<Any>>::compatible(ty)
+    }
+}
+
+impl<'r> sqlx::Decode<'r, Any> for IntFlag {
+    fn decode(value: AnyValueRef<'r>) -> Result<Self, BoxDynError> {
+        // The check is here, not in a `TryFrom`: sqlx's derive loses a conversion's
+        // message, a decode error keeps it.
+        match <i64 as sqlx::Decode<'r, Any>>::decode(value)? {
+            0 => Ok(IntFlag(false)),
+            1 => Ok(IntFlag(true)),
+            n => Err(NotAFlag(n).into()),
+        }
+    }
+}
+
+impl From<IntFlag> for bool {
+    fn from(v: IntFlag) -> bool {
+        v.0
+    }
+}
+
+/// A text column holding JSON, read as `T` (`#[sqlx(try_from = "JsonText<T>")]`;
+/// sqlx's `Json` does not decode through the Any driver).
+pub struct JsonText<T>(T);
+
+impl<T> sqlx::Type<Any> for JsonText<T> {
+    fn type_info() -> AnyTypeInfo {
+        <String as sqlx::Type<Any>>::type_info()
+    }
+    fn compatible(ty: &AnyTypeInfo) -> bool {
+        <String as sqlx::Type<Any>>::compatible(ty)
+    }
+}
+
+impl<'r, T: DeserializeOwned> sqlx::Decode<'r, Any> for JsonText<T> {
+    fn decode(value: AnyValueRef<'r>) -> Result<Self, BoxDynError> {
+        let text = <String as sqlx::Decode<'r, Any>>::decode(value)?;
+        Ok(JsonText(serde_json::from_str(&text)?))
+    }
+}
+
+impl From<JsonText<Vec<BTreeMap<String, String>>>> for Vec<BTreeMap<String, String>> {
+    fn from(v: JsonText<Vec<BTreeMap<String, String>>>) -> Self {
+        v.0
+    }
 }
