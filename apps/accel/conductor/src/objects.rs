@@ -98,7 +98,7 @@ pub fn handle_object(h: &HostHandle) -> Result<AttachHandle, CallError> {
         attach_info: h.attach_info.clone().into(),
         device: Some(device).into(),
         revision: h.revision.into(),
-        cleanup_state: h.cleanup_state.clone().into(),
+        cleanup_state: h.cleanup_state.map(|s| s.as_str().to_owned()).into(),
         instance_uuid: h.instance_uuid.clone().into(),
         ..AttachHandle::blank()
     };

@@ -257,7 +257,7 @@ async fn notify_released(db: &Db, agents: Option<&AgentNotifier>, handle: Option
         return;
     };
     match db.host_handle(&handle).await {
-        Ok(h) if h.cleanup_state.as_deref() == Some(accel_objects::CLEANING) => {
+        Ok(h) if h.cleanup_state == Some(accel_objects::CleanupState::Cleaning) => {
             let agents = agents.clone();
             tokio::spawn(async move {
                 agents.cleanup_released(&h.hostname, &h.uuid).await;

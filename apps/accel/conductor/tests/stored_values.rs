@@ -75,6 +75,7 @@ async fn unparseable_values_are_refused(db: &Db) {
         .await
         .expect("devices")
         .remove(0);
+    let handle = db.host_handles("h1").await.expect("handles").remove(0);
 
     damage(db, "UPDATE devices SET status = 'gone'").await;
     assert_corrupt(
@@ -122,6 +123,27 @@ async fn unparseable_values_are_refused(db: &Db) {
         "5",
     );
     damage(db, "UPDATE attach_handles SET in_use = 0").await;
+    damage(db, "UPDATE attach_handles SET cleanup_state = 'dusty'").await;
+    assert_corrupt(
+        db.host_handles("h1").await,
+        "attach_handles",
+        "cleanup_state",
+        "\"dusty\"",
+    );
+    assert_corrupt(
+        db.host_handle(&handle.uuid).await,
+        "attach_handles",
+        "cleanup_state",
+        "\"dusty\"",
+    );
+    damage(db, "UPDATE attach_handles SET cleanup_state = NULL").await;
+    assert_eq!(
+        db.host_handle(&handle.uuid)
+            .await
+            .expect("repaired handle")
+            .cleanup_state,
+        None
+    );
 
     damage(db, "UPDATE device_profiles SET groups = 'not json'").await;
     assert_corrupt(

@@ -7,6 +7,7 @@ use super::{after_marker, check_binding, check_len, new_uuid, now, page_limit, r
 use super::{rp_uuid, shown, timestamp};
 use super::{ArqRow, Db, DbError, DeviceStatus, ListFilter, ARQ_SELECT};
 use crate::lifecycle::ArqState;
+use accel_objects::CleanupState;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -498,12 +499,13 @@ async fn release_handle(
         "UPDATE attach_handles SET in_use = 0, updated_at = $1, revision = revision + 1, \
          cleanup_state = CASE WHEN $2 = 1 AND deployable_id IN \
            (SELECT d.id FROM deployables d JOIN devices v ON d.device_id = v.id WHERE v.type = 'SSD') \
-           THEN 'cleaning' ELSE cleanup_state END \
+           THEN $4 ELSE cleanup_state END \
          WHERE id = (SELECT attach_handle_id FROM accelerator_requests WHERE uuid = $3)",
     )
     .bind(now())
     .bind(i64::from(release == Release::CleanSsd))
     .bind(uuid)
+    .bind(CleanupState::Cleaning.as_str())
     .execute(&mut **tx)
     .await?;
     sqlx::query("UPDATE accelerator_requests SET attach_handle_id = NULL WHERE uuid = $1")

@@ -39,6 +39,7 @@ pub use rows::{
     rp_uuid, ArqRow, AttachHandleRow, AttributeRow, DeployableRow, DeviceProfileRow, DeviceRow,
     DeviceStatus, ListFilter, ReportOutcome, ReportedDevice, UnknownDeviceStatus,
 };
+pub(crate) use rows::{IntFlag, ParsedOption};
 
 use crate::lifecycle::ArqState;
 use sql::Sql;
@@ -195,7 +196,7 @@ impl DbError {
 /// What a failed read of `table`'s rows is: a column whose stored value does not decode
 /// is [`DbError::Corrupt`] naming the table and the column, anything else the query's
 /// failure.
-fn read_error(table: &'static str) -> impl Fn(sqlx::Error) -> DbError {
+pub(crate) fn read_error(table: &'static str) -> impl Fn(sqlx::Error) -> DbError {
     move |e| match e {
         sqlx::Error::ColumnDecode { index, source } => DbError::Corrupt {
             table,

@@ -1,6 +1,7 @@
 //! The rows the queries return, and what an agent reports.
 
 use crate::lifecycle::ArqState;
+use accel_objects::CleanupState;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sqlx::any::{Any, AnyTypeInfo, AnyValueRef};
@@ -397,6 +398,40 @@ impl<'r, T: DeserializeOwned> sqlx::Decode<'r, Any> for JsonText<T> {
 
 impl From<JsonText<Vec<BTreeMap<String, String>>>> for Vec<BTreeMap<String, String>> {
     fn from(v: JsonText<Vec<BTreeMap<String, String>>>) -> Self {
+        v.0
+    }
+}
+
+/// A nullable text column read as `Option<T>` by parsing
+/// (`#[sqlx(try_from = "ParsedOption<T>")]`), for a `T` of another crate
+/// (accel-objects' `CleanupState`), on which this crate cannot implement sqlx's traits.
+pub struct ParsedOption<T>(Option<T>);
+
+impl<T> sqlx::Type<Any> for ParsedOption<T> {
+    fn type_info() -> AnyTypeInfo {
+        <String as sqlx::Type<Any>>::type_info()
+    }
+    fn compatible(ty: &AnyTypeInfo) -> bool {
+        <String as sqlx::Type<Any>>::compatible(ty)
+    }
+}
+
+impl<'r, T> sqlx::Decode<'r, Any> for ParsedOption<T>
+where
+    T: FromStr,
+    T::Err: std::error::Error + Send + Sync + 'static,
+{
+    fn decode(value: AnyValueRef<'r>) -> Result<Self, BoxDynError> {
+        if sqlx::ValueRef::is_null(&value) {
+            return Ok(ParsedOption(None));
+        }
+        let text = <String as sqlx::Decode<'r, Any>>::decode(value)?;
+        Ok(ParsedOption(Some(text.parse()?)))
+    }
+}
+
+impl From<ParsedOption<CleanupState>> for Option<CleanupState> {
+    fn from(v: ParsedOption<CleanupState>) -> Self {
         v.0
     }
 }
