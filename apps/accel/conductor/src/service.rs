@@ -10,6 +10,7 @@
 
 use crate::db::{ArqRow, Db, DbError, DeviceProfileRow, Release, ReportedDevice};
 use crate::nova::{BindStatus, Notifier};
+use accel_objects::errors::ErrorKind;
 use accel_objects::rpc::{
     AgentApi, BindArq, CleanupDevice, ConductorApi, CreateArqs, CreateAttribute,
     CreateDeviceProfile, DeleteArqs, DeleteAttribute, DeleteDeviceProfile, ReportData,
@@ -28,23 +29,23 @@ pub const ERROR_MODULE: &str = "accel";
 /// A database error as the caller sees it.
 pub fn to_remote(e: DbError) -> RemoteError {
     let kind = match &e {
-        DbError::NotFound { .. } => "NotFound",
-        DbError::Duplicate { .. } => "Duplicate",
-        DbError::InvalidTransition { .. } => "InvalidTransition",
-        DbError::NoFreeHandle { .. } => "NoFreeHandle",
-        DbError::ProfileInUse(_) => "ProfileInUse",
-        DbError::StaleHandle { .. } => "StaleHandle",
-        DbError::HandleInUse { .. } => "HandleInUse",
-        DbError::NotCleaning { .. } => "NotCleaning",
-        DbError::Invalid { .. } | DbError::UnsupportedUrl(_) => "Invalid",
+        DbError::NotFound { .. } => ErrorKind::NotFound,
+        DbError::Duplicate { .. } => ErrorKind::Duplicate,
+        DbError::InvalidTransition { .. } => ErrorKind::InvalidTransition,
+        DbError::NoFreeHandle { .. } => ErrorKind::NoFreeHandle,
+        DbError::ProfileInUse(_) => ErrorKind::ProfileInUse,
+        DbError::StaleHandle { .. } => ErrorKind::StaleHandle,
+        DbError::HandleInUse { .. } => ErrorKind::HandleInUse,
+        DbError::NotCleaning { .. } => ErrorKind::NotCleaning,
+        DbError::Invalid { .. } | DbError::UnsupportedUrl(_) => ErrorKind::Invalid,
         DbError::Corrupt { .. } => {
             tracing::error!(error = %e, "a stored record does not parse");
-            accel_objects::errors::CORRUPT_RECORD
+            ErrorKind::CorruptRecord
         }
         DbError::Connect { .. } | DbError::Migrate(_) | DbError::Query(_) if e.is_unavailable() => {
             tracing::error!(error = %e, "database unavailable");
             return RemoteError::new(
-                "DatabaseUnavailable",
+                ErrorKind::DatabaseUnavailable.as_str(),
                 ERROR_MODULE,
                 "the conductor's database cannot be reached; retry later",
             );
@@ -54,13 +55,13 @@ pub fn to_remote(e: DbError) -> RemoteError {
             return database_failed();
         }
     };
-    RemoteError::new(kind, ERROR_MODULE, e.to_string())
+    RemoteError::new(kind.as_str(), ERROR_MODULE, e.to_string())
 }
 
 /// What a caller is told when the conductor's database failed (the cause is logged).
 fn database_failed() -> RemoteError {
     RemoteError::new(
-        "DatabaseError",
+        ErrorKind::DatabaseError.as_str(),
         ERROR_MODULE,
         "the conductor's database failed; see its log",
     )
