@@ -16,6 +16,7 @@ use crate::service::{
     AccelService, ArqRow, AttributeRow, Binding, DeployableRow, DeviceProfileRow, DeviceRow,
     ListQuery, NewProfile,
 };
+use accel_objects::errors::ErrorKind as RemoteKind;
 use accel_objects::rpc::{
     BindArq, CreateArqs, CreateAttribute, CreateDeviceProfile, DeleteArqs, DeleteAttribute,
     DeleteDeviceProfile, SetDeviceMaintaining, UnbindArq, ATTRIBUTES_VERSION,
@@ -100,16 +101,16 @@ fn read_back<T>(row: Result<T, ServiceError>) -> Result<T, ServiceError> {
 fn service_error(method: &str, e: RpcError) -> ServiceError {
     let (kind, message) = match &e {
         RpcError::Remote(r) => {
-            let kind = match r.kind.as_str() {
-                "NotFound" => ErrorKind::NotFound,
-                "Duplicate" => ErrorKind::Duplicate,
-                "InvalidTransition" => ErrorKind::InvalidTransition,
-                "NoFreeHandle" => ErrorKind::NoFreeHandle,
-                "ProfileInUse" => ErrorKind::ProfileInUse,
-                "Invalid" => ErrorKind::BadRequest,
+            let kind = match RemoteKind::parse(&r.kind) {
+                Some(RemoteKind::NotFound) => ErrorKind::NotFound,
+                Some(RemoteKind::Duplicate) => ErrorKind::Duplicate,
+                Some(RemoteKind::InvalidTransition) => ErrorKind::InvalidTransition,
+                Some(RemoteKind::NoFreeHandle) => ErrorKind::NoFreeHandle,
+                Some(RemoteKind::ProfileInUse) => ErrorKind::ProfileInUse,
+                Some(RemoteKind::Invalid) => ErrorKind::BadRequest,
                 // The database went away while the conductor wrote: the connection may
                 // have dropped after the commit, so the write may be done.
-                "DatabaseUnavailable" => ErrorKind::OutcomeUnknown,
+                Some(RemoteKind::DatabaseUnavailable) => ErrorKind::OutcomeUnknown,
                 _ => ErrorKind::Internal,
             };
             let message = if kind == ErrorKind::OutcomeUnknown {

@@ -43,7 +43,7 @@ impl From<DbError> for ServiceError {
             DbError::NoFreeHandle { .. } => ErrorKind::NoFreeHandle,
             DbError::ProfileInUse(_) => ErrorKind::ProfileInUse,
             // What the database holds is damaged: not the client's fault.
-            DbError::Invalid { what, .. } if what.starts_with("stored") => ErrorKind::Internal,
+            DbError::Corrupt { .. } => ErrorKind::Internal,
             DbError::Invalid { .. } => ErrorKind::BadRequest,
             DbError::UnsupportedUrl(_) => ErrorKind::Unavailable,
             // An outage (down, restarting, dropped, unreadable): retry later.

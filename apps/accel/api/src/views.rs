@@ -56,7 +56,10 @@ pub fn device(d: &DeviceRow, version: ApiVersion, base: &str) -> Value {
                 "enabled"
             };
             map.insert("status".into(), Value::String(status.to_owned()));
-            map.insert("inventory_status".into(), Value::String(d.status.clone()));
+            map.insert(
+                "inventory_status".into(),
+                Value::String(d.status.as_str().into()),
+            );
         }
     }
     v

@@ -4,6 +4,7 @@
 //! it to verify side effects in the database, not only API answers.
 
 use crate::db::{Db, DbError};
+use accel_objects::CleanupState;
 use serde::Serialize;
 use sqlx::Row;
 use std::collections::BTreeMap;
@@ -49,6 +50,16 @@ impl Db {
             .try_get::<i64, _>("n")?)
     }
 
+    /// Handles in cleanup state `state`.
+    async fn handles_in(&self, state: CleanupState) -> Result<i64, DbError> {
+        Ok(
+            sqlx::query_scalar("SELECT COUNT(*) AS n FROM attach_handles WHERE cleanup_state = $1")
+                .bind(state.as_str())
+                .fetch_one(self.pool())
+                .await?,
+        )
+    }
+
     /// Counts what the database holds.
     pub async fn census(&self) -> Result<Census, DbError> {
         let cleanup = self.applied_migrations().await?.contains(&2);
@@ -69,21 +80,11 @@ impl Db {
                 .count("SELECT COUNT(*) AS n FROM attach_handles WHERE in_use <> 0")
                 .await?,
             handles_cleaning: match cleanup {
-                true => Some(
-                    self.count(
-                        "SELECT COUNT(*) AS n FROM attach_handles WHERE cleanup_state = 'cleaning'",
-                    )
-                    .await?,
-                ),
+                true => Some(self.handles_in(CleanupState::Cleaning).await?),
                 false => None,
             },
             handles_failed_cleanup: match cleanup {
-                true => Some(
-                    self.count(
-                        "SELECT COUNT(*) AS n FROM attach_handles WHERE cleanup_state = 'error'",
-                    )
-                    .await?,
-                ),
+                true => Some(self.handles_in(CleanupState::Error).await?),
                 false => None,
             },
             device_profiles: self

@@ -9,13 +9,12 @@
 //! attempt already landed (the reply was lost) is recognised by the revision it left
 //! and answers the same result, so a transition lands exactly once.
 
-use crate::db::{now, Db, DbError};
+use crate::db::{now, read_error, Db, DbError, IntFlag, ParsedOption};
+use accel_objects::CleanupState;
 use serde::{Deserialize, Serialize};
-use sqlx::any::AnyRow;
-use sqlx::Row;
 
 /// One attach handle with what an agent needs to reason about it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct HostHandle {
     /// The handle's database id.
     pub id: i64,
@@ -30,9 +29,11 @@ pub struct HostHandle {
     /// Changes on every allocation, release, metadata or cleanup update.
     pub revision: i64,
     /// Allocated to a request.
+    #[sqlx(try_from = "IntFlag")]
     pub in_use: bool,
     /// `None` (available), `cleaning` or `error`.
-    pub cleanup_state: Option<String>,
+    #[sqlx(try_from = "ParsedOption<CleanupState>")]
+    pub cleanup_state: Option<CleanupState>,
     /// Why the last cleanup failed.
     pub cleanup_reason: Option<String>,
     /// The device's UUID.
@@ -64,57 +65,39 @@ const SELECT: &str =
      JOIN devices v ON d.device_id = v.id \
      LEFT JOIN accelerator_requests r ON r.attach_handle_id = h.id";
 
-fn row(r: &AnyRow) -> Result<HostHandle, DbError> {
-    Ok(HostHandle {
-        id: r.try_get("id")?,
-        deployable_id: r.try_get("deployable_id")?,
-        uuid: r.try_get("uuid")?,
-        attach_type: r.try_get("attach_type")?,
-        attach_info: r.try_get("attach_info")?,
-        revision: r.try_get("revision")?,
-        in_use: r.try_get::<i64, _>("in_use")? != 0,
-        cleanup_state: r.try_get("cleanup_state")?,
-        cleanup_reason: r.try_get("cleanup_reason")?,
-        device_uuid: r.try_get("device_uuid")?,
-        device_type: r.try_get("device_type")?,
-        control_path_id: r.try_get("control_path_id")?,
-        hostname: r.try_get("hostname")?,
-        instance_uuid: r.try_get("instance_uuid")?,
-    })
-}
-
 impl Db {
     /// Every attach handle of `host`, in one query (one RPC for an agent).
     pub async fn host_handles(&self, host: &str) -> Result<Vec<HostHandle>, DbError> {
-        let rows = sqlx::query(&format!("{SELECT} WHERE d.hostname = $1 ORDER BY h.id"))
+        sqlx::query_as(&format!("{SELECT} WHERE d.hostname = $1 ORDER BY h.id"))
             .bind(host)
             .fetch_all(self.pool())
-            .await?;
-        rows.iter().map(row).collect()
+            .await
+            .map_err(read_error("attach_handles"))
     }
 
     /// The handles of `host` in `cleaning`: what its agent must (still) clean.
     pub async fn cleaning_handles(&self, host: &str) -> Result<Vec<HostHandle>, DbError> {
-        let rows = sqlx::query(&format!(
-            "{SELECT} WHERE d.hostname = $1 AND h.cleanup_state = 'cleaning' ORDER BY h.id"
+        sqlx::query_as(&format!(
+            "{SELECT} WHERE d.hostname = $1 AND h.cleanup_state = $2 ORDER BY h.id"
         ))
         .bind(host)
+        .bind(CleanupState::Cleaning.as_str())
         .fetch_all(self.pool())
-        .await?;
-        rows.iter().map(row).collect()
+        .await
+        .map_err(read_error("attach_handles"))
     }
 
     /// One handle.
     pub async fn host_handle(&self, uuid: &str) -> Result<HostHandle, DbError> {
-        let r = sqlx::query(&format!("{SELECT} WHERE h.uuid = $1"))
+        sqlx::query_as(&format!("{SELECT} WHERE h.uuid = $1"))
             .bind(uuid)
             .fetch_optional(self.pool())
-            .await?
+            .await
+            .map_err(read_error("attach_handles"))?
             .ok_or_else(|| DbError::NotFound {
                 kind: "attach handle",
                 id: uuid.to_owned(),
-            })?;
-        row(&r)
+            })
     }
 
     /// Replaces an unallocated handle's attach info if its revision is still
@@ -179,12 +162,13 @@ impl Db {
         let marker = started_marker(expected_revision, claim);
         let updated = sqlx::query(
             "UPDATE attach_handles SET cleanup_reason = $1, revision = revision + 1, updated_at = $2 \
-             WHERE uuid = $3 AND revision = $4 AND cleanup_state = 'cleaning'",
+             WHERE uuid = $3 AND revision = $4 AND cleanup_state = $5",
         )
         .bind(&marker)
         .bind(now())
         .bind(uuid)
         .bind(expected_revision)
+        .bind(CleanupState::Cleaning.as_str())
         .execute(self.pool())
         .await?
         .rows_affected();
@@ -193,16 +177,13 @@ impl Db {
             return Ok(current);
         }
         if current.revision == expected_revision + 1
-            && current.cleanup_state.as_deref() == Some("cleaning")
+            && current.cleanup_state == Some(CleanupState::Cleaning)
             && current.cleanup_reason.as_deref() == Some(marker.as_str())
         {
             return Ok(current);
         }
-        if current.cleanup_state.as_deref() != Some("cleaning") {
-            return Err(DbError::NotCleaning {
-                uuid: uuid.to_owned(),
-                state: current.cleanup_state.unwrap_or_else(|| "none".into()),
-            });
+        if current.cleanup_state != Some(CleanupState::Cleaning) {
+            return Err(not_cleaning(uuid, current.cleanup_state));
         }
         Err(DbError::StaleHandle {
             uuid: uuid.to_owned(),
@@ -223,18 +204,19 @@ impl Db {
     ) -> Result<HostHandle, DbError> {
         let (state, reason) = match result {
             CleanupResult::Clean => (None, None),
-            CleanupResult::Failed(why) => (Some("error"), Some(why.as_str())),
+            CleanupResult::Failed(why) => (Some(CleanupState::Error), Some(why.as_str())),
         };
         let updated = sqlx::query(
             "UPDATE attach_handles SET cleanup_state = $1, cleanup_reason = $2, \
              revision = revision + 1, updated_at = $3 \
-             WHERE uuid = $4 AND revision = $5 AND cleanup_state = 'cleaning'",
+             WHERE uuid = $4 AND revision = $5 AND cleanup_state = $6",
         )
-        .bind(state)
+        .bind(state.map(CleanupState::as_str))
         .bind(reason)
         .bind(now())
         .bind(uuid)
         .bind(expected_revision)
+        .bind(CleanupState::Cleaning.as_str())
         .execute(self.pool())
         .await?
         .rows_affected();
@@ -243,22 +225,27 @@ impl Db {
             return Ok(current);
         }
         if current.revision == expected_revision + 1
-            && current.cleanup_state.as_deref() == state
+            && current.cleanup_state == state
             && current.cleanup_reason.as_deref() == reason
         {
             return Ok(current);
         }
-        if current.cleanup_state.as_deref() != Some("cleaning") {
-            return Err(DbError::NotCleaning {
-                uuid: uuid.to_owned(),
-                state: current.cleanup_state.unwrap_or_else(|| "none".into()),
-            });
+        if current.cleanup_state != Some(CleanupState::Cleaning) {
+            return Err(not_cleaning(uuid, current.cleanup_state));
         }
         Err(DbError::StaleHandle {
             uuid: uuid.to_owned(),
             expected: expected_revision,
             found: current.revision,
         })
+    }
+}
+
+/// A cleanup transition found the handle `state` instead of `cleaning`.
+fn not_cleaning(uuid: &str, state: Option<CleanupState>) -> DbError {
+    DbError::NotCleaning {
+        uuid: uuid.to_owned(),
+        state: state.map_or("none", CleanupState::as_str).to_owned(),
     }
 }
 

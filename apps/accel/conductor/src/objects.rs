@@ -9,7 +9,7 @@
 
 use crate::db::{Db, DbError};
 use crate::handles::{CleanupResult, HostHandle};
-use accel_objects::errors;
+use accel_objects::errors::{self, ErrorKind};
 use accel_objects::store::{CleanupTransition, ConductorState, HandleStore};
 use accel_objects::{AccelVersion, AttachHandle, AttachType, Device, DeviceType};
 use std::sync::Arc;
@@ -41,20 +41,24 @@ pub fn state(db: Db, versions: VersionManager<AccelVersion>) -> ConductorState {
 /// A database error as the method error an agent matches on.
 pub fn to_call_error(e: DbError) -> CallError {
     let kind = match &e {
-        DbError::StaleHandle { .. } => errors::STALE_HANDLE,
-        DbError::HandleInUse { .. } => errors::HANDLE_IN_USE,
-        DbError::NotCleaning { .. } => errors::NOT_CLEANING,
-        DbError::NotFound { .. } => errors::NOT_FOUND,
+        DbError::StaleHandle { .. } => ErrorKind::StaleHandle,
+        DbError::HandleInUse { .. } => ErrorKind::HandleInUse,
+        DbError::NotCleaning { .. } => ErrorKind::NotCleaning,
+        DbError::NotFound { .. } => ErrorKind::NotFound,
+        DbError::Corrupt { .. } => {
+            tracing::error!(error = %e, "a stored record does not parse");
+            ErrorKind::CorruptRecord
+        }
         DbError::Connect { .. } | DbError::Migrate(_) | DbError::Query(_) => {
             tracing::error!(error = %e, "database failure in an object method");
             return CallError::method(
-                errors::DATABASE_ERROR,
+                ErrorKind::DatabaseError.as_str(),
                 "the conductor's database failed; see its log",
             );
         }
-        _ => "Invalid",
+        _ => ErrorKind::Invalid,
     };
-    CallError::method(kind, e.to_string())
+    CallError::method(kind.as_str(), e.to_string())
 }
 
 /// A handle row as the object agents get (its device loaded with uuid, type and host).
@@ -98,7 +102,7 @@ pub fn handle_object(h: &HostHandle) -> Result<AttachHandle, CallError> {
         attach_info: h.attach_info.clone().into(),
         device: Some(device).into(),
         revision: h.revision.into(),
-        cleanup_state: h.cleanup_state.clone().into(),
+        cleanup_state: h.cleanup_state.map(|s| s.as_str().to_owned()).into(),
         instance_uuid: h.instance_uuid.clone().into(),
         ..AttachHandle::blank()
     };
@@ -232,5 +236,30 @@ mod tests {
             );
             assert_eq!(classify(&e), HandleErrorKind::Fatal, "not retried: {e}");
         }
+    }
+
+    /// A stored value the database layer cannot decode reaches an agent as
+    /// `CorruptRecord` (not retried) and an RPC caller the same kind, never `Invalid`
+    /// (the caller's fault) or a database outage (retried).
+    #[test]
+    fn a_corrupt_row_is_corrupt_record_on_every_path() {
+        let corrupt = || DbError::Corrupt {
+            table: "attach_handles",
+            column: "cleanup_state".into(),
+            why: "unknown cleanup state \"dusty\"".into(),
+        };
+        let e = to_call_error(corrupt());
+        assert!(
+            matches!(&e, CallError::Method { kind, message, .. }
+                if kind == errors::CORRUPT_RECORD && message.contains("attach_handles.cleanup_state")),
+            "{e}"
+        );
+        assert_eq!(classify(&e), HandleErrorKind::Fatal);
+        let remote = crate::service::to_remote(corrupt());
+        assert_eq!(remote.kind, errors::CORRUPT_RECORD);
+        assert!(
+            remote.message.contains("attach_handles.cleanup_state"),
+            "{remote:?}"
+        );
     }
 }

@@ -32,7 +32,7 @@
 //! is idempotent, so several conductors reconciling the same hosts agree (a provider
 //! generation conflict is read again and retried).
 
-use crate::db::{rp_uuid, DbError, DeployableRow, DeviceRow, ListFilter};
+use crate::db::{rp_uuid, DbError, DeployableRow, DeviceRow, DeviceStatus, ListFilter};
 use crate::keystone::{Session, SessionError};
 use crate::Db;
 use accel_objects::traits::{is_custom_name, resource_class, traits};
@@ -120,7 +120,9 @@ pub fn providers(
             uuid: rp_uuid(&dep.name),
             resource_class,
             total: dep.num_accelerators,
-            reserved: device.maintaining || device.status != "available" || !dep.enabled,
+            reserved: device.maintaining
+                || device.status != DeviceStatus::Available
+                || !dep.enabled,
             traits,
         });
     }
@@ -564,7 +566,7 @@ mod tests {
             std_board_info: None,
             hostname: "h1".into(),
             vendor_board_info: None,
-            status: "available".into(),
+            status: DeviceStatus::Available,
             maintaining: false,
             created_at: String::new(),
             updated_at: String::new(),

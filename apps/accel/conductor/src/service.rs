@@ -10,6 +10,7 @@
 
 use crate::db::{ArqRow, Db, DbError, DeviceProfileRow, Release, ReportedDevice};
 use crate::nova::{BindStatus, Notifier};
+use accel_objects::errors::ErrorKind;
 use accel_objects::rpc::{
     AgentApi, BindArq, CleanupDevice, ConductorApi, CreateArqs, CreateAttribute,
     CreateDeviceProfile, DeleteArqs, DeleteAttribute, DeleteDeviceProfile, ReportData,
@@ -28,19 +29,23 @@ pub const ERROR_MODULE: &str = "accel";
 /// A database error as the caller sees it.
 pub fn to_remote(e: DbError) -> RemoteError {
     let kind = match &e {
-        DbError::NotFound { .. } => "NotFound",
-        DbError::Duplicate { .. } => "Duplicate",
-        DbError::InvalidTransition { .. } => "InvalidTransition",
-        DbError::NoFreeHandle { .. } => "NoFreeHandle",
-        DbError::ProfileInUse(_) => "ProfileInUse",
-        DbError::StaleHandle { .. } => "StaleHandle",
-        DbError::HandleInUse { .. } => "HandleInUse",
-        DbError::NotCleaning { .. } => "NotCleaning",
-        DbError::Invalid { .. } | DbError::UnsupportedUrl(_) => "Invalid",
+        DbError::NotFound { .. } => ErrorKind::NotFound,
+        DbError::Duplicate { .. } => ErrorKind::Duplicate,
+        DbError::InvalidTransition { .. } => ErrorKind::InvalidTransition,
+        DbError::NoFreeHandle { .. } => ErrorKind::NoFreeHandle,
+        DbError::ProfileInUse(_) => ErrorKind::ProfileInUse,
+        DbError::StaleHandle { .. } => ErrorKind::StaleHandle,
+        DbError::HandleInUse { .. } => ErrorKind::HandleInUse,
+        DbError::NotCleaning { .. } => ErrorKind::NotCleaning,
+        DbError::Invalid { .. } | DbError::UnsupportedUrl(_) => ErrorKind::Invalid,
+        DbError::Corrupt { .. } => {
+            tracing::error!(error = %e, "a stored record does not parse");
+            ErrorKind::CorruptRecord
+        }
         DbError::Connect { .. } | DbError::Migrate(_) | DbError::Query(_) if e.is_unavailable() => {
             tracing::error!(error = %e, "database unavailable");
             return RemoteError::new(
-                "DatabaseUnavailable",
+                ErrorKind::DatabaseUnavailable.as_str(),
                 ERROR_MODULE,
                 "the conductor's database cannot be reached; retry later",
             );
@@ -50,27 +55,35 @@ pub fn to_remote(e: DbError) -> RemoteError {
             return database_failed();
         }
     };
-    RemoteError::new(kind, ERROR_MODULE, e.to_string())
+    RemoteError::new(kind.as_str(), ERROR_MODULE, e.to_string())
 }
 
 /// What a caller is told when the conductor's database failed (the cause is logged).
 fn database_failed() -> RemoteError {
     RemoteError::new(
-        "DatabaseError",
+        ErrorKind::DatabaseError.as_str(),
         ERROR_MODULE,
         "the conductor's database failed; see its log",
     )
 }
 
-fn uuid_field(text: &str) -> Field<uuid::Uuid> {
-    text.parse().map(Field::new).unwrap_or_default()
+/// A stored UUID as the object's field; one that does not parse is `CorruptRecord`
+/// naming `table`'s `uuid` column, never an unset field.
+fn uuid_field(table: &'static str, text: &str) -> Result<Field<uuid::Uuid>, DbError> {
+    text.parse()
+        .map(Field::new)
+        .map_err(|e: uuid::Error| DbError::Corrupt {
+            table,
+            column: "uuid".into(),
+            why: format!("{:?}: {e}", crate::db::shown(text)),
+        })
 }
 
 /// A request row as the object callers get.
-pub fn arq_object(r: &ArqRow) -> AcceleratorRequest {
-    AcceleratorRequest {
+pub fn arq_object(r: &ArqRow) -> Result<AcceleratorRequest, DbError> {
+    Ok(AcceleratorRequest {
         id: r.id.into(),
-        uuid: uuid_field(&r.uuid),
+        uuid: uuid_field("accelerator_requests", &r.uuid)?,
         state: r.state.as_str().to_owned().into(),
         device_profile_name: r.device_profile_name.clone().into(),
         device_profile_group_id: r.device_profile_group_id.into(),
@@ -82,19 +95,19 @@ pub fn arq_object(r: &ArqRow) -> AcceleratorRequest {
         attach_handle_info: r.attach_handle_info.clone().into(),
         attach_handle_uuid: r.attach_handle_uuid.clone().into(),
         ..AcceleratorRequest::blank()
-    }
+    })
 }
 
 /// A profile row as the object callers get.
-pub fn profile_object(p: &DeviceProfileRow) -> DeviceProfile {
-    DeviceProfile {
+pub fn profile_object(p: &DeviceProfileRow) -> Result<DeviceProfile, DbError> {
+    Ok(DeviceProfile {
         id: p.id.into(),
-        uuid: uuid_field(&p.uuid),
+        uuid: uuid_field("device_profiles", &p.uuid)?,
         name: p.name.clone().into(),
         groups: p.groups.clone().into(),
         description: p.description.clone().into(),
         ..DeviceProfile::blank()
-    }
+    })
 }
 
 /// A reported device (or handle) without a field the inventory needs.
@@ -253,7 +266,7 @@ async fn notify_released(db: &Db, agents: Option<&AgentNotifier>, handle: Option
         return;
     };
     match db.host_handle(&handle).await {
-        Ok(h) if h.cleanup_state.as_deref() == Some(accel_objects::CLEANING) => {
+        Ok(h) if h.cleanup_state == Some(accel_objects::CleanupState::Cleaning) => {
             let agents = agents.clone();
             tokio::spawn(async move {
                 agents.cleanup_released(&h.hostname, &h.uuid).await;
@@ -430,7 +443,7 @@ pub fn endpoint_with_agents(
         })
         .handle(|Shared { db, .. }, _ctx, m: CreateDeviceProfile| async move {
             let p = db.create_profile(&m.name, m.groups, m.description).await.map_err(to_remote)?;
-            Ok(profile_object(&p))
+            profile_object(&p).map_err(to_remote)
         })
         .handle(|Shared { db, .. }, _ctx, m: DeleteDeviceProfile| async move {
             db.delete_profile(&m.name).await.map_err(to_remote)
@@ -441,7 +454,11 @@ pub fn endpoint_with_agents(
                 .create_arqs(&profile.name, m.group_id, m.project_id.as_deref())
                 .await
                 .map_err(to_remote)?;
-            let arqs: Vec<_> = rows.iter().map(arq_object).collect();
+            let arqs = rows
+                .iter()
+                .map(arq_object)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(to_remote)?;
             Ok(AcceleratorRequestList {
                 objects: Field::new(arqs),
                 ..AcceleratorRequestList::blank()
@@ -455,13 +472,13 @@ pub fn endpoint_with_agents(
             if matches!(bound, Ok(_) | Err(DbError::NoFreeHandle { .. })) {
                 notify_nova(&db, nova.as_ref(), &m.instance_uuid).await;
             }
-            Ok(arq_object(&bound.map_err(to_remote)?))
+            arq_object(&bound.map_err(to_remote)?).map_err(to_remote)
         })
         .handle(|Shared { db, release, agents, .. }, _ctx, m: UnbindArq| async move {
             let handle = db.arq(&m.uuid).await.map_err(to_remote)?.attach_handle_uuid;
             let row = db.unbind_with(&m.uuid, release()).await.map_err(to_remote)?;
             notify_released(&db, agents.as_ref(), handle).await;
-            Ok(arq_object(&row))
+            arq_object(&row).map_err(to_remote)
         })
         .handle(|Shared { db, release, agents, .. }, _ctx, m: DeleteArqs| async move {
             let mut uuids = m.uuids;
@@ -489,4 +506,51 @@ pub fn endpoint_with_agents(
         Arc::new(registry),
         prepare,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lifecycle::ArqState;
+
+    /// A stored request or profile whose UUID does not parse reaches the caller as
+    /// `CorruptRecord` naming the column, not as an object with its UUID unset.
+    #[test]
+    fn a_stored_uuid_that_does_not_parse_is_corrupt_record() {
+        let arq = ArqRow {
+            id: 1,
+            uuid: "not-a-uuid".into(),
+            state: ArqState::Initial,
+            device_profile_name: "gpu".into(),
+            device_profile_group_id: 0,
+            hostname: None,
+            device_rp_uuid: None,
+            instance_uuid: None,
+            project_id: None,
+            attach_handle_uuid: None,
+            attach_handle_type: None,
+            attach_handle_info: None,
+            created_at: None,
+            updated_at: None,
+        };
+        let e = to_remote(arq_object(&arq).expect_err("refused"));
+        assert_eq!(e.kind, accel_objects::errors::CORRUPT_RECORD);
+        assert!(e.message.contains("accelerator_requests.uuid"), "{e:?}");
+        let good = ArqRow {
+            uuid: "7f1c2e9a-4b5d-4c3e-9f10-2a3b4c5d6e7f".into(),
+            ..arq
+        };
+        assert!(arq_object(&good).is_ok());
+        let profile = DeviceProfileRow {
+            id: 1,
+            uuid: String::new(),
+            name: "gpu".into(),
+            groups: Vec::new(),
+            description: None,
+            created_at: String::new(),
+        };
+        let e = to_remote(profile_object(&profile).expect_err("refused"));
+        assert_eq!(e.kind, accel_objects::errors::CORRUPT_RECORD);
+        assert!(e.message.contains("device_profiles.uuid"), "{e:?}");
+    }
 }

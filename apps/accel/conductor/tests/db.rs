@@ -3,7 +3,7 @@
 
 use accel_conductor::testing as support;
 
-use accel_conductor::db::{rp_uuid, ListFilter, ReportedDevice};
+use accel_conductor::db::{rp_uuid, DeviceStatus, ListFilter, ReportedDevice};
 use accel_conductor::{ArqState, Db, DbError};
 use std::collections::BTreeMap;
 
@@ -154,7 +154,10 @@ async fn report_diffing(db: &Db) {
         host: Some("h1".into()),
         ..Default::default()
     };
-    assert_eq!(status(db.devices(&h1).await.expect("devices")), ["missing"]);
+    assert_eq!(
+        status(db.devices(&h1).await.expect("devices")),
+        [DeviceStatus::Missing]
+    );
     let bound = db.arq(&arq.uuid).await.expect("arq");
     assert_eq!(bound.state, ArqState::Bound, "the request keeps its device");
     // The next report confirms it: lost.
@@ -175,7 +178,7 @@ async fn report_diffing(db: &Db) {
         .await
         .expect("devices");
     assert_eq!(gpu_row.len(), 1);
-    assert_eq!(gpu_row[0].status, "lost");
+    assert_eq!(gpu_row[0].status, DeviceStatus::Lost);
     // It comes back: available again.
     let back = db.report("h1", &[gpu]).await.expect("report");
     assert_eq!(back.updated, ["0000:3c:00.0"]);
@@ -187,7 +190,7 @@ async fn report_diffing(db: &Db) {
         .await
         .expect("devices")[0]
             .status,
-        "available"
+        DeviceStatus::Available
     );
     // A control-path id twice in one report is refused whole.
     let err = db

@@ -72,7 +72,11 @@ async fn cleanup_through_the_scan_when_agent_is_capped(db: Db) {
     // Nothing was sent: the handle waits in cleaning.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let h = db.host_handle(&handle).await.expect("handle");
-    assert_eq!(h.cleanup_state.as_deref(), Some("cleaning"), "{h:?}");
+    assert_eq!(
+        h.cleanup_state.map(|s| s.as_str()),
+        Some("cleaning"),
+        "{h:?}"
+    );
     assert!(h.cleanup_reason.is_none(), "no agent started it: {h:?}");
     assert!(scripts.erased().is_empty());
     // A client capped at 1.0 cannot send cleanup_device, and never relabels it.
@@ -125,7 +129,7 @@ async fn failed_and_hung_cleanups_leave_the_device_in_error(db: Db) {
     let (arq, first) = bind_ssd(&c, "vm-1").await;
     unbind(&c, &arq).await;
     let h = wait_for(&db, &first, Duration::from_secs(15), "failed", |h| {
-        h.cleanup_state.as_deref() == Some("error")
+        h.cleanup_state.map(|s| s.as_str()) == Some("error")
     })
     .await;
     assert!(
@@ -143,7 +147,7 @@ async fn failed_and_hung_cleanups_leave_the_device_in_error(db: Db) {
     assert_ne!(first, second, "a device in error is never allocated");
     unbind(&c, &arq).await;
     let h = wait_for(&db, &second, Duration::from_secs(15), "timed out", |h| {
-        h.cleanup_state.as_deref() == Some("error")
+        h.cleanup_state.map(|s| s.as_str()) == Some("error")
     })
     .await;
     assert!(
@@ -376,7 +380,7 @@ async fn update_managed_races_have_one_winner(db: Db) {
         .await
         .expect("recorded");
     let row = db.host_handle(&handle).await.expect("row");
-    assert_eq!(row.cleanup_state.as_deref(), Some("error"));
+    assert_eq!(row.cleanup_state.map(|s| s.as_str()), Some("error"));
     // The device someone else moved to error cannot be made available by the stale one.
     let e = stale.cleanup_succeeded().await.expect_err("moved");
     assert_eq!(classify(&e), HandleErrorKind::NotCleaning, "{e}");

@@ -39,7 +39,11 @@ async fn managed_metadata(db: &Db) {
     assert_eq!(handles.len(), 1);
     let h = &handles[0];
     assert_eq!(
-        (h.in_use, h.cleanup_state.as_deref(), h.device_type.as_str()),
+        (
+            h.in_use,
+            h.cleanup_state.map(|s| s.as_str()),
+            h.device_type.as_str()
+        ),
         (false, None, "SSD")
     );
     let info = r#"{"address": "0000:5e:00.0", "managed": "no"}"#;
@@ -168,7 +172,7 @@ async fn nvme_cleanup(db: &Db) {
         .expect("failed");
     assert_eq!(
         (
-            failed.cleanup_state.as_deref(),
+            failed.cleanup_state.map(|s| s.as_str()),
             failed.cleanup_reason.as_deref()
         ),
         (Some("error"), Some("nvme format exited 1"))

@@ -444,10 +444,61 @@ pub fn registry() -> Registry {
 /// before `AccelVersion::DriverFeatures` is finalized.
 pub const UNMANAGED_FEATURE: &str = "unmanaged PCI attach handles ([pci] managed = false)";
 
+/// An attach handle's cleanup state (`AttachHandle.cleanup_state`, the column
+/// `attach_handles.cleanup_state`; unset: the handle is available). The object's field
+/// stays text on the wire; this is the one list of its values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CleanupState {
+    /// Being erased (an NVMe SSD released by its request): not allocatable until its
+    /// agent reports the erase done.
+    Cleaning,
+    /// The erase failed or timed out: out of the pool until an operator acts.
+    Error,
+}
+
+impl CleanupState {
+    /// The stored and sent name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CleanupState::Cleaning => "cleaning",
+            CleanupState::Error => "error",
+        }
+    }
+}
+
+impl std::fmt::Display for CleanupState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A cleanup state name that is not one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownCleanupState(pub String);
+
+impl std::fmt::Display for UnknownCleanupState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "unknown cleanup state {:?}", self.0)
+    }
+}
+
+impl std::error::Error for UnknownCleanupState {}
+
+impl std::str::FromStr for CleanupState {
+    type Err = UnknownCleanupState;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [CleanupState::Cleaning, CleanupState::Error]
+            .into_iter()
+            .find(|c| c.as_str() == s)
+            .ok_or_else(|| UnknownCleanupState(s.to_owned()))
+    }
+}
+
 /// The cleanup state of a handle being erased.
-pub const CLEANING: &str = "cleaning";
+pub const CLEANING: &str = CleanupState::Cleaning.as_str();
 /// The cleanup state of a handle whose erase failed.
-pub const CLEANUP_ERROR: &str = "error";
+pub const CLEANUP_ERROR: &str = CleanupState::Error.as_str();
 
 // The remotable bodies run where the database is: on the conductor, whose request
 // contexts carry a `store::ConductorState`. An agent's contexts carry an indirection API

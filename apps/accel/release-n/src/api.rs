@@ -56,8 +56,15 @@ fn service_error(e: DbError) -> ServiceError {
     ServiceError::with_source(kind, message, e)
 }
 
-fn device(d: ndb::DeviceRow) -> DeviceRow {
-    DeviceRow {
+fn device(d: ndb::DeviceRow) -> Result<DeviceRow, ServiceError> {
+    // The API's row types the status; release N stores the same names.
+    let status = d
+        .status
+        .parse()
+        .map_err(|e: accel_conductor::db::UnknownDeviceStatus| {
+            ServiceError::new(ErrorKind::Internal, format!("stored devices.status: {e}"))
+        })?;
+    Ok(DeviceRow {
         id: d.id,
         uuid: d.uuid,
         device_type: d.device_type,
@@ -66,12 +73,12 @@ fn device(d: ndb::DeviceRow) -> DeviceRow {
         std_board_info: d.std_board_info,
         hostname: d.hostname,
         vendor_board_info: d.vendor_board_info,
-        status: d.status,
+        status,
         // Release N has no device maintenance (release N+1's conductor API 1.3).
         maintaining: false,
         created_at: d.created_at,
         updated_at: d.updated_at,
-    }
+    })
 }
 
 fn deployable(d: ndb::DeployableRow) -> DeployableRow {
@@ -162,7 +169,7 @@ impl AccelService for ReleaseNService {
             .map_err(service_error)?
             .into_iter()
             .map(device)
-            .collect();
+            .collect::<Result<_, _>>()?;
         let wanted = query.device_type.as_deref();
         page(
             rows,
@@ -176,8 +183,8 @@ impl AccelService for ReleaseNService {
         self.db
             .device(uuid)
             .await
-            .map(device)
             .map_err(service_error)
+            .and_then(device)
     }
 
     async fn deployables(&self, query: &ListQuery) -> Result<Vec<DeployableRow>, ServiceError> {

@@ -245,7 +245,7 @@ pub fn available(h: &HostHandle) -> bool {
 }
 
 pub fn started(h: &HostHandle) -> bool {
-    h.cleanup_state.as_deref() == Some("cleaning")
+    h.cleanup_state.map(|s| s.as_str()) == Some("cleaning")
         && h.cleanup_reason
             .as_deref()
             .is_some_and(|r| r.starts_with("cleanup started"))

@@ -1,0 +1,113 @@
+//! Devices, deployables and attach handles as the API and Placement read them, and an
+//! operator's maintenance switch.
+
+use super::sql::Sql;
+use super::{now, rp_uuid, shown};
+use super::{AttachHandleRow, Db, DbError, DeployableRow, DeviceRow, ListFilter};
+use super::{DEPLOYABLE_COLUMNS, DEVICE_COLUMNS};
+use std::collections::BTreeMap;
+
+/// One attribute of a deployable, as a deployable shows it.
+#[derive(sqlx::FromRow)]
+struct Attribute {
+    deployable_id: i64,
+    key: String,
+    value: String,
+}
+
+impl Db {
+    /// Devices, oldest first.
+    pub async fn devices(&self, filter: &ListFilter) -> Result<Vec<DeviceRow>, DbError> {
+        self.page("devices", DEVICE_COLUMNS, filter).await
+    }
+
+    /// One device by UUID.
+    pub async fn device(&self, uuid: &str) -> Result<DeviceRow, DbError> {
+        self.one("devices", DEVICE_COLUMNS, "device", uuid).await
+    }
+
+    /// Deployables, oldest first.
+    pub async fn deployables(&self, filter: &ListFilter) -> Result<Vec<DeployableRow>, DbError> {
+        let mut page = self.page("deployables", DEPLOYABLE_COLUMNS, filter).await?;
+        self.complete(&mut page).await?;
+        Ok(page)
+    }
+
+    /// One deployable by UUID.
+    pub async fn deployable(&self, uuid: &str) -> Result<DeployableRow, DbError> {
+        let one = self
+            .one("deployables", DEPLOYABLE_COLUMNS, "deployable", uuid)
+            .await?;
+        let mut page = vec![one];
+        self.complete(&mut page).await?;
+        Ok(page.remove(0))
+    }
+
+    /// Fills what a deployable row shows but does not store: its resource provider
+    /// ([`rp_uuid`] of its name) and its attributes (one query for the page).
+    async fn complete(&self, page: &mut [DeployableRow]) -> Result<(), DbError> {
+        for d in page.iter_mut() {
+            d.rp_uuid = rp_uuid(&d.name);
+        }
+        if page.is_empty() {
+            return Ok(());
+        }
+        let mut sql =
+            Sql::new("SELECT deployable_id, key, value FROM attributes WHERE deployable_id IN ");
+        sql.bind_list(page.iter().map(|d| d.id).collect::<Vec<_>>());
+        let mut by_id: BTreeMap<i64, BTreeMap<String, String>> = BTreeMap::new();
+        for a in sql
+            .fetch_all::<Attribute, _>("attributes", &self.pool)
+            .await?
+        {
+            by_id
+                .entry(a.deployable_id)
+                .or_default()
+                .insert(a.key, a.value);
+        }
+        for d in page.iter_mut() {
+            d.attributes = by_id.remove(&d.id).unwrap_or_default();
+        }
+        Ok(())
+    }
+
+    /// Attach handles of one host (or all), oldest first.
+    pub async fn attach_handles(
+        &self,
+        host: Option<&str>,
+    ) -> Result<Vec<AttachHandleRow>, DbError> {
+        let mut sql = Sql::new(
+            "SELECT h.id, h.uuid, h.deployable_id, h.in_use, h.attach_type, h.attach_info \
+             FROM attach_handles h JOIN deployables d ON h.deployable_id = d.id",
+        );
+        if let Some(host) = host.filter(|h| !h.is_empty()) {
+            sql.push(" WHERE d.hostname = ").bind(host.to_owned());
+        }
+        sql.push(" ORDER BY h.id");
+        sql.fetch_all("attach_handles", &self.pool).await
+    }
+
+    /// Takes a device out of service or puts it back (Cyborg's disable and enable):
+    /// a device in maintenance is given to no new request, and the requests bound to it
+    /// keep it. Idempotent; the device as it is now.
+    pub async fn set_device_maintaining(
+        &self,
+        uuid: &str,
+        maintaining: bool,
+    ) -> Result<DeviceRow, DbError> {
+        let done =
+            sqlx::query("UPDATE devices SET maintaining = $1, updated_at = $2 WHERE uuid = $3")
+                .bind(i64::from(maintaining))
+                .bind(now())
+                .bind(uuid)
+                .execute(&self.pool)
+                .await?;
+        if done.rows_affected() == 0 {
+            return Err(DbError::NotFound {
+                kind: "device",
+                id: shown(uuid),
+            });
+        }
+        self.device(uuid).await
+    }
+}

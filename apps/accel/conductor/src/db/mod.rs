@@ -1,0 +1,604 @@
+//! The conductor's database: SQLite (a file, created and migrated on first start) or
+//! PostgreSQL, chosen by URL, through sqlx's Any driver; one schema, one set of queries.
+//!
+//! Rules the queries keep, on both backends:
+//! - every state change of an accelerator request is a conditional update on the
+//!   allowed predecessor states ([`ArqState::allowed_from`]); a request that moved
+//!   meanwhile is a typed [`DbError::InvalidTransition`], never overwritten;
+//! - an attach handle is taken by `UPDATE ... SET in_use = 1 WHERE id = ? AND in_use = 0`,
+//!   so of two conductors racing for one handle exactly one gets it;
+//! - every write transaction starts with a write, so SQLite takes its write lock first
+//!   (waiting up to its busy timeout) instead of failing a read-to-write upgrade;
+//! - reports of one host are applied one after the other (see [`Db::report`]).
+//!
+//! # Migrations: expand before finalization, contract after
+//!
+//! A release's migrations (`migrations/{sqlite,postgres}`) run before that release is
+//! finalized, while the previous release may still run, or be rolled back to, on the
+//! same database (the downgrade window: release N's conductor starts on a database these
+//! migrations expanded, until the `accel` record is finalized). So they **only add**:
+//! new tables, and new columns that are nullable or have a default, which the previous
+//! release's inserts fill by default and its reads never name. Anything that removes or
+//! rewrites (drop or rename a column or table, `NOT NULL` without a default, change a
+//! type, move or rewrite data, a constraint old rows or old writers may break) waits for
+//! a later release, after this one is finalized; the previous release then can no longer
+//! start. Queries name their columns (no `SELECT *`, no positional `INSERT`). A migration
+//! file is never edited once released (sqlx checks the checksums it recorded), so the
+//! rule lives here and in `docs/architecture.md` (Conventions), not in the SQL.
+
+mod arqs;
+mod attributes;
+mod inventory;
+mod profiles;
+mod reports;
+mod rows;
+mod sql;
+
+pub use arqs::Release;
+pub use rows::{
+    rp_uuid, ArqRow, AttachHandleRow, AttributeRow, DeployableRow, DeviceProfileRow, DeviceRow,
+    DeviceStatus, ListFilter, ReportOutcome, ReportedDevice, UnknownDeviceStatus,
+};
+pub(crate) use rows::{IntFlag, ParsedOption};
+
+use crate::lifecycle::ArqState;
+use sql::Sql;
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::migrate::Migrate;
+use sqlx::AnyPool;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// Which database a URL names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// `sqlite://path` (created if missing).
+    Sqlite,
+    /// `postgres://user:pass@host/db`.
+    Postgres,
+}
+
+/// Errors of the database layer.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    /// The URL names no supported database.
+    #[error("unsupported database URL {0:?}: use sqlite://PATH or postgres://USER:PASS@HOST/DB")]
+    UnsupportedUrl(String),
+    /// The database could not be reached or opened.
+    #[error("cannot open the database {url}: {source}")]
+    Connect {
+        /// The URL, password masked.
+        url: String,
+        /// The cause.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// Applying the schema migrations failed.
+    #[error("database migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A query failed.
+    #[error("database query failed: {0}")]
+    Query(#[from] sqlx::Error),
+    /// Nothing has that id.
+    #[error("{kind} {id} not found")]
+    NotFound {
+        /// What was looked for.
+        kind: &'static str,
+        /// Its id or name.
+        id: String,
+    },
+    /// A unique name is taken.
+    #[error("{kind} {name:?} already exists")]
+    Duplicate {
+        /// What.
+        kind: &'static str,
+        /// The name.
+        name: String,
+    },
+    /// The request is not in a state that allows the change.
+    #[error("accelerator request {uuid} is {from}, which cannot become {to}")]
+    InvalidTransition {
+        /// The request.
+        uuid: String,
+        /// Its current state.
+        from: ArqState,
+        /// The state asked for.
+        to: ArqState,
+    },
+    /// No free device matches the request on that host.
+    #[error("no free {device_type} on host {host} for accelerator request {uuid}")]
+    NoFreeHandle {
+        /// The request.
+        uuid: String,
+        /// The host.
+        host: String,
+        /// The device type its profile asks for.
+        device_type: String,
+    },
+    /// An attach handle changed since the caller read it (compare-and-swap lost).
+    #[error("attach handle {uuid} changed since it was read (revision {expected}, now {found}): read it again")]
+    StaleHandle {
+        /// The handle.
+        uuid: String,
+        /// The revision the caller read.
+        expected: i64,
+        /// The revision it has now.
+        found: i64,
+    },
+    /// The handle is allocated to an instance: its metadata cannot change.
+    #[error(
+        "attach handle {uuid} is allocated to instance {instance}: it cannot change while in use"
+    )]
+    HandleInUse {
+        /// The handle.
+        uuid: String,
+        /// The instance it is bound to.
+        instance: String,
+    },
+    /// A cleanup result for a handle that is not being cleaned (any more).
+    #[error(
+        "attach handle {uuid} is not cleaning (cleanup state {state}): the result was not recorded"
+    )]
+    NotCleaning {
+        /// The handle.
+        uuid: String,
+        /// Its cleanup state (`none` when available).
+        state: String,
+    },
+    /// A device profile is still used by requests.
+    #[error("device profile {0:?} is used by accelerator requests; delete them first")]
+    ProfileInUse(String),
+    /// A stored value does not parse (a state, status, flag or JSON text the model does
+    /// not have): the database is damaged or was written by something else; an operator
+    /// must look at it.
+    #[error("stored {table}.{column} does not parse: {why}")]
+    Corrupt {
+        /// The table.
+        table: &'static str,
+        /// The column.
+        column: String,
+        /// Why it does not parse.
+        why: String,
+    },
+    /// Input the database refuses.
+    #[error("invalid {what}: {why}")]
+    Invalid {
+        /// What was invalid.
+        what: &'static str,
+        /// Why.
+        why: String,
+    },
+}
+
+impl DbError {
+    /// Whether the database could not be reached or is gone (down, restarting, dropped,
+    /// a file that cannot be opened or read): a retry later may succeed. Clients get 503.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            DbError::Connect { .. } => true,
+            DbError::Query(e) => unavailable(e),
+            DbError::Migrate(sqlx::migrate::MigrateError::Execute(e)) => unavailable(e),
+            _ => false,
+        }
+    }
+
+    fn from_insert(e: sqlx::Error, kind: &'static str, name: &str) -> DbError {
+        match &e {
+            sqlx::Error::Database(d) if d.is_unique_violation() => DbError::Duplicate {
+                kind,
+                name: shown(name),
+            },
+            _ => DbError::Query(e),
+        }
+    }
+}
+
+/// What a failed read of `table`'s rows is: a column whose stored value does not decode
+/// is [`DbError::Corrupt`] naming the table and the column, anything else the query's
+/// failure.
+pub(crate) fn read_error(table: &'static str) -> impl Fn(sqlx::Error) -> DbError {
+    move |e| match e {
+        sqlx::Error::ColumnDecode { index, source } => DbError::Corrupt {
+            table,
+            // sqlx names the column with its Debug form (quoted) when a plain field
+            // does not decode, plainly when a conversion refuses it.
+            column: index.trim_matches('"').to_owned(),
+            why: source.to_string(),
+        },
+        e => DbError::Query(e),
+    }
+}
+
+/// Whether a sqlx error means the database is out of reach rather than refusing this
+/// query.
+fn unavailable(e: &sqlx::Error) -> bool {
+    match e {
+        // A protocol error is a connection whose bytes made no sense: seen while
+        // PostgreSQL restarts (`unexpected response from SSLRequest: 0x00` on connect),
+        // never caused by a query's content.
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(d) => {
+            let code = d.code().unwrap_or_default();
+            if d.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+                // SQLite's primary codes (the low byte of the extended code): 3 PERM,
+                // 8 READONLY, 10 IOERR, 14 CANTOPEN, 26 NOTADB: the file went away or
+                // cannot be read or written.
+                code.parse::<i32>()
+                    .is_ok_and(|c| matches!(c & 0xff, 3 | 8 | 10 | 14 | 26))
+            } else {
+                // PostgreSQL's SQLSTATE: class 08 (connection exception), 57P01-57P03
+                // (shutting down, cannot connect now), 3D000 (the database was dropped),
+                // 53300 (too many connections).
+                code.starts_with("08")
+                    || code.starts_with("57P")
+                    || code == "3D000"
+                    || code == "53300"
+            }
+        }
+        _ => false,
+    }
+}
+
+pub(crate) fn now() -> String {
+    timestamp(chrono::Utc::now())
+}
+
+/// The text every stored timestamp has (RFC 3339 to the second, `Z`): fixed width, so
+/// two compare as text in SQL as they do in time.
+fn timestamp(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+fn new_uuid() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// Masks every password of a database URL for messages: the userinfo's
+/// (`postgres://u:***@h/db`) and password-like query parameters (`?password=***`,
+/// `&sslpassword=***`); see [`verso_rpc::transport::amqp::redact`].
+pub fn redact_url(url: &str) -> String {
+    verso_rpc::transport::amqp::redact(url)
+}
+
+/// The longest hostname, name, description, project id or other free text the database
+/// takes, in bytes (a PostgreSQL index entry must stay well under its ~2.7 KB limit).
+pub const MAX_TEXT: usize = 255;
+
+/// At most this many characters of a client's text go into a message.
+const SHOWN: usize = 64;
+
+/// `text`, cut to [`SHOWN`] characters with `...` when longer: messages echo what a
+/// client sent, never all of it.
+pub fn shown(text: &str) -> String {
+    match text.char_indices().nth(SHOWN) {
+        None => text.to_owned(),
+        Some((end, _)) => format!("{}...", &text[..end]),
+    }
+}
+
+/// Refuses a text over [`MAX_TEXT`] bytes, without repeating it.
+fn check_len(what: &'static str, text: Option<&str>) -> Result<(), DbError> {
+    match text {
+        Some(t) if t.len() > MAX_TEXT => Err(DbError::Invalid {
+            what,
+            why: format!("{} bytes; at most {MAX_TEXT}", t.len()),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// A binding's host, instance and resource provider are bounded texts (the API checks
+/// at its edge that the instance is a UUID, as Cyborg does).
+fn check_binding(
+    host: &str,
+    instance_uuid: &str,
+    device_rp_uuid: Option<&str>,
+) -> Result<(), DbError> {
+    check_len("hostname", Some(host))?;
+    check_len("instance_uuid", Some(instance_uuid))?;
+    check_len("device_rp_uuid", device_rp_uuid)
+}
+
+/// Whether a SQLite URL names an in-memory database (`sqlite::memory:`,
+/// `sqlite://:memory:`, or `mode=memory` among its parameters).
+fn is_sqlite_memory(url: &str) -> bool {
+    let (path, params) = url.split_once('?').unwrap_or((url, ""));
+    let path = path
+        .strip_prefix("sqlite://")
+        .or_else(|| path.strip_prefix("sqlite:"))
+        .unwrap_or(path);
+    path == ":memory:" || params.split('&').any(|p| p == "mode=memory")
+}
+
+/// The conductor's database.
+#[derive(Clone, Debug)]
+pub struct Db {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+const DEVICE_COLUMNS: &str = "id, uuid, type, vendor, model, std_board_info, hostname, \
+     vendor_board_info, status, maintaining, created_at, updated_at";
+
+const DEPLOYABLE_COLUMNS: &str =
+    "id, uuid, name, device_id, hostname, control_path_id, num_accelerators, driver_name, enabled, \
+     created_at, updated_at";
+
+const ATTRIBUTE_COLUMNS: &str = "id, uuid, deployable_id, key, value, created_at, updated_at";
+
+const PROFILE_COLUMNS: &str = "id, uuid, name, groups, description, created_at";
+
+const ARQ_SELECT: &str =
+    "SELECT r.id, r.uuid, r.state, r.device_profile_name, r.device_profile_group_id, \
+     r.hostname, r.device_rp_uuid, r.instance_uuid, r.project_id, r.created_at, r.updated_at, \
+     h.uuid AS handle_uuid, h.attach_type AS handle_type, h.attach_info AS handle_info \
+     FROM accelerator_requests r LEFT JOIN attach_handles h ON r.attach_handle_id = h.id";
+
+impl Db {
+    /// Opens the database the URL names (a SQLite file is created if missing), retrying
+    /// for up to 30 s while it is unreachable. Does not migrate: call [`Db::migrate`].
+    pub async fn connect(url: &str) -> Result<Db, DbError> {
+        Self::connect_within(url, Duration::from_secs(30)).await
+    }
+
+    /// [`Db::connect`], giving up after `wait`.
+    pub async fn connect_within(url: &str, wait: Duration) -> Result<Db, DbError> {
+        sqlx::any::install_default_drivers();
+        let backend = if url.starts_with("sqlite:") {
+            Backend::Sqlite
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Backend::Postgres
+        } else {
+            return Err(DbError::UnsupportedUrl(redact_url(url)));
+        };
+        // sqlx does not know libpq's `sslpassword` and logs unknown parameters with
+        // their values: refuse it here, naming the parameter only.
+        if url.split_once('?').is_some_and(|(_, q)| {
+            q.split('&')
+                .any(|p| p.to_ascii_lowercase().starts_with("sslpassword="))
+        }) {
+            return Err(DbError::Invalid {
+                what: "database URL",
+                why: "sslpassword is not supported (an encrypted client key): give an unencrypted sslkey file readable only by accel".into(),
+            });
+        }
+        let url_owned = match backend {
+            Backend::Sqlite if !url.contains("mode=") => {
+                let sep = if url.contains('?') { '&' } else { '?' };
+                format!("{url}{sep}mode=rwc")
+            }
+            _ => url.to_owned(),
+        };
+        // An in-memory SQLite database lives in the connection that opened it: through the
+        // Any driver each new connection parses the URL again and gets its own empty
+        // database. So the pool holds exactly one connection, opened now and never closed
+        // for idleness or age (closing it would drop the database).
+        let in_memory = backend == Backend::Sqlite && is_sqlite_memory(url);
+        let pool = AnyPoolOptions::new()
+            .max_connections(match backend {
+                Backend::Sqlite if in_memory => 1,
+                Backend::Sqlite => 4,
+                Backend::Postgres => 16,
+            })
+            .min_connections(u32::from(in_memory))
+            .idle_timeout((!in_memory).then_some(Duration::from_secs(10 * 60)))
+            .max_lifetime((!in_memory).then_some(Duration::from_secs(30 * 60)))
+            .acquire_timeout(wait)
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if backend == Backend::Sqlite {
+                        sqlx::query("PRAGMA foreign_keys = ON")
+                            .execute(&mut *conn)
+                            .await?;
+                        sqlx::query("PRAGMA busy_timeout = 30000")
+                            .execute(&mut *conn)
+                            .await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect(&url_owned)
+            .await
+            .map_err(|source| DbError::Connect {
+                url: redact_url(url),
+                source,
+            })?;
+        Ok(Db { pool, backend })
+    }
+
+    /// Which database this is.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    fn migrator(&self) -> sqlx::migrate::Migrator {
+        match self.backend {
+            Backend::Sqlite => sqlx::migrate!("migrations/sqlite"),
+            Backend::Postgres => sqlx::migrate!("migrations/postgres"),
+        }
+    }
+
+    /// Applies the migrations not applied yet; returns their versions.
+    pub async fn migrate(&self) -> Result<Vec<i64>, DbError> {
+        let pending = self.pending_migrations().await?;
+        self.migrator().run(&self.pool).await?;
+        Ok(pending)
+    }
+
+    /// Migrations of this build not applied to the database yet.
+    pub async fn pending_migrations(&self) -> Result<Vec<i64>, DbError> {
+        let applied = self.applied_migrations().await?;
+        Ok(self
+            .migrator()
+            .iter()
+            .map(|m| m.version)
+            .filter(|v| !applied.contains(v))
+            .collect())
+    }
+
+    /// Migrations applied to the database (by any build).
+    pub async fn applied_migrations(&self) -> Result<BTreeSet<i64>, DbError> {
+        let table = match self.backend {
+            Backend::Sqlite => {
+                "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'"
+            }
+            Backend::Postgres => {
+                "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_name = '_sqlx_migrations' AND table_schema = current_schema()"
+            }
+        };
+        // sqlx's `Migrate` reads its table but fails when there is none, and creating it
+        // (`ensure_migrations_table`) is a write: `accel api` and `accel upgrade check`
+        // ask on databases they must not change. So whether it exists is asked first.
+        let n: i64 = sqlx::query_scalar(table).fetch_one(&self.pool).await?;
+        if n == 0 {
+            return Ok(BTreeSet::new());
+        }
+        let mut conn = self.pool.acquire().await?;
+        // A migration that failed half-way is recorded, but not applied.
+        let failed = conn.dirty_version().await?;
+        Ok(conn
+            .list_applied_migrations()
+            .await?
+            .into_iter()
+            .map(|m| m.version)
+            .filter(|v| Some(*v) != failed)
+            .collect())
+    }
+
+    /// The pool, for the conductor's own queries.
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// Closes every connection.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// A page of `table` (which has `id`, `uuid` and `hostname`) by `filter`, oldest first.
+    async fn page<T>(
+        &self,
+        table: &'static str,
+        columns: &str,
+        filter: &ListFilter,
+    ) -> Result<Vec<T>, DbError>
+    where
+        T: for<'r> sqlx::FromRow<'r, AnyRow> + Send + Unpin,
+    {
+        let mut sql = Sql::new(format!("SELECT {columns} FROM {table} t WHERE 1 = 1"));
+        if let Some(host) = filter.host.as_ref().filter(|h| !h.is_empty()) {
+            sql.push(" AND hostname = ").bind(host.clone());
+        }
+        after_marker(&mut sql, table, "t", filter);
+        sql.push(" ORDER BY id LIMIT ").bind(page_limit(filter));
+        sql.fetch_all(table, &self.pool).await
+    }
+
+    /// The row of `table` with `uuid`, or `NotFound` naming `kind`.
+    async fn one<T>(
+        &self,
+        table: &'static str,
+        columns: &str,
+        kind: &'static str,
+        uuid: &str,
+    ) -> Result<T, DbError>
+    where
+        T: for<'r> sqlx::FromRow<'r, AnyRow> + Send + Unpin,
+    {
+        sqlx::query_as(&format!("SELECT {columns} FROM {table} WHERE uuid = $1"))
+            .bind(uuid)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(read_error(table))?
+            .ok_or_else(|| DbError::NotFound {
+                kind,
+                id: shown(uuid),
+            })
+    }
+}
+
+/// At most this many rows in a page without a limit.
+const DEFAULT_PAGE: u32 = 1000;
+
+/// A page's limit as bound.
+fn page_limit(filter: &ListFilter) -> i64 {
+    i64::from(filter.limit.unwrap_or(DEFAULT_PAGE))
+}
+
+/// With a marker, only rows of `table` (aliased `alias`) after the marker row, by id (a
+/// marker that names no row: from the start).
+fn after_marker(sql: &mut Sql, table: &str, alias: &str, filter: &ListFilter) {
+    if let Some(marker) = filter.marker.as_ref().filter(|m| !m.is_empty()) {
+        sql.push(&format!(
+            " AND {alias}.id > COALESCE((SELECT id FROM {table} WHERE uuid = "
+        ))
+        .bind(marker.clone())
+        .push("), 0)");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server that answers PostgreSQL's TLS request with a zero byte, as seen through
+    /// a proxy while PostgreSQL restarted: the error sqlx gives for it is an outage (503,
+    /// or outcome unknown for a write), not an internal error (500).
+    #[tokio::test]
+    async fn a_connection_that_speaks_nonsense_is_an_outage() {
+        use sqlx::Connection;
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let _ = s.write_all(&[0]).await;
+            }
+        });
+        let url = format!("postgres://u:p@127.0.0.1:{port}/d?sslmode=prefer");
+        let e = sqlx::PgConnection::connect(&url)
+            .await
+            .expect_err("no PostgreSQL there");
+        assert!(matches!(e, sqlx::Error::Protocol(_)), "{e:?}");
+        assert!(DbError::Query(e).is_unavailable());
+    }
+
+    #[test]
+    fn in_memory_sqlite_urls_are_recognised() {
+        for url in [
+            "sqlite::memory:",
+            "sqlite://:memory:",
+            "sqlite::memory:?cache=shared",
+            "sqlite://accel?mode=memory",
+            "sqlite:file:x?cache=shared&mode=memory",
+        ] {
+            assert!(is_sqlite_memory(url), "{url}");
+        }
+        for url in ["sqlite:///var/lib/accel.db", "sqlite://memory.db?mode=rwc"] {
+            assert!(!is_sqlite_memory(url), "{url}");
+        }
+    }
+
+    #[test]
+    fn urls_are_redacted() {
+        assert_eq!(
+            redact_url("postgres://verso:secret@127.0.0.1:5432/db"),
+            "postgres://verso:***@127.0.0.1:5432/db"
+        );
+        assert_eq!(
+            redact_url("postgres://verso@127.0.0.1/db?sslmode=require&password=secret"),
+            "postgres://verso@127.0.0.1/db?sslmode=require&password=***"
+        );
+        assert_eq!(
+            redact_url("sqlite:///var/lib/accel.db"),
+            "sqlite:///var/lib/accel.db"
+        );
+    }
+}

@@ -1,0 +1,518 @@
+//! Agents' inventory reports: the diff of one host's devices, deployables, handles and
+//! reported attributes against what its previous report left.
+
+use super::attributes::insert_attribute;
+use super::rows::IntFlag;
+use super::{new_uuid, now, read_error, Backend, Db, DbError, DeviceStatus};
+use super::{ReportOutcome, ReportedDevice};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A device and its deployable as the host's previous report left them.
+#[derive(sqlx::FromRow)]
+struct Existing {
+    control_path_id: String,
+    dep_id: i64,
+    device_id: i64,
+    #[sqlx(flatten)]
+    fields: ReportedFields,
+    status: DeviceStatus,
+    /// The keys the previous report gave (JSON; see [`HostAttributes::sync`]).
+    reported_attributes: String,
+}
+
+/// An attach handle of a reported deployable.
+#[derive(sqlx::FromRow)]
+struct Handle {
+    id: i64,
+    attach_type: String,
+    attach_info: String,
+    #[sqlx(try_from = "IntFlag")]
+    in_use: bool,
+}
+
+/// A host's stored report digest.
+#[derive(sqlx::FromRow)]
+struct Digest {
+    digest: String,
+    devices: i64,
+}
+
+/// An attribute row of one of the host's deployables.
+#[derive(sqlx::FromRow)]
+struct Attribute {
+    id: i64,
+    deployable_id: i64,
+    key: String,
+    value: String,
+}
+
+impl Db {
+    /// Applies one host's full inventory: adds new devices, updates changed ones, deletes
+    /// vanished ones, and keeps vanished ones whose handles are in use: `missing` after
+    /// the first report without them, `lost` once a second one confirms it.
+    ///
+    /// Reports of one host are applied one after the other, each diffed against what the
+    /// previous one left. On SQLite the transaction's first write takes the database's
+    /// write lock. On PostgreSQL a transaction-scoped advisory lock keyed by the host
+    /// name serializes them: the first write (`UPDATE devices ... WHERE hostname`) locks
+    /// only rows that exist, so two reports adding a device the host never had would both
+    /// read "absent" and the later insert would fail on `(hostname, control_path_id)`.
+    /// The lock (rather than retrying that failure) makes the second report wait and
+    /// diff once, whatever the number of racers. A writer that does not take the lock
+    /// (release N's conductor during a rolling upgrade) can still win such an insert:
+    /// that unique violation is retried once the other transaction committed.
+    ///
+    /// The host's stored report digest is forgotten (see [`Db::report_with_digest`]).
+    pub async fn report(
+        &self,
+        host: &str,
+        devices: &[ReportedDevice],
+    ) -> Result<ReportOutcome, DbError> {
+        self.report_with_digest(host, devices, None).await
+    }
+
+    /// [`Db::report`], and in the same transaction records `digest`
+    /// (`accel_objects::rpc::report_digest` of the report) as the host's last applied
+    /// report (`None`: forgets it), for [`Db::report_digest`]. Migration 4's triggers
+    /// forget a host's digest on every later write of a column the diff compares.
+    pub async fn report_with_digest(
+        &self,
+        host: &str,
+        devices: &[ReportedDevice],
+        digest: Option<&str>,
+    ) -> Result<ReportOutcome, DbError> {
+        let mut seen = BTreeSet::new();
+        for d in devices {
+            if !seen.insert(d.control_path_id.as_str()) {
+                return Err(DbError::Invalid {
+                    what: "report",
+                    why: format!("control-path id {} is reported twice", d.control_path_id),
+                });
+            }
+        }
+        const ATTEMPTS: u32 = 3;
+        let mut attempt = 1;
+        loop {
+            match self.report_once(host, devices, digest).await {
+                Err(DbError::Query(sqlx::Error::Database(e)))
+                    if e.is_unique_violation() && attempt < ATTEMPTS =>
+                {
+                    tracing::debug!(host, attempt, error = %e, "a concurrent report of the host added the same device: diffed again");
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn report_once(
+        &self,
+        host: &str,
+        devices: &[ReportedDevice],
+        digest: Option<&str>,
+    ) -> Result<ReportOutcome, DbError> {
+        let mut tx = self.pool.begin().await?;
+        let at = now();
+        if self.backend == Backend::Postgres {
+            // Released at commit or rollback; see `report`.
+            sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))::text AS locked")
+                .bind(format!("accel-report/{host}"))
+                .fetch_one(&mut *tx)
+                .await?;
+        }
+        // A first write takes SQLite's write lock before anything is read.
+        sqlx::query("UPDATE devices SET updated_at = updated_at WHERE hostname = $1")
+            .bind(host)
+            .execute(&mut *tx)
+            .await?;
+        let existing: Vec<Existing> = sqlx::query_as(
+            "SELECT d.id AS dep_id, d.control_path_id, d.driver_name, d.device_id, \
+             d.attributes AS reported_attributes, d.name, \
+             v.type, v.vendor, v.model, v.std_board_info, v.vendor_board_info, v.status \
+             FROM deployables d JOIN devices v ON d.device_id = v.id WHERE d.hostname = $1",
+        )
+        .bind(host)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(read_error("devices"))?;
+        let mut attributes = HostAttributes::read(&mut tx, host).await?;
+        let mut by_cp: BTreeMap<String, Existing> = existing
+            .into_iter()
+            .map(|e| (e.control_path_id.clone(), e))
+            .collect();
+        let mut out = ReportOutcome::default();
+        for d in devices {
+            match by_cp.remove(&d.control_path_id) {
+                None => {
+                    let device_id: i64 = sqlx::query_scalar(
+                        "INSERT INTO devices (uuid, type, vendor, model, std_board_info, vendor_board_info, hostname, status, created_at, updated_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
+                    )
+                    .bind(new_uuid())
+                    .bind(&d.device_type)
+                    .bind(&d.vendor)
+                    .bind(&d.model)
+                    .bind(&d.std_board_info)
+                    .bind(&d.vendor_board_info)
+                    .bind(host)
+                    .bind(DeviceStatus::Available.as_str())
+                    .bind(&at)
+                    .bind(&at)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    let dep_id: i64 = sqlx::query_scalar(
+                        "INSERT INTO deployables (uuid, name, device_id, hostname, control_path_id, num_accelerators, driver_name, created_at, updated_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+                    )
+                    .bind(new_uuid())
+                    .bind(d.deployable_name_on(host))
+                    .bind(device_id)
+                    .bind(host)
+                    .bind(&d.control_path_id)
+                    .bind(d.handles.len() as i64)
+                    .bind(&d.driver_name)
+                    .bind(&at)
+                    .bind(&at)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    for (attach_type, attach_info) in &d.handles {
+                        insert_handle(&mut tx, dep_id, attach_type, attach_info, &at).await?;
+                    }
+                    attributes
+                        .sync(&mut tx, dep_id, "{}", &d.attributes, &at)
+                        .await?;
+                    out.added.push(d.control_path_id.clone());
+                }
+                Some(e) => {
+                    let fields = ReportedFields {
+                        device_type: d.device_type.clone(),
+                        vendor: d.vendor.clone(),
+                        model: d.model.clone(),
+                        std_board_info: d.std_board_info.clone(),
+                        vendor_board_info: d.vendor_board_info.clone(),
+                        driver_name: d.driver_name.clone(),
+                        name: d.deployable_name_on(host),
+                    };
+                    let mut changed = e.fields != fields || e.status != DeviceStatus::Available;
+                    if changed {
+                        sqlx::query(
+                            "UPDATE devices SET type = $1, vendor = $2, model = $3, std_board_info = $4, vendor_board_info = $5, status = $6, updated_at = $7 WHERE id = $8",
+                        )
+                        .bind(&d.device_type)
+                        .bind(&d.vendor)
+                        .bind(&d.model)
+                        .bind(&d.std_board_info)
+                        .bind(&d.vendor_board_info)
+                        .bind(DeviceStatus::Available.as_str())
+                        .bind(&at)
+                        .bind(e.device_id)
+                        .execute(&mut *tx)
+                        .await?;
+                        sqlx::query("UPDATE deployables SET driver_name = $1, num_accelerators = $2, name = $3, updated_at = $4 WHERE id = $5")
+                            .bind(&d.driver_name)
+                            .bind(d.handles.len() as i64)
+                            .bind(&fields.name)
+                            .bind(&at)
+                            .bind(e.dep_id)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    let handles: Vec<Handle> = sqlx::query_as(
+                        "SELECT id, attach_type, attach_info, in_use FROM attach_handles WHERE deployable_id = $1",
+                    )
+                    .bind(e.dep_id)
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(read_error("attach_handles"))?;
+                    let mut have: BTreeMap<(String, String), (i64, bool)> = handles
+                        .into_iter()
+                        .map(|h| {
+                            let identity = handle_identity(&h.attach_info);
+                            ((h.attach_type, identity), (h.id, h.in_use))
+                        })
+                        .collect();
+                    if attributes
+                        .sync(
+                            &mut tx,
+                            e.dep_id,
+                            &e.reported_attributes,
+                            &d.attributes,
+                            &at,
+                        )
+                        .await?
+                    {
+                        changed = true;
+                    }
+                    let mut lost_handle = false;
+                    for key in &d.handles {
+                        if have
+                            .remove(&(key.0.clone(), handle_identity(&key.1)))
+                            .is_none()
+                        {
+                            insert_handle(&mut tx, e.dep_id, &key.0, &key.1, &at).await?;
+                            changed = true;
+                        }
+                    }
+                    for (_, (id, in_use)) in have {
+                        if in_use {
+                            lost_handle = true;
+                        } else {
+                            sqlx::query("DELETE FROM attach_handles WHERE id = $1")
+                                .bind(id)
+                                .execute(&mut *tx)
+                                .await?;
+                            changed = true;
+                        }
+                    }
+                    if lost_handle {
+                        let cp = d.control_path_id.clone();
+                        drop_in_use(&mut tx, host, e.status, e.device_id, cp, &at, &mut out)
+                            .await?;
+                    } else if changed {
+                        out.updated.push(d.control_path_id.clone());
+                    } else {
+                        out.unchanged += 1;
+                    }
+                }
+            }
+        }
+        for (cp, e) in by_cp {
+            let in_use: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) AS n FROM attach_handles WHERE deployable_id = $1 AND in_use = 1",
+            )
+            .bind(e.dep_id)
+            .fetch_one(&mut *tx)
+            .await?;
+            if in_use > 0 {
+                drop_in_use(&mut tx, host, e.status, e.device_id, cp, &at, &mut out).await?;
+            } else {
+                sqlx::query("DELETE FROM devices WHERE id = $1")
+                    .bind(e.device_id)
+                    .execute(&mut *tx)
+                    .await?;
+                out.removed.push(cp);
+            }
+        }
+        // Last: the diff's own writes above made the triggers forget the old digest.
+        match digest {
+            Some(digest) => {
+                sqlx::query(
+                    "INSERT INTO host_reports (hostname, digest, devices, updated_at) VALUES ($1, $2, $3, $4) \
+                     ON CONFLICT (hostname) DO UPDATE SET digest = excluded.digest, \
+                     devices = excluded.devices, updated_at = excluded.updated_at",
+                )
+                .bind(host)
+                .bind(digest)
+                .bind(devices.len() as i64)
+                .bind(&at)
+                .execute(&mut *tx)
+                .await?;
+            }
+            None => {
+                sqlx::query("DELETE FROM host_reports WHERE hostname = $1")
+                    .bind(host)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    /// The digest of the host's last applied report and how many devices it had, if
+    /// nothing changed the host's devices since ([`Db::report_with_digest`]).
+    pub async fn report_digest(&self, host: &str) -> Result<Option<(String, u64)>, DbError> {
+        let row: Option<Digest> =
+            sqlx::query_as("SELECT digest, devices FROM host_reports WHERE hostname = $1")
+                .bind(host)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(read_error("host_reports"))?;
+        row.map(|r| match u64::try_from(r.devices) {
+            Ok(n) => Ok((r.digest, n)),
+            Err(_) => Err(DbError::Corrupt {
+                table: "host_reports",
+                column: "devices".into(),
+                why: format!("{} devices", r.devices),
+            }),
+        })
+        .transpose()
+    }
+}
+
+/// What identifies a reported handle: its attach info without the PCI managed mode,
+/// which is metadata the conductor keeps (set through `AttachHandle.update_managed`),
+/// not part of what an agent reports; a report never replaces a handle because of it.
+fn handle_identity(attach_info: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(attach_info) {
+        Ok(serde_json::Value::Object(mut map)) => {
+            map.remove("managed");
+            serde_json::Value::Object(map).to_string()
+        }
+        _ => attach_info.to_owned(),
+    }
+}
+
+/// What the report diff compares of a device and its deployable (besides handles and
+/// attributes); a difference rewrites both rows.
+#[derive(PartialEq, Eq, sqlx::FromRow)]
+struct ReportedFields {
+    #[sqlx(rename = "type")]
+    device_type: String,
+    vendor: String,
+    model: String,
+    std_board_info: Option<String>,
+    vendor_board_info: Option<String>,
+    driver_name: Option<String>,
+    name: String,
+}
+
+/// The attribute rows of one host's deployables, read once per report and brought in
+/// line with it deployable by deployable (see [`ReportedDevice::attributes`]).
+struct HostAttributes {
+    /// By deployable, by key: (row id, value).
+    rows: BTreeMap<i64, BTreeMap<String, (i64, String)>>,
+}
+
+impl HostAttributes {
+    async fn read(tx: &mut sqlx::Transaction<'_, sqlx::Any>, host: &str) -> Result<Self, DbError> {
+        let found: Vec<Attribute> = sqlx::query_as(
+            "SELECT a.id, a.deployable_id, a.key, a.value FROM attributes a \
+             JOIN deployables d ON a.deployable_id = d.id WHERE d.hostname = $1",
+        )
+        .bind(host)
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(read_error("attributes"))?;
+        let mut rows: BTreeMap<i64, BTreeMap<String, (i64, String)>> = BTreeMap::new();
+        for a in found {
+            rows.entry(a.deployable_id)
+                .or_default()
+                .insert(a.key, (a.id, a.value));
+        }
+        Ok(Self { rows })
+    }
+
+    /// Sets the reported keys' values, deletes the keys `previously` reported (the
+    /// deployable's `attributes` column, JSON) that `reported` no longer has, and records
+    /// `reported` as the deployable's last reported keys; whether anything changed.
+    async fn sync(
+        &mut self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        deployable_id: i64,
+        previously: &str,
+        reported: &BTreeMap<String, String>,
+        at: &str,
+    ) -> Result<bool, DbError> {
+        // The column was '{}' for every row before attributes existed; text that is not
+        // a JSON object of strings (never written by accel) is taken as "none reported".
+        let previously: BTreeMap<String, String> =
+            serde_json::from_str(previously).unwrap_or_default();
+        let rows = self.rows.remove(&deployable_id).unwrap_or_default();
+        let mut changed = false;
+        for (key, value) in reported {
+            match rows.get(key) {
+                Some((_, have)) if have == value => {}
+                Some((id, _)) => {
+                    sqlx::query("UPDATE attributes SET value = $1, updated_at = $2 WHERE id = $3")
+                        .bind(value)
+                        .bind(at)
+                        .bind(id)
+                        .execute(&mut **tx)
+                        .await?;
+                    changed = true;
+                }
+                None => {
+                    insert_attribute(tx, deployable_id, key, value, at).await?;
+                    changed = true;
+                }
+            }
+        }
+        for key in previously.keys().filter(|k| !reported.contains_key(*k)) {
+            if let Some((id, _)) = rows.get(key) {
+                sqlx::query("DELETE FROM attributes WHERE id = $1")
+                    .bind(id)
+                    .execute(&mut **tx)
+                    .await?;
+                changed = true;
+            }
+        }
+        if previously != *reported {
+            sqlx::query("UPDATE deployables SET attributes = $1 WHERE id = $2")
+                .bind(
+                    serde_json::to_string(reported).map_err(|e| DbError::Invalid {
+                        what: "report",
+                        why: format!("attributes do not serialize: {e}"),
+                    })?,
+                )
+                .bind(deployable_id)
+                .execute(&mut **tx)
+                .await?;
+            changed = true;
+        }
+        Ok(changed)
+    }
+}
+
+async fn insert_handle(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    deployable_id: i64,
+    attach_type: &str,
+    attach_info: &str,
+    at: &str,
+) -> Result<(), DbError> {
+    sqlx::query(
+        "INSERT INTO attach_handles (uuid, deployable_id, in_use, attach_type, attach_info, created_at, updated_at) \
+         VALUES ($1, $2, 0, $3, $4, $5, $6)",
+    )
+    .bind(new_uuid())
+    .bind(deployable_id)
+    .bind(attach_type)
+    .bind(attach_info)
+    .bind(at)
+    .bind(at)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// A report drops an in-use device (or one of its in-use handles), whose status was
+/// `status` before this report: the first time it is only marked `missing`; a later
+/// report still without it (the device is `missing` or `lost`) confirms the loss:
+/// `lost`. Either way the device and its handles stay, as the instance still has them.
+async fn drop_in_use(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    host: &str,
+    status: DeviceStatus,
+    device_id: i64,
+    control_path_id: String,
+    at: &str,
+    out: &mut ReportOutcome,
+) -> Result<(), DbError> {
+    let confirmed = matches!(status, DeviceStatus::Missing | DeviceStatus::Lost);
+    let to = if confirmed {
+        DeviceStatus::Lost
+    } else {
+        DeviceStatus::Missing
+    };
+    if status != to {
+        sqlx::query("UPDATE devices SET status = $1, updated_at = $2 WHERE id = $3")
+            .bind(to.as_str())
+            .bind(at)
+            .bind(device_id)
+            .execute(&mut **tx)
+            .await?;
+    }
+    if confirmed {
+        if status != DeviceStatus::Lost {
+            tracing::warn!(host, control_path_id = %control_path_id,
+                "a second report confirms an in-use device is gone: kept and marked lost");
+        }
+        out.lost.push(control_path_id);
+    } else {
+        tracing::warn!(host, control_path_id = %control_path_id,
+            "a report drops an in-use device: kept and marked missing until the host's next report confirms it");
+        out.unconfirmed.push(control_path_id);
+    }
+    Ok(())
+}
