@@ -1,5 +1,7 @@
 //! The lock, check, update-lock, diff and lint against the example model: the
 //! checked-in lock passes, and each kind of change flips the right report line.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

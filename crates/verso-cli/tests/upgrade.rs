@@ -1,6 +1,8 @@
 //! `verso upgrade status` and `verso upgrade finalize [--wait]` against a deployment's
 //! `upgrade` API served over the real RabbitMQ (`VERSO_TEST_RABBIT_URL`, started by
 //! scripts/test.sh; the test fails without it).
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use std::sync::Arc;
 use std::time::Duration;

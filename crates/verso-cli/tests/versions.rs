@@ -1,5 +1,7 @@
 //! `verso versions list` and `verso versions lint` over an application's component
 //! versions: a declared version nothing uses is a finding.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use verso::Registry;
 use verso_cli::{execute, Application};

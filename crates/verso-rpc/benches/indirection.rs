@@ -1,7 +1,8 @@
 //! A remotable class call returning a 1,000-member `DeviceList` over the memory transport
 //! (`object_class_action_versions` to the conductor and back), beside calling the same
 //! body locally and encoding its result, in one run. Also prints the reply's size.
-
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 #![allow(missing_docs)] // criterion_group! generates undocumented items
 
 use criterion::{criterion_group, criterion_main, Criterion};

@@ -3,6 +3,8 @@
 //!
 //! `cargo bench -p verso-rpc --bench rpc_roundtrip` runs the criterion comparison, then
 //! prints p50/p99 latency and calls/s for both.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use criterion::Criterion;
 use serde_json::{json, Value};

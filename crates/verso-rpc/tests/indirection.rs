@@ -1,5 +1,7 @@
 //! Remotable methods through the conductor over the memory transport: agents run object
 //! methods on the conductor, which owns the store, and get results at their versions.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use cyborg_model::{Device, DeviceList, DeviceType, ManagedMode, MemoryStore, StoreHandle};
 use serde_json::{json, Value};

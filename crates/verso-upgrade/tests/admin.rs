@@ -1,5 +1,7 @@
 //! The `upgrade` RPC API over a transport: heartbeats, fencing, finalize refused with
 //! its blockers, and finalize-and-wait until every client has followed.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,6 +1,8 @@
 //! Finalization across a server and its clients: the invariant before anything is
 //! persisted, server before client, fencing, status, and a property over random
 //! interleavings of restarts, upgrades, heartbeats and finalize calls.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};

@@ -3,6 +3,8 @@
 //! another server finalizes is counted or fenced, and a restarted server forgets
 //! nothing. The same property fails once each server keeps its own fleet record, as
 //! before the fleet record existed.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestError, TestRunner};

@@ -1,5 +1,7 @@
 //! One component's versions: fresh install, upgrade, finalize, downgrade window, crashes
 //! during finalization, action failures, gates.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use async_trait::async_trait;
 use std::path::{Path, PathBuf};

@@ -6,6 +6,8 @@
 //! whose every operation can be made to crash: the operation fails (or lands and then
 //! fails) and every later one fails too, as if the process died there. The next start
 //! opens a new manager over what was committed.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use async_trait::async_trait;
 use futures::future::BoxFuture;

@@ -1,6 +1,8 @@
 //! Request validators: a request using a feature of an unfinalized version is refused
 //! before it is processed, so components at different apparent versions persist the same
 //! results wherever their versions agree.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use proptest::prelude::*;
 use std::collections::BTreeMap;

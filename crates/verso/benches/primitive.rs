@@ -16,7 +16,8 @@
 //! On a shared machine wall-clock ratios drift with the load; `examples/codec_profile.rs`
 //! does the same round trips a fixed number of times for callgrind, whose instruction
 //! counts do not.
-
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 #![allow(missing_docs)] // criterion_group! generates undocumented items
 
 use bench_report::{BenchResult, Better, Chart, Samples, Series, Table, Target};

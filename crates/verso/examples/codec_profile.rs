@@ -13,6 +13,8 @@
 //! half and its parts (limits scan, parse alone, drop) for both, alternated in one
 //! process, best of ROUNDS: wall clock, where cache misses show that instruction counts
 //! do not. The structs are the bench's (`benches/primitive.rs`).
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use cyborg_model::{Device, DeviceList, DeviceType, ManagedMode};
 use serde::{Deserialize, Serialize};

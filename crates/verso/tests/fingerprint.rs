@@ -1,6 +1,8 @@
 //! Fingerprints against oslo.versionedobjects: for every class of the example model, the
 //! hashed text and the fingerprint are OVO's, byte for byte
 //! (`tests/vectors/ovo-fingerprints.json`); and contract changes are judged right.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,8 @@
 //! Hostile primitives: nesting and list lengths over the decode limits are typed errors
 //! on the value path and the byte path, never a stack overflow, and the real model fits
 //! well inside the defaults.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use cyborg_model::{AttachHandle, AttachHandleList, AttachType, Device, DeviceList};
 use serde_json::{json, Value};

@@ -1,5 +1,7 @@
 //! Behaviour of the public object API beyond the golden vectors: typed access, custom
 //! backport hooks, list objects, registries side by side, and typed errors.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use cyborg_model::{
     AttachHandle, AttachHandleList, AttachType, Device, DeviceList, DeviceType, ManagedMode,

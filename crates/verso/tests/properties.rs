@@ -1,5 +1,7 @@
 //! Property tests: random objects survive the primitive round trip, and a backport never
 //! leaves a field the target version does not have.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use cyborg_model::{AttachHandle, AttachType, Deployable, Device, DeviceType, ManagedMode};
 use proptest::prelude::*;

@@ -11,6 +11,8 @@
 //! dropped. `--full` adds both primitives (JSON). A class this list does not contain, a
 //! version newer than this build's or of another major, or a malformed version is
 //! refused (exit 2).
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use clap::Parser;
 use cyborg_model::{AttachHandle, AttachHandleList, AttachType, Device, DeviceType, ManagedMode};

@@ -1,5 +1,7 @@
 //! The report tool on a fixture set of result files (one in the shape `accel bench fleet`
 //! writes, one with two logarithmic axes), and its typed refusal of malformed files.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use bench_report::{load_dir, render, write, Error};
 use std::path::{Path, PathBuf};

@@ -5,6 +5,8 @@
 //! report, a profile, a request created, bound, unbound and its NVMe handle cleaned by
 //! the agent on the conductor's `cleanup_device` cast, deleted), and they refuse what
 //! the page says they refuse.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 mod support;
 

@@ -1,5 +1,7 @@
 //! The `accel` binary as an operator runs it: all-in-one serving real devices over the
 //! real HTTP API, db sync and upgrade check exit codes, config show with origins.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 mod support;
 

@@ -12,6 +12,8 @@
 //! Placement (nova-compute makes it; here the test does). Uses `VERSO_TEST_RABBIT_URL`,
 //! `VERSO_TEST_PYTHON`, `VERSO_TEST_KEYSTONE_URL` and `VERSO_TEST_PLACEMENT_URL`
 //! (scripts/test.sh sets them all).
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 mod support;
 

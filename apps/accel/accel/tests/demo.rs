@@ -2,6 +2,8 @@
 //! upgrade from release N to N+1 on the embedded defaults (one process, memory
 //! transport, SQLite), and across RabbitMQ and PostgreSQL with every component its own
 //! process. Each run must pass every check of its JSON report.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use serde_json::Value;
 use std::process::Command;

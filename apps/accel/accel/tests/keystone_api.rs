@@ -3,6 +3,8 @@
 //! `[keystone_authtoken]` block, and used by the real `openstack` command
 //! (python-openstackclient with python-cyborgclient) with password authentication, as
 //! an operator would.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 mod support;
 

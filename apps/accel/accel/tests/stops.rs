@@ -2,6 +2,8 @@
 //! SIGTERM answers every call the conductor took before it exits, and a conductor that
 //! hangs (SIGSTOP) or is killed (-9) is told to the callers of the calls it took within
 //! the call monitor's time, not the 60 s call timeout (issue 28, items 4 and 5).
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 mod support;
 

@@ -1,5 +1,7 @@
 //! The cleanup runner with fake cleanup commands (scripts that succeed, fail or hang),
 //! never a real disk.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use accel_agent::cleanup::{clean, CleanupError, CleanupMethod};
 use std::os::unix::fs::PermissionsExt;

@@ -4,6 +4,8 @@
 //! sysfs `mdev_supported_types` tree, bad arguments refused with Cyborg's exception
 //! classes (rebuilt by Cyborg's client as its own) before anything is written, and FPGA programming refused as not supported.
 //! Uses `VERSO_TEST_RABBIT_URL` and `VERSO_TEST_PYTHON` (scripts/test.sh sets both).
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use accel_agent::cyborg;
 use accel_cyborg17::testing::{cyborg_calls_agent, cyborg_transport};

@@ -24,7 +24,8 @@
 //! ```
 //! With `VERSO_BENCH_OUT` set, the medians of criterion's samples (recorded by the bench
 //! itself) go to `service.json` (tools/bench-report's schema).
-
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 #![allow(missing_docs)] // criterion_group! generates undocumented items
 
 use accel_api::{ConductorService, DbService};

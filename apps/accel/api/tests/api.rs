@@ -1,5 +1,7 @@
 //! The accel API over real HTTP (an ephemeral loopback port, reqwest with rustls) on a
 //! fresh SQLite file and a fresh PostgreSQL database per test.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 mod support;
 

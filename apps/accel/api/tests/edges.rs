@@ -1,6 +1,8 @@
 //! The API's edges over real HTTP on real databases: limits checked before any work,
 //! paging, the profile lookup rule, input checks, outages as 503, server timeouts on
 //! raw TCP connections, and TLS.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 mod support;
 

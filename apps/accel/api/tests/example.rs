@@ -1,6 +1,8 @@
 //! The serve example as the README runs it: `--help`, the curl session of the README
 //! (over reqwest), and a refused database URL. The binary is the one
 //! `cargo test -p accel-api` builds beside the test binaries.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

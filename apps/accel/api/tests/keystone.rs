@@ -6,6 +6,8 @@
 //! The users are the ones the start script creates: `accel` (the API's service user),
 //! `demo-member`, `demo-reader` (project `demo`), `other-member` (project `other`),
 //! `nova` (role `service` in project `service`) and `admin`.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 mod support;
 

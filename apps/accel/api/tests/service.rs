@@ -1,6 +1,8 @@
 //! The router over another implementation of `AccelService` (as the conductor-backed
 //! one will be): a backend that cannot be reached is a JSON 503, and a handler that
 //! panics is a JSON 500 while the server goes on serving.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use accel_api::service::{ArqRow, DeployableRow, DeviceProfileRow, DeviceRow};
 use accel_api::{AccelService, Binding, ErrorKind, ListQuery, NewProfile, ServiceError};

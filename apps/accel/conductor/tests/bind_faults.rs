@@ -3,6 +3,8 @@
 //! `BindStarted`; and a starting conductor takes only a `BindStarted` request older
 //! than the lease for abandoned, never a bind that may still be running elsewhere. The
 //! failure is the database's own: a trigger that aborts the device's allocation.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use accel_conductor::db::ReportedDevice;
 use accel_conductor::testing as support;

@@ -1,5 +1,7 @@
 //! The census counts what the database holds, on both databases: empty, after a report,
 //! after a bind and a release into cleanup.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use accel_conductor::db::{Release, ReportedDevice};
 use accel_conductor::testing as support;

@@ -7,6 +7,8 @@
 //!
 //! Uses `VERSO_TEST_RABBIT_URL`, `VERSO_TEST_PYTHON` and the PostgreSQL test cluster
 //! (scripts/test.sh provides all three).
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use accel_conductor::db::ListFilter;
 use accel_conductor::{cyborg, testing, Db};

@@ -1,5 +1,7 @@
 //! The conductor's database on SQLite and on PostgreSQL: report diffing, profiles, the
 //! accelerator request lifecycle, binds that race across two conductors.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use accel_conductor::testing as support;
 

@@ -1,5 +1,7 @@
 //! Attach handles for the driver features, on SQLite and PostgreSQL: managed-mode
 //! metadata by compare-and-swap, NVMe cleanup through `cleaning`, exactly-once results.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use accel_conductor::testing as support;
 

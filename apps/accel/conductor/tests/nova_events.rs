@@ -5,6 +5,8 @@
 //! `completed`, a bind without a free device `failed`; a 503 is retried and delivered,
 //! a 207 of 422s (no host yet) and a 404 are final; while Nova is slow, a full queue
 //! drops its oldest batch and keeps the newest.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use accel_agent::discovery::discover;
 use accel_agent::report::driver_devices;

@@ -3,6 +3,8 @@
 //! started by scripts/test.sh): one provider per deployable under the host's compute
 //! node, its inventory and traits, found by Nova's allocation candidates query, updated
 //! on disable and removal, and a bind follows the provider Placement chose.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use accel_conductor::db::{rp_uuid, ReportedDevice};
 use accel_conductor::keystone::{AuthOptions, Session};

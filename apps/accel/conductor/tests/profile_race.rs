@@ -2,6 +2,8 @@
 //! either the request is made and the delete refused (`ProfileInUse`), or the profile
 //! is gone and the creation refused (`NotFound`); never a request whose profile no
 //! longer exists. Raced many times on SQLite and on PostgreSQL.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use accel_conductor::testing as support;
 use accel_conductor::{Db, DbError};

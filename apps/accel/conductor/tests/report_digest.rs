@@ -3,6 +3,8 @@
 //! full report made them. Any other write of a compared column (another writer such as
 //! release N's conductor, a report without a digest) makes it ask for the full report,
 //! and an agent capped below 1.2 always sends it.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use accel_agent::client::{Reported, Reporter};
 use accel_agent::discovery::discover;

@@ -1,6 +1,8 @@
 //! The conductor's RPC service over the memory transport and both databases: an agent's
 //! discovery reported over RPC, profiles and requests, typed errors, and a client pinned
 //! to conductor 1.0 (release N's agents) still served.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use accel_agent::discovery::discover;
 use accel_agent::report::driver_devices;

@@ -3,6 +3,8 @@
 //! naming its table and column (never a default, never a panic); lists assembled from
 //! their filters bind their values on both backends; asking which migrations are
 //! applied writes nothing.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use accel_conductor::testing as support;
 

@@ -5,6 +5,8 @@
 //! future is dropped mid-transaction and the pool closed, as a dying process would; the
 //! next start (a new pool on the same database) finds neither the row nor the
 //! completion, and the resumed finalization writes the row once.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use accel_conductor::testing as support;
 use accel_conductor::{Db, DbTransaction, DbVersionStore};

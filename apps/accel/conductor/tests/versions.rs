@@ -1,5 +1,7 @@
 //! The conductor's component versions in its database, on SQLite and PostgreSQL: fresh
 //! install, pre-finalized after an upgrade, finalized, downgrade refused after it.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use accel_conductor::testing as support;
 

@@ -4,6 +4,8 @@
 //! each class's OVO fingerprint (computed by oslo.versionedobjects over Cyborg's own
 //! registry) and namespaces, and each RPC method's name, version and arguments, the
 //! topics and the control exchange.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use accel_cyborg17::objects::{self, NAMESPACE, SERIAL_NAMESPACE};
 use accel_cyborg17::rpc::{self, AgentApi, ConductorApi};

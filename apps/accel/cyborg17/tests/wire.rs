@@ -8,6 +8,8 @@
 //!   `DriverDevice` objects by Cyborg's serializer, whose primitives are verso's.
 //!
 //! Uses `VERSO_TEST_RABBIT_URL` and `VERSO_TEST_PYTHON` (scripts/test.sh sets both).
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use accel_cyborg17::objects::{
     DeviceState, DeviceType, DriverAttachHandle, DriverAttribute, DriverControlPathID,

@@ -1,5 +1,7 @@
 //! AttachHandle 1.3's managed mode: written in `attach_info`, removed for peers below
 //! 1.3 (who assume `yes`), on the value and the byte path alike.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use accel_objects::{attach_info_managed, attach_info_with_managed, AttachHandle, AttachType};
 use verso::{Target, Version, VersionManifest, VersionedObject};

@@ -2,6 +2,8 @@
 //! N's manifest load as N's types, N's primitives load into N+1's registry, the classes
 //! N shares unchanged have N+1's locked fingerprints, the 1.0 RPC methods are the same
 //! declarations, and schema N is N+1's first migration byte for byte.
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 
 use accel_release_n::objects as n;
 use std::collections::BTreeMap;

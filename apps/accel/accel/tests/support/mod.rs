@@ -1,6 +1,7 @@
 //! What the `accel` binary's process tests share: a child process killed when dropped,
 //! waiting for its first stdout line, and an all-in-one behind the test Keystone.
-
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};

@@ -1,7 +1,8 @@
 //! The API's test harness: a fresh database per test (`accel_conductor::testing`: a
 //! SQLite file, or a new database on the PostgreSQL test cluster), the API served on an
 //! ephemeral loopback port, and a real HTTP client.
-
+// A failed set-up step fails the test (or bench) with its message.
+#![allow(clippy::expect_used)]
 #![allow(dead_code, unused_imports)]
 
 use accel_api::{AccelService, Authenticator, ConductorService, DbService, Limits, ServeOptions};
