@@ -295,7 +295,16 @@ impl<V: ComponentVersion> Coordinator<V> {
     /// (see [`FleetStore::record`]): if a finalization by any server sharing the fleet
     /// record has started, it is fenced rather than recorded.
     pub async fn heartbeat(&self, report: MemberReport) -> Result<HeartbeatReply, HeartbeatError> {
-        let server_apparent = self.manager.apparent();
+        let mut server_apparent = self.manager.apparent();
+        if report.apparent > server_apparent.number() {
+            // Another server of the same version record may have finalized since this
+            // one last read it (servers re-read it periodically), and finalized this
+            // client through its heartbeat: read the record again before refusing it.
+            if let Err(e) = self.manager.refresh().await {
+                tracing::warn!(error = %e, "could not re-read the version record for a client ahead of this server");
+            }
+            server_apparent = self.manager.apparent();
+        }
         let software = match V::observe(report.software) {
             Ok(Observed::Known(v)) => v,
             Ok(Observed::Future(n)) => {

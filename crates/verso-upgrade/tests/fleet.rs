@@ -331,3 +331,33 @@ async fn a_member_seen_only_through_reports_blocks_until_it_heartbeats() {
     let status = d.servers[0].status().await.expect("status");
     assert_eq!(status.clients.len(), 1);
 }
+
+/// Seen with three `accel conductor`s: one finalizes and tells an agent so through its
+/// heartbeat; the agent's next heartbeat reaches another conductor that has not re-read
+/// the version record yet. It must not fence the agent for being ahead of it (the agent
+/// would exit): it reads the record again first.
+#[tokio::test]
+async fn an_agent_finalized_through_one_server_is_not_fenced_by_another() {
+    let d = Deployment::new(2, Fleet::Shared).await;
+    let mut agent = Agent {
+        software: 2,
+        apparent: 1,
+        accepted: None,
+    };
+    d.servers[0]
+        .heartbeat(report(1, &agent))
+        .await
+        .expect("accepted before finalization");
+    d.servers[0].finalize().await.expect("finalizes");
+    let reply = d.servers[0]
+        .heartbeat(report(1, &agent))
+        .await
+        .expect("accepted after finalization");
+    agent.apparent = reply.finalize_to.expect("told to finalize");
+    assert_eq!(agent.apparent, 2);
+    let reply = d.servers[1]
+        .heartbeat(report(1, &agent))
+        .await
+        .expect("not fenced by a server that had not re-read the record");
+    assert_eq!(reply.server_apparent, 2);
+}

@@ -129,6 +129,19 @@ pub fn report(cycles: &[Cycle]) -> String {
         .join("\n")
 }
 
+/// Whether the crate whose sources are in `src_dir` imports one way: `Err` with every
+/// cycle named (or why the sources could not be read). What a crate's
+/// `tests/modules.rs` asserts.
+pub fn check_acyclic(src_dir: impl AsRef<Path>) -> Result<(), String> {
+    let graph = Graph::load(src_dir).map_err(|e| e.to_string())?;
+    let cycles = graph.cycles();
+    if cycles.is_empty() {
+        Ok(())
+    } else {
+        Err(report(&cycles))
+    }
+}
+
 /// The modules of one crate and who imports whom.
 #[derive(Debug)]
 pub struct Graph {

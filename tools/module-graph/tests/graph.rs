@@ -177,3 +177,36 @@ fn a_module_without_its_file_is_an_error() {
         other => panic!("expected NoRoot, got {other:?}"),
     }
 }
+
+#[test]
+fn check_acyclic_says_what_a_crates_modules_test_asserts() {
+    let write = |files: &[(&str, &str)]| {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            let path = dir.path().join("src").join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        dir
+    };
+    let one_way = write(&[
+        ("lib.rs", "mod a;\nmod b;\n"),
+        ("a.rs", "pub struct A;\n"),
+        ("b.rs", "use crate::a::A;\npub struct B(A);\n"),
+    ]);
+    assert_eq!(
+        module_graph::check_acyclic(one_way.path().join("src")),
+        Ok(())
+    );
+    let cyclic = write(&[
+        ("lib.rs", "mod a;\nmod b;\n"),
+        ("a.rs", "use crate::b::B;\npub struct A(B);\n"),
+        (
+            "b.rs",
+            "pub struct B;\npub fn f() -> crate::a::A { todo!() }\n",
+        ),
+    ]);
+    let err = module_graph::check_acyclic(cyclic.path().join("src")).unwrap_err();
+    assert!(err.contains("import cycle: a -> b -> a"), "{err}");
+    assert!(module_graph::check_acyclic("/nonexistent/src").is_err());
+}

@@ -189,6 +189,28 @@ async fn until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// Keystone's URL without `/v3`, as the fake Nova's token check wants it.
+fn keystone_base() -> String {
+    keystone_url()
+        .trim_end_matches('/')
+        .trim_end_matches("/v3")
+        .to_owned()
+}
+
+/// A notifier whose service user is the test Keystone's `nova`.
+fn notifier_as_nova(options: NovaOptions) -> Notifier {
+    Notifier::start(
+        Session::new(AuthOptions::new(
+            &keystone_url(),
+            "nova",
+            "verso-nova",
+            "service",
+        ))
+        .expect("session"),
+        options,
+    )
+}
+
 fn stats(n: &Notifier) -> NotifierStats {
     n.stats()
 }
@@ -204,10 +226,7 @@ async fn binds_through_the_conductor_tell_nova() {
     ];
     let nova = Arc::new(Nova {
         answers: instances.iter().cloned().zip(answers).collect(),
-        keystone: keystone_url()
-            .trim_end_matches('/')
-            .trim_end_matches("/v3")
-            .to_owned(),
+        keystone: keystone_base(),
         ..Nova::default()
     });
     let compute = serve(nova.clone()).await;
@@ -399,21 +418,12 @@ async fn a_full_queue_drops_the_oldest_batch() {
         ..Nova::default()
     });
     let url = serve(nova.clone()).await;
-    let notifier = Notifier::start(
-        Session::new(AuthOptions::new(
-            &keystone_url(),
-            "nova",
-            "verso-nova",
-            "service",
-        ))
-        .expect("session"),
-        NovaOptions {
-            endpoint_override: Some(url),
-            queue_size: 2,
-            concurrency: 1,
-            ..NovaOptions::default()
-        },
-    );
+    let notifier = notifier_as_nova(NovaOptions {
+        endpoint_override: Some(url),
+        queue_size: 2,
+        concurrency: 1,
+        ..NovaOptions::default()
+    });
     let event = |i: usize| {
         vec![(
             format!("5f1e0c9a-7f3d-4a57-8d51-00000000000{i}"),
@@ -453,26 +463,14 @@ async fn an_instances_binds_in_quick_succession_make_one_request() {
     let instance = "3e4f5a6b-7c8d-4e9f-8a0b-1c2d3e4f5a6b".to_owned();
     let nova = Arc::new(Nova {
         answers: [(instance.clone(), Answer::Validated)].into(),
-        keystone: keystone_url()
-            .trim_end_matches('/')
-            .trim_end_matches("/v3")
-            .to_owned(),
+        keystone: keystone_base(),
         ..Nova::default()
     });
     let url = serve(nova.clone()).await;
-    let notifier = Notifier::start(
-        Session::new(AuthOptions::new(
-            &keystone_url(),
-            "nova",
-            "verso-nova",
-            "service",
-        ))
-        .expect("session"),
-        NovaOptions {
-            endpoint_override: Some(url),
-            ..NovaOptions::default()
-        },
-    );
+    let notifier = notifier_as_nova(NovaOptions {
+        endpoint_override: Some(url),
+        ..NovaOptions::default()
+    });
     let completed = accel_conductor::nova::BindStatus::Completed;
     let (first, second) = (
         "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c01".to_owned(),
