@@ -13,7 +13,8 @@ use std::time::Duration;
 use verso_upgrade::fleet::{FleetStore, MemoryFleet, MemoryStore};
 use verso_upgrade::store::VersionStore;
 use verso_upgrade::{
-    component_versions, Coordinator, MemberReport, UpgradeError, UpgradeState, VersionManager,
+    component_versions, Coordinator, HeartbeatError, MemberReport, UpgradeError, UpgradeState,
+    VersionManager,
 };
 
 component_versions! {
@@ -152,11 +153,25 @@ async fn run_case(servers: usize, fleet: Fleet, ops: &[Op]) -> Result<(), String
         match *op {
             Op::Heartbeat(a, s) => {
                 let s = s % servers;
-                if let Ok(reply) = d.servers[s].heartbeat(report(a, &agents[a])).await {
-                    agents[a].accepted = Some(agents[a].software);
-                    if let Some(to) = reply.finalize_to {
-                        agents[a].apparent = to.min(agents[a].software);
+                match d.servers[s].heartbeat(report(a, &agents[a])).await {
+                    Ok(reply) => {
+                        agents[a].accepted = Some(agents[a].software);
+                        if let Some(to) = reply.finalize_to {
+                            agents[a].apparent = to.min(agents[a].software);
+                        }
                     }
+                    // A fenced agent exits: one on the newest software, finalized no
+                    // further than the record says, must never be (a server that had
+                    // not re-read the record once fenced one another had finalized).
+                    Err(HeartbeatError::Fenced(f)) if agents[a].software == 2 => {
+                        let record = d.store.load().await.expect("load").expect("record");
+                        if agents[a].apparent <= record.apparent {
+                            return Err(format!(
+                                "step {step} ({op:?}): agent-{a} on the newest software was fenced: {f}; ops: {ops:?}"
+                            ));
+                        }
+                    }
+                    Err(_) => {}
                 }
             }
             Op::Upgrade(a) => agents[a].software = 2,
