@@ -184,13 +184,10 @@ pub fn rows_digest(rows: &[ReportedDevice]) -> Option<String> {
         hash.update(serde_json::to_vec(row).ok()?);
         hash.update([0xff]);
     }
-    let sum = hash.finalize();
-    let mut out = String::with_capacity(10 + 2 * sum.len());
-    out.push_str("cyborg-v1:");
-    for b in sum {
-        out.push_str(&format!("{b:02x}"));
-    }
-    Some(out)
+    Some(accel_objects::rpc::digest_text(
+        "cyborg-v1:",
+        &hash.finalize(),
+    ))
 }
 
 /// `DDDD:BB:DD.F` from Cyborg's `cpid_info`, `{"domain": "0000", "bus": "0c", "device":

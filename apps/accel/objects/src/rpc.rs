@@ -132,9 +132,14 @@ pub fn report_digest(devices: &DriverDeviceList) -> String {
             text(&mut hash, Some(v));
         }
     }
-    let sum = hash.finalize();
-    let mut out = String::with_capacity(3 + 2 * sum.len());
-    out.push_str("v2:");
+    digest_text("v2:", &hash.finalize())
+}
+
+/// A digest as the text reports store and compare: `prefix` (which names the rule that
+/// made it), then the bytes in lower-case hexadecimal.
+pub fn digest_text(prefix: &str, sum: &[u8]) -> String {
+    let mut out = String::with_capacity(prefix.len() + 2 * sum.len());
+    out.push_str(prefix);
     for b in sum {
         out.push_str(&format!("{b:02x}"));
     }
