@@ -5,14 +5,20 @@
 use module_graph::{Error, Graph};
 use std::path::Path;
 
-/// A crate of `files` (path under `src/`, text); the graph of it.
-fn graph(files: &[(&str, &str)]) -> Graph {
+/// A crate of `files` (path under `src/`, text) in a temporary directory.
+fn write_crate(files: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     for (path, text) in files {
         let path = dir.path().join("src").join(path);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
     }
+    dir
+}
+
+/// The graph of a crate of `files` ([`write_crate`]).
+fn graph(files: &[(&str, &str)]) -> Graph {
+    let dir = write_crate(files);
     Graph::load(dir.path().join("src")).unwrap()
 }
 
@@ -180,16 +186,7 @@ fn a_module_without_its_file_is_an_error() {
 
 #[test]
 fn check_acyclic_says_what_a_crates_modules_test_asserts() {
-    let write = |files: &[(&str, &str)]| {
-        let dir = tempfile::tempdir().unwrap();
-        for (path, text) in files {
-            let path = dir.path().join("src").join(path);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, text).unwrap();
-        }
-        dir
-    };
-    let one_way = write(&[
+    let one_way = write_crate(&[
         ("lib.rs", "mod a;\nmod b;\n"),
         ("a.rs", "pub struct A;\n"),
         ("b.rs", "use crate::a::A;\npub struct B(A);\n"),
@@ -198,7 +195,7 @@ fn check_acyclic_says_what_a_crates_modules_test_asserts() {
         module_graph::check_acyclic(one_way.path().join("src")),
         Ok(())
     );
-    let cyclic = write(&[
+    let cyclic = write_crate(&[
         ("lib.rs", "mod a;\nmod b;\n"),
         ("a.rs", "use crate::b::B;\npub struct A(B);\n"),
         (

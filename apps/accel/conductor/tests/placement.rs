@@ -42,6 +42,32 @@ async fn call(
         .unwrap_or_else(|e| panic!("Placement: {e}"))
 }
 
+/// The status Placement answers for one resource provider (200, or 404 once deleted).
+async fn provider_status(p: &Placement, uuid: &str) -> u16 {
+    call(
+        p,
+        reqwest::Method::GET,
+        &format!("/resource_providers/{uuid}"),
+        None,
+    )
+    .await
+    .0
+}
+
+/// Deletes what a run made, children first; each must go (204).
+async fn delete_providers(p: &Placement, uuids: &[&String]) {
+    for rp in uuids {
+        let (status, body) = call(
+            p,
+            reqwest::Method::DELETE,
+            &format!("/resource_providers/{rp}"),
+            None,
+        )
+        .await;
+        assert_eq!(status, 204, "{body}");
+    }
+}
+
 /// A host name of this run only (`<prefix>-<8 hex>`) and its compute node's provider,
 /// made as Nova makes it.
 async fn compute_node(placement: &Placement, prefix: &str) -> (String, String) {
@@ -254,22 +280,12 @@ async fn deployables_are_resource_providers_nova_can_schedule_on() {
         reconcile(&db, &placement, &mut synced).await.expect("pass"),
         (1, 0)
     );
-    let (status, _) = call(
-        &placement,
-        reqwest::Method::GET,
-        &format!("/resource_providers/{gpu_rp}"),
-        None,
-    )
-    .await;
-    assert_eq!(status, 404);
-    let (status, _) = call(
-        &placement,
-        reqwest::Method::GET,
-        &format!("/resource_providers/{nova_child}"),
-        None,
-    )
-    .await;
-    assert_eq!(status, 200, "Nova's provider is kept");
+    assert_eq!(provider_status(&placement, &gpu_rp).await, 404);
+    assert_eq!(
+        provider_status(&placement, &nova_child).await,
+        200,
+        "Nova's provider is kept"
+    );
 
     // A host Nova has not registered: its providers wait, and the pass says it failed.
     let stranger = format!("{host}-unknown");
@@ -290,16 +306,7 @@ async fn deployables_are_resource_providers_nova_can_schedule_on() {
     assert!(matches!(missing, PlacementError::NoComputeNode(h) if h == stranger));
 
     // Clean up what this run made (the FPGA's provider holds no allocation).
-    for rp in [&fpga_rp, &nova_child, &root] {
-        let (status, body) = call(
-            &placement,
-            reqwest::Method::DELETE,
-            &format!("/resource_providers/{rp}"),
-            None,
-        )
-        .await;
-        assert_eq!(status, 204, "{body}");
-    }
+    delete_providers(&placement, &[&fpga_rp, &nova_child, &root]).await;
 }
 
 /// A host whose devices went while no conductor ran: the fleet record still knows it,
@@ -342,21 +349,8 @@ async fn a_host_emptied_while_no_conductor_ran_loses_its_providers() {
 
     let mut synced = BTreeMap::new();
     reconcile(&db, &placement, &mut synced).await.expect("pass");
-    let status_of = |uuid: String| {
-        let placement = &placement;
-        async move {
-            call(
-                placement,
-                reqwest::Method::GET,
-                &format!("/resource_providers/{uuid}"),
-                None,
-            )
-            .await
-            .0
-        }
-    };
     assert_eq!(
-        status_of(ours.clone()).await,
+        provider_status(&placement, &ours).await,
         200,
         "a pass alone does not know the host"
     );
@@ -366,17 +360,16 @@ async fn a_host_emptied_while_no_conductor_ran_loses_its_providers() {
             .expect("sweep"),
         1
     );
-    assert_eq!(status_of(ours).await, 404, "accel's provider deleted");
-    assert_eq!(status_of(novas.clone()).await, 200, "Nova's kept");
+    assert_eq!(
+        provider_status(&placement, &ours).await,
+        404,
+        "accel's provider deleted"
+    );
+    assert_eq!(
+        provider_status(&placement, &novas).await,
+        200,
+        "Nova's kept"
+    );
 
-    for rp in [&novas, &root] {
-        let (status, body) = call(
-            &placement,
-            reqwest::Method::DELETE,
-            &format!("/resource_providers/{rp}"),
-            None,
-        )
-        .await;
-        assert_eq!(status, 204, "{body}");
-    }
+    delete_providers(&placement, &[&novas, &root]).await;
 }

@@ -37,13 +37,19 @@ fn files(root: &Path, path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()
     Ok(())
 }
 
-/// SHA-256 over each file's relative path and contents, in path order.
-fn fingerprint(root: &Path) -> std::io::Result<(String, usize)> {
+/// Release N's own files under `root` ([`FROZEN_PATHS`]), relative to it, sorted.
+fn frozen_files(root: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut all = Vec::new();
     for p in FROZEN_PATHS {
         files(root, &root.join(p), &mut all)?;
     }
     all.sort();
+    Ok(all)
+}
+
+/// SHA-256 over each file's relative path and contents, in path order.
+fn fingerprint(root: &Path) -> std::io::Result<(String, usize)> {
+    let all = frozen_files(root)?;
     let mut hash = Sha256::new();
     for relative in &all {
         let text = std::fs::read(root.join(relative))?;
@@ -85,11 +91,7 @@ fn the_fingerprint_sees_a_change() -> std::io::Result<()> {
     // (so the test above can fail), and an unchanged copy the same.
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let copy = tempfile::tempdir()?;
-    let mut all = Vec::new();
-    for p in FROZEN_PATHS {
-        files(root, &root.join(p), &mut all)?;
-    }
-    for relative in &all {
+    for relative in &frozen_files(root)? {
         let to = copy.path().join(relative);
         if let Some(parent) = to.parent() {
             std::fs::create_dir_all(parent)?;
