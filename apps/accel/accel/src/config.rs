@@ -638,6 +638,12 @@ pub struct Cyborg {
     /// server = the host name: mdev creation and removal) for a Cyborg 17 conductor
     /// still running during a migration.
     pub serve_conductor: bool,
+    /// Whether `accel agent` reports to a Cyborg 17 conductor instead of accel's: the
+    /// host's agent is replaced while Cyborg's conductor still runs. The agent then
+    /// sends Cyborg's `report_data` on `cyborg-conductor` every `[agent]
+    /// report_interval`, serves Cyborg's agent API, and does not talk to accel's
+    /// conductor at all (no heartbeat, no version record: Cyborg has neither).
+    pub report_to_cyborg: bool,
     /// The control exchange Cyborg's services use, on `[transport] url`'s broker.
     pub control_exchange: String,
 }
@@ -647,6 +653,7 @@ impl Default for Cyborg {
         Cyborg {
             serve_agents: false,
             serve_conductor: false,
+            report_to_cyborg: false,
             control_exchange: accel_cyborg17::rpc::CONTROL_EXCHANGE.into(),
         }
     }

@@ -212,6 +212,9 @@ pub async fn agent(
         .or_else(|| config.agent.host.clone())
         .unwrap_or_else(default_host);
     let sysfs_root = sysfs_root.unwrap_or_else(|| config.agent.sysfs_root.clone());
+    if config.cyborg.report_to_cyborg {
+        return cyborg_agent(&config, host, sysfs_root, once).await;
+    }
     let transport = transport(&config).await?;
     let mut running = match accel_agent::service::start(
         agent_config(&config, host.clone(), sysfs_root.clone()),
@@ -262,6 +265,68 @@ pub async fn agent(
     transport.close().await;
     exit
 }
+
+/// `accel agent` with `[cyborg] report_to_cyborg`: the host's devices reported to a
+/// Cyborg 17 conductor every `[agent] report_interval` (a failed report is logged and
+/// tried again at the next), Cyborg's agent API served for that conductor's calls.
+/// With `once`, one report, whose failure is the exit code 2.
+async fn cyborg_agent(
+    config: &AccelConfig,
+    host: String,
+    sysfs_root: PathBuf,
+    once: bool,
+) -> Result<ExitCode, Error> {
+    let exchange = &config.cyborg.control_exchange;
+    let transport = transport_on(config, exchange).await?;
+    let reporter = accel_agent::cyborg::CyborgReporter::new(
+        transport.clone(),
+        host.clone(),
+        sysfs_root.clone(),
+        CYBORG_REPORT_TIMEOUT,
+    );
+    if once {
+        let exit = match reporter.report().await {
+            Ok(n) => {
+                println!("agent {host}: reported {n} devices to Cyborg's conductor");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("accel agent {host}: {e}");
+                ExitCode::from(2)
+            }
+        };
+        transport.close().await;
+        return Ok(exit);
+    }
+    let server = accel_agent::cyborg::serve(transport.clone(), &host, sysfs_root).await?;
+    println!(
+        "agent {host}: reporting to Cyborg's conductor on {} and serving Cyborg 17's agent API on {} (exchange {exchange})",
+        accel_cyborg17::rpc::CONDUCTOR_TOPIC,
+        accel_cyborg17::rpc::AGENT_TOPIC,
+    );
+    let period = Duration::from_secs(config.agent.report_interval.max(1));
+    let reports = async {
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if let Err(e) = reporter.report().await {
+                tracing::warn!(host = %host, error = %e, "report to Cyborg's conductor failed; trying again at the next period");
+            }
+        }
+    };
+    tokio::select! {
+        () = reports => {}
+        () = verso_rpc::shutdown::shutdown_signal() => {}
+    }
+    server.stop().await;
+    transport.close().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// How long a report waits for Cyborg's conductor, which updates Placement inside the
+/// call: Cyborg's agent waits its `rpc_response_timeout`, 60 s by default.
+const CYBORG_REPORT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The API: reads from `db`, writes through the conductor (`conductor`, capped by the
 /// operator's `[upgrade_levels] conductor`), with `[api]`'s limits, timeouts and TLS,

@@ -19,8 +19,6 @@ mod support;
 
 use accel_conductor::db::{rp_uuid, ListFilter};
 use accel_conductor::fleet::DbFleetStore;
-use accel_conductor::keystone::{AuthOptions, Session};
-use accel_conductor::placement::Placement;
 use accel_conductor::Db;
 use accel_cyborg17::testing::{
     cyborg_agent_answers_fpga_program, cyborg_agent_config, CyborgAgentService,
@@ -28,75 +26,6 @@ use accel_cyborg17::testing::{
 use std::time::{Duration, Instant};
 use verso_rpc::RpcError;
 use verso_upgrade::FleetStore;
-
-fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| {
-        panic!("{name} is not set: scripts/test.sh starts the test services and sets it")
-    })
-}
-
-/// Placement as the test's service user (accel's: admin in project `service`).
-fn placement() -> Placement {
-    let session = Session::new(AuthOptions::new(
-        &env("VERSO_TEST_KEYSTONE_URL"),
-        "accel",
-        "verso-accel",
-        "service",
-    ))
-    .expect("a Keystone session");
-    Placement::new(session, Some(env("VERSO_TEST_PLACEMENT_URL")))
-}
-
-/// A compute node provider made for one run and its tree, deleted when dropped (the
-/// test Placement outlives the run; a failed run leaves nothing either).
-struct ComputeNode {
-    placement: Placement,
-    uuid: String,
-}
-
-impl Drop for ComputeNode {
-    fn drop(&mut self) {
-        let placement = self.placement.clone();
-        let root = self.uuid.clone();
-        // Drop cannot await: the deletes run on a runtime of their own.
-        let _ = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            rt.block_on(async {
-                let Ok((_, tree)) = placement
-                    .call(
-                        reqwest::Method::GET,
-                        &format!("/resource_providers?in_tree={root}"),
-                        None,
-                    )
-                    .await
-                else {
-                    return;
-                };
-                let children = tree["resource_providers"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|p| p["uuid"].as_str())
-                    .filter(|u| *u != root);
-                for uuid in children.chain([root.as_str()]) {
-                    let _ = placement
-                        .call(
-                            reqwest::Method::DELETE,
-                            &format!("/resource_providers/{uuid}"),
-                            None,
-                        )
-                        .await;
-                }
-            });
-        })
-        .join();
-    }
-}
 
 /// How long ago, by the database's clock, the conductor last heard of `host` as a
 /// Cyborg agent (its fleet record), if ever.
@@ -118,36 +47,24 @@ async fn the_real_cyborg_agent_service_reports_into_accel_conductor() {
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     );
     // The compute node's provider, as nova-compute makes it.
-    let placement = placement();
-    let (status, node) = placement
-        .call(
-            reqwest::Method::POST,
-            "/resource_providers",
-            Some(&serde_json::json!({ "name": host })),
-        )
-        .await
-        .expect("Placement answers");
-    assert_eq!(status, 200, "{node}");
-    let node = ComputeNode {
-        placement: placement.clone(),
-        uuid: node["uuid"]
-            .as_str()
-            .expect("the provider's uuid")
-            .to_owned(),
-    };
+    let placement = support::placement();
+    let node = support::ComputeNode::create(&placement, &host).await;
 
     let db_url = format!("sqlite://{}", dir.path().join("accel.db").display());
     let _conductor = support::cyborg_conductor(
         &db_url,
         true,
         &[
-            ("ACCEL_PLACEMENT_AUTH_URL", env("VERSO_TEST_KEYSTONE_URL")),
+            (
+                "ACCEL_PLACEMENT_AUTH_URL",
+                support::env("VERSO_TEST_KEYSTONE_URL"),
+            ),
             ("ACCEL_PLACEMENT_USERNAME", "accel".into()),
             ("ACCEL_PLACEMENT_PASSWORD", "verso-accel".into()),
             ("ACCEL_PLACEMENT_PROJECT_NAME", "service".into()),
             (
                 "ACCEL_PLACEMENT_ENDPOINT_OVERRIDE",
-                env("VERSO_TEST_PLACEMENT_URL"),
+                support::env("VERSO_TEST_PLACEMENT_URL"),
             ),
             ("ACCEL_PLACEMENT_SYNC_INTERVAL", "1".into()),
         ],
@@ -162,7 +79,7 @@ async fn the_real_cyborg_agent_service_reports_into_accel_conductor() {
         &config,
         cyborg_agent_config(
             &host,
-            &env("VERSO_TEST_KEYSTONE_URL"),
+            &support::env("VERSO_TEST_KEYSTONE_URL"),
             "accel",
             "verso-accel",
             &log,

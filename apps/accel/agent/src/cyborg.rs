@@ -15,13 +15,30 @@
 //! Every argument is checked before anything is touched (a PCI address `DDDD:BB:DD.F`,
 //! an mdev type that is one path component, a UUID), so a caller cannot make the agent
 //! write outside the mdev tree; a refused call answers a typed error naming the value.
+//!
+//! The other direction, for a host whose agent is replaced before the control plane
+//! (`[cyborg] report_to_cyborg`): [`CyborgReporter`] reports the host's devices to a
+//! Cyborg 17 conductor with Cyborg's own `report_data` (topic `cyborg-conductor`), as
+//! Cyborg's agent would: a plain list of `DriverDevice` 1.4 objects, made by
+//! [`driver_devices`] from the same discovery and the same report form accel's
+//! conductor gets, so both conductors see the same inventory of a host.
 
-use accel_cyborg17::rpc::{CreateVgpuMdev, FpgaProgram, RemoveVgpuMdev, AGENT_TOPIC};
+use crate::discovery::{discover, DiscoveryError};
+use accel_cyborg17::objects::{
+    DeviceType, DriverAttachHandle, DriverAttribute, DriverControlPathID, DriverDeployable,
+    DriverDevice,
+};
+use accel_cyborg17::rpc::{
+    ConductorApi, CreateVgpuMdev, FpgaProgram, RemoveVgpuMdev, ReportData, AGENT_TOPIC,
+    CONDUCTOR_TOPIC,
+};
+use accel_objects::DriverDeviceList;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use verso::Version;
+use std::time::Duration;
+use verso::{ObjectList, RequestContext, Version, VersionedEnum, VersionedObject};
 use verso_rpc::transport::Transport;
-use verso_rpc::{Endpoint, RemoteError, RpcError, RpcServer, ServerHandle, Target};
+use verso_rpc::{Endpoint, RemoteError, RpcClient, RpcError, RpcServer, ServerHandle, Target};
 
 /// The module of the remote errors this API answers with (Cyborg's exceptions module,
 /// so Cyborg's conductor reads them as its own).
@@ -162,6 +179,159 @@ pub async fn serve(
         .endpoint(endpoint(sysfs_root))?
         .start()
         .await
+}
+
+/// The name of the deployable of the device at `address` on `host`, as accel's
+/// conductor names an accel agent's deployables and Cyborg's GPU drivers name theirs
+/// (`<host>_<PCI address>`): the name Cyborg's conductor gives its Placement provider.
+pub fn deployable_name(host: &str, address: &str) -> String {
+    format!("{host}_{address}")
+}
+
+/// A host's report (accel's form, [`crate::report::driver_devices`]) as Cyborg 17's
+/// agent sends it: per device, its control path (`PCI`, the address as Cyborg's
+/// `cpid_info`), and one deployable holding every attach handle (a handle per enabled
+/// virtual function, or the function itself), its attributes (`rc`, `trait*`: the
+/// provider Cyborg's conductor makes in Placement) and the bound driver. A device whose
+/// address or type does not convert is left out, and named in the second list.
+pub fn driver_devices(host: &str, report: &DriverDeviceList) -> (Vec<DriverDevice>, Vec<String>) {
+    let mut out = Vec::new();
+    let mut left_out = Vec::new();
+    for d in ObjectList::iter(report) {
+        match driver_device(host, d) {
+            Some(device) => out.push(device),
+            None => left_out.push(d.control_path_id.get().cloned().unwrap_or_default()),
+        }
+    }
+    (out, left_out)
+}
+
+fn driver_device(host: &str, d: &accel_objects::DriverDevice) -> Option<DriverDevice> {
+    let address = d.control_path_id.get()?;
+    let ty = DeviceType::from_str(d.r#type.get()?.as_str())?;
+    let handles: Vec<DriverAttachHandle> = d
+        .attach_handles
+        .get()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|h| {
+            Some(DriverAttachHandle {
+                attach_type: h.attach_type.get()?.as_str().to_owned().into(),
+                attach_info: h.attach_info.get()?.clone().into(),
+                in_use: false.into(),
+                ..DriverAttachHandle::blank()
+            })
+        })
+        .collect();
+    let attributes: Vec<DriverAttribute> = d
+        .attributes
+        .get()
+        .into_iter()
+        .flatten()
+        .map(|(key, value)| DriverAttribute {
+            key: key.clone().into(),
+            value: value.clone().into(),
+            ..DriverAttribute::blank()
+        })
+        .collect();
+    let deployable = DriverDeployable {
+        name: deployable_name(host, address).into(),
+        num_accelerators: i64::try_from(handles.len()).ok()?.into(),
+        attribute_list: Some(attributes).into(),
+        attach_handle_list: Some(handles).into(),
+        driver_name: d.driver_name.get().cloned().flatten().into(),
+        ..DriverDeployable::blank()
+    };
+    Some(DriverDevice {
+        vendor: d.vendor.get()?.clone().into(),
+        model: d.model.get()?.clone().into(),
+        r#type: ty.into(),
+        std_board_info: d.std_board_info.get().cloned().flatten().into(),
+        vendor_board_info: None.into(),
+        controlpath_id: DriverControlPathID {
+            cpid_type: "PCI".to_owned().into(),
+            cpid_info: crate::report::pci_attach_info(address)?.into(),
+            ..DriverControlPathID::blank()
+        }
+        .into(),
+        deployable_list: vec![deployable].into(),
+        stub: false.into(),
+        device_state: None.into(),
+        ..DriverDevice::blank()
+    })
+}
+
+/// Why a report to Cyborg's conductor failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CyborgReportError {
+    /// Devices cannot be discovered.
+    #[error("discovery: {0}")]
+    Discovery(#[from] DiscoveryError),
+    /// Discovery's task did not finish.
+    #[error("discovery did not finish: {0}")]
+    Task(String),
+    /// Cyborg's conductor did not take the report (its remote error, or no answer).
+    #[error("report_data to Cyborg's conductor: {0}")]
+    Conductor(#[from] RpcError),
+}
+
+/// Reports a host's devices to a Cyborg 17 conductor, as Cyborg 17's agent does.
+#[derive(Clone)]
+pub struct CyborgReporter {
+    conductor: RpcClient,
+    host: String,
+    sysfs_root: PathBuf,
+}
+
+impl CyborgReporter {
+    /// A reporter for `host` (the name Cyborg's conductor files the devices under and
+    /// looks the compute node's provider up by) reading `sysfs_root`, calling
+    /// `cyborg-conductor` over `transport` (on Cyborg's control exchange), each call
+    /// waiting at most `timeout` (Cyborg's conductor reports to Placement inside the
+    /// call: give it Cyborg's `rpc_response_timeout`, 60 s by default).
+    pub fn new(
+        transport: Arc<dyn Transport>,
+        host: impl Into<String>,
+        sysfs_root: PathBuf,
+        timeout: Duration,
+    ) -> CyborgReporter {
+        CyborgReporter {
+            conductor: RpcClient::for_api::<ConductorApi>(transport, CONDUCTOR_TOPIC)
+                .timeout(timeout),
+            host: host.into(),
+            sysfs_root,
+        }
+    }
+
+    /// Discovers the host's devices and reports them; returns how many were reported.
+    pub async fn report(&self) -> Result<usize, CyborgReportError> {
+        let root = self.sysfs_root.clone();
+        let found = tokio::task::spawn_blocking(move || discover(&root))
+            .await
+            .map_err(|e| CyborgReportError::Task(e.to_string()))??;
+        for p in &found.problems {
+            tracing::warn!(host = %self.host, path = %p.path.display(), why = %p.why, "device skipped");
+        }
+        let (devices, left_out) =
+            driver_devices(&self.host, &crate::report::driver_devices(&found));
+        for address in &left_out {
+            tracing::warn!(host = %self.host, %address, "device left out of the report to Cyborg's conductor: no Cyborg form");
+        }
+        let n = devices.len();
+        let ctx = RequestContext::new(format!("req-cyborg-report-{}", self.host));
+        self.conductor
+            .call_method(
+                &ctx,
+                ReportData {
+                    hostname: self.host.clone(),
+                    driver_device_list: devices,
+                },
+            )
+            .await?;
+        tracing::info!(host = %self.host, devices = n, "inventory reported to Cyborg's conductor");
+        Ok(n)
+    }
 }
 
 #[cfg(test)]

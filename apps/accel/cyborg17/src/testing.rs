@@ -143,7 +143,45 @@ pub fn cyborg_agent_config(
          resource_provider_name = {host}\n\
          resource_provider_startup_retries = 0\n\
          \n\
-         [placement]\n\
+         {placement}",
+        rabbit = rabbit_url(),
+        log = log_file.display(),
+        placement = placement_section(keystone_url, user, password),
+    )
+}
+
+/// The `cyborg.conf` of a Cyborg 17 conductor (`host` is its RPC server name) on the
+/// SQLite database `database` (made by [`cyborg_conductor_schema`]), reaching Placement
+/// as [`cyborg_agent_config`]'s agent does (it makes the deployables' providers under
+/// each host's compute node inside `report_data`).
+pub fn cyborg_conductor_config(
+    host: &str,
+    database: &Path,
+    keystone_url: &str,
+    user: &str,
+    password: &str,
+    log_file: &Path,
+) -> String {
+    format!(
+        "[DEFAULT]\n\
+         transport_url = {rabbit}\n\
+         host = {host}\n\
+         log_file = {log}\n\
+         \n\
+         [database]\n\
+         connection = sqlite:///{database}\n\
+         \n\
+         {placement}",
+        rabbit = rabbit_url(),
+        log = log_file.display(),
+        database = database.display(),
+        placement = placement_section(keystone_url, user, password),
+    )
+}
+
+fn placement_section(keystone_url: &str, user: &str, password: &str) -> String {
+    format!(
+        "[placement]\n\
          auth_type = password\n\
          auth_url = {keystone_url}\n\
          username = {user}\n\
@@ -151,26 +189,80 @@ pub fn cyborg_agent_config(
          project_name = service\n\
          user_domain_name = Default\n\
          project_domain_name = Default\n\
-         region_name = RegionOne\n",
-        rabbit = rabbit_url(),
-        log = log_file.display(),
+         region_name = RegionOne\n"
     )
 }
 
-/// A running `cyborg-agent --config-file <config>`. oslo.service forks a worker that
-/// outlives a killed master, so the service runs in its own process group and the
-/// whole group is killed when this is dropped.
-pub struct CyborgAgentService {
+/// `python/cyborg_conductor.py`: Cyborg's schema, and what Cyborg's conductor stored.
+pub fn conductor_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("python/cyborg_conductor.py")
+}
+
+fn run_conductor_script(args: &[&str]) -> String {
+    let out = std::process::Command::new(python())
+        .arg(conductor_script())
+        .args(args)
+        .output()
+        .expect("the test Python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "cyborg_conductor.py {args:?} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// Makes Cyborg's tables in the database of `config` (a [`cyborg_conductor_config`])
+/// with Cyborg's own `create_schema`.
+pub fn cyborg_conductor_schema(config: &Path) {
+    let config = config.to_str().expect("a UTF-8 path");
+    let out = run_conductor_script(&["schema", "--config", config]);
+    assert!(out.contains("schema ready"), "{out}");
+}
+
+/// What the Cyborg conductor of `config` stored of `host`, read through Cyborg's own
+/// objects (`python/cyborg_conductor.py inventory`): its devices in control-path order,
+/// each with its deployables, their attributes and attach handles.
+pub fn cyborg_inventory(config: &Path, host: &str) -> serde_json::Value {
+    let config = config.to_str().expect("a UTF-8 path");
+    let out = run_conductor_script(&["inventory", "--config", config, "--host", host]);
+    let line = out.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+/// A running Cyborg 17 service of the test venv (`cyborg-agent`, `cyborg-conductor`:
+/// the package's own console scripts) on `--config-file <config>`. oslo.service forks
+/// a worker that outlives a killed master, so the service runs in its own process
+/// group and the whole group is killed when this is dropped.
+pub struct CyborgService {
     child: std::process::Child,
     log_file: PathBuf,
 }
 
-impl CyborgAgentService {
+/// The agent service (the type its tests were written with).
+pub type CyborgAgentService = CyborgService;
+
+impl CyborgService {
     /// Starts the agent on `config` (see [`cyborg_agent_config`]), logging to
     /// `log_file`.
-    pub fn start(config: &Path, log_file: &Path) -> CyborgAgentService {
+    pub fn start(config: &Path, log_file: &Path) -> CyborgService {
+        CyborgService::start_script(&cyborg_agent_script(), config, log_file)
+    }
+
+    /// Starts the conductor on `config` (see [`cyborg_conductor_config`]), logging to
+    /// `log_file`.
+    pub fn start_conductor(config: &Path, log_file: &Path) -> CyborgService {
+        CyborgService::start_script(
+            &python().with_file_name("cyborg-conductor"),
+            config,
+            log_file,
+        )
+    }
+
+    fn start_script(script: &Path, config: &Path, log_file: &Path) -> CyborgService {
         use std::os::unix::process::CommandExt;
-        let child = std::process::Command::new(cyborg_agent_script())
+        let child = std::process::Command::new(script)
             .arg("--config-file")
             .arg(config)
             .process_group(0)
@@ -178,20 +270,27 @@ impl CyborgAgentService {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("{} starts: {e}", cyborg_agent_script().display()));
-        CyborgAgentService {
+            .unwrap_or_else(|e| panic!("{} starts: {e}", script.display()));
+        CyborgService {
             child,
             log_file: log_file.to_owned(),
         }
     }
 
-    /// Whether the agent has ended (it does at start when Placement has no provider
-    /// for it, for one): its status.
+    /// Whether the service has ended (the agent does at start when Placement has no
+    /// provider for it, for one): its status.
     pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.try_wait().expect("the agent's status")
+        self.child.try_wait().expect("the service's status")
     }
 
-    /// The agent's log's last lines, for failure messages.
+    /// Whether the log says the service's RPC server is up (oslo.messaging has
+    /// declared its queues then).
+    pub fn serving(&self) -> bool {
+        std::fs::read_to_string(&self.log_file)
+            .is_ok_and(|log| log.contains("Created RPC server for service"))
+    }
+
+    /// The service's log's last lines, for failure messages.
     pub fn log_tail(&self) -> String {
         let log = std::fs::read_to_string(&self.log_file).unwrap_or_default();
         let lines: Vec<&str> = log.lines().filter(|l| !l.contains(" DEBUG ")).collect();
@@ -199,7 +298,7 @@ impl CyborgAgentService {
     }
 }
 
-impl Drop for CyborgAgentService {
+impl Drop for CyborgService {
     fn drop(&mut self) {
         let group = format!("-{}", self.child.id());
         let _ = std::process::Command::new("kill")

@@ -4,6 +4,8 @@
 #![allow(clippy::expect_used)]
 #![allow(dead_code)]
 
+use accel_conductor::keystone::{AuthOptions, Session};
+use accel_conductor::placement::Placement;
 use std::io::{BufRead, BufReader};
 use std::process::Child;
 
@@ -174,4 +176,96 @@ pub fn finalize_refused_naming(host: &str) {
     let said = String::from_utf8_lossy(&finalize.stdout);
     assert_eq!(finalize.status.code(), Some(1), "{said}");
     assert!(said.contains(host) && said.contains("software 1"), "{said}");
+}
+
+pub fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is not set: scripts/test.sh starts the test services and sets it")
+    })
+}
+
+/// Placement as the test's service user (accel's: admin in project `service`).
+pub fn placement() -> Placement {
+    let session = Session::new(AuthOptions::new(
+        &env("VERSO_TEST_KEYSTONE_URL"),
+        "accel",
+        "verso-accel",
+        "service",
+    ))
+    .expect("a Keystone session");
+    Placement::new(session, Some(env("VERSO_TEST_PLACEMENT_URL")))
+}
+
+/// A compute node provider made for one run and its tree, deleted when dropped (the
+/// test Placement outlives the run; a failed run leaves nothing either).
+pub struct ComputeNode {
+    placement: Placement,
+    /// Its provider's UUID.
+    pub uuid: String,
+}
+
+impl ComputeNode {
+    /// Makes the compute node provider of `host` (named after it).
+    pub async fn create(placement: &Placement, host: &str) -> ComputeNode {
+        let (status, node) = placement
+            .call(
+                reqwest::Method::POST,
+                "/resource_providers",
+                Some(&serde_json::json!({ "name": host })),
+            )
+            .await
+            .expect("Placement answers");
+        assert_eq!(status, 200, "{node}");
+        ComputeNode {
+            placement: placement.clone(),
+            uuid: node["uuid"]
+                .as_str()
+                .expect("the provider's uuid")
+                .to_owned(),
+        }
+    }
+}
+
+impl Drop for ComputeNode {
+    fn drop(&mut self) {
+        let placement = self.placement.clone();
+        let root = self.uuid.clone();
+        // Drop cannot await: the deletes run on a runtime of their own.
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async {
+                let Ok((_, tree)) = placement
+                    .call(
+                        reqwest::Method::GET,
+                        &format!("/resource_providers?in_tree={root}"),
+                        None,
+                    )
+                    .await
+                else {
+                    return;
+                };
+                let children = tree["resource_providers"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|p| p["uuid"].as_str())
+                    .filter(|u| *u != root);
+                for uuid in children.chain([root.as_str()]) {
+                    let _ = placement
+                        .call(
+                            reqwest::Method::DELETE,
+                            &format!("/resource_providers/{uuid}"),
+                            None,
+                        )
+                        .await;
+                }
+            });
+        })
+        .join();
+    }
 }
