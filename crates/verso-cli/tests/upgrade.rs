@@ -105,6 +105,7 @@ fn status_and_finalize_over_rabbitmq() {
         "--topic",
         "x",
     ]);
-    assert!(ok.is_err());
+    let e = ok.expect_err("unreachable");
+    assert!(e.starts_with("the deployment did not answer"), "{e}");
     rt.block_on(server.stop());
 }

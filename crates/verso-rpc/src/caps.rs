@@ -25,6 +25,7 @@
 //! ```
 //! use verso::Version;
 //! use verso_rpc::caps::{Origin, ApiCap, UpgradeLevels};
+//! use verso_rpc::config::ConfigError;
 //!
 //! let mut levels = UpgradeLevels::defaults([
 //!     ApiCap::new("conductor", Version::new(1, 2), Version::new(1, 1)),
@@ -33,8 +34,11 @@
 //! assert_eq!(levels.cap("conductor"), Some(Version::new(1, 1)));
 //! levels.set("scheduler", "2.3", Origin::Cli)?;
 //! assert_eq!(levels.cap("scheduler"), Some(Version::new(2, 3)));
-//! assert!(levels.set("scheduler", "2.4", Origin::Cli).is_err()); // above what the client speaks
-//! assert!(levels.set("schedular", "2.0", Origin::Cli).is_err()); // no such API
+//! // Above what the client speaks, and an API that does not exist:
+//! let too_new = levels.set("scheduler", "2.4", Origin::Cli);
+//! assert!(matches!(too_new, Err(ConfigError::CapNotSupported { .. })));
+//! let unknown = levels.set("schedular", "2.0", Origin::Cli);
+//! assert!(matches!(unknown, Err(ConfigError::CapUnknownOption { .. })));
 //! # Ok::<(), verso_rpc::config::ConfigError>(())
 //! ```
 

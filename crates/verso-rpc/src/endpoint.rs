@@ -30,7 +30,8 @@ use verso::{RequestContext, Version};
 /// use verso_rpc::Args;
 /// let args = Args::from(json!({"n": 2, "name": "x"}).as_object().cloned().unwrap_or_default());
 /// assert_eq!(args.get::<u32>("n")?, 2);
-/// assert!(args.get::<u32>("name").is_err()); // a typed error, not a panic
+/// // A typed error, not a panic:
+/// assert_eq!(args.get::<u32>("name").map_err(|e| e.kind), Err("InvalidArgument".into()));
 /// # Ok::<(), verso_rpc::RemoteError>(())
 /// ```
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -523,15 +524,18 @@ mod tests {
             MethodSpec::new("m", v(1, 0)).arg(ArgSpec::optional("x", ArgType::Int, "no")),
             noop,
         );
-        assert!(bad_default.validate().is_err());
+        let err = bad_default.validate().expect_err("refused");
+        assert!(matches!(err, RpcError::InvalidEndpoint { .. }), "{err:?}");
 
         let dup = Endpoint::new(v(1, 0))
             .method(MethodSpec::new("m", v(1, 0)), noop)
             .method(MethodSpec::new("m", v(1, 0)), noop);
-        assert!(dup.validate().is_err());
+        let err = dup.validate().expect_err("refused");
+        assert!(matches!(err, RpcError::InvalidEndpoint { .. }), "{err:?}");
 
         let too_new = Endpoint::new(v(1, 0)).method(MethodSpec::new("m", v(1, 1)), noop);
-        assert!(too_new.validate().is_err());
+        let err = too_new.validate().expect_err("refused");
+        assert!(matches!(err, RpcError::InvalidEndpoint { .. }), "{err:?}");
 
         let ok = Endpoint::new(v(1, 2)).method(spec(), noop);
         assert!(ok.validate().is_ok());

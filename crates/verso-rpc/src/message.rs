@@ -756,8 +756,16 @@ mod tests {
     fn unenveloped_and_broken_bodies() {
         let bare = json!({"method": "m"});
         assert_eq!(open_envelope(bare.clone()).expect("bare")["method"], "m");
-        assert!(open_envelope(json!([1])).is_err());
-        assert!(open_envelope(json!({"oslo.version": "2.0", "oslo.message": "{nope"})).is_err());
-        assert!(open_envelope(json!({"oslo.version": "2.0"})).is_err());
+        for broken in [
+            json!([1]),
+            json!({"oslo.version": "2.0", "oslo.message": "{nope"}),
+            json!({"oslo.version": "2.0"}),
+        ] {
+            let e = open_envelope(broken.clone()).expect_err("refused");
+            assert!(
+                matches!(e, RpcError::MalformedMessage { .. }),
+                "{broken}: {e:?}"
+            );
+        }
     }
 }

@@ -1239,7 +1239,11 @@ mod layer_tests {
         }
         // A cap refusal never reaches the client's layers.
         let capped = client.clone().version_cap(Version::new(1, 0));
-        assert!(capped.call(&ctx, "whoami", "1.1", json!({})).await.is_err());
+        let refused = capped.call(&ctx, "whoami", "1.1", json!({})).await;
+        assert!(
+            matches!(refused, Err(RpcError::VersionCap { .. })),
+            "{refused:?}"
+        );
         assert_eq!(sent.load(Ordering::SeqCst), 2);
         server.stop().await;
         assert_eq!(*seen.lock().expect("lock"), vec!["whoami", "whoami"]);

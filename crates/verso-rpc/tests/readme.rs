@@ -138,7 +138,10 @@ fn the_check_finds_a_changed_line_and_an_out_of_order_one() {
     let b = blocks(md).expect("parsed");
     assert_eq!((b[0].source.as_str(), b[0].line), ("a.rs", 3));
     assert_eq!(b[0].lines, vec!["let x = 1;"]);
-    assert!(blocks("<!-- excerpt of a.rs -->\nno block\n").is_err());
+    match blocks("<!-- excerpt of a.rs -->\nno block\n") {
+        Err(e) => assert!(e.contains("line 1: a marker must be followed"), "{e}"),
+        Ok(b) => panic!("a marker without a block was taken ({} blocks)", b.len()),
+    }
     // A doc test's lines.
     let doc = "//! ```\n//! let x = 1;\n//! ```\n";
     assert_eq!(first_missing(&block("let x = 1;"), doc), None);

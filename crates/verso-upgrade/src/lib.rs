@@ -41,7 +41,8 @@
 //! std::fs::write(&path, r#"{"format": 1, "component": "conductor", "apparent": 1}"#)?;
 //! let versions = VersionManager::<ConductorVersion>::open(FileStore::new(&path)).await?;
 //! let indirection = versions.gate(ConductorVersion::Indirection, "object indirection");
-//! assert!(indirection.check().is_err());
+//! let refused = indirection.check().err().map(|e| e.feature);
+//! assert_eq!(refused.as_deref(), Some("object indirection"));
 //! versions.finalize().await?;
 //! assert!(indirection.is_open());
 //! # Ok(()) }

@@ -24,7 +24,8 @@
 //! let validators = RequestValidators::new(&versions)
 //!     .validator(V::Cleaning, "state = cleaning", |r: &SetState| r.state == "cleaning");
 //! assert!(validators.check(&SetState { state: "available".into() }).is_ok());
-//! assert!(validators.check(&SetState { state: "cleaning".into() }).is_err());
+//! let refused = validators.check(&SetState { state: "cleaning".into() }).err();
+//! assert_eq!(refused.map(|e| e.feature).as_deref(), Some("state = cleaning"));
 //! # Ok(()) }
 //! ```
 

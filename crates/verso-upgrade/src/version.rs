@@ -252,7 +252,13 @@ mod tests {
                 number: 2
             })
         );
-        assert!(V::observe(0).is_err());
+        assert_eq!(
+            V::observe(0),
+            Err(UnknownVersion {
+                component: "test",
+                number: 0
+            })
+        );
         assert_eq!(V::Three.label(), "test 3 (Three: three)");
         assert_eq!(
             Observed::<V>::Future(9).to_string(),

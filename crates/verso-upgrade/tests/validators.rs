@@ -105,7 +105,8 @@ async fn a_validator_opens_at_finalization_and_counts_as_a_use() {
         handle: 1,
         state: "cleaning",
     };
-    assert!(v.check(&cleaning).is_err());
+    let refused = v.check(&cleaning).expect_err("gated until finalized");
+    assert_eq!((refused.apparent, refused.required), (1, 2), "{refused}");
     m.finalize().await.expect("finalize");
     assert!(v.check(&cleaning).is_ok());
 }

@@ -415,10 +415,21 @@ mod tests {
             "1".parse::<Version>(),
             Err(VersionError::WrongShape { .. })
         ));
-        assert!("".parse::<Version>().is_err());
-        assert!("1.2.3.4".parse::<Version>().is_err());
-        assert!("1.-2".parse::<Version>().is_err());
-        assert!("1. 2".parse::<Version>().is_err());
+        assert_eq!(
+            "1.2.3.4".parse::<Version>(),
+            Err(VersionError::WrongShape {
+                text: "1.2.3.4".into()
+            })
+        );
+        for (text, part) in [("", ""), ("1.-2", "-2"), ("1. 2", " 2")] {
+            assert_eq!(
+                text.parse::<Version>(),
+                Err(VersionError::NotAnInteger {
+                    text: text.into(),
+                    part: part.into()
+                })
+            );
+        }
     }
 
     #[test]

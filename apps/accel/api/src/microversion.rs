@@ -297,8 +297,15 @@ mod tests {
         h.insert(HEADER, HeaderValue::from_static("accelerator 2.1"));
         let e = negotiate_within(&h, only_2_0).expect_err("2.1 is refused");
         assert!(e.to_string().contains("2.0 to 2.0"), "{e}");
-        assert!(Supported::up_to(ApiVersion::new(2, 9)).is_err());
-        assert!(Supported::up_to(ApiVersion::new(1, 0)).is_err());
+        for beyond in [ApiVersion::new(2, 9), ApiVersion::new(1, 0)] {
+            assert_eq!(
+                Supported::up_to(beyond).map(|_| ()),
+                Err(VersionError::Unsupported {
+                    requested: beyond,
+                    max: MAX
+                })
+            );
+        }
     }
 
     #[test]

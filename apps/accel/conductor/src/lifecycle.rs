@@ -136,6 +136,9 @@ mod tests {
         for s in ArqState::ALL {
             assert_eq!(s.as_str().parse::<ArqState>().ok(), Some(s));
         }
-        assert!("bound".parse::<ArqState>().is_err());
+        assert!(matches!(
+            "bound".parse::<ArqState>(),
+            Err(UnknownState(s)) if s == "bound"
+        ));
     }
 }
