@@ -1,11 +1,13 @@
-"""Keystone and Placement for the tests: readiness, catalog objects and a check.
+"""Keystone, Placement and Glance for the tests: readiness, catalog objects and a check.
 
 Run with .venv-openstack's python by scripts/start-keystone.sh,
-scripts/start-placement.sh and scripts/check-openstack-services.sh:
+scripts/start-placement.sh, scripts/start-glance.sh and
+scripts/check-openstack-services.sh:
 
-    openstack-services.py wait URL SECONDS keystone|placement
+    openstack-services.py wait URL SECONDS keystone|placement|glance
     openstack-services.py keystone-objects KEYSTONE_URL ACCEL_API_URL
     openstack-services.py placement-endpoint KEYSTONE_URL PLACEMENT_URL
+    openstack-services.py image-endpoint KEYSTONE_URL GLANCE_URL
     openstack-services.py check KEYSTONE_URL [PLACEMENT_URL]
 
 Plain HTTP against the v3 and Placement APIs (requests), so that what the scripts
@@ -30,6 +32,7 @@ USERS = {
     "accel": ("service", "admin"),
     "nova": ("service", "service"),
     "placement": ("service", "admin"),
+    "glance": ("service", "admin"),
     "demo-member": ("demo", "member"),
     "demo-reader": ("demo", "reader"),
     "other-member": ("other", "member"),
@@ -174,12 +177,13 @@ def wait(url, seconds, kind):
     while True:
         try:
             resp = requests.get(url, timeout=5)
-            body = resp.json() if resp.status_code == 200 else {}
+            # Glance lists its versions with 300 Multiple Choices.
+            body = resp.json() if resp.status_code in (200, 300) else {}
             if kind == "keystone" and body.get("version", {}).get("id", "").startswith(
                 "v3"
             ):
                 return
-            if kind == "placement" and body.get("versions"):
+            if kind in ("placement", "glance") and body.get("versions"):
                 return
             last = f"{resp.status_code}: {resp.text[:200]}"
         except (requests.RequestException, ValueError) as err:
@@ -219,6 +223,14 @@ def placement_endpoint(keystone_url, placement_url):
     changed = ks.endpoints(service["id"], placement_url)
     if changed:
         print(f"placement: {', '.join(changed)} endpoints at {placement_url}")
+
+
+def image_endpoint(keystone_url, glance_url):
+    ks = Keystone(keystone_url)
+    service, _ = ks.service("glance", "image")
+    changed = ks.endpoints(service["id"], glance_url)
+    if changed:
+        print(f"glance: {', '.join(changed)} endpoints at {glance_url}")
 
 
 def check_keystone(keystone_url):
@@ -340,6 +352,8 @@ def main(argv):
         keystone_objects(*args)
     elif cmd == "placement-endpoint" and len(args) == 2:
         placement_endpoint(*args)
+    elif cmd == "image-endpoint" and len(args) == 2:
+        image_endpoint(*args)
     elif cmd == "check" and len(args) in (1, 2):
         check_keystone(args[0])
         if len(args) == 2:

@@ -14,9 +14,11 @@
 #   accel (admin in service: accel API's own user for token validation)
 #   nova (service in service: Nova's service token)
 #   placement (admin in service: Placement's keystone_authtoken user)
+#   glance (admin in service: Glance's keystone_authtoken user)
 #   demo-member (member in demo), demo-reader (reader in demo), other-member (member in other)
 #   services accelerator (endpoints at $VERSO_ACCEL_API_URL, default
-#   http://127.0.0.1:6666/) and placement (endpoints: scripts/start-placement.sh)
+#   http://127.0.0.1:6666/), placement (endpoints: scripts/start-placement.sh) and
+#   image (endpoints: scripts/start-glance.sh)
 # Idempotent: a running Keystone is left running (restarted only if it runs from another
 # venv or configuration), objects that exist are kept, an accelerator endpoint at another
 # URL is moved to $VERSO_ACCEL_API_URL. Stop it: kill "$(cat /tmp/verso-keystone/gunicorn.pid)".

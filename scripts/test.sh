@@ -7,8 +7,9 @@
 # On a fresh Debian machine it installs (apt, as root or through sudo) RabbitMQ,
 # PostgreSQL and python3-venv, starts RabbitMQ on loopback only (plain 5672 and TLS 5671,
 # throwaway test certificates), a throwaway PostgreSQL cluster on 127.0.0.1:55432, and
-# a real Keystone (127.0.0.1:55000) and Placement (127.0.0.1:55001) from
-# .venv-openstack (scripts/start-keystone.sh, scripts/start-placement.sh),
+# a real Keystone (127.0.0.1:55000), Placement (127.0.0.1:55001) and Glance
+# (127.0.0.1:55002) from .venv-openstack (scripts/start-keystone.sh,
+# scripts/start-placement.sh, scripts/start-glance.sh),
 # creates .venv with the pinned Python peers of requirements-test.txt, and runs
 # `cargo test --workspace` with the environment the service tests read. Each step is skipped when already done, so a second run starts
 # testing at once.
@@ -50,7 +51,7 @@ PGPASSWORD=verso psql -h 127.0.0.1 -p "${VERSO_PG_PORT:-55432}" -U verso -d vers
             "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" || true
     done || true
 
-say "Keystone and Placement on loopback (.venv-openstack from requirements-keystone.txt)"
+say "Keystone, Placement and Glance on loopback (.venv-openstack from requirements-keystone.txt)"
 # Every pin has a manylinux wheel for CPython 3.11 on x86_64, so nothing compiles:
 # python3-venv is all that may be missing.
 if ! python3 -c "import ensurepip, venv" 2>/dev/null; then
@@ -58,6 +59,7 @@ if ! python3 -c "import ensurepip, venv" 2>/dev/null; then
 fi
 scripts/start-keystone.sh
 scripts/start-placement.sh
+scripts/start-glance.sh
 
 say "Python peers (.venv from requirements-test.txt)"
 stamp=.venv/.requirements-test.sha256
@@ -81,6 +83,7 @@ export VERSO_TEST_PYTHON="${VERSO_TEST_PYTHON:-$root/.venv/bin/python}"
 export VERSO_TEST_POSTGRES_URL="${VERSO_TEST_POSTGRES_URL:-postgres://verso:verso@127.0.0.1:${VERSO_PG_PORT:-55432}/verso}"
 export VERSO_TEST_KEYSTONE_URL="${VERSO_TEST_KEYSTONE_URL:-http://127.0.0.1:${VERSO_KEYSTONE_PORT:-55000}/v3}"
 export VERSO_TEST_PLACEMENT_URL="${VERSO_TEST_PLACEMENT_URL:-http://127.0.0.1:${VERSO_PLACEMENT_PORT:-55001}}"
+export VERSO_TEST_GLANCE_URL="${VERSO_TEST_GLANCE_URL:-http://127.0.0.1:${VERSO_GLANCE_PORT:-55002}}"
 
 say "cargo test --workspace $*"
 cargo test --workspace "$@"

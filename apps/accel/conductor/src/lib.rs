@@ -25,7 +25,8 @@ pub mod db;
 pub mod fleet;
 pub mod groups;
 pub mod handles;
-pub mod keystone;
+/// The Keystone session (its own crate, shared with the agent, which has no database).
+pub use accel_keystone as keystone;
 pub mod lifecycle;
 pub mod nova;
 pub mod objects;
