@@ -627,6 +627,129 @@ impl Default for Nvme {
     }
 }
 
+/// `[fpga]`: how `accel agent` programs an FPGA with a bitstream from Glance.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Fpga {
+    /// The tool that writes a bitstream to an FPGA, run with the card's PCI address and
+    /// the downloaded bitstream file as its last two arguments; exit 0 means
+    /// programmed. Unset: programming is refused as not supported.
+    pub program_command: Option<String>,
+    /// Seconds the tool may take; a longer run is killed and counts as failed.
+    pub program_timeout: u64,
+    /// The largest bitstream downloaded, in bytes.
+    pub max_bitstream_bytes: u64,
+}
+
+impl Default for Fpga {
+    fn default() -> Self {
+        Fpga {
+            program_command: None,
+            program_timeout: 600,
+            max_bitstream_bytes: 1 << 30,
+        }
+    }
+}
+
+/// `[glance]`: the service user `accel agent` downloads bitstreams from Glance with
+/// (keystoneauth's option names, as Cyborg's `[glance]`). Needed with `[fpga]
+/// program_command`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Glance {
+    /// Keystone's URL.
+    pub auth_url: Option<String>,
+    /// The service user (it must be able to read the bitstream images).
+    pub username: Option<String>,
+    /// Its password.
+    pub password: Option<String>,
+    /// Its project.
+    pub project_name: Option<String>,
+    /// The user's domain.
+    pub user_domain_name: String,
+    /// The project's domain.
+    pub project_domain_name: String,
+    /// The region of the catalog's image endpoint.
+    pub region_name: Option<String>,
+    /// The catalog interface: public, internal or admin.
+    pub interface: String,
+    /// Glance's URL, instead of the catalog's.
+    pub endpoint_override: Option<String>,
+    /// CA certificates (PEM) for https.
+    pub cafile: Option<PathBuf>,
+}
+
+impl Default for Glance {
+    fn default() -> Self {
+        let d = accel_conductor::keystone::AuthOptions::new("", "", "", "");
+        Glance {
+            auth_url: None,
+            username: None,
+            password: None,
+            project_name: None,
+            user_domain_name: d.user_domain_name,
+            project_domain_name: d.project_domain_name,
+            region_name: None,
+            interface: d.interface,
+            endpoint_override: None,
+            cafile: None,
+        }
+    }
+}
+
+impl AccelConfig {
+    /// The agent's FPGA programmer from `[fpga]` and `[glance]`, working in `work_dir`;
+    /// `None` without `[fpga] program_command`. A program command without `[glance]
+    /// auth_url` (or with incomplete credentials) is refused, naming the option.
+    pub fn fpga_programmer(
+        &self,
+        work_dir: PathBuf,
+    ) -> Result<Option<accel_agent::fpga::Programmer>, String> {
+        let command: Vec<String> = self
+            .fpga
+            .program_command
+            .as_deref()
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        if command.is_empty() {
+            return Ok(None);
+        }
+        let g = &self.glance;
+        let user = ServiceUser {
+            section: "glance",
+            needed_for: "with [fpga] program_command",
+            auth_url: &g.auth_url,
+            username: &g.username,
+            password: &g.password,
+            project_name: &g.project_name,
+            user_domain_name: &g.user_domain_name,
+            project_domain_name: &g.project_domain_name,
+            region_name: &g.region_name,
+            interface: &g.interface,
+            cafile: &g.cafile,
+        };
+        let session = user.session()?.ok_or_else(|| {
+            "[glance] auth_url is needed with [fpga] program_command (bitstreams are Glance images)"
+                .to_owned()
+        })?;
+        if self.fpga.program_timeout == 0 || self.fpga.max_bitstream_bytes == 0 {
+            return Err("[fpga] program_timeout and max_bitstream_bytes must be at least 1".into());
+        }
+        let glance = accel_agent::fpga::Glance::new(session, g.endpoint_override.clone());
+        Ok(accel_agent::fpga::Programmer::new(
+            glance,
+            accel_agent::fpga::FpgaOptions {
+                program_command: command,
+                program_timeout: std::time::Duration::from_secs(self.fpga.program_timeout),
+                max_bitstream_bytes: self.fpga.max_bitstream_bytes,
+                work_dir,
+            },
+        ))
+    }
+}
+
 /// `[cyborg]`: serving real OpenStack Cyborg 17 agents during a migration from Cyborg.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -676,6 +799,10 @@ pub struct AccelConfig {
     pub pci: Pci,
     /// `[nvme]`.
     pub nvme: Nvme,
+    /// `[fpga]`.
+    pub fpga: Fpga,
+    /// `[glance]`.
+    pub glance: Glance,
     /// `[cyborg]`.
     pub cyborg: Cyborg,
     /// `[keystone_authtoken]`.
@@ -716,6 +843,8 @@ pub fn load(file: Option<&PathBuf>, overrides: &[String]) -> Result<AccelConfig,
         .section("agent")
         .section("pci")
         .section("nvme")
+        .section("fpga")
+        .section("glance")
         .section("cyborg")
         .section("keystone_authtoken")
         .section("oslo_policy")
@@ -732,6 +861,8 @@ pub fn load(file: Option<&PathBuf>, overrides: &[String]) -> Result<AccelConfig,
         agent: layers.section("agent")?,
         pci: layers.section("pci")?,
         nvme: layers.section("nvme")?,
+        fpga: layers.section("fpga")?,
+        glance: layers.section("glance")?,
         cyborg: layers.section("cyborg")?,
         keystone_authtoken: layers.section("keystone_authtoken")?,
         oslo_policy: layers.section("oslo_policy")?,

@@ -212,8 +212,12 @@ pub async fn agent(
         .or_else(|| config.agent.host.clone())
         .unwrap_or_else(default_host);
     let sysfs_root = sysfs_root.unwrap_or_else(|| config.agent.sysfs_root.clone());
+    // [fpga] and [glance] are checked before anything starts.
+    let programmer = config
+        .fpga_programmer(config.agent.state_dir.clone())?
+        .map(Arc::new);
     if config.cyborg.report_to_cyborg {
-        return cyborg_agent(&config, host, sysfs_root, once).await;
+        return cyborg_agent(&config, host, sysfs_root, programmer, once).await;
     }
     let transport = transport(&config).await?;
     let mut running = match accel_agent::service::start(
@@ -230,7 +234,8 @@ pub async fn agent(
     let cyborg_server = if config.cyborg.serve_conductor && !once {
         let cyborg_transport = transport_on(&config, &config.cyborg.control_exchange).await?;
         let server =
-            accel_agent::cyborg::serve(cyborg_transport.clone(), &host, sysfs_root).await?;
+            accel_agent::cyborg::serve(cyborg_transport.clone(), &host, sysfs_root, programmer)
+                .await?;
         println!(
             "agent {host}: serving Cyborg 17's agent API on {} (exchange {})",
             accel_cyborg17::rpc::AGENT_TOPIC,
@@ -274,6 +279,7 @@ async fn cyborg_agent(
     config: &AccelConfig,
     host: String,
     sysfs_root: PathBuf,
+    programmer: Option<Arc<accel_agent::fpga::Programmer>>,
     once: bool,
 ) -> Result<ExitCode, Error> {
     let exchange = &config.cyborg.control_exchange;
@@ -298,7 +304,8 @@ async fn cyborg_agent(
         transport.close().await;
         return Ok(exit);
     }
-    let server = accel_agent::cyborg::serve(transport.clone(), &host, sysfs_root).await?;
+    let server =
+        accel_agent::cyborg::serve(transport.clone(), &host, sysfs_root, programmer).await?;
     println!(
         "agent {host}: reporting to Cyborg's conductor on {} and serving Cyborg 17's agent API on {} (exchange {exchange})",
         accel_cyborg17::rpc::CONDUCTOR_TOPIC,

@@ -301,6 +301,54 @@ fn api_options_are_checked_at_start() {
 }
 
 #[test]
+fn fpga_programming_options_are_checked_when_the_agent_starts() {
+    for (sets, says) in [
+        (
+            &["fpga.program_command=/usr/local/bin/program-fpga"][..],
+            "[glance] auth_url is needed with [fpga] program_command",
+        ),
+        (
+            &[
+                "fpga.program_command=/usr/local/bin/program-fpga",
+                "glance.auth_url=http://127.0.0.1:1/v3",
+                "glance.username=accel",
+            ],
+            "[glance] password is needed with [fpga] program_command",
+        ),
+        (
+            &[
+                "fpga.program_command=/usr/local/bin/program-fpga",
+                "fpga.program_timeout=0",
+                "glance.auth_url=http://127.0.0.1:1/v3",
+                "glance.username=accel",
+                "glance.password=p",
+                "glance.project_name=service",
+            ],
+            "[fpga] program_timeout",
+        ),
+    ] {
+        let mut args: Vec<&str> = Vec::new();
+        for set in sets {
+            args.extend(["--set", set]);
+        }
+        // Refused before the agent reaches for the broker (there is none at this URL).
+        args.extend(["--set", "transport.url=rabbit://guest:guest@127.0.0.1:1/"]);
+        args.extend([
+            "agent",
+            "--once",
+            "--host",
+            "h",
+            "--sysfs-root",
+            "/nonexistent",
+        ]);
+        let out = accel().args(&args).output().expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{sets:?}: {stderr}");
+        assert!(stderr.contains(says), "{sets:?}: {stderr}");
+    }
+}
+
+#[test]
 fn config_show_names_origins_and_masks_passwords() {
     let out = accel()
         .args([

@@ -115,7 +115,11 @@ async fn spawn(program: &str, args: &[String]) -> Result<tokio::process::Child, 
     }
 }
 
-async fn run(program: &str, args: &[String], timeout: Duration) -> Result<Vec<u8>, CleanupError> {
+pub(crate) async fn run(
+    program: &str,
+    args: &[String],
+    timeout: Duration,
+) -> Result<Vec<u8>, CleanupError> {
     let child = spawn(program, args).await?;
     let output = match tokio::time::timeout(timeout, child.wait_with_output()).await {
         Ok(out) => out.map_err(|e| CleanupError::Spawn {

@@ -8,9 +8,14 @@
 //!   `.../<asked_type>/devices/<ah_uuid>/remove`: what Cyborg's GPU utilities do, so
 //!   the kernel makes (or removes) the mediated device.
 //! - `fpga_program(controlpath_id, bitstream_uuid, driver_name)` refuses a bitstream
-//!   that is no UUID as Cyborg's agent does (`InvalidUUID`); programming needs the
-//!   bitstream from Glance, which accel's agent does not fetch: it answers
-//!   `NotSupported`, and nothing is written.
+//!   that is no UUID as Cyborg's agent does (`InvalidUUID`) and a control path that is
+//!   not a PCI address (`InvalidType`), downloads the bitstream from Glance and runs the
+//!   operator's programming tool on it ([`crate::fpga`]); it replies `true` when the tool
+//!   succeeded and `false` when it failed, as Cyborg's drivers do (Cyborg's API then
+//!   answers `FPGAProgramError`). A download that fails is Cyborg's exception for it
+//!   (`ResourceNotFound`, `ImageNotAuthorized`, `ImageUnacceptable`,
+//!   `GlanceConnectionFailed`). Without `[fpga] program_command` it answers
+//!   `NotSupported`, and nothing is fetched or written.
 //!
 //! Every argument is checked before anything is touched (a PCI address `DDDD:BB:DD.F`,
 //! an mdev type that is one path component, a UUID), so a caller cannot make the agent
@@ -24,6 +29,7 @@
 //! conductor gets, so both conductors see the same inventory of a host.
 
 use crate::discovery::{discover, DiscoveryError};
+use crate::fpga::{ProgramError, Programmer};
 use accel_cyborg17::objects::{
     DeviceType, DriverAttachHandle, DriverAttribute, DriverControlPathID, DriverDeployable,
     DriverDevice,
@@ -129,11 +135,63 @@ async fn write_attribute(path: PathBuf, text: String) -> Result<(), RemoteError>
     })
 }
 
-/// Cyborg's agent API over the sysfs tree at `sysfs_root` (`/sys` on a host).
-pub fn endpoint(sysfs_root: PathBuf) -> Endpoint {
+/// The PCI address (`DDDD:BB:DD.F`) of a control path as Cyborg sends it to
+/// `fpga_program`: `{"cpid_type": "PCI", "cpid_info": {"domain", "bus", "device",
+/// "function"}}` (`cpid_info` decoded; text is taken too).
+fn control_path_address(cpid: &serde_json::Value) -> Result<String, Refused> {
+    let ty = cpid.get("cpid_type").and_then(serde_json::Value::as_str);
+    if ty != Some("PCI") {
+        return Err((
+            "InvalidType",
+            format!("controlpath_id is of type {ty:?}, expected PCI"),
+        ));
+    }
+    let info = match cpid.get("cpid_info") {
+        Some(serde_json::Value::String(text)) => serde_json::from_str(text).ok(),
+        other => other.cloned(),
+    };
+    let part = |key: &str, width: usize| {
+        let text = info.as_ref()?.get(key)?.as_str()?;
+        let n = u32::from_str_radix(text.trim_start_matches("0x"), 16).ok()?;
+        Some(format!("{n:0width$x}"))
+    };
+    let address = (|| {
+        Some(format!(
+            "{}:{}:{}.{}",
+            part("domain", 4)?,
+            part("bus", 2)?,
+            part("device", 2)?,
+            part("function", 1)?
+        ))
+    })()
+    .ok_or_else(|| {
+        (
+            "InvalidParameterValue",
+            format!("controlpath_id's cpid_info {info:?} is not a PCI address"),
+        )
+    })?;
+    check_pci(&address)?;
+    Ok(address)
+}
+
+/// What Cyborg's agent API works on: the host's sysfs tree and, when programming is
+/// configured, the FPGA programmer.
+#[derive(Clone)]
+struct AgentState {
+    sysfs_root: PathBuf,
+    programmer: Option<Arc<Programmer>>,
+}
+
+/// Cyborg's agent API over the sysfs tree at `sysfs_root` (`/sys` on a host), programming
+/// FPGAs with `programmer` (none: `fpga_program` is not supported).
+pub fn endpoint(sysfs_root: PathBuf, programmer: Option<Arc<Programmer>>) -> Endpoint {
     Endpoint::new(Version::new(1, 0))
-        .with_state(sysfs_root)
-        .handle(|root: PathBuf, _ctx, m: CreateVgpuMdev| async move {
+        .with_state(AgentState {
+            sysfs_root,
+            programmer,
+        })
+        .handle(|state: AgentState, _ctx, m: CreateVgpuMdev| async move {
+            let root = state.sysfs_root;
             check_pci(&m.pci_addr).map_err(refused)?;
             check_type(&m.asked_type).map_err(refused)?;
             check_uuid(&m.ah_uuid).map_err(refused)?;
@@ -142,7 +200,8 @@ pub fn endpoint(sysfs_root: PathBuf) -> Endpoint {
             tracing::info!(pci = %m.pci_addr, mdev_type = %m.asked_type, mdev = %m.ah_uuid, "mediated device created for Cyborg's conductor");
             Ok(())
         })
-        .handle(|root: PathBuf, _ctx, m: RemoveVgpuMdev| async move {
+        .handle(|state: AgentState, _ctx, m: RemoveVgpuMdev| async move {
+            let root = state.sysfs_root;
             check_pci(&m.pci_addr).map_err(refused)?;
             check_type(&m.asked_type).map_err(refused)?;
             check_uuid(&m.ah_uuid).map_err(refused)?;
@@ -154,16 +213,31 @@ pub fn endpoint(sysfs_root: PathBuf) -> Endpoint {
             tracing::info!(pci = %m.pci_addr, mdev_type = %m.asked_type, mdev = %m.ah_uuid, "mediated device removed for Cyborg's conductor");
             Ok(())
         })
-        .handle(|_, _ctx, m: FpgaProgram| async move {
+        .handle(|state: AgentState, _ctx, m: FpgaProgram| async move {
             check_uuid(&m.bitstream_uuid).map_err(refused)?;
-            Err(invalid(
-                "NotSupported",
-                format!(
-                    "fpga_program of bitstream {} with driver {}: accel's agent does not \
-                     fetch bitstreams from Glance, so it programs no FPGA",
-                    m.bitstream_uuid, m.driver_name
-                ),
-            ))
+            let address = control_path_address(&m.controlpath_id).map_err(refused)?;
+            let Some(programmer) = state.programmer else {
+                return Err(invalid(
+                    "NotSupported",
+                    format!(
+                        "fpga_program of bitstream {} on {address} (driver {}): this agent \
+                         has no [fpga] program_command",
+                        m.bitstream_uuid, m.driver_name
+                    ),
+                ));
+            };
+            match programmer.program(&address, &m.bitstream_uuid).await {
+                Ok(()) => {
+                    tracing::info!(%address, bitstream = %m.bitstream_uuid, driver = %m.driver_name, "FPGA programmed for Cyborg's conductor");
+                    Ok(serde_json::Value::Bool(true))
+                }
+                // Cyborg's drivers answer False when the tool fails.
+                Err(e @ ProgramError::Tool { .. }) => {
+                    tracing::error!(%address, bitstream = %m.bitstream_uuid, error = %e, "FPGA programming failed");
+                    Ok(serde_json::Value::Bool(false))
+                }
+                Err(e) => Err(invalid(e.cyborg_class(), e.to_string())),
+            }
         })
         .into_endpoint()
 }
@@ -174,9 +248,10 @@ pub async fn serve(
     transport: Arc<dyn Transport>,
     host: &str,
     sysfs_root: PathBuf,
+    programmer: Option<Arc<Programmer>>,
 ) -> Result<ServerHandle, RpcError> {
     RpcServer::new(transport, Target::new(AGENT_TOPIC).with_server(host))
-        .endpoint(endpoint(sysfs_root))?
+        .endpoint(endpoint(sysfs_root, programmer))?
         .start()
         .await
 }
@@ -356,6 +431,37 @@ mod tests {
             assert!(check_type(bad).is_err(), "{bad}");
         }
         assert_eq!(check_uuid("x").expect_err("x").0, "InvalidUUID");
+        let cpid =
+            |info: serde_json::Value| serde_json::json!({"cpid_type": "PCI", "cpid_info": info});
+        assert_eq!(
+            control_path_address(&cpid(
+                serde_json::json!({"domain": "0000", "bus": "5e", "device": "00", "function": "0"})
+            )),
+            Ok("0000:5e:00.0".to_owned())
+        );
+        // Text, as the database holds it, and Cyborg's unpadded forms.
+        assert_eq!(
+            control_path_address(&cpid(serde_json::json!(
+                r#"{"domain": "0", "bus": "5e", "device": "0", "function": "1"}"#
+            ))),
+            Ok("0000:5e:00.1".to_owned())
+        );
+        assert_eq!(
+            control_path_address(&serde_json::json!({"cpid_type": "MDEV", "cpid_info": {}}))
+                .map_err(|e| e.0),
+            Err("InvalidType")
+        );
+        for bad in [
+            serde_json::json!({"bus": "5e"}),
+            serde_json::json!({"domain": "0", "bus": "zz", "device": "0", "function": "0"}),
+            serde_json::json!({"domain": "0", "bus": "0", "device": "0", "function": "9"}),
+        ] {
+            assert_eq!(
+                control_path_address(&cpid(bad.clone())).map_err(|e| e.0),
+                Err("InvalidParameterValue"),
+                "{bad}"
+            );
+        }
         assert!(check_uuid("5f0b9d9e-4ec4-4d8b-9a6a-3b1f0d1e2c3a").is_ok());
     }
 }

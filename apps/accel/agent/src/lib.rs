@@ -10,5 +10,6 @@ pub mod client;
 pub mod cyborg;
 pub mod discovery;
 pub mod fixture;
+pub mod fpga;
 pub mod report;
 pub mod service;

@@ -2,7 +2,8 @@
 //! `AgentAPI`, as a Cyborg 17 conductor calls a host's agent during a migration), over
 //! RabbitMQ on exchange `cyborg`: mediated devices made and removed through a fixture
 //! sysfs `mdev_supported_types` tree, bad arguments refused with Cyborg's exception
-//! classes (rebuilt by Cyborg's client as its own) before anything is written, and FPGA programming refused as not supported.
+//! classes (rebuilt by Cyborg's client as its own) before anything is written, and FPGA
+//! programming refused as not supported without a programming tool.
 //! Uses `VERSO_TEST_RABBIT_URL` and `VERSO_TEST_PYTHON` (scripts/test.sh sets both).
 // A failed set-up step fails the test (or bench) with its message.
 #![allow(clippy::expect_used)]
@@ -32,7 +33,7 @@ async fn cyborgs_conductor_makes_and_removes_mdevs_through_accels_agent() {
     let type_dir = fixture(dir.path());
     let host = format!("accel-agent-{}", uuid::Uuid::new_v4().simple());
     let transport = cyborg_transport().await;
-    let server = cyborg::serve(transport.clone(), &host, dir.path().to_path_buf())
+    let server = cyborg::serve(transport.clone(), &host, dir.path().to_path_buf(), None)
         .await
         .expect("serves cyborg-agent");
 
@@ -81,7 +82,7 @@ async fn cyborgs_conductor_makes_and_removes_mdevs_through_accels_agent() {
     assert!(!dir.path().join("x").exists());
 
     // FPGA programming: a bitstream that is no UUID as Cyborg refuses it, else not
-    // supported (accel's agent fetches no bitstream from Glance).
+    // supported by an agent without a programming tool (tests/fpga_program.rs has one).
     let (class, _) = cyborg_calls_agent(&host, "fpga_program", GPU, MDEV_TYPE, "not-a-uuid")
         .await
         .expect_err("no UUID");
@@ -89,7 +90,10 @@ async fn cyborgs_conductor_makes_and_removes_mdevs_through_accels_agent() {
     let (_, message) = cyborg_calls_agent(&host, "fpga_program", GPU, MDEV_TYPE, &mdev)
         .await
         .expect_err("not supported");
-    assert!(message.contains("programs no FPGA"), "{message}");
+    assert!(
+        message.contains("has no [fpga] program_command"),
+        "{message}"
+    );
 
     server.stop().await;
     transport.close().await;

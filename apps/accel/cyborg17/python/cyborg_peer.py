@@ -9,7 +9,7 @@
     agent --transport-url URL --host H --method M [--pci P --type T --uuid U]
         Cyborg 17's own agent client (cyborg.agent.rpcapi.AgentAPI, as Cyborg's conductor
         calls a host's agent) calls method M (create_vgpu_mdev, remove_vgpu_mdev or
-        fpga_program, whose bitstream is --uuid) on host H. Prints `reply <json>`, or
+        fpga_program, whose bitstream is --uuid and FPGA --pci) on host H. Prints `reply <json>`, or
         `error <exception class> <message>` for a remote error.
 
     serve --transport-url URL --topic T
@@ -64,9 +64,15 @@ def agent(args):
     ctx = context.get_admin_context()
     try:
         if args.method == "fpga_program":
-            reply = api.fpga_program(
-                ctx, args.host, {"cpid_type": "PCI", "cpid_info": "{}"}, args.uuid, "fake"
-            )
+            # The control path as Cyborg's API passes it: the row with cpid_info decoded
+            # (here from --pci, DDDD:BB:DD.F).
+            domain, bus, rest = (args.pci or "0000:00:00.0").split(":")
+            device, function = rest.split(".")
+            cpid = {
+                "cpid_type": "PCI",
+                "cpid_info": {"domain": domain, "bus": bus, "device": device, "function": function},
+            }
+            reply = api.fpga_program(ctx, args.host, cpid, args.uuid, "fake")
         else:
             call = getattr(api, args.method)
             reply = call(ctx, args.host, args.pci, args.type, args.uuid)
