@@ -818,13 +818,13 @@ pub struct AccelConfig {
 }
 
 /// The RPC APIs accel's clients call, with their default caps: agents call the
-/// conductor at its newest (1.4: object indirection, unchanged reports by digest,
-/// device maintenance, attributes; conductors are upgraded first); the conductor calls agents at 1.0 until the
-/// operator raises `[upgrade_levels] agent` to 1.1 once every agent runs release N+1
-/// (`cleanup_device`).
+/// conductor at its newest (1.5: object indirection, unchanged reports by digest,
+/// device maintenance, attributes, FPGA programming; conductors are upgraded first);
+/// the conductor calls agents at 1.0 until the operator raises `[upgrade_levels] agent`
+/// once every agent runs release N+1 (1.1 `cleanup_device`, 1.2 `program_fpga`).
 pub fn apis() -> [ApiCap; 2] {
     [
-        ApiCap::for_api::<ConductorApi>(Version::new(1, 4)),
+        ApiCap::for_api::<ConductorApi>(Version::new(1, 5)),
         ApiCap::for_api::<AgentApi>(Version::new(1, 0)),
     ]
 }

@@ -161,8 +161,14 @@ fn default_host() -> String {
 }
 
 /// The library configuration of an agent on `host` from accel's configuration.
-fn agent_config(config: &AccelConfig, host: String, sysfs_root: PathBuf) -> AgentConfig {
+fn agent_config(
+    config: &AccelConfig,
+    host: String,
+    sysfs_root: PathBuf,
+    fpga: Option<Arc<accel_agent::fpga::Programmer>>,
+) -> AgentConfig {
     AgentConfig {
+        fpga,
         host,
         sysfs_root,
         state_dir: config.agent.state_dir.clone(),
@@ -221,7 +227,12 @@ pub async fn agent(
     }
     let transport = transport(&config).await?;
     let mut running = match accel_agent::service::start(
-        agent_config(&config, host.clone(), sysfs_root.clone()),
+        agent_config(
+            &config,
+            host.clone(),
+            sysfs_root.clone(),
+            programmer.clone(),
+        ),
         transport.clone(),
     )
     .await
@@ -483,13 +494,16 @@ pub async fn all_in_one(config: AccelConfig, agents: u32) -> Result<ExitCode, Er
         std::future::pending(),
     )
     .await?;
+    let programmer = config
+        .fpga_programmer(scratch.path().to_owned())?
+        .map(Arc::new);
     let mut started: Vec<RunningAgent> = Vec::new();
     let mut reported = 0;
     for i in 1..=agents {
         let host = format!("host{i}");
         let root = scratch.path().join(&host);
         accel_agent::fixture::write_tree(&root, &accel_agent::fixture::sample_host(i))?;
-        let mut agent_cfg = agent_config(&config, host.clone(), root);
+        let mut agent_cfg = agent_config(&config, host.clone(), root, programmer.clone());
         agent_cfg.state_dir = scratch.path().to_owned();
         match accel_agent::service::start(agent_cfg, transport.clone()).await {
             Ok(agent) => {

@@ -89,7 +89,7 @@ pub struct FpgaOptions {
 }
 
 /// Glance as the agent's service user sees it.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Glance {
     session: Session,
     endpoint_override: Option<String>,
@@ -117,7 +117,7 @@ fn glance_error(e: SessionError) -> ProgramError {
 }
 
 /// Programs FPGAs with bitstreams from Glance.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Programmer {
     glance: Glance,
     options: FpgaOptions,

@@ -36,10 +36,12 @@
 use crate::cleanup::{self, CleanupMethod};
 use crate::client::{fenced, heartbeat, HeartbeatError, Reported, Reporter};
 use crate::discovery::{discover, DiscoveryError};
+use crate::fpga::Programmer;
 use crate::report::driver_devices;
-use accel_objects::errors::{classify, HandleErrorKind};
+use accel_objects::errors::{classify, ErrorKind, HandleErrorKind};
 use accel_objects::rpc::{
-    AgentApi, CleanupDevice, ConductorApi, ReportNow, AGENT_TOPIC, CONDUCTOR_TOPIC, UPGRADE_TOPIC,
+    AgentApi, CleanupDevice, ConductorApi, ProgramFpga, ReportNow, AGENT_TOPIC, CONDUCTOR_TOPIC,
+    UPGRADE_TOPIC,
 };
 use accel_objects::{AccelVersion, AttachHandle, AttachHandleList, AttachType, DriverDeviceList};
 use std::collections::HashMap;
@@ -106,6 +108,9 @@ pub struct AgentConfig {
     pub nvme: NvmeConfig,
     /// `[agent] scan_interval`: between rediscoveries and scans for handles in `cleaning`.
     pub scan_interval: Duration,
+    /// `[fpga]` and `[glance]`: how FPGAs are programmed (`None`: `program_fpga` is
+    /// refused).
+    pub fpga: Option<Arc<Programmer>>,
 }
 
 impl AgentConfig {
@@ -121,6 +126,7 @@ impl AgentConfig {
             pci_managed: true,
             nvme: NvmeConfig::default(),
             scan_interval: Duration::from_secs(10),
+            fpga: None,
         }
     }
 }
@@ -610,6 +616,43 @@ impl Agent {
         Ok(driver_devices(&found))
     }
 
+    /// Programs the FPGA at `address` with `bitstream` (agent API 1.2): only an FPGA this
+    /// agent reported, only with a programmer configured.
+    async fn program_fpga(&self, address: &str, bitstream: &str) -> Result<(), RemoteError> {
+        let failed = |message: String| {
+            RemoteError::new(ErrorKind::ProgramFailed.as_str(), ERROR_MODULE, message)
+        };
+        let reported_fpga = self
+            .reported
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(|devices| {
+                ObjectList::iter(devices).any(|d| {
+                    d.control_path_id.get().map(String::as_str) == Some(address)
+                        && d.r#type.get() == Some(&accel_objects::DeviceType::Fpga)
+                })
+            });
+        if !reported_fpga {
+            return Err(failed(format!(
+                "{}: no FPGA at {address} in this agent's last report",
+                self.host()
+            )));
+        }
+        let Some(programmer) = &self.config.fpga else {
+            return Err(failed(format!(
+                "{}: this agent has no [fpga] program_command",
+                self.host()
+            )));
+        };
+        programmer.program(address, bitstream).await.map_err(|e| {
+            tracing::error!(host = self.host(), %address, %bitstream, error = %e, "FPGA programming failed");
+            failed(format!("{}: {e}", self.host()))
+        })?;
+        tracing::info!(host = self.host(), %address, %bitstream, "FPGA programmed");
+        Ok(())
+    }
+
     /// Discovers and reports; returns how many devices.
     async fn report(&self) -> Result<u64, ReportError> {
         let devices = self.discover()?;
@@ -973,6 +1016,9 @@ fn agent_endpoint(agent: Arc<Agent>) -> Endpoint {
         })
         .handle(|agent: Arc<Agent>, _ctx, m: CleanupDevice| async move {
             agent.cleanup_requested(&m.handle_uuid).await
+        })
+        .handle(|agent: Arc<Agent>, _ctx, m: ProgramFpga| async move {
+            agent.program_fpga(&m.address, &m.bitstream_uuid).await
         })
         .into_endpoint()
 }

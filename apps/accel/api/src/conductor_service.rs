@@ -19,8 +19,8 @@ use crate::service::{
 use accel_objects::errors::ErrorKind as RemoteKind;
 use accel_objects::rpc::{
     BindArq, CreateArqs, CreateAttribute, CreateDeviceProfile, DeleteArqs, DeleteAttribute,
-    DeleteDeviceProfile, SetDeviceMaintaining, UnbindArq, ATTRIBUTES_VERSION,
-    DEVICE_MAINTENANCE_VERSION,
+    DeleteDeviceProfile, ProgramDeployable, SetDeviceMaintaining, UnbindArq, ATTRIBUTES_VERSION,
+    DEVICE_MAINTENANCE_VERSION, PROGRAM_VERSION,
 };
 use async_trait::async_trait;
 use verso::RequestContext;
@@ -108,6 +108,7 @@ fn service_error(method: &str, e: RpcError) -> ServiceError {
                 Some(RemoteKind::NoFreeHandle) => ErrorKind::NoFreeHandle,
                 Some(RemoteKind::ProfileInUse) => ErrorKind::ProfileInUse,
                 Some(RemoteKind::Invalid) => ErrorKind::BadRequest,
+                Some(RemoteKind::ProgramFailed) => ErrorKind::ProgramFailed,
                 // The database went away while the conductor wrote: the connection may
                 // have dropped after the commit, so the write may be done.
                 Some(RemoteKind::DatabaseUnavailable) => ErrorKind::OutcomeUnknown,
@@ -223,6 +224,15 @@ impl AccelService for ConductorService {
             })
             .await?;
         read_back(self.reads.attribute(&uuid).await)
+    }
+
+    async fn program_deployable(&self, uuid: &str, bitstream: &str) -> Result<(), ServiceError> {
+        self.needs(PROGRAM_VERSION, "FPGA programming")?;
+        self.call(ProgramDeployable {
+            deployable_uuid: uuid.to_owned(),
+            bitstream_uuid: bitstream.to_owned(),
+        })
+        .await
     }
 
     async fn delete_attribute(&self, uuid: &str) -> Result<(), ServiceError> {

@@ -62,6 +62,9 @@ pub enum ErrorKind {
     /// A write was sent to the conductor and no answer came: it may or may not have
     /// happened (503; the message says whether retrying is safe).
     OutcomeUnknown,
+    /// An FPGA could not be programmed (500, as Cyborg's `FPGAProgramError`; the reason
+    /// in the message).
+    ProgramFailed,
     /// A failure the client cannot fix (500).
     Internal,
 }
@@ -83,7 +86,7 @@ impl ErrorKind {
             | ErrorKind::NoFreeHandle
             | ErrorKind::ProfileInUse => StatusCode::CONFLICT,
             ErrorKind::Unavailable | ErrorKind::OutcomeUnknown => StatusCode::SERVICE_UNAVAILABLE,
-            ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorKind::ProgramFailed | ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -104,6 +107,7 @@ impl ErrorKind {
             ErrorKind::ProfileInUse => "ProfileInUse",
             ErrorKind::Unavailable => "ServiceUnavailable",
             ErrorKind::OutcomeUnknown => "OutcomeUnknown",
+            ErrorKind::ProgramFailed => "FPGAProgramError",
             ErrorKind::Internal => "InternalError",
         }
     }
@@ -245,6 +249,10 @@ pub(crate) fn retry_advice(method: &str) -> &'static str {
         }
         "create_device_profile" => {
             "retrying is safe: 409 Duplicate then means the first attempt created the profile"
+        }
+        "program_deployable" => {
+            "retrying is safe: programming the same bitstream again leaves the FPGA as one \
+             programming does"
         }
         "create_attribute" => {
             "retrying is safe: 409 Duplicate then means the first attempt created the attribute"

@@ -114,6 +114,7 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     ("cyborg:device:enable", "rule:admin_api"),
     ("cyborg:deployable:get_all", "rule:project_manager_or_admin"),
     ("cyborg:deployable:get_one", "rule:project_manager_or_admin"),
+    ("cyborg:deployable:program", "rule:admin_api"),
     // Attributes (cyborg/policies/attributes.py).
     ("cyborg:attribute:get_all", "rule:project_manager_or_admin"),
     ("cyborg:attribute:get_one", "rule:project_manager_or_admin"),

@@ -47,6 +47,10 @@ pub(crate) fn build(
         .route("/v2/deployables", get(list_deployables))
         .route("/v2/deployables/{uuid}", get(get_deployable))
         .route(
+            "/v2/deployables/{uuid}/program",
+            axum::routing::patch(program_deployable),
+        )
+        .route(
             "/v2/attributes",
             get(list_attributes).post(create_attribute),
         )
@@ -475,6 +479,38 @@ async fn get_deployable(
     Id(uuid): Id,
 ) -> Result<Json<Value>> {
     caller.may("cyborg:deployable:get_one")?;
+    let d = service.deployable(&uuid).await?;
+    Ok(Json(views::deployable(&d, &base)))
+}
+
+/// `PATCH /v2/deployables/{uuid}/program`, Cyborg's body: `[{"path": "/bitstream_id",
+/// "op": "replace", "value": [{"image_uuid": "<Glance image>"}]}]`. Answers the
+/// deployable once its agent has programmed it.
+async fn program_deployable(
+    caller: Caller,
+    State(service): State<Service>,
+    Base(base): Base,
+    Id(uuid): Id,
+    Body(body): Body,
+) -> Result<Json<Value>> {
+    caller.may("cyborg:deployable:program")?;
+    let value: Value = json_body(&body)?;
+    let image = value
+        .get(0)
+        .and_then(|p| p.get("value"))
+        .and_then(|v| v.get(0))
+        .and_then(|v| v.get("image_uuid"))
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "a program request is [{\"path\": \"/bitstream_id\", \"op\": \"replace\", \
+                 \"value\": [{\"image_uuid\": \"<UUID>\"}]}]",
+            )
+        })?;
+    let image = uuid::Uuid::parse_str(image)
+        .map_err(|_| ApiError::bad_request(format!("image_uuid {image:?} is not a UUID")))?
+        .to_string();
+    service.program_deployable(&uuid, &image).await?;
     let d = service.deployable(&uuid).await?;
     Ok(Json(views::deployable(&d, &base)))
 }

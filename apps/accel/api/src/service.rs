@@ -123,6 +123,15 @@ pub trait AccelService: Send + Sync + 'static {
         let _ = uuid;
         Err(no_attributes())
     }
+    /// Programs the FPGA deployable `uuid` with the Glance image `bitstream`, through
+    /// its host's agent.
+    async fn program_deployable(&self, uuid: &str, bitstream: &str) -> Result<(), ServiceError> {
+        let _ = (uuid, bitstream);
+        Err(ServiceError::new(
+            crate::ErrorKind::MethodNotAllowed,
+            "FPGA programming needs the conductor (this service writes to the database only)",
+        ))
+    }
 
     /// A page of device profiles, by name.
     async fn profiles(&self, query: &ListQuery) -> Result<Vec<DeviceProfileRow>, ServiceError>;

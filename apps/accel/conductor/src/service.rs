@@ -1,7 +1,8 @@
 //! The conductor's RPC service: accel's `conductor` API (1.0 inventory, profiles and
 //! requests; 1.1 object indirection; 1.2 `report_unchanged`, an unchanged inventory
 //! named by its digest; 1.3 `set_device_maintaining`; 1.4 `create_attribute`,
-//! `delete_attribute`) served over the database.
+//! `delete_attribute`; 1.5 `program_deployable`, which asks the deployable's agent)
+//! served over the database.
 //!
 //! Errors reach the caller with their kind (`NotFound`, `Duplicate`, `InvalidTransition`,
 //! `NoFreeHandle`, `ProfileInUse`, `StaleHandle`, `HandleInUse`, `NotCleaning`,
@@ -13,9 +14,9 @@ use crate::nova::{BindStatus, Notifier};
 use accel_objects::errors::ErrorKind;
 use accel_objects::rpc::{
     AgentApi, BindArq, CleanupDevice, ConductorApi, CreateArqs, CreateAttribute,
-    CreateDeviceProfile, DeleteArqs, DeleteAttribute, DeleteDeviceProfile, ReportData,
-    ReportSummary, ReportUnchanged, SetDeviceMaintaining, UnbindArq, AGENT_TOPIC,
-    CLEANUP_DEVICE_VERSION,
+    CreateDeviceProfile, DeleteArqs, DeleteAttribute, DeleteDeviceProfile, ProgramDeployable,
+    ProgramFpga, ReportData, ReportSummary, ReportUnchanged, SetDeviceMaintaining, UnbindArq,
+    AGENT_TOPIC, CLEANUP_DEVICE_VERSION, PROGRAM_FPGA_VERSION,
 };
 use accel_objects::{AcceleratorRequest, AcceleratorRequestList, DeviceProfile};
 use std::sync::Arc;
@@ -259,6 +260,56 @@ impl AgentNotifier {
     }
 }
 
+/// How long the conductor waits for an agent to program an FPGA: the download and the
+/// tool (`[fpga] program_timeout`, 600 s by default, on the agent) with room to spare.
+pub const PROGRAM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(900);
+
+impl AgentNotifier {
+    /// Asks the agent of `host` to program the FPGA at `address` with `bitstream` and
+    /// waits for it ([`PROGRAM_TIMEOUT`]). Refused (`ProgramFailed`, nothing sent) while
+    /// `[upgrade_levels] agent` is below 1.2; the agent's refusal or silence is
+    /// `ProgramFailed` with its reason.
+    pub async fn program(
+        &self,
+        host: &str,
+        address: &str,
+        bitstream: &str,
+    ) -> Result<(), RemoteError> {
+        let failed = |message: String| {
+            RemoteError::new(ErrorKind::ProgramFailed.as_str(), ERROR_MODULE, message)
+        };
+        if !self.client.can_send_version(PROGRAM_FPGA_VERSION) {
+            let cap = self
+                .client
+                .cap()
+                .map_or_else(|| "unset".into(), |v| v.to_string());
+            return Err(failed(format!(
+                "program_fpga needs agent API {PROGRAM_FPGA_VERSION}, above [upgrade_levels] \
+                 agent ({cap}): raise it once every agent runs this release"
+            )));
+        }
+        let ctx = RequestContext::new(format!("req-program-{bitstream}"));
+        self.client
+            .prepare()
+            .server(host)
+            .timeout(PROGRAM_TIMEOUT)
+            .call_method(
+                &ctx,
+                ProgramFpga {
+                    address: address.to_owned(),
+                    bitstream_uuid: bitstream.to_owned(),
+                },
+            )
+            .await
+            .map_err(|e| match e {
+                verso_rpc::RpcError::Remote(r) => failed(format!("agent of {host}: {}", r.message)),
+                e => failed(format!(
+                    "the agent of {host} did not program {address}: {e}"
+                )),
+            })
+    }
+}
+
 /// After a release: when `handle` went to `cleaning`, tell its host's agent (in the
 /// background; the scan covers a lost notice).
 async fn notify_released(db: &Db, agents: Option<&AgentNotifier>, handle: Option<String>) {
@@ -431,6 +482,45 @@ pub fn endpoint_with_agents(
         .handle(|Shared { db, .. }, _ctx, m: DeleteAttribute| async move {
             db.delete_attribute(&m.uuid).await.map_err(to_remote)?;
             tracing::info!(attribute = %m.uuid, "attribute deleted");
+            Ok(())
+        })
+        .handle(|Shared { db, agents, .. }, _ctx, m: ProgramDeployable| async move {
+            let invalid = |message: String| {
+                RemoteError::new(ErrorKind::Invalid.as_str(), ERROR_MODULE, message)
+            };
+            uuid::Uuid::parse_str(&m.bitstream_uuid).map_err(|_| {
+                invalid(format!("bitstream {:?} is not a UUID (a Glance image)", m.bitstream_uuid))
+            })?;
+            let d = db.deployable(&m.deployable_uuid).await.map_err(to_remote)?;
+            let on_host = crate::db::ListFilter {
+                host: Some(d.hostname.clone()),
+                ..crate::db::ListFilter::default()
+            };
+            let device = db
+                .devices(&on_host)
+                .await
+                .map_err(to_remote)?
+                .into_iter()
+                .find(|dev| dev.id == d.device_id);
+            match device.as_ref().map(|dev| dev.device_type.as_str()) {
+                Some("FPGA") => {}
+                other => {
+                    return Err(invalid(format!(
+                        "deployable {} is a {} device, not an FPGA",
+                        d.uuid,
+                        other.unwrap_or("missing")
+                    )))
+                }
+            }
+            let Some(agents) = agents else {
+                return Err(RemoteError::new(
+                    ErrorKind::ProgramFailed.as_str(),
+                    ERROR_MODULE,
+                    "this conductor has no client of the agents".to_owned(),
+                ));
+            };
+            agents.program(&d.hostname, &d.control_path_id, &m.bitstream_uuid).await?;
+            tracing::info!(deployable = %d.uuid, host = %d.hostname, bitstream = %m.bitstream_uuid, "FPGA programmed");
             Ok(())
         })
         .handle(|Shared { db, .. }, _ctx, m: SetDeviceMaintaining| async move {

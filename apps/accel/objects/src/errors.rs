@@ -46,11 +46,13 @@ pub enum ErrorKind {
     NoStore,
     /// The request needs a component version that is not finalized yet.
     NotSupportedBeforeFinalization,
+    /// An FPGA could not be programmed (the agent's reason in the message).
+    ProgramFailed,
 }
 
 impl ErrorKind {
     /// Every kind.
-    pub const ALL: [ErrorKind; 14] = [
+    pub const ALL: [ErrorKind; 15] = [
         ErrorKind::NotFound,
         ErrorKind::Duplicate,
         ErrorKind::InvalidTransition,
@@ -65,6 +67,7 @@ impl ErrorKind {
         ErrorKind::CorruptRecord,
         ErrorKind::NoStore,
         ErrorKind::NotSupportedBeforeFinalization,
+        ErrorKind::ProgramFailed,
     ];
 
     /// The name on the wire.
@@ -84,6 +87,7 @@ impl ErrorKind {
             ErrorKind::CorruptRecord => "CorruptRecord",
             ErrorKind::NoStore => "NoStore",
             ErrorKind::NotSupportedBeforeFinalization => "NotSupportedBeforeFinalization",
+            ErrorKind::ProgramFailed => "ProgramFailed",
         }
     }
 

@@ -9,8 +9,10 @@
 //! | `conductor` | 1.2 | + `report_unchanged` (an unchanged inventory by its [`report_digest`]) |
 //! | `conductor` | 1.3 | + `set_device_maintaining` (Cyborg's device disable and enable) |
 //! | `conductor` | 1.4 | + `create_attribute`, `delete_attribute` (Cyborg's `/v2/attributes`) |
+//! | `conductor` | 1.5 | + `program_deployable` (Cyborg's `PATCH /v2/deployables/{uuid}/program`) |
 //! | `agent` | 1.0 | `report_now` |
 //! | `agent` | 1.1 | + `cleanup_device` |
+//! | `agent` | 1.2 | + `program_fpga` |
 //!
 //! The conductor serves on [`CONDUCTOR_TOPIC`], its `upgrade` API (heartbeats, finalize,
 //! status) on [`UPGRADE_TOPIC`]; each agent serves the agent API on [`AGENT_TOPIC`] with
@@ -257,12 +259,29 @@ pub struct DeleteAttribute {
 /// The conductor API version that added [`CreateAttribute`] and [`DeleteAttribute`].
 pub const ATTRIBUTES_VERSION: Version = Version::new(1, 4);
 
+/// Programs an FPGA deployable with a bitstream, a Glance image (Cyborg's `PATCH
+/// /v2/deployables/{uuid}/program`): the conductor asks the deployable's agent
+/// ([`ProgramFpga`]) and replies when it has programmed. `NotFound` for no such
+/// deployable, `Invalid` for one that is not an FPGA or a bitstream that is no UUID,
+/// `ProgramFailed` when the agent could not (its reason in the message).
+#[derive(RpcMethod, Debug, Clone)]
+#[rpc(name = "program_deployable", since = "1.5")]
+pub struct ProgramDeployable {
+    /// The deployable's UUID.
+    pub deployable_uuid: String,
+    /// The bitstream's Glance image UUID.
+    pub bitstream_uuid: String,
+}
+
+/// The conductor API version that added [`ProgramDeployable`].
+pub const PROGRAM_VERSION: Version = Version::new(1, 5);
+
 /// The conductor's API.
 #[derive(Debug, Clone, Copy)]
 pub struct ConductorApi;
 
-/// The conductor API's newest version (1.4: `create_attribute`, `delete_attribute`).
-pub const CONDUCTOR_VERSION: Version = Version::new(1, 4);
+/// The conductor API's newest version (1.5: `program_deployable`).
+pub const CONDUCTOR_VERSION: Version = Version::new(1, 5);
 
 /// The conductor API version that added object indirection (its three methods are served
 /// and called at it).
@@ -289,6 +308,7 @@ impl RpcApi for ConductorApi {
         m.push(SetDeviceMaintaining::spec());
         m.push(CreateAttribute::spec());
         m.push(DeleteAttribute::spec());
+        m.push(ProgramDeployable::spec());
         m
     }
 }
@@ -309,13 +329,30 @@ pub struct CleanupDevice {
     pub handle_uuid: String,
 }
 
+/// Programs the FPGA at a PCI address of the agent's host with a bitstream from Glance
+/// (agent API 1.2); replies when the programming tool has finished. Fails with the
+/// kind `ProgramFailed` and the reason (no tool configured, the image refused, the tool
+/// failed).
+#[derive(RpcMethod, Debug, Clone)]
+#[rpc(name = "program_fpga", since = "1.2")]
+pub struct ProgramFpga {
+    /// The FPGA's PCI address (its control path id).
+    pub address: String,
+    /// The bitstream's Glance image UUID.
+    pub bitstream_uuid: String,
+}
+
 /// The agent's API (what the conductor calls), served by each agent on [`AGENT_TOPIC`]
 /// with its host name as the server.
 #[derive(Debug, Clone, Copy)]
 pub struct AgentApi;
 
-/// The agent API's newest version (1.1: `cleanup_device`).
-pub const AGENT_VERSION: Version = Version::new(1, 1);
+/// The agent API's newest version (1.2: `program_fpga`).
+pub const AGENT_VERSION: Version = Version::new(1, 2);
+
+/// The agent API version `program_fpga` needs: a conductor whose `[upgrade_levels]
+/// agent` cap is below it refuses to program.
+pub const PROGRAM_FPGA_VERSION: Version = Version::new(1, 2);
 
 /// The agent API version `cleanup_device` needs: a conductor whose `[upgrade_levels]
 /// agent` cap is below it never sends it (the agent's periodic scan finds the handle).
@@ -326,6 +363,10 @@ impl RpcApi for AgentApi {
     const VERSION: Version = AGENT_VERSION;
 
     fn methods() -> Vec<&'static MethodSpec> {
-        vec![ReportNow::spec(), CleanupDevice::spec()]
+        vec![
+            ReportNow::spec(),
+            CleanupDevice::spec(),
+            ProgramFpga::spec(),
+        ]
     }
 }

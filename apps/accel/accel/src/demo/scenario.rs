@@ -408,6 +408,7 @@ impl Deployment {
                 cleanup_command: Some(self.cleanup_command.display().to_string()),
                 cleanup_timeout: Duration::from_secs(20),
             },
+            fpga: None,
         }
     }
 
