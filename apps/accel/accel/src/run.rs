@@ -104,6 +104,7 @@ pub async fn conductor(config: AccelConfig) -> Result<ExitCode, Error> {
             db.clone(),
             client,
             interval,
+            accel_conductor::runtime::conductor_id(),
         ))
     });
     // Cyborg 17 agents left during a migration: their reports go through the same
@@ -482,6 +483,7 @@ pub async fn all_in_one(config: AccelConfig, agents: u32) -> Result<ExitCode, Er
             db.clone(),
             client,
             interval,
+            accel_conductor::runtime::conductor_id(),
         ))
     });
     let client = conductor_client(&config, transport.clone());

@@ -62,13 +62,7 @@ fn backend(e: impl std::error::Error + Send + Sync + 'static) -> StoreError {
     StoreError::Backend(Box::new(e))
 }
 
-/// Milliseconds since the Unix epoch by the database's clock.
-fn now_ms(b: Backend) -> &'static str {
-    match b {
-        Backend::Postgres => "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT",
-        Backend::Sqlite => "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
-    }
-}
+use crate::db::now_ms;
 
 impl DbFleetStore {
     /// The fleet record in `db`, beside the version record of `component`.

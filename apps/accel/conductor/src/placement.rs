@@ -518,34 +518,94 @@ pub async fn sweep_gone_hosts(
     Ok(emptied)
 }
 
-/// Runs [`reconcile`] every `interval` until the task is aborted.
+/// The lease ([`Db::take_lease`]) the reconciler runs under: of several conductors on
+/// one database, one keeps Placement at a time.
+pub const RECONCILER_LEASE: &str = "placement-reconciler";
+
+/// Runs [`reconcile`] every `interval` until the task is aborted, while `holder` (this
+/// conductor's id) holds [`RECONCILER_LEASE`]. The lease lasts three intervals and is
+/// renewed every interval, during a pass too (a pass over many hosts, or against a slow
+/// Placement, may take longer than the lease); a pass whose lease is lost midway is
+/// abandoned, so two conductors never reconcile at once for longer than one interval.
+/// When the holder stops, another conductor's reconciler takes over within three
+/// intervals; one that (re)gains the lease forgets what it last pushed and reconciles
+/// every host afresh, since another holder may have changed Placement meanwhile.
 pub fn spawn_reconciler(
     db: Db,
     placement: Placement,
     interval: Duration,
+    holder: String,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut synced = BTreeMap::new();
         let mut swept = false;
+        let mut held = false;
+        let ttl = interval.saturating_mul(3);
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            if let Err(e) = reconcile(&db, &placement, &mut synced).await {
-                tracing::warn!(error = %e, "Placement reconciler cannot read the database; retried next pass");
-                continue;
+            match db.take_lease(RECONCILER_LEASE, &holder, ttl).await {
+                Ok(true) if !held => {
+                    tracing::info!(%holder, "this conductor keeps Placement (reconciler lease taken)");
+                    held = true;
+                    synced.clear();
+                    swept = false;
+                }
+                Ok(true) => {}
+                Ok(false) => {
+                    if held {
+                        tracing::warn!(%holder, "reconciler lease lost: another conductor keeps Placement");
+                    }
+                    held = false;
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "reconciler lease not renewed (database); retried next pass");
+                    held = false;
+                    continue;
+                }
             }
-            if !swept {
-                match sweep_gone_hosts(&db, &placement, &synced).await {
-                    Ok(n) => {
-                        swept = true;
-                        if n > 0 {
-                            tracing::info!(hosts = n, "providers of hosts without devices deleted");
+            let pass = async {
+                if let Err(e) = reconcile(&db, &placement, &mut synced).await {
+                    tracing::warn!(error = %e, "Placement reconciler cannot read the database; retried next pass");
+                    return;
+                }
+                if !swept {
+                    match sweep_gone_hosts(&db, &placement, &synced).await {
+                        Ok(n) => {
+                            swept = true;
+                            if n > 0 {
+                                tracing::info!(
+                                    hosts = n,
+                                    "providers of hosts without devices deleted"
+                                );
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "hosts without devices not swept; tried next pass")
                         }
                     }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "hosts without devices not swept; tried next pass")
+                }
+            };
+            // Renewed while the pass runs; lost (or unreadable), the pass is dropped.
+            let renew = async {
+                loop {
+                    tokio::time::sleep(interval).await;
+                    if !db
+                        .take_lease(RECONCILER_LEASE, &holder, ttl)
+                        .await
+                        .unwrap_or(false)
+                    {
+                        return;
                     }
+                }
+            };
+            tokio::select! {
+                () = pass => {}
+                () = renew => {
+                    tracing::warn!(%holder, "reconciler lease lost during a pass: the pass is abandoned");
+                    held = false;
                 }
             }
         }

@@ -8,9 +8,12 @@
 
 use accel_conductor::db::{rp_uuid, ReportedDevice};
 use accel_conductor::keystone::{AuthOptions, Session};
-use accel_conductor::placement::{reconcile, sweep_gone_hosts, Placement, PlacementError};
+use accel_conductor::placement::{
+    reconcile, spawn_reconciler, sweep_gone_hosts, Placement, PlacementError, RECONCILER_LEASE,
+};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| {
@@ -372,4 +375,80 @@ async fn a_host_emptied_while_no_conductor_ran_loses_its_providers() {
     );
 
     delete_providers(&placement, &[&novas, &root]).await;
+}
+
+/// Two conductors on one database: the reconciler holding the lease keeps Placement, the
+/// other does nothing; when the holder stops, the other takes over within three
+/// intervals. The first holder here cannot reach Placement at all, so a provider that
+/// appears is the second's work.
+#[tokio::test]
+async fn one_conductor_of_several_keeps_placement() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let placement = Placement::new(session(), Some(env("VERSO_TEST_PLACEMENT_URL")));
+    let (db, _dir) = accel_conductor::testing::sqlite().await;
+    let (host, root) = compute_node(&placement, "placement-lease").await;
+    db.report(&host, &[device("0000:3b:00.0", "FPGA", "10ee", "5020", 1)])
+        .await
+        .expect("report");
+    let fpga_rp = rp_uuid(&format!("{host}_0000:3b:00.0"));
+    let interval = Duration::from_millis(300);
+
+    let nowhere = Placement::new(session(), Some("http://127.0.0.1:1".to_owned()));
+    let first = spawn_reconciler(db.clone(), nowhere, interval, "conductor-1".into());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while db
+        .lease_holder(RECONCILER_LEASE)
+        .await
+        .expect("read")
+        .as_deref()
+        != Some("conductor-1")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the first reconciler never took the lease"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let second = spawn_reconciler(
+        db.clone(),
+        placement.clone(),
+        interval,
+        "conductor-2".into(),
+    );
+    // Five of the second's passes: it keeps out of Placement while the first holds.
+    let until = Instant::now() + interval * 5;
+    while Instant::now() < until {
+        assert_eq!(
+            provider_status(&placement, &fpga_rp).await,
+            404,
+            "the non-holder reconciled"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        db.lease_holder(RECONCILER_LEASE)
+            .await
+            .expect("read")
+            .as_deref(),
+        Some("conductor-1")
+    );
+
+    first.abort();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while provider_status(&placement, &fpga_rp).await != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "the second reconciler never took over"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        db.lease_holder(RECONCILER_LEASE)
+            .await
+            .expect("read")
+            .as_deref(),
+        Some("conductor-2")
+    );
+    second.abort();
+    delete_providers(&placement, &[&fpga_rp, &root]).await;
 }

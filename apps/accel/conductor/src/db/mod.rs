@@ -29,10 +29,12 @@
 mod arqs;
 mod attributes;
 mod inventory;
+mod leases;
 mod profiles;
 mod reports;
 mod rows;
 mod sql;
+pub(crate) use leases::now_ms;
 
 pub use arqs::Release;
 pub use rows::{
