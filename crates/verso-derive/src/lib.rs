@@ -591,6 +591,7 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                 &mut self,
                 index: usize,
                 map: &mut A,
+                cx: ::verso::field::DecodeContext<'_>,
             ) -> ::core::result::Result<::verso::Result<()>, A::Error> {
                 let fields = &<Self as ::verso::VersionedObject>::schema().fields;
                 match index {
@@ -599,6 +600,7 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                         fields[#indices].default.as_ref(),
                         (#name, fields[#indices].name),
                         map,
+                        cx,
                     ),)*
                     _ => ::core::result::Result::Ok(::core::result::Result::Err(
                         ::verso::__private::no_field_at(#name, index),
@@ -618,19 +620,24 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
             fn to_primitive(&self) -> ::verso::__private::Value {
                 ::verso::__private::encode_own(self)
             }
-            fn from_primitive(value: &::verso::__private::Value) -> ::core::result::Result<Self, ::verso::FieldError> {
-                ::verso::__private::decode_contained::<Self>(value)
+            fn from_primitive_in(
+                value: &::verso::__private::Value,
+                cx: ::verso::field::DecodeContext<'_>,
+            ) -> ::core::result::Result<Self, ::verso::FieldError> {
+                ::verso::__private::decode_contained::<Self>(value, cx)
             }
             fn from_json_map<'de, A: ::verso::__private::MapAccess<'de>>(
                 map: A,
+                cx: ::verso::field::DecodeContext<'_>,
             ) -> ::core::result::Result<::core::result::Result<Self, ::verso::FieldError>, A::Error> {
-                ::verso::__private::decode_map::<Self, A>(map)
+                ::verso::__private::decode_map::<Self, A>(map, cx)
             }
             fn __push_json_map<'de, A: ::verso::__private::MapAccess<'de>>(
                 into: &mut ::std::vec::Vec<Self>,
                 map: A,
+                cx: ::verso::field::DecodeContext<'_>,
             ) -> ::core::result::Result<::core::result::Result<(), ::verso::FieldError>, A::Error> {
-                ::verso::__private::push_decoded_map::<Self, A>(into, map)
+                ::verso::__private::push_decoded_map::<Self, A>(into, map, cx)
             }
             fn describe(&self) -> ::verso::__private::Value {
                 ::verso::VersionedObject::describe(self)
@@ -670,7 +677,7 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                 ::verso::__private::encode_own(self)
             }
             fn from_remote(value: &::verso::__private::Value) -> ::core::result::Result<Self, ::verso::FieldError> {
-                ::verso::__private::decode_contained::<Self>(value)
+                ::verso::__private::decode_contained::<Self>(value, ::verso::field::DecodeContext::NONE)
             }
             fn attach_context(&mut self, ctx: &::verso::RequestContext) {
                 ::verso::__private::attach_context(self, ctx)
@@ -735,7 +742,10 @@ fn expand_enum(input: &DeriveInput) -> syn::Result<TokenStream2> {
             fn write_json(&self, out: &mut ::std::vec::Vec<u8>) {
                 ::verso::__private::write_str(out, ::verso::VersionedEnum::as_str(self))
             }
-            fn from_primitive(value: &::verso::__private::Value) -> ::core::result::Result<Self, ::verso::FieldError> {
+            fn from_primitive_in(
+                value: &::verso::__private::Value,
+                _: ::verso::field::DecodeContext<'_>,
+            ) -> ::core::result::Result<Self, ::verso::FieldError> {
                 ::verso::__private::enum_from_primitive(value)
             }
             fn from_json_str(s: &str) -> ::core::result::Result<Self, ::verso::FieldError> {

@@ -62,7 +62,9 @@ pub use backport::default_make_compatible;
 pub use context::RequestContext;
 pub use datetime::{DateTime, DateTimeError};
 pub use error::{Error, Result};
-pub use field::{DynField, Field, FieldError, FieldType, FieldValue, PrimitiveData, VersionedEnum};
+pub use field::{
+    DecodeContext, DynField, Field, FieldError, FieldType, FieldValue, PrimitiveData, VersionedEnum,
+};
 pub use fingerprint::{ContractChange, ObjectContract};
 pub use indirection::{CallError, IndirectionApi, Remotable};
 pub use limits::{DecodeLimits, LimitError};
