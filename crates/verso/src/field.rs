@@ -842,6 +842,29 @@ impl<T> Field<T> {
         self.value.as_ref()
     }
 
+    /// The value, or [`Error::UnsetField`] naming field `field` of `object` while the
+    /// field is unset: for code that must refuse an object lacking a field rather
+    /// than read a default in its place (OVO raises when an unset field is read).
+    ///
+    /// ```
+    /// use verso::{Error, Field};
+    /// let vendor: Field<String> = Field::unset();
+    /// assert_eq!(
+    ///     vendor.require("Device", "vendor"),
+    ///     Err(Error::UnsetField { object: "Device", field: "vendor" })
+    /// );
+    /// assert_eq!(Field::new(7).require("Device", "id"), Ok(&7));
+    /// ```
+    pub fn require(
+        &self,
+        object: &'static str,
+        field: &'static str,
+    ) -> std::result::Result<&T, Error> {
+        self.value
+            .as_ref()
+            .ok_or(Error::UnsetField { object, field })
+    }
+
     /// Mutable access to the value; marks the field changed (even if nothing is written).
     pub fn get_mut(&mut self) -> Option<&mut T> {
         if self.value.is_some() {
@@ -1390,6 +1413,34 @@ mod tests {
         n.set_from_primitive(&Value::Null, None, DecodeContext::NONE)
             .expect("nullable");
         assert_eq!(n.get(), Some(&None));
+    }
+
+    #[test]
+    fn require_names_the_object_and_field_of_an_unset_one() {
+        let mut f: Field<String> = Field::unset();
+        let err = f.require("Device", "vendor").expect_err("unset");
+        assert_eq!(
+            err,
+            Error::UnsetField {
+                object: "Device",
+                field: "vendor"
+            }
+        );
+        assert_eq!(err.to_string(), "Device.vendor is unset");
+        assert_eq!(err.ovo_exception(), "NotImplementedError");
+        f.set("acme".into());
+        assert_eq!(
+            f.require("Device", "vendor").map(String::as_str),
+            Ok("acme")
+        );
+        // Null is a value of a nullable field, not an unset one.
+        let n: Field<Option<String>> = Field::new(None);
+        assert_eq!(n.require("Device", "model"), Ok(&None));
+        f.clear();
+        assert_eq!(
+            f.require("Device", "vendor").map_err(|e| e.to_string()),
+            Err("Device.vendor is unset".to_owned())
+        );
     }
 
     #[test]
