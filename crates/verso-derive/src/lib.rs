@@ -315,18 +315,18 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
 
     let Data::Struct(data) = &input.data else {
         return Err(Error::new(
-            input.span(),
+            input.ident.span(),
             "VersionedObject can only be derived for structs",
         ));
     };
     let Fields::Named(named) = &data.fields else {
         return Err(Error::new(
-            input.span(),
+            data.fields.span(),
             "VersionedObject needs named fields",
         ));
     };
     let mut meta_field = None;
-    let mut fields = Vec::new();
+    let mut fields: Vec<FieldInfo> = Vec::new();
     for f in &named.named {
         let Some(fid) = f.ident.clone() else { continue };
         if is_meta(&f.ty) {
@@ -368,11 +368,22 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                 Ok(())
             })?;
         }
+        // Two fields under one wire name would decode into the first and write the key
+        // twice.
+        if let Some(first) = fields.iter().find(|f| f.wire_name == info.wire_name) {
+            return Err(Error::new(
+                info.ident.span(),
+                format!(
+                    "field name \"{}\" is already the name of field `{}` (check `rename`)",
+                    info.wire_name, first.ident
+                ),
+            ));
+        }
         fields.push(info);
     }
     let meta_field = meta_field.ok_or_else(|| {
         Error::new(
-            input.span(),
+            input.ident.span(),
             "a versioned object needs one field of type verso::ObjectMeta",
         )
     })?;
@@ -473,7 +484,7 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
             .find(|f| f.ident == "objects")
             .ok_or_else(|| {
                 Error::new(
-                    input.span(),
+                    input.ident.span(),
                     "a list object needs a field `objects: Field<Vec<Member>>`",
                 )
             })?;
@@ -698,7 +709,7 @@ fn expand_enum(input: &DeriveInput) -> syn::Result<TokenStream2> {
     let ident = &input.ident;
     let Data::Enum(data) = &input.data else {
         return Err(Error::new(
-            input.span(),
+            input.ident.span(),
             "VersionedEnum can only be derived for enums",
         ));
     };
@@ -718,6 +729,19 @@ fn expand_enum(input: &DeriveInput) -> syn::Result<TokenStream2> {
                     Err(meta.error("unknown verso variant attribute; expected value = \"...\""))
                 }
             })?;
+        }
+        if let Some(i) = values
+            .iter()
+            .position(|w: &LitStr| w.value() == value.value())
+        {
+            return Err(Error::new(
+                value.span(),
+                format!(
+                    "value \"{}\" is already the value of variant `{}`",
+                    value.value(),
+                    variants[i]
+                ),
+            ));
         }
         variants.push(&v.ident);
         values.push(value);
