@@ -430,9 +430,9 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
     let write_keys = wire_names.iter().map(|name| {
         if name.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
             let key = syn::LitByteStr::new(format!("\"{name}\":").as_bytes(), Span::call_site());
-            quote!(out.extend_from_slice(#key);)
+            quote!(::verso::__private::Sink::field_key(out, #name, #key);)
         } else {
-            quote!(::verso::__private::write_str(out, #name); out.push(b':');)
+            quote!(::verso::__private::Sink::key(out, #name);)
         }
     });
     let blank_fields = fields.iter().map(|f| {
@@ -578,16 +578,16 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                     _ => panic!("{} has {} fields, not {}", #name, #n, index),
                 }
             }
-            fn __write_fields(&self, out: &mut ::std::vec::Vec<u8>) {
+            fn __encode_fields<S: ::verso::__private::Sink>(&self, out: &mut S) {
                 let mut first = true;
                 #(
                     if let ::core::option::Option::Some(v) = self.#idents.get() {
                         if !first {
-                            out.push(b',');
+                            ::verso::__private::Sink::next(out);
                         }
                         first = false;
                         #write_keys
-                        ::verso::FieldValue::write_json(v, out);
+                        ::verso::FieldValue::encode(v, out);
                     }
                 )*
                 let _ = first;
@@ -628,8 +628,8 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
             fn child_schema() -> ::core::option::Option<fn() -> &'static ::verso::ObjectSchema> {
                 ::core::option::Option::Some(<Self as ::verso::VersionedObject>::schema)
             }
-            fn to_primitive(&self) -> ::verso::__private::Value {
-                ::verso::__private::encode_own(self)
+            fn encode<S: ::verso::__private::Sink>(&self, out: &mut S) {
+                ::verso::__private::encode_object(self, out)
             }
             fn from_primitive_in(
                 value: &::verso::__private::Value,
@@ -652,9 +652,6 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
             }
             fn describe(&self) -> ::verso::__private::Value {
                 ::verso::VersionedObject::describe(self)
-            }
-            fn write_json(&self, out: &mut ::std::vec::Vec<u8>) {
-                ::verso::__private::write_own(self, out)
             }
             fn write_backport(
                 &self,
@@ -760,11 +757,8 @@ fn expand_enum(input: &DeriveInput) -> syn::Result<TokenStream2> {
             fn field_type() -> ::verso::FieldType {
                 ::verso::FieldType::Enum(<Self as ::verso::VersionedEnum>::VALUES)
             }
-            fn to_primitive(&self) -> ::verso::__private::Value {
-                ::verso::__private::Value::String(::verso::VersionedEnum::as_str(self).into())
-            }
-            fn write_json(&self, out: &mut ::std::vec::Vec<u8>) {
-                ::verso::__private::write_str(out, ::verso::VersionedEnum::as_str(self))
+            fn encode<S: ::verso::__private::Sink>(&self, out: &mut S) {
+                ::verso::__private::Sink::str(out, ::verso::VersionedEnum::as_str(self))
             }
             fn from_primitive_in(
                 value: &::verso::__private::Value,

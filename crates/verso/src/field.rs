@@ -14,6 +14,7 @@ use crate::datetime::DateTime;
 use crate::error::Error;
 use crate::manifest::VersionManifest;
 pub use crate::schema::FieldType;
+use crate::sink::{JsonSink, Sink, ValueSink};
 use crate::version::Version;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -136,8 +137,16 @@ pub trait FieldValue: Clone + fmt::Debug + PartialEq + Send + Sync + 'static {
     fn child_schema() -> Option<fn() -> &'static crate::schema::ObjectSchema> {
         None
     }
+    /// Writes the primitive (JSON) form, as OVO's `field.to_primitive`, to `out`: the one
+    /// encode walk, whose two sinks make a `Value` ([`to_primitive`](Self::to_primitive))
+    /// or JSON text ([`write_json`](Self::write_json)).
+    fn encode<S: Sink>(&self, out: &mut S);
     /// The primitive (JSON) form, as OVO's `field.to_primitive`.
-    fn to_primitive(&self) -> Value;
+    fn to_primitive(&self) -> Value {
+        let mut out = ValueSink::default();
+        self.encode(&mut out);
+        out.finish()
+    }
     /// Reads the primitive form in a decode with context `cx` (which contained objects
     /// pass on to theirs); `Err(reason)` when the field rejects it. `null` only reaches
     /// this for nullable fields.
@@ -203,8 +212,9 @@ pub trait FieldValue: Clone + fmt::Debug + PartialEq + Send + Sync + 'static {
     }
     /// Appends the primitive as JSON text to `out`, without building a `Value` first
     /// (the fast path of [`VersionedObject::to_primitive_bytes`](crate::VersionedObject::to_primitive_bytes)).
+    #[inline]
     fn write_json(&self, out: &mut Vec<u8>) {
-        write_value(out, &self.to_primitive());
+        JsonSink::append(out, |sink| self.encode(sink));
     }
     /// Appends the contained object(s) backported to `to` as JSON text (what
     /// [`backport`](Self::backport) does to a primitive, written directly).
@@ -257,13 +267,11 @@ impl FieldValue for String {
     fn field_type() -> FieldType {
         FieldType::String
     }
-    fn to_primitive(&self) -> Value {
-        Value::String(self.clone())
+    #[inline]
+    fn encode<S: Sink>(&self, out: &mut S) {
+        out.str(self);
     }
     /// Like OVO's `String.coerce`, numbers and booleans are turned into their text.
-    fn write_json(&self, out: &mut Vec<u8>) {
-        write_str(out, self);
-    }
     fn from_primitive_owned_in(value: Value, cx: DecodeContext<'_>) -> Result<Self> {
         match value {
             Value::String(s) => Ok(s),
@@ -352,13 +360,11 @@ impl FieldValue for i64 {
     fn field_type() -> FieldType {
         FieldType::Integer
     }
-    fn to_primitive(&self) -> Value {
-        Value::from(*self)
+    #[inline]
+    fn encode<S: Sink>(&self, out: &mut S) {
+        out.i64(*self);
     }
     /// Like OVO's `Integer.coerce` (`int(value)`): integral strings are accepted.
-    fn write_json(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(itoa_i64(*self, &mut [0u8; 20]));
-    }
     fn from_json_i64(v: i64) -> Result<Self> {
         Ok(v)
     }
@@ -385,9 +391,11 @@ impl FieldValue for f64 {
     fn field_type() -> FieldType {
         FieldType::Float
     }
-    fn to_primitive(&self) -> Value {
-        // JSON has no NaN or infinity; OVO would write them as bare words no parser reads.
-        serde_json::Number::from_f64(*self).map_or(Value::Null, Value::Number)
+    #[inline]
+    fn encode<S: Sink>(&self, out: &mut S) {
+        // JSON has no NaN or infinity; OVO would write them as bare words no parser
+        // reads: the sink writes null.
+        out.f64(*self);
     }
     fn from_primitive_in(value: &Value, _: DecodeContext<'_>) -> Result<Self> {
         match value {
@@ -410,11 +418,9 @@ impl FieldValue for bool {
     fn field_type() -> FieldType {
         FieldType::Boolean
     }
-    fn to_primitive(&self) -> Value {
-        Value::Bool(*self)
-    }
-    fn write_json(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(if *self { b"true" } else { b"false" });
+    #[inline]
+    fn encode<S: Sink>(&self, out: &mut S) {
+        out.bool(*self);
     }
     fn from_primitive_in(value: &Value, _: DecodeContext<'_>) -> Result<Self> {
         value.as_bool().ok_or_else(|| type_error("boolean", value))
@@ -425,14 +431,12 @@ impl FieldValue for Uuid {
     fn field_type() -> FieldType {
         FieldType::Uuid
     }
-    fn to_primitive(&self) -> Value {
-        Value::String(self.hyphenated().to_string())
-    }
-    fn write_json(&self, out: &mut Vec<u8>) {
-        let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
-        out.push(b'"');
-        out.extend_from_slice(self.hyphenated().encode_lower(&mut buf).as_bytes());
-        out.push(b'"');
+    #[inline]
+    fn encode<S: Sink>(&self, out: &mut S) {
+        out.plain_str(|text| {
+            let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
+            text.extend_from_slice(self.hyphenated().encode_lower(&mut buf).as_bytes());
+        });
     }
     fn from_json_str(s: &str) -> Result<Self> {
         uuid_from_canonical(s)
@@ -471,13 +475,9 @@ impl FieldValue for DateTime {
     fn field_type() -> FieldType {
         FieldType::DateTime
     }
-    fn to_primitive(&self) -> Value {
-        Value::String(self.to_ovo_string())
-    }
-    fn write_json(&self, out: &mut Vec<u8>) {
-        out.push(b'"');
-        self.write_ovo(out);
-        out.push(b'"');
+    #[inline]
+    fn encode<S: Sink>(&self, out: &mut S) {
+        out.plain_str(|text| self.write_ovo(text));
     }
     fn from_json_str(s: &str) -> Result<Self> {
         s.parse()
@@ -505,13 +505,11 @@ impl<T: FieldValue> FieldValue for Option<T> {
     fn child_schema() -> Option<fn() -> &'static crate::schema::ObjectSchema> {
         T::child_schema()
     }
-    fn to_primitive(&self) -> Value {
-        self.as_ref().map_or(Value::Null, T::to_primitive)
-    }
-    fn write_json(&self, out: &mut Vec<u8>) {
+    #[inline]
+    fn encode<S: Sink>(&self, out: &mut S) {
         match self {
-            Some(v) => v.write_json(out),
-            None => out.extend_from_slice(b"null"),
+            Some(v) => v.encode(out),
+            None => out.null(),
         }
     }
     fn from_primitive_owned_in(value: Value, cx: DecodeContext<'_>) -> Result<Self> {
@@ -597,18 +595,16 @@ impl<T: FieldValue> FieldValue for Vec<T> {
     fn child_schema() -> Option<fn() -> &'static crate::schema::ObjectSchema> {
         T::child_schema()
     }
-    fn to_primitive(&self) -> Value {
-        Value::Array(self.iter().map(T::to_primitive).collect())
-    }
-    fn write_json(&self, out: &mut Vec<u8>) {
-        out.push(b'[');
+    #[inline]
+    fn encode<S: Sink>(&self, out: &mut S) {
+        out.begin_list(self.len());
         for (i, v) in self.iter().enumerate() {
             if i > 0 {
-                out.push(b',');
+                out.next();
             }
-            v.write_json(out);
+            v.encode(out);
         }
-        out.push(b']');
+        out.end_list();
     }
     fn write_backport(
         &self,
@@ -698,24 +694,17 @@ impl<V: FieldValue> FieldValue for BTreeMap<String, V> {
     fn field_type() -> FieldType {
         FieldType::Dict(Box::new(V::field_type()))
     }
-    fn to_primitive(&self) -> Value {
-        Value::Object(
-            self.iter()
-                .map(|(k, v)| (k.clone(), v.to_primitive()))
-                .collect(),
-        )
-    }
-    fn write_json(&self, out: &mut Vec<u8>) {
-        out.push(b'{');
+    #[inline]
+    fn encode<S: Sink>(&self, out: &mut S) {
+        out.begin_map();
         for (i, (k, v)) in self.iter().enumerate() {
             if i > 0 {
-                out.push(b',');
+                out.next();
             }
-            write_str(out, k);
-            out.push(b':');
-            v.write_json(out);
+            out.key(k);
+            v.encode(out);
         }
-        out.push(b'}');
+        out.end_map();
     }
     fn from_primitive_in(value: &Value, cx: DecodeContext<'_>) -> Result<Self> {
         let map = value.as_object().ok_or_else(|| type_error("dict", value))?;
@@ -736,50 +725,6 @@ impl<V: FieldValue> FieldValue for BTreeMap<String, V> {
 /// `__private`.
 pub(crate) fn enum_from_str<E: VersionedEnum>(s: &str) -> Result<E> {
     E::from_str(s).ok_or_else(|| invalid(format!("Field value {s} is invalid")))
-}
-
-/// Appends a JSON value (writing to a `Vec` cannot fail).
-pub(crate) fn write_value(out: &mut Vec<u8>, v: &Value) {
-    let _ = serde_json::to_writer(out, v);
-}
-
-/// Appends a JSON string, escaped (copied as is when nothing needs escaping, the
-/// common case for names, UUIDs and enum values).
-pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
-    if !needs_escape(s.as_bytes()) {
-        out.reserve(s.len() + 2);
-        out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
-        out.push(b'"');
-    } else {
-        let _ = serde_json::to_writer(out, s);
-    }
-}
-
-/// Whether JSON string text needs escaping (a control character, `"` or `\\`), looked
-/// for eight bytes at a time: every name and string value of every encode passes here.
-fn needs_escape(text: &[u8]) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    // A byte below `n` (n <= 128) somewhere in `v`.
-    let below = |v: u64, n: u8| v.wrapping_sub(ONES * u64::from(n)) & !v & HIGH != 0;
-    let zero = |v: u64| below(v, 1);
-    let mut chunks = text.chunks_exact(8);
-    for chunk in &mut chunks {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        let v = u64::from_le_bytes(word);
-        if below(v, 0x20)
-            || zero(v ^ (ONES * u64::from(b'"')))
-            || zero(v ^ (ONES * u64::from(b'\\')))
-        {
-            return true;
-        }
-    }
-    chunks
-        .remainder()
-        .iter()
-        .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
 }
 
 /// A field enum: a Rust enum whose variants are an OVO `Enum` field's valid values.
@@ -1082,25 +1027,6 @@ impl<T: FieldValue> DynField for Field<T> {
     fn clear(&mut self) {
         Field::clear(self);
     }
-}
-
-/// Writes `v` in decimal into `buf`, returning the digits (no allocation, no `fmt`).
-pub(crate) fn itoa_i64(v: i64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut n = v.unsigned_abs();
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    if v < 0 {
-        i -= 1;
-        buf[i] = b'-';
-    }
-    &buf[i..]
 }
 
 /// Reads one JSON value of type `T` straight from the parser (the byte path), with the
@@ -1441,22 +1367,6 @@ mod tests {
             f.require("Device", "vendor").map_err(|e| e.to_string()),
             Err("Device.vendor is unset".to_owned())
         );
-    }
-
-    #[test]
-    fn escape_check_agrees_with_the_byte_by_byte_one() {
-        let naive = |t: &[u8]| t.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\');
-        let mut texts: Vec<Vec<u8>> = vec![b"".to_vec(), "héllo wörld, plain".into()];
-        for special in [0u8, 0x1f, b'"', b'\\', 0x20, 0x7f, 0x80, 0xff, b'!', b'#'] {
-            for pos in 0..20 {
-                let mut t = vec![b'a'; 20];
-                t[pos] = special;
-                texts.push(t);
-            }
-        }
-        for t in &texts {
-            assert_eq!(needs_escape(t), naive(t), "{t:?}");
-        }
     }
 
     #[test]

@@ -56,6 +56,7 @@ pub mod object;
 pub mod primitive;
 pub mod registry;
 pub mod schema;
+pub mod sink;
 pub mod version;
 
 pub use backport::default_make_compatible;
@@ -75,6 +76,7 @@ pub use registry::Registry;
 pub use schema::{
     ArgSchema, FieldSchema, MethodKind, MethodSchema, ObjectSchema, OvoRepr, PrimitiveKeys,
 };
+pub use sink::{JsonSink, Sink, ValueSink};
 pub use version::{Version, VersionError};
 pub use verso_derive::{remotable, ObjectFamily, VersionedEnum, VersionedObject};
 

@@ -19,6 +19,7 @@ use crate::field::{DecodeContext, PrimitiveData};
 use crate::limits::DecodeLimits;
 use crate::manifest::{Target, VersionManifest};
 use crate::object::VersionedObject;
+use crate::sink::{JsonSink, Sink, ValueSink};
 use crate::version::Version;
 use serde_json::{Map, Value};
 
@@ -119,50 +120,43 @@ pub fn is_primitive(value: &Value) -> bool {
         .is_some_and(|m| serial_namespace_of(m).is_some())
 }
 
+/// The `data` of `obj` at its own version, as a map (what a backport edits).
 fn data_of<O: VersionedObject>(obj: &O) -> PrimitiveData {
-    let mut data = Map::new();
-    for (i, f) in O::schema().fields.iter().enumerate() {
-        if let Some(v) = obj.field(i).to_primitive() {
-            data.insert(f.name.to_owned(), v);
-        }
+    let mut out = ValueSink::default();
+    out.begin_map();
+    obj.__encode_fields(&mut out);
+    out.end_map();
+    match out.finish() {
+        Value::Object(data) => data,
+        _ => Map::new(),
     }
-    data
 }
 
+/// The primitive of `obj` labelled `version`, with `data` as its data (after a backport):
+/// the changes are those of `what_changed` left in `data`.
 fn envelope<O: VersionedObject>(obj: &O, version: &Version, data: PrimitiveData) -> Value {
-    let mut changes: Vec<&str> = obj
+    let mut changes: Vec<&'static str> = obj
         .what_changed()
         .into_iter()
         .filter(|f| data.contains_key(*f))
         .collect();
     changes.sort_unstable();
-    let keys = O::PRIMITIVE_KEYS;
-    let mut p = Map::new();
-    p.insert(keys.name.into(), Value::String(O::NAME.into()));
-    p.insert(keys.namespace.into(), Value::String(O::NAMESPACE.into()));
-    p.insert(keys.version.into(), Value::String(version.to_string()));
-    p.insert(keys.data.into(), Value::Object(data));
-    if !changes.is_empty() {
-        p.insert(
-            keys.changes.into(),
-            Value::Array(
-                changes
-                    .into_iter()
-                    .map(|c| Value::String(c.into()))
-                    .collect(),
-            ),
-        );
-    }
-    Value::Object(p)
+    let mut out = ValueSink::default();
+    write_header::<O, _>(&mut out, version);
+    out.value(Value::Object(data));
+    write_changes(&mut out, &O::PRIMITIVE_KEYS, changes.into_iter());
+    out.end_map();
+    out.finish()
 }
 
-/// The primitive at the instance version as JSON text, written directly (same JSON as
-/// `serde_json::to_vec(&encode_own(obj))`, keys in OVO's order).
-pub(crate) fn write_own<O: VersionedObject>(obj: &O, out: &mut Vec<u8>) {
-    write_header::<O>(out, &obj.version());
+/// The primitive at the instance version, to either sink (the encode walk of an object:
+/// its `FieldValue::encode`), keys in OVO's order.
+pub(crate) fn encode_object<O: VersionedObject, S: Sink>(obj: &O, out: &mut S) {
+    write_header::<O, S>(out, &obj.version());
+    out.begin_map();
+    obj.__encode_fields(out);
+    out.end_map();
     let schema = O::schema();
-    obj.__write_fields(out);
-    out.push(b'}');
     // As OVO (and `envelope`): only changed fields that are in `data`, i.e. set
     // (`what_changed` restricted to set fields, without looking names up).
     let changed: std::collections::BTreeSet<&'static str> = schema
@@ -179,50 +173,36 @@ pub(crate) fn write_own<O: VersionedObject>(obj: &O, out: &mut Vec<u8>) {
         .map(|(_, f)| f.name)
         .collect();
     write_changes(out, &O::PRIMITIVE_KEYS, changed.into_iter());
-    out.push(b'}');
+    out.end_map();
 }
 
-// The keys are written raw: the derive only accepts serial namespaces that need no JSON
-// escaping.
-fn write_header<O: VersionedObject>(out: &mut Vec<u8>, version: &Version) {
-    use crate::field::write_str;
-    let keys = &O::PRIMITIVE_KEYS;
-    out.extend_from_slice(b"{\"");
-    out.extend_from_slice(keys.name.as_bytes());
-    out.extend_from_slice(b"\":");
-    write_str(out, O::NAME);
-    out.extend_from_slice(b",\"");
-    out.extend_from_slice(keys.namespace.as_bytes());
-    out.extend_from_slice(b"\":");
-    write_str(out, O::NAMESPACE);
-    out.extend_from_slice(b",\"");
-    out.extend_from_slice(keys.version.as_bytes());
-    out.extend_from_slice(b"\":\"");
-    version.write_text(out);
-    out.extend_from_slice(b"\",\"");
-    out.extend_from_slice(keys.data.as_bytes());
-    out.extend_from_slice(b"\":{");
+/// Opens the primitive and writes its name, namespace and version, up to the key of its
+/// data. The keys are plain: the derive only accepts serial namespaces that need no
+/// JSON escaping.
+#[inline]
+fn write_header<O: VersionedObject, S: Sink>(out: &mut S, version: &Version) {
+    out.primitive_header(&O::PRIMITIVE_KEYS, O::NAME, O::NAMESPACE, version);
 }
 
-fn write_changes(
-    out: &mut Vec<u8>,
+/// The `changes` entry, when there are any.
+fn write_changes<S: Sink>(
+    out: &mut S,
     keys: &PrimitiveKeys,
     changes: impl Iterator<Item = &'static str>,
 ) {
     let mut first = true;
     for c in changes {
+        // After the data, then between the names.
+        out.next();
         if first {
-            out.extend_from_slice(b",\"");
-            out.extend_from_slice(keys.changes.as_bytes());
-            out.extend_from_slice(b"\":[");
-        } else {
-            out.push(b',');
+            out.plain_key(keys.changes);
+            out.begin_list(0);
         }
         first = false;
-        crate::field::write_str(out, c);
+        out.str(c);
     }
     if !first {
-        out.push(b']');
+        out.end_list();
     }
 }
 
@@ -238,7 +218,6 @@ pub(crate) fn write_backported<O: VersionedObject>(
     manifest: Option<&VersionManifest>,
     top: bool,
 ) -> Result<()> {
-    use crate::backport::{lookup, table_for, Rule};
     let schema = O::schema();
     if schema.custom_make_compatible {
         let p = if top {
@@ -248,10 +227,26 @@ pub(crate) fn write_backported<O: VersionedObject>(
             backport_object(obj, &mut p, to, manifest)?;
             p
         };
-        crate::field::write_value(out, &p);
+        crate::sink::write_value(out, &p);
         return Ok(());
     }
-    write_header::<O>(out, to);
+    JsonSink::append(out, |out| {
+        write_backported_text(obj, out, to, manifest, top)
+    })
+}
+
+/// [`write_backported`] of a class without a custom hook.
+fn write_backported_text<O: VersionedObject>(
+    obj: &O,
+    out: &mut JsonSink,
+    to: &Version,
+    manifest: Option<&VersionManifest>,
+    top: bool,
+) -> Result<()> {
+    use crate::backport::{lookup, table_for, Rule};
+    let schema = O::schema();
+    write_header::<O, _>(out, to);
+    out.begin_map();
     let mut written = vec![false; schema.fields.len()];
     let mut first = true;
     for (i, f) in schema.fields.iter().enumerate() {
@@ -273,20 +268,19 @@ pub(crate) fn write_backported<O: VersionedObject>(
             continue;
         }
         if !first {
-            out.push(b',');
+            out.next();
         }
         first = false;
-        crate::field::write_str(out, f.name);
-        out.push(b':');
+        out.key(f.name);
         match child_rule {
             Some(Rule::To(v)) => {
-                slot.write_backport(out, &v, manifest.filter(|m| !m.is_empty()))?
+                out.raw(|text| slot.write_backport(text, &v, manifest.filter(|m| !m.is_empty())))?
             }
-            _ => slot.write_json(out),
+            _ => out.raw(|text| slot.write_json(text)),
         }
         written[i] = true;
     }
-    out.push(b'}');
+    out.end_map();
     let changed = obj.what_changed();
     let kept = |name: &str| -> bool {
         let i = schema.index_of(name);
@@ -303,7 +297,7 @@ pub(crate) fn write_backported<O: VersionedObject>(
         &O::PRIMITIVE_KEYS,
         changed.into_iter().filter(|c| kept(c)),
     );
-    out.push(b'}');
+    out.end_map();
     Ok(())
 }
 
@@ -324,7 +318,9 @@ pub(crate) fn encode_bytes<O: VersionedObject>(
     if !target.same_text(&own) || manifest.is_some_and(|m| !m.is_empty()) {
         write_backported(obj, &mut out, &target, manifest, true)?;
     } else {
-        write_own(obj, &mut out);
+        let mut sink = JsonSink::new(out);
+        encode_object(obj, &mut sink);
+        out = sink.into_bytes();
     }
     Ok(out)
 }
@@ -341,7 +337,9 @@ pub(crate) fn write_backported_child<O: VersionedObject>(
 
 /// The primitive at the instance version, with no backport (infallible).
 pub(crate) fn encode_own<O: VersionedObject>(obj: &O) -> Value {
-    envelope(obj, &obj.version(), data_of(obj))
+    let mut out = ValueSink::default();
+    encode_object(obj, &mut out);
+    out.finish()
 }
 
 /// The version a peer with `manifest` gets `obj` at: the manifest's version of its class

@@ -9,6 +9,7 @@ use crate::indirection::{CallError, MethodOutput, RemoteValue};
 use crate::limits::DecodeLimits;
 use crate::manifest::{Target, VersionManifest};
 use crate::object::VersionedObject;
+pub use crate::sink::Sink;
 use crate::version::Version;
 
 pub use crate::backport::default_make_compatible;
@@ -91,9 +92,9 @@ pub fn read_field<'de, T: FieldValue, A: MapAccess<'de>>(
     crate::field::read_field(field, default, at, map, cx)
 }
 
-/// `FieldValue::write_json` of an object.
-pub fn write_own<O: VersionedObject>(obj: &O, out: &mut Vec<u8>) {
-    crate::primitive::write_own(obj, out)
+/// `FieldValue::encode` of an object.
+pub fn encode_object<O: VersionedObject, S: Sink>(obj: &O, out: &mut S) {
+    crate::primitive::encode_object(obj, out)
 }
 
 /// `FieldValue::write_backport` of an object.
@@ -124,11 +125,6 @@ pub fn has_changes<O: VersionedObject>(obj: &O) -> bool {
 /// `FieldValue::attach_context` of an object.
 pub fn attach_context<O: VersionedObject>(obj: &mut O, ctx: &RequestContext) {
     crate::indirection::attach_context(obj, ctx)
-}
-
-/// A JSON string, escaped as needed.
-pub fn write_str(out: &mut Vec<u8>, s: &str) {
-    crate::field::write_str(out, s)
 }
 
 /// `FieldValue::from_primitive` of a versioned enum.
