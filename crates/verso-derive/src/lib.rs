@@ -315,18 +315,18 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
 
     let Data::Struct(data) = &input.data else {
         return Err(Error::new(
-            input.span(),
+            input.ident.span(),
             "VersionedObject can only be derived for structs",
         ));
     };
     let Fields::Named(named) = &data.fields else {
         return Err(Error::new(
-            input.span(),
+            data.fields.span(),
             "VersionedObject needs named fields",
         ));
     };
     let mut meta_field = None;
-    let mut fields = Vec::new();
+    let mut fields: Vec<FieldInfo> = Vec::new();
     for f in &named.named {
         let Some(fid) = f.ident.clone() else { continue };
         if is_meta(&f.ty) {
@@ -368,11 +368,22 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                 Ok(())
             })?;
         }
+        // Two fields under one wire name would decode into the first and write the key
+        // twice.
+        if let Some(first) = fields.iter().find(|f| f.wire_name == info.wire_name) {
+            return Err(Error::new(
+                info.ident.span(),
+                format!(
+                    "field name \"{}\" is already the name of field `{}` (check `rename`)",
+                    info.wire_name, first.ident
+                ),
+            ));
+        }
         fields.push(info);
     }
     let meta_field = meta_field.ok_or_else(|| {
         Error::new(
-            input.span(),
+            input.ident.span(),
             "a versioned object needs one field of type verso::ObjectMeta",
         )
     })?;
@@ -419,9 +430,9 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
     let write_keys = wire_names.iter().map(|name| {
         if name.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
             let key = syn::LitByteStr::new(format!("\"{name}\":").as_bytes(), Span::call_site());
-            quote!(out.extend_from_slice(#key);)
+            quote!(::verso::__private::Sink::field_key(out, #name, #key);)
         } else {
-            quote!(::verso::__private::write_str(out, #name); out.push(b':');)
+            quote!(::verso::__private::Sink::key(out, #name);)
         }
     });
     let blank_fields = fields.iter().map(|f| {
@@ -473,7 +484,7 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
             .find(|f| f.ident == "objects")
             .ok_or_else(|| {
                 Error::new(
-                    input.span(),
+                    input.ident.span(),
                     "a list object needs a field `objects: Field<Vec<Member>>`",
                 )
             })?;
@@ -567,16 +578,16 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                     _ => panic!("{} has {} fields, not {}", #name, #n, index),
                 }
             }
-            fn __write_fields(&self, out: &mut ::std::vec::Vec<u8>) {
+            fn __encode_fields<S: ::verso::__private::Sink>(&self, out: &mut S) {
                 let mut first = true;
                 #(
                     if let ::core::option::Option::Some(v) = self.#idents.get() {
                         if !first {
-                            out.push(b',');
+                            ::verso::__private::Sink::next(out);
                         }
                         first = false;
                         #write_keys
-                        ::verso::FieldValue::write_json(v, out);
+                        ::verso::FieldValue::encode(v, out);
                     }
                 )*
                 let _ = first;
@@ -591,6 +602,7 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                 &mut self,
                 index: usize,
                 map: &mut A,
+                cx: ::verso::field::DecodeContext<'_>,
             ) -> ::core::result::Result<::verso::Result<()>, A::Error> {
                 let fields = &<Self as ::verso::VersionedObject>::schema().fields;
                 match index {
@@ -599,6 +611,7 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                         fields[#indices].default.as_ref(),
                         (#name, fields[#indices].name),
                         map,
+                        cx,
                     ),)*
                     _ => ::core::result::Result::Ok(::core::result::Result::Err(
                         ::verso::__private::no_field_at(#name, index),
@@ -615,28 +628,30 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
             fn child_schema() -> ::core::option::Option<fn() -> &'static ::verso::ObjectSchema> {
                 ::core::option::Option::Some(<Self as ::verso::VersionedObject>::schema)
             }
-            fn to_primitive(&self) -> ::verso::__private::Value {
-                ::verso::__private::encode_own(self)
+            fn encode<S: ::verso::__private::Sink>(&self, out: &mut S) {
+                ::verso::__private::encode_object(self, out)
             }
-            fn from_primitive(value: &::verso::__private::Value) -> ::core::result::Result<Self, ::verso::FieldError> {
-                ::verso::__private::decode_contained::<Self>(value)
+            fn from_primitive_in(
+                value: &::verso::__private::Value,
+                cx: ::verso::field::DecodeContext<'_>,
+            ) -> ::core::result::Result<Self, ::verso::FieldError> {
+                ::verso::__private::decode_contained::<Self>(value, cx)
             }
             fn from_json_map<'de, A: ::verso::__private::MapAccess<'de>>(
                 map: A,
+                cx: ::verso::field::DecodeContext<'_>,
             ) -> ::core::result::Result<::core::result::Result<Self, ::verso::FieldError>, A::Error> {
-                ::verso::__private::decode_map::<Self, A>(map)
+                ::verso::__private::decode_map::<Self, A>(map, cx)
             }
             fn __push_json_map<'de, A: ::verso::__private::MapAccess<'de>>(
                 into: &mut ::std::vec::Vec<Self>,
                 map: A,
+                cx: ::verso::field::DecodeContext<'_>,
             ) -> ::core::result::Result<::core::result::Result<(), ::verso::FieldError>, A::Error> {
-                ::verso::__private::push_decoded_map::<Self, A>(into, map)
+                ::verso::__private::push_decoded_map::<Self, A>(into, map, cx)
             }
             fn describe(&self) -> ::verso::__private::Value {
                 ::verso::VersionedObject::describe(self)
-            }
-            fn write_json(&self, out: &mut ::std::vec::Vec<u8>) {
-                ::verso::__private::write_own(self, out)
             }
             fn write_backport(
                 &self,
@@ -670,7 +685,7 @@ fn expand_object(input: &DeriveInput) -> syn::Result<TokenStream2> {
                 ::verso::__private::encode_own(self)
             }
             fn from_remote(value: &::verso::__private::Value) -> ::core::result::Result<Self, ::verso::FieldError> {
-                ::verso::__private::decode_contained::<Self>(value)
+                ::verso::__private::decode_contained::<Self>(value, ::verso::field::DecodeContext::NONE)
             }
             fn attach_context(&mut self, ctx: &::verso::RequestContext) {
                 ::verso::__private::attach_context(self, ctx)
@@ -691,7 +706,7 @@ fn expand_enum(input: &DeriveInput) -> syn::Result<TokenStream2> {
     let ident = &input.ident;
     let Data::Enum(data) = &input.data else {
         return Err(Error::new(
-            input.span(),
+            input.ident.span(),
             "VersionedEnum can only be derived for enums",
         ));
     };
@@ -712,6 +727,19 @@ fn expand_enum(input: &DeriveInput) -> syn::Result<TokenStream2> {
                 }
             })?;
         }
+        if let Some(i) = values
+            .iter()
+            .position(|w: &LitStr| w.value() == value.value())
+        {
+            return Err(Error::new(
+                value.span(),
+                format!(
+                    "value \"{}\" is already the value of variant `{}`",
+                    value.value(),
+                    variants[i]
+                ),
+            ));
+        }
         variants.push(&v.ident);
         values.push(value);
     }
@@ -729,13 +757,13 @@ fn expand_enum(input: &DeriveInput) -> syn::Result<TokenStream2> {
             fn field_type() -> ::verso::FieldType {
                 ::verso::FieldType::Enum(<Self as ::verso::VersionedEnum>::VALUES)
             }
-            fn to_primitive(&self) -> ::verso::__private::Value {
-                ::verso::__private::Value::String(::verso::VersionedEnum::as_str(self).into())
+            fn encode<S: ::verso::__private::Sink>(&self, out: &mut S) {
+                ::verso::__private::Sink::str(out, ::verso::VersionedEnum::as_str(self))
             }
-            fn write_json(&self, out: &mut ::std::vec::Vec<u8>) {
-                ::verso::__private::write_str(out, ::verso::VersionedEnum::as_str(self))
-            }
-            fn from_primitive(value: &::verso::__private::Value) -> ::core::result::Result<Self, ::verso::FieldError> {
+            fn from_primitive_in(
+                value: &::verso::__private::Value,
+                _: ::verso::field::DecodeContext<'_>,
+            ) -> ::core::result::Result<Self, ::verso::FieldError> {
                 ::verso::__private::enum_from_primitive(value)
             }
             fn from_json_str(s: &str) -> ::core::result::Result<Self, ::verso::FieldError> {

@@ -93,7 +93,7 @@ pub(crate) fn expand_rpc_method(input: &DeriveInput) -> syn::Result<TokenStream2
             ))
         }
     };
-    let mut args = Vec::new();
+    let mut args: Vec<Arg> = Vec::new();
     for f in fields {
         let Some(field_ident) = f.ident.clone() else {
             continue;
@@ -125,6 +125,15 @@ pub(crate) fn expand_rpc_method(input: &DeriveInput) -> syn::Result<TokenStream2
                 }
                 Ok(())
             })?;
+        }
+        if let Some(first) = args.iter().find(|a| a.name == arg.name) {
+            return Err(Error::new_spanned(
+                &arg.ident,
+                format!(
+                    "argument name \"{}\" is already the name of field `{}` (check `rename`)",
+                    arg.name, first.ident
+                ),
+            ));
         }
         args.push(arg);
     }

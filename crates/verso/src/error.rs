@@ -89,6 +89,16 @@ pub enum Error {
     /// list too long); none of it was decoded.
     #[error("primitive refused: {0}")]
     Limit(#[from] LimitError),
+    /// A field that must be set was read unset ([`Field::require`](crate::Field::require)).
+    /// OVO raises `NotImplementedError` ("Cannot load 'field' in the base class") when
+    /// code reads an unset field it cannot lazy-load.
+    #[error("{object}.{field} is unset")]
+    UnsetField {
+        /// Object name.
+        object: &'static str,
+        /// Field name.
+        field: &'static str,
+    },
     /// A typed decode found another class than the one expected.
     #[error("an object of type {expected} is required, not a {found}")]
     WrongObjectType {
@@ -116,6 +126,7 @@ impl Error {
             | Error::Limit(_) => "ValueError",
             Error::UnknownField { .. } => "AttributeError",
             Error::NoRelationshipRule { .. } | Error::NoDefault { .. } => "ObjectActionError",
+            Error::UnsetField { .. } => "NotImplementedError",
         }
     }
 }

@@ -14,6 +14,7 @@ use crate::datetime::DateTime;
 use crate::error::Error;
 use crate::manifest::VersionManifest;
 pub use crate::schema::FieldType;
+use crate::sink::{JsonSink, Sink, ValueSink};
 use crate::version::Version;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -66,6 +67,61 @@ impl From<Error> for FieldError {
 /// Results of field conversions.
 pub type Result<T, E = FieldError> = std::result::Result<T, E>;
 
+/// `(namespace, name)` to the class schema: the classes of a [`Registry`](crate::Registry),
+/// which a decode it runs resolves contained objects of other classes against.
+pub(crate) type KnownClasses =
+    BTreeMap<(&'static str, &'static str), fn() -> &'static crate::schema::ObjectSchema>;
+
+/// What a decode knows besides the primitive, passed down every decode call as serde
+/// passes a seed: the classes of the [`Registry`](crate::Registry) running it, if one
+/// does. OVO looks a contained object of another class up in its registry before it
+/// compares the class with the field's; with a registry's context such an object is
+/// `UnsupportedObject` or `IncompatibleObjectVersion`, without one only of the wrong
+/// type. [`DecodeContext::NONE`] is the context of a decode no registry runs
+/// ([`FieldValue::from_primitive`], `VersionedObject::from_primitive*`).
+#[derive(Clone, Copy, Default)]
+pub struct DecodeContext<'a> {
+    classes: Option<&'a KnownClasses>,
+}
+
+impl DecodeContext<'static> {
+    /// A decode that no registry runs.
+    pub const NONE: DecodeContext<'static> = DecodeContext { classes: None };
+}
+
+impl<'a> DecodeContext<'a> {
+    /// A decode run by a registry with these classes.
+    pub(crate) fn with_classes(classes: &'a KnownClasses) -> Self {
+        DecodeContext {
+            classes: Some(classes),
+        }
+    }
+
+    /// The class `(namespace, name)` among the decoding registry's classes, and whether
+    /// that registry has any class of `namespace`.
+    pub(crate) fn class(
+        self,
+        namespace: &str,
+        name: &str,
+    ) -> (Option<fn() -> &'static crate::schema::ObjectSchema>, bool) {
+        match self.classes {
+            Some(k) => (
+                k.get(&(namespace, name)).copied(),
+                k.keys().any(|(ns, _)| *ns == namespace),
+            ),
+            None => (None, false),
+        }
+    }
+}
+
+impl fmt::Debug for DecodeContext<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DecodeContext")
+            .field("classes", &self.classes.map(BTreeMap::len))
+            .finish()
+    }
+}
+
 /// A Rust type that can be the value of an object field.
 ///
 /// Scalars convert to and from their OVO primitive; objects and lists of objects also
@@ -81,17 +137,36 @@ pub trait FieldValue: Clone + fmt::Debug + PartialEq + Send + Sync + 'static {
     fn child_schema() -> Option<fn() -> &'static crate::schema::ObjectSchema> {
         None
     }
+    /// Writes the primitive (JSON) form, as OVO's `field.to_primitive`, to `out`: the one
+    /// encode walk, whose two sinks make a `Value` ([`to_primitive`](Self::to_primitive))
+    /// or JSON text ([`write_json`](Self::write_json)).
+    fn encode<S: Sink>(&self, out: &mut S);
     /// The primitive (JSON) form, as OVO's `field.to_primitive`.
-    fn to_primitive(&self) -> Value;
-    /// Reads the primitive form; `Err(reason)` when the field rejects it. `null` only
-    /// reaches this for nullable fields.
-    fn from_primitive(value: &Value) -> Result<Self>;
-    /// Reads the primitive form from an owned value (saves a copy for strings).
+    fn to_primitive(&self) -> Value {
+        let mut out = ValueSink::default();
+        self.encode(&mut out);
+        out.finish()
+    }
+    /// Reads the primitive form in a decode with context `cx` (which contained objects
+    /// pass on to theirs); `Err(reason)` when the field rejects it. `null` only reaches
+    /// this for nullable fields.
+    fn from_primitive_in(value: &Value, cx: DecodeContext<'_>) -> Result<Self>;
+    /// [`from_primitive_in`](Self::from_primitive_in) from an owned value (saves a copy
+    /// for strings).
+    fn from_primitive_owned_in(value: Value, cx: DecodeContext<'_>) -> Result<Self> {
+        Self::from_primitive_in(&value, cx)
+    }
+    /// Reads the primitive form in a decode no registry runs ([`DecodeContext::NONE`]).
+    fn from_primitive(value: &Value) -> Result<Self> {
+        Self::from_primitive_in(value, DecodeContext::NONE)
+    }
+    /// [`from_primitive`](Self::from_primitive) from an owned value.
     fn from_primitive_owned(value: Value) -> Result<Self> {
-        Self::from_primitive(&value)
+        Self::from_primitive_owned_in(value, DecodeContext::NONE)
     }
     /// Reads a primitive that is a JSON string, without building a `Value` (the fast path
     /// of [`VersionedObject::from_primitive_slice`](crate::VersionedObject::from_primitive_slice)).
+    /// A string or an integer never holds an object, so these two need no context.
     fn from_json_str(s: &str) -> Result<Self> {
         Self::from_primitive_owned(Value::String(s.to_owned()))
     }
@@ -104,22 +179,24 @@ pub trait FieldValue: Clone + fmt::Debug + PartialEq + Send + Sync + 'static {
     /// is read into a `Value` first.
     fn from_json_seq<'de, A: serde::de::SeqAccess<'de>>(
         seq: A,
+        cx: DecodeContext<'_>,
     ) -> std::result::Result<Result<Self>, A::Error> {
         let v = <Value as serde::Deserialize>::deserialize(
             serde::de::value::SeqAccessDeserializer::new(seq),
         )?;
-        Ok(Self::from_primitive_owned(v))
+        Ok(Self::from_primitive_owned_in(v, cx))
     }
     /// Reads a primitive that is a JSON object straight from the parser (the byte path);
     /// objects decode their primitive without building a `Value`. By default the object
     /// is read into a `Value` first.
     fn from_json_map<'de, A: serde::de::MapAccess<'de>>(
         map: A,
+        cx: DecodeContext<'_>,
     ) -> std::result::Result<Result<Self>, A::Error> {
         let v = <Value as serde::Deserialize>::deserialize(
             serde::de::value::MapAccessDeserializer::new(map),
         )?;
-        Ok(Self::from_primitive_owned(v))
+        Ok(Self::from_primitive_owned_in(v, cx))
     }
     /// Reads a list member that is a JSON object straight from the parser and appends it
     /// to `into` (the byte path of a `Vec` of this type); objects are decoded in place,
@@ -129,13 +206,15 @@ pub trait FieldValue: Clone + fmt::Debug + PartialEq + Send + Sync + 'static {
     fn __push_json_map<'de, A: serde::de::MapAccess<'de>>(
         into: &mut Vec<Self>,
         map: A,
+        cx: DecodeContext<'_>,
     ) -> std::result::Result<Result<()>, A::Error> {
-        Ok(Self::from_json_map(map)?.map(|v| into.push(v)))
+        Ok(Self::from_json_map(map, cx)?.map(|v| into.push(v)))
     }
     /// Appends the primitive as JSON text to `out`, without building a `Value` first
     /// (the fast path of [`VersionedObject::to_primitive_bytes`](crate::VersionedObject::to_primitive_bytes)).
+    #[inline]
     fn write_json(&self, out: &mut Vec<u8>) {
-        write_value(out, &self.to_primitive());
+        JsonSink::append(out, |sink| self.encode(sink));
     }
     /// Appends the contained object(s) backported to `to` as JSON text (what
     /// [`backport`](Self::backport) does to a primitive, written directly).
@@ -188,17 +267,15 @@ impl FieldValue for String {
     fn field_type() -> FieldType {
         FieldType::String
     }
-    fn to_primitive(&self) -> Value {
-        Value::String(self.clone())
+    #[inline]
+    fn encode<S: Sink>(&self, out: &mut S) {
+        out.str(self);
     }
     /// Like OVO's `String.coerce`, numbers and booleans are turned into their text.
-    fn write_json(&self, out: &mut Vec<u8>) {
-        write_str(out, self);
-    }
-    fn from_primitive_owned(value: Value) -> Result<Self> {
+    fn from_primitive_owned_in(value: Value, cx: DecodeContext<'_>) -> Result<Self> {
         match value {
             Value::String(s) => Ok(s),
-            other => Self::from_primitive(&other),
+            other => Self::from_primitive_in(&other, cx),
         }
     }
     fn from_json_str(s: &str) -> Result<Self> {
@@ -207,7 +284,7 @@ impl FieldValue for String {
     fn from_json_i64(v: i64) -> Result<Self> {
         Ok(v.to_string())
     }
-    fn from_primitive(value: &Value) -> Result<Self> {
+    fn from_primitive_in(value: &Value, _: DecodeContext<'_>) -> Result<Self> {
         match value {
             Value::String(s) => Ok(s.clone()),
             Value::Number(n) => match n.as_f64() {
@@ -283,17 +360,15 @@ impl FieldValue for i64 {
     fn field_type() -> FieldType {
         FieldType::Integer
     }
-    fn to_primitive(&self) -> Value {
-        Value::from(*self)
+    #[inline]
+    fn encode<S: Sink>(&self, out: &mut S) {
+        out.i64(*self);
     }
     /// Like OVO's `Integer.coerce` (`int(value)`): integral strings are accepted.
-    fn write_json(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(itoa_i64(*self, &mut [0u8; 20]));
-    }
     fn from_json_i64(v: i64) -> Result<Self> {
         Ok(v)
     }
-    fn from_primitive(value: &Value) -> Result<Self> {
+    fn from_primitive_in(value: &Value, _: DecodeContext<'_>) -> Result<Self> {
         match value {
             Value::Number(n) => n
                 .as_i64()
@@ -316,11 +391,13 @@ impl FieldValue for f64 {
     fn field_type() -> FieldType {
         FieldType::Float
     }
-    fn to_primitive(&self) -> Value {
-        // JSON has no NaN or infinity; OVO would write them as bare words no parser reads.
-        serde_json::Number::from_f64(*self).map_or(Value::Null, Value::Number)
+    #[inline]
+    fn encode<S: Sink>(&self, out: &mut S) {
+        // JSON has no NaN or infinity; OVO would write them as bare words no parser
+        // reads: the sink writes null.
+        out.f64(*self);
     }
-    fn from_primitive(value: &Value) -> Result<Self> {
+    fn from_primitive_in(value: &Value, _: DecodeContext<'_>) -> Result<Self> {
         match value {
             Value::Number(n) => n.as_f64().ok_or_else(|| type_error("float", value)),
             Value::String(s) => match s.trim().parse::<f64>() {
@@ -341,13 +418,11 @@ impl FieldValue for bool {
     fn field_type() -> FieldType {
         FieldType::Boolean
     }
-    fn to_primitive(&self) -> Value {
-        Value::Bool(*self)
+    #[inline]
+    fn encode<S: Sink>(&self, out: &mut S) {
+        out.bool(*self);
     }
-    fn write_json(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(if *self { b"true" } else { b"false" });
-    }
-    fn from_primitive(value: &Value) -> Result<Self> {
+    fn from_primitive_in(value: &Value, _: DecodeContext<'_>) -> Result<Self> {
         value.as_bool().ok_or_else(|| type_error("boolean", value))
     }
 }
@@ -356,19 +431,17 @@ impl FieldValue for Uuid {
     fn field_type() -> FieldType {
         FieldType::Uuid
     }
-    fn to_primitive(&self) -> Value {
-        Value::String(self.hyphenated().to_string())
-    }
-    fn write_json(&self, out: &mut Vec<u8>) {
-        let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
-        out.push(b'"');
-        out.extend_from_slice(self.hyphenated().encode_lower(&mut buf).as_bytes());
-        out.push(b'"');
+    #[inline]
+    fn encode<S: Sink>(&self, out: &mut S) {
+        out.plain_str(|text| {
+            let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
+            text.extend_from_slice(self.hyphenated().encode_lower(&mut buf).as_bytes());
+        });
     }
     fn from_json_str(s: &str) -> Result<Self> {
         uuid_from_canonical(s)
     }
-    fn from_primitive(value: &Value) -> Result<Self> {
+    fn from_primitive_in(value: &Value, _: DecodeContext<'_>) -> Result<Self> {
         let s = value
             .as_str()
             .ok_or_else(|| type_error("UUID string", value))?;
@@ -402,19 +475,15 @@ impl FieldValue for DateTime {
     fn field_type() -> FieldType {
         FieldType::DateTime
     }
-    fn to_primitive(&self) -> Value {
-        Value::String(self.to_ovo_string())
-    }
-    fn write_json(&self, out: &mut Vec<u8>) {
-        out.push(b'"');
-        self.write_ovo(out);
-        out.push(b'"');
+    #[inline]
+    fn encode<S: Sink>(&self, out: &mut S) {
+        out.plain_str(|text| self.write_ovo(text));
     }
     fn from_json_str(s: &str) -> Result<Self> {
         s.parse()
             .map_err(|e: crate::datetime::DateTimeError| invalid(e.to_string()))
     }
-    fn from_primitive(value: &Value) -> Result<Self> {
+    fn from_primitive_in(value: &Value, _: DecodeContext<'_>) -> Result<Self> {
         let s = value
             .as_str()
             .ok_or_else(|| type_error("datetime string", value))?;
@@ -436,19 +505,17 @@ impl<T: FieldValue> FieldValue for Option<T> {
     fn child_schema() -> Option<fn() -> &'static crate::schema::ObjectSchema> {
         T::child_schema()
     }
-    fn to_primitive(&self) -> Value {
-        self.as_ref().map_or(Value::Null, T::to_primitive)
-    }
-    fn write_json(&self, out: &mut Vec<u8>) {
+    #[inline]
+    fn encode<S: Sink>(&self, out: &mut S) {
         match self {
-            Some(v) => v.write_json(out),
-            None => out.extend_from_slice(b"null"),
+            Some(v) => v.encode(out),
+            None => out.null(),
         }
     }
-    fn from_primitive_owned(value: Value) -> Result<Self> {
+    fn from_primitive_owned_in(value: Value, cx: DecodeContext<'_>) -> Result<Self> {
         match value {
             Value::Null => Ok(None),
-            v => T::from_primitive_owned(v).map(Some),
+            v => T::from_primitive_owned_in(v, cx).map(Some),
         }
     }
     fn from_json_str(s: &str) -> Result<Self> {
@@ -459,13 +526,15 @@ impl<T: FieldValue> FieldValue for Option<T> {
     }
     fn from_json_seq<'de, A: serde::de::SeqAccess<'de>>(
         seq: A,
+        cx: DecodeContext<'_>,
     ) -> std::result::Result<Result<Self>, A::Error> {
-        Ok(T::from_json_seq(seq)?.map(Some))
+        Ok(T::from_json_seq(seq, cx)?.map(Some))
     }
     fn from_json_map<'de, A: serde::de::MapAccess<'de>>(
         map: A,
+        cx: DecodeContext<'_>,
     ) -> std::result::Result<Result<Self>, A::Error> {
-        Ok(T::from_json_map(map)?.map(Some))
+        Ok(T::from_json_map(map, cx)?.map(Some))
     }
     fn write_backport(
         &self,
@@ -481,10 +550,10 @@ impl<T: FieldValue> FieldValue for Option<T> {
             }
         }
     }
-    fn from_primitive(value: &Value) -> Result<Self> {
+    fn from_primitive_in(value: &Value, cx: DecodeContext<'_>) -> Result<Self> {
         match value {
             Value::Null => Ok(None),
-            v => T::from_primitive(v).map(Some),
+            v => T::from_primitive_in(v, cx).map(Some),
         }
     }
     fn describe(&self) -> Value {
@@ -526,18 +595,16 @@ impl<T: FieldValue> FieldValue for Vec<T> {
     fn child_schema() -> Option<fn() -> &'static crate::schema::ObjectSchema> {
         T::child_schema()
     }
-    fn to_primitive(&self) -> Value {
-        Value::Array(self.iter().map(T::to_primitive).collect())
-    }
-    fn write_json(&self, out: &mut Vec<u8>) {
-        out.push(b'[');
+    #[inline]
+    fn encode<S: Sink>(&self, out: &mut S) {
+        out.begin_list(self.len());
         for (i, v) in self.iter().enumerate() {
             if i > 0 {
-                out.push(b',');
+                out.next();
             }
-            v.write_json(out);
+            v.encode(out);
         }
-        out.push(b']');
+        out.end_list();
     }
     fn write_backport(
         &self,
@@ -555,12 +622,13 @@ impl<T: FieldValue> FieldValue for Vec<T> {
         out.push(b']');
         Ok(())
     }
-    fn from_primitive(value: &Value) -> Result<Self> {
+    fn from_primitive_in(value: &Value, cx: DecodeContext<'_>) -> Result<Self> {
         let items = value.as_array().ok_or_else(|| type_error("list", value))?;
-        items.iter().map(T::from_primitive).collect()
+        items.iter().map(|v| T::from_primitive_in(v, cx)).collect()
     }
     fn from_json_seq<'de, A: serde::de::SeqAccess<'de>>(
         mut seq: A,
+        cx: DecodeContext<'_>,
     ) -> std::result::Result<Result<Self>, A::Error> {
         // As `from_primitive`: the first member's error is the list's; the rest of the
         // list is still read (the parser must get past it).
@@ -574,10 +642,10 @@ impl<T: FieldValue> FieldValue for Vec<T> {
         // system map and fault in fresh pages for) about twice its final size.
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(BLOCK));
         let mut blocks: Vec<Vec<T>> = Vec::new();
-        while let Some(item) = seq.next_element_seed(MemberSeed(&mut items))? {
+        while let Some(item) = seq.next_element_seed(MemberSeed(&mut items, cx))? {
             if let Err(e) = item {
                 drop((items, blocks));
-                while seq.next_element_seed(JsonSeed::<T>::member())?.is_some() {}
+                while seq.next_element_seed(JsonSeed::<T>::member(cx))?.is_some() {}
                 return Ok(Err(e));
             }
             if items.len() == BLOCK {
@@ -626,29 +694,22 @@ impl<V: FieldValue> FieldValue for BTreeMap<String, V> {
     fn field_type() -> FieldType {
         FieldType::Dict(Box::new(V::field_type()))
     }
-    fn to_primitive(&self) -> Value {
-        Value::Object(
-            self.iter()
-                .map(|(k, v)| (k.clone(), v.to_primitive()))
-                .collect(),
-        )
-    }
-    fn write_json(&self, out: &mut Vec<u8>) {
-        out.push(b'{');
+    #[inline]
+    fn encode<S: Sink>(&self, out: &mut S) {
+        out.begin_map();
         for (i, (k, v)) in self.iter().enumerate() {
             if i > 0 {
-                out.push(b',');
+                out.next();
             }
-            write_str(out, k);
-            out.push(b':');
-            v.write_json(out);
+            out.key(k);
+            v.encode(out);
         }
-        out.push(b'}');
+        out.end_map();
     }
-    fn from_primitive(value: &Value) -> Result<Self> {
+    fn from_primitive_in(value: &Value, cx: DecodeContext<'_>) -> Result<Self> {
         let map = value.as_object().ok_or_else(|| type_error("dict", value))?;
         map.iter()
-            .map(|(k, v)| Ok((k.clone(), V::from_primitive(v)?)))
+            .map(|(k, v)| Ok((k.clone(), V::from_primitive_in(v, cx)?)))
             .collect()
     }
     fn describe(&self) -> Value {
@@ -664,50 +725,6 @@ impl<V: FieldValue> FieldValue for BTreeMap<String, V> {
 /// `__private`.
 pub(crate) fn enum_from_str<E: VersionedEnum>(s: &str) -> Result<E> {
     E::from_str(s).ok_or_else(|| invalid(format!("Field value {s} is invalid")))
-}
-
-/// Appends a JSON value (writing to a `Vec` cannot fail).
-pub(crate) fn write_value(out: &mut Vec<u8>, v: &Value) {
-    let _ = serde_json::to_writer(out, v);
-}
-
-/// Appends a JSON string, escaped (copied as is when nothing needs escaping, the
-/// common case for names, UUIDs and enum values).
-pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
-    if !needs_escape(s.as_bytes()) {
-        out.reserve(s.len() + 2);
-        out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
-        out.push(b'"');
-    } else {
-        let _ = serde_json::to_writer(out, s);
-    }
-}
-
-/// Whether JSON string text needs escaping (a control character, `"` or `\\`), looked
-/// for eight bytes at a time: every name and string value of every encode passes here.
-fn needs_escape(text: &[u8]) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    // A byte below `n` (n <= 128) somewhere in `v`.
-    let below = |v: u64, n: u8| v.wrapping_sub(ONES * u64::from(n)) & !v & HIGH != 0;
-    let zero = |v: u64| below(v, 1);
-    let mut chunks = text.chunks_exact(8);
-    for chunk in &mut chunks {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        let v = u64::from_le_bytes(word);
-        if below(v, 0x20)
-            || zero(v ^ (ONES * u64::from(b'"')))
-            || zero(v ^ (ONES * u64::from(b'\\')))
-        {
-            return true;
-        }
-    }
-    chunks
-        .remainder()
-        .iter()
-        .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
 }
 
 /// A field enum: a Rust enum whose variants are an OVO `Enum` field's valid values.
@@ -768,6 +785,29 @@ impl<T> Field<T> {
     /// The value, or `None` while the field is unset.
     pub fn get(&self) -> Option<&T> {
         self.value.as_ref()
+    }
+
+    /// The value, or [`Error::UnsetField`] naming field `field` of `object` while the
+    /// field is unset: for code that must refuse an object lacking a field rather
+    /// than read a default in its place (OVO raises when an unset field is read).
+    ///
+    /// ```
+    /// use verso::{Error, Field};
+    /// let vendor: Field<String> = Field::unset();
+    /// assert_eq!(
+    ///     vendor.require("Device", "vendor"),
+    ///     Err(Error::UnsetField { object: "Device", field: "vendor" })
+    /// );
+    /// assert_eq!(Field::new(7).require("Device", "id"), Ok(&7));
+    /// ```
+    pub fn require(
+        &self,
+        object: &'static str,
+        field: &'static str,
+    ) -> std::result::Result<&T, Error> {
+        self.value
+            .as_ref()
+            .ok_or(Error::UnsetField { object, field })
     }
 
     /// Mutable access to the value; marks the field changed (even if nothing is written).
@@ -864,11 +904,22 @@ pub trait DynField {
         to: &Version,
         manifest: Option<&VersionManifest>,
     ) -> crate::error::Result<()>;
-    /// Assigns from a primitive (marks changed). `default` is the field's default in
-    /// primitive form, which a `null` takes on a non-nullable field (OVO's coerce).
-    fn set_from_primitive(&mut self, value: &Value, default: Option<&Value>) -> Result<()>;
+    /// Assigns from a primitive (marks changed) in a decode with context `cx`.
+    /// `default` is the field's default in primitive form, which a `null` takes on a
+    /// non-nullable field (OVO's coerce).
+    fn set_from_primitive(
+        &mut self,
+        value: &Value,
+        default: Option<&Value>,
+        cx: DecodeContext<'_>,
+    ) -> Result<()>;
     /// [`set_from_primitive`](Self::set_from_primitive) from an owned value.
-    fn set_from_owned(&mut self, value: Value, default: Option<&Value>) -> Result<()>;
+    fn set_from_owned(
+        &mut self,
+        value: Value,
+        default: Option<&Value>,
+        cx: DecodeContext<'_>,
+    ) -> Result<()>;
     /// Assigns from a primitive that is a JSON string.
     fn set_from_str(&mut self, value: &str) -> Result<()>;
     /// Whether a contained object reports changes.
@@ -920,17 +971,27 @@ impl<T: FieldValue> DynField for Field<T> {
             None => Ok(()),
         }
     }
-    fn set_from_primitive(&mut self, value: &Value, default: Option<&Value>) -> Result<()> {
-        self.set_from_owned(value.clone(), default)
+    fn set_from_primitive(
+        &mut self,
+        value: &Value,
+        default: Option<&Value>,
+        cx: DecodeContext<'_>,
+    ) -> Result<()> {
+        self.set_from_owned(value.clone(), default, cx)
     }
-    fn set_from_owned(&mut self, value: Value, default: Option<&Value>) -> Result<()> {
+    fn set_from_owned(
+        &mut self,
+        value: Value,
+        default: Option<&Value>,
+        cx: DecodeContext<'_>,
+    ) -> Result<()> {
         let v = if value.is_null() && !T::nullable() {
             match default {
-                Some(d) => T::from_primitive(d)?,
+                Some(d) => T::from_primitive_in(d, cx)?,
                 None => return Err(FieldError::CannotBeNone),
             }
         } else {
-            T::from_primitive_owned(value)?
+            T::from_primitive_owned_in(value, cx)?
         };
         self.set(v);
         Ok(())
@@ -968,25 +1029,6 @@ impl<T: FieldValue> DynField for Field<T> {
     }
 }
 
-/// Writes `v` in decimal into `buf`, returning the digits (no allocation, no `fmt`).
-pub(crate) fn itoa_i64(v: i64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut n = v.unsigned_abs();
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    if v < 0 {
-        i -= 1;
-        buf[i] = b'-';
-    }
-    &buf[i..]
-}
-
 /// Reads one JSON value of type `T` straight from the parser (the byte path), with the
 /// same results as `T::from_primitive` of the same JSON. The outer error is the
 /// parser's; the inner one is the value's, which the decoder reports in OVO's order.
@@ -994,22 +1036,25 @@ pub(crate) struct JsonSeed<'a, T> {
     /// `Some(default)` for a field's value, where `null` on a non-nullable field takes
     /// the default or fails; `None` for a list member.
     field: Option<Option<&'a Value>>,
+    cx: DecodeContext<'a>,
     ty: std::marker::PhantomData<fn() -> T>,
 }
 
 impl<'a, T: FieldValue> JsonSeed<'a, T> {
     /// For a list member.
-    pub fn member() -> Self {
+    pub fn member(cx: DecodeContext<'a>) -> Self {
         JsonSeed {
             field: None,
+            cx,
             ty: std::marker::PhantomData,
         }
     }
 
     /// For the value of a field whose default (in primitive form) is `default`.
-    pub fn field(default: Option<&'a Value>) -> Self {
+    pub fn field(default: Option<&'a Value>, cx: DecodeContext<'a>) -> Self {
         JsonSeed {
             field: Some(default),
+            cx,
             ty: std::marker::PhantomData,
         }
     }
@@ -1034,7 +1079,7 @@ impl<'de, T: FieldValue> serde::de::Visitor<'de> for JsonSeed<'_, T> {
         Ok(T::from_json_str(v))
     }
     fn visit_bool<E>(self, v: bool) -> std::result::Result<Result<T>, E> {
-        Ok(T::from_primitive_owned(Value::Bool(v)))
+        Ok(T::from_primitive_owned_in(Value::Bool(v), self.cx))
     }
     fn visit_i64<E>(self, v: i64) -> std::result::Result<Result<T>, E> {
         Ok(T::from_json_i64(v))
@@ -1042,19 +1087,19 @@ impl<'de, T: FieldValue> serde::de::Visitor<'de> for JsonSeed<'_, T> {
     fn visit_u64<E>(self, v: u64) -> std::result::Result<Result<T>, E> {
         Ok(match i64::try_from(v) {
             Ok(v) => T::from_json_i64(v),
-            Err(_) => T::from_primitive_owned(Value::from(v)),
+            Err(_) => T::from_primitive_owned_in(Value::from(v), self.cx),
         })
     }
     fn visit_f64<E>(self, v: f64) -> std::result::Result<Result<T>, E> {
-        Ok(T::from_primitive_owned(Value::from(v)))
+        Ok(T::from_primitive_owned_in(Value::from(v), self.cx))
     }
     fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<Result<T>, E> {
         Ok(match self.field {
             Some(default) if !T::nullable() => match default {
-                Some(d) => T::from_primitive(d),
+                Some(d) => T::from_primitive_in(d, self.cx),
                 None => Err(FieldError::CannotBeNone),
             },
-            _ => T::from_primitive_owned(Value::Null),
+            _ => T::from_primitive_owned_in(Value::Null, self.cx),
         })
     }
     fn visit_none<E: serde::de::Error>(self) -> std::result::Result<Result<T>, E> {
@@ -1064,13 +1109,13 @@ impl<'de, T: FieldValue> serde::de::Visitor<'de> for JsonSeed<'_, T> {
         self,
         seq: A,
     ) -> std::result::Result<Result<T>, A::Error> {
-        T::from_json_seq(seq)
+        T::from_json_seq(seq, self.cx)
     }
     fn visit_map<A: serde::de::MapAccess<'de>>(
         self,
         map: A,
     ) -> std::result::Result<Result<T>, A::Error> {
-        T::from_json_map(map)
+        T::from_json_map(map, self.cx)
     }
 }
 
@@ -1081,15 +1126,15 @@ const BLOCK: usize = 256;
 /// Reads one list member straight from the parser and appends it to the list, as
 /// [`JsonSeed::member`] reads it; a JSON object goes to
 /// [`FieldValue::__push_json_map`], which decodes an object member in place.
-struct MemberSeed<'a, T>(&'a mut Vec<T>);
+struct MemberSeed<'a, 'c, T>(&'a mut Vec<T>, DecodeContext<'c>);
 
-impl<T> MemberSeed<'_, T> {
+impl<T> MemberSeed<'_, '_, T> {
     fn push<E>(self, value: Result<T>) -> std::result::Result<Result<()>, E> {
         Ok(value.map(|v| self.0.push(v)))
     }
 }
 
-impl<'de, T: FieldValue> serde::de::DeserializeSeed<'de> for MemberSeed<'_, T> {
+impl<'de, T: FieldValue> serde::de::DeserializeSeed<'de> for MemberSeed<'_, '_, T> {
     type Value = Result<()>;
     fn deserialize<D: serde::Deserializer<'de>>(
         self,
@@ -1099,33 +1144,33 @@ impl<'de, T: FieldValue> serde::de::DeserializeSeed<'de> for MemberSeed<'_, T> {
     }
 }
 
-impl<'de, T: FieldValue> serde::de::Visitor<'de> for MemberSeed<'_, T> {
+impl<'de, T: FieldValue> serde::de::Visitor<'de> for MemberSeed<'_, '_, T> {
     type Value = Result<()>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a list member")
     }
     fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<Result<()>, E> {
-        let value = serde::de::Visitor::<'de>::visit_str(JsonSeed::<T>::member(), v)?;
+        let value = serde::de::Visitor::<'de>::visit_str(JsonSeed::<T>::member(self.1), v)?;
         self.push(value)
     }
     fn visit_bool<E: serde::de::Error>(self, v: bool) -> std::result::Result<Result<()>, E> {
-        let value = serde::de::Visitor::<'de>::visit_bool(JsonSeed::<T>::member(), v)?;
+        let value = serde::de::Visitor::<'de>::visit_bool(JsonSeed::<T>::member(self.1), v)?;
         self.push(value)
     }
     fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<Result<()>, E> {
-        let value = serde::de::Visitor::<'de>::visit_i64(JsonSeed::<T>::member(), v)?;
+        let value = serde::de::Visitor::<'de>::visit_i64(JsonSeed::<T>::member(self.1), v)?;
         self.push(value)
     }
     fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<Result<()>, E> {
-        let value = serde::de::Visitor::<'de>::visit_u64(JsonSeed::<T>::member(), v)?;
+        let value = serde::de::Visitor::<'de>::visit_u64(JsonSeed::<T>::member(self.1), v)?;
         self.push(value)
     }
     fn visit_f64<E: serde::de::Error>(self, v: f64) -> std::result::Result<Result<()>, E> {
-        let value = serde::de::Visitor::<'de>::visit_f64(JsonSeed::<T>::member(), v)?;
+        let value = serde::de::Visitor::<'de>::visit_f64(JsonSeed::<T>::member(self.1), v)?;
         self.push(value)
     }
     fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<Result<()>, E> {
-        let value = serde::de::Visitor::<'de>::visit_unit(JsonSeed::<T>::member())?;
+        let value = serde::de::Visitor::<'de>::visit_unit(JsonSeed::<T>::member(self.1))?;
         self.push(value)
     }
     fn visit_none<E: serde::de::Error>(self) -> std::result::Result<Result<()>, E> {
@@ -1135,14 +1180,14 @@ impl<'de, T: FieldValue> serde::de::Visitor<'de> for MemberSeed<'_, T> {
         self,
         seq: A,
     ) -> std::result::Result<Result<()>, A::Error> {
-        let value = T::from_json_seq(seq)?;
+        let value = T::from_json_seq(seq, self.1)?;
         self.push(value)
     }
     fn visit_map<A: serde::de::MapAccess<'de>>(
         self,
         map: A,
     ) -> std::result::Result<Result<()>, A::Error> {
-        T::__push_json_map(self.0, map)
+        T::__push_json_map(self.0, map, self.1)
     }
 }
 
@@ -1154,14 +1199,17 @@ pub(crate) fn read_field<'de, T: FieldValue, A: serde::de::MapAccess<'de>>(
     default: Option<&Value>,
     (object, name): (&'static str, &'static str),
     map: &mut A,
+    cx: DecodeContext<'_>,
 ) -> std::result::Result<crate::error::Result<()>, A::Error> {
-    Ok(match map.next_value_seed(JsonSeed::<T>::field(default))? {
-        Ok(v) => {
-            field.set(v);
-            Ok(())
-        }
-        Err(e) => Err(e.at(object, name)),
-    })
+    Ok(
+        match map.next_value_seed(JsonSeed::<T>::field(default, cx))? {
+            Ok(v) => {
+                field.set(v);
+                Ok(())
+            }
+            Err(e) => Err(e.at(object, name)),
+        },
+    )
 }
 
 /// The primitive of a default value, for schemas; used by the derive, through
@@ -1278,34 +1326,47 @@ mod tests {
     fn null_takes_default_or_fails() {
         let mut f: Field<String> = Field::unset();
         let err = f
-            .set_from_primitive(&Value::Null, None)
+            .set_from_primitive(&Value::Null, None, DecodeContext::NONE)
             .expect_err("no default");
         assert_eq!(
             err.at("Device", "hostname").to_string(),
             "Device.hostname: Field `hostname' cannot be None"
         );
-        f.set_from_primitive(&Value::Null, Some(&Value::from("d")))
+        f.set_from_primitive(&Value::Null, Some(&Value::from("d")), DecodeContext::NONE)
             .expect("default applies");
         assert_eq!(f.get().map(String::as_str), Some("d"));
         let mut n: Field<Option<String>> = Field::unset();
-        n.set_from_primitive(&Value::Null, None).expect("nullable");
+        n.set_from_primitive(&Value::Null, None, DecodeContext::NONE)
+            .expect("nullable");
         assert_eq!(n.get(), Some(&None));
     }
 
     #[test]
-    fn escape_check_agrees_with_the_byte_by_byte_one() {
-        let naive = |t: &[u8]| t.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\');
-        let mut texts: Vec<Vec<u8>> = vec![b"".to_vec(), "héllo wörld, plain".into()];
-        for special in [0u8, 0x1f, b'"', b'\\', 0x20, 0x7f, 0x80, 0xff, b'!', b'#'] {
-            for pos in 0..20 {
-                let mut t = vec![b'a'; 20];
-                t[pos] = special;
-                texts.push(t);
+    fn require_names_the_object_and_field_of_an_unset_one() {
+        let mut f: Field<String> = Field::unset();
+        let err = f.require("Device", "vendor").expect_err("unset");
+        assert_eq!(
+            err,
+            Error::UnsetField {
+                object: "Device",
+                field: "vendor"
             }
-        }
-        for t in &texts {
-            assert_eq!(needs_escape(t), naive(t), "{t:?}");
-        }
+        );
+        assert_eq!(err.to_string(), "Device.vendor is unset");
+        assert_eq!(err.ovo_exception(), "NotImplementedError");
+        f.set("acme".into());
+        assert_eq!(
+            f.require("Device", "vendor").map(String::as_str),
+            Ok("acme")
+        );
+        // Null is a value of a nullable field, not an unset one.
+        let n: Field<Option<String>> = Field::new(None);
+        assert_eq!(n.require("Device", "model"), Ok(&None));
+        f.clear();
+        assert_eq!(
+            f.require("Device", "vendor").map_err(|e| e.to_string()),
+            Err("Device.vendor is unset".to_owned())
+        );
     }
 
     #[test]

@@ -56,13 +56,16 @@ pub mod object;
 pub mod primitive;
 pub mod registry;
 pub mod schema;
+pub mod sink;
 pub mod version;
 
 pub use backport::default_make_compatible;
 pub use context::RequestContext;
 pub use datetime::{DateTime, DateTimeError};
 pub use error::{Error, Result};
-pub use field::{DynField, Field, FieldError, FieldType, FieldValue, PrimitiveData, VersionedEnum};
+pub use field::{
+    DecodeContext, DynField, Field, FieldError, FieldType, FieldValue, PrimitiveData, VersionedEnum,
+};
 pub use fingerprint::{ContractChange, ObjectContract};
 pub use indirection::{CallError, IndirectionApi, Remotable};
 pub use limits::{DecodeLimits, LimitError};
@@ -73,6 +76,7 @@ pub use registry::Registry;
 pub use schema::{
     ArgSchema, FieldSchema, MethodKind, MethodSchema, ObjectSchema, OvoRepr, PrimitiveKeys,
 };
+pub use sink::{JsonSink, Sink, ValueSink};
 pub use version::{Version, VersionError};
 pub use verso_derive::{remotable, ObjectFamily, VersionedEnum, VersionedObject};
 

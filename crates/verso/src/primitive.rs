@@ -15,10 +15,11 @@
 //! contained objects are not: that is OVO's behaviour and Python peers rely on it).
 
 use crate::error::{Error, Result};
-use crate::field::PrimitiveData;
+use crate::field::{DecodeContext, PrimitiveData};
 use crate::limits::DecodeLimits;
 use crate::manifest::{Target, VersionManifest};
 use crate::object::VersionedObject;
+use crate::sink::{JsonSink, Sink, ValueSink};
 use crate::version::Version;
 use serde_json::{Map, Value};
 
@@ -119,50 +120,43 @@ pub fn is_primitive(value: &Value) -> bool {
         .is_some_and(|m| serial_namespace_of(m).is_some())
 }
 
+/// The `data` of `obj` at its own version, as a map (what a backport edits).
 fn data_of<O: VersionedObject>(obj: &O) -> PrimitiveData {
-    let mut data = Map::new();
-    for (i, f) in O::schema().fields.iter().enumerate() {
-        if let Some(v) = obj.field(i).to_primitive() {
-            data.insert(f.name.to_owned(), v);
-        }
+    let mut out = ValueSink::default();
+    out.begin_map();
+    obj.__encode_fields(&mut out);
+    out.end_map();
+    match out.finish() {
+        Value::Object(data) => data,
+        _ => Map::new(),
     }
-    data
 }
 
+/// The primitive of `obj` labelled `version`, with `data` as its data (after a backport):
+/// the changes are those of `what_changed` left in `data`.
 fn envelope<O: VersionedObject>(obj: &O, version: &Version, data: PrimitiveData) -> Value {
-    let mut changes: Vec<&str> = obj
+    let mut changes: Vec<&'static str> = obj
         .what_changed()
         .into_iter()
         .filter(|f| data.contains_key(*f))
         .collect();
     changes.sort_unstable();
-    let keys = O::PRIMITIVE_KEYS;
-    let mut p = Map::new();
-    p.insert(keys.name.into(), Value::String(O::NAME.into()));
-    p.insert(keys.namespace.into(), Value::String(O::NAMESPACE.into()));
-    p.insert(keys.version.into(), Value::String(version.to_string()));
-    p.insert(keys.data.into(), Value::Object(data));
-    if !changes.is_empty() {
-        p.insert(
-            keys.changes.into(),
-            Value::Array(
-                changes
-                    .into_iter()
-                    .map(|c| Value::String(c.into()))
-                    .collect(),
-            ),
-        );
-    }
-    Value::Object(p)
+    let mut out = ValueSink::default();
+    write_header::<O, _>(&mut out, version);
+    out.value(Value::Object(data));
+    write_changes(&mut out, &O::PRIMITIVE_KEYS, changes.into_iter());
+    out.end_map();
+    out.finish()
 }
 
-/// The primitive at the instance version as JSON text, written directly (same JSON as
-/// `serde_json::to_vec(&encode_own(obj))`, keys in OVO's order).
-pub(crate) fn write_own<O: VersionedObject>(obj: &O, out: &mut Vec<u8>) {
-    write_header::<O>(out, &obj.version());
+/// The primitive at the instance version, to either sink (the encode walk of an object:
+/// its `FieldValue::encode`), keys in OVO's order.
+pub(crate) fn encode_object<O: VersionedObject, S: Sink>(obj: &O, out: &mut S) {
+    write_header::<O, S>(out, &obj.version());
+    out.begin_map();
+    obj.__encode_fields(out);
+    out.end_map();
     let schema = O::schema();
-    obj.__write_fields(out);
-    out.push(b'}');
     // As OVO (and `envelope`): only changed fields that are in `data`, i.e. set
     // (`what_changed` restricted to set fields, without looking names up).
     let changed: std::collections::BTreeSet<&'static str> = schema
@@ -179,50 +173,36 @@ pub(crate) fn write_own<O: VersionedObject>(obj: &O, out: &mut Vec<u8>) {
         .map(|(_, f)| f.name)
         .collect();
     write_changes(out, &O::PRIMITIVE_KEYS, changed.into_iter());
-    out.push(b'}');
+    out.end_map();
 }
 
-// The keys are written raw: the derive only accepts serial namespaces that need no JSON
-// escaping.
-fn write_header<O: VersionedObject>(out: &mut Vec<u8>, version: &Version) {
-    use crate::field::write_str;
-    let keys = &O::PRIMITIVE_KEYS;
-    out.extend_from_slice(b"{\"");
-    out.extend_from_slice(keys.name.as_bytes());
-    out.extend_from_slice(b"\":");
-    write_str(out, O::NAME);
-    out.extend_from_slice(b",\"");
-    out.extend_from_slice(keys.namespace.as_bytes());
-    out.extend_from_slice(b"\":");
-    write_str(out, O::NAMESPACE);
-    out.extend_from_slice(b",\"");
-    out.extend_from_slice(keys.version.as_bytes());
-    out.extend_from_slice(b"\":\"");
-    version.write_text(out);
-    out.extend_from_slice(b"\",\"");
-    out.extend_from_slice(keys.data.as_bytes());
-    out.extend_from_slice(b"\":{");
+/// Opens the primitive and writes its name, namespace and version, up to the key of its
+/// data. The keys are plain: the derive only accepts serial namespaces that need no
+/// JSON escaping.
+#[inline]
+fn write_header<O: VersionedObject, S: Sink>(out: &mut S, version: &Version) {
+    out.primitive_header(&O::PRIMITIVE_KEYS, O::NAME, O::NAMESPACE, version);
 }
 
-fn write_changes(
-    out: &mut Vec<u8>,
+/// The `changes` entry, when there are any.
+fn write_changes<S: Sink>(
+    out: &mut S,
     keys: &PrimitiveKeys,
     changes: impl Iterator<Item = &'static str>,
 ) {
     let mut first = true;
     for c in changes {
+        // After the data, then between the names.
+        out.next();
         if first {
-            out.extend_from_slice(b",\"");
-            out.extend_from_slice(keys.changes.as_bytes());
-            out.extend_from_slice(b"\":[");
-        } else {
-            out.push(b',');
+            out.plain_key(keys.changes);
+            out.begin_list(0);
         }
         first = false;
-        crate::field::write_str(out, c);
+        out.str(c);
     }
     if !first {
-        out.push(b']');
+        out.end_list();
     }
 }
 
@@ -238,7 +218,6 @@ pub(crate) fn write_backported<O: VersionedObject>(
     manifest: Option<&VersionManifest>,
     top: bool,
 ) -> Result<()> {
-    use crate::backport::{lookup, table_for, Rule};
     let schema = O::schema();
     if schema.custom_make_compatible {
         let p = if top {
@@ -248,10 +227,26 @@ pub(crate) fn write_backported<O: VersionedObject>(
             backport_object(obj, &mut p, to, manifest)?;
             p
         };
-        crate::field::write_value(out, &p);
+        crate::sink::write_value(out, &p);
         return Ok(());
     }
-    write_header::<O>(out, to);
+    JsonSink::append(out, |out| {
+        write_backported_text(obj, out, to, manifest, top)
+    })
+}
+
+/// [`write_backported`] of a class without a custom hook.
+fn write_backported_text<O: VersionedObject>(
+    obj: &O,
+    out: &mut JsonSink,
+    to: &Version,
+    manifest: Option<&VersionManifest>,
+    top: bool,
+) -> Result<()> {
+    use crate::backport::{lookup, table_for, Rule};
+    let schema = O::schema();
+    write_header::<O, _>(out, to);
+    out.begin_map();
     let mut written = vec![false; schema.fields.len()];
     let mut first = true;
     for (i, f) in schema.fields.iter().enumerate() {
@@ -273,20 +268,19 @@ pub(crate) fn write_backported<O: VersionedObject>(
             continue;
         }
         if !first {
-            out.push(b',');
+            out.next();
         }
         first = false;
-        crate::field::write_str(out, f.name);
-        out.push(b':');
+        out.key(f.name);
         match child_rule {
             Some(Rule::To(v)) => {
-                slot.write_backport(out, &v, manifest.filter(|m| !m.is_empty()))?
+                out.raw(|text| slot.write_backport(text, &v, manifest.filter(|m| !m.is_empty())))?
             }
-            _ => slot.write_json(out),
+            _ => out.raw(|text| slot.write_json(text)),
         }
         written[i] = true;
     }
-    out.push(b'}');
+    out.end_map();
     let changed = obj.what_changed();
     let kept = |name: &str| -> bool {
         let i = schema.index_of(name);
@@ -303,7 +297,7 @@ pub(crate) fn write_backported<O: VersionedObject>(
         &O::PRIMITIVE_KEYS,
         changed.into_iter().filter(|c| kept(c)),
     );
-    out.push(b'}');
+    out.end_map();
     Ok(())
 }
 
@@ -324,7 +318,9 @@ pub(crate) fn encode_bytes<O: VersionedObject>(
     if !target.same_text(&own) || manifest.is_some_and(|m| !m.is_empty()) {
         write_backported(obj, &mut out, &target, manifest, true)?;
     } else {
-        write_own(obj, &mut out);
+        let mut sink = JsonSink::new(out);
+        encode_object(obj, &mut sink);
+        out = sink.into_bytes();
     }
     Ok(out)
 }
@@ -341,7 +337,9 @@ pub(crate) fn write_backported_child<O: VersionedObject>(
 
 /// The primitive at the instance version, with no backport (infallible).
 pub(crate) fn encode_own<O: VersionedObject>(obj: &O) -> Value {
-    envelope(obj, &obj.version(), data_of(obj))
+    let mut out = ValueSink::default();
+    encode_object(obj, &mut out);
+    out.finish()
 }
 
 /// The version a peer with `manifest` gets `obj` at: the manifest's version of its class
@@ -475,8 +473,9 @@ impl Header<'_> {
     }
 }
 
-/// Decodes a primitive into `O`, whose name the caller has already matched.
-pub(crate) fn decode_body<O: VersionedObject>(h: &Header<'_>) -> Result<O> {
+/// Decodes a primitive into `O`, whose name the caller has already matched, in a decode
+/// with context `cx`.
+pub(crate) fn decode_body<O: VersionedObject>(h: &Header<'_>, cx: DecodeContext<'_>) -> Result<O> {
     let keys = &h.keys;
     let version = check_version::<O>(h.version()?)?;
     let data = required(h.map, keys.data)?
@@ -486,9 +485,9 @@ pub(crate) fn decode_body<O: VersionedObject>(h: &Header<'_>) -> Result<O> {
         })?;
     let mut obj = O::blank();
     let schema = O::schema();
-    for f in &schema.fields {
+    for (i, f) in schema.fields.iter().enumerate() {
         if let Some(v) = data.get(f.name) {
-            obj.set_field_primitive(f.name, v)?;
+            crate::object::set_field_at(&mut obj, i, v, cx)?;
         }
     }
     let changes = match h.map.get(keys.changes) {
@@ -505,67 +504,19 @@ pub(crate) fn decode_body<O: VersionedObject>(h: &Header<'_>) -> Result<O> {
     Ok(obj)
 }
 
-/// `(namespace, name)` to the class schema: the classes of the
-/// [`Registry`](crate::Registry) running a decode.
-pub(crate) type KnownClasses = std::collections::BTreeMap<
-    (&'static str, &'static str),
-    fn() -> &'static crate::schema::ObjectSchema,
->;
-
-thread_local! {
-    /// The classes of the registry whose decode runs on this thread, if any: OVO looks a
-    /// contained object of another class up in its registry before it compares the
-    /// class with the field's. Set only for the duration of one decode
-    /// ([`with_known_classes`]), so registries (and tests) in one process never see
-    /// each other's classes.
-    static DECODE_CLASSES: std::cell::RefCell<Option<std::sync::Arc<KnownClasses>>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// Runs `decode` with `known` as the classes a contained object of another class is
-/// looked up in, then restores what was there before (decodes nest).
-pub(crate) fn with_known_classes<T>(
-    known: &std::sync::Arc<KnownClasses>,
-    decode: impl FnOnce() -> T,
-) -> T {
-    struct Restore(Option<std::sync::Arc<KnownClasses>>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            let previous = self.0.take();
-            DECODE_CLASSES.with(|c| *c.borrow_mut() = previous);
-        }
-    }
-    let previous = DECODE_CLASSES.with(|c| c.replace(Some(known.clone())));
-    let _restore = Restore(previous);
-    decode()
-}
-
-/// The class `(namespace, name)` among the decoding registry's classes, and whether that
-/// registry has any class of `namespace`.
-fn known_class(
-    namespace: &str,
-    name: &str,
-) -> (Option<fn() -> &'static crate::schema::ObjectSchema>, bool) {
-    DECODE_CLASSES.with(|c| match &*c.borrow() {
-        Some(k) => (
-            k.get(&(namespace, name)).copied(),
-            k.keys().any(|(ns, _)| *ns == namespace),
-        ),
-        None => (None, false),
-    })
-}
-
 /// A typed decode's class checks, in OVO's order: the namespace, then the name. A
 /// primitive of another class fails as OVO's would: an unregistered name is
 /// `UnsupportedObjectError`, a registered one at a version this side cannot read
 /// `IncompatibleObjectVersion`, one without data `KeyError`, any other a wrong type.
-/// "Registered" means by the [`Registry`](crate::Registry) running the decode; without
-/// one, or when it has no class of the namespace, another name is only a wrong type.
+/// "Registered" means by the [`Registry`](crate::Registry) running the decode (`cx`);
+/// without one, or when it has no class of the namespace, another name is only a wrong
+/// type.
 fn check_class<O: VersionedObject>(
     namespace: &str,
     name: &str,
     version: Option<&str>,
     has_data: bool,
+    cx: DecodeContext<'_>,
 ) -> Result<()> {
     if namespace != O::NAMESPACE {
         return Err(Error::UnsupportedObject {
@@ -577,7 +528,7 @@ fn check_class<O: VersionedObject>(
             expected: O::NAME,
             found: name.into(),
         };
-        let (other, namespace_known) = known_class(namespace, name);
+        let (other, namespace_known) = cx.class(namespace, name);
         let Some(other) = other else {
             // With no registry for the namespace there is nothing to resolve the name
             // against: only the type is known to be wrong.
@@ -637,16 +588,17 @@ fn finish<O: VersionedObject>(
     }
 }
 
-/// Decodes a primitive that must be of class `O`.
-pub(crate) fn decode<O: VersionedObject>(primitive: &Value) -> Result<O> {
+/// Decodes a primitive that must be of class `O`, in a decode with context `cx`.
+pub(crate) fn decode<O: VersionedObject>(primitive: &Value, cx: DecodeContext<'_>) -> Result<O> {
     let h = header(primitive, O::PRIMITIVE_KEYS, &|ns| ns == O::NAMESPACE)?;
     check_class::<O>(
         h.namespace,
         h.name,
         h.version.as_str(),
         h.map.contains_key(O::PRIMITIVE_KEYS.data),
+        cx,
     )?;
-    decode_body(&h)
+    decode_body(&h, cx)
 }
 
 /// A header value or a `changes` entry: its text when it is a JSON string, `None` for
@@ -784,16 +736,16 @@ macro_rules! scalars_are_the_wrong_shape {
 }
 
 /// Reads `<serial>.data` into the object; `Ok(false)` when it is not an object.
-struct DataSeed<'a, O>(&'a mut O, &'a mut Option<Error>);
+struct DataSeed<'a, 'c, O>(&'a mut O, &'a mut Option<Error>, DecodeContext<'c>);
 
-impl<'de, O: VersionedObject> serde::de::DeserializeSeed<'de> for DataSeed<'_, O> {
+impl<'de, O: VersionedObject> serde::de::DeserializeSeed<'de> for DataSeed<'_, '_, O> {
     type Value = bool;
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<bool, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de, O: VersionedObject> serde::de::Visitor<'de> for DataSeed<'_, O> {
+impl<'de, O: VersionedObject> serde::de::Visitor<'de> for DataSeed<'_, '_, O> {
     type Value = bool;
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("the data object of a primitive")
@@ -815,7 +767,7 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for DataSeed<'_, O> {
                 map.next_value::<serde::de::IgnoredAny>()?;
                 continue;
             };
-            let result = self.0.__read_field(i, &mut map)?;
+            let result = self.0.__read_field(i, &mut map, self.2)?;
             if let (Err(e), None) = (result, &self.1) {
                 *self.1 = Some(e);
             }
@@ -867,10 +819,10 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for ChangesSeed<'_, O> {
 
 /// Reads an object primitive, its fields into the object it holds (a blank one, where
 /// it will stay: a list member is decoded in the list's own memory, not built aside and
-/// moved in).
-struct EnvelopeVisitor<'a, O>(&'a mut O);
+/// moved in), in a decode with context `.1`.
+struct EnvelopeVisitor<'a, 'c, O>(&'a mut O, DecodeContext<'c>);
 
-impl<'de, O: VersionedObject> serde::de::Visitor<'de> for EnvelopeVisitor<'_, O> {
+impl<'de, O: VersionedObject> serde::de::Visitor<'de> for EnvelopeVisitor<'_, '_, O> {
     type Value = Collected<'de>;
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("an object primitive")
@@ -904,7 +856,7 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for EnvelopeVisitor<'_, O>
                     .next_value_seed(ChangesSeed::<O>(&mut c.changes, std::marker::PhantomData))?;
             } else if key == keys.data {
                 c.data_is_object =
-                    map.next_value_seed(DataSeed(&mut *self.0, &mut c.field_error))?;
+                    map.next_value_seed(DataSeed(&mut *self.0, &mut c.field_error, self.1))?;
                 c.has_data = true;
             } else {
                 map.next_value::<serde::de::IgnoredAny>()?;
@@ -914,17 +866,17 @@ impl<'de, O: VersionedObject> serde::de::Visitor<'de> for EnvelopeVisitor<'_, O>
     }
 }
 
-pub(crate) fn decode_slice<O: VersionedObject>(bytes: &[u8]) -> Result<O> {
+pub(crate) fn decode_slice<O: VersionedObject>(bytes: &[u8], cx: DecodeContext<'_>) -> Result<O> {
     use serde::Deserializer;
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let mut obj = O::blank();
     let c = de
-        .deserialize_map(EnvelopeVisitor(&mut obj))
+        .deserialize_map(EnvelopeVisitor(&mut obj, cx))
         .and_then(|c| de.end().map(|()| c))
         .map_err(|e| Error::Malformed {
             what: e.to_string(),
         })?;
-    finish_collected(c, &mut obj)?;
+    finish_collected(c, &mut obj, cx)?;
     Ok(obj)
 }
 
@@ -932,9 +884,10 @@ pub(crate) fn decode_slice<O: VersionedObject>(bytes: &[u8]) -> Result<O> {
 /// field); the same checks and errors as a top-level decode.
 pub(crate) fn decode_map<'de, O: VersionedObject, A: serde::de::MapAccess<'de>>(
     map: A,
+    cx: DecodeContext<'_>,
 ) -> std::result::Result<Result<O>, A::Error> {
     let mut obj = O::blank();
-    Ok(decode_map_into(&mut obj, map)?.map(|()| obj))
+    Ok(decode_map_into(&mut obj, map, cx)?.map(|()| obj))
 }
 
 /// Decodes a list member's primitive straight from the parser into a blank object
@@ -943,10 +896,11 @@ pub(crate) fn decode_map<'de, O: VersionedObject, A: serde::de::MapAccess<'de>>(
 pub(crate) fn push_decoded_map<'de, O: VersionedObject, A: serde::de::MapAccess<'de>>(
     into: &mut Vec<O>,
     map: A,
+    cx: DecodeContext<'_>,
 ) -> std::result::Result<Result<()>, A::Error> {
     into.push(O::blank());
     match into.last_mut() {
-        Some(obj) => decode_map_into(obj, map),
+        Some(obj) => decode_map_into(obj, map, cx),
         None => unreachable!("pushed just above"),
     }
 }
@@ -955,15 +909,20 @@ pub(crate) fn push_decoded_map<'de, O: VersionedObject, A: serde::de::MapAccess<
 fn decode_map_into<'de, O: VersionedObject, A: serde::de::MapAccess<'de>>(
     obj: &mut O,
     map: A,
+    cx: DecodeContext<'_>,
 ) -> std::result::Result<Result<()>, A::Error> {
     use serde::de::Visitor;
-    let c = EnvelopeVisitor(&mut *obj).visit_map(map)?;
-    Ok(finish_collected(c, obj))
+    let c = EnvelopeVisitor(&mut *obj, cx).visit_map(map)?;
+    Ok(finish_collected(c, obj, cx))
 }
 
 /// The header checks, then the shapes and field errors in the order decode_body (and
 /// OVO) meets them; then `obj` (whose fields are read) gets its version and changes.
-fn finish_collected<O: VersionedObject>(c: Collected<'_>, obj: &mut O) -> Result<()> {
+fn finish_collected<O: VersionedObject>(
+    c: Collected<'_>,
+    obj: &mut O,
+    cx: DecodeContext<'_>,
+) -> Result<()> {
     let keys = &O::PRIMITIVE_KEYS;
     let missing = |key: &str| Error::MissingKey { key: key.into() };
     let namespace = c.namespace.ok_or_else(|| missing(keys.namespace))?;
@@ -978,7 +937,7 @@ fn finish_collected<O: VersionedObject>(c: Collected<'_>, obj: &mut O) -> Result
             &|ns| ns == O::NAMESPACE,
         ));
     };
-    check_class::<O>(namespace, name, version_text.0.as_deref(), c.has_data)?;
+    check_class::<O>(namespace, name, version_text.0.as_deref(), c.has_data, cx)?;
     let version = check_version::<O>(
         version_text
             .0
@@ -1026,27 +985,32 @@ pub(crate) fn backport_object<O: VersionedObject>(
 }
 
 /// [`VersionedObject::from_primitive_limited`]: the limits of the whole document, then
-/// the decode.
+/// the decode (no registry runs it).
 pub(crate) fn from_value_limited<O: VersionedObject>(
     primitive: &Value,
     limits: &DecodeLimits,
 ) -> Result<O> {
     limits.check_value(primitive)?;
-    decode(primitive)
+    decode(primitive, DecodeContext::NONE)
 }
 
-/// [`VersionedObject::from_primitive_slice_limited`]: the limits of the whole text,
-/// then the streaming decode.
+/// [`VersionedObject::from_primitive_slice_limited`] (with `DecodeContext::NONE`) and
+/// [`Registry::from_primitive_slice_as`](crate::Registry::from_primitive_slice_as):
+/// the limits of the whole text, then the streaming decode.
 pub(crate) fn from_slice_limited<O: VersionedObject>(
     bytes: &[u8],
     limits: &DecodeLimits,
+    cx: DecodeContext<'_>,
 ) -> Result<O> {
     limits.check_json(bytes)?;
-    decode_slice(bytes)
+    decode_slice(bytes, cx)
 }
 
 /// Decodes a contained object (a field or list member): the entry point that decoded its
 /// parent has checked the limits of the whole document already.
-pub(crate) fn decode_contained<O: VersionedObject>(primitive: &Value) -> Result<O> {
-    decode(primitive)
+pub(crate) fn decode_contained<O: VersionedObject>(
+    primitive: &Value,
+    cx: DecodeContext<'_>,
+) -> Result<O> {
+    decode(primitive, cx)
 }

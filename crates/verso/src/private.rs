@@ -4,11 +4,12 @@
 
 use crate::context::RequestContext;
 use crate::error::{Error, Result};
-use crate::field::{Field, FieldError, FieldValue, VersionedEnum};
+use crate::field::{DecodeContext, Field, FieldError, FieldValue, VersionedEnum};
 use crate::indirection::{CallError, MethodOutput, RemoteValue};
 use crate::limits::DecodeLimits;
 use crate::manifest::{Target, VersionManifest};
 use crate::object::VersionedObject;
+pub use crate::sink::Sink;
 use crate::version::Version;
 
 pub use crate::backport::default_make_compatible;
@@ -49,20 +50,24 @@ pub fn from_primitive_slice_limited<O: VersionedObject>(
     bytes: &[u8],
     limits: &DecodeLimits,
 ) -> Result<O> {
-    crate::primitive::from_slice_limited(bytes, limits)
+    crate::primitive::from_slice_limited(bytes, limits, DecodeContext::NONE)
 }
 
-/// A contained object from its primitive (`FieldValue::from_primitive` of an object,
-/// `RemoteValue::from_remote`).
-pub fn decode_contained<O: VersionedObject>(primitive: &Value) -> Result<O, FieldError> {
-    Ok(crate::primitive::decode_contained(primitive)?)
+/// A contained object from its primitive, in a decode with context `cx`
+/// (`FieldValue::from_primitive_in` of an object, `RemoteValue::from_remote`).
+pub fn decode_contained<O: VersionedObject>(
+    primitive: &Value,
+    cx: DecodeContext<'_>,
+) -> Result<O, FieldError> {
+    Ok(crate::primitive::decode_contained(primitive, cx)?)
 }
 
 /// A contained object straight from the parser (`FieldValue::from_json_map`).
 pub fn decode_map<'de, O: VersionedObject, A: MapAccess<'de>>(
     map: A,
+    cx: DecodeContext<'_>,
 ) -> std::result::Result<Result<O, FieldError>, A::Error> {
-    Ok(crate::primitive::decode_map(map)?.map_err(FieldError::from))
+    Ok(crate::primitive::decode_map(map, cx)?.map_err(FieldError::from))
 }
 
 /// A list member straight from the parser, decoded where it is appended
@@ -70,8 +75,9 @@ pub fn decode_map<'de, O: VersionedObject, A: MapAccess<'de>>(
 pub fn push_decoded_map<'de, O: VersionedObject, A: MapAccess<'de>>(
     into: &mut Vec<O>,
     map: A,
+    cx: DecodeContext<'_>,
 ) -> std::result::Result<Result<(), FieldError>, A::Error> {
-    Ok(crate::primitive::push_decoded_map(into, map)?.map_err(FieldError::from))
+    Ok(crate::primitive::push_decoded_map(into, map, cx)?.map_err(FieldError::from))
 }
 
 /// Reads the next map value into field `at` (object and field name) (the byte path's
@@ -81,13 +87,14 @@ pub fn read_field<'de, T: FieldValue, A: MapAccess<'de>>(
     default: Option<&Value>,
     at: (&'static str, &'static str),
     map: &mut A,
+    cx: DecodeContext<'_>,
 ) -> std::result::Result<Result<()>, A::Error> {
-    crate::field::read_field(field, default, at, map)
+    crate::field::read_field(field, default, at, map, cx)
 }
 
-/// `FieldValue::write_json` of an object.
-pub fn write_own<O: VersionedObject>(obj: &O, out: &mut Vec<u8>) {
-    crate::primitive::write_own(obj, out)
+/// `FieldValue::encode` of an object.
+pub fn encode_object<O: VersionedObject, S: Sink>(obj: &O, out: &mut S) {
+    crate::primitive::encode_object(obj, out)
 }
 
 /// `FieldValue::write_backport` of an object.
@@ -118,11 +125,6 @@ pub fn has_changes<O: VersionedObject>(obj: &O) -> bool {
 /// `FieldValue::attach_context` of an object.
 pub fn attach_context<O: VersionedObject>(obj: &mut O, ctx: &RequestContext) {
     crate::indirection::attach_context(obj, ctx)
-}
-
-/// A JSON string, escaped as needed.
-pub fn write_str(out: &mut Vec<u8>, s: &str) {
-    crate::field::write_str(out, s)
 }
 
 /// `FieldValue::from_primitive` of a versioned enum.

@@ -5,19 +5,18 @@
 
 use crate::context::RequestContext;
 use crate::error::{Error, Result};
+use crate::field::{DecodeContext, KnownClasses};
 use crate::indirection::{BoxFuture, CallArgs, CallError, MethodOutput, Remotable};
 use crate::limits::DecodeLimits;
 use crate::manifest::VersionManifest;
 use crate::object::{AnyObject, ObjectSchema, VersionedObject};
-use crate::primitive::{
-    decode_body, header, not_a_map, with_known_classes, Header, KnownClasses, PrimitiveKeys,
-};
+use crate::primitive::{decode_body, header, not_a_map, Header, PrimitiveKeys};
 use crate::version::Version;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-type DecodeFn = fn(&Header<'_>) -> Result<Box<dyn AnyObject>>;
+type DecodeFn = fn(&Header<'_>, DecodeContext<'_>) -> Result<Box<dyn AnyObject>>;
 
 type ClassFn = for<'a> fn(
     &'a RequestContext,
@@ -52,8 +51,11 @@ fn instance_as<'a, O: Remotable>(
     })
 }
 
-fn decode_as<O: VersionedObject>(h: &Header<'_>) -> Result<Box<dyn AnyObject>> {
-    Ok(Box::new(decode_body::<O>(h)?))
+fn decode_as<O: VersionedObject>(
+    h: &Header<'_>,
+    cx: DecodeContext<'_>,
+) -> Result<Box<dyn AnyObject>> {
+    Ok(Box::new(decode_body::<O>(h, cx)?))
 }
 
 /// The classes one service knows.
@@ -80,9 +82,9 @@ pub struct Registry {
     /// The primitive keys of the registered classes' serial namespaces, in the order
     /// they were first registered (usually one).
     serial_keys: Vec<PrimitiveKeys>,
-    /// The same classes by namespace and name, for the decode context (shared with the
-    /// decodes in progress, so registering never waits for them).
-    known: std::sync::Arc<KnownClasses>,
+    /// The same classes by namespace and name: the context of the decodes this
+    /// registry runs, which borrow it.
+    known: KnownClasses,
     limits: DecodeLimits,
 }
 
@@ -141,7 +143,7 @@ impl Registry {
         if !self.serial_keys.contains(&O::PRIMITIVE_KEYS) {
             self.serial_keys.push(O::PRIMITIVE_KEYS);
         }
-        std::sync::Arc::make_mut(&mut self.known).insert((O::NAMESPACE, O::NAME), O::schema);
+        self.known.insert((O::NAMESPACE, O::NAME), O::schema);
     }
 
     /// The serial namespaces of the registered classes, in the order they were first
@@ -317,7 +319,7 @@ impl Registry {
                 key: schema.primitive_keys.data().into(),
             });
         }
-        with_known_classes(&self.known, || (entry.decode)(&h))
+        (entry.decode)(&h, DecodeContext::with_classes(&self.known))
     }
 
     /// Decodes JSON bytes of a primitive that must be of class `O`
@@ -326,9 +328,11 @@ impl Registry {
     /// OVO's registry is): such an object is then `UnsupportedObject` or
     /// `IncompatibleObjectVersion` rather than only of the wrong type.
     pub fn from_primitive_slice_as<O: VersionedObject>(&self, bytes: &[u8]) -> Result<O> {
-        with_known_classes(&self.known, || {
-            O::from_primitive_slice_limited(bytes, &self.limits)
-        })
+        crate::primitive::from_slice_limited(
+            bytes,
+            &self.limits,
+            DecodeContext::with_classes(&self.known),
+        )
     }
 }
 

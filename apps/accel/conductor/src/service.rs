@@ -111,11 +111,12 @@ pub fn profile_object(p: &DeviceProfileRow) -> Result<DeviceProfile, DbError> {
     })
 }
 
-/// A reported device (or handle) without a field the inventory needs.
-fn missing(device: usize, what: &str) -> DbError {
+/// A reported device (or handle) without a field the inventory needs (`unset` names
+/// the object and field).
+fn missing(device: usize, unset: verso::Error) -> DbError {
     DbError::Invalid {
         what: "report",
-        why: format!("reported device #{device} has no {what}"),
+        why: format!("reported device #{device}: {unset}"),
     }
 }
 
@@ -124,10 +125,14 @@ fn missing(device: usize, what: &str) -> DbError {
 /// refused, naming it, and nothing of the report is applied: a device stored with an
 /// empty field could never be bound.
 pub fn reported(devices: &accel_objects::DriverDeviceList) -> Result<Vec<ReportedDevice>, DbError> {
+    use accel_objects::{DriverAttachHandle, DriverDevice};
+    const DEVICE: &str = DriverDevice::NAME;
+    const HANDLE: &str = DriverAttachHandle::NAME;
     devices
         .iter()
         .enumerate()
         .map(|(i, d)| {
+            let missing = |e| missing(i, e);
             let handles = d
                 .attach_handles
                 .get()
@@ -137,13 +142,13 @@ pub fn reported(devices: &accel_objects::DriverDeviceList) -> Result<Vec<Reporte
                 .map(|h| {
                     Ok((
                         h.attach_type
-                            .get()
-                            .ok_or_else(|| missing(i, "attach handle attach_type"))?
+                            .require(HANDLE, "attach_type")
+                            .map_err(missing)?
                             .as_str()
                             .to_owned(),
                         h.attach_info
-                            .get()
-                            .ok_or_else(|| missing(i, "attach handle attach_info"))?
+                            .require(HANDLE, "attach_info")
+                            .map_err(missing)?
                             .clone(),
                     ))
                 })
@@ -151,17 +156,17 @@ pub fn reported(devices: &accel_objects::DriverDeviceList) -> Result<Vec<Reporte
             Ok(ReportedDevice {
                 control_path_id: d
                     .control_path_id
-                    .get()
-                    .ok_or_else(|| missing(i, "control_path_id"))?
+                    .require(DEVICE, "control_path_id")
+                    .map_err(missing)?
                     .clone(),
                 device_type: d
                     .r#type
-                    .get()
-                    .ok_or_else(|| missing(i, "type"))?
+                    .require(DEVICE, "type")
+                    .map_err(missing)?
                     .as_str()
                     .to_owned(),
-                vendor: d.vendor.get().ok_or_else(|| missing(i, "vendor"))?.clone(),
-                model: d.model.get().ok_or_else(|| missing(i, "model"))?.clone(),
+                vendor: d.vendor.require(DEVICE, "vendor").map_err(missing)?.clone(),
+                model: d.model.require(DEVICE, "model").map_err(missing)?.clone(),
                 std_board_info: d.std_board_info.get().cloned().flatten(),
                 driver_name: d.driver_name.get().cloned().flatten(),
                 handles,

@@ -332,7 +332,10 @@ async fn update_managed_races_have_one_winner(db: Db) {
         .update_managed(true, before.revision)
         .await
         .expect_err("no attach_info");
-    assert!(e.to_string().contains("has no attach_info"), "{e}");
+    assert!(
+        e.to_string().contains("AttachHandle.attach_info is unset"),
+        "{e}"
+    );
     let mut garbled = again.clone();
     garbled.attach_info = "not json".to_owned().into();
     let e = garbled
@@ -359,6 +362,18 @@ async fn update_managed_races_have_one_winner(db: Db) {
         .find(|h| h.uuid.get().map(ToString::to_string) == Some(handle.clone()))
         .expect("the released handle is cleaning")
         .clone();
+    // A handle without its revision is refused, naming the field: the compare-and-swap
+    // never runs against a revision the object did not carry.
+    let before = db.host_handle(&handle).await.expect("row");
+    let mut unrevised = h.clone();
+    unrevised.revision = verso::Field::default();
+    unrevised.meta.context = Some(Box::new(indirect_ctx(&transport)));
+    let e = unrevised.cleanup_started().await.expect_err("no revision");
+    assert!(
+        e.to_string().contains("AttachHandle.revision is unset"),
+        "{e}"
+    );
+    assert_eq!(db.host_handle(&handle).await.expect("row"), before);
     // Each runner has its own context (its request id is its claim).
     let (mut a, mut b) = (h.clone(), h.clone());
     a.meta.context = Some(Box::new(indirect_ctx(&transport)));

@@ -80,7 +80,11 @@ async fn scenario(db: Db) {
         )
         .await
         .expect_err("a device without a vendor");
-    assert!(e.to_string().contains("has no vendor"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("reported device #0: DriverDevice.vendor is unset"),
+        "{e}"
+    );
     assert_eq!(db.host_handles("host2").await.expect("handles"), stored);
 
     let groups = vec![[("resources:FPGA".to_owned(), "1".to_owned())]

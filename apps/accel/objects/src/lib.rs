@@ -554,10 +554,7 @@ impl AttachHandle {
             method: "update_managed".into(),
             reason,
         };
-        let info = self
-            .attach_info
-            .get()
-            .ok_or_else(|| bad("the handle has no attach_info".into()))?;
+        let info = handle_field("update_managed", &self.attach_info, "attach_info")?;
         let info = attach_info_with_managed(info, managed).ok_or_else(|| {
             bad(format!(
                 "attach_info {info:?} is not a JSON object (a PCI address): not overwritten"
@@ -626,14 +623,7 @@ impl AttachHandle {
     }
 
     fn uuid_text(&self, method: &str) -> Result<String, CallError> {
-        self.uuid
-            .get()
-            .map(ToString::to_string)
-            .ok_or_else(|| CallError::BadArguments {
-                object: "AttachHandle",
-                method: method.to_owned(),
-                reason: "the handle has no uuid".into(),
-            })
+        handle_field(method, &self.uuid, "uuid").map(ToString::to_string)
     }
 
     /// Replaces this object's data by the stored handle, keeping its context.
@@ -652,13 +642,31 @@ impl AttachHandle {
         let ctx = self.context().cloned().unwrap_or_default();
         let state = store::of(&ctx)?;
         let uuid = self.uuid_text(method)?;
+        // Unset, the compare-and-swap would run against revision 0, a stored one.
+        let revision = *handle_field(method, &self.revision, "revision")?;
         let updated = state
             .store
-            .cleanup_transition(&uuid, self.current_revision(), transition)
+            .cleanup_transition(&uuid, revision, transition)
             .await?;
         self.become_stored(updated);
         Ok(())
     }
+}
+
+/// The value of field `name` of the handle a call of `method` needs; unset, the call is
+/// refused naming it.
+fn handle_field<'a, T>(
+    method: &str,
+    field: &'a Field<T>,
+    name: &'static str,
+) -> Result<&'a T, CallError> {
+    field
+        .require(AttachHandle::NAME, name)
+        .map_err(|e| CallError::BadArguments {
+            object: AttachHandle::NAME,
+            method: method.to_owned(),
+            reason: e.to_string(),
+        })
 }
 
 /// A list as loaded from the store: nothing changed.

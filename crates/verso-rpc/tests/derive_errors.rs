@@ -1,0 +1,8 @@
+//! The errors a user of `#[derive(RpcMethod)]` meets, each compiled and compared with its
+//! snapshot (`tests/ui/*.stderr`). Re-bless after a deliberate change of a message with
+//! `TRYBUILD=overwrite cargo test -p verso-rpc --test derive_errors`.
+
+#[test]
+fn rpc_method_misuse_is_a_compile_error_naming_the_mistake() {
+    trybuild::TestCases::new().compile_fail("tests/ui/*.rs");
+}

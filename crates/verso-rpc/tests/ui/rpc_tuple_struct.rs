@@ -1,0 +1,7 @@
+use verso_rpc::RpcMethod;
+
+#[derive(RpcMethod, Debug)]
+#[rpc(since = "1.0")]
+pub struct Ping(String);
+
+fn main() {}

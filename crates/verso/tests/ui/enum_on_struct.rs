@@ -1,0 +1,6 @@
+use verso::VersionedEnum;
+
+#[derive(VersionedEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mode;
+
+fn main() {}

@@ -1,0 +1,7 @@
+use verso::ObjectFamily;
+
+#[derive(ObjectFamily)]
+#[verso(namespace = "demo", serial_namespace = "")]
+pub struct Demo;
+
+fn main() {}

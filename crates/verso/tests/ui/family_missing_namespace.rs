@@ -1,0 +1,7 @@
+use verso::ObjectFamily;
+
+#[derive(ObjectFamily)]
+#[verso(serial_namespace = "demo_object")]
+pub struct Demo;
+
+fn main() {}

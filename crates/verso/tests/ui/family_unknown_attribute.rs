@@ -1,0 +1,7 @@
+use verso::ObjectFamily;
+
+#[derive(ObjectFamily)]
+#[verso(namespace = "demo", version = "1.0")]
+pub struct Demo;
+
+fn main() {}

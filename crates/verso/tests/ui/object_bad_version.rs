@@ -1,0 +1,10 @@
+use verso::{Field, ObjectMeta, VersionedObject};
+
+#[derive(VersionedObject, Clone, Debug, PartialEq)]
+#[verso(namespace = "demo", version = "1.x")]
+pub struct Widget {
+    pub id: Field<i64>,
+    pub meta: ObjectMeta,
+}
+
+fn main() {}

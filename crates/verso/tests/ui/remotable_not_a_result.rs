@@ -1,0 +1,18 @@
+use verso::{Field, ObjectMeta, VersionedObject};
+
+#[derive(VersionedObject, Clone, Debug, PartialEq)]
+#[verso(namespace = "demo", version = "1.0")]
+pub struct Counter {
+    pub value: Field<i64>,
+    pub meta: ObjectMeta,
+}
+
+#[verso::remotable]
+impl Counter {
+    #[remotable]
+    pub async fn add(&mut self, n: i64) -> i64 {
+        n
+    }
+}
+
+fn main() {}
