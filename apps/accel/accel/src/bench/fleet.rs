@@ -36,7 +36,9 @@ use accel_agent::client::{heartbeat, Reported, Reporter};
 use accel_agent::report::pci_attach_info;
 use accel_agent::service::{conductor_client, open_versions};
 use accel_conductor::{Db, DbVersionStore};
-use accel_objects::rpc::{AgentApi, CleanupDevice, ReportNow, AGENT_TOPIC, UPGRADE_TOPIC};
+use accel_objects::rpc::{
+    AgentApi, CleanupDevice, ProgramFpga, ReportNow, AGENT_TOPIC, UPGRADE_TOPIC,
+};
 use accel_objects::{
     AccelVersion, AttachType, DeviceType, DriverAttachHandle, DriverDevice, DriverDeviceList,
 };
@@ -202,7 +204,8 @@ fn inventory(n: u32) -> DriverDeviceList {
 }
 
 /// The agent API as a simulated agent serves it: `report_now` reports its inventory;
-/// it has no NVMe device, so `cleanup_device` has nothing to erase.
+/// it has no NVMe device, so `cleanup_device` has nothing to erase, nor an FPGA to
+/// program.
 fn agent_endpoint(agent: Arc<SimAgent>) -> Endpoint {
     Endpoint::for_api::<AgentApi>()
         .with_state(agent)
@@ -219,6 +222,13 @@ fn agent_endpoint(agent: Arc<SimAgent>) -> Endpoint {
                 "NotFound",
                 "accel.agent",
                 format!("simulated host has no NVMe handle {}", m.handle_uuid),
+            ))
+        })
+        .handle(|_, _ctx, m: ProgramFpga| async move {
+            Err::<(), _>(RemoteError::new(
+                accel_objects::errors::ErrorKind::ProgramFailed.as_str(),
+                "accel.agent",
+                format!("simulated host has no FPGA at {}", m.address),
             ))
         })
         .into_endpoint()
