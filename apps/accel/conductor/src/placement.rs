@@ -403,6 +403,13 @@ fn encode(text: &str) -> String {
 }
 
 /// Every device and deployable of the database, page by page.
+/// Every host's wanted providers, from the whole inventory: what each [`reconcile`] pass
+/// reads and computes before it compares with what it last pushed.
+pub async fn wanted(db: &Db) -> Result<BTreeMap<String, Vec<Provider>>, DbError> {
+    let (devices, deployables) = inventory(db).await?;
+    Ok(providers(&devices, &deployables))
+}
+
 async fn inventory(db: &Db) -> Result<(Vec<DeviceRow>, Vec<DeployableRow>), DbError> {
     const PAGE: u32 = 1000;
     let mut devices: Vec<DeviceRow> = Vec::new();
@@ -446,8 +453,7 @@ pub async fn reconcile(
     placement: &Placement,
     synced: &mut BTreeMap<String, Vec<Provider>>,
 ) -> Result<(usize, usize), DbError> {
-    let (devices, deployables) = inventory(db).await?;
-    let mut wanted = providers(&devices, &deployables);
+    let mut wanted = wanted(db).await?;
     for host in synced.keys() {
         wanted.entry(host.clone()).or_default();
     }

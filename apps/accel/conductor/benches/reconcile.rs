@@ -1,0 +1,83 @@
+//! What one pass of the Placement reconciler costs the conductor when nothing changed
+//! (the steady state of a large fleet): `placement::wanted`, the whole inventory read
+//! page by page and every host's providers computed, which each pass does before it
+//! compares with what it last pushed (no Placement call follows when nothing changed).
+//! Hosts of 4 devices each (a GPU with 4 VFs, an FPGA, an NVMe SSD, a NIC), 1,000 and
+//! 10,000 hosts, on SQLite and on PostgreSQL, side by side in one run:
+//!
+//! ```sh
+//! scripts/start-postgres.sh
+//! cargo bench -p accel-conductor --bench reconcile
+//! ```
+//! Filling 10,000 hosts takes a few minutes per database (one report per host).
+// A failed set-up step fails the bench with its message.
+#![allow(clippy::expect_used)]
+#![allow(missing_docs)] // criterion_group! generates undocumented items
+
+use accel_conductor::db::ReportedDevice;
+use accel_conductor::placement::wanted;
+use accel_conductor::Db;
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use std::time::Duration;
+
+fn host_devices() -> Vec<ReportedDevice> {
+    let device = |cp: &str, kind: &str, vendor: &str, model: &str, handles: usize| ReportedDevice {
+        control_path_id: cp.to_owned(),
+        device_type: kind.to_owned(),
+        vendor: vendor.to_owned(),
+        model: model.to_owned(),
+        handles: (0..handles)
+            .map(|i| {
+                (
+                    "PCI".to_owned(),
+                    format!("{{\"address\": \"{cp}\", \"vf\": {i}}}"),
+                )
+            })
+            .collect(),
+        ..Default::default()
+    };
+    vec![
+        device("0000:3b:00.0", "GPU", "10de", "20b5", 4),
+        device("0000:3c:00.0", "FPGA", "10ee", "5020", 1),
+        device("0000:3d:00.0", "SSD", "144d", "a80a", 1),
+        device("0000:3e:00.0", "NIC", "15b3", "101d", 1),
+    ]
+}
+
+async fn fill(db: &Db, hosts: usize) {
+    let devices = host_devices();
+    for i in 0..hosts {
+        db.report(&format!("bench-host-{i:05}"), &devices)
+            .await
+            .expect("report");
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let mut group = c.benchmark_group("reconcile_unchanged_pass");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(20));
+    for hosts in [1_000usize, 10_000] {
+        let (sqlite, _dir) = rt.block_on(accel_conductor::testing::sqlite());
+        let postgres = rt.block_on(accel_conductor::testing::postgres());
+        for (backend, db) in [("sqlite", &sqlite), ("postgres", &postgres)] {
+            rt.block_on(fill(db, hosts));
+            let providers: usize = rt
+                .block_on(wanted(db))
+                .expect("a pass")
+                .values()
+                .map(Vec::len)
+                .sum();
+            assert_eq!(providers, hosts * 4);
+            group.bench_with_input(BenchmarkId::new(backend, hosts), db, |b, db| {
+                b.iter(|| rt.block_on(wanted(db)).expect("a pass"));
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
