@@ -6,7 +6,6 @@
 use crate::db::{Db, DbError};
 use accel_objects::CleanupState;
 use serde::Serialize;
-use sqlx::Row;
 use std::collections::BTreeMap;
 
 /// What the database holds.
@@ -44,10 +43,7 @@ impl Census {
 
 impl Db {
     async fn count(&self, sql: &str) -> Result<i64, DbError> {
-        Ok(sqlx::query(sql)
-            .fetch_one(self.pool())
-            .await?
-            .try_get::<i64, _>("n")?)
+        Ok(sqlx::query_scalar(sql).fetch_one(self.pool()).await?)
     }
 
     /// Handles in cleanup state `state`.
@@ -64,12 +60,11 @@ impl Db {
     pub async fn census(&self) -> Result<Census, DbError> {
         let cleanup = self.applied_migrations().await?.contains(&2);
         let mut arqs = BTreeMap::new();
-        for r in sqlx::query("SELECT state, COUNT(*) AS n FROM accelerator_requests GROUP BY state")
-            .fetch_all(self.pool())
-            .await?
-        {
-            arqs.insert(r.try_get::<String, _>("state")?, r.try_get::<i64, _>("n")?);
-        }
+        let counted: Vec<(String, i64)> =
+            sqlx::query_as("SELECT state, COUNT(*) AS n FROM accelerator_requests GROUP BY state")
+                .fetch_all(self.pool())
+                .await?;
+        arqs.extend(counted);
         Ok(Census {
             devices: self.count("SELECT COUNT(*) AS n FROM devices").await?,
             deployables: self.count("SELECT COUNT(*) AS n FROM deployables").await?,

@@ -31,7 +31,6 @@
 
 use crate::db::{Backend, Db};
 use async_trait::async_trait;
-use sqlx::Row;
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -63,6 +62,19 @@ fn backend(e: impl std::error::Error + Send + Sync + 'static) -> StoreError {
 }
 
 use crate::db::now_ms;
+
+/// A row of `fleet_members` as [`DbFleetStore::members_sql`] selects it.
+#[derive(sqlx::FromRow)]
+struct MemberRow {
+    component: String,
+    member_id: String,
+    host: String,
+    software: i64,
+    apparent: i64,
+    heard_by: String,
+    heartbeats: i64,
+    age_ms: i64,
+}
 
 impl DbFleetStore {
     /// The fleet record in `db`, beside the version record of `component`.
@@ -118,38 +130,36 @@ impl DbFleetStore {
         )
     }
 
-    fn parse(rows: Vec<sqlx::any::AnyRow>) -> Result<Vec<FleetMember>, StoreError> {
+    fn parse(rows: Vec<MemberRow>) -> Result<Vec<FleetMember>, StoreError> {
         rows.into_iter()
             .map(|r| {
-                let number = |col: &str| -> Result<u32, StoreError> {
-                    let n: i64 = r.try_get(col).map_err(backend)?;
+                let number = |col: &str, n: i64| -> Result<u32, StoreError> {
                     u32::try_from(n).map_err(|_| StoreError::Corrupt {
                         path: "fleet_members".into(),
                         why: format!("{col} {n} is not a version number"),
                     })
                 };
-                let age_ms: i64 = r.try_get("age_ms").map_err(backend)?;
-                let heartbeats: i64 = r.try_get("heartbeats").map_err(backend)?;
                 Ok(FleetMember {
-                    component: r.try_get("component").map_err(backend)?,
-                    id: r.try_get("member_id").map_err(backend)?,
-                    host: r.try_get("host").map_err(backend)?,
-                    software: number("software")?,
-                    apparent: number("apparent")?,
-                    heard_by: r.try_get("heard_by").map_err(backend)?,
-                    heartbeats: heartbeats != 0,
+                    software: number("software", r.software)?,
+                    apparent: number("apparent", r.apparent)?,
+                    component: r.component,
+                    id: r.member_id,
+                    host: r.host,
+                    heard_by: r.heard_by,
+                    heartbeats: r.heartbeats != 0,
                     // A clock step backwards reads as just seen.
-                    age: Duration::from_millis(u64::try_from(age_ms).unwrap_or(0)),
+                    age: Duration::from_millis(u64::try_from(r.age_ms).unwrap_or(0)),
                 })
             })
             .collect()
     }
 
+    /// The upsert of `heard`, returning the row's `software` column.
     fn bind<'q>(
         sql: &'q str,
         heard: &Heard<'q>,
-    ) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
-        sqlx::query(sql)
+    ) -> sqlx::query::QueryScalar<'q, sqlx::Any, i64, sqlx::any::AnyArguments<'q>> {
+        sqlx::query_scalar(sql)
             .bind(heard.component)
             .bind(heard.id)
             .bind(heard.host)
@@ -159,12 +169,8 @@ impl DbFleetStore {
             .bind(i64::from(heard.heartbeats))
     }
 
-    fn record_of(
-        &self,
-        row: Option<sqlx::any::AnyRow>,
-    ) -> Result<Option<PersistedState>, StoreError> {
-        let Some(row) = row else { return Ok(None) };
-        let text: String = row.try_get("record").map_err(backend)?;
+    fn record_of(&self, text: Option<String>) -> Result<Option<PersistedState>, StoreError> {
+        let Some(text) = text else { return Ok(None) };
         serde_json::from_str(&text)
             .map(Some)
             .map_err(|e| StoreError::Corrupt {
@@ -184,7 +190,7 @@ impl DbFleetStore {
         let mut tx = self.db.pool().begin().await.map_err(backend)?;
         let (stored, software) = match self.db.backend() {
             Backend::Postgres => {
-                let row = sqlx::query(
+                let row = sqlx::query_scalar(
                     "SELECT record FROM component_versions WHERE component = $1 FOR SHARE",
                 )
                 .bind(&self.component)
@@ -195,8 +201,6 @@ impl DbFleetStore {
                 let software: i64 = Self::bind(&upsert, heard)
                     .fetch_one(&mut *tx)
                     .await
-                    .map_err(backend)?
-                    .try_get("software")
                     .map_err(backend)?;
                 (stored, software)
             }
@@ -204,14 +208,14 @@ impl DbFleetStore {
                 let software: i64 = Self::bind(&upsert, heard)
                     .fetch_one(&mut *tx)
                     .await
-                    .map_err(backend)?
-                    .try_get("software")
                     .map_err(backend)?;
-                let row = sqlx::query("SELECT record FROM component_versions WHERE component = $1")
-                    .bind(&self.component)
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(backend)?;
+                let row = sqlx::query_scalar(
+                    "SELECT record FROM component_versions WHERE component = $1",
+                )
+                .bind(&self.component)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(backend)?;
                 (self.record_of(row)?, software)
             }
         };
@@ -275,7 +279,7 @@ impl FleetStore for DbFleetStore {
     }
 
     async fn members(&self) -> Result<Vec<FleetMember>, StoreError> {
-        let rows = sqlx::query(&self.members_sql())
+        let rows = sqlx::query_as(&self.members_sql())
             .fetch_all(self.db.pool())
             .await
             .map_err(backend)?;
@@ -288,7 +292,7 @@ impl FleetStore for DbFleetStore {
                 "the fleet record is read in a transaction of the conductor's database, not of another store".into(),
             ));
         };
-        let rows = sqlx::query(&self.members_sql())
+        let rows = sqlx::query_as(&self.members_sql())
             .fetch_all(&mut **tx)
             .await
             .map_err(backend)?;

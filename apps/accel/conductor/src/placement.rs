@@ -498,15 +498,14 @@ pub async fn sweep_gone_hosts(
     placement: &Placement,
     synced: &BTreeMap<String, Vec<Provider>>,
 ) -> Result<usize, DbError> {
-    let rows = sqlx::query(
+    let hosts: Vec<String> = sqlx::query_scalar(
         "SELECT DISTINCT f.host FROM fleet_members f \
          WHERE NOT EXISTS (SELECT 1 FROM deployables d WHERE d.hostname = f.host)",
     )
     .fetch_all(db.pool())
     .await?;
     let mut emptied = 0;
-    for r in rows {
-        let host: String = sqlx::Row::try_get(&r, "host")?;
+    for host in hosts {
         if host.is_empty() || synced.contains_key(&host) {
             continue;
         }

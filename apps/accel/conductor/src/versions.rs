@@ -10,7 +10,6 @@
 
 use crate::db::{Backend, Db};
 use async_trait::async_trait;
-use sqlx::Row;
 use verso_upgrade::store::{PersistedState, StoreError, TransactionalStore, VersionStore};
 
 /// The transaction a transactional upgrade step receives: write with `&mut **tx`.
@@ -55,10 +54,9 @@ fn upsert<'q>(
 }
 
 impl DbVersionStore {
-    /// The record in `row` (the `record` column), if any.
-    fn parse(&self, row: Option<sqlx::any::AnyRow>) -> Result<Option<PersistedState>, StoreError> {
-        let Some(row) = row else { return Ok(None) };
-        let text: String = row.try_get("record").map_err(backend)?;
+    /// The record in `text` (the `record` column), if any.
+    fn parse(&self, text: Option<String>) -> Result<Option<PersistedState>, StoreError> {
+        let Some(text) = text else { return Ok(None) };
         let state: PersistedState =
             serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
                 path: format!("component_versions/{}", self.component).into(),
@@ -71,7 +69,7 @@ impl DbVersionStore {
 #[async_trait]
 impl VersionStore for DbVersionStore {
     async fn load(&self) -> Result<Option<PersistedState>, StoreError> {
-        let row = sqlx::query("SELECT record FROM component_versions WHERE component = $1")
+        let row = sqlx::query_scalar("SELECT record FROM component_versions WHERE component = $1")
             .bind(&self.component)
             .fetch_optional(self.db.pool())
             .await
@@ -119,7 +117,7 @@ impl TransactionalStore for DbVersionStore {
             }
             Backend::Sqlite => "SELECT record FROM component_versions WHERE component = $1",
         };
-        let row = sqlx::query(sql)
+        let row = sqlx::query_scalar(sql)
             .bind(&self.component)
             .fetch_optional(&mut **tx)
             .await
