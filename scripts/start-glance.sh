@@ -29,16 +29,8 @@ venv="${VERSO_OPENSTACK_VENV:-$root/.venv-openstack}"
 keystone="http://127.0.0.1:$keystone_port"
 url="http://127.0.0.1:$port"
 
-scripts/openstack-venv.sh
-py="$venv/bin/python"
-helper="$root/scripts/openstack-services.py"
-
-if ! "$py" "$helper" wait "$keystone/v3" 0 keystone 2>/dev/null; then
-    echo "glance: no Keystone at $keystone/v3 (run scripts/start-keystone.sh first)" >&2
-    exit 1
-fi
-
 name=glance
+gunicorn_behind_keystone
 gunicorn_state_dir
 mkdir -p "$dir/images" "$dir/staging" "$dir/tasks"
 # The paste pipelines as the package ships them (keystone flavor: authtoken, context).

@@ -30,16 +30,8 @@ venv="${VERSO_OPENSTACK_VENV:-$root/.venv-openstack}"
 keystone="http://127.0.0.1:$keystone_port"
 url="http://127.0.0.1:$port"
 
-scripts/openstack-venv.sh
-py="$venv/bin/python"
-helper="$root/scripts/openstack-services.py"
-
-if ! "$py" "$helper" wait "$keystone/v3" 0 keystone 2>/dev/null; then
-    echo "placement: no Keystone at $keystone/v3 (run scripts/start-keystone.sh first)" >&2
-    exit 1
-fi
-
 name=placement
+gunicorn_behind_keystone
 gunicorn_state_dir
 conf="$dir/placement.conf"
 gunicorn_write_changed "$conf" <<EOF

@@ -110,3 +110,16 @@ gunicorn_serve() {
     "$1"
     gunicorn_start "$2" "$3"
 }
+
+# For a service behind the test Keystone ($name, $venv, $keystone set): the venv made or
+# updated, $py and $helper set, and Keystone answering (else the script stops, saying
+# what to run first).
+gunicorn_behind_keystone() {
+    "$root/scripts/openstack-venv.sh"
+    py="$venv/bin/python"
+    helper="$root/scripts/openstack-services.py"
+    if ! "$py" "$helper" wait "$keystone/v3" 0 keystone 2>/dev/null; then
+        echo "$name: no Keystone at $keystone/v3 (run scripts/start-keystone.sh first)" >&2
+        exit 1
+    fi
+}

@@ -37,33 +37,13 @@ fn session() -> Session {
 
 /// An active Glance image holding `data`.
 async fn bitstream(session: &Session, data: &[u8]) -> String {
-    let glance = support::env("VERSO_TEST_GLANCE_URL");
-    let http = session.http().clone();
-    let body =
-        json!({"name": "accel-fpga-bitstream", "disk_format": "raw", "container_format": "bare"});
-    let created: Value = session
-        .send(|token| {
-            http.post(format!("{glance}/v2/images"))
-                .header("X-Auth-Token", token)
-                .json(&body)
-        })
-        .await
-        .expect("Glance answers")
-        .json()
-        .await
-        .expect("an image");
-    let id = created["id"].as_str().expect("its id").to_owned();
-    let uploaded = session
-        .send(|token| {
-            http.put(format!("{glance}/v2/images/{id}/file"))
-                .header("X-Auth-Token", token)
-                .header("Content-Type", "application/octet-stream")
-                .body(data.to_vec())
-        })
-        .await
-        .expect("Glance answers");
-    assert_eq!(uploaded.status().as_u16(), 204, "upload of {id}");
-    id
+    accel_keystone::testing::glance_image(
+        session,
+        &support::env("VERSO_TEST_GLANCE_URL"),
+        Some(data),
+    )
+    .await
+    .expect("an image in Glance")
 }
 
 /// `accel all-in-one` with two hosts, the FPGA tool `tool` and the agent cap `agent_cap`;

@@ -14,8 +14,9 @@
 use accel_agent::cyborg;
 use accel_agent::fpga::{FpgaOptions, Glance, Programmer};
 use accel_cyborg17::testing::{cyborg_calls_agent, cyborg_transport};
+use accel_keystone::testing::glance_image;
 use accel_keystone::{AuthOptions, Session};
-use serde_json::{json, Value};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -42,37 +43,11 @@ fn session() -> Session {
     .expect("a Keystone session")
 }
 
-/// A new image in Glance; with `data`, uploaded (Glance hashes it and makes it active).
+/// A new image in the test Glance; with `data`, uploaded (and then active).
 async fn image(session: &Session, data: Option<&[u8]>) -> String {
-    let glance = env("VERSO_TEST_GLANCE_URL");
-    let http = session.http().clone();
-    let body =
-        json!({"name": "accel-test-bitstream", "disk_format": "raw", "container_format": "bare"});
-    let created: Value = session
-        .send(|token| {
-            http.post(format!("{glance}/v2/images"))
-                .header("X-Auth-Token", token)
-                .json(&body)
-        })
+    glance_image(session, &env("VERSO_TEST_GLANCE_URL"), data)
         .await
-        .expect("Glance answers")
-        .json()
-        .await
-        .expect("an image");
-    let id = created["id"].as_str().expect("its id").to_owned();
-    if let Some(data) = data {
-        let response = session
-            .send(|token| {
-                http.put(format!("{glance}/v2/images/{id}/file"))
-                    .header("X-Auth-Token", token)
-                    .header("Content-Type", "application/octet-stream")
-                    .body(data.to_vec())
-            })
-            .await
-            .expect("Glance answers");
-        assert_eq!(response.status().as_u16(), 204, "upload of {id}");
-    }
-    id
+        .expect("an image in Glance")
 }
 
 /// A programming tool: records its arguments and the sha256 of the file it was given

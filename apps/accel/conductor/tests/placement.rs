@@ -393,16 +393,16 @@ async fn one_conductor_of_several_keeps_placement() {
     let fpga_rp = rp_uuid(&format!("{host}_0000:3b:00.0"));
     let interval = Duration::from_millis(300);
 
+    let holder = || async {
+        db.lease_holder(RECONCILER_LEASE)
+            .await
+            .expect("read")
+            .unwrap_or_default()
+    };
     let nowhere = Placement::new(session(), Some("http://127.0.0.1:1".to_owned()));
     let first = spawn_reconciler(db.clone(), nowhere, interval, "conductor-1".into());
     let deadline = Instant::now() + Duration::from_secs(10);
-    while db
-        .lease_holder(RECONCILER_LEASE)
-        .await
-        .expect("read")
-        .as_deref()
-        != Some("conductor-1")
-    {
+    while holder().await != "conductor-1" {
         assert!(
             Instant::now() < deadline,
             "the first reconciler never took the lease"
@@ -425,13 +425,7 @@ async fn one_conductor_of_several_keeps_placement() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(
-        db.lease_holder(RECONCILER_LEASE)
-            .await
-            .expect("read")
-            .as_deref(),
-        Some("conductor-1")
-    );
+    assert_eq!(holder().await, "conductor-1");
 
     first.abort();
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -442,13 +436,7 @@ async fn one_conductor_of_several_keeps_placement() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(
-        db.lease_holder(RECONCILER_LEASE)
-            .await
-            .expect("read")
-            .as_deref(),
-        Some("conductor-2")
-    );
+    assert_eq!(holder().await, "conductor-2");
     second.abort();
     delete_providers(&placement, &[&fpga_rp, &root]).await;
 }

@@ -342,6 +342,57 @@ pub fn expires_in(value: &Value) -> Option<Duration> {
     Some(left.to_std().unwrap_or(Duration::ZERO))
 }
 
+/// Test support (feature `testing`).
+#[cfg(feature = "testing")]
+pub mod testing {
+    use super::{Session, SessionError};
+    use serde_json::{json, Value};
+
+    /// A new image in the Glance at `glance` (its URL), made as `session`'s user; with
+    /// `data`, uploaded (Glance then hashes it and makes it active). Its id.
+    pub async fn glance_image(
+        session: &Session,
+        glance: &str,
+        data: Option<&[u8]>,
+    ) -> Result<String, SessionError> {
+        let http = session.http().clone();
+        let body = json!({"name": "accel-test-bitstream", "disk_format": "raw", "container_format": "bare"});
+        let created: Value = session
+            .send(|token| {
+                http.post(format!("{glance}/v2/images"))
+                    .header("X-Auth-Token", token)
+                    .json(&body)
+            })
+            .await?
+            .json()
+            .await
+            .map_err(|e| SessionError::Malformed(format!("Glance's new image: {e}")))?;
+        let id = created["id"]
+            .as_str()
+            .ok_or_else(|| {
+                SessionError::Malformed(format!("Glance's new image has no id: {created}"))
+            })?
+            .to_owned();
+        if let Some(data) = data {
+            let uploaded = session
+                .send(|token| {
+                    http.put(format!("{glance}/v2/images/{id}/file"))
+                        .header("X-Auth-Token", token)
+                        .header("Content-Type", "application/octet-stream")
+                        .body(data.to_vec())
+                })
+                .await?;
+            if uploaded.status().as_u16() != 204 {
+                return Err(SessionError::Malformed(format!(
+                    "Glance refused the upload of {id}: HTTP {}",
+                    uploaded.status()
+                )));
+            }
+        }
+        Ok(id)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
