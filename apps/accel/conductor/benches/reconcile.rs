@@ -16,31 +16,17 @@
 
 use accel_conductor::db::ReportedDevice;
 use accel_conductor::placement::wanted;
+use accel_conductor::testing::reported_device;
 use accel_conductor::Db;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use std::time::Duration;
 
 fn host_devices() -> Vec<ReportedDevice> {
-    let device = |cp: &str, kind: &str, vendor: &str, model: &str, handles: usize| ReportedDevice {
-        control_path_id: cp.to_owned(),
-        device_type: kind.to_owned(),
-        vendor: vendor.to_owned(),
-        model: model.to_owned(),
-        handles: (0..handles)
-            .map(|i| {
-                (
-                    "PCI".to_owned(),
-                    format!("{{\"address\": \"{cp}\", \"vf\": {i}}}"),
-                )
-            })
-            .collect(),
-        ..Default::default()
-    };
     vec![
-        device("0000:3b:00.0", "GPU", "10de", "20b5", 4),
-        device("0000:3c:00.0", "FPGA", "10ee", "5020", 1),
-        device("0000:3d:00.0", "SSD", "144d", "a80a", 1),
-        device("0000:3e:00.0", "NIC", "15b3", "101d", 1),
+        reported_device("0000:3b:00.0", "GPU", "10de", "20b5", 4),
+        reported_device("0000:3c:00.0", "FPGA", "10ee", "5020", 1),
+        reported_device("0000:3d:00.0", "SSD", "144d", "a80a", 1),
+        reported_device("0000:3e:00.0", "NIC", "15b3", "101d", 1),
     ]
 }
 

@@ -8,6 +8,32 @@
 use crate::Db;
 use std::time::Duration;
 
+/// A device as a report has it, at PCI address `cp`, of `kind` from `vendor` with
+/// `model`, with `handles` PCI attach handles (`{"address": cp, "vf": i}`).
+pub fn reported_device(
+    cp: &str,
+    kind: &str,
+    vendor: &str,
+    model: &str,
+    handles: usize,
+) -> crate::db::ReportedDevice {
+    crate::db::ReportedDevice {
+        control_path_id: cp.to_owned(),
+        device_type: kind.to_owned(),
+        vendor: vendor.to_owned(),
+        model: model.to_owned(),
+        handles: (0..handles)
+            .map(|i| {
+                (
+                    "PCI".to_owned(),
+                    format!("{{\"address\": \"{cp}\", \"vf\": {i}}}"),
+                )
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
 /// The test cluster's URL.
 pub fn postgres_url() -> String {
     std::env::var("VERSO_TEST_POSTGRES_URL")

@@ -11,21 +11,8 @@ use std::collections::BTreeMap;
 
 fn device(cp: &str, device_type: &str, handles: usize) -> ReportedDevice {
     ReportedDevice {
-        control_path_id: cp.to_owned(),
-        device_type: device_type.to_owned(),
-        vendor: "10ee".to_owned(),
-        model: "5020".to_owned(),
-        std_board_info: None,
         driver_name: Some("xclmgmt".to_owned()),
-        handles: (0..handles)
-            .map(|i| {
-                (
-                    "PCI".to_owned(),
-                    format!("{{\"address\": \"{cp}\", \"vf\": {i}}}"),
-                )
-            })
-            .collect(),
-        ..Default::default()
+        ..accel_conductor::testing::reported_device(cp, device_type, "10ee", "5020", handles)
     }
 }
 

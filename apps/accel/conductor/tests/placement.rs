@@ -90,23 +90,7 @@ async fn compute_node(placement: &Placement, prefix: &str) -> (String, String) {
 }
 
 fn device(cp: &str, kind: &str, vendor: &str, model: &str, handles: usize) -> ReportedDevice {
-    ReportedDevice {
-        control_path_id: cp.to_owned(),
-        device_type: kind.to_owned(),
-        vendor: vendor.to_owned(),
-        model: model.to_owned(),
-        std_board_info: None,
-        driver_name: None,
-        handles: (0..handles)
-            .map(|i| {
-                (
-                    "PCI".to_owned(),
-                    format!("{{\"address\": \"{cp}\", \"vf\": {i}}}"),
-                )
-            })
-            .collect(),
-        ..Default::default()
-    }
+    accel_conductor::testing::reported_device(cp, kind, vendor, model, handles)
 }
 
 /// One test at a time against the test Placement, whose SQLite database answers 500
