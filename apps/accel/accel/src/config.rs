@@ -255,8 +255,12 @@ pub struct Placement {
     pub endpoint_override: Option<String>,
     /// CA certificates (PEM) for https.
     pub cafile: Option<PathBuf>,
-    /// Seconds between two passes of the reconciler.
+    /// Seconds between two passes of the reconciler (each reads the hosts the
+    /// database marked as changed).
     pub sync_interval: u64,
+    /// Seconds between two passes that read the whole inventory (the safety net for a
+    /// change no trigger marked); at least `sync_interval`.
+    pub full_sync_interval: u64,
 }
 
 impl Default for Placement {
@@ -274,15 +278,22 @@ impl Default for Placement {
             endpoint_override: None,
             cafile: None,
             sync_interval: 10,
+            full_sync_interval: 600,
         }
     }
 }
 
 impl Placement {
-    /// The client and the reconciler's interval, or `None` when Placement is off.
+    /// The client and the reconciler's schedule, or `None` when Placement is off.
     pub fn client(
         &self,
-    ) -> Result<Option<(accel_conductor::placement::Placement, std::time::Duration)>, String> {
+    ) -> Result<
+        Option<(
+            accel_conductor::placement::Placement,
+            accel_conductor::placement::Schedule,
+        )>,
+        String,
+    > {
         let user = ServiceUser {
             section: "placement",
             needed_for: "with auth_url",
@@ -302,9 +313,18 @@ impl Placement {
         if self.sync_interval == 0 {
             return Err("[placement] sync_interval must be at least 1 (seconds)".into());
         }
+        if self.full_sync_interval < self.sync_interval {
+            return Err(format!(
+                "[placement] full_sync_interval ({}) must be at least sync_interval ({}) (seconds)",
+                self.full_sync_interval, self.sync_interval
+            ));
+        }
         Ok(Some((
             accel_conductor::placement::Placement::new(session, self.endpoint_override.clone()),
-            std::time::Duration::from_secs(self.sync_interval),
+            accel_conductor::placement::Schedule {
+                interval: std::time::Duration::from_secs(self.sync_interval),
+                full_interval: std::time::Duration::from_secs(self.full_sync_interval),
+            },
         )))
     }
 }

@@ -95,15 +95,15 @@ pub async fn conductor(config: AccelConfig) -> Result<ExitCode, Error> {
         verso_rpc::transport::amqp::redact(&config.transport.url)
     );
     // Each deployable a resource provider in Placement, reconciled from the database.
-    let _reconciler = placement.map(|(client, interval)| {
+    let _reconciler = placement.map(|(client, schedule)| {
         println!(
             "conductor: keeping resource providers in Placement every {} s",
-            interval.as_secs()
+            schedule.interval.as_secs()
         );
         AbortOnDrop(accel_conductor::placement::spawn_reconciler(
             db.clone(),
             client,
-            interval,
+            schedule,
             accel_conductor::runtime::conductor_id(),
         ))
     });
@@ -478,11 +478,11 @@ pub async fn all_in_one(config: AccelConfig, agents: u32) -> Result<ExitCode, Er
     let db = open_db(&url).await?;
     let transport = transport(&config).await?;
     let running = start_conductor(db.clone(), transport.clone(), &config, nova).await?;
-    let _reconciler = placement.map(|(client, interval)| {
+    let _reconciler = placement.map(|(client, schedule)| {
         AbortOnDrop(accel_conductor::placement::spawn_reconciler(
             db.clone(),
             client,
-            interval,
+            schedule,
             accel_conductor::runtime::conductor_id(),
         ))
     });

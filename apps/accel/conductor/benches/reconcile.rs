@@ -3,7 +3,10 @@
 //! page by page and every host's providers computed, which each pass does before it
 //! compares with what it last pushed (no Placement call follows when nothing changed).
 //! Hosts of 4 devices each (a GPU with 4 VFs, an FPGA, an NVMe SSD, a NIC), 1,000 and
-//! 10,000 hosts, on SQLite and on PostgreSQL, side by side in one run:
+//! 10,000 hosts, on SQLite and on PostgreSQL, side by side in one run. Beside it, what a
+//! changed-hosts pass reads when 10 hosts changed (`placement::wanted_of`, each host's
+//! rows through the hostname index): the ratio of the two per host is the reconciler's
+//! `HOST_READS_PER_FULL_READ`.
 //!
 //! ```sh
 //! scripts/start-postgres.sh
@@ -15,7 +18,7 @@
 #![allow(missing_docs)] // criterion_group! generates undocumented items
 
 use accel_conductor::db::ReportedDevice;
-use accel_conductor::placement::wanted;
+use accel_conductor::placement::{wanted, wanted_of};
 use accel_conductor::testing::reported_device;
 use accel_conductor::Db;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
@@ -41,7 +44,7 @@ async fn fill(db: &Db, hosts: usize) {
 
 fn bench(c: &mut Criterion) {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let mut group = c.benchmark_group("reconcile_unchanged_pass");
+    let mut group = c.benchmark_group("reconcile_pass");
     group
         .sample_size(10)
         .measurement_time(Duration::from_secs(20));
@@ -57,9 +60,25 @@ fn bench(c: &mut Criterion) {
                 .map(Vec::len)
                 .sum();
             assert_eq!(providers, hosts * 4);
-            group.bench_with_input(BenchmarkId::new(backend, hosts), db, |b, db| {
-                b.iter(|| rt.block_on(wanted(db)).expect("a pass"));
-            });
+            group.bench_with_input(
+                BenchmarkId::new(format!("{backend}/full"), hosts),
+                db,
+                |b, db| {
+                    b.iter(|| rt.block_on(wanted(db)).expect("a pass"));
+                },
+            );
+            let changed: Vec<String> = (0..10)
+                .map(|i| format!("bench-host-{:05}", i * hosts / 10))
+                .collect();
+            let read = rt.block_on(wanted_of(db, &changed)).expect("a pass");
+            assert_eq!(read.values().map(Vec::len).sum::<usize>(), 10 * 4);
+            group.bench_with_input(
+                BenchmarkId::new(format!("{backend}/changed-10"), hosts),
+                db,
+                |b, db| {
+                    b.iter(|| rt.block_on(wanted_of(db, &changed)).expect("a pass"));
+                },
+            );
         }
     }
     group.finish();

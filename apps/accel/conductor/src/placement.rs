@@ -24,15 +24,21 @@
 //!
 //! # When
 //!
-//! A reconciler ([`spawn_reconciler`]) reads the inventory from the database every
-//! `[placement] sync_interval` and brings each host whose providers changed (or whose
-//! last sync failed) up to date. Reading the database, not hooking the report path,
-//! keeps a report's answer independent of Placement's health and catches every change
-//! (reports, device disable and enable, a conductor restart) the same way. Every write
-//! is idempotent, so several conductors reconciling the same hosts agree (a provider
+//! A reconciler ([`spawn_reconciler`]) works from the database every `[placement]
+//! sync_interval` and brings each host whose providers changed (or whose last sync
+//! failed) up to date. Reading the database, not hooking the report path, keeps a
+//! report's answer independent of Placement's health and catches every change (reports,
+//! device disable and enable, a conductor restart) the same way. Which hosts changed
+//! the database itself records (migration 8: triggers mark a host on every write of a
+//! column its providers are made of, by any writer), so a pass reads only those hosts
+//! ([`Pass::Changed`]); the whole inventory is read after the reconciler takes its lease
+//! and every `[placement] full_sync_interval` ([`Pass::Full`]). Every write is
+//! idempotent, so several conductors reconciling the same hosts agree (a provider
 //! generation conflict is read again and retried).
 
-use crate::db::{rp_uuid, DbError, DeployableRow, DeviceRow, DeviceStatus, ListFilter};
+use crate::db::{
+    rp_uuid, ChangeMarks, DbError, DeployableRow, DeviceRow, DeviceStatus, ListFilter,
+};
 use crate::keystone::{Session, SessionError};
 use crate::Db;
 use accel_objects::traits::{is_custom_name, resource_class, traits};
@@ -402,24 +408,46 @@ fn encode(text: &str) -> String {
         .collect()
 }
 
-/// Every device and deployable of the database, page by page.
-/// Every host's wanted providers, from the whole inventory: what each [`reconcile`] pass
-/// reads and computes before it compares with what it last pushed.
+/// Every host's wanted providers, from the whole inventory: what a full [`reconcile`]
+/// pass reads and computes before it compares with what it last pushed.
 pub async fn wanted(db: &Db) -> Result<BTreeMap<String, Vec<Provider>>, DbError> {
-    let (devices, deployables) = inventory(db).await?;
+    let (devices, deployables) = inventory(db, None).await?;
     Ok(providers(&devices, &deployables))
 }
 
-async fn inventory(db: &Db) -> Result<(Vec<DeviceRow>, Vec<DeployableRow>), DbError> {
+/// The wanted providers of `hosts` only, read one host at a time (the index on each
+/// table's hostname): what a [`Pass::Changed`] reads. A host without deployables is
+/// absent from the answer.
+pub async fn wanted_of<'a>(
+    db: &Db,
+    hosts: impl IntoIterator<Item = &'a String>,
+) -> Result<BTreeMap<String, Vec<Provider>>, DbError> {
+    let mut out = BTreeMap::new();
+    for host in hosts {
+        let (devices, deployables) = inventory(db, Some(host)).await?;
+        if let Some(list) = providers(&devices, &deployables).remove(host) {
+            out.insert(host.clone(), list);
+        }
+    }
+    Ok(out)
+}
+
+/// Every device and deployable of the database (or of one host), page by page.
+async fn inventory(
+    db: &Db,
+    host: Option<&str>,
+) -> Result<(Vec<DeviceRow>, Vec<DeployableRow>), DbError> {
     const PAGE: u32 = 1000;
+    let filter = |marker: Option<String>| ListFilter {
+        host: host.map(str::to_owned),
+        limit: Some(PAGE),
+        marker,
+        ..ListFilter::default()
+    };
     let mut devices: Vec<DeviceRow> = Vec::new();
     loop {
         let page = db
-            .devices(&ListFilter {
-                limit: Some(PAGE),
-                marker: devices.last().map(|d| d.uuid.clone()),
-                ..ListFilter::default()
-            })
+            .devices(&filter(devices.last().map(|d| d.uuid.clone())))
             .await?;
         let done = page.len() < PAGE as usize;
         devices.extend(page);
@@ -430,11 +458,7 @@ async fn inventory(db: &Db) -> Result<(Vec<DeviceRow>, Vec<DeployableRow>), DbEr
     let mut deployables: Vec<DeployableRow> = Vec::new();
     loop {
         let page = db
-            .deployables(&ListFilter {
-                limit: Some(PAGE),
-                marker: deployables.last().map(|d| d.uuid.clone()),
-                ..ListFilter::default()
-            })
+            .deployables(&filter(deployables.last().map(|d| d.uuid.clone())))
             .await?;
         let done = page.len() < PAGE as usize;
         deployables.extend(page);
@@ -445,42 +469,119 @@ async fn inventory(db: &Db) -> Result<(Vec<DeviceRow>, Vec<DeployableRow>), DbEr
     Ok((devices, deployables))
 }
 
-/// One pass of the reconciler: each host whose wanted providers differ from what the
-/// last successful sync of it left (`synced`) is brought up to date; hosts that are
-/// gone are emptied. Returns how many hosts were synced and how many failed.
+/// What a reconciler pass reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pass {
+    /// The whole inventory: every host is compared with what was last pushed. The
+    /// first pass of a reconciler that (re)gains the lease, then every
+    /// [`Schedule::full_interval`]: the safety net for a change no trigger marked.
+    Full,
+    /// Only the hosts the database marked as changed (migration 8's triggers, and
+    /// hosts an earlier pass could not sync).
+    Changed,
+}
+
+/// When the reconciler runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Schedule {
+    /// Between two passes (`[placement] sync_interval`); also the lease's renewal.
+    pub interval: Duration,
+    /// Between two [`Pass::Full`] passes (`[placement] full_sync_interval`).
+    pub full_interval: Duration,
+}
+
+/// Marks one pass reads at most (the rest wait for the next pass).
+const MARKS_PER_PASS: u32 = 10_000;
+
+/// A changed-hosts pass reads the whole inventory instead of host by host when more
+/// hosts changed than one in this many of those it keeps: one host's own read costs
+/// about as much as this many hosts' share of a full read (`cargo bench -p
+/// accel-conductor --bench reconcile`).
+const HOST_READS_PER_FULL_READ: usize = 16;
+
+/// One full pass of the reconciler: [`reconcile_pass`] with [`Pass::Full`].
 pub async fn reconcile(
     db: &Db,
     placement: &Placement,
     synced: &mut BTreeMap<String, Vec<Provider>>,
 ) -> Result<(usize, usize), DbError> {
-    let mut wanted = wanted(db).await?;
-    for host in synced.keys() {
-        wanted.entry(host.clone()).or_default();
-    }
+    reconcile_pass(db, placement, synced, Pass::Full).await
+}
+
+/// One pass of the reconciler: each host of the pass whose wanted providers differ from
+/// what the last successful sync of it left (`synced`) is brought up to date; hosts
+/// that are gone are emptied. The hosts' change marks, read before the inventory, are
+/// deleted once a host is up to date; a host that could not be (Placement failed, or
+/// an instance's allocation keeps a provider) keeps them, or is marked, so the next
+/// pass, of either kind, tries it again. Returns how many hosts were synced and how
+/// many failed.
+pub async fn reconcile_pass(
+    db: &Db,
+    placement: &Placement,
+    synced: &mut BTreeMap<String, Vec<Provider>>,
+    pass: Pass,
+) -> Result<(usize, usize), DbError> {
+    let changes = db.placement_changes(MARKS_PER_PASS).await?;
+    let hosts: BTreeSet<String>;
+    let mut wanted = match pass {
+        Pass::Full => {
+            let wanted = wanted(db).await?;
+            hosts = wanted
+                .keys()
+                .chain(synced.keys())
+                .chain(changes.keys())
+                .cloned()
+                .collect();
+            wanted
+        }
+        Pass::Changed => {
+            hosts = changes.keys().cloned().collect();
+            if hosts.is_empty() {
+                return Ok((0, 0));
+            }
+            if hosts.len().saturating_mul(HOST_READS_PER_FULL_READ) > synced.len().max(1) {
+                wanted(db).await?
+            } else {
+                wanted_of(db, &hosts).await?
+            }
+        }
+    };
     let (mut done, mut failed) = (0, 0);
-    for (host, providers) in wanted {
-        if synced.get(&host) == Some(&providers) {
+    let no_marks = ChangeMarks::default();
+    for host in hosts {
+        let providers = wanted.remove(&host).unwrap_or_default();
+        let marks = changes.get(&host).unwrap_or(&no_marks);
+        if synced.get(&host).map_or(&[][..], Vec::as_slice) == providers.as_slice() {
+            db.forget_placement_changes(&host, marks).await?;
             continue;
         }
-        match placement.sync_host(&host, &providers).await {
+        let settled = match placement.sync_host(&host, &providers).await {
             Ok(in_use) => {
                 done += 1;
                 if in_use.is_empty() {
                     tracing::info!(host = %host, providers = providers.len(), "Placement up to date");
-                    if providers.is_empty() {
-                        synced.remove(&host);
-                    } else {
-                        synced.insert(host, providers);
-                    }
+                    true
                 } else {
-                    // Not recorded as synced: the deletes are tried again next pass.
                     tracing::warn!(host = %host, ?in_use, "resource providers kept: instances hold allocations on them");
+                    false
                 }
             }
             Err(e) => {
                 failed += 1;
                 tracing::warn!(host = %host, error = %e, "Placement not updated; retried next pass");
+                false
             }
+        };
+        if settled {
+            db.forget_placement_changes(&host, marks).await?;
+            if providers.is_empty() {
+                synced.remove(&host);
+            } else {
+                synced.insert(host, providers);
+            }
+        } else if marks.is_empty() {
+            // Not recorded as synced, and marked: the next pass tries it again.
+            db.mark_placement_changed(&host).await?;
         }
     }
     Ok((done, failed))
@@ -527,24 +628,28 @@ pub async fn sweep_gone_hosts(
 /// one database, one keeps Placement at a time.
 pub const RECONCILER_LEASE: &str = "placement-reconciler";
 
-/// Runs [`reconcile`] every `interval` until the task is aborted, while `holder` (this
-/// conductor's id) holds [`RECONCILER_LEASE`]. The lease lasts three intervals and is
-/// renewed every interval, during a pass too (a pass over many hosts, or against a slow
-/// Placement, may take longer than the lease); a pass whose lease is lost midway is
-/// abandoned, so two conductors never reconcile at once for longer than one interval.
-/// When the holder stops, another conductor's reconciler takes over within three
-/// intervals; one that (re)gains the lease forgets what it last pushed and reconciles
-/// every host afresh, since another holder may have changed Placement meanwhile.
+/// Runs a [`reconcile_pass`] every `schedule.interval` until the task is aborted, while
+/// `holder` (this conductor's id) holds [`RECONCILER_LEASE`]: a [`Pass::Full`] first and
+/// every `schedule.full_interval`, a [`Pass::Changed`] otherwise. The lease lasts three
+/// intervals and is renewed every interval, during a pass too (a pass over many hosts,
+/// or against a slow Placement, may take longer than the lease); a pass whose lease is
+/// lost midway is abandoned, so two conductors never reconcile at once for longer than
+/// one interval. When the holder stops, another conductor's reconciler takes over
+/// within three intervals; one that (re)gains the lease forgets what it last pushed and
+/// reconciles every host afresh, since another holder may have changed Placement
+/// meanwhile.
 pub fn spawn_reconciler(
     db: Db,
     placement: Placement,
-    interval: Duration,
+    schedule: Schedule,
     holder: String,
 ) -> tokio::task::JoinHandle<()> {
+    let interval = schedule.interval;
     tokio::spawn(async move {
         let mut synced = BTreeMap::new();
         let mut swept = false;
         let mut held = false;
+        let mut last_full: Option<tokio::time::Instant> = None;
         let ttl = interval.saturating_mul(3);
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -556,6 +661,7 @@ pub fn spawn_reconciler(
                     held = true;
                     synced.clear();
                     swept = false;
+                    last_full = None;
                 }
                 Ok(true) => {}
                 Ok(false) => {
@@ -571,10 +677,18 @@ pub fn spawn_reconciler(
                     continue;
                 }
             }
+            let started = tokio::time::Instant::now();
+            let kind = match last_full {
+                Some(at) if started.duration_since(at) < schedule.full_interval => Pass::Changed,
+                _ => Pass::Full,
+            };
             let pass = async {
-                if let Err(e) = reconcile(&db, &placement, &mut synced).await {
+                if let Err(e) = reconcile_pass(&db, &placement, &mut synced, kind).await {
                     tracing::warn!(error = %e, "Placement reconciler cannot read the database; retried next pass");
                     return;
+                }
+                if kind == Pass::Full {
+                    last_full = Some(started);
                 }
                 if !swept {
                     match sweep_gone_hosts(&db, &placement, &synced).await {

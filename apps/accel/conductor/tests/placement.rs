@@ -9,8 +9,10 @@
 use accel_conductor::db::{rp_uuid, ReportedDevice};
 use accel_conductor::keystone::{AuthOptions, Session};
 use accel_conductor::placement::{
-    reconcile, spawn_reconciler, sweep_gone_hosts, Placement, PlacementError, RECONCILER_LEASE,
+    reconcile, reconcile_pass, spawn_reconciler, sweep_gone_hosts, Pass, Placement, PlacementError,
+    Schedule, RECONCILER_LEASE,
 };
+use accel_conductor::Db;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -376,6 +378,10 @@ async fn one_conductor_of_several_keeps_placement() {
         .expect("report");
     let fpga_rp = rp_uuid(&format!("{host}_0000:3b:00.0"));
     let interval = Duration::from_millis(300);
+    let schedule = Schedule {
+        interval,
+        full_interval: interval * 10,
+    };
 
     let holder = || async {
         db.lease_holder(RECONCILER_LEASE)
@@ -384,7 +390,7 @@ async fn one_conductor_of_several_keeps_placement() {
             .unwrap_or_default()
     };
     let nowhere = Placement::new(session(), Some("http://127.0.0.1:1".to_owned()));
-    let first = spawn_reconciler(db.clone(), nowhere, interval, "conductor-1".into());
+    let first = spawn_reconciler(db.clone(), nowhere, schedule, "conductor-1".into());
     let deadline = Instant::now() + Duration::from_secs(10);
     while holder().await != "conductor-1" {
         assert!(
@@ -396,7 +402,7 @@ async fn one_conductor_of_several_keeps_placement() {
     let second = spawn_reconciler(
         db.clone(),
         placement.clone(),
-        interval,
+        schedule,
         "conductor-2".into(),
     );
     // Five of the second's passes: it keeps out of Placement while the first holds.
@@ -423,4 +429,154 @@ async fn one_conductor_of_several_keeps_placement() {
     assert_eq!(holder().await, "conductor-2");
     second.abort();
     delete_providers(&placement, &[&fpga_rp, &root]).await;
+}
+
+/// The status of one provider's inventory of `class`: its total and reserved.
+async fn inventory_of(p: &Placement, rp: &str, class: &str) -> (i64, i64) {
+    let (status, inv) = call(
+        p,
+        reqwest::Method::GET,
+        &format!("/resource_providers/{rp}/inventories"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{inv}");
+    let of = &inv["inventories"][class];
+    (
+        of["total"].as_i64().expect("total"),
+        of["reserved"].as_i64().expect("reserved"),
+    )
+}
+
+/// A changed-hosts pass follows the database's marks: a device disabled reaches
+/// Placement without a full pass, a change nobody marked waits for the next full pass,
+/// and a host a pass could not sync is tried again by the next changed-hosts pass.
+async fn changed_passes_follow_the_marks(db: Db) {
+    let placement = Placement::new(session(), Some(env("VERSO_TEST_PLACEMENT_URL")));
+    let (a, root_a) = compute_node(&placement, "changes-a").await;
+    let (b, root_b) = compute_node(&placement, "changes-b").await;
+    db.report(&a, &[device("0000:3b:00.0", "FPGA", "10ee", "5020", 1)])
+        .await
+        .expect("report");
+    db.report(&b, &[device("0000:3c:00.0", "GPU", "10de", "1eb8", 2)])
+        .await
+        .expect("report");
+    let a_rp = rp_uuid(&format!("{a}_0000:3b:00.0"));
+    let b_rp = rp_uuid(&format!("{b}_0000:3c:00.0"));
+
+    // The first pass reads everything and leaves no mark behind; with no mark, a
+    // changed-hosts pass has nothing to do.
+    let mut synced = BTreeMap::new();
+    assert_eq!(
+        reconcile_pass(&db, &placement, &mut synced, Pass::Full)
+            .await
+            .expect("pass"),
+        (2, 0)
+    );
+    assert!(db.placement_changes(100).await.expect("marks").is_empty());
+    assert_eq!(
+        reconcile_pass(&db, &placement, &mut synced, Pass::Changed)
+            .await
+            .expect("pass"),
+        (0, 0)
+    );
+
+    // A's FPGA disabled: marked, and the next changed-hosts pass reserves it.
+    let a_device = db
+        .devices(&Default::default())
+        .await
+        .expect("devices")
+        .into_iter()
+        .find(|d| d.hostname == a)
+        .expect("a's device");
+    db.set_device_maintaining(&a_device.uuid, true)
+        .await
+        .expect("disable");
+    assert_eq!(
+        reconcile_pass(&db, &placement, &mut synced, Pass::Changed)
+            .await
+            .expect("pass"),
+        (1, 0)
+    );
+    assert_eq!(inventory_of(&placement, &a_rp, "FPGA").await, (1, 1));
+
+    // B's GPU gone, and its marks lost (as a change no trigger saw would be): a
+    // changed-hosts pass does not see it, the next full pass deletes the provider.
+    db.report(&b, &[]).await.expect("report");
+    for (host, marks) in db.placement_changes(100).await.expect("marks") {
+        db.forget_placement_changes(&host, &marks)
+            .await
+            .expect("forget");
+    }
+    assert_eq!(
+        reconcile_pass(&db, &placement, &mut synced, Pass::Changed)
+            .await
+            .expect("pass"),
+        (0, 0)
+    );
+    assert_eq!(provider_status(&placement, &b_rp).await, 200);
+    assert_eq!(
+        reconcile_pass(&db, &placement, &mut synced, Pass::Full)
+            .await
+            .expect("pass"),
+        (1, 0)
+    );
+    assert_eq!(provider_status(&placement, &b_rp).await, 404);
+
+    // A host Nova has not registered yet: the full pass fails it and marks it; once
+    // Nova registers it, a changed-hosts pass makes its provider.
+    let c = format!("{a}-late");
+    db.report(&c, &[device("0000:70:00.0", "QAT", "8086", "37c8", 1)])
+        .await
+        .expect("report");
+    assert_eq!(
+        reconcile_pass(&db, &placement, &mut synced, Pass::Full)
+            .await
+            .expect("pass"),
+        (0, 1)
+    );
+    assert!(db
+        .placement_changes(100)
+        .await
+        .expect("marks")
+        .contains_key(&c));
+    assert_eq!(
+        reconcile_pass(&db, &placement, &mut synced, Pass::Changed)
+            .await
+            .expect("pass"),
+        (0, 1),
+        "retried while Nova has not registered it"
+    );
+    let (status, node) = call(
+        &placement,
+        reqwest::Method::POST,
+        "/resource_providers",
+        Some(json!({"name": c})),
+    )
+    .await;
+    assert_eq!(status, 200, "{node}");
+    let root_c = node["uuid"].as_str().expect("uuid").to_owned();
+    assert_eq!(
+        reconcile_pass(&db, &placement, &mut synced, Pass::Changed)
+            .await
+            .expect("pass"),
+        (1, 0)
+    );
+    let c_rp = rp_uuid(&format!("{c}_0000:70:00.0"));
+    assert_eq!(inventory_of(&placement, &c_rp, "CUSTOM_QAT").await, (1, 0));
+
+    delete_providers(&placement, &[&a_rp, &c_rp, &root_a, &root_b, &root_c]).await;
+}
+
+#[tokio::test]
+async fn sqlite_changed_passes_follow_the_marks() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let (db, _dir) = accel_conductor::testing::sqlite().await;
+    changed_passes_follow_the_marks(db).await;
+}
+
+#[tokio::test]
+async fn postgres_changed_passes_follow_the_marks() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    changed_passes_follow_the_marks(accel_conductor::testing::postgres().await).await;
 }

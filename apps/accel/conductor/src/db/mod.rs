@@ -28,6 +28,7 @@
 
 mod arqs;
 mod attributes;
+mod changes;
 mod inventory;
 mod leases;
 mod profiles;
@@ -37,6 +38,7 @@ mod sql;
 pub(crate) use leases::now_ms;
 
 pub use arqs::Release;
+pub use changes::ChangeMarks;
 pub use rows::{
     rp_uuid, ArqRow, AttachHandleRow, AttributeRow, DeployableRow, DeviceProfileRow, DeviceRow,
     DeviceStatus, ListFilter, ReportOutcome, ReportedDevice, UnknownDeviceStatus,
