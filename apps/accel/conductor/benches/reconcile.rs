@@ -4,9 +4,9 @@
 //! compares with what it last pushed (no Placement call follows when nothing changed).
 //! Hosts of 4 devices each (a GPU with 4 VFs, an FPGA, an NVMe SSD, a NIC), 1,000 and
 //! 10,000 hosts, on SQLite and on PostgreSQL, side by side in one run. Beside it, what a
-//! changed-hosts pass reads when 10 hosts changed (`placement::wanted_of`, each host's
-//! rows through the hostname index): the ratio of the two per host is the reconciler's
-//! `HOST_READS_PER_FULL_READ`.
+//! changed-hosts pass reads (`placement::wanted_of`) when 10 hosts changed and when a
+//! tenth of them did: per host against the full read, the reconciler's
+//! `HOST_READS_PER_FULL_READ`. `VERSO_BENCH_HOSTS=1000` runs one size.
 //!
 //! ```sh
 //! scripts/start-postgres.sh
@@ -48,7 +48,16 @@ fn bench(c: &mut Criterion) {
     group
         .sample_size(10)
         .measurement_time(Duration::from_secs(20));
-    for hosts in [1_000usize, 10_000] {
+    let sizes: Vec<usize> = std::env::var("VERSO_BENCH_HOSTS")
+        .unwrap_or_else(|_| "1000,10000".into())
+        .split(',')
+        .map(|s| {
+            s.trim()
+                .parse()
+                .expect("VERSO_BENCH_HOSTS: numbers like 1000,10000")
+        })
+        .collect();
+    for hosts in sizes {
         let (sqlite, _dir) = rt.block_on(accel_conductor::testing::sqlite());
         let postgres = rt.block_on(accel_conductor::testing::postgres());
         for (backend, db) in [("sqlite", &sqlite), ("postgres", &postgres)] {
@@ -67,18 +76,20 @@ fn bench(c: &mut Criterion) {
                     b.iter(|| rt.block_on(wanted(db)).expect("a pass"));
                 },
             );
-            let changed: Vec<String> = (0..10)
-                .map(|i| format!("bench-host-{:05}", i * hosts / 10))
-                .collect();
-            let read = rt.block_on(wanted_of(db, &changed)).expect("a pass");
-            assert_eq!(read.values().map(Vec::len).sum::<usize>(), 10 * 4);
-            group.bench_with_input(
-                BenchmarkId::new(format!("{backend}/changed-10"), hosts),
-                db,
-                |b, db| {
-                    b.iter(|| rt.block_on(wanted_of(db, &changed)).expect("a pass"));
-                },
-            );
+            for (label, count) in [("changed-10", 10), ("changed-tenth", hosts / 10)] {
+                let changed: Vec<String> = (0..count)
+                    .map(|i| format!("bench-host-{:05}", i * hosts / count))
+                    .collect();
+                let read = rt.block_on(wanted_of(db, &changed)).expect("a pass");
+                assert_eq!(read.values().map(Vec::len).sum::<usize>(), count * 4);
+                group.bench_with_input(
+                    BenchmarkId::new(format!("{backend}/{label}"), hosts),
+                    db,
+                    |b, db| {
+                        b.iter(|| rt.block_on(wanted_of(db, &changed)).expect("a pass"));
+                    },
+                );
+            }
         }
     }
     group.finish();

@@ -33,6 +33,33 @@ impl Db {
         Ok(page)
     }
 
+    /// Every device and deployable of `hosts`, oldest first: what the Placement
+    /// reconciler reads for the hosts that changed. A few queries for any number of
+    /// hosts (each a list of hostnames, through the hostname indexes).
+    pub async fn inventory_of_hosts(
+        &self,
+        hosts: &[String],
+    ) -> Result<(Vec<DeviceRow>, Vec<DeployableRow>), DbError> {
+        // Well below SQLite's and PostgreSQL's limits on bound values per statement.
+        const HOSTS_PER_QUERY: usize = 500;
+        let (mut devices, mut deployables) = (Vec::new(), Vec::new());
+        for chunk in hosts.chunks(HOSTS_PER_QUERY) {
+            let mut sql = Sql::new(format!(
+                "SELECT {DEVICE_COLUMNS} FROM devices t WHERE hostname IN "
+            ));
+            sql.bind_list(chunk.to_vec()).push(" ORDER BY id");
+            devices.extend(sql.fetch_all::<DeviceRow, _>("devices", &self.pool).await?);
+            let mut sql = Sql::new(format!(
+                "SELECT {DEPLOYABLE_COLUMNS} FROM deployables t WHERE hostname IN "
+            ));
+            sql.bind_list(chunk.to_vec()).push(" ORDER BY id");
+            let mut page: Vec<DeployableRow> = sql.fetch_all("deployables", &self.pool).await?;
+            self.complete(&mut page).await?;
+            deployables.extend(page);
+        }
+        Ok((devices, deployables))
+    }
+
     /// One deployable by UUID.
     pub async fn deployable(&self, uuid: &str) -> Result<DeployableRow, DbError> {
         let one = self
