@@ -4,6 +4,7 @@
 //! `[upgrade_levels]`); `accel config show` prints every value with its origin,
 //! passwords masked.
 
+use accel_conductor::nova::NovaOptions;
 use accel_objects::rpc::{AgentApi, ConductorApi};
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -229,57 +230,104 @@ impl KeystoneAuthtoken {
     }
 }
 
-/// `[placement]`: the service user the conductor keeps resource providers in Placement
-/// with (keystoneauth's option names, as Cyborg's `[placement]`), and how often. Off
-/// unless `auth_url` is set.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Placement {
-    /// Keystone's URL; unset: Placement is not kept.
-    pub auth_url: Option<String>,
-    /// The service user (needs Placement's admin or service role).
-    pub username: Option<String>,
-    /// Its password.
-    pub password: Option<String>,
-    /// Its project.
-    pub project_name: Option<String>,
-    /// The user's domain.
-    pub user_domain_name: String,
-    /// The project's domain.
-    pub project_domain_name: String,
-    /// The region of the catalog's Placement endpoint.
-    pub region_name: Option<String>,
-    /// The catalog interface: public, internal or admin.
-    pub interface: String,
-    /// Placement's URL, instead of the catalog's.
-    pub endpoint_override: Option<String>,
-    /// CA certificates (PEM) for https.
-    pub cafile: Option<PathBuf>,
-    /// Seconds between two passes of the reconciler (each reads the hosts the
-    /// database marked as changed).
-    pub sync_interval: u64,
-    /// Seconds between two passes that read the whole inventory (the safety net for a
-    /// change no trigger marked); at least `sync_interval`.
-    pub full_sync_interval: u64,
+/// Declares a section that holds a keystoneauth service user (`auth_url`, `username`,
+/// `password`, `project_name`, `user_domain_name`, `project_domain_name`,
+/// `region_name`, `interface`, `endpoint_override`, `cafile`: the options Cyborg's
+/// sections of the same names have) beside its own options, each with its default, and
+/// its [`ServiceUser`]. One struct per section, not a shared struct under
+/// `#[serde(flatten)]`: serde's `deny_unknown_fields` does not work through `flatten`,
+/// and a misspelt option must be refused.
+macro_rules! service_user_section {
+    (
+        $(#[$doc:meta])*
+        pub struct $name:ident {
+            $( $(#[$fdoc:meta])* pub $field:ident : $ty:ty = $default:expr, )*
+        }
+    ) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, Deserialize)]
+        #[serde(default, deny_unknown_fields)]
+        pub struct $name {
+            /// Keystone's URL; unset: the section is off.
+            pub auth_url: Option<String>,
+            /// The service user.
+            pub username: Option<String>,
+            /// Its password.
+            pub password: Option<String>,
+            /// Its project.
+            pub project_name: Option<String>,
+            /// The user's domain.
+            pub user_domain_name: String,
+            /// The project's domain.
+            pub project_domain_name: String,
+            /// The region of the service's catalog endpoint.
+            pub region_name: Option<String>,
+            /// The catalog interface: public, internal or admin.
+            pub interface: String,
+            /// The service's URL, instead of the catalog's.
+            pub endpoint_override: Option<String>,
+            /// CA certificates (PEM) for https.
+            pub cafile: Option<PathBuf>,
+            $( $(#[$fdoc])* pub $field: $ty, )*
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                let d = accel_conductor::keystone::AuthOptions::new("", "", "", "");
+                $name {
+                    auth_url: None,
+                    username: None,
+                    password: None,
+                    project_name: None,
+                    user_domain_name: d.user_domain_name,
+                    project_domain_name: d.project_domain_name,
+                    region_name: None,
+                    interface: d.interface,
+                    endpoint_override: None,
+                    cafile: None,
+                    $( $field: $default, )*
+                }
+            }
+        }
+
+        impl $name {
+            /// The section's service user; `needed_for` says when its credentials are
+            /// needed, as a refusal names them.
+            fn service_user(
+                &self,
+                section: &'static str,
+                needed_for: &'static str,
+            ) -> ServiceUser<'_> {
+                ServiceUser {
+                    section,
+                    needed_for,
+                    auth_url: &self.auth_url,
+                    username: &self.username,
+                    password: &self.password,
+                    project_name: &self.project_name,
+                    user_domain_name: &self.user_domain_name,
+                    project_domain_name: &self.project_domain_name,
+                    region_name: &self.region_name,
+                    interface: &self.interface,
+                    cafile: &self.cafile,
+                }
+            }
+        }
+    };
 }
 
-impl Default for Placement {
-    fn default() -> Self {
-        let d = accel_conductor::keystone::AuthOptions::new("", "", "", "");
-        Placement {
-            auth_url: None,
-            username: None,
-            password: None,
-            project_name: None,
-            user_domain_name: d.user_domain_name,
-            project_domain_name: d.project_domain_name,
-            region_name: None,
-            interface: d.interface,
-            endpoint_override: None,
-            cafile: None,
-            sync_interval: 10,
-            full_sync_interval: 600,
-        }
+service_user_section! {
+    /// `[placement]`: the service user the conductor keeps resource providers in
+    /// Placement with (keystoneauth's option names, as Cyborg's `[placement]`; the user
+    /// needs Placement's admin or service role), and how often. Off unless `auth_url`
+    /// is set.
+    pub struct Placement {
+        /// Seconds between two passes of the reconciler (each reads the hosts the
+        /// database marked as changed).
+        pub sync_interval: u64 = 10,
+        /// Seconds between two passes that read the whole inventory (the safety net for
+        /// a change no trigger marked); at least `sync_interval`.
+        pub full_sync_interval: u64 = 600,
     }
 }
 
@@ -294,19 +342,7 @@ impl Placement {
         )>,
         String,
     > {
-        let user = ServiceUser {
-            section: "placement",
-            needed_for: "with auth_url",
-            auth_url: &self.auth_url,
-            username: &self.username,
-            password: &self.password,
-            project_name: &self.project_name,
-            user_domain_name: &self.user_domain_name,
-            project_domain_name: &self.project_domain_name,
-            region_name: &self.region_name,
-            interface: &self.interface,
-            cafile: &self.cafile,
-        };
+        let user = self.service_user("placement", "with auth_url");
         let Some(session) = user.session()? else {
             return Ok(None);
         };
@@ -329,63 +365,21 @@ impl Placement {
     }
 }
 
-/// `[nova]`: the service user the conductor tells Nova with when accelerator requests
-/// are bound (`accelerator-request-bound` events; keystoneauth's option names, as
-/// Cyborg's `[nova]`), and how hard it retries. Off unless `auth_url` is set.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Nova {
-    /// Keystone's URL; unset: Nova is not told.
-    pub auth_url: Option<String>,
-    /// The service user (needs the role Nova's external events policy asks, admin or
-    /// service).
-    pub username: Option<String>,
-    /// Its password.
-    pub password: Option<String>,
-    /// Its project.
-    pub project_name: Option<String>,
-    /// The user's domain.
-    pub user_domain_name: String,
-    /// The project's domain.
-    pub project_domain_name: String,
-    /// The region of the catalog's compute endpoint.
-    pub region_name: Option<String>,
-    /// The catalog interface: public, internal or admin.
-    pub interface: String,
-    /// Nova's compute URL, instead of the catalog's.
-    pub endpoint_override: Option<String>,
-    /// CA certificates (PEM) for https.
-    pub cafile: Option<PathBuf>,
-    /// Attempts to send one instance's events (the first included).
-    pub retry_attempts: u32,
-    /// Seconds before the first retry, doubled before each next one.
-    pub retry_backoff: f64,
-    /// Seconds after the first attempt past which no retry starts.
-    pub retry_deadline: u64,
-    /// Instances' events waiting to be sent; beyond, the oldest are dropped.
-    pub queue_size: usize,
-}
-
-impl Default for Nova {
-    fn default() -> Self {
-        let d = accel_conductor::keystone::AuthOptions::new("", "", "", "");
-        let n = accel_conductor::nova::NovaOptions::default();
-        Nova {
-            auth_url: None,
-            username: None,
-            password: None,
-            project_name: None,
-            user_domain_name: d.user_domain_name,
-            project_domain_name: d.project_domain_name,
-            region_name: None,
-            interface: d.interface,
-            endpoint_override: None,
-            cafile: None,
-            retry_attempts: n.attempts,
-            retry_backoff: n.backoff.as_secs_f64(),
-            retry_deadline: n.deadline.as_secs(),
-            queue_size: n.queue_size,
-        }
+service_user_section! {
+    /// `[nova]`: the service user the conductor tells Nova with when accelerator
+    /// requests are bound (`accelerator-request-bound` events; keystoneauth's option
+    /// names, as Cyborg's `[nova]`; the user needs the role Nova's external events
+    /// policy asks, admin or service), and how hard it retries. Off unless `auth_url`
+    /// is set.
+    pub struct Nova {
+        /// Attempts to send one instance's events (the first included).
+        pub retry_attempts: u32 = NovaOptions::default().attempts,
+        /// Seconds before the first retry, doubled before each next one.
+        pub retry_backoff: f64 = NovaOptions::default().backoff.as_secs_f64(),
+        /// Seconds after the first attempt past which no retry starts.
+        pub retry_deadline: u64 = NovaOptions::default().deadline.as_secs(),
+        /// Instances' events waiting to be sent; beyond, the oldest are dropped.
+        pub queue_size: usize = NovaOptions::default().queue_size,
     }
 }
 
@@ -411,19 +405,7 @@ impl Nova {
         }
         let backoff = std::time::Duration::try_from_secs_f64(self.retry_backoff)
             .map_err(|_| "[nova] retry_backoff: a number of seconds, 0 or more".to_owned())?;
-        let user = ServiceUser {
-            section: "nova",
-            needed_for: "with auth_url",
-            auth_url: &self.auth_url,
-            username: &self.username,
-            password: &self.password,
-            project_name: &self.project_name,
-            user_domain_name: &self.user_domain_name,
-            project_domain_name: &self.project_domain_name,
-            region_name: &self.region_name,
-            interface: &self.interface,
-            cafile: &self.cafile,
-        };
+        let user = self.service_user("nova", "with auth_url");
         let Some(session) = user.session()? else {
             return Ok(None);
         };
@@ -441,9 +423,8 @@ impl Nova {
     }
 }
 
-/// The keystoneauth options of a service user, as `[keystone_authtoken]`, `[placement]`
-/// and `[nova]` have them (each section lists them itself: serde's
-/// `deny_unknown_fields` does not work through `flatten`).
+/// The keystoneauth options of a service user, as `[keystone_authtoken]` and the
+/// [`service_user_section!`] sections have them.
 struct ServiceUser<'a> {
     section: &'static str,
     /// Why the user, password and project are needed, as the refusal says it.
@@ -671,50 +652,11 @@ impl Default for Fpga {
     }
 }
 
-/// `[glance]`: the service user `accel agent` downloads bitstreams from Glance with
-/// (keystoneauth's option names, as Cyborg's `[glance]`). Needed with `[fpga]
-/// program_command`.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Glance {
-    /// Keystone's URL.
-    pub auth_url: Option<String>,
-    /// The service user (it must be able to read the bitstream images).
-    pub username: Option<String>,
-    /// Its password.
-    pub password: Option<String>,
-    /// Its project.
-    pub project_name: Option<String>,
-    /// The user's domain.
-    pub user_domain_name: String,
-    /// The project's domain.
-    pub project_domain_name: String,
-    /// The region of the catalog's image endpoint.
-    pub region_name: Option<String>,
-    /// The catalog interface: public, internal or admin.
-    pub interface: String,
-    /// Glance's URL, instead of the catalog's.
-    pub endpoint_override: Option<String>,
-    /// CA certificates (PEM) for https.
-    pub cafile: Option<PathBuf>,
-}
-
-impl Default for Glance {
-    fn default() -> Self {
-        let d = accel_conductor::keystone::AuthOptions::new("", "", "", "");
-        Glance {
-            auth_url: None,
-            username: None,
-            password: None,
-            project_name: None,
-            user_domain_name: d.user_domain_name,
-            project_domain_name: d.project_domain_name,
-            region_name: None,
-            interface: d.interface,
-            endpoint_override: None,
-            cafile: None,
-        }
-    }
+service_user_section! {
+    /// `[glance]`: the service user `accel agent` downloads bitstreams from Glance with
+    /// (keystoneauth's option names, as Cyborg's `[glance]`; the user must be able to
+    /// read the bitstream images). Needed with `[fpga] program_command`.
+    pub struct Glance {}
 }
 
 impl AccelConfig {
@@ -737,19 +679,7 @@ impl AccelConfig {
             return Ok(None);
         }
         let g = &self.glance;
-        let user = ServiceUser {
-            section: "glance",
-            needed_for: "with [fpga] program_command",
-            auth_url: &g.auth_url,
-            username: &g.username,
-            password: &g.password,
-            project_name: &g.project_name,
-            user_domain_name: &g.user_domain_name,
-            project_domain_name: &g.project_domain_name,
-            region_name: &g.region_name,
-            interface: &g.interface,
-            cafile: &g.cafile,
-        };
+        let user = g.service_user("glance", "with [fpga] program_command");
         let session = user.session()?.ok_or_else(|| {
             "[glance] auth_url is needed with [fpga] program_command (bitstreams are Glance images)"
                 .to_owned()

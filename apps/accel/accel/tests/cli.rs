@@ -234,8 +234,9 @@ fn passwords_are_masked_in_config_show_and_start_up_errors() {
 /// `[api]`, `[keystone_authtoken]`, `[oslo_policy]`, `[placement]` and `[nova]` options
 /// are checked before anything starts, naming the option: keystone (the default) needs
 /// its service user, noauth stays on loopback unless told otherwise, a policy file must
-/// parse, Placement and Nova need their service users, an unknown `[nova]` key is
-/// refused.
+/// parse, Placement and Nova need their service users, an unknown `[nova]`,
+/// `[placement]` or `[glance]` key is refused, a full Placement pass cannot come more
+/// often than a pass.
 #[test]
 fn api_options_are_checked_at_start() {
     let dir = tempfile::tempdir().expect("dir");
@@ -281,6 +282,18 @@ fn api_options_are_checked_at_start() {
             "[nova] retry_attempts",
         ),
         (&["nova.retry_wait=1"], "retry_wait"),
+        (&["placement.sync_intervall=5"], "sync_intervall"),
+        (&["glance.endpoint=http://127.0.0.1:1"], "endpoint"),
+        (
+            &[
+                "placement.auth_url=http://127.0.0.1:1/v3",
+                "placement.username=accel",
+                "placement.password=p",
+                "placement.project_name=service",
+                "placement.full_sync_interval=5",
+            ],
+            "[placement] full_sync_interval (5) must be at least sync_interval (10)",
+        ),
     ] {
         let mut args: Vec<&str> = Vec::new();
         for set in sets {
