@@ -733,11 +733,29 @@ impl Agent {
                     source,
                 })?;
             let mut raced = false;
-            let differs = |h: &&AttachHandle| {
-                h.attach_type.get() == Some(&AttachType::Pci) && h.managed() != desired
-            };
+            // The PCI handles whose mode differs, with what each says: a handle the
+            // conductor sent without a field this needs is refused, naming it.
+            let mut differing = Vec::new();
+            for h in handles
+                .iter()
+                .filter(|h| h.attach_type.get() == Some(&AttachType::Pci))
+            {
+                let read = (|| {
+                    Ok::<_, verso::Error>((h.managed()?, h.is_in_use()?, h.current_revision()?))
+                })()
+                .map_err(|e| AgentStartError::Handles {
+                    what: format!(
+                        "reading attach handle {} (AttachHandleList.get_by_host)",
+                        handle_uuid(h)
+                    ),
+                    source: e.into(),
+                })?;
+                if read.0 != desired {
+                    differing.push((h, read));
+                }
+            }
             // Refusals first: a refused start changes nothing.
-            for h in handles.iter().filter(differs).filter(|h| h.is_in_use()) {
+            for &(h, (persisted, _, _)) in differing.iter().filter(|(_, (_, in_use, _))| *in_use) {
                 let refusal = AgentStartError::ManagedModeInUse {
                     device: describe_device(h),
                     handle: handle_uuid(h),
@@ -747,7 +765,7 @@ impl Agent {
                         .cloned()
                         .flatten()
                         .unwrap_or_else(|| "unknown".into()),
-                    persisted: h.managed(),
+                    persisted,
                     configured: desired,
                 };
                 if at_start {
@@ -755,14 +773,13 @@ impl Agent {
                 }
                 tracing::warn!(host = self.host(), "{refusal}");
             }
-            for h in handles.iter().filter(differs).filter(|h| !h.is_in_use()) {
+            for &(h, (_, _, expected)) in differing.iter().filter(|(_, (_, in_use, _))| !*in_use) {
                 let mut h = h.clone();
                 h.meta.context = Some(Box::new(ctx.clone()));
-                let expected = h.current_revision();
                 match h.update_managed(desired, expected).await {
                     Ok(()) => {
                         updated += 1;
-                        tracing::info!(host = self.host(), handle = %handle_uuid(&h), managed = desired, revision = h.current_revision(), "attach handle managed mode updated");
+                        tracing::info!(host = self.host(), handle = %handle_uuid(&h), managed = desired, revision = ?h.revision.get(), "attach handle managed mode updated");
                     }
                     Err(e) => match classify(&e) {
                         HandleErrorKind::Stale | HandleErrorKind::InUse | HandleErrorKind::NotFound => {

@@ -333,7 +333,7 @@ async fn redelivered_and_retried_transition(url: &str) {
         .find(|h| h.uuid.get().map(ToString::to_string).as_deref() == Some(handle.as_str()))
         .expect("the claimed handle is cleaning")
         .clone();
-    assert_eq!(h.current_revision(), claimed.revision);
+    assert_eq!(h.current_revision().expect("revision"), claimed.revision);
     let recording = Recording::default();
     let recorder: Arc<dyn Transport> = Arc::new(recording.clone());
     h.meta.context = Some(Box::new(indirect_ctx(&recorder)));

@@ -292,7 +292,7 @@ async fn update_managed_races_have_one_winner(db: Db) {
     );
     let h = handles.iter().next().expect("a handle").clone();
     let uuid = h.uuid.get().expect("uuid").to_string();
-    let rev = h.current_revision();
+    let rev = h.current_revision().expect("revision");
     let (mut a, mut b) = (h.clone(), h.clone());
     a.meta.context = Some(Box::new(ctx.clone()));
     b.meta.context = Some(Box::new(ctx.clone()));
@@ -310,12 +310,12 @@ async fn update_managed_races_have_one_winner(db: Db) {
         "the row is the winner's, whole"
     );
     assert_eq!(
-        winner.current_revision(),
+        winner.current_revision().expect("revision"),
         rev + 1,
         "the winner's object is the stored one"
     );
     // The loser's retry with the old revision still loses: it must read again.
-    let winner_managed = winner.managed();
+    let winner_managed = winner.managed().expect("attach info");
     let mut again = if winners[0] { b } else { a };
     let stale = again
         .update_managed(!winner_managed, rev)
@@ -437,7 +437,7 @@ async fn unmanaged_is_refused_before_finalization(db: Db) {
         .expect("get_by_host");
     let mut h = handles.iter().next().expect("a handle").clone();
     h.meta.context = Some(Box::new(ctx));
-    let rev = h.current_revision();
+    let rev = h.current_revision().expect("revision");
     let e = h.update_managed(false, rev).await.expect_err("gated");
     assert_eq!(e.kind(), "NotSupportedBeforeFinalization");
     let typed = not_supported(&e).expect("typed");

@@ -605,21 +605,25 @@ impl AttachHandle {
 }
 
 impl AttachHandle {
-    /// The PCI managed mode this handle's attach info records (`true` when absent).
-    pub fn managed(&self) -> bool {
+    /// The PCI managed mode this handle's attach info records ([`attach_info_managed`]:
+    /// an attach info without a `managed` key is managed, libvirt's default). A handle
+    /// read without its attach info is [`verso::Error::UnsetField`], not a default.
+    pub fn managed(&self) -> Result<bool, verso::Error> {
         self.attach_info
-            .get()
-            .map_or(true, |i| attach_info_managed(i))
+            .require(Self::NAME, "attach_info")
+            .map(|i| attach_info_managed(i))
     }
 
-    /// Whether the handle is allocated.
-    pub fn is_in_use(&self) -> bool {
-        self.in_use.get().copied().unwrap_or(false)
+    /// Whether the handle is allocated; unset is [`verso::Error::UnsetField`].
+    pub fn is_in_use(&self) -> Result<bool, verso::Error> {
+        self.in_use.require(Self::NAME, "in_use").copied()
     }
 
-    /// The revision read with the handle (0 when absent).
-    pub fn current_revision(&self) -> i64 {
-        self.revision.get().copied().unwrap_or(0)
+    /// The revision read with the handle, which compare-and-swap updates name; unset is
+    /// [`verso::Error::UnsetField`] (a swap against a made-up revision would fail, or
+    /// worse, match).
+    pub fn current_revision(&self) -> Result<i64, verso::Error> {
+        self.revision.require(Self::NAME, "revision").copied()
     }
 
     fn uuid_text(&self, method: &str) -> Result<String, CallError> {

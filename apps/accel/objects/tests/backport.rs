@@ -91,3 +91,28 @@ fn a_mode_never_replaces_an_attach_info_that_is_not_an_address() {
         Some(r#"{"bus":"5e","managed":"no"}"#)
     );
 }
+
+/// What an agent reads from a handle is there or a typed error naming the field: a
+/// handle sent without its attach info, allocation or revision never reads as managed,
+/// free or at revision 0.
+#[test]
+fn a_handles_mode_allocation_and_revision_are_read_never_defaulted() {
+    let h = handle();
+    assert_eq!(h.managed(), Ok(false));
+    assert_eq!(h.is_in_use(), Ok(false));
+    assert_eq!(h.current_revision(), Ok(7));
+    let blank = AttachHandle::blank();
+    for (read, field) in [
+        (blank.managed().map(|_| ()), "attach_info"),
+        (blank.is_in_use().map(|_| ()), "in_use"),
+        (blank.current_revision().map(|_| ()), "revision"),
+    ] {
+        assert_eq!(
+            read,
+            Err(verso::Error::UnsetField {
+                object: "AttachHandle",
+                field
+            })
+        );
+    }
+}

@@ -1119,11 +1119,11 @@ async fn gated_feature(d: &Deployment) -> Result<(), String> {
         .await
         .map_err(|e| format!("get_by_host: {e}"))?;
     let mut handle = verso::ObjectList::iter(&handles)
-        .find(|h| !h.is_in_use())
+        .find(|h| h.is_in_use() == Ok(false))
         .cloned()
         .ok_or("the host has no free handle")?;
     handle.meta.context = Some(Box::new(ctx));
-    let revision = handle.current_revision();
+    let revision = handle.current_revision().map_err(|e| e.to_string())?;
     handle
         .update_managed(false, revision)
         .await
