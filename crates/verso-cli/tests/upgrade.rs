@@ -66,6 +66,7 @@ fn status_and_finalize_over_rabbitmq() {
         host: "h9".into(),
         software: 1,
         apparent: 1,
+        incarnation: None,
     }))
     .expect("heartbeat");
     let (ok, out) = run(&[&["verso", "upgrade", "finalize"][..], &base[..]].concat());

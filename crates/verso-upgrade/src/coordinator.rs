@@ -26,6 +26,7 @@
 // they belong to the coordinator's API.
 use crate::error::UpgradeError;
 pub use crate::error::{Blocker, Fenced};
+pub use crate::fleet::Incarnation;
 use crate::fleet::{Admission, Admit, FleetMember, FleetStore, Heard, MemoryFleet};
 use crate::manager::{ComponentStatus, FinalizeOutcome, UpgradeState, VersionManager};
 use crate::store::{Checkpoint, Finalizing, PersistedState};
@@ -45,6 +46,30 @@ pub struct MemberReport {
     pub software: u32,
     /// Its apparent version's number.
     pub apparent: u32,
+    /// Which run of the client sent it ([`VersionManager::report`] sets it). Absent
+    /// from older clients, whose reports are recorded as they arrive; a server that
+    /// does not know the field ignores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incarnation: Option<Incarnation>,
+}
+
+impl MemberReport {
+    /// A report without an [`Incarnation`] (a probe, or a client that does not count
+    /// its runs).
+    pub fn new(
+        id: impl Into<String>,
+        host: impl Into<String>,
+        software: u32,
+        apparent: u32,
+    ) -> Self {
+        MemberReport {
+            id: id.into(),
+            host: host.into(),
+            software,
+            apparent,
+            incarnation: None,
+        }
+    }
 }
 
 /// The server's answer to a heartbeat.
@@ -344,6 +369,8 @@ impl<V: ComponentVersion> Coordinator<V> {
             apparent: report.apparent,
             heard_by: &self.server_id,
             heartbeats: true,
+            incarnation: report.incarnation,
+            liveness: self.liveness,
         };
         let recorded = {
             let _not_deciding = self.admission.read().await;
@@ -351,7 +378,9 @@ impl<V: ComponentVersion> Coordinator<V> {
             self.fleet.record(&heard, check).await
         };
         match recorded {
-            Ok(Admission::Recorded) => {}
+            // A later report of the same run is recorded already: this one changes
+            // nothing, and is answered as it.
+            Ok(Admission::Recorded | Admission::Superseded) => {}
             Ok(Admission::Refused(reason)) => {
                 return Err(HeartbeatError::Fenced(self.fence(&report, reason)))
             }
@@ -389,12 +418,7 @@ impl<V: ComponentVersion> Coordinator<V> {
     /// heartbeat on that software would be.
     pub async fn seen(&self, id: &str, host: &str) -> Result<(), HeartbeatError> {
         let oldest = V::oldest().number();
-        let report = MemberReport {
-            id: id.to_owned(),
-            host: host.to_owned(),
-            software: oldest,
-            apparent: oldest,
-        };
+        let report = MemberReport::new(id, host, oldest, oldest);
         let heard = Heard {
             component: self.client_component,
             id,
@@ -403,13 +427,15 @@ impl<V: ComponentVersion> Coordinator<V> {
             apparent: oldest,
             heard_by: &self.server_id,
             heartbeats: false,
+            incarnation: None,
+            liveness: self.liveness,
         };
         let recorded = {
             let _not_deciding = self.admission.read().await;
             self.fleet.record(&heard, Some(&admit_older)).await
         };
         match recorded {
-            Ok(Admission::Recorded) => Ok(()),
+            Ok(Admission::Recorded | Admission::Superseded) => Ok(()),
             Ok(Admission::Refused(reason)) => {
                 Err(HeartbeatError::Fenced(self.fence(&report, reason)))
             }
@@ -731,13 +757,12 @@ fn admit_older(stored: Option<&PersistedState>, software: u32) -> Result<(), Str
 }
 
 impl<V: ComponentVersion> VersionManager<V> {
-    /// This client's heartbeat report.
+    /// This client's heartbeat report, numbered in this process's run
+    /// ([`Incarnation`]).
     pub fn report(&self, id: &str, host: &str) -> MemberReport {
         MemberReport {
-            id: id.to_owned(),
-            host: host.to_owned(),
-            software: V::software().number(),
-            apparent: self.apparent().number(),
+            incarnation: Some(self.next_incarnation()),
+            ..MemberReport::new(id, host, V::software().number(), self.apparent().number())
         }
     }
 

@@ -34,6 +34,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
+/// Which run of a client a heartbeat comes from: when the process started (ms since the
+/// Unix epoch, by its host's clock) and the report's number in that run. Ordered by
+/// both, so the fleet record can tell a heartbeat that arrives late from a run that has
+/// since been replaced (a killed agent's last call, delivered after its successor's
+/// first) and drop it instead of recording the old run's versions over the new one's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Incarnation {
+    /// When the run started, ms since the Unix epoch.
+    pub started_ms: u64,
+    /// The report's number within the run, from 0.
+    pub seq: u64,
+}
+
 /// One member of the fleet as the store has it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FleetMember {
@@ -83,6 +96,62 @@ pub struct Heard<'a> {
     /// what is assumed for a member never heard heartbeating, and a member that did
     /// heartbeat keeps the versions it reported (only when it was seen changes).
     pub heartbeats: bool,
+    /// The run of the member that sent it, if it says ([`run_order`]).
+    pub incarnation: Option<Incarnation>,
+    /// How long a silent member still counts (the server's): an earlier run is refused
+    /// while the later run recorded for the member is live.
+    pub liveness: Duration,
+}
+
+/// What a heartbeat of run `heard` does to a member whose record holds run `recorded`,
+/// last heard `recorded_age` ago: the rule every [`FleetStore`] applies.
+///
+/// - Either run unknown (a client that does not number its runs, or a record made
+///   before it did): recorded, as every heartbeat was before runs were numbered.
+/// - The same run: recorded if it is a later report than the one recorded, else
+///   [`RunOrder::Superseded`] (a delayed or retried report; it changes nothing).
+/// - A later run (the process was restarted or replaced): recorded.
+/// - An earlier run while the later one is live: [`RunOrder::Earlier`], which the
+///   server fences: it is a dead process's last heartbeat delivered late, or a second
+///   process running under the same id, which must stop (recording either would put
+///   the earlier run's versions over the live one's, and finalization could decide on
+///   them). Once the later run has been silent past `liveness` the earlier one is
+///   recorded again, so a process whose host clock stepped back before it started is
+///   fenced for at most one liveness window.
+pub fn run_order(
+    heard: Option<Incarnation>,
+    recorded: Option<Incarnation>,
+    recorded_age: Duration,
+    liveness: Duration,
+) -> RunOrder {
+    let (Some(heard), Some(recorded)) = (heard, recorded) else {
+        return RunOrder::Record;
+    };
+    if heard.started_ms == recorded.started_ms {
+        if heard.seq > recorded.seq {
+            RunOrder::Record
+        } else {
+            RunOrder::Superseded
+        }
+    } else if heard.started_ms > recorded.started_ms || recorded_age > liveness {
+        RunOrder::Record
+    } else {
+        RunOrder::Earlier(format!(
+            "a later run of it (started at {} ms since the epoch) is live; this heartbeat comes from an earlier run (started at {} ms): a second process with the same id, or a late delivery from a stopped one",
+            recorded.started_ms, heard.started_ms
+        ))
+    }
+}
+
+/// What [`run_order`] decides.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunOrder {
+    /// Record the heartbeat.
+    Record,
+    /// A later report of the same run is recorded: nothing to do.
+    Superseded,
+    /// An earlier run of a member whose later run is live: refused, with the reason.
+    Earlier(String),
 }
 
 /// The check a member on older software passes before it is recorded: given the stored
@@ -95,6 +164,9 @@ pub type Admit = dyn Fn(Option<&PersistedState>, u32) -> Result<(), String> + Se
 pub enum Admission {
     /// The member is recorded.
     Recorded,
+    /// A later report of the same run was recorded already ([`RunOrder::Superseded`]);
+    /// nothing was written.
+    Superseded,
     /// The check refused it, with its reason; nothing was recorded.
     Refused(String),
 }
@@ -102,7 +174,10 @@ pub enum Admission {
 /// The fleet record a deployment's servers share.
 #[async_trait]
 pub trait FleetStore: Send + Sync + 'static {
-    /// Records a heartbeat: the member's versions, now, and the server that heard it.
+    /// Records a heartbeat: the member's versions, now, and the server that heard it,
+    /// unless [`run_order`] says otherwise (an earlier run while a later one is live is
+    /// [`Admission::Refused`], a report its run has superseded
+    /// [`Admission::Superseded`]).
     ///
     /// With `admit`, atomically against a finalization deciding under the version
     /// record's lock: the store waits for such a decision to commit, then runs `admit` on
@@ -135,6 +210,7 @@ struct Entry {
     apparent: u32,
     heard_by: String,
     heartbeats: bool,
+    incarnation: Option<Incarnation>,
     seen: Instant,
 }
 
@@ -170,7 +246,8 @@ impl State {
 /// let fleet = MemoryFleet::new();
 /// let heard = Heard {
 ///     component: "agent", id: "host1", host: "host1", software: 2, apparent: 1,
-///     heard_by: "conductor-a", heartbeats: true,
+///     heard_by: "conductor-a", heartbeats: true, incarnation: None,
+///     liveness: std::time::Duration::from_secs(60),
 /// };
 /// fleet.record(&heard, None).await?;
 /// let members = fleet.members().await?;
@@ -216,6 +293,18 @@ impl FleetStore for MemoryFleet {
         let mut state = self.state.lock().await;
         let key = (heard.component.to_owned(), heard.id.to_owned());
         let known = state.members.get(&key).filter(|e| e.heartbeats).cloned();
+        if let (true, Some(k)) = (heard.heartbeats, &known) {
+            match run_order(
+                heard.incarnation,
+                k.incarnation,
+                k.seen.elapsed(),
+                heard.liveness,
+            ) {
+                RunOrder::Record => {}
+                RunOrder::Superseded => return Ok(Admission::Superseded),
+                RunOrder::Earlier(reason) => return Ok(Admission::Refused(reason)),
+            }
+        }
         let entry = match known {
             // Not a heartbeat: the versions a heartbeat reported stay.
             Some(e) if !heard.heartbeats => Entry {
@@ -229,6 +318,7 @@ impl FleetStore for MemoryFleet {
                 apparent: heard.apparent,
                 heard_by: heard.heard_by.to_owned(),
                 heartbeats: heard.heartbeats,
+                incarnation: heard.incarnation,
                 seen: Instant::now(),
             },
         };

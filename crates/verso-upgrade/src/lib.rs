@@ -62,10 +62,10 @@ pub mod version;
 pub use action::{ActionError, UpgradeAction};
 pub use coordinator::{
     Blocker, Coordinator, DeploymentStatus, Fenced, FinalizeProgress, HeartbeatError,
-    HeartbeatReply, MemberReport, MemberStatus,
+    HeartbeatReply, Incarnation, MemberReport, MemberStatus,
 };
 pub use error::{NotSupportedBeforeFinalization, UpgradeError};
-pub use fleet::{FleetMember, FleetStore, MemoryFleet};
+pub use fleet::{FleetMember, FleetStore, MemoryFleet, RunOrder};
 pub use manager::{
     ComponentStatus, FinalizeOutcome, Gate, Introduced, RetryPolicy, UpgradeState, VersionManager,
     VersionUse,

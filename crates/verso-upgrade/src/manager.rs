@@ -307,6 +307,28 @@ pub struct VersionManager<V: ComponentVersion> {
     actions: Arc<Vec<UpgradeAction<V>>>,
     finalizing: Arc<tokio::sync::Mutex<()>>,
     retry: RetryPolicy,
+    /// This process's run: what its heartbeats carry ([`crate::fleet::Incarnation`]).
+    run: Arc<Run>,
+}
+
+/// A process's run of a component: when it started (ms since the Unix epoch, this
+/// host's clock) and how many heartbeat reports it has made.
+#[derive(Debug)]
+pub(crate) struct Run {
+    pub(crate) started_ms: u64,
+    pub(crate) reports: std::sync::atomic::AtomicU64,
+}
+
+impl Run {
+    fn now() -> Run {
+        let started_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        Run {
+            started_ms,
+            reports: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
 }
 
 impl<V: ComponentVersion> Clone for VersionManager<V> {
@@ -319,6 +341,7 @@ impl<V: ComponentVersion> Clone for VersionManager<V> {
             actions: self.actions.clone(),
             finalizing: self.finalizing.clone(),
             retry: self.retry,
+            run: self.run.clone(),
         }
     }
 }
@@ -450,11 +473,20 @@ impl<V: ComponentVersion> Builder<V> {
             actions: Arc::new(self.actions),
             finalizing: Arc::new(tokio::sync::Mutex::new(())),
             retry: self.retry,
+            run: Arc::new(Run::now()),
         })
     }
 }
 
 impl<V: ComponentVersion> VersionManager<V> {
+    /// The next heartbeat's [`crate::fleet::Incarnation`]: this run, one report later.
+    pub(crate) fn next_incarnation(&self) -> crate::fleet::Incarnation {
+        crate::fleet::Incarnation {
+            started_ms: self.run.started_ms,
+            seq: self.run.reports.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
     /// A builder over `store`.
     pub fn builder(store: impl VersionStore) -> Builder<V> {
         Self::builder_arc(Arc::new(store))

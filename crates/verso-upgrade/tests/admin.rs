@@ -41,6 +41,7 @@ fn report(id: &str, software: u32, apparent: u32) -> MemberReport {
         host: id.into(),
         software,
         apparent,
+        incarnation: None,
     }
 }
 

@@ -56,6 +56,7 @@ fn report(id: &str, software: u32, apparent: u32) -> MemberReport {
         host: format!("{id}.example"),
         software,
         apparent,
+        incarnation: None,
     }
 }
 
@@ -291,6 +292,7 @@ impl Agent {
                     host: "h".into(),
                     software: 1,
                     apparent: verso_upgrade::ComponentVersion::number(m.apparent()),
+                    incarnation: None,
                 },
                 None,
             ))

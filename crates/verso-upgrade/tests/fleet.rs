@@ -136,6 +136,7 @@ fn report(i: usize, a: &Agent) -> MemberReport {
         host: format!("host-{i}"),
         software: a.software,
         apparent: a.apparent,
+        incarnation: None,
     }
 }
 
@@ -326,6 +327,7 @@ async fn a_member_seen_only_through_reports_blocks_until_it_heartbeats() {
         host: "host-1".into(),
         software: 2,
         apparent: 1,
+        incarnation: None,
     };
     d.servers[1].heartbeat(upgraded).await.expect("accepted");
     d.servers[0].seen("host-1", "host-1").await.expect("seen");
@@ -375,4 +377,84 @@ async fn an_agent_finalized_through_one_server_is_not_fenced_by_another() {
         .await
         .expect("not fenced by a server that had not re-read the record");
     assert_eq!(reply.server_apparent, 2);
+}
+
+/// A report numbered in run `started` (ms), report `seq`.
+fn run_report(id: &str, software: u32, started: u64, seq: u64) -> MemberReport {
+    MemberReport {
+        incarnation: Some(verso_upgrade::Incarnation {
+            started_ms: started,
+            seq,
+        }),
+        ..MemberReport::new(id, id, software, 1)
+    }
+}
+
+/// A killed agent's last heartbeat delivered after its replacement's first (seen in the
+/// demo: the host then read as release N again and finalization was refused): the
+/// earlier run is fenced and the record keeps the later run's versions; a report its
+/// own run has superseded changes nothing and is answered; a second process under the
+/// same id is fenced while the later one is live.
+#[tokio::test]
+async fn a_late_heartbeat_of_a_replaced_run_is_refused_not_recorded() {
+    let d = Deployment::new(2, Fleet::Shared).await;
+    d.servers[0]
+        .heartbeat(run_report("host-1", 1, 1_000, 7))
+        .await
+        .expect("release N's run");
+    d.servers[1]
+        .heartbeat(run_report("host-1", 2, 2_000, 0))
+        .await
+        .expect("the replacement's first heartbeat");
+    let late = d.servers[0]
+        .heartbeat(run_report("host-1", 1, 1_000, 8))
+        .await
+        .expect_err("an earlier run")
+        .into_fenced()
+        .expect("fenced");
+    assert!(late.reason.contains("earlier run"), "{late}");
+    let status = d.servers[0].status().await.expect("status");
+    assert_eq!(status.clients[0].software, 2, "{status:?}");
+    // Delayed within the live run: answered, nothing written.
+    d.servers[1]
+        .heartbeat(run_report("host-1", 2, 2_000, 3))
+        .await
+        .expect("recorded");
+    d.servers[0]
+        .heartbeat(run_report("host-1", 2, 2_000, 1))
+        .await
+        .expect("superseded, answered");
+    // Finalization decides on the live run: nothing older is recorded.
+    d.servers[1].finalize().await.expect("finalize");
+}
+
+/// Once the later run has been silent past the liveness window (it stopped, or the
+/// host's clock stepped back before the next run started), an earlier-looking run is
+/// recorded again: a clock step fences a process for at most one window.
+#[tokio::test]
+async fn an_earlier_run_is_recorded_once_the_later_one_is_silent() {
+    let (store, fleet) = MemoryFleet::with_store();
+    let manager = VersionManager::<Accel>::open(store).await.expect("manager");
+    let server = Coordinator::new(manager, "agent", Duration::from_millis(50))
+        .with_fleet(Arc::new(fleet), "conductor-a");
+    server
+        .heartbeat(run_report("host-1", 2, 2_000, 0))
+        .await
+        .expect("later run");
+    server
+        .heartbeat(run_report("host-1", 2, 1_000, 0))
+        .await
+        .expect_err("the later run is live")
+        .into_fenced()
+        .expect("fenced");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match server.heartbeat(run_report("host-1", 2, 1_000, 1)).await {
+            Ok(_) => break,
+            Err(e) => {
+                assert!(std::time::Instant::now() < deadline, "still refused: {e}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
 }

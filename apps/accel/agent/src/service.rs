@@ -535,12 +535,13 @@ pub async fn open_versions(
         .await
         .map_err(|e| AgentStartError::Versions(UpgradeError::Store(e)))?;
     if existing.is_none() {
-        let probe = MemberReport {
-            id: host.to_owned(),
-            host: host.to_owned(),
-            software: AccelVersion::software().number(),
-            apparent: AccelVersion::oldest().number(),
-        };
+        // Before the version manager exists: no run number (recorded as such).
+        let probe = MemberReport::new(
+            host,
+            host,
+            AccelVersion::software().number(),
+            AccelVersion::oldest().number(),
+        );
         let ctx = RequestContext::new(format!("req-heartbeat-{host}"));
         let reply = upgrade
             .call_method(&ctx, Heartbeat { report: probe })

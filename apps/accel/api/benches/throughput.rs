@@ -290,12 +290,7 @@ async fn heartbeat(s: &Stack, host: &str) {
     let now = accel_objects::AccelVersion::DriverFeatures.number();
     s.conductor
         .coordinator
-        .heartbeat(verso_upgrade::MemberReport {
-            id: host.into(),
-            host: host.into(),
-            software: now,
-            apparent: now,
-        })
+        .heartbeat(verso_upgrade::MemberReport::new(host, host, now, now))
         .await
         .expect("heartbeat");
 }

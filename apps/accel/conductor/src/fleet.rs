@@ -35,7 +35,9 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
-use verso_upgrade::fleet::{Admission, Admit, FleetMember, FleetStore, Heard};
+use verso_upgrade::fleet::{
+    run_order, Admission, Admit, FleetMember, FleetStore, Heard, Incarnation, RunOrder,
+};
 use verso_upgrade::store::{PersistedState, StoreError};
 
 /// The fleet record over the conductor's database, beside the version record of
@@ -54,6 +56,8 @@ pub struct DbFleetStore {
 struct Written {
     software: u32,
     apparent: u32,
+    /// The run it came from: a new run is always written.
+    run: Option<u64>,
     at: Instant,
 }
 
@@ -104,21 +108,61 @@ impl DbFleetStore {
     }
 
     /// The upsert of `heard`, returning the software the row holds afterwards. A
-    /// heartbeat replaces the row's versions; other traffic only refreshes when and by
+    /// heartbeat replaces the row's versions and run, where
+    /// [`verso_upgrade::fleet::run_order`] records it (the `WHERE` is that rule; a
+    /// heartbeat it drops returns no row); other traffic only refreshes when and by
     /// whom, except on a row no heartbeat ever wrote.
     fn upsert_sql(&self, heartbeats: bool) -> String {
         let now = now_ms(self.db.backend());
         let on_conflict = if heartbeats {
             "host = excluded.host, software = excluded.software, apparent = excluded.apparent, \
-             heard_by = excluded.heard_by, heartbeats = 1, last_seen_ms = excluded.last_seen_ms"
+             heard_by = excluded.heard_by, heartbeats = 1, last_seen_ms = excluded.last_seen_ms, \
+             run_started_ms = excluded.run_started_ms, run_seq = excluded.run_seq \
+             WHERE excluded.run_started_ms IS NULL OR fleet_members.run_started_ms IS NULL \
+             OR excluded.run_started_ms > fleet_members.run_started_ms \
+             OR (excluded.run_started_ms = fleet_members.run_started_ms AND excluded.run_seq > fleet_members.run_seq) \
+             OR (excluded.run_started_ms < fleet_members.run_started_ms \
+                 AND fleet_members.last_seen_ms < excluded.last_seen_ms - $10)"
         } else {
             "heard_by = excluded.heard_by, last_seen_ms = excluded.last_seen_ms"
         };
         format!(
-            "INSERT INTO fleet_members (component, member_id, host, software, apparent, heard_by, heartbeats, last_seen_ms) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, {now}) \
+            "INSERT INTO fleet_members (component, member_id, host, software, apparent, heard_by, heartbeats, last_seen_ms, run_started_ms, run_seq) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, {now}, $8, $9) \
              ON CONFLICT (component, member_id) DO UPDATE SET {on_conflict} \
              RETURNING software"
+        )
+    }
+
+    /// Why a heartbeat the upsert did not record was dropped: the stored run, by
+    /// [`run_order`]. (The upsert's `WHERE` decided; this names the reason.)
+    async fn not_recorded(&self, heard: &Heard<'_>) -> Result<Admission, StoreError> {
+        let row: Option<(Option<i64>, Option<i64>, i64)> = sqlx::query_as(&format!(
+            "SELECT run_started_ms, run_seq, {} - last_seen_ms FROM fleet_members \
+             WHERE component = $1 AND member_id = $2",
+            now_ms(self.db.backend())
+        ))
+        .bind(heard.component)
+        .bind(heard.id)
+        .fetch_optional(self.db.pool())
+        .await
+        .map_err(backend)?;
+        let (recorded, age) = match row {
+            Some((Some(started), Some(seq), age)) => (
+                Some(Incarnation {
+                    started_ms: u64::try_from(started).unwrap_or(0),
+                    seq: u64::try_from(seq).unwrap_or(0),
+                }),
+                Duration::from_millis(u64::try_from(age).unwrap_or(0)),
+            ),
+            _ => (None, Duration::ZERO),
+        };
+        Ok(
+            match run_order(heard.incarnation, recorded, age, heard.liveness) {
+                RunOrder::Earlier(reason) => Admission::Refused(reason),
+                // Superseded, or the row changed since the upsert: nothing was written.
+                RunOrder::Superseded | RunOrder::Record => Admission::Superseded,
+            },
         )
     }
 
@@ -154,12 +198,14 @@ impl DbFleetStore {
             .collect()
     }
 
-    /// The upsert of `heard`, returning the row's `software` column.
+    /// The upsert of `heard` ([`Self::upsert_sql`]), returning the row's `software`
+    /// column.
     fn bind<'q>(
         sql: &'q str,
         heard: &Heard<'q>,
     ) -> sqlx::query::QueryScalar<'q, sqlx::Any, i64, sqlx::any::AnyArguments<'q>> {
-        sqlx::query_scalar(sql)
+        let number = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        let query = sqlx::query_scalar(sql)
             .bind(heard.component)
             .bind(heard.id)
             .bind(heard.host)
@@ -167,6 +213,13 @@ impl DbFleetStore {
             .bind(i64::from(heard.apparent))
             .bind(heard.heard_by)
             .bind(i64::from(heard.heartbeats))
+            .bind(heard.incarnation.map(|r| number(r.started_ms)))
+            .bind(heard.incarnation.map(|r| number(r.seq)));
+        if heard.heartbeats {
+            query.bind(i64::try_from(heard.liveness.as_millis()).unwrap_or(i64::MAX))
+        } else {
+            query
+        }
     }
 
     fn record_of(&self, text: Option<String>) -> Result<Option<PersistedState>, StoreError> {
@@ -198,15 +251,15 @@ impl DbFleetStore {
                 .await
                 .map_err(backend)?;
                 let stored = self.record_of(row)?;
-                let software: i64 = Self::bind(&upsert, heard)
-                    .fetch_one(&mut *tx)
+                let software: Option<i64> = Self::bind(&upsert, heard)
+                    .fetch_optional(&mut *tx)
                     .await
                     .map_err(backend)?;
                 (stored, software)
             }
             Backend::Sqlite => {
-                let software: i64 = Self::bind(&upsert, heard)
-                    .fetch_one(&mut *tx)
+                let software: Option<i64> = Self::bind(&upsert, heard)
+                    .fetch_optional(&mut *tx)
                     .await
                     .map_err(backend)?;
                 let row = sqlx::query_scalar(
@@ -218,6 +271,10 @@ impl DbFleetStore {
                 .map_err(backend)?;
                 (self.record_of(row)?, software)
             }
+        };
+        let Some(software) = software else {
+            tx.rollback().await.map_err(backend)?;
+            return self.not_recorded(heard).await;
         };
         let software = u32::try_from(software).unwrap_or(0);
         match admit(stored.as_ref(), software) {
@@ -253,22 +310,28 @@ impl FleetStore for DbFleetStore {
                     && self.written().get(&Self::key(heard)).is_some_and(|w| {
                         w.software == heard.software
                             && w.apparent == heard.apparent
+                            && w.run == heard.incarnation.map(|r| r.started_ms)
                             && now.duration_since(w.at) < self.write_interval
                     });
                 if repeats {
                     return Ok(Admission::Recorded);
                 }
                 let upsert = self.upsert_sql(heard.heartbeats);
-                Self::bind(&upsert, heard)
-                    .fetch_one(self.db.pool())
+                let written: Option<i64> = Self::bind(&upsert, heard)
+                    .fetch_optional(self.db.pool())
                     .await
                     .map_err(backend)?;
+                if written.is_none() {
+                    self.written().remove(&Self::key(heard));
+                    return self.not_recorded(heard).await;
+                }
                 if heard.heartbeats && !self.write_interval.is_zero() {
                     self.written().insert(
                         Self::key(heard),
                         Written {
                             software: heard.software,
                             apparent: heard.apparent,
+                            run: heard.incarnation.map(|r| r.started_ms),
                             at: now,
                         },
                     );

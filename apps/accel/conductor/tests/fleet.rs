@@ -16,7 +16,7 @@ use verso::{Field, RequestContext, VersionedObject};
 use verso_rpc::transport::memory::MemoryTransport;
 use verso_rpc::transport::Transport;
 use verso_rpc::{RpcClient, RpcError};
-use verso_upgrade::fleet::{Admit, FleetStore, Heard};
+use verso_upgrade::fleet::{Admission, Admit, FleetStore, Heard, Incarnation};
 use verso_upgrade::store::{
     Checkpoint, Finalizing, PersistedState, TransactionalStore, VersionStore,
 };
@@ -52,6 +52,7 @@ fn release_n(host: &str) -> MemberReport {
         host: host.into(),
         software: AccelVersion::Initial.number(),
         apparent: AccelVersion::Initial.number(),
+        incarnation: None,
     }
 }
 
@@ -326,6 +327,8 @@ fn heard<'a>(id: &'a str, software: u32, apparent: u32, by: &'a str) -> Heard<'a
         apparent,
         heard_by: by,
         heartbeats: true,
+        incarnation: None,
+        liveness: Duration::from_secs(60),
     }
 }
 
@@ -418,4 +421,115 @@ async fn sqlite_repeated_heartbeats_are_written_once_per_interval() {
 #[tokio::test]
 async fn postgres_repeated_heartbeats_are_written_once_per_interval() {
     repeated_heartbeats_are_written_once_per_interval(support::postgres().await).await;
+}
+
+/// `heard` numbered in run `started` (ms), report `seq`, live for `liveness`.
+fn heard_in_run<'a>(
+    id: &'a str,
+    software: u32,
+    by: &'a str,
+    (started, seq): (u64, u64),
+    liveness: Duration,
+) -> Heard<'a> {
+    Heard {
+        incarnation: Some(Incarnation {
+            started_ms: started,
+            seq,
+        }),
+        liveness,
+        ..heard(id, software, software, by)
+    }
+}
+
+/// The database applies verso's run rule in its upsert, whichever conductor hears
+/// which run: a replacement run is recorded, the replaced run's late heartbeat is
+/// refused (and leaves the row), a report its own run superseded writes nothing, and
+/// once the later run is silent past the liveness an earlier-looking run is recorded.
+/// Through the write-interval cache too: a new run is never taken for a repeat.
+async fn heartbeats_of_replaced_runs_are_refused(db: Db) {
+    let newest = AccelVersion::software().number();
+    let older = AccelVersion::Initial.number();
+    let a = DbFleetStore::new(db.clone(), AccelVersion::COMPONENT)
+        .with_write_interval(Duration::from_secs(3600));
+    let b = DbFleetStore::new(db.clone(), AccelVersion::COMPONENT);
+    let admit_all: &Admit = &|_, _| Ok(());
+    let live = Duration::from_secs(3600);
+
+    // Release N's run on host h1 (older software: a checked record), then its
+    // replacement through the other conductor.
+    let recorded = a
+        .record(
+            &heard_in_run("h1", older, "a", (1_000, 7), live),
+            Some(admit_all),
+        )
+        .await
+        .expect("record");
+    assert_eq!(recorded, Admission::Recorded);
+    let recorded = b
+        .record(&heard_in_run("h1", newest, "b", (2_000, 0), live), None)
+        .await
+        .expect("record");
+    assert_eq!(recorded, Admission::Recorded);
+    // The killed run's last heartbeat, delivered late: refused, the row unchanged.
+    let late = a
+        .record(
+            &heard_in_run("h1", older, "a", (1_000, 8), live),
+            Some(admit_all),
+        )
+        .await
+        .expect("record");
+    assert!(
+        matches!(&late, Admission::Refused(reason) if reason.contains("earlier run")),
+        "{late:?}"
+    );
+    assert_eq!(
+        row(&db, "h1").await,
+        (newest.into(), newest.into(), "b".into())
+    );
+    // The same run's reports: a later one is written, an earlier one is superseded.
+    a.record(&heard_in_run("h1", newest, "a", (2_000, 5), live), None)
+        .await
+        .expect("record");
+    assert_eq!(row(&db, "h1").await.2, "a");
+    let superseded = b
+        .record(&heard_in_run("h1", newest, "b", (2_000, 4), live), None)
+        .await
+        .expect("record");
+    assert_eq!(superseded, Admission::Superseded);
+    assert_eq!(row(&db, "h1").await.2, "a");
+    // A new run through `a`, whose cache holds the previous run: written.
+    b.record(&heard_in_run("h1", newest, "b", (2_000, 6), live), None)
+        .await
+        .expect("record");
+    a.record(&heard_in_run("h1", newest, "a", (3_000, 0), live), None)
+        .await
+        .expect("record");
+    assert_eq!(row(&db, "h1").await.2, "a", "a new run is not a repeat");
+
+    // The later run silent past a short liveness: an earlier-looking run is recorded.
+    let short = Duration::from_millis(50);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let got = b
+            .record(&heard_in_run("h1", newest, "b", (2_500, 0), short), None)
+            .await
+            .expect("record");
+        if got == Admission::Recorded {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "still {got:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(row(&db, "h1").await.2, "b");
+}
+
+#[tokio::test]
+async fn sqlite_heartbeats_of_replaced_runs_are_refused() {
+    let (db, _dir) = support::sqlite().await;
+    heartbeats_of_replaced_runs_are_refused(db).await;
+}
+
+#[tokio::test]
+async fn postgres_heartbeats_of_replaced_runs_are_refused() {
+    heartbeats_of_replaced_runs_are_refused(support::postgres().await).await;
 }

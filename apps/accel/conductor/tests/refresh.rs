@@ -45,6 +45,7 @@ fn agent() -> MemberReport {
         host: "host-1".into(),
         software: AccelVersion::software().number(),
         apparent: AccelVersion::Initial.number(),
+        incarnation: None,
     }
 }
 

@@ -398,6 +398,7 @@ pub async fn start(
             host: host.clone(),
             software: AccelVersion::software().number(),
             apparent: AccelVersion::oldest().number(),
+            incarnation: None,
         };
         let ctx = RequestContext::new(format!("req-heartbeat-{host}"));
         let reply = match upgrade.call_method(&ctx, Heartbeat { report: probe }).await {
