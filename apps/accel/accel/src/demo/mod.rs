@@ -19,6 +19,7 @@
 //!    1.1); release N's conductor refuses the finalized database;
 //! 9. everything created is destroyed and the database is clean.
 
+mod deployment;
 pub(crate) mod process;
 mod report;
 mod scenario;

@@ -1,0 +1,641 @@
+//! The deployment the demo upgrades: release N and N+1 conductors, APIs and agents in
+//! this process (or as processes of this binary over a real broker), their
+//! configuration, and starting, stopping and replacing them. The steps are in
+//! [`super::scenario`].
+
+use super::process::{Launcher, Process};
+use super::report::Component;
+use super::Error;
+use accel_conductor::census::Census;
+use accel_conductor::Db;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use verso::{RequestContext, Version};
+use verso_rpc::transport::Transport;
+use verso_rpc::RpcClient;
+use verso_upgrade::admin::Status;
+use verso_upgrade::coordinator::DeploymentStatus;
+
+/// How often in-process agents heartbeat and report (a minute in production; agents
+/// that are processes use a second, the smallest the configuration takes).
+const AGENT_INTERVAL: Duration = Duration::from_millis(300);
+/// How often agents scan for handles left in `cleaning`: long, so the NVMe cleanup of
+/// step 8 shows it came by `cleanup_device` (agent RPC 1.1), not by the scan.
+pub(super) const SCAN_INTERVAL: Duration = Duration::from_secs(120);
+/// How long the demo waits for something the deployment does in the background.
+pub(super) const PATIENCE: Duration = Duration::from_secs(30);
+/// Release N's agent in Python (oslo.versionedobjects and oslo.messaging), the
+/// project's own script: one host runs it with `--python-agent`.
+const PYTHON_AGENT: &str = include_str!("../../../release-n/python/accel_agent_n.py");
+/// accel's control exchange (the binary's default `[transport] control_exchange`).
+pub(super) const CONTROL_EXCHANGE: &str = "accel";
+/// The demo's NVMe cleanup command: it waits a second and succeeds. It never touches a
+/// disk (a deployment configures `nvme format`/`sanitize` or its own tool).
+pub(super) const CLEANUP_SCRIPT: &str = "#!/bin/sh\n# accel demo: stands in for a secure erase of \"$1\"; touches nothing.\nsleep 1\nexit 0\n";
+
+/// A release N or N+1 conductor.
+pub(super) enum ConductorNode {
+    N(accel_release_n::conductor::RunningConductor),
+    Next(accel_conductor::runtime::RunningConductor),
+    Process(Process),
+}
+
+/// A release N or N+1 agent.
+pub(super) enum AgentNode {
+    N(accel_release_n::agent::RunningAgent),
+    Next(accel_agent::service::RunningAgent),
+    Process(Process),
+}
+
+impl AgentNode {
+    pub(super) async fn stop(self) {
+        match self {
+            AgentNode::N(a) => a.stop().await,
+            AgentNode::Next(a) => a.stop().await,
+            AgentNode::Process(p) => p.stop().await,
+        }
+    }
+}
+
+/// The API.
+pub(super) struct ApiNode {
+    pub(super) base: String,
+    pub(super) server: ApiServer,
+}
+
+pub(super) enum ApiServer {
+    N(accel_release_n::api::RunningApi),
+    Next {
+        stop: tokio::sync::oneshot::Sender<()>,
+        task: tokio::task::JoinHandle<()>,
+    },
+    Process(Process),
+}
+
+/// Everything the demo runs, and its handles on it.
+pub(super) struct Deployment {
+    pub(super) scratch: PathBuf,
+    pub(super) db_url: String,
+    pub(super) transport_url: String,
+    pub(super) db: Db,
+    pub(super) transport: Arc<dyn Transport>,
+    /// `Some`: every component is a process of this binary (a real broker).
+    pub(super) launcher: Option<Launcher>,
+    pub(super) http: reqwest::Client,
+    pub(super) api: Option<ApiNode>,
+    pub(super) conductor: Option<ConductorNode>,
+    pub(super) agents: BTreeMap<String, AgentNode>,
+    pub(super) hosts: Vec<String>,
+    pub(super) upgrade: RpcClient,
+    pub(super) cleanup_command: PathBuf,
+    /// The Python interpreter (with oslo.versionedobjects and oslo.messaging) that runs
+    /// release N's agent on `python_host`, when asked for.
+    pub(super) python: Option<PathBuf>,
+    pub(super) python_host: Option<String>,
+}
+
+pub(super) fn host_name(i: u32) -> String {
+    format!("host{i}")
+}
+
+pub(super) fn args(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// A free loopback port for a process's API.
+fn free_port() -> Result<u16, Error> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+impl Deployment {
+    pub(super) fn sysfs(&self, host: &str) -> PathBuf {
+        self.scratch.join("sysfs").join(host)
+    }
+
+    pub(super) fn state_dir(&self) -> PathBuf {
+        self.scratch.join("state")
+    }
+
+    /// `--set` options every release N+1 process gets.
+    pub(super) fn next_settings(&self) -> Vec<String> {
+        vec![
+            "--set".into(),
+            format!("database.url={}", self.db_url),
+            "--set".into(),
+            format!("transport.url={}", self.transport_url),
+        ]
+    }
+
+    /// Waits until the conductor answers `upgrade_status` at `software`.
+    pub(super) async fn wait_conductor(&mut self, software: u32) -> Result<(), Error> {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            if let Some(ConductorNode::Process(p)) = &mut self.conductor {
+                p.ensure_running()?;
+            }
+            match self.status().await {
+                Ok(s) if s.server.software == software => return Ok(()),
+                _ if tokio::time::Instant::now() > deadline => {
+                    return Err(format!("the conductor did not answer within {PATIENCE:?}").into())
+                }
+                _ => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    }
+
+    pub(super) async fn start_conductor_n(&mut self) -> Result<(), Error> {
+        let node = match &self.launcher {
+            None => ConductorNode::N(
+                accel_release_n::conductor::start(&self.db_url, self.transport.clone()).await?,
+            ),
+            Some(l) => ConductorNode::Process(l.spawn(
+                "conductor-n",
+                &args(&[
+                    "release-n",
+                    "conductor",
+                    "--database-url",
+                    &self.db_url,
+                    "--transport-url",
+                    &self.transport_url,
+                ]),
+            )?),
+        };
+        self.conductor = Some(node);
+        self.wait_conductor(1).await
+    }
+
+    pub(super) async fn start_conductor_next(
+        &mut self,
+        agent_cap: Option<Version>,
+    ) -> Result<(), Error> {
+        let node = match &self.launcher {
+            None => {
+                let db = Db::connect(&self.db_url).await?;
+                ConductorNode::Next(
+                    accel_conductor::runtime::start(db, self.transport.clone(), agent_cap).await?,
+                )
+            }
+            Some(l) => {
+                let mut a = vec!["conductor".to_owned()];
+                a.extend(self.next_settings());
+                if let Some(cap) = agent_cap {
+                    a.extend(["--set".to_owned(), format!("upgrade_levels.agent={cap}")]);
+                }
+                ConductorNode::Process(l.spawn("conductor", &a)?)
+            }
+        };
+        self.conductor = Some(node);
+        self.wait_conductor(2).await
+    }
+
+    pub(super) async fn stop_conductor(&mut self) {
+        match self.conductor.take() {
+            Some(ConductorNode::N(c)) => c.stop().await,
+            Some(ConductorNode::Next(c)) => c.stop().await,
+            Some(ConductorNode::Process(p)) => p.stop().await,
+            None => {}
+        }
+    }
+
+    pub(super) async fn serve_api(
+        &mut self,
+        service: impl accel_api::AccelService,
+    ) -> Result<(), Error> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let base = format!("http://{}", listener.local_addr()?);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = stopped.await;
+            };
+            if let Err(e) = accel_api::serve_with_shutdown(listener, service, shutdown).await {
+                tracing::error!(error = %e, "the demo's API stopped");
+            }
+        });
+        self.api = Some(ApiNode {
+            base,
+            server: ApiServer::Next { stop, task },
+        });
+        Ok(())
+    }
+
+    /// Waits until the API answers `GET /`.
+    pub(super) async fn wait_api(&mut self) -> Result<(), Error> {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            if let Some(ApiNode {
+                server: ApiServer::Process(p),
+                ..
+            }) = &mut self.api
+            {
+                p.ensure_running()?;
+            }
+            match self.http(reqwest::Method::GET, "/", None).await {
+                Ok((200, _)) => return Ok(()),
+                _ if tokio::time::Instant::now() > deadline => {
+                    return Err(format!("the API did not answer within {PATIENCE:?}").into())
+                }
+                _ => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    }
+
+    pub(super) async fn start_api_n(&mut self) -> Result<(), Error> {
+        self.api = Some(match &self.launcher {
+            None => {
+                let api = accel_release_n::api::start(&self.db_url, "127.0.0.1:0").await?;
+                ApiNode {
+                    base: api.url(),
+                    server: ApiServer::N(api),
+                }
+            }
+            Some(l) => {
+                let listen = format!("127.0.0.1:{}", free_port()?);
+                let p = l.spawn(
+                    "api-n",
+                    &args(&[
+                        "release-n",
+                        "api",
+                        "--database-url",
+                        &self.db_url,
+                        "--listen",
+                        &listen,
+                    ]),
+                )?;
+                ApiNode {
+                    base: format!("http://{listen}"),
+                    server: ApiServer::Process(p),
+                }
+            }
+        });
+        self.wait_api().await
+    }
+
+    pub(super) async fn start_api_next(&mut self) -> Result<(), Error> {
+        match &self.launcher {
+            None => {
+                let reads = accel_api::DbService::new(Db::connect(&self.db_url).await?);
+                let conductor =
+                    accel_agent::service::conductor_client(self.transport.clone(), None);
+                self.serve_api(accel_api::ConductorService::new(reads, conductor))
+                    .await?;
+            }
+            Some(l) => {
+                let listen = format!("127.0.0.1:{}", free_port()?);
+                let mut a = vec!["api".to_owned()];
+                a.extend(self.next_settings());
+                // On loopback, without Keystone: the demo is one machine's.
+                a.extend([
+                    "--set".to_owned(),
+                    format!("api.listen={listen}"),
+                    "--set".to_owned(),
+                    "api.auth_strategy=noauth".to_owned(),
+                ]);
+                let p = l.spawn("api", &a)?;
+                self.api = Some(ApiNode {
+                    base: format!("http://{listen}"),
+                    server: ApiServer::Process(p),
+                });
+            }
+        }
+        self.wait_api().await
+    }
+
+    pub(super) async fn stop_api(&mut self) {
+        match self.api.take().map(|a| a.server) {
+            Some(ApiServer::N(api)) => api.stop().await,
+            Some(ApiServer::Next { stop, task }) => {
+                let _ = stop.send(());
+                let _ = task.await;
+            }
+            Some(ApiServer::Process(p)) => p.stop().await,
+            None => {}
+        }
+    }
+
+    /// Waits until `host`'s agent heartbeats at `software` (its first report is done by
+    /// then: every agent reports before it serves).
+    pub(super) async fn wait_agent(&mut self, host: &str, software: u32) -> Result<(), Error> {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            if let Some(AgentNode::Process(p)) = self.agents.get_mut(host) {
+                p.ensure_running()?;
+            }
+            let status = self.status().await?;
+            if status
+                .clients
+                .iter()
+                .any(|m| m.id == host && m.software == software)
+            {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(format!("agent {host} did not heartbeat within {PATIENCE:?}").into());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub(super) async fn start_agent_n(&mut self, host: &str) -> Result<(), Error> {
+        let node = match &self.launcher {
+            None => {
+                let config = accel_release_n::agent::AgentConfig {
+                    host: host.to_owned(),
+                    sysfs_root: self.sysfs(host),
+                    state_dir: self.state_dir(),
+                    report_interval: AGENT_INTERVAL,
+                };
+                AgentNode::N(accel_release_n::agent::start(config, self.transport.clone()).await?)
+            }
+            Some(l) if self.python_host.as_deref() == Some(host) => {
+                let (root, state) = (self.sysfs(host), self.state_dir());
+                let python = self.python.as_ref().ok_or("no Python interpreter")?;
+                let script = self.scratch.join("accel_agent_n.py");
+                std::fs::write(&script, PYTHON_AGENT)?;
+                AgentNode::Process(l.spawn_program(
+                    python,
+                    &format!("agent-n-python-{host}"),
+                    &args(&[
+                        &script.display().to_string(),
+                        "--transport-url",
+                        &self.transport_url,
+                        "--control-exchange",
+                        CONTROL_EXCHANGE,
+                        "--host",
+                        host,
+                        "--sysfs-root",
+                        &root.display().to_string(),
+                        "--state-dir",
+                        &state.display().to_string(),
+                        "--report-interval",
+                        "1",
+                    ]),
+                )?)
+            }
+            Some(l) => {
+                let (root, state) = (self.sysfs(host), self.state_dir());
+                AgentNode::Process(l.spawn(
+                    &format!("agent-n-{host}"),
+                    &args(&[
+                        "release-n",
+                        "agent",
+                        "--host",
+                        host,
+                        "--sysfs-root",
+                        &root.display().to_string(),
+                        "--state-dir",
+                        &state.display().to_string(),
+                        "--report-interval",
+                        "1",
+                        "--transport-url",
+                        &self.transport_url,
+                    ]),
+                )?)
+            }
+        };
+        self.agents.insert(host.to_owned(), node);
+        self.wait_agent(host, 1).await
+    }
+
+    pub(super) fn agent_config_next(&self, host: &str) -> accel_agent::service::AgentConfig {
+        accel_agent::service::AgentConfig {
+            host: host.to_owned(),
+            sysfs_root: self.sysfs(host),
+            state_dir: self.state_dir(),
+            report_interval: AGENT_INTERVAL,
+            scan_interval: SCAN_INTERVAL,
+            conductor_cap: None,
+            pci_managed: true,
+            nvme: accel_agent::service::NvmeConfig {
+                cleanup_command: Some(self.cleanup_command.display().to_string()),
+                cleanup_timeout: Duration::from_secs(20),
+            },
+            fpga: None,
+        }
+    }
+
+    /// `accel agent` arguments for `host` (release N+1, as a process).
+    pub(super) fn agent_args_next(&self, host: &str, state_dir: &Path) -> Vec<String> {
+        let mut a = args(&[
+            "agent",
+            "--host",
+            host,
+            "--sysfs-root",
+            &self.sysfs(host).display().to_string(),
+        ]);
+        a.extend(self.next_settings());
+        for setting in [
+            format!("agent.state_dir={}", state_dir.display()),
+            "agent.report_interval=1".to_owned(),
+            format!("agent.scan_interval={}", SCAN_INTERVAL.as_secs()),
+            format!("nvme.cleanup_command={}", self.cleanup_command.display()),
+            "nvme.cleanup_timeout=20".to_owned(),
+        ] {
+            a.extend(["--set".to_owned(), setting]);
+        }
+        a
+    }
+
+    pub(super) async fn start_agent_next(&mut self, host: &str) -> Result<(), Error> {
+        let node = match &self.launcher {
+            None => AgentNode::Next(
+                accel_agent::service::start(self.agent_config_next(host), self.transport.clone())
+                    .await?,
+            ),
+            Some(l) => AgentNode::Process(l.spawn(
+                &format!("agent-{host}"),
+                &self.agent_args_next(host, &self.state_dir()),
+            )?),
+        };
+        self.agents.insert(host.to_owned(), node);
+        self.wait_agent(host, 2).await
+    }
+
+    pub(super) async fn stop_agent(&mut self, host: &str) {
+        if let Some(a) = self.agents.remove(host) {
+            a.stop().await;
+        }
+    }
+
+    pub(super) async fn census(&self) -> Result<Census, Error> {
+        Ok(self.db.census().await?)
+    }
+
+    pub(super) async fn status(&self) -> Result<DeploymentStatus, Error> {
+        let ctx = RequestContext::new("req-demo-status");
+        Ok(self.upgrade.call_method(&ctx, Status {}).await?)
+    }
+
+    pub(super) fn api_base(&self) -> Result<&str, Error> {
+        Ok(self
+            .api
+            .as_ref()
+            .map(|a| a.base.as_str())
+            .ok_or("the API is not running")?)
+    }
+
+    pub(super) async fn http(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<(u16, Value), Error> {
+        let mut request = self
+            .http
+            .request(method, format!("{}{path}", self.api_base()?));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await?;
+        let status = response.status().as_u16();
+        let bytes = response.bytes().await?;
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)?
+        };
+        Ok((status, body))
+    }
+
+    pub(super) async fn create_arq(&self, profile: &str) -> Result<String, Error> {
+        let (status, body) = self
+            .http(
+                reqwest::Method::POST,
+                "/v2/accelerator_requests",
+                Some(json!({"device_profile_name": profile})),
+            )
+            .await?;
+        if status != 201 {
+            return Err(format!("creating a request of {profile}: {status} {body}").into());
+        }
+        Ok(body["arqs"][0]["uuid"]
+            .as_str()
+            .ok_or("a created request without a uuid")?
+            .to_owned())
+    }
+
+    pub(super) async fn bind(&self, arq: &str, host: &str) -> Result<u16, Error> {
+        let patch = json!({ arq: [
+            {"path": "/hostname", "op": "add", "value": host},
+            {"path": "/instance_uuid", "op": "add", "value": uuid::Uuid::new_v4().to_string()},
+        ]});
+        let (status, _) = self
+            .http(
+                reqwest::Method::PATCH,
+                "/v2/accelerator_requests",
+                Some(patch),
+            )
+            .await?;
+        Ok(status)
+    }
+
+    pub(super) async fn unbind(&self, arq: &str) -> Result<u16, Error> {
+        let patch = json!({ arq: [
+            {"path": "/hostname", "op": "remove"},
+            {"path": "/instance_uuid", "op": "remove"},
+        ]});
+        let (status, _) = self
+            .http(
+                reqwest::Method::PATCH,
+                "/v2/accelerator_requests",
+                Some(patch),
+            )
+            .await?;
+        Ok(status)
+    }
+
+    pub(super) async fn api_count(&self, path: &str, key: &str) -> Result<usize, Error> {
+        let (status, body) = self.http(reqwest::Method::GET, path, None).await?;
+        if status != 200 {
+            return Err(format!("GET {path}: {status} {body}").into());
+        }
+        Ok(body[key].as_array().map_or(0, Vec::len))
+    }
+
+    pub(super) async fn arq_states(&self) -> Result<BTreeMap<String, usize>, Error> {
+        let (_, body) = self
+            .http(reqwest::Method::GET, "/v2/accelerator_requests", None)
+            .await?;
+        let mut states = BTreeMap::new();
+        for a in body["arqs"].as_array().into_iter().flatten() {
+            let state = a["state"].as_str().unwrap_or("?").to_owned();
+            *states.entry(state).or_insert(0) += 1;
+        }
+        Ok(states)
+    }
+
+    /// Asks each agent to report now through the agent RPC API at 1.0 (what every
+    /// release serves); returns the devices they reported.
+    pub(super) async fn report_all(&self) -> Result<u64, Error> {
+        let client = RpcClient::for_api::<accel_objects::rpc::AgentApi>(
+            self.transport.clone(),
+            accel_objects::rpc::AGENT_TOPIC,
+        )
+        .version_cap(Version::new(1, 0));
+        let mut total = 0;
+        for host in &self.hosts {
+            let ctx = RequestContext::new(format!("req-demo-report-{host}"));
+            total += client
+                .prepare()
+                .server(host)
+                .call_method(&ctx, accel_objects::rpc::ReportNow {})
+                .await?;
+        }
+        Ok(total)
+    }
+
+    pub(super) async fn wait_for<F>(&self, what: &str, mut done: F) -> Result<Census, Error>
+    where
+        F: FnMut(&Census) -> bool,
+    {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let c = self.census().await?;
+            if done(&c) {
+                return Ok(c);
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(format!("gave up waiting {PATIENCE:?} for {what}: {c:?}").into());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub(super) async fn shutdown(&mut self) {
+        let hosts: Vec<String> = self.agents.keys().cloned().collect();
+        for h in hosts {
+            self.stop_agent(&h).await;
+        }
+        self.stop_api().await;
+        self.stop_conductor().await;
+    }
+}
+
+/// How many devices a host's fixture tree has, as discovery sees it.
+pub(super) fn discovered(root: &Path) -> Result<u64, Error> {
+    let found = accel_agent::discovery::discover(root)?;
+    Ok(verso::ObjectList::len(&accel_agent::report::driver_devices(&found)) as u64)
+}
+
+pub(super) fn components(status: &DeploymentStatus) -> Vec<Component> {
+    let mut out = vec![Component {
+        component: "conductor".into(),
+        id: "conductor".into(),
+        software: status.server.software,
+        apparent: status.server.apparent,
+        state: format!("{:?}", status.server.state),
+    }];
+    out.extend(status.clients.iter().map(|m| Component {
+        component: status.client_component.clone(),
+        id: m.id.clone(),
+        software: m.software,
+        apparent: m.apparent,
+        state: format!("{:?}", m.state),
+    }));
+    out
+}
