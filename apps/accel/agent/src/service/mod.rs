@@ -33,209 +33,40 @@
 //! compare-and-swap on the conductor, retried with the same expected revision when the
 //! conductor or the broker does not answer, so it lands exactly once.
 
-use crate::cleanup::{self, CleanupMethod};
+use crate::cleanup::CleanupMethod;
 use crate::client::{fenced, heartbeat, HeartbeatError, Reported, Reporter};
 use crate::discovery::{discover, DiscoveryError};
-use crate::fpga::Programmer;
 use crate::report::driver_devices;
-use accel_objects::errors::{classify, ErrorKind, HandleErrorKind};
+use accel_objects::errors::ErrorKind;
 use accel_objects::rpc::{
     AgentApi, CleanupDevice, ConductorApi, ProgramFpga, ReportNow, AGENT_TOPIC, CONDUCTOR_TOPIC,
     UPGRADE_TOPIC,
 };
-use accel_objects::{AccelVersion, AttachHandle, AttachHandleList, AttachType, DriverDeviceList};
+use accel_objects::{AccelVersion, DriverDeviceList};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use verso::indirection::CallError;
 use verso::{ObjectList, RequestContext, Version};
-use verso_rpc::conductor::{ConductorApi as Indirection, IndirectionUnavailable};
+use verso_rpc::conductor::ConductorApi as Indirection;
 use verso_rpc::transport::Transport;
 use verso_rpc::{Endpoint, RemoteError, RpcClient, RpcError, RpcServer, ServerHandle, Target};
 use verso_upgrade::admin::{Heartbeat, UpgradeApi};
 use verso_upgrade::store::VersionStore;
 use verso_upgrade::{
-    ComponentStatus, ComponentVersion, Fenced, FileStore, MemberReport,
-    NotSupportedBeforeFinalization, Observed, UpgradeError, VersionManager,
+    ComponentStatus, ComponentVersion, FileStore, MemberReport, Observed, UpgradeError,
+    VersionManager,
 };
+mod config;
+mod handles;
 
-/// The feature name `[pci] managed = false` is refused under when indirection is capped.
-pub const UNMANAGED_PCI_FEATURE: &str = "PCI unmanaged mode ([pci] managed = false)";
-
-/// The error module of the agent API's remote errors.
-pub const ERROR_MODULE: &str = "accel.agent";
-
-/// `[nvme]`: how released NVMe devices are erased.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NvmeConfig {
-    /// `program args...`, run with the namespace's device path appended; `None` (or
-    /// empty): the built-in nvme-cli sanitize / secure-erase format, checked before use.
-    pub cleanup_command: Option<String>,
-    /// A cleanup that runs longer is killed and counts as failed.
-    pub cleanup_timeout: Duration,
-}
-
-impl Default for NvmeConfig {
-    fn default() -> Self {
-        NvmeConfig {
-            cleanup_command: None,
-            cleanup_timeout: Duration::from_secs(3600),
-        }
-    }
-}
-
-/// One agent's configuration.
-#[derive(Clone, Debug)]
-pub struct AgentConfig {
-    /// This host's name: the agent's identity, its devices' host, its server name.
-    pub host: String,
-    /// Where sysfs is (`/sys`, or a fixture tree).
-    pub sysfs_root: PathBuf,
-    /// Where the component-version record is kept (`agent-HOST.version`).
-    pub state_dir: PathBuf,
-    /// Between heartbeats and full reports.
-    pub report_interval: Duration,
-    /// `[upgrade_levels] conductor`: the newest conductor RPC version to send (`None`:
-    /// the newest this build knows).
-    pub conductor_cap: Option<Version>,
-    /// `[pci] managed`: the PCI managed mode guests get (`false` needs conductor 1.1).
-    pub pci_managed: bool,
-    /// `[nvme]`.
-    pub nvme: NvmeConfig,
-    /// `[agent] scan_interval`: between rediscoveries and scans for handles in `cleaning`.
-    pub scan_interval: Duration,
-    /// `[fpga]` and `[glance]`: how FPGAs are programmed (`None`: `program_fpga` is
-    /// refused).
-    pub fpga: Option<Arc<Programmer>>,
-}
-
-impl AgentConfig {
-    /// `host` on `sysfs_root`, its record in `state_dir`, everything else at its default
-    /// (60 s reports, 10 s scans, managed, no cap, the built-in cleanup).
-    pub fn new(host: impl Into<String>, sysfs_root: PathBuf, state_dir: PathBuf) -> Self {
-        AgentConfig {
-            host: host.into(),
-            sysfs_root,
-            state_dir,
-            report_interval: Duration::from_secs(60),
-            conductor_cap: None,
-            pci_managed: true,
-            nvme: NvmeConfig::default(),
-            scan_interval: Duration::from_secs(10),
-            fpga: None,
-        }
-    }
-}
-
-/// Why an agent did not start.
-#[derive(Debug, thiserror::Error)]
-pub enum AgentStartError {
-    /// The configuration cannot work (an empty host name, a zero interval).
-    #[error("agent configuration: {0}")]
-    Config(String),
-    /// The state directory cannot be created.
-    #[error("cannot create the agent's state directory {dir}: {source}")]
-    StateDir {
-        /// The directory.
-        dir: PathBuf,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The version record refuses this build (a downgrade after finalization, ...).
-    #[error("agent version record: {0}")]
-    Versions(#[source] UpgradeError),
-    /// The conductor did not answer (or refused) a call the start needs.
-    #[error("{what}: {source}")]
-    Conductor {
-        /// What the call was for.
-        what: &'static str,
-        /// The RPC error.
-        #[source]
-        source: RpcError,
-    },
-    /// The conductor refuses this agent (fencing): the reason says what to do.
-    #[error("refused by the conductor: {0}")]
-    Fenced(Fenced),
-    /// A configured feature needs conductor RPC the cap does not allow.
-    #[error("configuration error: {0}")]
-    Indirection(#[from] IndirectionUnavailable),
-    /// An allocated attach handle would change its PCI managed mode.
-    #[error(
-        "refusing to start: [pci] managed = {configured} would change attach handle {handle} \
-         of device {device} from managed = {persisted} while it is allocated to instance \
-         {instance}; revert the setting to [pci] managed = {persisted}, or release the \
-         instance's accelerator first"
-    )]
-    ManagedModeInUse {
-        /// The device (uuid, type and PCI address).
-        device: String,
-        /// The attach handle's uuid.
-        handle: String,
-        /// The instance it is bound to.
-        instance: String,
-        /// The persisted managed mode.
-        persisted: bool,
-        /// The configured one.
-        configured: bool,
-    },
-    /// The configured managed mode is refused until the upgrade is finalized.
-    #[error("refusing to start: {0}")]
-    NotFinalized(NotSupportedBeforeFinalization),
-    /// An attach-handle call through the conductor failed.
-    #[error("{what}: {source}")]
-    Handles {
-        /// What the call was for.
-        what: String,
-        /// The call error (its kind is the one to match on).
-        #[source]
-        source: CallError,
-    },
-    /// Devices cannot be discovered.
-    #[error("discovery: {0}")]
-    Discovery(#[from] DiscoveryError),
-    /// The agent API cannot be served.
-    #[error("cannot serve the agent API on {AGENT_TOPIC}: {0}")]
-    Serve(#[source] RpcError),
-}
-
-/// Why a report failed.
-#[derive(Debug, thiserror::Error)]
-pub enum ReportError {
-    /// Devices cannot be discovered.
-    #[error("discovery: {0}")]
-    Discovery(#[from] DiscoveryError),
-    /// The conductor did not take the report.
-    #[error("report_data: {0}")]
-    Conductor(#[from] RpcError),
-}
-
-/// Why a running agent stopped.
-#[derive(Clone, Debug)]
-pub enum AgentStop {
-    /// [`RunningAgent::stop`] was called.
-    Stopped,
-    /// The conductor refused it (fencing): the reason says what to do.
-    Fenced(Fenced),
-    /// Its version record no longer allows this build to run.
-    Versions(Arc<UpgradeError>),
-}
-
-impl std::fmt::Display for AgentStop {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            AgentStop::Stopped => f.write_str("stopped"),
-            AgentStop::Fenced(fenced) => {
-                write!(f, "refused by the conductor: {}", fenced.reason)
-            }
-            AgentStop::Versions(e) => write!(f, "{e}"),
-        }
-    }
-}
+pub use config::{
+    AgentConfig, AgentStartError, AgentStop, NvmeConfig, ReportError, ERROR_MODULE,
+    UNMANAGED_PCI_FEATURE,
+};
 
 /// A started agent.
 pub struct RunningAgent {
@@ -561,13 +392,6 @@ pub async fn open_versions(
     builder.open().await.map_err(AgentStartError::Versions)
 }
 
-/// What a transition step of a cleanup did.
-enum Step {
-    Started,
-    Succeeded,
-    Failed(String),
-}
-
 struct Agent {
     config: AgentConfig,
     upgrade: RpcClient,
@@ -717,310 +541,6 @@ impl Agent {
             }
         }
     }
-
-    /// Brings the persisted managed mode of this host's PCI handles to the configured
-    /// one. `at_start`: an allocated handle that would change refuses the start;
-    /// otherwise it is left as it is (and logged).
-    async fn reconcile_managed(&self, at_start: bool) -> Result<usize, AgentStartError> {
-        let desired = self.config.pci_managed;
-        let mut updated = 0;
-        for _attempt in 0..5 {
-            let ctx = self.ctx("managed");
-            let handles = AttachHandleList::get_by_host(&ctx, self.host().to_owned())
-                .await
-                .map_err(|source| AgentStartError::Handles {
-                    what: "reading this host's attach handles (AttachHandleList.get_by_host)"
-                        .into(),
-                    source,
-                })?;
-            let mut raced = false;
-            // The PCI handles whose mode differs, with what each says: a handle the
-            // conductor sent without a field this needs is refused, naming it.
-            let mut differing = Vec::new();
-            for h in handles
-                .iter()
-                .filter(|h| h.attach_type.get() == Some(&AttachType::Pci))
-            {
-                let read = (|| {
-                    Ok::<_, verso::Error>((h.managed()?, h.is_in_use()?, h.current_revision()?))
-                })()
-                .map_err(|e| AgentStartError::Handles {
-                    what: format!(
-                        "reading attach handle {} (AttachHandleList.get_by_host)",
-                        handle_uuid(h)
-                    ),
-                    source: e.into(),
-                })?;
-                if read.0 != desired {
-                    differing.push((h, read));
-                }
-            }
-            // Refusals first: a refused start changes nothing.
-            for &(h, (persisted, _, _)) in differing.iter().filter(|(_, (_, in_use, _))| *in_use) {
-                let refusal = AgentStartError::ManagedModeInUse {
-                    device: describe_device(h),
-                    handle: handle_uuid(h),
-                    instance: h
-                        .instance_uuid
-                        .get()
-                        .cloned()
-                        .flatten()
-                        .unwrap_or_else(|| "unknown".into()),
-                    persisted,
-                    configured: desired,
-                };
-                if at_start {
-                    return Err(refusal);
-                }
-                tracing::warn!(host = self.host(), "{refusal}");
-            }
-            for &(h, (_, _, expected)) in differing.iter().filter(|(_, (_, in_use, _))| !*in_use) {
-                let mut h = h.clone();
-                h.meta.context = Some(Box::new(ctx.clone()));
-                match h.update_managed(desired, expected).await {
-                    Ok(()) => {
-                        updated += 1;
-                        tracing::info!(host = self.host(), handle = %handle_uuid(&h), managed = desired, revision = ?h.revision.get(), "attach handle managed mode updated");
-                    }
-                    Err(e) => match classify(&e) {
-                        HandleErrorKind::Stale | HandleErrorKind::InUse | HandleErrorKind::NotFound => {
-                            tracing::warn!(host = self.host(), handle = %handle_uuid(&h), error = %e, "attach handle changed since it was read: reading again");
-                            raced = true;
-                        }
-                        HandleErrorKind::NotFinalized(n) => {
-                            return Err(AgentStartError::NotFinalized(n))
-                        }
-                        _ => {
-                            return Err(AgentStartError::Handles {
-                                what: format!(
-                                    "updating the managed mode of attach handle {} (AttachHandle.update_managed)",
-                                    handle_uuid(&h)
-                                ),
-                                source: e,
-                            })
-                        }
-                    },
-                }
-            }
-            if !raced {
-                return Ok(updated);
-            }
-        }
-        Err(AgentStartError::Handles {
-            what: "updating this host's attach handles' managed mode".into(),
-            source: CallError::method(
-                accel_objects::errors::STALE_HANDLE,
-                "the handles kept changing under five consecutive reads",
-            ),
-        })
-    }
-
-    /// Starts a cleanup for each of this host's handles in `cleaning` not already being
-    /// cleaned; returns how many were started.
-    async fn scan_cleaning(self: &Arc<Self>) -> Result<usize, CallError> {
-        if self.indirection.is_none() {
-            return Ok(0);
-        }
-        let ctx = self.ctx("scan");
-        let handles = AttachHandleList::get_cleaning(&ctx, self.host().to_owned()).await?;
-        let mut started = 0;
-        for h in handles.iter() {
-            if self.spawn_cleanup(h.clone()) {
-                started += 1;
-            }
-        }
-        Ok(started)
-    }
-
-    /// `cleanup_device`: the handle must be this host's and in `cleaning`.
-    async fn cleanup_requested(self: &Arc<Self>, uuid: &str) -> Result<(), RemoteError> {
-        if self.indirection.is_none() {
-            return Err(RemoteError::new(
-                "IndirectionUnavailable",
-                ERROR_MODULE,
-                "this agent runs with [upgrade_levels] conductor below 1.1 and cannot record cleanups",
-            ));
-        }
-        let ctx = self.ctx("cleanup");
-        let handles = AttachHandleList::get_cleaning(&ctx, self.host().to_owned())
-            .await
-            .map_err(|e| RemoteError::new(e.kind().to_owned(), ERROR_MODULE, e.to_string()))?;
-        match handles.iter().find(|h| handle_uuid(h) == uuid) {
-            Some(h) => {
-                self.spawn_cleanup(h.clone());
-                Ok(())
-            }
-            None => Err(RemoteError::new(
-                accel_objects::errors::NOT_CLEANING,
-                ERROR_MODULE,
-                format!(
-                    "attach handle {uuid} is not in cleaning on host {}",
-                    self.host()
-                ),
-            )),
-        }
-    }
-
-    fn running_cleanups(&self) -> usize {
-        let mut map = self.cleanups.lock().unwrap_or_else(PoisonError::into_inner);
-        map.retain(|_, t| !t.is_finished());
-        map.len()
-    }
-
-    fn abort_cleanups(&self) {
-        let mut map = self.cleanups.lock().unwrap_or_else(PoisonError::into_inner);
-        for (_, task) in map.drain() {
-            task.abort();
-        }
-    }
-
-    fn spawn_cleanup(self: &Arc<Self>, handle: AttachHandle) -> bool {
-        let uuid = handle_uuid(&handle);
-        let mut map = self.cleanups.lock().unwrap_or_else(PoisonError::into_inner);
-        map.retain(|_, t| !t.is_finished());
-        if map.contains_key(&uuid) {
-            return false;
-        }
-        let agent = self.clone();
-        map.insert(uuid, tokio::spawn(async move { agent.clean(handle).await }));
-        true
-    }
-
-    /// One cleanup: claim, erase, record.
-    async fn clean(&self, mut h: AttachHandle) {
-        let uuid = handle_uuid(&h);
-        h.meta.context = Some(Box::new(self.ctx("cleanup")));
-        if !self.transition(&mut h, Step::Started).await {
-            return;
-        }
-        tracing::info!(host = self.host(), handle = %uuid, "cleanup started");
-        let result = match self.namespaces_of(&h) {
-            Ok(paths) => self.erase(&paths).await,
-            Err(why) => Err(why),
-        };
-        let step = match result {
-            Ok(()) => Step::Succeeded,
-            Err(why) => {
-                tracing::warn!(host = self.host(), handle = %uuid, %why, "cleanup failed: the device stays out of the pool");
-                Step::Failed(why)
-            }
-        };
-        if self.transition(&mut h, step).await {
-            tracing::info!(host = self.host(), handle = %uuid, state = ?h.cleanup_state.get(), "cleanup recorded");
-        }
-    }
-
-    async fn erase(&self, paths: &[String]) -> Result<(), String> {
-        for path in paths {
-            cleanup::clean(&self.method, path, self.config.nvme.cleanup_timeout)
-                .await
-                .map_err(|e| e.to_string())?;
-        }
-        Ok(())
-    }
-
-    /// The namespace device paths of the NVMe function a handle's attach info names.
-    fn namespaces_of(&self, h: &AttachHandle) -> Result<Vec<String>, String> {
-        let address = h
-            .attach_info
-            .get()
-            .and_then(|info| pci_address(info))
-            .ok_or_else(|| format!("attach info {:?} names no PCI address", h.attach_info.get()))?;
-        let found = discover(&self.config.sysfs_root).map_err(|e| e.to_string())?;
-        let function = found
-            .devices
-            .iter()
-            .find(|f| f.address == address)
-            .ok_or_else(|| format!("no PCI function {address} on this host"))?;
-        let paths: Vec<String> = function
-            .nvme
-            .iter()
-            .flat_map(|c| c.namespaces.iter().map(|n| n.dev_path.clone()))
-            .collect();
-        if paths.is_empty() {
-            return Err(format!(
-                "PCI function {address} has no NVMe namespace to erase"
-            ));
-        }
-        Ok(paths)
-    }
-
-    /// Records a cleanup step, retrying (same expected revision) while the conductor
-    /// does not answer. False when the handle was moved by someone else or the step
-    /// cannot be recorded.
-    async fn transition(&self, h: &mut AttachHandle, step: Step) -> bool {
-        let uuid = handle_uuid(h);
-        let mut delay = Duration::from_millis(100);
-        for attempt in 1..=100 {
-            let result = match &step {
-                Step::Started => h.cleanup_started().await,
-                Step::Succeeded => h.cleanup_succeeded().await,
-                Step::Failed(why) => h.cleanup_failed(why.clone()).await,
-            };
-            let e = match result {
-                Ok(()) => return true,
-                Err(e) => e,
-            };
-            match classify(&e) {
-                HandleErrorKind::Retryable => {
-                    tracing::warn!(host = self.host(), handle = %uuid, attempt, error = %e, "cleanup transition not recorded yet: retrying");
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(5));
-                }
-                HandleErrorKind::NotCleaning
-                | HandleErrorKind::Stale
-                | HandleErrorKind::NotFound => {
-                    tracing::info!(host = self.host(), handle = %uuid, error = %e, "the handle was moved by someone else: left as it is");
-                    return false;
-                }
-                _ => {
-                    tracing::error!(host = self.host(), handle = %uuid, error = %e, "cleanup transition refused");
-                    return false;
-                }
-            }
-        }
-        tracing::error!(host = self.host(), handle = %uuid, "cleanup transition not recorded after 100 attempts: the handle stays in cleaning for the next scan");
-        false
-    }
-}
-
-fn handle_uuid(h: &AttachHandle) -> String {
-    h.uuid.get().map(ToString::to_string).unwrap_or_default()
-}
-
-fn describe_device(h: &AttachHandle) -> String {
-    let device = h.device.get().cloned().flatten();
-    let uuid = device
-        .as_ref()
-        .and_then(|d| d.uuid.get().map(ToString::to_string))
-        .unwrap_or_else(|| "unknown".into());
-    let kind = device
-        .as_ref()
-        .and_then(|d| {
-            d.r#type
-                .get()
-                .map(|t| verso::VersionedEnum::as_str(t).to_owned())
-        })
-        .unwrap_or_else(|| "device".into());
-    let address = h
-        .attach_info
-        .get()
-        .and_then(|i| pci_address(i))
-        .unwrap_or_else(|| "unknown address".into());
-    format!("{uuid} ({kind} at PCI {address})")
-}
-
-/// `DDDD:BB:DD.F` from Cyborg's PCI attach info.
-fn pci_address(attach_info: &str) -> Option<String> {
-    let v: serde_json::Value = serde_json::from_str(attach_info).ok()?;
-    let part = |k: &str| v.get(k).and_then(serde_json::Value::as_str);
-    Some(format!(
-        "{}:{}:{}.{}",
-        part("domain")?,
-        part("bus")?,
-        part("device")?,
-        part("function")?
-    ))
 }
 
 fn agent_endpoint(agent: Arc<Agent>) -> Endpoint {

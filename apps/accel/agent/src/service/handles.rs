@@ -1,0 +1,327 @@
+//! What the agent does with this host's attach handles through the conductor: the PCI
+//! managed mode brought to the configured one at start, and NVMe cleanups (claimed,
+//! erased with the configured command, recorded, each transition a compare-and-swap).
+
+use super::{Agent, AgentStartError, ERROR_MODULE};
+use crate::cleanup;
+use crate::discovery::discover;
+use accel_objects::errors::{classify, HandleErrorKind};
+use accel_objects::{AttachHandle, AttachHandleList, AttachType};
+use std::sync::{Arc, PoisonError};
+use std::time::Duration;
+use verso::indirection::CallError;
+use verso::ObjectList;
+use verso_rpc::RemoteError;
+
+/// What a transition step of a cleanup did.
+pub(super) enum Step {
+    Started,
+    Succeeded,
+    Failed(String),
+}
+
+impl Agent {
+    /// Brings the persisted managed mode of this host's PCI handles to the configured
+    /// one. `at_start`: an allocated handle that would change refuses the start;
+    /// otherwise it is left as it is (and logged).
+    pub(super) async fn reconcile_managed(&self, at_start: bool) -> Result<usize, AgentStartError> {
+        let desired = self.config.pci_managed;
+        let mut updated = 0;
+        for _attempt in 0..5 {
+            let ctx = self.ctx("managed");
+            let handles = AttachHandleList::get_by_host(&ctx, self.host().to_owned())
+                .await
+                .map_err(|source| AgentStartError::Handles {
+                    what: "reading this host's attach handles (AttachHandleList.get_by_host)"
+                        .into(),
+                    source,
+                })?;
+            let mut raced = false;
+            // The PCI handles whose mode differs, with what each says: a handle the
+            // conductor sent without a field this needs is refused, naming it.
+            let mut differing = Vec::new();
+            for h in handles
+                .iter()
+                .filter(|h| h.attach_type.get() == Some(&AttachType::Pci))
+            {
+                let read = (|| {
+                    Ok::<_, verso::Error>((h.managed()?, h.is_in_use()?, h.current_revision()?))
+                })()
+                .map_err(|e| AgentStartError::Handles {
+                    what: format!(
+                        "reading attach handle {} (AttachHandleList.get_by_host)",
+                        handle_uuid(h)
+                    ),
+                    source: e.into(),
+                })?;
+                if read.0 != desired {
+                    differing.push((h, read));
+                }
+            }
+            // Refusals first: a refused start changes nothing.
+            for &(h, (persisted, _, _)) in differing.iter().filter(|(_, (_, in_use, _))| *in_use) {
+                let refusal = AgentStartError::ManagedModeInUse {
+                    device: describe_device(h),
+                    handle: handle_uuid(h),
+                    instance: h
+                        .instance_uuid
+                        .get()
+                        .cloned()
+                        .flatten()
+                        .unwrap_or_else(|| "unknown".into()),
+                    persisted,
+                    configured: desired,
+                };
+                if at_start {
+                    return Err(refusal);
+                }
+                tracing::warn!(host = self.host(), "{refusal}");
+            }
+            for &(h, (_, _, expected)) in differing.iter().filter(|(_, (_, in_use, _))| !*in_use) {
+                let mut h = h.clone();
+                h.meta.context = Some(Box::new(ctx.clone()));
+                match h.update_managed(desired, expected).await {
+                    Ok(()) => {
+                        updated += 1;
+                        tracing::info!(host = self.host(), handle = %handle_uuid(&h), managed = desired, revision = ?h.revision.get(), "attach handle managed mode updated");
+                    }
+                    Err(e) => match classify(&e) {
+                        HandleErrorKind::Stale | HandleErrorKind::InUse | HandleErrorKind::NotFound => {
+                            tracing::warn!(host = self.host(), handle = %handle_uuid(&h), error = %e, "attach handle changed since it was read: reading again");
+                            raced = true;
+                        }
+                        HandleErrorKind::NotFinalized(n) => {
+                            return Err(AgentStartError::NotFinalized(n))
+                        }
+                        _ => {
+                            return Err(AgentStartError::Handles {
+                                what: format!(
+                                    "updating the managed mode of attach handle {} (AttachHandle.update_managed)",
+                                    handle_uuid(&h)
+                                ),
+                                source: e,
+                            })
+                        }
+                    },
+                }
+            }
+            if !raced {
+                return Ok(updated);
+            }
+        }
+        Err(AgentStartError::Handles {
+            what: "updating this host's attach handles' managed mode".into(),
+            source: CallError::method(
+                accel_objects::errors::STALE_HANDLE,
+                "the handles kept changing under five consecutive reads",
+            ),
+        })
+    }
+
+    /// Starts a cleanup for each of this host's handles in `cleaning` not already being
+    /// cleaned; returns how many were started.
+    pub(super) async fn scan_cleaning(self: &Arc<Self>) -> Result<usize, CallError> {
+        if self.indirection.is_none() {
+            return Ok(0);
+        }
+        let ctx = self.ctx("scan");
+        let handles = AttachHandleList::get_cleaning(&ctx, self.host().to_owned()).await?;
+        let mut started = 0;
+        for h in handles.iter() {
+            if self.spawn_cleanup(h.clone()) {
+                started += 1;
+            }
+        }
+        Ok(started)
+    }
+
+    /// `cleanup_device`: the handle must be this host's and in `cleaning`.
+    pub(super) async fn cleanup_requested(self: &Arc<Self>, uuid: &str) -> Result<(), RemoteError> {
+        if self.indirection.is_none() {
+            return Err(RemoteError::new(
+                "IndirectionUnavailable",
+                ERROR_MODULE,
+                "this agent runs with [upgrade_levels] conductor below 1.1 and cannot record cleanups",
+            ));
+        }
+        let ctx = self.ctx("cleanup");
+        let handles = AttachHandleList::get_cleaning(&ctx, self.host().to_owned())
+            .await
+            .map_err(|e| RemoteError::new(e.kind().to_owned(), ERROR_MODULE, e.to_string()))?;
+        match handles.iter().find(|h| handle_uuid(h) == uuid) {
+            Some(h) => {
+                self.spawn_cleanup(h.clone());
+                Ok(())
+            }
+            None => Err(RemoteError::new(
+                accel_objects::errors::NOT_CLEANING,
+                ERROR_MODULE,
+                format!(
+                    "attach handle {uuid} is not in cleaning on host {}",
+                    self.host()
+                ),
+            )),
+        }
+    }
+
+    pub(super) fn running_cleanups(&self) -> usize {
+        let mut map = self.cleanups.lock().unwrap_or_else(PoisonError::into_inner);
+        map.retain(|_, t| !t.is_finished());
+        map.len()
+    }
+
+    pub(super) fn abort_cleanups(&self) {
+        let mut map = self.cleanups.lock().unwrap_or_else(PoisonError::into_inner);
+        for (_, task) in map.drain() {
+            task.abort();
+        }
+    }
+
+    pub(super) fn spawn_cleanup(self: &Arc<Self>, handle: AttachHandle) -> bool {
+        let uuid = handle_uuid(&handle);
+        let mut map = self.cleanups.lock().unwrap_or_else(PoisonError::into_inner);
+        map.retain(|_, t| !t.is_finished());
+        if map.contains_key(&uuid) {
+            return false;
+        }
+        let agent = self.clone();
+        map.insert(uuid, tokio::spawn(async move { agent.clean(handle).await }));
+        true
+    }
+
+    /// One cleanup: claim, erase, record.
+    pub(super) async fn clean(&self, mut h: AttachHandle) {
+        let uuid = handle_uuid(&h);
+        h.meta.context = Some(Box::new(self.ctx("cleanup")));
+        if !self.transition(&mut h, Step::Started).await {
+            return;
+        }
+        tracing::info!(host = self.host(), handle = %uuid, "cleanup started");
+        let result = match self.namespaces_of(&h) {
+            Ok(paths) => self.erase(&paths).await,
+            Err(why) => Err(why),
+        };
+        let step = match result {
+            Ok(()) => Step::Succeeded,
+            Err(why) => {
+                tracing::warn!(host = self.host(), handle = %uuid, %why, "cleanup failed: the device stays out of the pool");
+                Step::Failed(why)
+            }
+        };
+        if self.transition(&mut h, step).await {
+            tracing::info!(host = self.host(), handle = %uuid, state = ?h.cleanup_state.get(), "cleanup recorded");
+        }
+    }
+
+    pub(super) async fn erase(&self, paths: &[String]) -> Result<(), String> {
+        for path in paths {
+            cleanup::clean(&self.method, path, self.config.nvme.cleanup_timeout)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// The namespace device paths of the NVMe function a handle's attach info names.
+    pub(super) fn namespaces_of(&self, h: &AttachHandle) -> Result<Vec<String>, String> {
+        let address = h
+            .attach_info
+            .get()
+            .and_then(|info| pci_address(info))
+            .ok_or_else(|| format!("attach info {:?} names no PCI address", h.attach_info.get()))?;
+        let found = discover(&self.config.sysfs_root).map_err(|e| e.to_string())?;
+        let function = found
+            .devices
+            .iter()
+            .find(|f| f.address == address)
+            .ok_or_else(|| format!("no PCI function {address} on this host"))?;
+        let paths: Vec<String> = function
+            .nvme
+            .iter()
+            .flat_map(|c| c.namespaces.iter().map(|n| n.dev_path.clone()))
+            .collect();
+        if paths.is_empty() {
+            return Err(format!(
+                "PCI function {address} has no NVMe namespace to erase"
+            ));
+        }
+        Ok(paths)
+    }
+
+    /// Records a cleanup step, retrying (same expected revision) while the conductor
+    /// does not answer. False when the handle was moved by someone else or the step
+    /// cannot be recorded.
+    pub(super) async fn transition(&self, h: &mut AttachHandle, step: Step) -> bool {
+        let uuid = handle_uuid(h);
+        let mut delay = Duration::from_millis(100);
+        for attempt in 1..=100 {
+            let result = match &step {
+                Step::Started => h.cleanup_started().await,
+                Step::Succeeded => h.cleanup_succeeded().await,
+                Step::Failed(why) => h.cleanup_failed(why.clone()).await,
+            };
+            let e = match result {
+                Ok(()) => return true,
+                Err(e) => e,
+            };
+            match classify(&e) {
+                HandleErrorKind::Retryable => {
+                    tracing::warn!(host = self.host(), handle = %uuid, attempt, error = %e, "cleanup transition not recorded yet: retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+                HandleErrorKind::NotCleaning
+                | HandleErrorKind::Stale
+                | HandleErrorKind::NotFound => {
+                    tracing::info!(host = self.host(), handle = %uuid, error = %e, "the handle was moved by someone else: left as it is");
+                    return false;
+                }
+                _ => {
+                    tracing::error!(host = self.host(), handle = %uuid, error = %e, "cleanup transition refused");
+                    return false;
+                }
+            }
+        }
+        tracing::error!(host = self.host(), handle = %uuid, "cleanup transition not recorded after 100 attempts: the handle stays in cleaning for the next scan");
+        false
+    }
+}
+
+pub(super) fn handle_uuid(h: &AttachHandle) -> String {
+    h.uuid.get().map(ToString::to_string).unwrap_or_default()
+}
+
+pub(super) fn describe_device(h: &AttachHandle) -> String {
+    let device = h.device.get().cloned().flatten();
+    let uuid = device
+        .as_ref()
+        .and_then(|d| d.uuid.get().map(ToString::to_string))
+        .unwrap_or_else(|| "unknown".into());
+    let kind = device
+        .as_ref()
+        .and_then(|d| {
+            d.r#type
+                .get()
+                .map(|t| verso::VersionedEnum::as_str(t).to_owned())
+        })
+        .unwrap_or_else(|| "device".into());
+    let address = h
+        .attach_info
+        .get()
+        .and_then(|i| pci_address(i))
+        .unwrap_or_else(|| "unknown address".into());
+    format!("{uuid} ({kind} at PCI {address})")
+}
+
+/// `DDDD:BB:DD.F` from Cyborg's PCI attach info.
+pub(super) fn pci_address(attach_info: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(attach_info).ok()?;
+    let part = |k: &str| v.get(k).and_then(serde_json::Value::as_str);
+    Some(format!(
+        "{}:{}:{}.{}",
+        part("domain")?,
+        part("bus")?,
+        part("device")?,
+        part("function")?
+    ))
+}
