@@ -19,6 +19,7 @@ mod bench;
 mod chaos;
 mod config;
 mod demo;
+mod lifecycle;
 mod run;
 
 use clap::{Parser, Subcommand};

@@ -1,7 +1,8 @@
 //! What each subcommand runs.
 
 use crate::config::{AccelConfig, AuthStrategyName};
-use accel_agent::service::{AgentConfig, AgentStartError, AgentStop, NvmeConfig, RunningAgent};
+use crate::lifecycle::{Ended, Lifecycle, Part};
+use accel_agent::service::{AgentConfig, AgentStartError, AgentStop, NvmeConfig};
 use accel_conductor::runtime::{RunningConductor, StartOptions};
 use accel_conductor::{Db, DbVersionStore};
 pub use accel_objects::rpc::{CONDUCTOR_TOPIC, UPGRADE_TOPIC};
@@ -89,56 +90,51 @@ pub async fn conductor(config: AccelConfig) -> Result<ExitCode, Error> {
     let nova = config.nova.options()?;
     let db = open_db(&config.database.url).await?;
     let transport = transport(&config).await?;
+    let mut parts = Lifecycle::new(Duration::from_secs(config.conductor.stop_timeout));
+    parts.close_at_end(transport.clone());
     let running = start_conductor(db.clone(), transport.clone(), &config, nova).await?;
+    let coordinator = running.coordinator.clone();
+    parts.push(Part::Conductor(running));
     println!(
         "conductor: serving {CONDUCTOR_TOPIC} and {UPGRADE_TOPIC} on {}",
         verso_rpc::transport::amqp::redact(&config.transport.url)
     );
     // Each deployable a resource provider in Placement, reconciled from the database.
-    let _reconciler = placement.map(|(client, schedule)| {
+    if let Some((client, schedule)) = placement {
         println!(
             "conductor: keeping resource providers in Placement every {} s",
             schedule.interval.as_secs()
         );
-        AbortOnDrop(accel_conductor::placement::spawn_reconciler(
+        parts.push(Part::Task(accel_conductor::placement::spawn_reconciler(
             db.clone(),
             client,
             schedule,
             accel_conductor::runtime::conductor_id(),
-        ))
-    });
+        )));
+    }
     // Cyborg 17 agents left during a migration: their reports go through the same
     // inventory diff and tell the fleet record that their hosts still run release N.
-    let cyborg_agents = if config.cyborg.serve_agents {
+    if config.cyborg.serve_agents {
         let cyborg_transport = transport_on(&config, &config.cyborg.control_exchange).await?;
+        parts.close_at_end(cyborg_transport.clone());
         let server = accel_conductor::cyborg::serve(
-            cyborg_transport.clone(),
+            cyborg_transport,
             db,
             accel_conductor::cyborg::TOPIC,
-            Some(running.coordinator.clone()),
+            Some(coordinator),
         )
         .await?;
+        parts.push(Part::Server(server));
         println!(
             "conductor: serving Cyborg 17 agents' report_data on {} (exchange {})",
             accel_conductor::cyborg::TOPIC,
             config.cyborg.control_exchange
         );
-        Some((server, cyborg_transport))
-    } else {
-        None
-    };
-    verso_rpc::shutdown::shutdown_signal().await;
+    }
+    parts.ended().await;
     // Stop taking calls everywhere, answer the ones taken, then flush the answers out:
     // an answer still in this process when it exits is a caller left waiting.
-    let limit = Duration::from_secs(config.conductor.stop_timeout);
-    let cyborg = async {
-        if let Some((server, transport)) = cyborg_agents {
-            let _ = tokio::time::timeout(limit, server.stop()).await;
-            transport.close().await;
-        }
-    };
-    let (finished, ()) = tokio::join!(running.stop_within(limit), cyborg);
-    transport.close().await;
+    let finished = parts.stop().await;
     // Not println!: a closed stdout (a supervisor that stopped reading) must not turn a
     // clean stop into a panic.
     let _ = writeln!(
@@ -227,7 +223,7 @@ pub async fn agent(
         return cyborg_agent(&config, host, sysfs_root, programmer, once).await;
     }
     let transport = transport(&config).await?;
-    let mut running = match accel_agent::service::start(
+    let running = match accel_agent::service::start(
         agent_config(
             &config,
             host.clone(),
@@ -241,22 +237,6 @@ pub async fn agent(
         Ok(r) => r,
         Err(e) => return Ok(not_started(&host, &e)),
     };
-    // A Cyborg 17 conductor still running during a migration calls this host's agent
-    // on Cyborg's exchange (mdev creation and removal).
-    let cyborg_server = if config.cyborg.serve_conductor && !once {
-        let cyborg_transport = transport_on(&config, &config.cyborg.control_exchange).await?;
-        let server =
-            accel_agent::cyborg::serve(cyborg_transport.clone(), &host, sysfs_root, programmer)
-                .await?;
-        println!(
-            "agent {host}: serving Cyborg 17's agent API on {} (exchange {})",
-            accel_cyborg17::rpc::AGENT_TOPIC,
-            config.cyborg.control_exchange
-        );
-        Some((server, cyborg_transport))
-    } else {
-        None
-    };
     if once {
         let n = running.devices_reported();
         running.stop().await;
@@ -264,23 +244,33 @@ pub async fn agent(
         println!("agent {host}: reported {n} devices");
         return Ok(ExitCode::SUCCESS);
     }
-    let exit = tokio::select! {
-        stop = running.stopped() => {
-            running.stop().await;
-            Ok(stopped(&host, stop))
-        }
-        () = verso_rpc::shutdown::shutdown_signal() => {
-            running.stop().await;
-            Ok(ExitCode::SUCCESS)
-        }
-    };
-    if let Some((server, cyborg_transport)) = cyborg_server {
-        server.stop().await;
-        cyborg_transport.close().await;
-    }
+    let mut parts = Lifecycle::new(Duration::from_secs(config.conductor.stop_timeout));
     // The agent's last answers and report reach the broker before the process goes.
-    transport.close().await;
-    exit
+    parts.close_at_end(transport);
+    parts.push(Part::Agent {
+        host: host.clone(),
+        running,
+    });
+    // A Cyborg 17 conductor still running during a migration calls this host's agent
+    // on Cyborg's exchange (mdev creation and removal).
+    if config.cyborg.serve_conductor {
+        let cyborg_transport = transport_on(&config, &config.cyborg.control_exchange).await?;
+        parts.close_at_end(cyborg_transport.clone());
+        let server =
+            accel_agent::cyborg::serve(cyborg_transport, &host, sysfs_root, programmer).await?;
+        parts.push(Part::Server(server));
+        println!(
+            "agent {host}: serving Cyborg 17's agent API on {} (exchange {})",
+            accel_cyborg17::rpc::AGENT_TOPIC,
+            config.cyborg.control_exchange
+        );
+    }
+    let exit = match parts.ended().await {
+        Ended::Agent { host, stop } => stopped(&host, stop),
+        Ended::Signal | Ended::Api => ExitCode::SUCCESS,
+    };
+    parts.stop().await;
+    Ok(exit)
 }
 
 /// `accel agent` with `[cyborg] report_to_cyborg`: the host's devices reported to a
@@ -316,15 +306,17 @@ async fn cyborg_agent(
         transport.close().await;
         return Ok(exit);
     }
-    let server =
-        accel_agent::cyborg::serve(transport.clone(), &host, sysfs_root, programmer).await?;
+    let mut parts = Lifecycle::new(Duration::from_secs(config.conductor.stop_timeout));
+    parts.close_at_end(transport.clone());
+    let server = accel_agent::cyborg::serve(transport, &host, sysfs_root, programmer).await?;
+    parts.push(Part::Server(server));
     println!(
         "agent {host}: reporting to Cyborg's conductor on {} and serving Cyborg 17's agent API on {} (exchange {exchange})",
         accel_cyborg17::rpc::CONDUCTOR_TOPIC,
         accel_cyborg17::rpc::AGENT_TOPIC,
     );
     let period = Duration::from_secs(config.agent.report_interval.max(1));
-    let reports = async {
+    parts.push(Part::Task(tokio::spawn(async move {
         let mut tick = tokio::time::interval(period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -333,13 +325,9 @@ async fn cyborg_agent(
                 tracing::warn!(host = %host, error = %e, "report to Cyborg's conductor failed; trying again at the next period");
             }
         }
-    };
-    tokio::select! {
-        () = reports => {}
-        () = verso_rpc::shutdown::shutdown_signal() => {}
-    }
-    server.stop().await;
-    transport.close().await;
+    })));
+    parts.ended().await;
+    parts.stop().await;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -357,8 +345,7 @@ async fn serve_api(
     listen: &str,
     (limits, options): (accel_api::Limits, accel_api::ServeOptions),
     auth: accel_api::Authenticator,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> Result<(String, tokio::task::JoinHandle<()>), Error> {
+) -> Result<(String, Part), Error> {
     let listener = tokio::net::TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
     let url = match options.tls {
@@ -367,12 +354,16 @@ async fn serve_api(
     };
     let service = accel_api::ConductorService::new(accel_api::DbService::new(db), conductor);
     let router = accel_api::router_with(Arc::new(service), limits, auth);
+    let (stop, stopping) = tokio::sync::oneshot::channel::<()>();
+    let shutdown = async {
+        let _ = stopping.await;
+    };
     let task = tokio::spawn(async move {
         if let Err(e) = accel_api::server::serve(listener, router, options, shutdown).await {
             tracing::error!(error = %e, "the API stopped");
         }
     });
-    Ok((url, task))
+    Ok((url, Part::Api { stop, task }))
 }
 
 /// `accel api`.
@@ -385,23 +376,16 @@ pub async fn api(config: AccelConfig) -> Result<ExitCode, Error> {
         return Err(format!("the database lacks migrations {pending:?}: run `accel db sync` (or start the conductor) first").into());
     }
     let transport = transport(&config).await?;
-    let conductor = conductor_client(&config, transport.clone());
+    let mut parts = Lifecycle::new(Duration::from_secs(config.conductor.stop_timeout));
+    parts.close_at_end(transport.clone());
+    let conductor = conductor_client(&config, transport);
     // On SIGTERM the server stops accepting and answers the requests under way (each
     // bounded by [api] request_timeout) before the process exits.
-    let (url, task) = serve_api(
-        db,
-        conductor,
-        &config.api.listen,
-        options,
-        auth,
-        verso_rpc::shutdown::shutdown_signal(),
-    )
-    .await?;
+    let (url, api) = serve_api(db, conductor, &config.api.listen, options, auth).await?;
+    parts.push(api);
     println!("api: listening on {url}");
-    if let Err(e) = task.await {
-        tracing::error!(error = %e, "the API task ended abnormally");
-    }
-    transport.close().await;
+    parts.ended().await;
+    parts.stop().await;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -477,29 +461,25 @@ pub async fn all_in_one(config: AccelConfig, agents: u32) -> Result<ExitCode, Er
     let nova = config.nova.options()?;
     let db = open_db(&url).await?;
     let transport = transport(&config).await?;
-    let running = start_conductor(db.clone(), transport.clone(), &config, nova).await?;
-    let _reconciler = placement.map(|(client, schedule)| {
-        AbortOnDrop(accel_conductor::placement::spawn_reconciler(
+    let mut parts = Lifecycle::new(Duration::from_secs(config.conductor.stop_timeout));
+    parts.close_at_end(transport.clone());
+    parts.push(Part::Conductor(
+        start_conductor(db.clone(), transport.clone(), &config, nova).await?,
+    ));
+    if let Some((client, schedule)) = placement {
+        parts.push(Part::Task(accel_conductor::placement::spawn_reconciler(
             db.clone(),
             client,
             schedule,
             accel_conductor::runtime::conductor_id(),
-        ))
-    });
+        )));
+    }
     let client = conductor_client(&config, transport.clone());
-    let (url, api_task) = serve_api(
-        db,
-        client,
-        &config.api.listen,
-        options,
-        auth,
-        std::future::pending(),
-    )
-    .await?;
+    let (url, api) = serve_api(db, client, &config.api.listen, options, auth).await?;
+    parts.push(api);
     let programmer = config
         .fpga_programmer(scratch.path().to_owned())?
         .map(Arc::new);
-    let mut started: Vec<RunningAgent> = Vec::new();
     let mut reported = 0;
     for i in 1..=agents {
         let host = format!("host{i}");
@@ -510,22 +490,26 @@ pub async fn all_in_one(config: AccelConfig, agents: u32) -> Result<ExitCode, Er
         match accel_agent::service::start(agent_cfg, transport.clone()).await {
             Ok(agent) => {
                 reported += agent.devices_reported();
-                started.push(agent);
+                parts.push(Part::Agent {
+                    host,
+                    running: agent,
+                });
             }
-            Err(e) => return Ok(not_started(&host, &e)),
+            Err(e) => {
+                let exit = not_started(&host, &e);
+                parts.stop().await;
+                return Ok(exit);
+            }
         }
     }
     println!("all-in-one: {agents} agents reported {reported} devices");
     println!("api: listening on {url}");
-    tokio::select! {
-        _ = api_task => {}
-        () = verso_rpc::shutdown::shutdown_signal() => {}
-    }
-    for agent in started {
-        agent.stop().await;
-    }
-    running.stop().await;
-    Ok(ExitCode::SUCCESS)
+    let exit = match parts.ended().await {
+        Ended::Agent { host, stop } => stopped(&host, stop),
+        Ended::Signal | Ended::Api => ExitCode::SUCCESS,
+    };
+    parts.stop().await;
+    Ok(exit)
 }
 
 /// How long `accel upgrade` waits for a conductor's answer.
@@ -652,13 +636,4 @@ pub async fn upgrade_finalize(
         }
     }
     Ok(ExitCode::from(code))
-}
-
-/// A task aborted when dropped (a background loop that ends with its owner).
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
