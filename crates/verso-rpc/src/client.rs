@@ -210,6 +210,10 @@ impl RpcClient {
     /// middleware returns (`Timeout`, `LoadShed`, `Buffer`: boxed); it reaches the caller
     /// as [`RpcError::from_layer`] makes it, an `RpcError` unchanged and anything else
     /// [`RpcError::Layer`] (a tower `Timeout`'s is a timeout: [`RpcError::is_timeout`]).
+    /// The stack is built again by each builder call after this one (`version_cap`,
+    /// `serializer`, another `layer`): a layer that spawns a task when it wraps a
+    /// service (tower's `Buffer`, its worker) does so then, so build such a client inside
+    /// a Tokio runtime; the previous stack's task ends with it.
     ///
     /// ```
     /// use std::sync::atomic::{AtomicUsize, Ordering};

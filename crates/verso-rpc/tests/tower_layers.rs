@@ -115,3 +115,37 @@ async fn load_shedding_on_the_server_refuses_what_its_limit_cannot_take() {
     assert_eq!(first.await.unwrap().unwrap(), json!("done"));
     server.stop().await;
 }
+
+/// tower's `Buffer` as a client layer: calls from many tasks through one bounded queue
+/// (4) in front of the transport, each answered with its own reply.
+#[tokio::test]
+async fn a_buffered_client_answers_every_caller() {
+    let transport = Arc::new(MemoryTransport::new());
+    let server = RpcServer::new(transport.clone(), Target::new("svc"))
+        .endpoint(
+            Endpoint::new(Version::new(1, 0)).method(
+                MethodSpec::new("echo", Version::new(1, 0))
+                    .arg(verso_rpc::ArgSpec::required("n", verso_rpc::ArgType::Int)),
+                |_ctx, args: verso_rpc::Args| async move { args.get::<serde_json::Value>("n") },
+            ),
+        )
+        .unwrap()
+        .start()
+        .await
+        .unwrap();
+    // A builder call after the layer builds the stack (and the buffer's worker) again.
+    let client = RpcClient::new(transport, Target::new("svc"))
+        .layer(tower::buffer::BufferLayer::new(4))
+        .version_cap(Version::new(1, 0));
+    let calls = (0..32).map(|n| {
+        let client = client.clone();
+        tokio::spawn(async move {
+            let ctx = RequestContext::new(format!("req-{n}"));
+            client.call(&ctx, "echo", "1.0", json!({ "n": n })).await
+        })
+    });
+    for (n, call) in calls.collect::<Vec<_>>().into_iter().enumerate() {
+        assert_eq!(call.await.unwrap().unwrap(), json!(n));
+    }
+    server.stop().await;
+}
