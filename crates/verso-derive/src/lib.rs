@@ -2,6 +2,9 @@
 //!
 //! The macros only describe the type (schema, field access); every behaviour lives in the
 //! `verso` crate, as serde's derive leaves the work to serde.
+//!
+//! (Long on purpose: the derives share their attribute parsing and the generated code
+//! is read best beside the attributes that shape it.)
 
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};

@@ -13,6 +13,9 @@
 //! gate on: a component pre-finalized for a *newer* version would wrongly turn off a
 //! feature whose own version is long finalized (the trap Ozone's guide describes;
 //! `tests/manager.rs` shows it).
+//!
+//! (Long on purpose: the manager is one state machine, apparent version, gates,
+//! finalization with its checkpoints and retries, whose steps share its private state.)
 
 use crate::action::{first_tx_step_not_over, step_id, StepKind, TxStepFn, UpgradeAction};
 use crate::error::{NotSupportedBeforeFinalization, UpgradeError};

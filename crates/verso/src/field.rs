@@ -8,6 +8,10 @@
 //!
 //! A [`Field`] is *unset* until assigned (as in OVO, an unset field is absent from the
 //! primitive and [`Field::get`] returns `None`); assigning marks it changed.
+//!
+//! (Long on purpose: every field type's codec, OVO's coercions and the Python text
+//! forms sit together, so a rule shared by the types, a coercion, a null, a Python
+//! repr, is written once and read beside its twins.)
 
 use crate::context::RequestContext;
 use crate::datetime::DateTime;

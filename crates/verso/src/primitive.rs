@@ -13,6 +13,9 @@
 //! when the target differs from the instance version or a manifest is given, and the
 //! top-level `changes` are filtered to the fields left in `data` (the changes of
 //! contained objects are not: that is OVO's behaviour and Python peers rely on it).
+//!
+//! (Long on purpose: decode, encode, backport and the manifest are one codec over
+//! shared private walkers.)
 
 use crate::error::{Error, Result};
 use crate::field::{DecodeContext, PrimitiveData};

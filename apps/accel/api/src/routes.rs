@@ -1,5 +1,9 @@
 //! The HTTP handlers: parse and check the request, call one [`AccelService`] operation,
 //! shape the answer for the negotiated microversion.
+//!
+//! (Long on purpose: every v2 handler, in the order of Cyborg's API reference, so a
+//! route's checks, policy and microversion gates are read together; parsing and views
+//! live in their own modules.)
 
 use crate::auth::{Authenticator, Caller};
 use crate::error::{ApiError, ErrorKind};

@@ -28,6 +28,9 @@
 //!    `accel-upgrade`; a passive declare's message count) is sampled every 500 ms;
 //! 6. finalization, started as `accel upgrade finalize` starts it (the `upgrade` API's
 //!    `finalize`), timed until every simulated agent's version record is finalized.
+//!
+//! (Long on purpose: one case end to end, set-up, simulated agents, measurement and
+//! report, used by this command only.)
 
 use super::proc::{cpu_seconds, rss_bytes};
 use super::{quantile, Error};
