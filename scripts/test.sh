@@ -84,6 +84,9 @@ export VERSO_TEST_POSTGRES_URL="${VERSO_TEST_POSTGRES_URL:-postgres://verso:vers
 export VERSO_TEST_KEYSTONE_URL="${VERSO_TEST_KEYSTONE_URL:-http://127.0.0.1:${VERSO_KEYSTONE_PORT:-55000}/v3}"
 export VERSO_TEST_PLACEMENT_URL="${VERSO_TEST_PLACEMENT_URL:-http://127.0.0.1:${VERSO_PLACEMENT_PORT:-55001}}"
 export VERSO_TEST_GLANCE_URL="${VERSO_TEST_GLANCE_URL:-http://127.0.0.1:${VERSO_GLANCE_PORT:-55002}}"
+# Where the test Glance keeps image data (its file store): a test changes a stored
+# image under Glance to check that an agent refuses bytes Glance did not hash.
+export VERSO_TEST_GLANCE_STORE="${VERSO_TEST_GLANCE_STORE:-${VERSO_GLANCE_DIR:-/tmp/verso-glance}/images}"
 
 say "cargo test --workspace $*"
 cargo test --workspace "$@"

@@ -7,7 +7,8 @@
 //! Cyborg's agent answers them.
 //!
 //! Uses `VERSO_TEST_RABBIT_URL`, `VERSO_TEST_PYTHON`, `VERSO_TEST_KEYSTONE_URL` and
-//! `VERSO_TEST_GLANCE_URL` (scripts/test.sh starts the services and sets them all).
+//! `VERSO_TEST_GLANCE_URL`, and `VERSO_TEST_GLANCE_STORE` for the tampered image
+//! (scripts/test.sh starts the services and sets them all).
 // A failed set-up step fails the test (or bench) with its message.
 #![allow(clippy::expect_used)]
 
@@ -169,4 +170,39 @@ async fn cyborg_programs_an_fpga_through_accels_agent_with_a_glance_bitstream() 
     assert_eq!(leftovers(&work), Vec::<String>::new());
     server.stop().await;
     transport.close().await;
+}
+
+/// Bytes Glance serves that are not the bytes it hashed at upload (its store changed
+/// under it: a disk fault, or someone writing there) are refused before any tool runs,
+/// as Cyborg's `ImageUnacceptable`, and nothing is left in the state directory.
+/// Uses `VERSO_TEST_GLANCE_STORE`, the test Glance's file store.
+#[tokio::test]
+async fn a_bitstream_whose_bytes_glance_did_not_hash_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let work = dir.path().join("state");
+    let record = dir.path().join("programmed");
+    let bitstream: Vec<u8> = (0..20_000u32).map(|i| (i * 11 + i / 7) as u8).collect();
+    let id = image(&session(), Some(&bitstream)).await;
+    let stored = PathBuf::from(env("VERSO_TEST_GLANCE_STORE")).join(&id);
+    let mut tampered = std::fs::read(&stored).expect("Glance stored the image there");
+    assert_eq!(tampered, bitstream);
+    tampered[1_000] ^= 0xff;
+    std::fs::write(&stored, &tampered).expect("change the stored image");
+
+    let programmer = programmer(
+        &tool(dir.path(), &record, 0),
+        &work,
+        Some(env("VERSO_TEST_GLANCE_URL")),
+    );
+    let err = programmer
+        .program(FPGA, &id)
+        .await
+        .expect_err("bytes Glance did not hash");
+    assert_eq!(err.cyborg_class(), "ImageUnacceptable", "{err}");
+    assert!(err.to_string().contains("hash to sha512"), "{err}");
+    assert!(
+        !record.exists(),
+        "the tool ran for bytes that failed the check"
+    );
+    assert_eq!(leftovers(&work), Vec::<String>::new());
 }
