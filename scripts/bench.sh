@@ -4,7 +4,7 @@
 #
 #   scripts/bench.sh                    # everything, full settings
 #   scripts/bench.sh --quick            # shorter criterion and RPC runs, smaller fleet
-#   scripts/bench.sh codec rpc          # only these (codec, rpc, service, fleet); the
+#   scripts/bench.sh codec rpc          # only these (codec, rpc, service, placement, fleet); the
 #                                       # report is still made of every result file there
 #
 # Services: RabbitMQ and PostgreSQL on loopback are reused when they answer, else started
@@ -25,11 +25,11 @@ which=()
 for arg in "$@"; do
     case "$arg" in
         --quick) quick=1 ;;
-        codec | rpc | service | fleet) which+=("$arg") ;;
-        *) echo "bench.sh: unknown argument $arg (--quick, codec, rpc, service, fleet)" >&2; exit 2 ;;
+        codec | rpc | service | placement | fleet) which+=("$arg") ;;
+        *) echo "bench.sh: unknown argument $arg (--quick, codec, rpc, service, placement, fleet)" >&2; exit 2 ;;
     esac
 done
-[ ${#which[@]} -gt 0 ] || which=(codec rpc service fleet)
+[ ${#which[@]} -gt 0 ] || which=(codec rpc service placement fleet)
 wants() { [[ " ${which[*]} " == *" $1 "* ]]; }
 
 say() { printf '\n== %s\n' "$*"; }
@@ -85,6 +85,14 @@ if wants service; then
     scripts/start-placement.sh
     export VERSO_TEST_KEYSTONE_URL="${VERSO_TEST_KEYSTONE_URL:-http://127.0.0.1:${VERSO_KEYSTONE_PORT:-55000}/v3}"
     cargo_ bench -p accel-api --bench throughput -- "${criterion[@]}"
+fi
+if wants placement; then
+    say "the Placement reconciler's read: full against changed hosts"
+    if [ -n "$quick" ]; then
+        VERSO_BENCH_HOSTS=1000 cargo_ bench -p accel-conductor --bench reconcile
+    else
+        cargo_ bench -p accel-conductor --bench reconcile
+    fi
 fi
 if wants fleet; then
     say "fleet"

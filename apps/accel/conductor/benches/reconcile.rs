@@ -12,7 +12,9 @@
 //! scripts/start-postgres.sh
 //! cargo bench -p accel-conductor --bench reconcile
 //! ```
-//! Filling 10,000 hosts takes a few minutes per database (one report per host).
+//! Filling 10,000 hosts takes a few minutes per database (one report per host). With
+//! `VERSO_BENCH_OUT` set, the medians of criterion's samples become `placement.json`
+//! there, BENCHMARKS.md's section (`scripts/bench.sh placement`).
 // A failed set-up step fails the bench with its message.
 #![allow(clippy::expect_used)]
 #![allow(missing_docs)] // criterion_group! generates undocumented items
@@ -21,8 +23,43 @@ use accel_conductor::db::ReportedDevice;
 use accel_conductor::placement::{wanted, wanted_of};
 use accel_conductor::testing::reported_device;
 use accel_conductor::Db;
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use bench_report::{BenchResult, Chart, Samples, Series, Table};
+use criterion::{criterion_group, BenchmarkId, Criterion};
 use std::time::Duration;
+
+/// Every sample criterion takes, by id, for the result file.
+static SAMPLES: Samples = Samples::new();
+const BACKENDS: [&str; 2] = ["sqlite", "postgres"];
+const READS: [(&str, &str); 3] = [
+    ("full", "the whole inventory (a full pass)"),
+    ("changed-10", "10 changed hosts"),
+    ("changed-tenth", "a tenth of the hosts changed"),
+];
+
+/// `routine` timed by criterion, each sample also kept in [`SAMPLES`] under `id`.
+fn timed<T>(b: &mut criterion::Bencher<'_>, id: &str, mut routine: impl FnMut() -> T) {
+    b.iter_custom(|iters| {
+        let start = std::time::Instant::now();
+        for _ in 0..iters {
+            std::hint::black_box(routine());
+        }
+        let elapsed = start.elapsed();
+        SAMPLES.record(id, iters, elapsed);
+        elapsed
+    })
+}
+
+fn sizes() -> Vec<usize> {
+    std::env::var("VERSO_BENCH_HOSTS")
+        .unwrap_or_else(|_| "1000,10000".into())
+        .split(',')
+        .map(|s| {
+            s.trim()
+                .parse()
+                .expect("VERSO_BENCH_HOSTS: numbers like 1000,10000")
+        })
+        .collect()
+}
 
 fn host_devices() -> Vec<ReportedDevice> {
     vec![
@@ -82,11 +119,14 @@ fn bench(c: &mut Criterion) {
                     .collect();
                 let read = rt.block_on(wanted_of(db, &changed)).expect("a pass");
                 assert_eq!(read.values().map(Vec::len).sum::<usize>(), count * 4);
+                let id = format!("{backend}/{label}/{hosts}");
                 group.bench_with_input(
                     BenchmarkId::new(format!("{backend}/{label}"), hosts),
                     db,
                     |b, db| {
-                        b.iter(|| rt.block_on(wanted_of(db, &changed)).expect("a pass"));
+                        timed(b, &id, || {
+                            rt.block_on(wanted_of(db, &changed)).expect("a pass")
+                        });
                     },
                 );
             }
@@ -96,4 +136,83 @@ fn bench(c: &mut Criterion) {
 }
 
 criterion_group!(benches, bench);
-criterion_main!(benches);
+
+fn result() -> BenchResult {
+    let ms = |id: &str| SAMPLES.median_ns(id).map(|v| v / 1e6);
+    let mut r = BenchResult::new(
+        "placement",
+        "The Placement reconciler's read: the whole inventory against the hosts that changed",
+        "cargo bench -p accel-conductor --bench reconcile",
+    );
+    let sizes = sizes();
+    r.charts.push(Chart {
+        id: "placement".into(),
+        title: "what one reconciler pass reads and computes, by hosts of 4 deployables".into(),
+        x_label: "hosts".into(),
+        y_label: "ms per pass".into(),
+        log_x: true,
+        log_y: true,
+        series: BACKENDS
+            .iter()
+            .flat_map(|db| READS.iter().map(move |(read, _)| (db, read)))
+            .map(|(db, read)| Series {
+                label: format!("{db}, {read}"),
+                points: sizes
+                    .iter()
+                    .filter_map(|n| Some([*n as f64, ms(&format!("{db}/{read}/{n}"))?]))
+                    .collect(),
+            })
+            .filter(|s| !s.points.is_empty())
+            .collect(),
+    });
+    let mut rows = Vec::new();
+    for db in BACKENDS {
+        for (read, what) in READS {
+            for n in &sizes {
+                if let Some(v) = ms(&format!("{db}/{read}/{n}")) {
+                    rows.push(vec![
+                        what.into(),
+                        db.into(),
+                        n.to_string(),
+                        format!("{v:.2}"),
+                    ]);
+                }
+            }
+        }
+    }
+    r.tables.push(Table {
+        title: "median of criterion's samples".into(),
+        columns: ["read", "database", "hosts", "ms"]
+            .map(String::from)
+            .to_vec(),
+        rows,
+    });
+    let at = |id: &str| ms(id).map_or("-".into(), |v| format!("{v:.2} ms"));
+    let top = sizes.iter().max().copied().unwrap_or(0);
+    r.summary = format!(
+        "What one pass of the conductor's Placement reconciler reads from the database \
+         and computes before it compares with what it last pushed to Placement (no \
+         Placement call follows when nothing changed), on hosts of 4 deployables. A full \
+         pass (the whole inventory: on taking the reconciler lease and every \
+         `[placement] full_sync_interval`) grows with the inventory: {} on SQLite and {} \
+         on PostgreSQL at {top} hosts. A pass every `sync_interval` reads only the hosts \
+         the database marked as changed (migration 8's triggers): {} and {} when 10 of \
+         {top} hosts changed, and one empty table when none did.",
+        at(&format!("sqlite/full/{top}")),
+        at(&format!("postgres/full/{top}")),
+        at(&format!("sqlite/changed-10/{top}")),
+        at(&format!("postgres/changed-10/{top}")),
+    );
+    r
+}
+
+fn main() {
+    // criterion_main!, then the result file.
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    match result().write_if_asked() {
+        Ok(Some(path)) => println!("wrote {}", path.display()),
+        Ok(None) => {}
+        Err(e) => eprintln!("reconcile: {e}"),
+    }
+}
