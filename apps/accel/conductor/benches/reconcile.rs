@@ -106,11 +106,12 @@ fn bench(c: &mut Criterion) {
                 .map(Vec::len)
                 .sum();
             assert_eq!(providers, hosts * 4);
+            let id = format!("{backend}/full/{hosts}");
             group.bench_with_input(
                 BenchmarkId::new(format!("{backend}/full"), hosts),
                 db,
                 |b, db| {
-                    b.iter(|| rt.block_on(wanted(db)).expect("a pass"));
+                    timed(b, &id, || rt.block_on(wanted(db)).expect("a pass"));
                 },
             );
             for (label, count) in [("changed-10", 10), ("changed-tenth", hosts / 10)] {
