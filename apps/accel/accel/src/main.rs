@@ -8,6 +8,7 @@
 //! accel agent [--host NAME]        an agent: discovers devices, reports them to the conductor
 //! accel api                        the HTTP API (reads the database, writes through the conductor)
 //! accel db sync                    applies the database migrations
+//! accel db import-cyborg --from URL takes over a Cyborg 17 database's rows (exit 0 done, 1 refused, 2 unreachable)
 //! accel upgrade check              can this deployment be upgraded? (exit 0 ok, 1 warning, 2 failure)
 //! accel upgrade status [--json]    every component's versions, from any conductor
 //! accel upgrade finalize [--wait]  turn on the new release (exit 0 done, 1 refused, 2 unreachable, 3 still finalizing)
@@ -208,6 +209,19 @@ enum Bench {
 enum Db {
     /// Applies the migrations the database lacks.
     Sync,
+    /// Copies a Cyborg 17 database's devices, deployables, attach handles, attributes,
+    /// device profiles and accelerator requests into accel's (`[database] url`), UUIDs
+    /// kept, in one transaction. Exit 0: imported (or already imported); 1: refused,
+    /// nothing written (the row is named); 2: a database could not be read or written.
+    ImportCyborg {
+        /// Cyborg's database, as its `[database] connection` names it:
+        /// `mysql+pymysql://USER:PASS@HOST/cyborg` (or `mysql://...`), or `sqlite://PATH`.
+        #[arg(long, value_name = "URL")]
+        from: String,
+        /// Check and write everything, then roll back: nothing is kept.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -371,6 +385,9 @@ fn main() -> ExitCode {
             } => run::agent(config, host, sysfs_root, once).await,
             Command::Api => run::api(config).await,
             Command::Db(Db::Sync) => run::db_sync(config).await,
+            Command::Db(Db::ImportCyborg { from, dry_run }) => {
+                run::db_import_cyborg(config, &from, dry_run).await
+            }
             Command::Upgrade(Upgrade::Check) => run::upgrade_check(config).await,
             Command::Upgrade(Upgrade::Status { json }) => run::upgrade_status(config, json).await,
             Command::Upgrade(Upgrade::Finalize {

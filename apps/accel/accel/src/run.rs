@@ -401,6 +401,47 @@ pub async fn db_sync(config: AccelConfig) -> Result<ExitCode, Error> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `accel db import-cyborg`: 0 imported or already imported, 1 refused (nothing
+/// written), 2 a database could not be opened, read or written.
+pub async fn db_import_cyborg(
+    config: AccelConfig,
+    from: &str,
+    dry_run: bool,
+) -> Result<ExitCode, Error> {
+    use accel_conductor::cyborg_import::{import, ImportError, Imported};
+    let db = Db::connect(&config.database.url).await?;
+    let outcome = import(from, &db, dry_run).await;
+    db.close().await;
+    let (summary, verb) = match outcome {
+        Ok(Imported::Done(s)) if dry_run => (s, "would import (dry run, nothing kept)"),
+        Ok(Imported::Done(s)) => (s, "imported"),
+        Ok(Imported::Already(s)) => (s, "already imported, nothing written:"),
+        Err(e) => {
+            eprintln!("accel: import refused, nothing written: {e}");
+            let code = match e {
+                ImportError::Connect { .. } | ImportError::Read { .. } | ImportError::Target(_) => {
+                    2
+                }
+                _ => 1,
+            };
+            return Ok(ExitCode::from(code));
+        }
+    };
+    println!(
+        "{verb} {} devices on {} hosts ({} attach handles, {} attributes), {} device profiles, {} accelerator requests",
+        summary.devices,
+        summary.hosts,
+        summary.attach_handles,
+        summary.attributes,
+        summary.device_profiles,
+        summary.accelerator_requests
+    );
+    for note in &summary.notes {
+        println!("note: {note}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `accel upgrade check`: 0 ok, 1 warning (something to do before or after the
 /// upgrade), 2 failure (this build cannot run on this database).
 pub async fn upgrade_check(config: AccelConfig) -> Result<ExitCode, Error> {

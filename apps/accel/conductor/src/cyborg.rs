@@ -192,7 +192,7 @@ pub fn rows_digest(rows: &[ReportedDevice]) -> Option<String> {
 
 /// `DDDD:BB:DD.F` from Cyborg's `cpid_info`, `{"domain": "0000", "bus": "0c", "device":
 /// "00", "function": "0"}` (the form accel's own agents key devices by).
-fn pci_address(info: &str) -> Option<String> {
+pub(crate) fn pci_address(info: &str) -> Option<String> {
     let v: Value = serde_json::from_str(info).ok()?;
     // Each part is hexadecimal text within PCI's bounds.
     let part = |key: &str, max: u32| -> Option<u32> {

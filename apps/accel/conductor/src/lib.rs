@@ -21,6 +21,7 @@
 
 pub mod census;
 pub mod cyborg;
+pub mod cyborg_import;
 pub mod db;
 pub mod fleet;
 pub mod groups;

@@ -14,6 +14,23 @@
         cpid_info, deployables: [{uuid, name, num_accelerators, driver_name, rp_uuid,
         attributes: {key: value}, handles: [{attach_type, attach_info, in_use}]}]}, in
         control-path order.
+
+    fill --config FILE --host H [--host H2 ...]
+        Fills the database the way a running Cyborg 17 deployment does, through Cyborg's
+        own code in this process: its conductor's `report_data` of Cyborg's FakeDriver
+        discovery on each host (one FPGA with 16 `TEST_PCI` handles; the providers go to
+        the real Placement of FILE's [placement], under each host's compute node, which
+        must exist), `device_profile_create` of two profiles, `arq_create` of their
+        requests as Cyborg's API makes them (one per unit), binds of one request on the
+        first host and one on the last (Cyborg's `start_bind_job`, which allocates the
+        attach handle; Nova is not told) and the last host's device put in maintenance.
+        Prints `filled`.
+
+    dump --config FILE
+        Everything the database holds, read through Cyborg's own objects: one JSON line
+        {devices, profiles, arqs}, each list sorted by UUID. Devices carry their
+        control path and deployables (with attributes and attach handles); requests
+        carry their profile's name and the UUID of their attach handle.
 """
 
 import argparse
@@ -25,7 +42,13 @@ warnings.filterwarnings("ignore")
 
 from cyborg import context  # noqa: E402
 from cyborg.common import service as cyborg_service  # noqa: E402
+from cyborg.accelerator.drivers.fake import FakeDriver  # noqa: E402
+from cyborg.conductor import manager  # noqa: E402
+from cyborg.conf import CONF  # noqa: E402
 from cyborg.db.sqlalchemy import migration  # noqa: E402
+from cyborg import objects  # noqa: E402
+from cyborg.objects.attach_handle import AttachHandle  # noqa: E402
+from cyborg.objects.attribute import Attribute  # noqa: E402
 from cyborg.objects.control_path import ControlpathID  # noqa: E402
 from cyborg.objects.deployable import Deployable  # noqa: E402
 from cyborg.objects.device import Device  # noqa: E402
@@ -95,6 +118,148 @@ def inventory(args):
     print(json.dumps(out), flush=True)
 
 
+def fill(args):
+    setup(args.config)
+    ctx = context.get_admin_context()
+    conductor = manager.ConductorManager("cyborg-conductor", args.host[0])
+    for host in args.host:
+        # The fake driver names its deployable after CONF.host, as an agent on that
+        # host would.
+        CONF.set_override("host", host)
+        conductor.report_data(ctx, host, FakeDriver().discover())
+    profiles = [
+        objects.DeviceProfile(
+            ctx,
+            name="fpga-fake",
+            groups=[{"resources:FPGA": "1", "trait:CUSTOM_FAKE_DEVICE": "required"}],
+            description="one fake FPGA",
+        ),
+        objects.DeviceProfile(ctx, name="fpga-pair", groups=[{"resources:FPGA": "2"}]),
+    ]
+    arqs = []
+    for profile in profiles:
+        profile = conductor.device_profile_create(ctx, profile)
+        # As Cyborg's API creates them: per group, one request per unit asked for.
+        for group_id, group in enumerate(profile.groups):
+            units = sum(int(v) for k, v in group.items() if k.startswith("resources"))
+            for _ in range(units):
+                arq = objects.ARQ(
+                    ctx,
+                    device_profile_name=profile.name,
+                    device_profile_group_id=group_id,
+                    project_id="b8f4c9a1d2e34f5a8b6c7d8e9f0a1b2c",
+                )
+                extarq = objects.ExtARQ(ctx, arq=arq)
+                arqs.append(conductor.arq_create(ctx, extarq, profile.id))
+    # Bind the first request on the first host and the second on the last.
+    for extarq, host, instance in (
+        (arqs[0], args.host[0], "5f1c7e3a-9b2d-4c6e-8a0f-1d3b5c7e9a20"),
+        (arqs[1], args.host[-1], "7a2d4f6b-8c0e-4a1b-9c3d-5e7f9a1b3c40"),
+    ):
+        device = Device.get_list_by_hostname(ctx, host)[0]
+        dep = Deployable.get_list_by_device_id(ctx, device.id)[0]
+        uuid = extarq.arq.uuid
+        found = objects.ExtARQ.get_suitable_ext_arq(ctx, uuid)
+        found.start_bind_job(
+            ctx,
+            {
+                uuid: {
+                    "hostname": host,
+                    "device_rp_uuid": dep.rp_uuid,
+                    "instance_uuid": instance,
+                    # What Cyborg's API passes from a bind at microversion 2.1.
+                    "project_id": extarq.arq.project_id,
+                }
+            },
+        )
+    device = Device.get_list_by_hostname(ctx, args.host[-1])[0]
+    device.status = "maintaining"
+    device.save(ctx)
+    print("filled", flush=True)
+
+
+def dump(args):
+    setup(args.config)
+    ctx = context.get_admin_context()
+    handles_by_id = {}
+    devices = []
+    for device in Device.list(ctx):
+        cpid = ControlpathID.get_by_device_id(ctx, device.id)
+        deployables = []
+        for dep in Deployable.get_list_by_device_id(ctx, device.id):
+            handles = []
+            for h in AttachHandle.list(ctx, filters={"deployable_id": dep.id}):
+                handles_by_id[h.id] = h.uuid
+                handles.append(
+                    {
+                        "uuid": h.uuid,
+                        "attach_type": h.attach_type,
+                        "attach_info": h.attach_info,
+                        "in_use": h.in_use,
+                    }
+                )
+            deployables.append(
+                {
+                    "uuid": dep.uuid,
+                    "name": dep.name,
+                    "num_accelerators": dep.num_accelerators,
+                    "driver_name": dep.driver_name,
+                    "rp_uuid": dep.rp_uuid,
+                    "attributes": {
+                        a.key: a.value
+                        for a in Attribute.get_by_deployable_id(ctx, dep.id)
+                    },
+                    "handles": sorted(handles, key=lambda h: h["uuid"]),
+                }
+            )
+        devices.append(
+            {
+                "uuid": device.uuid,
+                "hostname": device.hostname,
+                "type": device.type,
+                "vendor": device.vendor,
+                "model": device.model,
+                "std_board_info": device.std_board_info,
+                "vendor_board_info": device.vendor_board_info,
+                "status": device.status,
+                "cpid_info": cpid.cpid_info if cpid is not None else None,
+                "deployables": deployables,
+            }
+        )
+    profiles = [
+        {
+            "uuid": p.uuid,
+            "name": p.name,
+            "groups": p.groups,
+            "description": p.description,
+        }
+        for p in objects.DeviceProfile.list(ctx)
+    ]
+    arqs = []
+    for extarq in objects.ExtARQ.list(ctx):
+        arq = extarq.arq
+        arqs.append(
+            {
+                "uuid": arq.uuid,
+                "state": arq.state,
+                "device_profile_name": arq.device_profile_name,
+                "device_profile_group_id": arq.device_profile_group_id,
+                "hostname": arq.hostname,
+                "device_rp_uuid": arq.device_rp_uuid,
+                "instance_uuid": arq.instance_uuid,
+                "project_id": arq.project_id,
+                "attach_handle_uuid": handles_by_id.get(extarq.attach_handle_id),
+            }
+        )
+    by_uuid = lambda x: x["uuid"]  # noqa: E731
+    out = {
+        "devices": sorted(devices, key=by_uuid),
+        "profiles": sorted(profiles, key=by_uuid),
+        "arqs": sorted(arqs, key=by_uuid),
+    }
+    print(json.dumps(out), flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="mode", required=True)
@@ -103,8 +268,14 @@ def main():
     p = sub.add_parser("inventory")
     p.add_argument("--config", required=True)
     p.add_argument("--host", required=True)
+    p = sub.add_parser("fill")
+    p.add_argument("--config", required=True)
+    p.add_argument("--host", required=True, action="append")
+    p = sub.add_parser("dump")
+    p.add_argument("--config", required=True)
     args = parser.parse_args()
-    {"schema": schema, "inventory": inventory}[args.mode](args)
+    modes = {"schema": schema, "inventory": inventory, "fill": fill, "dump": dump}
+    modes[args.mode](args)
 
 
 if __name__ == "__main__":

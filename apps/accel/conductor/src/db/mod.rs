@@ -254,7 +254,7 @@ pub(crate) fn now() -> String {
 
 /// The text every stored timestamp has (RFC 3339 to the second, `Z`): fixed width, so
 /// two compare as text in SQL as they do in time.
-fn timestamp(t: chrono::DateTime<chrono::Utc>) -> String {
+pub(crate) fn timestamp(t: chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 

@@ -1,0 +1,1065 @@
+//! Taking over a real OpenStack Cyborg 17 database (`accel db import-cyborg`): the
+//! devices, deployables, attach handles, attributes, device profiles and accelerator
+//! requests a running Cyborg deployment holds become accel's, UUIDs kept, so Nova's
+//! requests, the API's links and Placement's providers stay valid across the switch.
+//!
+//! The source is Cyborg's own database (`mysql://` as Cyborg's `[database] connection`
+//! names it, `mysql+pymysql://` accepted; or `sqlite://`), at Cyborg 17's schema
+//! revision ([`CYBORG_17_REVISION`]); it is only read, in one read transaction (a
+//! consistent snapshot). Everything is written to accel's database in one transaction,
+//! checked first: a row accel cannot hold refuses the whole import, naming
+//! the row, and nothing is written.
+//!
+//! What changes shape on the way:
+//! - a device's control path (`controlpath_ids`, Cyborg's `cpid_info` JSON) becomes its
+//!   deployable's PCI address, the key accel's reports are diffed by;
+//! - accel keeps one deployable per device: a device Cyborg split into several
+//!   deployables keeps its first (by id, a root one first) with every attach handle
+//!   and attribute of the others (a later deployable's value wins a key both have),
+//!   as accel does with a Cyborg agent's report ([`crate::cyborg::reported`]); a
+//!   request bound to a deployable that is merged away refuses the import, since its
+//!   provider would be gone;
+//! - Cyborg's device `status` (`enabled`/`maintaining`) becomes accel's `maintaining`
+//!   flag; its `device_state` is not kept (accel derives it from the handles);
+//! - a profile's `profile_json` becomes its groups, checked as accel checks a new
+//!   profile ([`crate::groups::normalize`]);
+//! - a request's `device_profile_id` becomes its profile's name, its attach handle id
+//!   the imported handle's;
+//! - times (Cyborg's UTC `DATETIME`s) become accel's RFC 3339 text.
+//!
+//! Placement is not called: Cyborg named each deployable's provider with the same
+//! name-based UUID accel computes ([`crate::db::rp_uuid`]), so the providers Cyborg
+//! made are the ones accel's reconciler keeps (the import marks every imported host
+//! changed, so the next pass looks at them). A deployable whose stored `rp_uuid` is
+//! another is reported in [`ImportSummary::notes`].
+//!
+//! Run it again and it changes nothing: an accel database that already holds exactly
+//! this Cyborg database's rows answers [`Imported::Already`]; one that holds anything
+//! else is refused ([`ImportError::TargetNotEmpty`]).
+
+use crate::db::{now, rp_uuid, Db, DbError};
+use crate::lifecycle::ArqState;
+use sqlx::any::AnyPoolOptions;
+use sqlx::{AnyPool, FromRow};
+use std::collections::{BTreeMap, BTreeSet};
+use std::str::FromStr;
+use std::time::Duration;
+
+/// The alembic revision of Cyborg 17's schema (`add_device_state`, the head of
+/// openstack-cyborg 17.0.0's migrations): the only one this import reads.
+pub const CYBORG_17_REVISION: &str = "b47c8f2d1e3a";
+
+/// The device types accel manages (Cyborg's others, `MDEV`, `PCI` and `NVME`, refuse
+/// the import, as they refuse a Cyborg agent's report).
+const ACCEL_TYPES: [&str; 6] = ["GPU", "FPGA", "AICHIP", "QAT", "NIC", "SSD"];
+
+/// Why an import did not happen (nothing was written).
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// The source URL is not a database this import reads.
+    #[error("unsupported Cyborg database URL {0:?}: use mysql://USER:PASS@HOST/DB (or Cyborg's mysql+pymysql:// form) or sqlite://PATH")]
+    UnsupportedUrl(String),
+    /// Cyborg's database could not be opened.
+    #[error("cannot open the Cyborg database {url}: {source}")]
+    Connect {
+        /// The URL, password masked.
+        url: String,
+        /// The cause.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// The source is not at Cyborg 17's schema (or not a Cyborg database).
+    #[error("the database is not at Cyborg 17's schema revision {CYBORG_17_REVISION} (found {}): run openstack-cyborg 17's `cyborg-dbsync upgrade` on it first", .found.as_deref().unwrap_or("no alembic_version"))]
+    Revision {
+        /// The revision found, if any.
+        found: Option<String>,
+    },
+    /// Reading a table of Cyborg's failed.
+    #[error("reading Cyborg's {table}: {source}")]
+    Read {
+        /// The table.
+        table: &'static str,
+        /// The cause.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// A row of Cyborg's that accel cannot hold.
+    #[error("Cyborg's {table} row {uuid}: {why}")]
+    Row {
+        /// The table.
+        table: &'static str,
+        /// The row's UUID (or id).
+        uuid: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// accel's database already holds rows this Cyborg database does not have.
+    #[error("accel's database already holds {what} {uuid}, which the Cyborg database does not: import into a new accel database (accel db sync on an empty one)")]
+    TargetNotEmpty {
+        /// Which kind of row.
+        what: &'static str,
+        /// Its UUID.
+        uuid: String,
+    },
+    /// accel's database failed.
+    #[error("accel's database: {0}")]
+    Target(#[from] DbError),
+}
+
+impl ImportError {
+    fn row(table: &'static str, uuid: impl Into<String>, why: impl Into<String>) -> Self {
+        ImportError::Row {
+            table,
+            uuid: uuid.into(),
+            why: why.into(),
+        }
+    }
+}
+
+/// What an import did (or, with `dry_run`, would do).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ImportSummary {
+    /// Hosts with devices.
+    pub hosts: usize,
+    /// Devices.
+    pub devices: usize,
+    /// Deployables written (one per device).
+    pub deployables: usize,
+    /// Attach handles.
+    pub attach_handles: usize,
+    /// Attributes.
+    pub attributes: usize,
+    /// Device profiles.
+    pub device_profiles: usize,
+    /// Accelerator requests.
+    pub accelerator_requests: usize,
+    /// What changed shape on the way (merged deployables, overridden attributes, a
+    /// provider UUID Cyborg stored otherwise), one line each.
+    pub notes: Vec<String>,
+}
+
+/// How an import ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Imported {
+    /// Written (or, dry run, checked and rolled back).
+    Done(ImportSummary),
+    /// accel's database already holds exactly these rows: nothing written.
+    Already(ImportSummary),
+}
+
+// Cyborg's rows. Every column is read through a CAST so the one query reads MySQL
+// (whose DATETIME, TINYINT and TEXT columns sqlx's Any driver does not map) and SQLite
+// alike: text as CHAR, booleans as SIGNED.
+
+#[derive(Debug, FromRow)]
+struct CyDevice {
+    id: i64,
+    uuid: String,
+    r#type: String,
+    vendor: String,
+    model: String,
+    std_board_info: Option<String>,
+    vendor_board_info: Option<String>,
+    hostname: String,
+    status: String,
+    created_at: Option<String>,
+    updated_at: Option<String>,
+}
+
+#[derive(Debug, FromRow)]
+struct CyControlPath {
+    device_id: i64,
+    uuid: String,
+    cpid_type: String,
+    cpid_info: String,
+}
+
+#[derive(Debug, FromRow)]
+struct CyDeployable {
+    id: i64,
+    uuid: String,
+    parent_id: Option<i64>,
+    name: String,
+    num_accelerators: i64,
+    device_id: i64,
+    rp_uuid: Option<String>,
+    driver_name: Option<String>,
+    created_at: Option<String>,
+    updated_at: Option<String>,
+}
+
+#[derive(Debug, FromRow)]
+struct CyAttribute {
+    uuid: String,
+    deployable_id: i64,
+    key: String,
+    value: String,
+    created_at: Option<String>,
+    updated_at: Option<String>,
+}
+
+#[derive(Debug, FromRow)]
+struct CyHandle {
+    id: i64,
+    uuid: String,
+    deployable_id: i64,
+    in_use: Option<i64>,
+    attach_type: String,
+    attach_info: String,
+    created_at: Option<String>,
+    updated_at: Option<String>,
+}
+
+#[derive(Debug, FromRow)]
+struct CyProfile {
+    id: i64,
+    uuid: String,
+    name: String,
+    profile_json: String,
+    description: Option<String>,
+    created_at: Option<String>,
+}
+
+#[derive(Debug, FromRow)]
+struct CyArq {
+    uuid: String,
+    project_id: Option<String>,
+    state: String,
+    device_profile_id: i64,
+    device_profile_group_id: i64,
+    hostname: Option<String>,
+    device_rp_uuid: Option<String>,
+    instance_uuid: Option<String>,
+    attach_handle_id: Option<i64>,
+    deployable_id: Option<i64>,
+    created_at: Option<String>,
+    updated_at: Option<String>,
+}
+
+/// Everything read from Cyborg's database.
+#[derive(Debug, Default)]
+struct Source {
+    devices: Vec<CyDevice>,
+    control_paths: Vec<CyControlPath>,
+    deployables: Vec<CyDeployable>,
+    attributes: Vec<CyAttribute>,
+    handles: Vec<CyHandle>,
+    profiles: Vec<CyProfile>,
+    arqs: Vec<CyArq>,
+}
+
+const TIMES: &str =
+    "CAST(created_at AS CHAR) AS created_at, CAST(updated_at AS CHAR) AS updated_at";
+
+/// The URL sqlx opens for Cyborg's `url`, or `None` if it is not one this reads.
+/// Cyborg's `[database] connection` is SQLAlchemy's form: its driver suffix
+/// (`mysql+pymysql://`) is dropped.
+pub fn source_url(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    match scheme {
+        "mysql" | "mysql+pymysql" | "mysql+mysqldb" | "mariadb" | "mariadb+pymysql" => {
+            Some(format!("mysql://{rest}"))
+        }
+        "sqlite" => Some(format!("sqlite://{rest}")),
+        _ => None,
+    }
+}
+
+async fn open_source(url: &str) -> Result<AnyPool, ImportError> {
+    sqlx::any::install_default_drivers();
+    let shown = crate::db::redact_url(url);
+    let sqlx_url = source_url(url).ok_or_else(|| ImportError::UnsupportedUrl(shown.clone()))?;
+    // Only read: a SQLite source is opened read-only, never created.
+    let sqlx_url = if sqlx_url.starts_with("sqlite:") && !sqlx_url.contains("mode=") {
+        let sep = if sqlx_url.contains('?') { '&' } else { '?' };
+        format!("{sqlx_url}{sep}mode=ro")
+    } else {
+        sqlx_url
+    };
+    AnyPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(Duration::from_secs(30))
+        .connect(&sqlx_url)
+        .await
+        .map_err(|source| ImportError::Connect { url: shown, source })
+}
+
+async fn read_table<T>(
+    conn: &mut sqlx::AnyConnection,
+    table: &'static str,
+    sql: &str,
+) -> Result<Vec<T>, ImportError>
+where
+    T: for<'r> FromRow<'r, sqlx::any::AnyRow> + Send + Unpin,
+{
+    sqlx::query_as::<_, T>(sql)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(|source| ImportError::Read { table, source })
+}
+
+/// Reads every table the import takes, in one read transaction.
+async fn read_source(pool: &AnyPool) -> Result<Source, ImportError> {
+    let mut tx = pool.begin().await.map_err(|source| ImportError::Read {
+        table: "alembic_version",
+        source,
+    })?;
+    let found: Option<String> =
+        sqlx::query_scalar("SELECT CAST(version_num AS CHAR) FROM alembic_version")
+            .fetch_optional(&mut *tx)
+            .await
+            .ok()
+            .flatten();
+    if found.as_deref() != Some(CYBORG_17_REVISION) {
+        return Err(ImportError::Revision { found });
+    }
+    let conn: &mut sqlx::AnyConnection = &mut tx;
+    let source = Source {
+        devices: read_table(
+            conn,
+            "devices",
+            &format!(
+                "SELECT id, CAST(uuid AS CHAR) AS uuid, CAST(type AS CHAR) AS type, \
+                 CAST(vendor AS CHAR) AS vendor, CAST(model AS CHAR) AS model, \
+                 CAST(std_board_info AS CHAR) AS std_board_info, \
+                 CAST(vendor_board_info AS CHAR) AS vendor_board_info, \
+                 CAST(hostname AS CHAR) AS hostname, CAST(status AS CHAR) AS status, {TIMES} \
+                 FROM devices ORDER BY id"
+            ),
+        )
+        .await?,
+        control_paths: read_table(
+            conn,
+            "controlpath_ids",
+            "SELECT device_id, CAST(uuid AS CHAR) AS uuid, CAST(cpid_type AS CHAR) AS cpid_type, \
+             CAST(cpid_info AS CHAR) AS cpid_info FROM controlpath_ids ORDER BY id",
+        )
+        .await?,
+        deployables: read_table(
+            conn,
+            "deployables",
+            &format!(
+                "SELECT id, CAST(uuid AS CHAR) AS uuid, parent_id, CAST(name AS CHAR) AS name, \
+                 num_accelerators, device_id, CAST(rp_uuid AS CHAR) AS rp_uuid, \
+                 CAST(driver_name AS CHAR) AS driver_name, {TIMES} FROM deployables ORDER BY id"
+            ),
+        )
+        .await?,
+        attributes: read_table(
+            conn,
+            "attributes",
+            &format!(
+                "SELECT CAST(uuid AS CHAR) AS uuid, deployable_id, CAST(`key` AS CHAR) AS `key`, \
+                 CAST(value AS CHAR) AS value, {TIMES} FROM attributes ORDER BY id"
+            ),
+        )
+        .await?,
+        handles: read_table(
+            conn,
+            "attach_handles",
+            &format!(
+                "SELECT id, CAST(uuid AS CHAR) AS uuid, deployable_id, \
+                 CAST(in_use AS SIGNED) AS in_use, CAST(attach_type AS CHAR) AS attach_type, \
+                 CAST(attach_info AS CHAR) AS attach_info, {TIMES} FROM attach_handles ORDER BY id"
+            ),
+        )
+        .await?,
+        profiles: read_table(
+            conn,
+            "device_profiles",
+            "SELECT id, CAST(uuid AS CHAR) AS uuid, CAST(name AS CHAR) AS name, \
+             CAST(profile_json AS CHAR) AS profile_json, \
+             CAST(description AS CHAR) AS description, \
+             CAST(created_at AS CHAR) AS created_at FROM device_profiles ORDER BY id",
+        )
+        .await?,
+        arqs: read_table(
+            conn,
+            "extended_accelerator_requests",
+            &format!(
+                "SELECT CAST(uuid AS CHAR) AS uuid, CAST(project_id AS CHAR) AS project_id, \
+                 CAST(state AS CHAR) AS state, device_profile_id, device_profile_group_id, \
+                 CAST(hostname AS CHAR) AS hostname, \
+                 CAST(device_rp_uuid AS CHAR) AS device_rp_uuid, \
+                 CAST(instance_uuid AS CHAR) AS instance_uuid, attach_handle_id, deployable_id, \
+                 {TIMES} FROM extended_accelerator_requests ORDER BY id"
+            ),
+        )
+        .await?,
+    };
+    // Read only: nothing to keep.
+    let _ = tx.rollback().await;
+    Ok(source)
+}
+
+/// A Cyborg time (`2026-12-05 09:01:04.269132` on SQLite, `2026-12-05 09:01:04` on
+/// MySQL; both UTC) as accel's RFC 3339 text.
+fn time(text: &str) -> Option<String> {
+    let text = text.trim();
+    let naive = chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f")
+        .or_else(|_| chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f"))
+        .ok()?;
+    Some(crate::db::timestamp(naive.and_utc()))
+}
+
+/// A row's created and updated times: unset or unreadable ones become now (an updated
+/// time unset is the created one, as Cyborg leaves it until the first update).
+fn times(
+    table: &'static str,
+    uuid: &str,
+    created: Option<&str>,
+    updated: Option<&str>,
+) -> Result<(String, String), ImportError> {
+    let parse = |t: Option<&str>| -> Result<Option<String>, ImportError> {
+        match t {
+            None => Ok(None),
+            Some(t) => time(t).map(Some).ok_or_else(|| {
+                ImportError::row(
+                    table,
+                    uuid,
+                    format!("time {t:?} is not a UTC date and time"),
+                )
+            }),
+        }
+    };
+    let created = parse(created)?.unwrap_or_else(now);
+    let updated = parse(updated)?.unwrap_or_else(|| created.clone());
+    Ok((created, updated))
+}
+
+/// An accel device and its one deployable, as the import writes them.
+#[derive(Debug, PartialEq, Eq)]
+struct PlannedDevice {
+    uuid: String,
+    device_type: String,
+    vendor: String,
+    model: String,
+    std_board_info: Option<String>,
+    vendor_board_info: Option<String>,
+    hostname: String,
+    maintaining: bool,
+    created_at: String,
+    updated_at: String,
+    deployable: PlannedDeployable,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+struct PlannedDeployable {
+    uuid: String,
+    name: String,
+    control_path_id: String,
+    num_accelerators: i64,
+    driver_name: Option<String>,
+    created_at: String,
+    updated_at: String,
+    handles: Vec<PlannedHandle>,
+    /// By key: (uuid, value, created, updated).
+    attributes: BTreeMap<String, (String, String, String, String)>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+struct PlannedHandle {
+    cyborg_id: i64,
+    uuid: String,
+    in_use: bool,
+    attach_type: String,
+    attach_info: String,
+    created_at: String,
+    updated_at: String,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+struct PlannedProfile {
+    uuid: String,
+    name: String,
+    groups: String,
+    description: Option<String>,
+    created_at: String,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+struct PlannedArq {
+    uuid: String,
+    state: ArqState,
+    profile: String,
+    group_id: i64,
+    hostname: Option<String>,
+    device_rp_uuid: Option<String>,
+    instance_uuid: Option<String>,
+    project_id: Option<String>,
+    /// Cyborg's attach handle id (the planned handle with this `cyborg_id`).
+    handle: Option<i64>,
+    created_at: String,
+    updated_at: String,
+}
+
+/// What the import writes, checked.
+#[derive(Debug, Default)]
+struct Plan {
+    devices: Vec<PlannedDevice>,
+    profiles: Vec<PlannedProfile>,
+    arqs: Vec<PlannedArq>,
+    notes: Vec<String>,
+}
+
+impl Plan {
+    fn summary(&self) -> ImportSummary {
+        let hosts: BTreeSet<&str> = self.devices.iter().map(|d| d.hostname.as_str()).collect();
+        ImportSummary {
+            hosts: hosts.len(),
+            devices: self.devices.len(),
+            deployables: self.devices.len(),
+            attach_handles: self
+                .devices
+                .iter()
+                .map(|d| d.deployable.handles.len())
+                .sum(),
+            attributes: self
+                .devices
+                .iter()
+                .map(|d| d.deployable.attributes.len())
+                .sum(),
+            device_profiles: self.profiles.len(),
+            accelerator_requests: self.arqs.len(),
+            notes: self.notes.clone(),
+        }
+    }
+}
+
+/// Checks Cyborg's rows and shapes them as accel's (see the module's list).
+fn plan(source: Source) -> Result<Plan, ImportError> {
+    let mut notes = Vec::new();
+    let mut control_paths: BTreeMap<i64, &CyControlPath> = BTreeMap::new();
+    for cp in &source.control_paths {
+        if control_paths.insert(cp.device_id, cp).is_some() {
+            return Err(ImportError::row(
+                "controlpath_ids",
+                &cp.uuid,
+                format!("device id {} has a second control path", cp.device_id),
+            ));
+        }
+    }
+    let mut deployables_of: BTreeMap<i64, Vec<&CyDeployable>> = BTreeMap::new();
+    for dep in &source.deployables {
+        deployables_of.entry(dep.device_id).or_default().push(dep);
+    }
+    let mut handles_of: BTreeMap<i64, Vec<&CyHandle>> = BTreeMap::new();
+    for h in &source.handles {
+        handles_of.entry(h.deployable_id).or_default().push(h);
+    }
+    let mut attributes_of: BTreeMap<i64, Vec<&CyAttribute>> = BTreeMap::new();
+    for a in &source.attributes {
+        attributes_of.entry(a.deployable_id).or_default().push(a);
+    }
+    // Cyborg's deployable id -> the deployable accel keeps for its device (its name).
+    let mut kept_for: BTreeMap<i64, (i64, String)> = BTreeMap::new();
+    let mut devices = Vec::new();
+    for d in &source.devices {
+        if !ACCEL_TYPES.contains(&d.r#type.as_str()) {
+            return Err(ImportError::row(
+                "devices",
+                &d.uuid,
+                format!(
+                    "type {} is not one accel manages yet ({})",
+                    d.r#type,
+                    ACCEL_TYPES.join(", ")
+                ),
+            ));
+        }
+        let maintaining = match d.status.as_str() {
+            "enabled" => false,
+            "maintaining" => true,
+            other => {
+                return Err(ImportError::row(
+                    "devices",
+                    &d.uuid,
+                    format!("status {other:?} is neither enabled nor maintaining"),
+                ))
+            }
+        };
+        let cp = control_paths
+            .get(&d.id)
+            .ok_or_else(|| ImportError::row("devices", &d.uuid, "it has no control path"))?;
+        if cp.cpid_type != "PCI" {
+            return Err(ImportError::row(
+                "controlpath_ids",
+                &cp.uuid,
+                format!("type {} is not PCI", cp.cpid_type),
+            ));
+        }
+        let control_path_id = crate::cyborg::pci_address(&cp.cpid_info).ok_or_else(|| {
+            ImportError::row(
+                "controlpath_ids",
+                &cp.uuid,
+                format!(
+                    "{:?} is not a PCI address (domain, bus, device, function)",
+                    cp.cpid_info
+                ),
+            )
+        })?;
+        let (created_at, updated_at) = times(
+            "devices",
+            &d.uuid,
+            d.created_at.as_deref(),
+            d.updated_at.as_deref(),
+        )?;
+        let mut deps = deployables_of.remove(&d.id).unwrap_or_default();
+        // The one kept: a root deployable (no parent) first, then the oldest.
+        deps.sort_by_key(|dep| (dep.parent_id.is_some(), dep.id));
+        let deployable = match deps.first() {
+            None => {
+                notes.push(format!(
+                    "device {} had no deployable: it gets one named {}_{control_path_id}",
+                    d.uuid, d.hostname
+                ));
+                PlannedDeployable {
+                    uuid: uuid::Uuid::new_v4().to_string(),
+                    name: format!("{}_{control_path_id}", d.hostname),
+                    control_path_id,
+                    num_accelerators: 0,
+                    driver_name: None,
+                    created_at: created_at.clone(),
+                    updated_at: updated_at.clone(),
+                    handles: Vec::new(),
+                    attributes: BTreeMap::new(),
+                }
+            }
+            Some(first) => {
+                if let Some(stored) = first.rp_uuid.as_deref() {
+                    if stored != rp_uuid(&first.name) {
+                        notes.push(format!(
+                            "deployable {} ({}): Cyborg stored provider {stored}; accel uses {}, its name's",
+                            first.uuid,
+                            first.name,
+                            rp_uuid(&first.name)
+                        ));
+                    }
+                }
+                let (dep_created, dep_updated) = times(
+                    "deployables",
+                    &first.uuid,
+                    first.created_at.as_deref(),
+                    first.updated_at.as_deref(),
+                )?;
+                let mut handles = Vec::new();
+                let mut attributes = BTreeMap::new();
+                let mut infos = BTreeSet::new();
+                for dep in &deps {
+                    kept_for.insert(dep.id, (first.id, first.name.clone()));
+                    if dep.id != first.id {
+                        notes.push(format!(
+                            "deployable {} ({}) merged into {} ({}) of device {}: accel keeps one deployable per device",
+                            dep.uuid, dep.name, first.uuid, first.name, d.uuid
+                        ));
+                    }
+                    for h in handles_of.remove(&dep.id).unwrap_or_default() {
+                        if !infos.insert(h.attach_info.clone()) {
+                            return Err(ImportError::row(
+                                "attach_handles",
+                                &h.uuid,
+                                format!("device {} has a second handle {}", d.uuid, h.attach_info),
+                            ));
+                        }
+                        let (created_at, updated_at) = times(
+                            "attach_handles",
+                            &h.uuid,
+                            h.created_at.as_deref(),
+                            h.updated_at.as_deref(),
+                        )?;
+                        handles.push(PlannedHandle {
+                            cyborg_id: h.id,
+                            uuid: h.uuid.clone(),
+                            in_use: h.in_use.unwrap_or(0) != 0,
+                            attach_type: h.attach_type.clone(),
+                            attach_info: h.attach_info.clone(),
+                            created_at,
+                            updated_at,
+                        });
+                    }
+                    for a in attributes_of.remove(&dep.id).unwrap_or_default() {
+                        let (created_at, updated_at) = times(
+                            "attributes",
+                            &a.uuid,
+                            a.created_at.as_deref(),
+                            a.updated_at.as_deref(),
+                        )?;
+                        let row = (a.uuid.clone(), a.value.clone(), created_at, updated_at);
+                        if let Some(old) = attributes.insert(a.key.clone(), row) {
+                            notes.push(format!(
+                                "attribute {} ({}={}) of device {} is replaced by {}: one key per deployable",
+                                old.0, a.key, old.1, d.uuid, a.uuid
+                            ));
+                        }
+                    }
+                }
+                PlannedDeployable {
+                    uuid: first.uuid.clone(),
+                    name: first.name.clone(),
+                    control_path_id,
+                    num_accelerators: deps.iter().map(|dep| dep.num_accelerators).sum(),
+                    driver_name: deps.iter().find_map(|dep| dep.driver_name.clone()),
+                    created_at: dep_created,
+                    updated_at: dep_updated,
+                    handles,
+                    attributes,
+                }
+            }
+        };
+        devices.push(PlannedDevice {
+            uuid: d.uuid.clone(),
+            device_type: d.r#type.clone(),
+            vendor: d.vendor.clone(),
+            model: d.model.clone(),
+            std_board_info: d.std_board_info.clone(),
+            vendor_board_info: d.vendor_board_info.clone(),
+            hostname: d.hostname.clone(),
+            maintaining,
+            created_at,
+            updated_at,
+            deployable,
+        });
+    }
+    if let Some(dep) = deployables_of.values().flatten().next() {
+        return Err(ImportError::row(
+            "deployables",
+            &dep.uuid,
+            format!("its device id {} does not exist", dep.device_id),
+        ));
+    }
+    if let Some(h) = handles_of.values().flatten().next() {
+        return Err(ImportError::row(
+            "attach_handles",
+            &h.uuid,
+            format!("its deployable id {} does not exist", h.deployable_id),
+        ));
+    }
+    if let Some(a) = attributes_of.values().flatten().next() {
+        return Err(ImportError::row(
+            "attributes",
+            &a.uuid,
+            format!("its deployable id {} does not exist", a.deployable_id),
+        ));
+    }
+
+    let mut profiles = Vec::new();
+    let mut profile_names = BTreeMap::new();
+    for p in &source.profiles {
+        let bad = |why: String| ImportError::row("device_profiles", &p.uuid, why);
+        crate::groups::check_name(&p.name).map_err(|e| bad(e.to_string()))?;
+        #[derive(serde::Deserialize)]
+        struct ProfileJson {
+            groups: Vec<BTreeMap<String, String>>,
+        }
+        let json: ProfileJson = serde_json::from_str(&p.profile_json).map_err(|e| {
+            bad(format!(
+                "profile_json is not Cyborg's {{\"groups\": [...]}}: {e}"
+            ))
+        })?;
+        if json.groups.is_empty() {
+            return Err(bad("it has no group".into()));
+        }
+        let groups = json
+            .groups
+            .into_iter()
+            .map(crate::groups::normalize)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| bad(e.to_string()))?;
+        let (created_at, _) = times("device_profiles", &p.uuid, p.created_at.as_deref(), None)?;
+        profile_names.insert(p.id, (p.name.clone(), groups.len()));
+        profiles.push(PlannedProfile {
+            uuid: p.uuid.clone(),
+            name: p.name.clone(),
+            groups: serde_json::to_string(&groups).map_err(|e| bad(e.to_string()))?,
+            description: p.description.clone(),
+            created_at,
+        });
+    }
+
+    let handle_ids: BTreeMap<i64, &PlannedHandle> = devices
+        .iter()
+        .flat_map(|d| d.deployable.handles.iter().map(|h| (h.cyborg_id, h)))
+        .collect();
+    let kept_rps: BTreeMap<String, &str> = devices
+        .iter()
+        .map(|d| (rp_uuid(&d.deployable.name), d.hostname.as_str()))
+        .collect();
+    let mut arqs = Vec::new();
+    for r in &source.arqs {
+        let bad = |why: String| ImportError::row("extended_accelerator_requests", &r.uuid, why);
+        let state = ArqState::from_str(&r.state)
+            .map_err(|_| bad(format!("state {:?} is not one of Cyborg's", r.state)))?;
+        let (profile, groups) = profile_names.get(&r.device_profile_id).ok_or_else(|| {
+            bad(format!(
+                "its device profile id {} does not exist",
+                r.device_profile_id
+            ))
+        })?;
+        if r.device_profile_group_id < 0 || r.device_profile_group_id as usize >= *groups {
+            return Err(bad(format!(
+                "group {} of profile {profile}, which has {groups}",
+                r.device_profile_group_id
+            )));
+        }
+        if let Some(dep) = r.deployable_id {
+            let (kept, name) = kept_for
+                .get(&dep)
+                .ok_or_else(|| bad(format!("its deployable id {dep} does not exist")))?;
+            if *kept != dep {
+                return Err(bad(format!(
+                    "it is bound to a deployable that accel merges into {name} (one deployable per device), so its provider would be gone"
+                )));
+            }
+        }
+        if let Some(rp) = r.device_rp_uuid.as_deref() {
+            let bound = matches!(state, ArqState::BindStarted | ArqState::Bound);
+            match kept_rps.get(rp) {
+                Some(host) if r.hostname.as_deref().is_some_and(|h| h != *host) => {
+                    return Err(bad(format!(
+                        "its provider {rp} is on host {host}, not {}",
+                        r.hostname.as_deref().unwrap_or_default()
+                    )))
+                }
+                None if bound => {
+                    return Err(bad(format!(
+                        "it is {} on provider {rp}, which is no deployable's",
+                        r.state
+                    )))
+                }
+                _ => {}
+            }
+        }
+        if let Some(h) = r.attach_handle_id {
+            let handle = handle_ids
+                .get(&h)
+                .ok_or_else(|| bad(format!("its attach handle id {h} does not exist")))?;
+            if !handle.in_use {
+                return Err(bad(format!(
+                    "it holds attach handle {}, which Cyborg has not marked in use",
+                    handle.uuid
+                )));
+            }
+        } else if state == ArqState::Bound {
+            return Err(bad("it is Bound without an attach handle".into()));
+        }
+        let (created_at, updated_at) = times(
+            "extended_accelerator_requests",
+            &r.uuid,
+            r.created_at.as_deref(),
+            r.updated_at.as_deref(),
+        )?;
+        arqs.push(PlannedArq {
+            uuid: r.uuid.clone(),
+            state,
+            profile: profile.clone(),
+            group_id: r.device_profile_group_id,
+            hostname: r.hostname.clone(),
+            device_rp_uuid: r.device_rp_uuid.clone(),
+            instance_uuid: r.instance_uuid.clone(),
+            project_id: r.project_id.clone(),
+            handle: r.attach_handle_id,
+            created_at,
+            updated_at,
+        });
+    }
+    let held: BTreeSet<i64> = arqs.iter().filter_map(|a| a.handle).collect();
+    for h in handle_ids.values() {
+        if h.in_use && !held.contains(&h.cyborg_id) {
+            notes.push(format!(
+                "attach handle {} is in use by no request: imported in use, as Cyborg has it",
+                h.uuid
+            ));
+        }
+    }
+    Ok(Plan {
+        devices,
+        profiles,
+        arqs,
+        notes,
+    })
+}
+
+/// The UUIDs of a kind of row in accel's database.
+async fn target_uuids(db: &Db, table: &str) -> Result<BTreeSet<String>, ImportError> {
+    let rows: Vec<String> = sqlx::query_scalar(&format!("SELECT uuid FROM {table}"))
+        .fetch_all(db.pool())
+        .await
+        .map_err(DbError::from)?;
+    Ok(rows.into_iter().collect())
+}
+
+/// Whether accel's database is empty (`Ok(false)`), already holds exactly these rows
+/// (`Ok(true)`), or holds others (an error naming one).
+async fn already_imported(db: &Db, plan: &Plan) -> Result<bool, ImportError> {
+    let kinds: [(&'static str, &str, BTreeSet<&str>); 3] = [
+        (
+            "device",
+            "devices",
+            plan.devices.iter().map(|d| d.uuid.as_str()).collect(),
+        ),
+        (
+            "device profile",
+            "device_profiles",
+            plan.profiles.iter().map(|p| p.uuid.as_str()).collect(),
+        ),
+        (
+            "accelerator request",
+            "accelerator_requests",
+            plan.arqs.iter().map(|a| a.uuid.as_str()).collect(),
+        ),
+    ];
+    let mut empty = true;
+    let mut same = true;
+    for (what, table, wanted) in kinds {
+        let held = target_uuids(db, table).await?;
+        if let Some(other) = held.iter().find(|u| !wanted.contains(u.as_str())) {
+            return Err(ImportError::TargetNotEmpty {
+                what,
+                uuid: other.clone(),
+            });
+        }
+        empty &= held.is_empty();
+        same &= held.len() == wanted.len();
+    }
+    match (empty, same) {
+        (true, _) => Ok(false),
+        (false, true) => Ok(true),
+        // Some of these rows and not others: not an import of this database.
+        (false, false) => Err(ImportError::TargetNotEmpty {
+            what: "part of this Cyborg database's rows",
+            uuid: "(an earlier, different import)".into(),
+        }),
+    }
+}
+
+/// Imports the Cyborg 17 database at `source` into accel's `db` (migrated first). With
+/// `dry_run` everything is read, checked and written in the transaction, which is then
+/// rolled back.
+pub async fn import(source: &str, db: &Db, dry_run: bool) -> Result<Imported, ImportError> {
+    let pool = open_source(source).await?;
+    let read = read_source(&pool).await;
+    pool.close().await;
+    let plan = plan(read?)?;
+    db.migrate().await?;
+    if already_imported(db, &plan).await? {
+        return Ok(Imported::Already(plan.summary()));
+    }
+    let mut tx = db.pool().begin().await.map_err(DbError::from)?;
+    write(&mut tx, &plan).await?;
+    if dry_run {
+        tx.rollback().await.map_err(DbError::from)?;
+    } else {
+        tx.commit().await.map_err(DbError::from)?;
+    }
+    Ok(Imported::Done(plan.summary()))
+}
+
+async fn write(tx: &mut sqlx::Transaction<'_, sqlx::Any>, plan: &Plan) -> Result<(), ImportError> {
+    let q = |e: sqlx::Error| ImportError::Target(DbError::from(e));
+    // Cyborg's attach handle id -> accel's.
+    let mut handle_ids = BTreeMap::new();
+    for d in &plan.devices {
+        let device_id: i64 = sqlx::query_scalar(
+            "INSERT INTO devices (uuid, type, vendor, model, std_board_info, vendor_board_info, hostname, status, maintaining, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 'available', $8, $9, $10) RETURNING id",
+        )
+        .bind(&d.uuid)
+        .bind(&d.device_type)
+        .bind(&d.vendor)
+        .bind(&d.model)
+        .bind(&d.std_board_info)
+        .bind(&d.vendor_board_info)
+        .bind(&d.hostname)
+        .bind(i64::from(d.maintaining))
+        .bind(&d.created_at)
+        .bind(&d.updated_at)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(q)?;
+        let dep = &d.deployable;
+        let deployable_id: i64 = sqlx::query_scalar(
+            "INSERT INTO deployables (uuid, name, device_id, hostname, control_path_id, num_accelerators, driver_name, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+        )
+        .bind(&dep.uuid)
+        .bind(&dep.name)
+        .bind(device_id)
+        .bind(&d.hostname)
+        .bind(&dep.control_path_id)
+        .bind(dep.num_accelerators)
+        .bind(&dep.driver_name)
+        .bind(&dep.created_at)
+        .bind(&dep.updated_at)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(q)?;
+        for h in &dep.handles {
+            let id: i64 = sqlx::query_scalar(
+                "INSERT INTO attach_handles (uuid, deployable_id, in_use, attach_type, attach_info, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+            )
+            .bind(&h.uuid)
+            .bind(deployable_id)
+            .bind(i64::from(h.in_use))
+            .bind(&h.attach_type)
+            .bind(&h.attach_info)
+            .bind(&h.created_at)
+            .bind(&h.updated_at)
+            .fetch_one(&mut **tx)
+            .await
+            .map_err(q)?;
+            handle_ids.insert(h.cyborg_id, id);
+        }
+        for (key, (uuid, value, created_at, updated_at)) in &dep.attributes {
+            sqlx::query(
+                "INSERT INTO attributes (uuid, deployable_id, key, value, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .bind(uuid)
+            .bind(deployable_id)
+            .bind(key)
+            .bind(value)
+            .bind(created_at)
+            .bind(updated_at)
+            .execute(&mut **tx)
+            .await
+            .map_err(q)?;
+        }
+    }
+    for p in &plan.profiles {
+        sqlx::query(
+            "INSERT INTO device_profiles (uuid, name, groups, description, created_at) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(&p.uuid)
+        .bind(&p.name)
+        .bind(&p.groups)
+        .bind(&p.description)
+        .bind(&p.created_at)
+        .execute(&mut **tx)
+        .await
+        .map_err(q)?;
+    }
+    for a in &plan.arqs {
+        sqlx::query(
+            "INSERT INTO accelerator_requests (uuid, state, device_profile_name, device_profile_group_id, hostname, device_rp_uuid, instance_uuid, project_id, attach_handle_id, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        )
+        .bind(&a.uuid)
+        .bind(a.state.as_str())
+        .bind(&a.profile)
+        .bind(a.group_id)
+        .bind(&a.hostname)
+        .bind(&a.device_rp_uuid)
+        .bind(&a.instance_uuid)
+        .bind(&a.project_id)
+        .bind(a.handle.and_then(|h| handle_ids.get(&h).copied()))
+        .bind(&a.created_at)
+        .bind(&a.updated_at)
+        .execute(&mut **tx)
+        .await
+        .map_err(q)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
