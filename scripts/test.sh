@@ -10,7 +10,8 @@
 # a real Keystone (127.0.0.1:55000), Placement (127.0.0.1:55001) and Glance
 # (127.0.0.1:55002) from .venv-openstack (scripts/start-keystone.sh,
 # scripts/start-placement.sh, scripts/start-glance.sh),
-# creates .venv with the pinned Python peers of requirements-test.txt, and runs
+# a throwaway MariaDB server on 127.0.0.1:55306 (scripts/start-mariadb.sh, a real Cyborg
+# 17 database for `accel db import-cyborg`), creates .venv with the pinned Python peers of requirements-test.txt, and runs
 # `cargo test --workspace` with the environment the service tests read. Each step is skipped when already done, so a second run starts
 # testing at once.
 set -euo pipefail
@@ -51,6 +52,18 @@ PGPASSWORD=verso psql -h 127.0.0.1 -p "${VERSO_PG_PORT:-55432}" -U verso -d vers
             "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" || true
     done || true
 
+say "MariaDB on loopback (a real Cyborg 17 database for accel db import-cyborg)"
+if ! command -v mariadbd >/dev/null 2>&1 && [ ! -x /usr/sbin/mariadbd ]; then
+    apt_install mariadb-server
+fi
+scripts/start-mariadb.sh
+# Each MariaDB test makes a database of its own; drop what earlier runs left.
+mariadb --socket="${VERSO_MARIADB_DIR:-/tmp/verso-mariadb}/mysqld.sock" -uroot -N -e \
+    "SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE 'cyborg\\_test\\_%'" |
+    while read -r db; do
+        mariadb --socket="${VERSO_MARIADB_DIR:-/tmp/verso-mariadb}/mysqld.sock" -uroot -e "DROP DATABASE IF EXISTS \`$db\`" || true
+    done || true
+
 say "Keystone, Placement and Glance on loopback (.venv-openstack from requirements-keystone.txt)"
 # Every pin has a manylinux wheel for CPython 3.11 on x86_64, so nothing compiles:
 # python3-venv is all that may be missing.
@@ -73,7 +86,7 @@ if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; th
     .venv/bin/pip install -q --disable-pip-version-check -r requirements-test.txt
     echo "$want" >"$stamp"
 fi
-.venv/bin/python -c "import oslo_messaging, oslo_versionedobjects, cyborg.objects"
+.venv/bin/python -c "import oslo_messaging, oslo_versionedobjects, cyborg.objects, pymysql"
 echo "python: $(.venv/bin/python --version), oslo.versionedobjects, oslo.messaging and openstack-cyborg importable"
 
 export VERSO_TEST_RABBIT_URL="${VERSO_TEST_RABBIT_URL:-rabbit://guest:guest@127.0.0.1:5672/}"
@@ -83,6 +96,8 @@ export VERSO_TEST_PYTHON="${VERSO_TEST_PYTHON:-$root/.venv/bin/python}"
 export VERSO_TEST_POSTGRES_URL="${VERSO_TEST_POSTGRES_URL:-postgres://verso:verso@127.0.0.1:${VERSO_PG_PORT:-55432}/verso}"
 export VERSO_TEST_KEYSTONE_URL="${VERSO_TEST_KEYSTONE_URL:-http://127.0.0.1:${VERSO_KEYSTONE_PORT:-55000}/v3}"
 export VERSO_TEST_PLACEMENT_URL="${VERSO_TEST_PLACEMENT_URL:-http://127.0.0.1:${VERSO_PLACEMENT_PORT:-55001}}"
+# The test MariaDB server (scripts/start-mariadb.sh): Cyborg 17's database in a deployment.
+export VERSO_TEST_MYSQL_URL="${VERSO_TEST_MYSQL_URL:-mysql://verso:verso@127.0.0.1:${VERSO_MARIADB_PORT:-55306}/}"
 export VERSO_TEST_GLANCE_URL="${VERSO_TEST_GLANCE_URL:-http://127.0.0.1:${VERSO_GLANCE_PORT:-55002}}"
 # Where the test Glance keeps image data (its file store): a test changes a stored
 # image under Glance to check that an agent refuses bytes Glance did not hash.

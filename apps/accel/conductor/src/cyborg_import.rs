@@ -148,91 +148,196 @@ pub enum Imported {
 }
 
 // Cyborg's rows. Every column is read through a CAST so the one query reads MySQL
-// (whose DATETIME, TINYINT and TEXT columns sqlx's Any driver does not map) and SQLite
-// alike: text as CHAR, booleans as SIGNED.
+// (whose DATETIME, TINYINT and ENUM columns sqlx's Any driver does not map) and SQLite
+// alike: text as CHAR, booleans as SIGNED; text columns are read as [`Text`] (MySQL
+// sends a TEXT column, cast or not, as a BLOB with a character set).
+
+/// A text column, sent as text (SQLite, MySQL's VARCHAR) or as bytes (MySQL's TEXT),
+/// which must then be UTF-8. sqlx's Any driver reads a `String` from text only.
+struct Text(String);
+
+impl sqlx::Type<sqlx::Any> for Text {
+    fn type_info() -> sqlx::any::AnyTypeInfo {
+        <String as sqlx::Type<sqlx::Any>>::type_info()
+    }
+    fn compatible(ty: &sqlx::any::AnyTypeInfo) -> bool {
+        <String as sqlx::Type<sqlx::Any>>::compatible(ty)
+            || <Vec<u8> as sqlx::Type<sqlx::Any>>::compatible(ty)
+    }
+}
+
+impl<'r> sqlx::Decode<'r, sqlx::Any> for Text {
+    fn decode(value: sqlx::any::AnyValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+        match <String as sqlx::Decode<'r, sqlx::Any>>::decode(value.clone()) {
+            Ok(text) => Ok(Text(text)),
+            Err(_) => {
+                let bytes = <Vec<u8> as sqlx::Decode<'r, sqlx::Any>>::decode(value)?;
+                Ok(Text(String::from_utf8(bytes)?))
+            }
+        }
+    }
+}
+
+impl From<Text> for String {
+    fn from(t: Text) -> String {
+        t.0
+    }
+}
+
+/// A nullable [`Text`] column.
+struct OptText(Option<String>);
+
+impl sqlx::Type<sqlx::Any> for OptText {
+    fn type_info() -> sqlx::any::AnyTypeInfo {
+        <Text as sqlx::Type<sqlx::Any>>::type_info()
+    }
+    fn compatible(ty: &sqlx::any::AnyTypeInfo) -> bool {
+        <Text as sqlx::Type<sqlx::Any>>::compatible(ty)
+    }
+}
+
+impl<'r> sqlx::Decode<'r, sqlx::Any> for OptText {
+    fn decode(value: sqlx::any::AnyValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+        use sqlx::ValueRef;
+        if value.is_null() {
+            return Ok(OptText(None));
+        }
+        Ok(OptText(Some(
+            <Text as sqlx::Decode<'r, sqlx::Any>>::decode(value)?.0,
+        )))
+    }
+}
+
+impl From<OptText> for Option<String> {
+    fn from(t: OptText) -> Option<String> {
+        t.0
+    }
+}
 
 #[derive(Debug, FromRow)]
 struct CyDevice {
     id: i64,
+    #[sqlx(try_from = "Text")]
     uuid: String,
+    #[sqlx(try_from = "Text")]
     r#type: String,
+    #[sqlx(try_from = "Text")]
     vendor: String,
+    #[sqlx(try_from = "Text")]
     model: String,
+    #[sqlx(try_from = "OptText")]
     std_board_info: Option<String>,
+    #[sqlx(try_from = "OptText")]
     vendor_board_info: Option<String>,
+    #[sqlx(try_from = "Text")]
     hostname: String,
+    #[sqlx(try_from = "Text")]
     status: String,
+    #[sqlx(try_from = "OptText")]
     created_at: Option<String>,
+    #[sqlx(try_from = "OptText")]
     updated_at: Option<String>,
 }
 
 #[derive(Debug, FromRow)]
 struct CyControlPath {
     device_id: i64,
+    #[sqlx(try_from = "Text")]
     uuid: String,
+    #[sqlx(try_from = "Text")]
     cpid_type: String,
+    #[sqlx(try_from = "Text")]
     cpid_info: String,
 }
 
 #[derive(Debug, FromRow)]
 struct CyDeployable {
     id: i64,
+    #[sqlx(try_from = "Text")]
     uuid: String,
     parent_id: Option<i64>,
+    #[sqlx(try_from = "Text")]
     name: String,
     num_accelerators: i64,
     device_id: i64,
+    #[sqlx(try_from = "OptText")]
     rp_uuid: Option<String>,
+    #[sqlx(try_from = "OptText")]
     driver_name: Option<String>,
+    #[sqlx(try_from = "OptText")]
     created_at: Option<String>,
+    #[sqlx(try_from = "OptText")]
     updated_at: Option<String>,
 }
 
 #[derive(Debug, FromRow)]
 struct CyAttribute {
+    #[sqlx(try_from = "Text")]
     uuid: String,
     deployable_id: i64,
+    #[sqlx(try_from = "Text")]
     key: String,
+    #[sqlx(try_from = "Text")]
     value: String,
+    #[sqlx(try_from = "OptText")]
     created_at: Option<String>,
+    #[sqlx(try_from = "OptText")]
     updated_at: Option<String>,
 }
 
 #[derive(Debug, FromRow)]
 struct CyHandle {
     id: i64,
+    #[sqlx(try_from = "Text")]
     uuid: String,
     deployable_id: i64,
     in_use: Option<i64>,
+    #[sqlx(try_from = "Text")]
     attach_type: String,
+    #[sqlx(try_from = "Text")]
     attach_info: String,
+    #[sqlx(try_from = "OptText")]
     created_at: Option<String>,
+    #[sqlx(try_from = "OptText")]
     updated_at: Option<String>,
 }
 
 #[derive(Debug, FromRow)]
 struct CyProfile {
     id: i64,
+    #[sqlx(try_from = "Text")]
     uuid: String,
+    #[sqlx(try_from = "Text")]
     name: String,
+    #[sqlx(try_from = "Text")]
     profile_json: String,
+    #[sqlx(try_from = "OptText")]
     description: Option<String>,
+    #[sqlx(try_from = "OptText")]
     created_at: Option<String>,
 }
 
 #[derive(Debug, FromRow)]
 struct CyArq {
+    #[sqlx(try_from = "Text")]
     uuid: String,
+    #[sqlx(try_from = "OptText")]
     project_id: Option<String>,
+    #[sqlx(try_from = "Text")]
     state: String,
     device_profile_id: i64,
     device_profile_group_id: i64,
+    #[sqlx(try_from = "OptText")]
     hostname: Option<String>,
+    #[sqlx(try_from = "OptText")]
     device_rp_uuid: Option<String>,
+    #[sqlx(try_from = "OptText")]
     instance_uuid: Option<String>,
     attach_handle_id: Option<i64>,
     deployable_id: Option<i64>,
+    #[sqlx(try_from = "OptText")]
     created_at: Option<String>,
+    #[sqlx(try_from = "OptText")]
     updated_at: Option<String>,
 }
 

@@ -162,6 +162,20 @@ pub fn cyborg_conductor_config(
     password: &str,
     log_file: &Path,
 ) -> String {
+    let connection = format!("sqlite:///{}", database.display());
+    cyborg_conductor_config_on(host, &connection, keystone_url, user, password, log_file)
+}
+
+/// [`cyborg_conductor_config`] on any database Cyborg's `[database] connection` takes
+/// (SQLAlchemy's URL form: `mysql+pymysql://...` for MariaDB).
+pub fn cyborg_conductor_config_on(
+    host: &str,
+    connection: &str,
+    keystone_url: &str,
+    user: &str,
+    password: &str,
+    log_file: &Path,
+) -> String {
     format!(
         "[DEFAULT]\n\
          transport_url = {rabbit}\n\
@@ -169,12 +183,11 @@ pub fn cyborg_conductor_config(
          log_file = {log}\n\
          \n\
          [database]\n\
-         connection = sqlite:///{database}\n\
+         connection = {connection}\n\
          \n\
          {placement}",
         rabbit = rabbit_url(),
         log = log_file.display(),
-        database = database.display(),
         placement = placement_section(keystone_url, user, password),
     )
 }
@@ -219,6 +232,69 @@ pub fn cyborg_conductor_schema(config: &Path) {
     let config = config.to_str().expect("a UTF-8 path");
     let out = run_conductor_script(&["schema", "--config", config]);
     assert!(out.contains("schema ready"), "{out}");
+}
+
+/// Makes Cyborg's tables in the database of `config` as a Cyborg 17 deployment does:
+/// its `cyborg-dbsync upgrade` (Cyborg's alembic migrations, which run on MySQL/MariaDB).
+pub fn cyborg_dbsync_upgrade(config: &Path) {
+    let dbsync = python().with_file_name("cyborg-dbsync");
+    let out = std::process::Command::new(&dbsync)
+        .arg("--config-file")
+        .arg(config)
+        .arg("upgrade")
+        .output()
+        .expect("cyborg-dbsync runs");
+    assert!(
+        out.status.success(),
+        "cyborg-dbsync upgrade failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Fills the database of `config` through Cyborg 17's own conductor code
+/// (`python/cyborg_conductor.py fill`): the fake driver's FPGA on each of `hosts` (whose
+/// compute node providers must exist in Placement), two device profiles, their requests,
+/// one bound on the first host and one on the last, the last host's device in
+/// maintenance.
+pub fn cyborg_fill(config: &Path, hosts: &[&str]) {
+    let config = config.to_str().expect("a UTF-8 path");
+    let mut args = vec!["fill", "--config", config];
+    for host in hosts {
+        args.extend(["--host", host]);
+    }
+    let out = run_conductor_script(&args);
+    assert!(out.contains("filled"), "{out}");
+}
+
+/// Everything the database of `config` holds, read through Cyborg 17's own objects
+/// (`python/cyborg_conductor.py dump`): `{devices, profiles, arqs}`.
+pub fn cyborg_dump(config: &Path) -> serde_json::Value {
+    let config = config.to_str().expect("a UTF-8 path");
+    let out = run_conductor_script(&["dump", "--config", config]);
+    let line = out.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+/// Runs one SQL statement on the MySQL/MariaDB server of `server_url`
+/// (`mysql://user:pass@host:port/`, the test server's `VERSO_TEST_MYSQL_URL`) with the
+/// test venv's PyMySQL.
+pub fn mysql_execute(server_url: &str, sql: &str) {
+    let script = "import sys, urllib.parse, pymysql\n\
+                  u = urllib.parse.urlsplit(sys.argv[1])\n\
+                  c = pymysql.connect(host=u.hostname, port=u.port or 3306, \
+                  user=urllib.parse.unquote(u.username), password=urllib.parse.unquote(u.password or ''))\n\
+                  c.cursor().execute(sys.argv[2])\n\
+                  c.commit()\n";
+    let out = std::process::Command::new(python())
+        .args(["-c", script, server_url, sql])
+        .output()
+        .expect("the test Python runs");
+    assert!(
+        out.status.success(),
+        "{sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// What the Cyborg conductor of `config` stored of `host`, read through Cyborg's own

@@ -1,0 +1,430 @@
+//! `accel db import-cyborg`: a real Cyborg 17 database, made and filled by Cyborg's own
+//! code (its schema by `create_schema` on SQLite and by `cyborg-dbsync upgrade`, its
+//! alembic migrations, on MariaDB; its conductor's `report_data` of the fake driver on
+//! two hosts with the providers in the real Placement, two device profiles, their
+//! requests, two binds, a device in maintenance), taken over by accel: every device,
+//! deployable, attach handle, attribute, profile and request is in accel's database
+//! with its UUID and fields, the requests bound to the same handles, so accel's own
+//! unbind and bind work on them. A dry run writes nothing; a second run changes
+//! nothing; an accel database holding other rows, and a database at another Cyborg
+//! schema revision, are refused with nothing written.
+//!
+//! Uses `VERSO_TEST_PYTHON`, `VERSO_TEST_KEYSTONE_URL`, `VERSO_TEST_PLACEMENT_URL`,
+//! `VERSO_TEST_POSTGRES_URL` and `VERSO_TEST_MYSQL_URL` (scripts/test.sh sets them).
+// A failed set-up step fails the test with its message.
+#![allow(clippy::expect_used)]
+
+mod support;
+
+use accel_conductor::db::{rp_uuid, Db, ListFilter};
+use accel_conductor::lifecycle::ArqState;
+use accel_cyborg17::testing::{
+    cyborg_conductor_config, cyborg_conductor_config_on, cyborg_conductor_schema,
+    cyborg_dbsync_upgrade, cyborg_dump, cyborg_fill, mysql_execute,
+};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// `accel db import-cyborg --from <from>` on accel's database `db_url`.
+fn import(db_url: &str, from: &str, dry_run: bool) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_accel"));
+    cmd.args(["--set", &format!("database.url={db_url}")])
+        .args(["db", "import-cyborg", "--from", from]);
+    if dry_run {
+        cmd.arg("--dry-run");
+    }
+    cmd.output().expect("accel db import-cyborg runs")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A Cyborg conductor configuration (for the fill and dump scripts) on `connection`.
+fn cyborg_conf(dir: &Path, connection: Option<&str>) -> std::path::PathBuf {
+    let path = dir.join("cyborg.conf");
+    let log = dir.join("cyborg.log");
+    let keystone = support::env("VERSO_TEST_KEYSTONE_URL");
+    let conf = match connection {
+        None => cyborg_conductor_config(
+            "cyborg-import",
+            &dir.join("cyborg.sqlite"),
+            &keystone,
+            "accel",
+            "verso-accel",
+            &log,
+        ),
+        Some(c) => {
+            cyborg_conductor_config_on("cyborg-import", c, &keystone, "accel", "verso-accel", &log)
+        }
+    };
+    std::fs::write(&path, conf).expect("write cyborg.conf");
+    path
+}
+
+/// accel's database as the dump's shape: `{devices, profiles, arqs}`, each sorted by
+/// UUID, with the fields Cyborg's objects show.
+async fn accel_view(db: &Db) -> Value {
+    let all = ListFilter::default();
+    let deployables = db.deployables(&all).await.expect("deployables");
+    let handles = db.attach_handles(None).await.expect("handles");
+    let mut devices = Vec::new();
+    for d in db.devices(&all).await.expect("devices") {
+        let dep = deployables
+            .iter()
+            .find(|dep| dep.device_id == d.id)
+            .expect("a deployable per device");
+        let mut dep_handles: Vec<Value> = handles
+            .iter()
+            .filter(|h| h.deployable_id == dep.id)
+            .map(|h| {
+                json!({
+                    "uuid": h.uuid,
+                    "attach_type": h.attach_type,
+                    "attach_info": h.attach_info,
+                    "in_use": h.in_use,
+                })
+            })
+            .collect();
+        dep_handles.sort_by(|a, b| a["uuid"].as_str().cmp(&b["uuid"].as_str()));
+        devices.push(json!({
+            "uuid": d.uuid,
+            "hostname": d.hostname,
+            "type": d.device_type,
+            "vendor": d.vendor,
+            "model": d.model,
+            "std_board_info": d.std_board_info,
+            "vendor_board_info": d.vendor_board_info,
+            "status": if d.maintaining { "maintaining" } else { "enabled" },
+            "control_path_id": dep.control_path_id,
+            "deployables": [{
+                "uuid": dep.uuid,
+                "name": dep.name,
+                "num_accelerators": dep.num_accelerators,
+                "driver_name": dep.driver_name,
+                "rp_uuid": dep.rp_uuid,
+                "attributes": dep.attributes,
+                "handles": dep_handles,
+            }],
+        }));
+    }
+    let profiles: Vec<Value> = db
+        .profiles()
+        .await
+        .expect("profiles")
+        .into_iter()
+        .map(|p| {
+            json!({
+                "uuid": p.uuid,
+                "name": p.name,
+                "groups": p.groups,
+                "description": p.description,
+            })
+        })
+        .collect();
+    let arqs: Vec<Value> = db
+        .arqs(None)
+        .await
+        .expect("requests")
+        .into_iter()
+        .map(|r| {
+            json!({
+                "uuid": r.uuid,
+                "state": r.state.as_str(),
+                "device_profile_name": r.device_profile_name,
+                "device_profile_group_id": r.device_profile_group_id,
+                "hostname": r.hostname,
+                "device_rp_uuid": r.device_rp_uuid,
+                "instance_uuid": r.instance_uuid,
+                "project_id": r.project_id,
+                "attach_handle_uuid": r.attach_handle_uuid,
+            })
+        })
+        .collect();
+    let sorted = |mut v: Vec<Value>| {
+        v.sort_by(|a, b| a["uuid"].as_str().cmp(&b["uuid"].as_str()));
+        Value::Array(v)
+    };
+    json!({ "devices": sorted(devices), "profiles": sorted(profiles), "arqs": sorted(arqs) })
+}
+
+/// Cyborg's dump as accel holds it: the control path as its PCI address.
+fn as_accel_holds_it(mut dump: Value) -> Value {
+    for d in dump["devices"].as_array_mut().expect("devices") {
+        let cpid: Value =
+            serde_json::from_str(d["cpid_info"].as_str().expect("cpid_info")).expect("JSON");
+        let address = format!(
+            "{}:{}:{}.{}",
+            cpid["domain"].as_str().expect("domain"),
+            cpid["bus"].as_str().expect("bus"),
+            cpid["device"].as_str().expect("device"),
+            cpid["function"].as_str().expect("function"),
+        );
+        let d = d.as_object_mut().expect("a device");
+        d.remove("cpid_info");
+        d.insert("control_path_id".into(), Value::String(address));
+    }
+    dump
+}
+
+/// What the fill made, checked on Cyborg's side first so the comparison means
+/// something: two hosts, 16 handles each, two bound requests holding in-use handles,
+/// one device in maintenance.
+fn check_filled(dump: &Value, hosts: &[&str]) {
+    let devices = dump["devices"].as_array().expect("devices");
+    let mut on: Vec<&str> = devices
+        .iter()
+        .map(|d| d["hostname"].as_str().expect("host"))
+        .collect();
+    on.sort();
+    let mut want = hosts.to_vec();
+    want.sort();
+    assert_eq!(on, want, "{dump:#}");
+    for d in devices {
+        let dep = &d["deployables"][0];
+        assert_eq!(
+            dep["handles"].as_array().expect("handles").len(),
+            16,
+            "{d:#}"
+        );
+        assert_eq!(
+            dep["rp_uuid"],
+            json!(rp_uuid(dep["name"].as_str().expect("name")))
+        );
+    }
+    let bound: Vec<&Value> = dump["arqs"]
+        .as_array()
+        .expect("arqs")
+        .iter()
+        .filter(|a| a["state"] == "Bound")
+        .collect();
+    assert_eq!(bound.len(), 2, "{dump:#}");
+    assert!(bound
+        .iter()
+        .all(|a| a["attach_handle_uuid"].is_string() && a["project_id"].is_string()));
+    assert_eq!(dump["arqs"].as_array().expect("arqs").len(), 3);
+    assert_eq!(
+        devices
+            .iter()
+            .filter(|d| d["status"] == "maintaining")
+            .count(),
+        1
+    );
+}
+
+/// The import of `from` (whose dump is `dump`) into the empty accel database `db_url`:
+/// dry run, import, second run, and accel's own unbind and bind on what came over.
+async fn take_over(db_url: &str, from: &str, dump: &Value) -> Db {
+    let db = Db::connect(db_url).await.expect("accel's database");
+    db.migrate().await.expect("migrate");
+
+    let out = import(db_url, from, true);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("would import (dry run, nothing kept) 2 devices on 2 hosts (32 attach handles, 4 attributes), 2 device profiles, 3 accelerator requests"),
+        "{}",
+        text(&out)
+    );
+    let empty = accel_view(&db).await;
+    assert_eq!(empty["devices"], json!([]), "a dry run wrote");
+    assert_eq!(empty["arqs"], json!([]), "a dry run wrote");
+
+    let out = import(db_url, from, false);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("imported 2 devices on 2 hosts"),
+        "{}",
+        text(&out)
+    );
+    let want = as_accel_holds_it(dump.clone());
+    assert_eq!(
+        accel_view(&db).await,
+        want,
+        "accel holds another inventory than Cyborg did"
+    );
+
+    let out = import(db_url, from, false);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("already imported, nothing written"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        accel_view(&db).await,
+        want,
+        "a second import changed something"
+    );
+
+    // accel's lifecycle works on the requests Cyborg made: a bound one unbinds and
+    // frees Cyborg's handle; the unbound one binds to the named provider of a host.
+    let arqs = dump["arqs"].as_array().expect("arqs");
+    let bound = arqs
+        .iter()
+        .find(|a| a["state"] == "Bound")
+        .expect("a bound request");
+    let handle = bound["attach_handle_uuid"].as_str().expect("its handle");
+    let host = bound["hostname"].as_str().expect("its host");
+    let unbound = db
+        .unbind(bound["uuid"].as_str().expect("uuid"))
+        .await
+        .expect("accel unbinds Cyborg's bound request");
+    assert_eq!(unbound.state, ArqState::Unbound);
+    let handles = db.attach_handles(Some(host)).await.expect("handles");
+    let freed = handles
+        .iter()
+        .find(|h| h.uuid == handle)
+        .expect("the handle");
+    assert!(!freed.in_use, "the handle Cyborg allocated was not freed");
+    let initial = arqs
+        .iter()
+        .find(|a| a["state"] == "Initial")
+        .expect("an unbound request");
+    let enabled = dump["devices"]
+        .as_array()
+        .expect("devices")
+        .iter()
+        .find(|d| d["status"] == "enabled")
+        .expect("a device in service");
+    let rp = enabled["deployables"][0]["rp_uuid"].as_str().expect("rp");
+    let host = enabled["hostname"].as_str().expect("host");
+    let instance = uuid::Uuid::new_v4().to_string();
+    let bound = db
+        .bind(
+            initial["uuid"].as_str().expect("uuid"),
+            host,
+            &instance,
+            Some(rp),
+        )
+        .await
+        .expect("accel binds Cyborg's request to Cyborg's provider");
+    assert_eq!(bound.state, ArqState::Bound);
+    let in_use: Vec<String> = db
+        .attach_handles(Some(host))
+        .await
+        .expect("handles")
+        .into_iter()
+        .filter(|h| h.in_use)
+        .map(|h| h.uuid)
+        .collect();
+    assert!(
+        in_use.contains(bound.attach_handle_uuid.as_ref().expect("a handle")),
+        "{bound:?} {in_use:?}"
+    );
+    db
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cyborg_17_database_on_sqlite_is_taken_over() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let suffix = &uuid::Uuid::new_v4().simple().to_string()[..8];
+    let hosts = [format!("cy-imp-a-{suffix}"), format!("cy-imp-b-{suffix}")];
+    let hosts: Vec<&str> = hosts.iter().map(String::as_str).collect();
+    let placement = support::placement();
+    let _nodes = [
+        support::ComputeNode::create(&placement, hosts[0]).await,
+        support::ComputeNode::create(&placement, hosts[1]).await,
+    ];
+    let conf = cyborg_conf(dir.path(), None);
+    cyborg_conductor_schema(&conf);
+    cyborg_fill(&conf, &hosts);
+    let dump = cyborg_dump(&conf);
+    check_filled(&dump, &hosts);
+    let from = format!("sqlite://{}", dir.path().join("cyborg.sqlite").display());
+    let db_url = format!("sqlite://{}", dir.path().join("accel.db").display());
+    let db = take_over(&db_url, &from, &dump).await;
+    let before = accel_view(&db).await;
+
+    // Another Cyborg database (other UUIDs) into the same accel database: refused,
+    // naming a row accel holds, and nothing written.
+    let other_dir = tempfile::tempdir().expect("tempdir");
+    let other_conf = cyborg_conf(other_dir.path(), None);
+    cyborg_conductor_schema(&other_conf);
+    cyborg_fill(&other_conf, &hosts);
+    let other = format!(
+        "sqlite://{}",
+        other_dir.path().join("cyborg.sqlite").display()
+    );
+    let out = import(&db_url, &other, false);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("accel's database already holds device"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(accel_view(&db).await, before, "a refused import wrote");
+
+    // A database at another schema revision: refused before anything is read.
+    let stale = other_dir.path().join("cyborg.sqlite");
+    let stale_db = Db::connect(&format!("sqlite://{}", stale.display()))
+        .await
+        .expect("open Cyborg's SQLite file");
+    sqlx::query("UPDATE alembic_version SET version_num = 'a35b4295a0e5'")
+        .execute(stale_db.pool())
+        .await
+        .expect("change the revision");
+    stale_db.close().await;
+    let fresh = format!("sqlite://{}", other_dir.path().join("accel.db").display());
+    let out = import(&fresh, &other, false);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("not at Cyborg 17's schema revision b47c8f2d1e3a (found a35b4295a0e5)"),
+        "{}",
+        text(&out)
+    );
+    // A database that is not Cyborg's at all, and a URL of no database it reads.
+    let out = import(&fresh, &db_url, false);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("found no alembic_version"),
+        "{}",
+        text(&out)
+    );
+    let out = import(&fresh, "postgres://cyborg@db/cyborg", false);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("unsupported Cyborg database URL"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cyborg_17_database_on_mariadb_is_taken_over_into_postgresql() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let suffix = &uuid::Uuid::new_v4().simple().to_string()[..8];
+    let hosts = [format!("cy-imp-c-{suffix}"), format!("cy-imp-d-{suffix}")];
+    let hosts: Vec<&str> = hosts.iter().map(String::as_str).collect();
+    let placement = support::placement();
+    let _nodes = [
+        support::ComputeNode::create(&placement, hosts[0]).await,
+        support::ComputeNode::create(&placement, hosts[1]).await,
+    ];
+    // Cyborg's database as a deployment has it: MariaDB, made by cyborg-dbsync.
+    let server = support::env("VERSO_TEST_MYSQL_URL");
+    let name = format!("cyborg_test_{suffix}");
+    mysql_execute(
+        &server,
+        &format!("CREATE DATABASE {name} CHARACTER SET utf8mb4"),
+    );
+    let base = server.trim_end_matches('/');
+    let rest = base.strip_prefix("mysql://").expect("a mysql:// URL");
+    let connection = format!("mysql+pymysql://{rest}/{name}?charset=utf8");
+    let conf = cyborg_conf(dir.path(), Some(&connection));
+    cyborg_dbsync_upgrade(&conf);
+    cyborg_fill(&conf, &hosts);
+    let dump = cyborg_dump(&conf);
+    check_filled(&dump, &hosts);
+
+    // Imported as the operator pastes Cyborg's connection, into PostgreSQL.
+    let db_url = accel_conductor::testing::postgres_database().await;
+    let db = take_over(&db_url, &connection, &dump).await;
+    db.close().await;
+    mysql_execute(&server, &format!("DROP DATABASE {name}"));
+}
