@@ -184,6 +184,90 @@ async fn scenario(db: Db) {
     server.stop().await;
 }
 
+/// A host whose report drops a device a request holds keeps no digest: its next
+/// (identical) report is diffed, confirming the loss, and the one after the release
+/// deletes the device. With the digest kept, both would be skipped and the released
+/// device would stay, lost, for as long as the host's inventory did not change.
+async fn held_devices_are_never_skipped(db: Db) {
+    let a = support::reported_device("0000:5e:00.0", "GPU", "0x10de", "0x1db4", 1);
+    let b = support::reported_device("0000:5f:00.0", "GPU", "0x10de", "0x1db4", 1);
+    db.report_with_digest("h1", &[a.clone(), b.clone()], Some("d-ab"))
+        .await
+        .expect("first report");
+    db.create_profile(
+        "gpu",
+        vec![[("resources:GPU".to_owned(), "1".to_owned())].into()],
+        None,
+    )
+    .await
+    .expect("profile");
+    let arq = db.create_arq("gpu", 0, None).await.expect("request");
+    let bound = db
+        .bind(&arq.uuid, "h1", "inst-1", None)
+        .await
+        .expect("bind");
+    let handle = bound.attach_handle_uuid.expect("bound to a handle");
+    let handles = db.attach_handles(Some("h1")).await.expect("handles");
+    let dep = handles
+        .iter()
+        .find(|h| h.uuid == handle)
+        .expect("the handle")
+        .deployable_id;
+    let held_cp = db
+        .deployables(&Default::default())
+        .await
+        .expect("deployables")
+        .into_iter()
+        .find(|d| d.id == dep)
+        .map(|d| d.control_path_id);
+    let held_cp = held_cp.expect("the bound device");
+    let kept = if held_cp == a.control_path_id { &b } else { &a };
+
+    let out = db
+        .report_with_digest("h1", std::slice::from_ref(kept), Some("d-kept"))
+        .await
+        .expect("the held device dropped");
+    assert_eq!(out.unconfirmed, vec![held_cp.clone()]);
+    assert_eq!(db.report_digest("h1").await.expect("digest"), None);
+    let out = db
+        .report_with_digest("h1", std::slice::from_ref(kept), Some("d-kept"))
+        .await
+        .expect("again");
+    assert_eq!(
+        out.lost,
+        vec![held_cp.clone()],
+        "the loss is confirmed, not skipped"
+    );
+    assert_eq!(db.report_digest("h1").await.expect("digest"), None);
+
+    db.delete_arq(&arq.uuid).await.expect("release");
+    let out = db
+        .report_with_digest("h1", std::slice::from_ref(kept), Some("d-kept"))
+        .await
+        .expect("after the release");
+    assert_eq!(
+        out.removed,
+        vec![held_cp],
+        "the released lost device is deleted"
+    );
+    assert_eq!(
+        db.report_digest("h1").await.expect("digest"),
+        Some(("d-kept".to_owned(), 1)),
+        "the host's rows are its report again: the digest is kept"
+    );
+}
+
+#[tokio::test]
+async fn held_devices_are_never_skipped_on_sqlite() {
+    let (db, _dir) = support::sqlite().await;
+    held_devices_are_never_skipped(db).await;
+}
+
+#[tokio::test]
+async fn held_devices_are_never_skipped_on_postgres() {
+    held_devices_are_never_skipped(support::postgres().await).await;
+}
+
 #[tokio::test]
 async fn unchanged_reports_go_by_digest_on_sqlite() {
     let (db, _dir) = support::sqlite().await;

@@ -293,8 +293,12 @@ impl Db {
                 out.removed.push(cp);
             }
         }
-        // Last: the diff's own writes above made the triggers forget the old digest.
-        match digest {
+        // Last: the diff's own writes above made the triggers forget the old digest. A
+        // host left holding devices its report lacks (in use, so kept missing or lost)
+        // keeps no digest: its rows are not what the report says, and its next reports
+        // must be diffed to confirm the loss and to delete the device once released.
+        let held = !out.lost.is_empty() || !out.unconfirmed.is_empty();
+        match digest.filter(|_| !held) {
             Some(digest) => {
                 sqlx::query(
                     "INSERT INTO host_reports (hostname, digest, devices, updated_at) VALUES ($1, $2, $3, $4) \
