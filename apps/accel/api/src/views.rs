@@ -124,7 +124,8 @@ pub fn profile(p: &DeviceProfileRow, base: &str) -> Value {
 
 /// An accelerator request; `attach_handle_info` is the handle's JSON object when bound.
 pub fn arq(a: &ArqRow, base: &str) -> Value {
-    // Cyborg shows an unbound request's handle info as `{}`, not null.
+    // Cyborg shows an unbound request's handle info as `{}` and its type as `""`, not
+    // null (its `ExtARQ._fill_obj_extarq_fields`).
     let info = a.attach_handle_info.as_ref().map_or_else(
         || Value::Object(Map::new()),
         |text| {
@@ -143,7 +144,7 @@ pub fn arq(a: &ArqRow, base: &str) -> Value {
         "instance_uuid": a.instance_uuid,
         "project_id": a.project_id,
         "attach_handle_uuid": a.attach_handle_uuid,
-        "attach_handle_type": a.attach_handle_type,
+        "attach_handle_type": a.attach_handle_type.as_deref().unwrap_or_default(),
         "attach_handle_info": info,
         "created_at": a.created_at,
         "updated_at": a.updated_at,

@@ -541,7 +541,9 @@ async fn accelerator_requests(api: &Api) {
     assert_eq!(patch(api, json!({&fpga: unbind_ops()})).await.0, 202);
     let (_, unbound) = api.get(&format!("/v2/accelerator_requests/{fpga}")).await;
     assert_eq!(unbound["state"], "Unbound");
-    assert!(unbound["attach_handle_type"].is_null(), "{unbound}");
+    // As Cyborg 17's: an unbound request's handle type is "" and its info {}.
+    assert_eq!(unbound["attach_handle_type"], "", "{unbound}");
+    assert_eq!(unbound["attach_handle_info"], json!({}), "{unbound}");
     assert_eq!(
         patch(api, json!({&fpga: unbind_ops()})).await.0,
         202,
