@@ -16,7 +16,7 @@
 
 mod support;
 
-use accel_conductor::db::{rp_uuid, Db, ListFilter};
+use accel_conductor::db::{rp_uuid, Db, ListFilter, ReportedDevice};
 use accel_conductor::lifecycle::ArqState;
 use accel_cyborg17::testing::{
     cyborg_conductor_config, cyborg_conductor_config_on, cyborg_conductor_schema,
@@ -260,6 +260,51 @@ async fn take_over(db_url: &str, from: &str, dump: &Value) -> Db {
         accel_view(&db).await,
         want,
         "a second import changed something"
+    );
+
+    // Each host's Cyborg agent reports next to accel's conductor: the same inventory
+    // finds every imported row as it is (nothing updated, no handle replaced).
+    for device in want["devices"].as_array().expect("devices") {
+        let dep = &device["deployables"][0];
+        let text = |v: &Value| v.as_str().map(str::to_owned);
+        let row = ReportedDevice {
+            control_path_id: text(&device["control_path_id"]).expect("address"),
+            device_type: text(&device["type"]).expect("type"),
+            vendor: text(&device["vendor"]).expect("vendor"),
+            model: text(&device["model"]).expect("model"),
+            std_board_info: text(&device["std_board_info"]),
+            driver_name: text(&dep["driver_name"]),
+            handles: dep["handles"]
+                .as_array()
+                .expect("handles")
+                .iter()
+                .map(|h| {
+                    (
+                        text(&h["attach_type"]).expect("type"),
+                        text(&h["attach_info"]).expect("info"),
+                    )
+                })
+                .collect(),
+            attributes: serde_json::from_value(dep["attributes"].clone()).expect("attributes"),
+            deployable_name: text(&dep["name"]),
+            vendor_board_info: text(&device["vendor_board_info"]),
+        };
+        let host = device["hostname"].as_str().expect("host");
+        let outcome = db.report(host, &[row]).await.expect("report");
+        assert_eq!(
+            (
+                outcome.unchanged,
+                outcome.updated.len(),
+                outcome.added.len()
+            ),
+            (1, 0, 0),
+            "{host}'s next report changed imported rows: {outcome:?}"
+        );
+    }
+    assert_eq!(
+        accel_view(&db).await,
+        want,
+        "a report changed what was imported"
     );
 
     // accel's lifecycle works on the requests Cyborg made: a bound one unbinds and

@@ -1081,9 +1081,20 @@ async fn write(tx: &mut sqlx::Transaction<'_, sqlx::Any>, plan: &Plan) -> Result
         .await
         .map_err(q)?;
         let dep = &d.deployable;
+        // Every attribute Cyborg holds counts as its agent's last report (Cyborg's own
+        // report diff deletes the keys a report drops), so the agent's next report,
+        // now to accel, finds them unchanged.
+        let reported: BTreeMap<&str, &str> = dep
+            .attributes
+            .iter()
+            .map(|(k, (_, v, _, _))| (k.as_str(), v.as_str()))
+            .collect();
+        let reported = serde_json::to_string(&reported).map_err(|e| {
+            ImportError::row("attributes", &dep.uuid, format!("do not serialize: {e}"))
+        })?;
         let deployable_id: i64 = sqlx::query_scalar(
-            "INSERT INTO deployables (uuid, name, device_id, hostname, control_path_id, num_accelerators, driver_name, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+            "INSERT INTO deployables (uuid, name, device_id, hostname, control_path_id, num_accelerators, driver_name, attributes, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
         )
         .bind(&dep.uuid)
         .bind(&dep.name)
@@ -1092,6 +1103,7 @@ async fn write(tx: &mut sqlx::Transaction<'_, sqlx::Any>, plan: &Plan) -> Result
         .bind(&dep.control_path_id)
         .bind(dep.num_accelerators)
         .bind(&dep.driver_name)
+        .bind(&reported)
         .bind(&dep.created_at)
         .bind(&dep.updated_at)
         .fetch_one(&mut **tx)
