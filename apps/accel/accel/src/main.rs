@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! accel demo [--agents N]          a whole rolling upgrade from release N to N+1 (start here)
+//! accel demo --from cyborg ...      the same from a running OpenStack Cyborg 17 to accel
 //! accel all-in-one [--agents N]    conductor, API and N agents (fixture hosts) in one process
 //! accel conductor                  the conductor: owns the database, serves the conductor API
 //! accel agent [--host NAME]        an agent: discovers devices, reports them to the conductor
@@ -69,6 +70,35 @@ enum Command {
         /// --transport-url.
         #[arg(long, value_name = "PYTHON")]
         python_agent: Option<PathBuf>,
+        /// Where release N comes from: `accel` (accel-release-n) or `cyborg` (OpenStack
+        /// Cyborg 17's own conductor, API and agents; needs --transport-url, Keystone
+        /// with Placement, and a Python with openstack-cyborg 17.0.0:
+        /// scripts/demo-from-cyborg.sh sets them all up).
+        #[arg(long, value_enum, default_value_t = ReleaseN::Accel)]
+        from: ReleaseN,
+        /// With --from cyborg: the Python that has openstack-cyborg 17.0.0 (Cyborg's
+        /// console scripts are beside it).
+        #[arg(long, env = "VERSO_TEST_PYTHON", default_value = ".venv/bin/python")]
+        cyborg_python: PathBuf,
+        /// With --from cyborg: Keystone's v3 URL (its catalog has Placement).
+        #[arg(
+            long,
+            env = "VERSO_TEST_KEYSTONE_URL",
+            default_value = "http://127.0.0.1:55000/v3"
+        )]
+        keystone_url: String,
+        /// With --from cyborg: the service user (admin in project `service`) Cyborg and
+        /// the demo reach Placement as.
+        #[arg(long, default_value = "accel")]
+        service_user: String,
+        /// Its password.
+        #[arg(
+            long,
+            env = "ACCEL_DEMO_SERVICE_PASSWORD",
+            default_value = "verso-accel",
+            hide_default_value = true
+        )]
+        service_password: String,
     },
     /// The fault campaign: separate conductors, agents and APIs on RabbitMQ and a fresh
     /// PostgreSQL database behind TCP proxies, clients writing without pause, faults on
@@ -160,6 +190,15 @@ enum Command {
     /// Release N's components (for mixed-version deployments and `accel demo`).
     #[command(subcommand, name = "release-n", hide = true)]
     ReleaseN(accel_release_n::cli::Command),
+}
+
+/// Where the demo's release N comes from.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum ReleaseN {
+    /// accel's own release N (accel-release-n).
+    Accel,
+    /// OpenStack Cyborg 17 (openstack-cyborg 17.0.0).
+    Cyborg,
 }
 
 #[derive(Subcommand, Debug)]
@@ -296,7 +335,19 @@ fn main() -> ExitCode {
                 json,
                 keep,
                 python_agent,
+                from,
+                cyborg_python,
+                keystone_url,
+                service_user,
+                service_password,
             } => {
+                let from_cyborg =
+                    (from == ReleaseN::Cyborg).then_some(demo::from_cyborg::CyborgOptions {
+                        python: cyborg_python,
+                        keystone_url,
+                        user: service_user,
+                        password: service_password,
+                    });
                 demo::run(demo::DemoOptions {
                     agents,
                     transport_url,
@@ -304,6 +355,7 @@ fn main() -> ExitCode {
                     json,
                     keep,
                     python_agent,
+                    from_cyborg,
                 })
                 .await
             }

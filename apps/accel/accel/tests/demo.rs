@@ -207,3 +207,77 @@ fn a_python_agent_needs_a_broker() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("--transport-url"));
 }
+
+/// `accel demo --from cyborg`: release N is OpenStack Cyborg 17 itself (the pinned
+/// openstack-cyborg 17.0.0's conductor, API and agents on RabbitMQ and the real
+/// Placement), taken to accel node by node. Uses `VERSO_TEST_PYTHON` and
+/// `VERSO_TEST_KEYSTONE_URL` (the demo's defaults for its Cyborg options).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_rolling_upgrade_from_cyborg_17_passes() {
+    let _broker = BROKER.lock().await;
+    let rabbit = rabbit_url();
+    let (report, timeline) = tokio::task::spawn_blocking(move || {
+        demo(&[
+            "--from",
+            "cyborg",
+            "--agents",
+            "2",
+            "--transport-url",
+            &rabbit,
+        ])
+    })
+    .await
+    .expect("demo thread");
+    assert_eq!(report["passed"], true, "{report:#}");
+    assert_eq!(report["release_n"], "cyborg-17");
+    let steps: Vec<u64> = report["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .map(|s| s["number"].as_u64().expect("number"))
+        .collect();
+    assert_eq!(steps, (1..=8).collect::<Vec<_>>());
+    for step in 1..=8 {
+        assert!(timeline.contains(&format!("[{step}/8]")), "{timeline}");
+    }
+    // The figures that prove the steps: Cyborg's own API made and bound the requests,
+    // accel holds exactly them after the import, Cyborg's agents report to accel and
+    // block finalization by name, and a late Cyborg agent is fenced.
+    assert_eq!(
+        check(&report, "requests Bound, one per host (Cyborg's API)")["evidence"],
+        "2"
+    );
+    for name in [
+        "devices accel's API lists are Cyborg's (same UUIDs)",
+        "requests accel's API lists are Cyborg's",
+        "their reports found Cyborg's rows as imported",
+        "Cyborg's fake FPGAs kept while bound",
+    ] {
+        assert_eq!(check(&report, name)["passed"], true, "{name}");
+    }
+    assert_eq!(
+        check(&report, "Cyborg 17 agents reporting to accel's conductor")["evidence"],
+        "2"
+    );
+    let blockers = check(&report, "finalization refused; the blockers")["evidence"]
+        .as_str()
+        .expect("evidence")
+        .to_owned();
+    assert!(
+        blockers.contains("-host1,") && blockers.ends_with("-host2"),
+        "{blockers}"
+    );
+    assert_eq!(check(&report, "conductor finalized first")["evidence"], "2");
+    assert_eq!(check(&report, "agents finalized")["evidence"], "2/2");
+    let components = report["components"].as_array().expect("components");
+    assert_eq!(components.len(), 3, "{components:#?}");
+    assert!(components
+        .iter()
+        .all(|c| c["software"] == 2 && c["apparent"] == 2));
+    assert!(
+        timeline.contains(
+            "rolling upgrade OpenStack Cyborg 17 -> accel N+1 with 2 agents: every check passed"
+        ),
+        "{timeline}"
+    );
+}

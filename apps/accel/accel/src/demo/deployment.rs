@@ -95,6 +95,8 @@ pub(super) struct Deployment {
     /// release N's agent on `python_host`, when asked for.
     pub(super) python: Option<PathBuf>,
     pub(super) python_host: Option<String>,
+    /// `--set SECTION.KEY=VALUE` settings of the release N+1 conductor only.
+    pub(super) conductor_settings: Vec<String>,
 }
 
 pub(super) fn host_name(i: u32) -> String {
@@ -113,6 +115,54 @@ fn free_port() -> Result<u16, Error> {
 }
 
 impl Deployment {
+    /// A deployment of `hosts` on `db_url` and `transport_url` (`memory://`: every
+    /// component in this process; a broker: each a process of this binary), with no
+    /// component running yet.
+    pub(super) async fn new(
+        scratch: PathBuf,
+        db_url: String,
+        transport_url: String,
+        hosts: Vec<String>,
+        python: Option<PathBuf>,
+    ) -> Result<Deployment, Error> {
+        let transport =
+            verso_rpc::transport::transport_from_url(&transport_url, Some(CONTROL_EXCHANGE))
+                .await?;
+        let launcher = match transport_url.starts_with("memory:") {
+            true => None,
+            false => Some(Launcher::new(
+                std::env::current_exe()?,
+                scratch.join("logs"),
+            )?),
+        };
+        let cleanup_command = scratch.join("demo-cleanup.sh");
+        std::fs::write(&cleanup_command, CLEANUP_SCRIPT)?;
+        make_executable(&cleanup_command)?;
+        let python_host = python.as_ref().and_then(|_| hosts.last().cloned());
+        Ok(Deployment {
+            db: Db::connect_within(&db_url, Duration::from_secs(10)).await?,
+            scratch,
+            db_url,
+            transport_url,
+            launcher,
+            transport: transport.clone(),
+            http: reqwest::Client::builder().use_rustls_tls().build()?,
+            api: None,
+            conductor: None,
+            agents: BTreeMap::new(),
+            hosts,
+            upgrade: RpcClient::for_api::<verso_upgrade::admin::UpgradeApi>(
+                transport,
+                accel_objects::rpc::UPGRADE_TOPIC,
+            )
+            .timeout(Duration::from_secs(10)),
+            cleanup_command,
+            python,
+            python_host,
+            conductor_settings: Vec::new(),
+        })
+    }
+
     pub(super) fn sysfs(&self, host: &str) -> PathBuf {
         self.scratch.join("sysfs").join(host)
     }
@@ -185,6 +235,9 @@ impl Deployment {
                 a.extend(self.next_settings());
                 if let Some(cap) = agent_cap {
                     a.extend(["--set".to_owned(), format!("upgrade_levels.agent={cap}")]);
+                }
+                for setting in &self.conductor_settings {
+                    a.extend(["--set".to_owned(), setting.clone()]);
                 }
                 ConductorNode::Process(l.spawn("conductor", &a)?)
             }
@@ -614,6 +667,17 @@ impl Deployment {
         self.stop_api().await;
         self.stop_conductor().await;
     }
+}
+
+#[cfg(unix)]
+fn make_executable(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+}
+
+#[cfg(not(unix))]
+fn make_executable(_: &Path) -> std::io::Result<()> {
+    Ok(())
 }
 
 /// How many devices a host's fixture tree has, as discovery sees it.

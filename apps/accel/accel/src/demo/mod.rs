@@ -18,8 +18,13 @@
 //! 8. after finalization an NVMe release goes through cleanup on its agent (agent RPC
 //!    1.1); release N's conductor refuses the finalized database;
 //! 9. everything created is destroyed and the database is clean.
+//!
+//! With `--from cyborg` ([`from_cyborg`]) release N is OpenStack Cyborg 17 itself (the
+//! PyPI package's conductor, API and agents) and the upgrade takes a Cyborg deployment
+//! to accel node by node.
 
 mod deployment;
+pub mod from_cyborg;
 pub(crate) mod process;
 mod report;
 mod scenario;
@@ -48,6 +53,9 @@ pub struct DemoOptions {
     /// Run the last host's release N agent as the project's Python oslo.versionedobjects
     /// agent with this interpreter (needs a broker: `transport_url`).
     pub python_agent: Option<PathBuf>,
+    /// Release N is OpenStack Cyborg 17 from here ([`from_cyborg`]) instead of
+    /// `accel-release-n`.
+    pub from_cyborg: Option<from_cyborg::CyborgOptions>,
 }
 
 /// Runs the demo; exit 0 only if every check passed.
@@ -65,8 +73,16 @@ pub async fn run(options: DemoOptions) -> Result<ExitCode, Error> {
     {
         return Err("--python-agent needs a broker: give --transport-url rabbit://...".into());
     }
+    if options.python_agent.is_some() && options.from_cyborg.is_some() {
+        return Err(
+            "--python-agent is release N's accel agent; --from cyborg runs Cyborg's".into(),
+        );
+    }
     let quiet = options.json.as_deref() == Some(std::path::Path::new("-"));
-    let report = scenario::run(&options, quiet).await?;
+    let report = match &options.from_cyborg {
+        Some(cyborg) => from_cyborg::run(&options, cyborg, quiet).await?,
+        None => scenario::run(&options, quiet).await?,
+    };
     if let Some(path) = &options.json {
         let text = serde_json::to_string_pretty(&report)?;
         if quiet {

@@ -27,6 +27,9 @@ pub struct Process {
     name: String,
     child: Child,
     log: PathBuf,
+    /// It leads a process group of its own, signalled whole (a service that forks
+    /// workers, as oslo.service's do).
+    group: bool,
 }
 
 /// How a process that was expected to end ended.
@@ -79,7 +82,32 @@ impl Launcher {
         name: &str,
         args: &[String],
     ) -> Result<Process, Error> {
+        self.start(program, name, args, false)
+    }
+
+    /// [`Launcher::spawn_program`] in a process group of its own, stopped and killed
+    /// whole: for services that fork workers which would outlive their parent (Cyborg's,
+    /// on oslo.service).
+    pub fn spawn_group(
+        &self,
+        program: &Path,
+        name: &str,
+        args: &[String],
+    ) -> Result<Process, Error> {
+        self.start(program, name, args, true)
+    }
+
+    fn start(
+        &self,
+        program: &Path,
+        name: &str,
+        args: &[String],
+        group: bool,
+    ) -> Result<Process, Error> {
         let (mut command, log) = self.command(program, name, args)?;
+        if group {
+            command.process_group(0);
+        }
         let child = command
             .spawn()
             .map_err(|e| format!("cannot start {name} ({}): {e}", program.display()))?;
@@ -87,6 +115,7 @@ impl Launcher {
             name: name.to_owned(),
             child,
             log,
+            group,
         })
     }
 
@@ -162,23 +191,37 @@ impl Process {
         &self.log
     }
 
+    /// Sends `signal` to it (to its whole group, for a group leader).
+    fn signal(&self, signal: Signal) {
+        if let Some(pid) = self.child.id() {
+            let pid = pid as i32;
+            let _ = kill(Pid::from_raw(if self.group { -pid } else { pid }), signal);
+        }
+    }
+
     /// Kills it at once (SIGKILL), as a crash or a lost host would stop it.
     pub async fn kill(mut self) {
+        self.signal(Signal::SIGKILL);
         let _ = self.child.kill().await;
     }
 
     /// Stops it: SIGTERM, then SIGKILL after a grace period.
     pub async fn stop(mut self) {
-        if let Some(pid) = self.child.id() {
-            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
-            if tokio::time::timeout(STOP_GRACE, self.child.wait())
+        if self.child.id().is_some() {
+            self.signal(Signal::SIGTERM);
+            let ended = tokio::time::timeout(STOP_GRACE, self.child.wait())
                 .await
-                .is_ok()
-            {
+                .is_ok();
+            if ended {
+                if self.group {
+                    // Workers the leader did not take with it.
+                    self.signal(Signal::SIGKILL);
+                }
                 return;
             }
             tracing::warn!(process = %self.name, "did not stop on SIGTERM; killed");
         }
+        self.signal(Signal::SIGKILL);
         let _ = self.child.kill().await;
     }
 }

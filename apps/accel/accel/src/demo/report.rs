@@ -63,6 +63,8 @@ pub struct Report {
     pub database: String,
     /// The host whose release N agent was the Python oslo.versionedobjects agent.
     pub python_agent: Option<String>,
+    /// What release N is: `accel` (accel-release-n) or `cyborg-17` (OpenStack Cyborg 17).
+    pub release_n: String,
     /// Seconds from start to end.
     pub seconds: f64,
     /// The steps in order.
@@ -90,6 +92,8 @@ pub struct Timeline {
     started: Instant,
     step_started: Instant,
     quiet: bool,
+    /// How many steps the scenario has (shown as `[k/n]`).
+    steps_total: u32,
     report: Report,
 }
 
@@ -100,6 +104,7 @@ impl Timeline {
             started: Instant::now(),
             step_started: Instant::now(),
             quiet,
+            steps_total: 9,
             report: Report {
                 passed: false,
                 error: None,
@@ -107,6 +112,7 @@ impl Timeline {
                 transport,
                 database,
                 python_agent: None,
+                release_n: "accel".into(),
                 seconds: 0.0,
                 steps: Vec::new(),
                 checks: Vec::new(),
@@ -126,13 +132,24 @@ impl Timeline {
         }
     }
 
+    /// Release N is OpenStack Cyborg 17 (`accel demo --from cyborg`).
+    pub fn release_n_is_cyborg(&mut self) {
+        self.report.release_n = "cyborg-17".into();
+    }
+
+    /// How many steps the scenario has (9 unless told).
+    pub fn steps_total(&mut self, n: u32) {
+        self.steps_total = n;
+    }
+
     /// Starts step `number`.
     pub fn step(&mut self, number: u32, title: impl Into<String>) {
         self.close_step();
         let title = title.into();
         if !self.quiet {
             println!(
-                "\n[{number}/9] {title}  (t+{:.1}s)",
+                "\n[{number}/{}] {title}  (t+{:.1}s)",
+                self.steps_total,
                 self.started.elapsed().as_secs_f64()
             );
         }
@@ -271,8 +288,13 @@ fn print_tables(r: &Report) {
     }
     match &r.error {
         None if r.passed => println!(
-            "\nrolling upgrade N -> N+1 with {} agents: every check passed in {:.1}s",
-            r.agents, r.seconds
+            "\nrolling upgrade {} with {} agents: every check passed in {:.1}s",
+            match r.release_n.as_str() {
+                "cyborg-17" => "OpenStack Cyborg 17 -> accel N+1",
+                _ => "N -> N+1",
+            },
+            r.agents,
+            r.seconds
         ),
         None => println!("\nFAILED: a check did not pass"),
         Some(e) => println!("\nFAILED: {e}"),

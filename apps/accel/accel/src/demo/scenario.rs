@@ -2,22 +2,16 @@
 //! nodes in this process.
 
 use super::deployment::{
-    args, components, discovered, host_name, Deployment, CLEANUP_SCRIPT, CONTROL_EXCHANGE,
-    PATIENCE, SCAN_INTERVAL,
+    args, components, discovered, host_name, Deployment, PATIENCE, SCAN_INTERVAL,
 };
-use super::process::Launcher;
 use super::report::Timeline;
 use super::{DemoOptions, Error};
 use accel_conductor::Db;
-use accel_objects::rpc::UPGRADE_TOPIC;
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::Duration;
 use verso::{RequestContext, Version};
-use verso_rpc::transport::transport_from_url;
-use verso_rpc::{RpcClient, RpcError};
-use verso_upgrade::admin::{Finalize, UpgradeApi};
+use verso_rpc::RpcError;
+use verso_upgrade::admin::Finalize;
 
 /// Runs the scenario; the report says what passed. An error is returned only when the
 /// demo cannot run at all (no scratch directory, say).
@@ -38,18 +32,6 @@ pub async fn run(options: &DemoOptions, quiet: bool) -> Result<super::Report, Er
         accel_conductor::db::redact_url(&db_url),
         quiet,
     );
-    let transport = transport_from_url(&transport_url, Some(CONTROL_EXCHANGE)).await?;
-    // On a broker every component is a process of this binary, as in a deployment.
-    let launcher = match transport_url.starts_with("memory:") {
-        true => None,
-        false => Some(Launcher::new(
-            std::env::current_exe()?,
-            scratch.join("logs"),
-        )?),
-    };
-    let cleanup_command = scratch.join("demo-cleanup.sh");
-    std::fs::write(&cleanup_command, CLEANUP_SCRIPT)?;
-    make_executable(&cleanup_command)?;
     let hosts: Vec<String> = (1..=options.agents).map(host_name).collect();
     for (i, h) in hosts.iter().enumerate() {
         accel_agent::fixture::write_tree(
@@ -57,27 +39,14 @@ pub async fn run(options: &DemoOptions, quiet: bool) -> Result<super::Report, Er
             &accel_agent::fixture::sample_host(i as u32 + 1),
         )?;
     }
-    let mut d = Deployment {
-        db: Db::connect_within(&db_url, Duration::from_secs(10)).await?,
+    let mut d = Deployment::new(
         scratch,
         db_url,
         transport_url,
-        launcher,
-        transport: transport.clone(),
-        http: reqwest::Client::builder().use_rustls_tls().build()?,
-        api: None,
-        conductor: None,
-        agents: BTreeMap::new(),
         hosts,
-        upgrade: RpcClient::for_api::<UpgradeApi>(transport, UPGRADE_TOPIC)
-            .timeout(Duration::from_secs(10)),
-        cleanup_command,
-        python_host: options
-            .python_agent
-            .as_ref()
-            .map(|_| host_name(options.agents)),
-        python: options.python_agent.clone(),
-    };
+        options.python_agent.clone(),
+    )
+    .await?;
     t.python_agent(d.python_host.clone());
     let outcome = steps(&mut d, &mut t).await;
     if let Ok(status) = d.status().await {
@@ -100,17 +69,6 @@ pub async fn run(options: &DemoOptions, quiet: bool) -> Result<super::Report, Er
     }
     d.shutdown().await;
     Ok(report)
-}
-
-#[cfg(unix)]
-fn make_executable(path: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
-}
-
-#[cfg(not(unix))]
-fn make_executable(_: &Path) -> std::io::Result<()> {
-    Ok(())
 }
 
 /// What step 1 made, checked again later.
@@ -498,7 +456,7 @@ async fn before_finalization(d: &mut Deployment, t: &mut Timeline) -> Result<(),
 
 /// Tries the feature release N+1 gates on finalization, as an agent would: marking a
 /// free PCI handle of the first host unmanaged. `Err(kind)` is the typed refusal.
-async fn gated_feature(d: &Deployment) -> Result<(), String> {
+pub(super) async fn gated_feature(d: &Deployment) -> Result<(), String> {
     // An agent's context: object methods of namespace `cyborg` run on the conductor.
     let ctx = accel_agent::service::conductor_context(d.transport.clone(), None);
     let handles = accel_objects::AttachHandleList::get_by_host(&ctx, d.hosts[0].clone())

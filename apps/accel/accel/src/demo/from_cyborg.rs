@@ -1,0 +1,993 @@
+//! `accel demo --from cyborg`: the rolling upgrade whose release N is OpenStack Cyborg
+//! 17 itself (openstack-cyborg 17.0.0's own conductor, API and agents, on RabbitMQ, its
+//! own database and the real Placement) and whose release N+1 is accel, node by node:
+//!
+//! 1. release N: Cyborg's conductor, API and agents (Cyborg's fake driver: this machine
+//!    has no accelerators) start; a device profile and requests are made through
+//!    Cyborg's API and bound on every host;
+//! 2. verify: Cyborg's API and Placement agree;
+//! 3. the control plane goes to accel: Cyborg's API and conductor stop, `accel db
+//!    import-cyborg` takes their database over, accel's conductor (serving Cyborg's
+//!    agents) and API start; everything Cyborg held is there with its UUIDs, the Cyborg
+//!    agents keep reporting, and a bind on a Cyborg agent's host works;
+//! 4. before finalization the gated feature is refused, and so is finalization, naming
+//!    every host that still runs Cyborg's agent;
+//! 5. the agents are replaced host by host by accel's; the devices Cyborg's fake driver
+//!    made up stay while requests hold them;
+//! 6. finalization: conductor first, then every agent;
+//! 7. after it the gated feature works, and a Cyborg 17 agent on a new host is fenced;
+//! 8. everything made is deleted.
+//!
+//! It needs a broker (`--transport-url`), Keystone with Placement in its catalog and a
+//! Python with openstack-cyborg 17.0.0 (`scripts/demo-from-cyborg.sh` starts and
+//! installs them all).
+
+use super::deployment::{discovered, Deployment, PATIENCE};
+use super::process::{Launcher, Process};
+use super::report::Timeline;
+use super::{DemoOptions, Error};
+use accel_conductor::db::{rp_uuid, DeviceStatus, ListFilter};
+use accel_conductor::keystone::{AuthOptions, Session};
+use accel_conductor::placement::Placement;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use verso::RequestContext;
+use verso_rpc::RpcError;
+use verso_upgrade::admin::Finalize;
+
+/// Where Cyborg 17 and the OpenStack services it needs are.
+#[derive(Clone, Debug)]
+pub struct CyborgOptions {
+    /// A Python with openstack-cyborg 17.0.0 installed (its console scripts beside it).
+    pub python: PathBuf,
+    /// Keystone's v3 URL; its catalog has Placement.
+    pub keystone_url: String,
+    /// A service user, admin in project `service`: Cyborg's services and the demo reach
+    /// Placement as it.
+    pub user: String,
+    /// Its password.
+    pub password: String,
+}
+
+/// The project's script making Cyborg's schema (Cyborg's own `create_schema`).
+const CONDUCTOR_SCRIPT: &str = include_str!("../../../cyborg17/python/cyborg_conductor.py");
+/// The project's script serving Cyborg's WSGI API application.
+const API_SCRIPT: &str = include_str!("../../../cyborg17/python/cyborg_api.py");
+/// Cyborg's API pipeline without Keystone's middleware (the API listens on loopback;
+/// the demo's requests carry what keystonemiddleware would set: the admin role in
+/// `X-Roles`, Nova's service token's roles in `X-Service-Roles`).
+const API_PASTE: &str = "[pipeline:main]\npipeline = request_id api_v2\n\n\
+    [app:api_v2]\npaste.app_factory = cyborg.api.app:app_factory\n\n\
+    [filter:request_id]\npaste.filter_factory = oslo_middleware:RequestId.factory\n";
+/// `[conductor] agent_liveness` of the demo's conductor: how long a silent agent still
+/// counts (180 s by default).
+const LIVENESS: u64 = 8;
+/// How long Cyborg's services may take to start (its agents look Placement up first).
+const CYBORG_PATIENCE: Duration = Duration::from_secs(90);
+/// The project the demo's requests are made in.
+const PROJECT: &str = "b1d0c3a2e5f44d6e8a7b9c0d1e2f3a4b";
+/// The resource provider name suffix Cyborg's fake driver gives its device's deployable.
+const FAKE_DEPLOYABLE: &str = "FakeDevice";
+
+/// Cyborg 17's services, as processes of the test venv's Python.
+struct Cyborg {
+    dir: PathBuf,
+    options: CyborgOptions,
+    launcher: Launcher,
+    transport_url: String,
+    http: reqwest::Client,
+    api_base: String,
+    api: Option<Process>,
+    conductor: Option<Process>,
+    agents: BTreeMap<String, Process>,
+}
+
+impl Cyborg {
+    fn new(scratch: &Path, options: CyborgOptions, transport_url: &str) -> Result<Cyborg, Error> {
+        let dir = scratch.join("cyborg");
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join("cyborg_conductor.py"), CONDUCTOR_SCRIPT)?;
+        std::fs::write(dir.join("cyborg_api.py"), API_SCRIPT)?;
+        std::fs::write(dir.join("api-paste.ini"), API_PASTE)?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        Ok(Cyborg {
+            launcher: Launcher::new(options.python.clone(), scratch.join("logs"))?,
+            options,
+            transport_url: transport_url.to_owned(),
+            http: reqwest::Client::builder().use_rustls_tls().build()?,
+            api_base: format!("http://127.0.0.1:{port}"),
+            dir,
+            api: None,
+            conductor: None,
+            agents: BTreeMap::new(),
+        })
+    }
+
+    /// The database Cyborg's conductor and API use: SQLite, its tables by Cyborg's own
+    /// `create_schema` (Cyborg's alembic migrations run on MySQL/MariaDB only).
+    fn database(&self) -> PathBuf {
+        self.dir.join("cyborg.sqlite")
+    }
+
+    /// Writes `<name>.conf`: the broker, `host`, the database, Placement through
+    /// Keystone, and `extra` sections.
+    fn conf(&self, name: &str, host: &str, extra: &str) -> Result<PathBuf, Error> {
+        let o = &self.options;
+        let path = self.dir.join(format!("{name}.conf"));
+        std::fs::write(
+            &path,
+            format!(
+                "[DEFAULT]\ntransport_url = {transport}\nhost = {host}\n\
+                 \n\
+                 [database]\nconnection = sqlite:///{db}\n\n\
+                 [placement]\nauth_type = password\nauth_url = {keystone}\nusername = {user}\n\
+                 password = {password}\nproject_name = service\nuser_domain_name = Default\n\
+                 project_domain_name = Default\nregion_name = RegionOne\n\n{extra}",
+                transport = self.transport_url,
+                db = self.database().display(),
+                keystone = o.keystone_url,
+                user = o.user,
+                password = o.password,
+            ),
+        )?;
+        Ok(path)
+    }
+
+    fn script(&self, name: &str) -> PathBuf {
+        self.options.python.with_file_name(name)
+    }
+
+    /// Cyborg's schema, made by Cyborg's own code.
+    async fn schema(&self) -> Result<(), Error> {
+        let conf = self.conf("cyborg-conductor", "cyborg-conductor", "")?;
+        let out = tokio::process::Command::new(&self.options.python)
+            .arg(self.dir.join("cyborg_conductor.py"))
+            .args(["schema", "--config"])
+            .arg(&conf)
+            .output()
+            .await
+            .map_err(|e| format!("{}: {e}", self.options.python.display()))?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() || !stdout.contains("schema ready") {
+            return Err(format!(
+                "Cyborg's create_schema failed: {stdout}{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+            .into());
+        }
+        Ok(())
+    }
+
+    /// Waits until `process`'s log has `needle`; fails with its log if it ends first.
+    async fn wait_log(process: &mut Process, needle: &str) -> Result<(), Error> {
+        let deadline = tokio::time::Instant::now() + CYBORG_PATIENCE;
+        loop {
+            process.ensure_running()?;
+            if process.log_text().contains(needle) {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(format!(
+                    "{} did not log {needle:?} within {CYBORG_PATIENCE:?}; see {}",
+                    process.name(),
+                    process.log().display()
+                )
+                .into());
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    async fn start_conductor(&mut self) -> Result<(), Error> {
+        let conf = self.conf("cyborg-conductor", "cyborg-conductor", "")?;
+        let mut p = self.launcher.spawn_group(
+            &self.script("cyborg-conductor"),
+            "cyborg-conductor",
+            &["--config-file".into(), conf.display().to_string()],
+        )?;
+        Self::wait_log(&mut p, "Created RPC server for service").await?;
+        self.conductor = Some(p);
+        Ok(())
+    }
+
+    async fn start_api(&mut self) -> Result<(), Error> {
+        let paste = self.dir.join("api-paste.ini");
+        let conf = self.conf(
+            "cyborg-api",
+            "cyborg-api",
+            &format!("[api]\napi_paste_config = {}\n", paste.display()),
+        )?;
+        let listen = self.api_base.trim_start_matches("http://").to_owned();
+        let mut p = self.launcher.spawn_group(
+            &self.options.python,
+            "cyborg-api",
+            &[
+                self.dir.join("cyborg_api.py").display().to_string(),
+                "--config".into(),
+                conf.display().to_string(),
+                "--listen".into(),
+                listen,
+            ],
+        )?;
+        Self::wait_log(&mut p, "serving on").await?;
+        self.api = Some(p);
+        Ok(())
+    }
+
+    async fn start_agent(&mut self, host: &str) -> Result<(), Error> {
+        let conf = self.conf(
+            &format!("cyborg-agent-{host}"),
+            host,
+            &format!(
+                "[agent]\nenabled_drivers = fake_driver\nresource_provider_name = {host}\n\
+                 resource_provider_startup_retries = 0\n"
+            ),
+        )?;
+        let mut p = self.launcher.spawn_group(
+            &self.script("cyborg-agent"),
+            &format!("cyborg-agent-{host}"),
+            &["--config-file".into(), conf.display().to_string()],
+        )?;
+        Self::wait_log(&mut p, "Created RPC server for service").await?;
+        self.agents.insert(host.to_owned(), p);
+        Ok(())
+    }
+
+    async fn stop_agent(&mut self, host: &str) {
+        if let Some(p) = self.agents.remove(host) {
+            p.stop().await;
+        }
+    }
+
+    async fn stop_control_plane(&mut self) {
+        if let Some(p) = self.api.take() {
+            p.stop().await;
+        }
+        if let Some(p) = self.conductor.take() {
+            p.stop().await;
+        }
+    }
+
+    async fn shutdown(&mut self) {
+        let hosts: Vec<String> = self.agents.keys().cloned().collect();
+        for h in hosts {
+            self.stop_agent(&h).await;
+        }
+        self.stop_control_plane().await;
+    }
+
+    /// A call to Cyborg's API as an administrator of the demo's project.
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<(u16, Value), Error> {
+        let mut request = self
+            .http
+            .request(method, format!("{}{path}", self.api_base))
+            .header("X-Roles", "admin,member,reader,service")
+            .header("X-Project-Id", PROJECT)
+            .header("X-User-Id", "demo")
+            // What keystonemiddleware sets for Nova's service token: binds need it.
+            .header("X-Service-Roles", "service")
+            .header("OpenStack-API-Version", "accelerator 2.3");
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await?;
+        let status = response.status().as_u16();
+        let bytes = response.bytes().await?;
+        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Ok((status, body))
+    }
+}
+
+/// A request as an API lists it, in the fields both APIs show alike.
+fn arq_view(a: &Value) -> Value {
+    json!({
+        "uuid": a["uuid"],
+        "state": a["state"],
+        "device_profile_name": a["device_profile_name"],
+        "hostname": a["hostname"],
+        "device_rp_uuid": a["device_rp_uuid"],
+        "instance_uuid": a["instance_uuid"],
+        "attach_handle_type": a["attach_handle_type"],
+        "attach_handle_info": a["attach_handle_info"],
+    })
+}
+
+/// The `key` list of `body`, or an error naming what answered.
+fn list<'a>(what: &str, status: u16, body: &'a Value, key: &str) -> Result<&'a Vec<Value>, Error> {
+    match body[key].as_array() {
+        Some(l) if status == 200 => Ok(l),
+        _ => Err(format!("{what}: {status} {body}").into()),
+    }
+}
+
+/// The requests an API lists, by UUID.
+fn arqs_by_uuid(arqs: &[Value]) -> BTreeMap<String, Value> {
+    arqs.iter()
+        .map(|a| {
+            (
+                a["uuid"].as_str().unwrap_or_default().to_owned(),
+                arq_view(a),
+            )
+        })
+        .collect()
+}
+
+fn uuids(list: &[Value]) -> BTreeSet<String> {
+    list.iter()
+        .filter_map(|v| v["uuid"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// What step 1 made through Cyborg, checked again after each step.
+struct Baseline {
+    devices: BTreeSet<String>,
+    arqs: BTreeMap<String, Value>,
+    spare: String,
+}
+
+/// Runs the scenario; the report says what passed.
+pub async fn run(
+    options: &DemoOptions,
+    cyborg: &CyborgOptions,
+    quiet: bool,
+) -> Result<super::Report, Error> {
+    let transport_url = options
+        .transport_url
+        .clone()
+        .filter(|u| !u.starts_with("memory:"))
+        .ok_or("--from cyborg needs a broker: give --transport-url rabbit://...")?;
+    let tmp = tempfile::Builder::new()
+        .prefix("accel-demo-cyborg-")
+        .tempdir()?;
+    let scratch = tmp.path().to_owned();
+    let db_url = options
+        .database_url
+        .clone()
+        .unwrap_or_else(|| format!("sqlite://{}", scratch.join("accel.db").display()));
+    let mut t = Timeline::new(
+        options.agents,
+        verso_rpc::transport::amqp::redact(&transport_url),
+        accel_conductor::db::redact_url(&db_url),
+        quiet,
+    );
+    t.steps_total(8);
+    t.release_n_is_cyborg();
+    // Placement outlives the demo: each run's hosts have names of their own.
+    let run_id = &uuid::Uuid::new_v4().simple().to_string()[..6];
+    let hosts: Vec<String> = (1..=options.agents)
+        .map(|i| format!("cy{run_id}-host{i}"))
+        .collect();
+    for (i, h) in hosts.iter().enumerate() {
+        accel_agent::fixture::write_tree(
+            &scratch.join("sysfs").join(h),
+            &accel_agent::fixture::sample_host(i as u32 + 1),
+        )?;
+    }
+    let mut d =
+        Deployment::new(scratch.clone(), db_url, transport_url.clone(), hosts, None).await?;
+    d.conductor_settings = vec![
+        "cyborg.serve_agents=true".into(),
+        format!("conductor.agent_liveness={LIVENESS}"),
+    ];
+    let session = Session::new(AuthOptions::new(
+        &cyborg.keystone_url,
+        &cyborg.user,
+        &cyborg.password,
+        "service",
+    ))?;
+    let placement = Placement::new(session, None);
+    let mut cy = Cyborg::new(&scratch, cyborg.clone(), &transport_url)?;
+    let mut nodes = Vec::new();
+    let outcome = steps(&mut d, &mut cy, &placement, &mut nodes, &mut t, run_id).await;
+    if let Ok(status) = d.status().await {
+        t.components(super::deployment::components(&status));
+    }
+    let report = t.finish(outcome.err().map(|e| e.to_string()));
+    if options.keep {
+        let kept = tmp.keep();
+        println!(
+            "\nthe deployment keeps running: API {}, database {}, files in {}; Ctrl-C ends it",
+            d.api.as_ref().map_or("-", |a| a.base.as_str()),
+            d.db_url,
+            kept.display()
+        );
+        verso_rpc::shutdown::shutdown_signal().await;
+    }
+    cy.shutdown().await;
+    d.shutdown().await;
+    for node in nodes {
+        delete_tree(&placement, &node).await;
+    }
+    Ok(report)
+}
+
+/// Deletes a compute node's provider and every provider under it.
+async fn delete_tree(placement: &Placement, root: &str) {
+    let Ok((_, tree)) = placement
+        .call(
+            reqwest::Method::GET,
+            &format!("/resource_providers?in_tree={root}"),
+            None,
+        )
+        .await
+    else {
+        return;
+    };
+    let children = tree["resource_providers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["uuid"].as_str())
+        .filter(|u| *u != root);
+    for uuid in children.chain([root]) {
+        let _ = placement
+            .call(
+                reqwest::Method::DELETE,
+                &format!("/resource_providers/{uuid}"),
+                None,
+            )
+            .await;
+    }
+}
+
+/// The compute node provider of `host`, as nova-compute makes it.
+async fn compute_node(placement: &Placement, host: &str) -> Result<String, Error> {
+    let (status, body) = placement
+        .call(
+            reqwest::Method::POST,
+            "/resource_providers",
+            Some(&json!({ "name": host })),
+        )
+        .await?;
+    match body["uuid"].as_str() {
+        Some(uuid) if status == 200 => Ok(uuid.to_owned()),
+        _ => Err(format!("Placement refused the compute node {host}: {status} {body}").into()),
+    }
+}
+
+async fn steps(
+    d: &mut Deployment,
+    cy: &mut Cyborg,
+    placement: &Placement,
+    nodes: &mut Vec<String>,
+    t: &mut Timeline,
+    run_id: &str,
+) -> Result<(), Error> {
+    let base = release_n(d, cy, placement, nodes, t).await?;
+    verify_release_n(cy, placement, t, &base).await?;
+    control_plane(d, cy, t, &base).await?;
+    before_finalization(d, t).await?;
+    replace_agents(d, cy, t, &base).await?;
+    finalize(d, t).await?;
+    after_finalization(d, cy, placement, nodes, t, run_id).await?;
+    destroy(d, t).await
+}
+
+/// Step 1.
+async fn release_n(
+    d: &mut Deployment,
+    cy: &mut Cyborg,
+    placement: &Placement,
+    nodes: &mut Vec<String>,
+    t: &mut Timeline,
+) -> Result<Baseline, Error> {
+    let n = d.hosts.len();
+    t.step(
+        1,
+        format!("release N is OpenStack Cyborg 17: its conductor, API and {n} agents start"),
+    );
+    for host in &d.hosts {
+        nodes.push(compute_node(placement, host).await?);
+    }
+    t.note(format!(
+        "{n} compute nodes in Placement, as nova-compute would have made them"
+    ));
+    cy.schema().await?;
+    cy.start_conductor().await?;
+    cy.start_api().await?;
+    let bar = t.bar(n as u64, "Cyborg 17 agents (fake driver)");
+    for host in d.hosts.clone() {
+        cy.start_agent(&host).await?;
+        bar.inc(1);
+    }
+    t.finish_bar(bar, "Cyborg 17 agents started");
+    // A report is done when its deployables have their providers (Cyborg's conductor
+    // writes the device first, then the deployable, then asks Placement).
+    let deadline = tokio::time::Instant::now() + CYBORG_PATIENCE;
+    loop {
+        let (status, body) = cy
+            .call(reqwest::Method::GET, "/v2/deployables", None)
+            .await?;
+        let with_provider = list("Cyborg's GET /v2/deployables", status, &body, "deployables")?
+            .iter()
+            .filter(|dep| dep["rp_uuid"].is_string())
+            .count();
+        if with_provider >= n || tokio::time::Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let (status, body) = cy.call(reqwest::Method::GET, "/v2/devices", None).await?;
+    let devices = list("Cyborg's GET /v2/devices", status, &body, "devices")?.clone();
+    t.expect_eq(
+        "devices Cyborg's agents reported (Cyborg's API)",
+        devices.len(),
+        n,
+    )?;
+    let (status, _) = cy
+        .call(
+            reqwest::Method::POST,
+            "/v2/device_profiles",
+            Some(json!([{
+                "name": "demo-fpga",
+                "groups": [{"resources:FPGA": "1", "trait:CUSTOM_FAKE_DEVICE": "required"}],
+                "description": "one FPGA of Cyborg's fake driver",
+            }])),
+        )
+        .await?;
+    t.expect_eq(
+        "a device profile created through Cyborg's API (HTTP status)",
+        status,
+        201,
+    )?;
+    let mut made = Vec::new();
+    for _ in 0..=n {
+        let (status, body) = cy
+            .call(
+                reqwest::Method::POST,
+                "/v2/accelerator_requests",
+                Some(json!({"device_profile_name": "demo-fpga"})),
+            )
+            .await?;
+        let uuid = body["arqs"][0]["uuid"]
+            .as_str()
+            .ok_or_else(|| format!("Cyborg's POST /v2/accelerator_requests: {status} {body}"))?;
+        made.push(uuid.to_owned());
+    }
+    let spare = made.pop().ok_or("no request made")?;
+    let mut answers = BTreeMap::new();
+    for (arq, host) in made.iter().zip(d.hosts.clone()) {
+        let rp = rp_uuid(&format!("{host}_{FAKE_DEPLOYABLE}"));
+        let patch = json!({ arq: [
+            {"path": "/hostname", "op": "add", "value": host},
+            {"path": "/device_rp_uuid", "op": "add", "value": rp},
+            {"path": "/instance_uuid", "op": "add", "value": uuid::Uuid::new_v4().to_string()},
+        ]});
+        let (status, body) = cy
+            .call(
+                reqwest::Method::PATCH,
+                "/v2/accelerator_requests",
+                Some(patch),
+            )
+            .await?;
+        *answers
+            .entry(format!("{status} {}", error_text(&body)))
+            .or_insert(0usize) += 1;
+    }
+    for (answer, count) in &answers {
+        t.note(format!("Cyborg's API answered {count} bind(s): {answer}"));
+    }
+    if answers.keys().any(|a| a.starts_with("500")) {
+        t.note(
+            "Cyborg 17 binds, then tells Nova (os-server-external-events); this machine has \
+             no Nova, so it answers 500 after the request is Bound",
+        );
+    }
+    let (status, body) = cy
+        .call(reqwest::Method::GET, "/v2/accelerator_requests", None)
+        .await?;
+    let arqs = arqs_by_uuid(list(
+        "Cyborg's GET /v2/accelerator_requests",
+        status,
+        &body,
+        "arqs",
+    )?);
+    let bound = arqs.values().filter(|a| a["state"] == "Bound").count();
+    t.expect_eq("requests Bound, one per host (Cyborg's API)", bound, n)?;
+    t.expect_eq(
+        "the spare request Initial (Cyborg's API)",
+        arqs.get(&spare).map_or(json!(null), |a| a["state"].clone()),
+        json!("Initial"),
+    )?;
+    Ok(Baseline {
+        devices: uuids(&devices),
+        arqs,
+        spare,
+    })
+}
+
+/// An API error's text (Cyborg's `error_message` holds JSON text), or empty.
+fn error_text(body: &Value) -> String {
+    let text = body["error_message"]
+        .as_str()
+        .and_then(|t| serde_json::from_str::<Value>(t).ok())
+        .and_then(|e| e["faultstring"].as_str().map(str::to_owned))
+        .unwrap_or_default();
+    // A remote error's text ends with the Python traceback: its first line says it.
+    let line = text.lines().next().unwrap_or_default();
+    let line = line.split(" ['Traceback").next().unwrap_or_default();
+    line.chars().take(160).collect()
+}
+
+/// Step 2.
+async fn verify_release_n(
+    cy: &Cyborg,
+    placement: &Placement,
+    t: &mut Timeline,
+    base: &Baseline,
+) -> Result<(), Error> {
+    t.step(2, "verify release N: Cyborg's API and Placement agree");
+    let (status, body) = cy
+        .call(reqwest::Method::GET, "/v2/deployables", None)
+        .await?;
+    let deployables = list("Cyborg's GET /v2/deployables", status, &body, "deployables")?;
+    let mut providers = 0;
+    for dep in deployables {
+        let rp = dep["rp_uuid"].as_str().unwrap_or_default();
+        let (status, inventory) = placement
+            .call(
+                reqwest::Method::GET,
+                &format!("/resource_providers/{rp}/inventories"),
+                None,
+            )
+            .await?;
+        if status == 200 && inventory["inventories"]["FPGA"]["total"] == dep["num_accelerators"] {
+            providers += 1;
+        }
+    }
+    t.expect_eq(
+        "deployables with their FPGA inventory in Placement",
+        providers,
+        base.devices.len(),
+    )?;
+    t.expect_eq(
+        "deployables Cyborg's API lists",
+        deployables.len(),
+        base.devices.len(),
+    )?;
+    Ok(())
+}
+
+/// accel's API's requests, by UUID.
+async fn accel_arqs(d: &Deployment) -> Result<BTreeMap<String, Value>, Error> {
+    let (status, body) = d
+        .http(reqwest::Method::GET, "/v2/accelerator_requests", None)
+        .await?;
+    Ok(arqs_by_uuid(list(
+        "accel's GET /v2/accelerator_requests",
+        status,
+        &body,
+        "arqs",
+    )?))
+}
+
+/// accel's API's device UUIDs.
+async fn accel_devices(d: &Deployment) -> Result<BTreeSet<String>, Error> {
+    let (status, body) = d.http(reqwest::Method::GET, "/v2/devices", None).await?;
+    Ok(uuids(list(
+        "accel's GET /v2/devices",
+        status,
+        &body,
+        "devices",
+    )?))
+}
+
+/// Step 3.
+async fn control_plane(
+    d: &mut Deployment,
+    cy: &mut Cyborg,
+    t: &mut Timeline,
+    base: &Baseline,
+) -> Result<(), Error> {
+    t.step(
+        3,
+        "the control plane goes to accel: Cyborg's database imported; Cyborg's agents keep reporting",
+    );
+    cy.stop_control_plane().await;
+    let from = format!("sqlite://{}", cy.database().display());
+    let summary = match accel_conductor::cyborg_import::import(&from, &d.db, false).await? {
+        accel_conductor::cyborg_import::Imported::Done(s) => s,
+        accel_conductor::cyborg_import::Imported::Already(_) => {
+            return Err("accel's new database already held Cyborg's rows".into())
+        }
+    };
+    t.note(format!(
+        "accel db import-cyborg: {} devices, {} attach handles, {} attributes, {} profiles, {} requests",
+        summary.devices,
+        summary.attach_handles,
+        summary.attributes,
+        summary.device_profiles,
+        summary.accelerator_requests
+    ));
+    d.start_conductor_next(None).await?;
+    d.start_api_next().await?;
+    let status = d.status().await?;
+    t.expect_eq(
+        "accel conductor software/apparent version (pre-finalized: Cyborg 17 is release N)",
+        format!("{}/{}", status.server.software, status.server.apparent),
+        "2/1".to_owned(),
+    )?;
+    t.expect_eq(
+        "devices accel's API lists are Cyborg's (same UUIDs)",
+        accel_devices(d).await? == base.devices,
+        true,
+    )?;
+    let arqs = accel_arqs(d).await?;
+    let differs = base
+        .arqs
+        .iter()
+        .find(|(uuid, a)| arqs.get(*uuid) != Some(*a))
+        .map(|(uuid, a)| {
+            format!(
+                "Cyborg {a}, accel {}",
+                arqs.get(uuid).unwrap_or(&Value::Null)
+            )
+        });
+    t.check(
+        "requests accel's API lists are Cyborg's: UUID, state, host, provider, instance, attach handle",
+        differs.is_none() && arqs.len() == base.arqs.len(),
+        differs.unwrap_or_else(|| format!("{} requests", arqs.len())),
+    )?;
+    // Cyborg's agents report every period to accel's conductor now (cyborg-conductor on
+    // exchange cyborg): each is in the fleet record as release N. Their period is
+    // Cyborg 17's fixed 60 s (its agent's report task takes no interval option).
+    let imported = d.db.deployables(&ListFilter::default()).await?;
+    t.note("waiting for the Cyborg agents' next reports (every 60 s, Cyborg 17's period)");
+    let deadline = tokio::time::Instant::now() + CYBORG_PATIENCE;
+    let heard = loop {
+        let status = d.status().await?;
+        let heard = status
+            .clients
+            .iter()
+            .filter(|m| d.hosts.contains(&m.id) && m.software == 1)
+            .count();
+        if heard == d.hosts.len() || tokio::time::Instant::now() > deadline {
+            break heard;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    t.expect_eq(
+        "Cyborg 17 agents reporting to accel's conductor (release N in the fleet record)",
+        heard,
+        d.hosts.len(),
+    )?;
+    t.expect_eq(
+        "devices after their reports (same UUIDs)",
+        accel_devices(d).await? == base.devices,
+        true,
+    )?;
+    t.expect_eq(
+        "their reports found Cyborg's rows as imported (deployables unchanged)",
+        d.db.deployables(&ListFilter::default()).await? == imported,
+        true,
+    )?;
+    let host = d.hosts[0].clone();
+    let rp = rp_uuid(&format!("{host}_{FAKE_DEPLOYABLE}"));
+    let patch = json!({ &base.spare: [
+        {"path": "/hostname", "op": "add", "value": host},
+        {"path": "/device_rp_uuid", "op": "add", "value": rp},
+        {"path": "/instance_uuid", "op": "add", "value": uuid::Uuid::new_v4().to_string()},
+    ]});
+    let (status, _) = d
+        .http(
+            reqwest::Method::PATCH,
+            "/v2/accelerator_requests",
+            Some(patch),
+        )
+        .await?;
+    t.expect_eq(
+        format!(
+            "accel binds Cyborg's spare request on {host}, a Cyborg agent's host (HTTP status)"
+        ),
+        status,
+        202,
+    )?;
+    Ok(())
+}
+
+/// Step 4.
+async fn before_finalization(d: &mut Deployment, t: &mut Timeline) -> Result<(), Error> {
+    t.step(
+        4,
+        "before finalization: the gated feature and finalization are refused while Cyborg agents run",
+    );
+    let refused = super::scenario::gated_feature(d).await;
+    t.check(
+        "PCI unmanaged mode refused before finalization",
+        matches!(&refused, Err(kind) if kind == "NotSupportedBeforeFinalization"),
+        format!("{refused:?}"),
+    )?;
+    let ctx = RequestContext::new("req-demo-finalize-cyborg");
+    match d.upgrade.call_method(&ctx, Finalize {}).await {
+        Err(RpcError::Remote(r)) => {
+            let mut blockers = r
+                .downcast::<verso_upgrade::admin::FinalizeRefused>()
+                .map(|f| f.blockers.into_iter().map(|b| b.id).collect::<Vec<_>>())
+                .unwrap_or_default();
+            blockers.sort();
+            let mut hosts = d.hosts.clone();
+            hosts.sort();
+            t.note(format!("accel upgrade finalize: {}", r.message));
+            t.expect_eq(
+                "finalization refused; the blockers (every Cyborg agent's host)",
+                blockers.join(","),
+                hosts.join(","),
+            )?;
+        }
+        other => t.check("finalization refused", false, format!("{other:?}"))?,
+    }
+    Ok(())
+}
+
+/// Step 5.
+async fn replace_agents(
+    d: &mut Deployment,
+    cy: &mut Cyborg,
+    t: &mut Timeline,
+    base: &Baseline,
+) -> Result<(), Error> {
+    t.step(5, "replace Cyborg's agents by accel's, host by host");
+    let bar = t.bar(d.hosts.len() as u64, "hosts on accel's agent");
+    let mut fixture = 0;
+    for host in d.hosts.clone() {
+        cy.stop_agent(&host).await;
+        fixture += discovered(&d.sysfs(&host))?;
+        d.start_agent_next(&host).await?;
+        bar.inc(1);
+    }
+    t.finish_bar(bar, "every host on accel's agent");
+    let status = d.status().await?;
+    let upgraded = status
+        .clients
+        .iter()
+        .filter(|m| d.hosts.contains(&m.id) && m.software == 2)
+        .count();
+    t.expect_eq("agents on software 2", upgraded, d.hosts.len())?;
+    // Cyborg's fake driver made its FPGAs up: accel's agents discover the hosts' own
+    // devices instead. A device a request holds is never taken away by a report: each
+    // stays, missing and then lost, until its request is released.
+    let reported = d.report_all().await?;
+    t.expect_eq("devices accel's agents discover", reported, fixture)?;
+    let devices = d.db.devices(&ListFilter::default()).await?;
+    let kept = devices
+        .iter()
+        .filter(|dev| base.devices.contains(&dev.uuid) && dev.status != DeviceStatus::Available)
+        .count();
+    t.expect_eq(
+        "Cyborg's fake FPGAs kept while bound, missing or lost",
+        kept,
+        base.devices.len(),
+    )?;
+    let arqs = accel_arqs(d).await?;
+    let bound = arqs.values().filter(|a| a["state"] == "Bound").count();
+    t.expect_eq("requests still Bound", bound, d.hosts.len() + 1)?;
+    Ok(())
+}
+
+/// Step 6.
+async fn finalize(d: &mut Deployment, t: &mut Timeline) -> Result<(), Error> {
+    t.step(6, "finalize: conductor first, then every agent");
+    let ctx = RequestContext::new("req-demo-finalize");
+    let state = d.upgrade.call_method(&ctx, Finalize {}).await?;
+    t.note(format!("finalize answered {state:?}"));
+    let status = d.status().await?;
+    t.expect_eq(
+        "conductor finalized first (apparent version)",
+        status.server.apparent,
+        2,
+    )?;
+    let bar = t.bar(d.hosts.len() as u64, "agents finalized");
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let status = loop {
+        let status = d.status().await?;
+        bar.set_position(status.clients_finalized as u64);
+        if status.clients_finalized == d.hosts.len() || tokio::time::Instant::now() > deadline {
+            break status;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    t.finish_bar(bar, "agents finalized");
+    t.expect_eq(
+        "agents finalized",
+        format!("{}/{}", status.clients_finalized, d.hosts.len()),
+        format!("{}/{}", d.hosts.len(), d.hosts.len()),
+    )?;
+    Ok(())
+}
+
+/// Step 7.
+async fn after_finalization(
+    d: &mut Deployment,
+    cy: &mut Cyborg,
+    placement: &Placement,
+    nodes: &mut Vec<String>,
+    t: &mut Timeline,
+    run_id: &str,
+) -> Result<(), Error> {
+    t.step(
+        7,
+        "after finalization: the gated feature works; a Cyborg 17 agent on a new host is fenced",
+    );
+    let done = super::scenario::gated_feature(d).await;
+    t.check(
+        "PCI unmanaged mode accepted after finalization",
+        done.is_ok(),
+        format!("{done:?}"),
+    )?;
+    let late = format!("cy{run_id}-late");
+    nodes.push(compute_node(placement, &late).await?);
+    cy.start_agent(&late).await?;
+    let fenced = {
+        let deadline = tokio::time::Instant::now() + CYBORG_PATIENCE;
+        loop {
+            let p = cy.agents.get_mut(&late).ok_or("the late agent")?;
+            let log = p.log_text();
+            if log.contains("Fenced") || tokio::time::Instant::now() > deadline {
+                break log.contains("Fenced");
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    };
+    t.check(
+        format!("{late}'s Cyborg 17 agent: its report refused (Fenced)"),
+        fenced,
+        "its log names the Fenced refusal",
+    )?;
+    let stored =
+        d.db.devices(&ListFilter {
+            host: Some(late.clone()),
+            ..ListFilter::default()
+        })
+        .await?;
+    t.expect_eq(
+        format!("devices of {late} in accel's database"),
+        stored.len(),
+        0,
+    )?;
+    cy.stop_agent(&late).await;
+    Ok(())
+}
+
+/// Step 8.
+async fn destroy(d: &mut Deployment, t: &mut Timeline) -> Result<(), Error> {
+    t.step(
+        8,
+        "delete everything made; the fake FPGAs go with their last request",
+    );
+    let arqs: Vec<String> = accel_arqs(d).await?.into_keys().collect();
+    let (status, _) = d
+        .http(
+            reqwest::Method::DELETE,
+            &format!("/v2/accelerator_requests?arqs={}", arqs.join(",")),
+            None,
+        )
+        .await?;
+    t.expect_eq("requests deleted (HTTP status)", status, 204)?;
+    let (status, _) = d
+        .http(
+            reqwest::Method::DELETE,
+            "/v2/device_profiles/demo-fpga",
+            None,
+        )
+        .await?;
+    t.expect_eq("profile deleted (HTTP status)", status, 204)?;
+    // The next reports no longer have a request holding the fake FPGAs.
+    let fixture = d.report_all().await?;
+    let census = d.census().await?;
+    t.expect_eq(
+        "devices left: the hosts' own (the fake FPGAs deleted)",
+        census.devices as u64,
+        fixture,
+    )?;
+    t.expect_eq("attach handles in use", census.handles_in_use, 0)?;
+    Ok(())
+}
