@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Starts a real Placement for the tests (the PyPI openstack-placement package on
-# SQLite), on loopback only, behind the Keystone of scripts/start-keystone.sh (which must
-# be answering: run that first).
+# Starts a real Placement for the tests (the PyPI openstack-placement package on the test
+# MariaDB), on loopback only, behind the Keystone of scripts/start-keystone.sh (which must
+# be answering: run that first) and on the MariaDB of scripts/start-mariadb.sh (likewise).
+# Not SQLite: it answers 500 "database is locked" to concurrent writes, and tests (and
+# the conductors of one test) write to Placement at once.
 #
 #   scripts/start-placement.sh       # prints the URL the tests use on its last line
 #
-# Placement lives in .venv-openstack with Keystone (scripts/openstack-venv.sh). The state
-# (placement.conf, placement.db, logs, gunicorn's pid) is in $VERSO_PLACEMENT_DIR
+# Placement lives in .venv-openstack with Keystone (scripts/openstack-venv.sh). Its
+# database is `placement` on the test MariaDB (user placement, password verso-placement,
+# made here through the server's root socket). The state
+# (placement.conf, logs, gunicorn's pid) is in $VERSO_PLACEMENT_DIR
 # (default /tmp/verso-placement); gunicorn serves the API on
 # 127.0.0.1:$VERSO_PLACEMENT_PORT (default 55001) with `[api] auth_strategy = keystone`:
 # tokens are checked by keystonemiddleware as the user placement (password
@@ -30,6 +34,18 @@ venv="${VERSO_OPENSTACK_VENV:-$root/.venv-openstack}"
 keystone="http://127.0.0.1:$keystone_port"
 url="http://127.0.0.1:$port"
 
+mariadb_sock="${VERSO_MARIADB_DIR:-/tmp/verso-mariadb}/mysqld.sock"
+mariadb_port="${VERSO_MARIADB_PORT:-55306}"
+if ! mariadb --socket="$mariadb_sock" -uroot <<'SQL'
+CREATE DATABASE IF NOT EXISTS placement CHARACTER SET utf8mb4;
+CREATE USER IF NOT EXISTS 'placement'@'127.0.0.1' IDENTIFIED BY 'verso-placement';
+GRANT ALL PRIVILEGES ON placement.* TO 'placement'@'127.0.0.1';
+SQL
+then
+    echo "placement: the test MariaDB does not answer on $mariadb_sock: run scripts/start-mariadb.sh first" >&2
+    exit 1
+fi
+
 name=placement
 gunicorn_behind_keystone
 gunicorn_state_dir
@@ -40,7 +56,7 @@ log_file = $dir/placement.log
 [api]
 auth_strategy = keystone
 [placement_database]
-connection = sqlite:///$dir/placement.db
+connection = mysql+pymysql://placement:verso-placement@127.0.0.1:$mariadb_port/placement?charset=utf8mb4
 [keystone_authtoken]
 www_authenticate_uri = $keystone/v3
 auth_url = $keystone/v3
@@ -57,10 +73,13 @@ health="$url/"
 
 # Run before gunicorn starts, when this script has to start it.
 setup() {
-    # The schema, once per state dir and configuration (db sync takes seconds).
+    # The schema, once per configuration and database (db sync takes seconds; a MariaDB
+    # made afresh has no tables, whatever the stamp says).
     stamp="$dir/.synced"
     want="$(sha256sum "$conf" | cut -d' ' -f1)"
-    if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    tables="$(mariadb --socket="$mariadb_sock" -uroot -N -e \
+        "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'placement' AND table_name = 'resource_providers'")"
+    if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || [ "$tables" != 1 ]; then
         if ! "$venv/bin/placement-manage" --config-file "$conf" db sync \
             >>"$dir/placement-manage.log" 2>&1; then
             echo "placement: db sync failed; the end of $dir/placement-manage.log:" >&2

@@ -95,13 +95,8 @@ fn device(cp: &str, kind: &str, vendor: &str, model: &str, handles: usize) -> Re
     accel_conductor::testing::reported_device(cp, kind, vendor, model, handles)
 }
 
-/// One test at a time against the test Placement, whose SQLite database answers 500
-/// ("database is locked") to concurrent writes.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 #[tokio::test]
 async fn deployables_are_resource_providers_nova_can_schedule_on() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let placement = Placement::new(session(), Some(env("VERSO_TEST_PLACEMENT_URL")));
     let (db, _dir) = accel_conductor::testing::sqlite().await;
     let (host, root) = compute_node(&placement, "placement").await;
@@ -304,7 +299,6 @@ async fn deployables_are_resource_providers_nova_can_schedule_on() {
 /// Nova's own.
 #[tokio::test]
 async fn a_host_emptied_while_no_conductor_ran_loses_its_providers() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let placement = Placement::new(session(), Some(env("VERSO_TEST_PLACEMENT_URL")));
     let (db, _dir) = accel_conductor::testing::sqlite().await;
     let (host, root) = compute_node(&placement, "placement-gone").await;
@@ -369,7 +363,6 @@ async fn a_host_emptied_while_no_conductor_ran_loses_its_providers() {
 /// appears is the second's work.
 #[tokio::test]
 async fn one_conductor_of_several_keeps_placement() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let placement = Placement::new(session(), Some(env("VERSO_TEST_PLACEMENT_URL")));
     let (db, _dir) = accel_conductor::testing::sqlite().await;
     let (host, root) = compute_node(&placement, "placement-lease").await;
@@ -570,13 +563,11 @@ async fn changed_passes_follow_the_marks(db: Db) {
 
 #[tokio::test]
 async fn sqlite_changed_passes_follow_the_marks() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let (db, _dir) = accel_conductor::testing::sqlite().await;
     changed_passes_follow_the_marks(db).await;
 }
 
 #[tokio::test]
 async fn postgres_changed_passes_follow_the_marks() {
-    let _one = ONE_AT_A_TIME.lock().await;
     changed_passes_follow_the_marks(accel_conductor::testing::postgres().await).await;
 }
