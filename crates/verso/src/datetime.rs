@@ -96,7 +96,10 @@ impl DateTime {
         match u32::try_from(t.year()) {
             // OVO's strftime("%Y") (glibc) does not pad: year 1 is written "1".
             Ok(y) if micros && y < 1000 => {
-                out.extend(std::iter::repeat(b'0').take(4 - y.max(1).ilog10() as usize - 1));
+                out.extend(std::iter::repeat_n(
+                    b'0',
+                    4 - y.max(1).ilog10() as usize - 1,
+                ));
                 crate::version::write_u32(out, y);
             }
             Ok(y) => crate::version::write_u32(out, y),

@@ -236,7 +236,7 @@ impl Version {
             if i > 0 {
                 out.push(b'.');
             }
-            out.extend(std::iter::repeat(b'0').take(usize::from(self.zeros[i])));
+            out.extend(std::iter::repeat_n(b'0', usize::from(self.zeros[i])));
             write_u32(out, *p);
         }
     }

@@ -394,7 +394,7 @@ impl Nova {
         )>,
         String,
     > {
-        if self.auth_url.as_deref().map_or(true, str::is_empty) {
+        if self.auth_url.as_deref().is_none_or(str::is_empty) {
             return Ok(None);
         }
         if self.retry_attempts == 0 {

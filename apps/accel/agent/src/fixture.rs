@@ -205,7 +205,7 @@ pub fn sample_host(index: u32) -> Vec<FixtureFunction> {
             .iommu_group(11)
             .nvme("nvme0", "SAMSUNG MZWLR3T8HBLS-00007", &[7_501_476_528]),
     );
-    if index % 2 == 0 {
+    if index.is_multiple_of(2) {
         f.push(
             FixtureFunction::new(&bus(2), 0x10ee, 0x5020, 0x120000)
                 .driver("xclmgmt")

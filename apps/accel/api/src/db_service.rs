@@ -185,8 +185,8 @@ impl AccelService for DbService {
             |f| async move { self.db.devices(&f).await },
             |d: &DeviceRow| d.uuid.as_str(),
             |d| {
-                wanted.as_deref().map_or(true, |t| d.device_type == t)
-                    && vendor.as_deref().map_or(true, |v| d.vendor == v)
+                wanted.as_deref().is_none_or(|t| d.device_type == t)
+                    && vendor.as_deref().is_none_or(|v| d.vendor == v)
             },
         )
         .await
@@ -220,7 +220,7 @@ impl AccelService for DbService {
             |d| {
                 device_ids
                     .as_ref()
-                    .map_or(true, |ids| ids.contains(&d.device_id))
+                    .is_none_or(|ids| ids.contains(&d.device_id))
             },
         )
         .await

@@ -207,7 +207,7 @@ impl Session {
                 e["interface"] == o.interface.as_str()
                     && o.region_name
                         .as_deref()
-                        .map_or(true, |r| e["region_id"] == r || e["region"] == r)
+                        .is_none_or(|r| e["region_id"] == r || e["region"] == r)
             })
             .and_then(|e| e["url"].as_str())
             .map(|u| u.trim_end_matches('/').to_owned())

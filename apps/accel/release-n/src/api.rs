@@ -175,7 +175,7 @@ impl AccelService for ReleaseNService {
             rows,
             query,
             |d| &d.uuid,
-            |d| wanted.map_or(true, |t| d.device_type == t),
+            |d| wanted.is_none_or(|t| d.device_type == t),
         )
     }
 
@@ -213,7 +213,7 @@ impl AccelService for ReleaseNService {
             rows,
             query,
             |d| &d.uuid,
-            |d| ids.as_ref().map_or(true, |ids| ids.contains(&d.device_id)),
+            |d| ids.as_ref().is_none_or(|ids| ids.contains(&d.device_id)),
         )
     }
 

@@ -69,7 +69,7 @@ pub async fn run(options: DemoOptions) -> Result<ExitCode, Error> {
         && options
             .transport_url
             .as_deref()
-            .map_or(true, |u| u.starts_with("memory:"))
+            .is_none_or(|u| u.starts_with("memory:"))
     {
         return Err("--python-agent needs a broker: give --transport-url rabbit://...".into());
     }
