@@ -387,7 +387,14 @@ pub async fn run(
     let placement = Placement::new(session, None);
     let mut cy = Cyborg::new(&scratch, cyborg.clone(), &transport_url)?;
     let mut nodes = Vec::new();
-    let outcome = steps(&mut d, &mut cy, &placement, &mut nodes, &mut t, run_id).await;
+    // Ctrl-C (or SIGTERM) stops the scenario, not the clean-up below: Cyborg's services
+    // and the compute nodes in Placement would outlive the demo otherwise.
+    let outcome = tokio::select! {
+        r = steps(&mut d, &mut cy, &placement, &mut nodes, &mut t, run_id) => r,
+        () = verso_rpc::shutdown::shutdown_signal() => {
+            Err("interrupted: stopping what the demo started".into())
+        }
+    };
     if let Ok(status) = d.status().await {
         t.components(super::deployment::components(&status));
     }

@@ -141,6 +141,16 @@ impl Launcher {
     }
 }
 
+impl Drop for Process {
+    /// A group leader still running when dropped (the demo ended by an error) takes its
+    /// workers with it; `kill_on_drop` reaches the leader only.
+    fn drop(&mut self) {
+        if self.group {
+            self.signal(Signal::SIGKILL);
+        }
+    }
+}
+
 impl Process {
     /// Its process id, while it runs.
     pub fn id(&self) -> Option<u32> {
