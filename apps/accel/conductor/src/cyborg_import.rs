@@ -409,12 +409,22 @@ async fn read_source(pool: &AnyPool) -> Result<Source, ImportError> {
         table: "alembic_version",
         source,
     })?;
+    // A database without the table (not Cyborg's, or never migrated) answers a
+    // database error; anything else (the connection) is a failed read.
     let found: Option<String> =
-        sqlx::query_scalar("SELECT CAST(version_num AS CHAR) FROM alembic_version")
+        match sqlx::query_scalar("SELECT CAST(version_num AS CHAR) FROM alembic_version")
             .fetch_optional(&mut *tx)
             .await
-            .ok()
-            .flatten();
+        {
+            Ok(found) => found,
+            Err(sqlx::Error::Database(_)) => None,
+            Err(source) => {
+                return Err(ImportError::Read {
+                    table: "alembic_version",
+                    source,
+                })
+            }
+        };
     if found.as_deref() != Some(CYBORG_17_REVISION) {
         return Err(ImportError::Revision { found });
     }
