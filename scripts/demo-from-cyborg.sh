@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `accel demo --from cyborg`: the rolling upgrade of a running OpenStack Cyborg 17
 # deployment (the PyPI package's conductor, API and agents) to accel, node by node, on
-# this machine. Installs and starts what it needs (scripts/services.sh: RabbitMQ,
-# Keystone, Placement and the .venv with openstack-cyborg 17.0.0), builds accel and runs
+# this machine. Installs and starts what it needs (scripts/services.sh: the test
+# services, of which it uses RabbitMQ, Keystone and Placement, and the .venv with
+# openstack-cyborg 17.0.0), builds accel and runs
 # the demo; extra arguments go to it.
 #
 #   scripts/demo-from-cyborg.sh                 # 6 hosts

@@ -28,8 +28,10 @@
 //!   locks (works without an application, so the generic `verso` binary runs it);
 //! - `verso objects lint [--lock F]`: the model mistakes OVO leaves to luck
 //!   ([`lint()`]);
+//! - `verso versions list|lint`: the component versions and what uses each; a version
+//!   nothing uses fails `lint`;
 //! - `verso upgrade status|finalize --transport-url URL --exchange EXCHANGE --topic
-//!   TOPIC`: a running deployment's `upgrade` API (verso-upgrade's `admin`); name the
+//!   TOPIC [--json]` (`finalize` also `--wait`, `--timeout`): a running deployment's `upgrade` API (verso-upgrade's `admin`); name the
 //!   service's control exchange (oslo.messaging's `openstack` otherwise) and its upgrade
 //!   topic. A service may offer its own command reading its configuration instead, as
 //!   `accel upgrade` does.

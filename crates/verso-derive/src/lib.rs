@@ -1,4 +1,5 @@
-//! Derive macros for verso: `#[derive(VersionedObject)]` and `#[derive(VersionedEnum)]`.
+//! Derive macros for verso: `#[derive(VersionedObject)]`, `#[derive(VersionedEnum)]`,
+//! `#[derive(ObjectFamily)]`, `#[derive(RpcMethod)]` and `#[verso::remotable]`.
 //!
 //! The macros only describe the type (schema, field access); every behaviour lives in the
 //! `verso` crate, as serde's derive leaves the work to serde.

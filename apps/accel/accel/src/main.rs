@@ -3,11 +3,12 @@
 //!
 //! ```text
 //! accel demo [--agents N]          a whole rolling upgrade from release N to N+1 (start here)
-//! accel demo --from cyborg ...      the same from a running OpenStack Cyborg 17 to accel
+//! accel demo --from cyborg ...     the same from a running OpenStack Cyborg 17 to accel
 //! accel all-in-one [--agents N]    conductor, API and N agents (fixture hosts) in one process
 //! accel conductor                  the conductor: owns the database, serves the conductor API
 //! accel agent [--host NAME]        an agent: discovers devices, reports them to the conductor
 //! accel api                        the HTTP API (reads the database, writes through the conductor)
+//! accel chaos                      the fault campaign (outside CI: scripts/chaos.sh)
 //! accel db sync                    applies the database migrations
 //! accel db import-cyborg --from URL takes over a Cyborg 17 database's rows (exit 0 done, 1 refused, 2 unreachable)
 //! accel upgrade check              can this deployment be upgraded? (exit 0 ok, 1 warning, 2 failure)

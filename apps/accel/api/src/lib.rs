@@ -5,7 +5,8 @@
 //! # Shape
 //!
 //! - [`microversion`]: the `OpenStack-API-Version: accelerator 2.x` header; the supported
-//!   range (2.0 to 2.1) is declared there once. 2.1 adds the device `status` field.
+//!   range (2.0 to 2.3) is declared there once: 2.1 is Cyborg's request `project_id`,
+//!   2.2 its profile lookup by name, 2.3 the device `status` field.
 //! - the handlers (private) parse and check a request, call one operation of
 //!   [`AccelService`], and shape the answer for the negotiated microversion;
 //! - [`AccelService`]: the operations, in plain data and [`ServiceError`]; no database

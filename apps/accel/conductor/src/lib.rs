@@ -16,6 +16,11 @@
 //! - [`runtime`]: the conductor as a library (`start`, `RunningConductor`).
 //! - [`lifecycle`]: the accelerator request states and the table of allowed transitions.
 //! - [`versions`]: the conductor's component versions (verso-upgrade), kept in the database.
+//! - [`cyborg`]: real Cyborg 17 agents' `report_data`, served into the same inventory.
+//! - [`cyborg_import`]: `accel db import-cyborg`, a Cyborg 17 database taken over.
+//! - [`groups`]: device profile groups, checked and counted as Cyborg 17 does.
+//! - [`placement`]: the Placement reconciler (one provider per deployable, under a lease).
+//! - [`keystone`]: the service user's Keystone session (re-exported `accel-keystone`).
 //! - [`fleet`]: the fleet record (every agent any conductor heard of, its versions, when
 //!   and through which conductor) in the database, what finalization is decided on.
 

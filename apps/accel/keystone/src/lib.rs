@@ -1,4 +1,4 @@
-//! A Keystone session for accel's calls to other OpenStack services (Placement, Nova)
+//! A Keystone session for accel's calls to other OpenStack services (Placement, Nova, Glance)
 //! and for the API's token validation: a service user's token, fetched with a password,
 //! renewed before it expires or when a service answers 401, and the endpoints of its
 //! service catalog.
