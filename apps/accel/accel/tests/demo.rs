@@ -41,18 +41,22 @@ fn demo(extra: &[&str]) -> (Value, String) {
     )
 }
 
+/// The report's step numbers, in order.
+fn step_numbers(report: &Value) -> Vec<u64> {
+    report["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .map(|s| s["number"].as_u64().expect("number"))
+        .collect()
+}
+
 /// What every passing run's report shows.
 fn assert_complete(report: &Value, agents: u64) {
     assert_eq!(report["passed"], true, "{report:#}");
     assert_eq!(report["error"], Value::Null);
     assert_eq!(report["agents"], agents);
-    let steps: Vec<u64> = report["steps"]
-        .as_array()
-        .expect("steps")
-        .iter()
-        .map(|s| s["number"].as_u64().expect("number"))
-        .collect();
-    assert_eq!(steps, (1..=9).collect::<Vec<_>>());
+    assert_eq!(step_numbers(report), (1..=9).collect::<Vec<_>>());
     let checks = report["checks"].as_array().expect("checks");
     assert!(checks.len() >= 40, "{} checks", checks.len());
     assert!(checks.iter().all(|c| c["passed"] == true));
@@ -230,13 +234,7 @@ async fn the_rolling_upgrade_from_cyborg_17_passes() {
     .expect("demo thread");
     assert_eq!(report["passed"], true, "{report:#}");
     assert_eq!(report["release_n"], "cyborg-17");
-    let steps: Vec<u64> = report["steps"]
-        .as_array()
-        .expect("steps")
-        .iter()
-        .map(|s| s["number"].as_u64().expect("number"))
-        .collect();
-    assert_eq!(steps, (1..=8).collect::<Vec<_>>());
+    assert_eq!(step_numbers(&report), (1..=8).collect::<Vec<_>>());
     for step in 1..=8 {
         assert!(timeline.contains(&format!("[{step}/8]")), "{timeline}");
     }

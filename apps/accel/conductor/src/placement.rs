@@ -185,6 +185,36 @@ impl Placement {
         }
     }
 
+    /// Deletes the provider `root` and the providers under it, best effort (a failed
+    /// call is skipped): the clean-up of a compute node made for a test or the demo.
+    pub async fn delete_tree(&self, root: &str) {
+        let Ok((_, tree)) = self
+            .call(
+                reqwest::Method::GET,
+                &format!("/resource_providers?in_tree={root}"),
+                None,
+            )
+            .await
+        else {
+            return;
+        };
+        let children = tree["resource_providers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["uuid"].as_str())
+            .filter(|u| *u != root);
+        for uuid in children.chain([root]) {
+            let _ = self
+                .call(
+                    reqwest::Method::DELETE,
+                    &format!("/resource_providers/{uuid}"),
+                    None,
+                )
+                .await;
+        }
+    }
+
     /// One call of Placement's API at [`MICROVERSION`] with the service user's token:
     /// its status and JSON body (`Null` when empty). `path` starts with `/`.
     pub async fn call(

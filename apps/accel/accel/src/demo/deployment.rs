@@ -573,15 +573,22 @@ impl Deployment {
     }
 
     pub(super) async fn bind(&self, arq: &str, host: &str) -> Result<u16, Error> {
-        let patch = json!({ arq: [
-            {"path": "/hostname", "op": "add", "value": host},
-            {"path": "/instance_uuid", "op": "add", "value": uuid::Uuid::new_v4().to_string()},
-        ]});
+        self.bind_to(arq, host, None).await
+    }
+
+    /// [`Deployment::bind`], to the deployable whose resource provider is `rp` when
+    /// given (as Nova binds).
+    pub(super) async fn bind_to(
+        &self,
+        arq: &str,
+        host: &str,
+        rp: Option<&str>,
+    ) -> Result<u16, Error> {
         let (status, _) = self
             .http(
                 reqwest::Method::PATCH,
                 "/v2/accelerator_requests",
-                Some(patch),
+                Some(bind_patch(arq, host, rp)),
             )
             .await?;
         Ok(status)
@@ -678,6 +685,19 @@ fn make_executable(path: &Path) -> std::io::Result<()> {
 #[cfg(not(unix))]
 fn make_executable(_: &Path) -> std::io::Result<()> {
     Ok(())
+}
+
+/// Cyborg's bind patch of request `arq` to `host` for a new instance, to the deployable
+/// whose resource provider is `rp` when given: what Nova sends, to Cyborg's API or accel's.
+pub(super) fn bind_patch(arq: &str, host: &str, rp: Option<&str>) -> Value {
+    let mut ops = vec![json!({"path": "/hostname", "op": "add", "value": host})];
+    if let Some(rp) = rp {
+        ops.push(json!({"path": "/device_rp_uuid", "op": "add", "value": rp}));
+    }
+    ops.push(
+        json!({"path": "/instance_uuid", "op": "add", "value": uuid::Uuid::new_v4().to_string()}),
+    );
+    json!({ arq: ops })
 }
 
 /// How many devices a host's fixture tree has, as discovery sees it.

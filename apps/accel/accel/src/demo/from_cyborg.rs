@@ -22,7 +22,7 @@
 //! Python with openstack-cyborg 17.0.0 (`scripts/demo-from-cyborg.sh` starts and
 //! installs them all).
 
-use super::deployment::{discovered, Deployment, PATIENCE};
+use super::deployment::{bind_patch, discovered, Deployment};
 use super::process::{Launcher, Process};
 use super::report::Timeline;
 use super::{DemoOptions, Error};
@@ -34,7 +34,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use verso::RequestContext;
-use verso_rpc::RpcError;
 use verso_upgrade::admin::Finalize;
 
 /// Where Cyborg 17 and the OpenStack services it needs are.
@@ -412,38 +411,9 @@ pub async fn run(
     cy.shutdown().await;
     d.shutdown().await;
     for node in nodes {
-        delete_tree(&placement, &node).await;
+        placement.delete_tree(&node).await;
     }
     Ok(report)
-}
-
-/// Deletes a compute node's provider and every provider under it.
-async fn delete_tree(placement: &Placement, root: &str) {
-    let Ok((_, tree)) = placement
-        .call(
-            reqwest::Method::GET,
-            &format!("/resource_providers?in_tree={root}"),
-            None,
-        )
-        .await
-    else {
-        return;
-    };
-    let children = tree["resource_providers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|p| p["uuid"].as_str())
-        .filter(|u| *u != root);
-    for uuid in children.chain([root]) {
-        let _ = placement
-            .call(
-                reqwest::Method::DELETE,
-                &format!("/resource_providers/{uuid}"),
-                None,
-            )
-            .await;
-    }
 }
 
 /// The compute node provider of `host`, as nova-compute makes it.
@@ -564,11 +534,7 @@ async fn release_n(
     let mut answers = BTreeMap::new();
     for (arq, host) in made.iter().zip(d.hosts.clone()) {
         let rp = rp_uuid(&format!("{host}_{FAKE_DEPLOYABLE}"));
-        let patch = json!({ arq: [
-            {"path": "/hostname", "op": "add", "value": host},
-            {"path": "/device_rp_uuid", "op": "add", "value": rp},
-            {"path": "/instance_uuid", "op": "add", "value": uuid::Uuid::new_v4().to_string()},
-        ]});
+        let patch = bind_patch(arq, &host, Some(&rp));
         let (status, body) = cy
             .call(
                 reqwest::Method::PATCH,
@@ -779,18 +745,7 @@ async fn control_plane(
     )?;
     let host = d.hosts[0].clone();
     let rp = rp_uuid(&format!("{host}_{FAKE_DEPLOYABLE}"));
-    let patch = json!({ &base.spare: [
-        {"path": "/hostname", "op": "add", "value": host},
-        {"path": "/device_rp_uuid", "op": "add", "value": rp},
-        {"path": "/instance_uuid", "op": "add", "value": uuid::Uuid::new_v4().to_string()},
-    ]});
-    let (status, _) = d
-        .http(
-            reqwest::Method::PATCH,
-            "/v2/accelerator_requests",
-            Some(patch),
-        )
-        .await?;
+    let status = d.bind_to(&base.spare, &host, Some(&rp)).await?;
     t.expect_eq(
         format!(
             "accel binds Cyborg's spare request on {host}, a Cyborg agent's host (HTTP status)"
@@ -813,26 +768,13 @@ async fn before_finalization(d: &mut Deployment, t: &mut Timeline) -> Result<(),
         matches!(&refused, Err(kind) if kind == "NotSupportedBeforeFinalization"),
         format!("{refused:?}"),
     )?;
-    let ctx = RequestContext::new("req-demo-finalize-cyborg");
-    match d.upgrade.call_method(&ctx, Finalize {}).await {
-        Err(RpcError::Remote(r)) => {
-            let mut blockers = r
-                .downcast::<verso_upgrade::admin::FinalizeRefused>()
-                .map(|f| f.blockers.into_iter().map(|b| b.id).collect::<Vec<_>>())
-                .unwrap_or_default();
-            blockers.sort();
-            let mut hosts = d.hosts.clone();
-            hosts.sort();
-            t.note(format!("accel upgrade finalize: {}", r.message));
-            t.expect_eq(
-                "finalization refused; the blockers (every Cyborg agent's host)",
-                blockers.join(","),
-                hosts.join(","),
-            )?;
-        }
-        other => t.check("finalization refused", false, format!("{other:?}"))?,
-    }
-    Ok(())
+    super::scenario::finalize_refused(
+        d,
+        t,
+        "finalization refused; the blockers (every Cyborg agent's host)",
+        d.hosts.clone(),
+    )
+    .await
 }
 
 /// Step 5.
@@ -892,23 +834,7 @@ async fn finalize(d: &mut Deployment, t: &mut Timeline) -> Result<(), Error> {
         status.server.apparent,
         2,
     )?;
-    let bar = t.bar(d.hosts.len() as u64, "agents finalized");
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    let status = loop {
-        let status = d.status().await?;
-        bar.set_position(status.clients_finalized as u64);
-        if status.clients_finalized == d.hosts.len() || tokio::time::Instant::now() > deadline {
-            break status;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    t.finish_bar(bar, "agents finalized");
-    t.expect_eq(
-        "agents finalized",
-        format!("{}/{}", status.clients_finalized, d.hosts.len()),
-        format!("{}/{}", d.hosts.len(), d.hosts.len()),
-    )?;
-    Ok(())
+    super::scenario::agents_finalized(d, t).await
 }
 
 /// Step 7.

@@ -481,26 +481,16 @@ async fn finalize(d: &mut Deployment, t: &mut Timeline) -> Result<(), Error> {
         "finalize: refused while an agent runs N; upgrade it; conductor first, then every agent",
     );
     let last = d.hosts.last().cloned().ok_or("no hosts")?;
-    let ctx = RequestContext::new("req-demo-finalize");
-    match d.upgrade.call_method(&ctx, Finalize {}).await {
-        Err(RpcError::Remote(r)) => {
-            let blockers = r
-                .downcast::<verso_upgrade::admin::FinalizeRefused>()
-                .map(|f| f.blockers.into_iter().map(|b| b.id).collect::<Vec<_>>())
-                .unwrap_or_default();
-            t.note(format!("accel upgrade finalize: {}", r.message));
-            t.expect_eq(
-                "finalization refused; the blocker",
-                blockers.join(","),
-                last.clone(),
-            )?;
-        }
-        other => {
-            t.check("finalization refused", false, format!("{other:?}"))?;
-        }
-    }
+    finalize_refused(
+        d,
+        t,
+        "finalization refused; the blocker",
+        vec![last.clone()],
+    )
+    .await?;
     d.stop_agent(&last).await;
     d.start_agent_next(&last).await?;
+    let ctx = RequestContext::new("req-demo-finalize");
     let state = d.upgrade.call_method(&ctx, Finalize {}).await?;
     let status = d.status().await?;
     let agents_finalized_then = status.clients_finalized;
@@ -513,6 +503,38 @@ async fn finalize(d: &mut Deployment, t: &mut Timeline) -> Result<(), Error> {
         "finalize answered {state:?}; agents finalized at that moment: {agents_finalized_then}/{}",
         d.hosts.len()
     ));
+    agents_finalized(d, t).await
+}
+
+/// Asks to finalize where it must be refused: the check `name` passes when the
+/// refusal's blockers are `expected` (in any order).
+pub(super) async fn finalize_refused(
+    d: &Deployment,
+    t: &mut Timeline,
+    name: &str,
+    mut expected: Vec<String>,
+) -> Result<(), Error> {
+    let ctx = RequestContext::new("req-demo-finalize");
+    match d.upgrade.call_method(&ctx, Finalize {}).await {
+        Err(RpcError::Remote(r)) => {
+            let mut blockers = r
+                .downcast::<verso_upgrade::admin::FinalizeRefused>()
+                .map(|f| f.blockers.into_iter().map(|b| b.id).collect::<Vec<_>>())
+                .unwrap_or_default();
+            blockers.sort();
+            expected.sort();
+            t.note(format!("accel upgrade finalize: {}", r.message));
+            t.expect_eq(name, blockers.join(","), expected.join(","))?;
+        }
+        other => {
+            t.check("finalization refused", false, format!("{other:?}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Waits (with a bar) until every agent has finalized; checks that all did.
+pub(super) async fn agents_finalized(d: &Deployment, t: &mut Timeline) -> Result<(), Error> {
     let bar = t.bar(d.hosts.len() as u64, "agents finalized");
     let deadline = tokio::time::Instant::now() + PATIENCE;
     let status = loop {

@@ -238,33 +238,7 @@ impl Drop for ComputeNode {
             else {
                 return;
             };
-            rt.block_on(async {
-                let Ok((_, tree)) = placement
-                    .call(
-                        reqwest::Method::GET,
-                        &format!("/resource_providers?in_tree={root}"),
-                        None,
-                    )
-                    .await
-                else {
-                    return;
-                };
-                let children = tree["resource_providers"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|p| p["uuid"].as_str())
-                    .filter(|u| *u != root);
-                for uuid in children.chain([root.as_str()]) {
-                    let _ = placement
-                        .call(
-                            reqwest::Method::DELETE,
-                            &format!("/resource_providers/{uuid}"),
-                            None,
-                        )
-                        .await;
-                }
-            });
+            rt.block_on(placement.delete_tree(&root));
         })
         .join();
     }
