@@ -9,13 +9,28 @@
 mod support;
 
 use std::process::Command;
-use support::{all_in_one_with_keystone, keystone_url, python};
+use support::{all_in_one_with_keystone_and, keystone_url, python};
 
 /// `openstack ARGS` as `user` of `project` with a password, the accelerator endpoint
 /// overridden to `api` (the catalog's may name another port): its status and output.
 fn openstack(api: &str, user: &str, project: &str, args: &[&str]) -> (bool, String) {
+    openstack_in(None, api, user, project, args)
+}
+
+/// [`openstack`] with the other services' endpoints taken from `region` of the catalog.
+fn openstack_in(
+    region: Option<&str>,
+    api: &str,
+    user: &str,
+    project: &str,
+    args: &[&str],
+) -> (bool, String) {
     let bin = std::path::Path::new(&python()).with_file_name("openstack");
-    let out = Command::new(&bin)
+    let mut command = Command::new(&bin);
+    if let Some(region) = region {
+        command.env("OS_REGION_NAME", region);
+    }
+    let out = command
         .env("OS_AUTH_URL", keystone_url())
         .env("OS_AUTH_TYPE", "password")
         .env("OS_IDENTITY_API_VERSION", "3")
@@ -41,12 +56,38 @@ fn openstack(api: &str, user: &str, project: &str, args: &[&str]) -> (bool, Stri
 #[test]
 fn accel_with_the_guides_keystone_options_serves_the_openstack_cli() {
     let dir = tempfile::tempdir().expect("dir");
+    // The test's own Nova, with one server, in a region of the catalog of its own: the
+    // CLI looks the server up there, and the conductor sends Nova's events there
+    // (`[nova]` with the operator guide's keys, no endpoint override).
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let server = uuid::Uuid::new_v4().to_string();
+    let nova = rt.block_on(support::nova::Nova::start(&[(&server, "accel-vm")]));
+    let admin =
+        accel_conductor::keystone::Session::new(accel_conductor::keystone::AuthOptions::new(
+            &keystone_url(),
+            "admin",
+            "verso-admin",
+            "admin",
+        ))
+        .expect("admin session");
+    let catalog = rt
+        .block_on(accel_keystone::testing::Catalog::add(
+            &admin,
+            "compute",
+            nova.url(),
+        ))
+        .expect("the test Keystone takes the catalog entry");
+    let region = catalog.region().to_owned();
+    let nova_config = format!(
+        "[nova]\nauth_url = \"{}\"\nusername = \"nova\"\npassword = \"verso-nova\"\n\
+         project_name = \"service\"\nregion_name = \"{region}\"\n",
+        keystone_url()
+    );
     // The all-in-one (conductor, API and an agent in one process, on the in-process
     // transport), authenticating as `accel api` does when the configuration says so.
-    let (_aio, base) = all_in_one_with_keystone(dir.path(), 1);
+    let (_aio, base) = all_in_one_with_keystone_and(dir.path(), 1, &nova_config);
 
     // No token: 401 with the Keystone challenge.
-    let rt = tokio::runtime::Runtime::new().expect("runtime");
     let (status, challenge) = rt.block_on(async {
         let r = reqwest::get(format!("{base}/v2/device_profiles"))
             .await
@@ -109,12 +150,157 @@ fn accel_with_the_guides_keystone_options_serves_the_openstack_cli() {
         "another project sees the request: {out}"
     );
 
+    // `openstack accelerator arq bind` finds the server by name in Nova, then asks
+    // accel to bind the member's request to the deployable Placement would offer
+    // (host1's GPU, resource class PGPU, by its resource provider): refused, as Cyborg 17
+    // refuses a bind without Nova's service token.
+    let rp = rt.block_on(gpu_provider(&base, "host1"));
+    let (ok, out) = openstack_in(
+        Some(&region),
+        &base,
+        "demo-member",
+        "demo",
+        &["accelerator", "arq", "bind", uuid, "host1", "accel-vm", &rp],
+    );
+    assert!(!ok, "a user bound a request: {out}");
+    assert!(out.contains("requires a service token"), "{out}");
+
+    // Nova binds it (the owner's token, its own as the service token), and is told
+    // through the catalog that the request is bound; the CLI shows it bound.
+    let as_user = |user: &str, project: &str| {
+        rt.block_on(async {
+            accel_conductor::keystone::Session::new(accel_conductor::keystone::AuthOptions::new(
+                &keystone_url(),
+                user,
+                &format!("verso-{user}"),
+                project,
+            ))
+            .expect("session")
+            .token(false)
+            .await
+            .expect("token")
+        })
+    };
+    let (member, nova_token) = (as_user("demo-member", "demo"), as_user("nova", "service"));
+    let nova_patch = |ops: serde_json::Value| {
+        let status = rt.block_on(async {
+            reqwest::Client::new()
+                .patch(format!("{base}/v2/accelerator_requests"))
+                .header("X-Auth-Token", &member)
+                .header("X-Service-Token", &nova_token)
+                .json(&serde_json::json!({ uuid: ops }))
+                .send()
+                .await
+                .expect("PATCH")
+                .status()
+        });
+        assert_eq!(status, 202);
+    };
+    nova_patch(serde_json::json!([
+        {"path": "/hostname", "op": "add", "value": "host1"},
+        {"path": "/instance_uuid", "op": "add", "value": server},
+        {"path": "/device_rp_uuid", "op": "add", "value": rp},
+    ]));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while nova.events().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let events = nova.events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].0.as_deref(), Some("compute 2.82"));
+    assert_eq!(
+        events[0].1,
+        serde_json::json!({"events": [{
+            "name": "accelerator-request-bound",
+            "server_uuid": server,
+            "tag": uuid,
+            "status": "completed",
+        }]})
+    );
+    let show = ["accelerator", "arq", "show", uuid, "-f", "json"];
+    let shown = |out: &str| -> serde_json::Value {
+        serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
+    };
+    let (ok, out) = openstack(&base, "demo-member", "demo", &show);
+    assert!(ok, "{out}");
+    let bound = shown(&out);
+    assert_eq!(bound["state"], "Bound", "{bound}");
+    assert_eq!(bound["device_rp_uuid"], rp.as_str(), "{bound}");
+    assert_eq!(bound["instance_uuid"], server.as_str(), "{bound}");
+    assert_eq!(bound["attach_handle_type"], "PCI", "{bound}");
+
+    // The member can neither unbind nor delete it; Nova unbinds it, then the member
+    // deletes it.
+    let unbind = ["accelerator", "arq", "unbind", uuid];
+    let (ok, out) = openstack(&base, "demo-member", "demo", &unbind);
+    assert!(!ok && out.contains("requires a service token"), "{out}");
+    let delete = ["accelerator", "arq", "delete", uuid];
+    let (ok, out) = openstack(&base, "demo-member", "demo", &delete);
+    assert!(!ok && out.contains("is bound to instance"), "{out}");
+    nova_patch(serde_json::json!([
+        {"path": "/hostname", "op": "remove"},
+        {"path": "/instance_uuid", "op": "remove"},
+        {"path": "/device_rp_uuid", "op": "remove"},
+    ]));
+    let (ok, out) = openstack(&base, "demo-member", "demo", &show);
+    assert!(ok, "{out}");
+    let unbound = shown(&out);
+    assert_eq!(unbound["state"], "Unbound", "{unbound}");
+    assert_eq!(
+        unbound["instance_uuid"],
+        serde_json::Value::Null,
+        "{unbound}"
+    );
+    let (ok, out) = openstack(&base, "demo-member", "demo", &delete);
+    assert!(ok, "{out}");
+
     // Devices are an administrator's to read.
     let devices = ["accelerator", "device", "list", "-f", "json"];
     let (ok, out) = openstack(&base, "demo-member", "demo", &devices);
     assert!(!ok && out.contains("cyborg:device:get_all"), "{out}");
     let (ok, out) = openstack(&base, "admin", "admin", &devices);
     assert!(ok && out.contains("GPU"), "{out}");
+}
+
+/// The resource provider of a GPU deployable of `host`, as the administrator reads the
+/// API (`attributes_list` is Cyborg's JSON text of one-key objects, `rc` among them).
+async fn gpu_provider(base: &str, host: &str) -> String {
+    use accel_conductor::keystone::{AuthOptions, Session};
+    let admin = Session::new(AuthOptions::new(
+        &keystone_url(),
+        "admin",
+        "verso-admin",
+        "admin",
+    ))
+    .expect("admin session");
+    let token = admin.token(false).await.expect("admin token");
+    let listed: serde_json::Value = reqwest::Client::new()
+        .get(format!("{base}/v2/deployables?hostname={host}"))
+        .header("X-Auth-Token", &token)
+        .send()
+        .await
+        .expect("GET")
+        .json()
+        .await
+        .expect("JSON");
+    listed["deployables"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|d| {
+            let attributes: serde_json::Value = d["attributes_list"]
+                .as_str()
+                .and_then(|t| serde_json::from_str(t).ok())
+                .unwrap_or_default();
+            attributes
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|a| a["rc"] == "PGPU")
+        })
+        .and_then(|d| d["rp_uuid"].as_str())
+        .unwrap_or_else(|| panic!("{host} has a GPU deployable: {listed}"))
+        .to_owned()
 }
 
 /// The first ```toml block of the operator guide's Placement section, pointed at the

@@ -23,10 +23,18 @@
 //! outlives a token: keystonemiddleware's `allow_expired`). With
 //! `service_token_roles_required`, a service token without those roles is refused.
 //!
+//! Such a token also makes the request a *service request* ([`Caller::require_service`]),
+//! which Cyborg 17 asks of what only Nova may do on a user's behalf: bind and unbind
+//! (`PATCH`), delete an instance's requests (`DELETE ?instance=`) and delete a bound
+//! request. A user's own token, whatever its roles, is not one: Nova sends the
+//! instance owner's token with its own as `X-Service-Token`
+//! (`[service_user] send_service_user_token = true`).
+//!
 //! # noauth
 //!
 //! For the all-in-one and the demo: every caller is an administrator held to no policy
-//! rule (a policy file is still loaded and checked), seeing every project's requests,
+//! rule (a policy file is still loaded and checked) and taken as a service request
+//! (there is no token to tell Nova from anyone), seeing every project's requests,
 //! and the project of the requests it creates is the `X-Project-Id` header's value when
 //! there is one. `accel api` refuses to serve
 //! noauth on an address other than loopback unless `[api] noauth_allow_remote` says so.
@@ -108,6 +116,9 @@ pub struct Caller {
     pub credentials: Credentials,
     /// `None` under noauth: no rule is checked, every project's requests are seen.
     policy: Option<Arc<Policy>>,
+    /// A valid service token with one of `service_token_roles` came with the request
+    /// (noauth: always).
+    service_request: bool,
 }
 
 impl Caller {
@@ -117,6 +128,24 @@ impl Caller {
             Some(policy) => policy.enforce(rule, &self.credentials),
             None => Ok(()),
         }
+    }
+
+    /// 403 unless a service token came with the request (see the module docs): what
+    /// Cyborg 17 lets only Nova do on a user's behalf; refused with Cyborg's message.
+    pub fn require_service(&self) -> Result<(), ApiError> {
+        if self.service_request {
+            return Ok(());
+        }
+        Err(ApiError::new(
+            ErrorKind::Forbidden,
+            "This operation requires a service token. Use the Compute API to manage \
+             instance accelerators.",
+        ))
+    }
+
+    /// Whether a service token came with the request ([`Caller::require_service`]).
+    pub fn is_service_request(&self) -> bool {
+        self.service_request
     }
 
     /// Whether the caller sees and changes every project's accelerator requests
@@ -258,6 +287,7 @@ fn noauth_caller(headers: &HeaderMap) -> Caller {
             ..Credentials::default()
         },
         policy: None,
+        service_request: true,
     }
 }
 
@@ -410,6 +440,7 @@ impl Keystone {
                 system_scope: user.system_scope.clone(),
             },
             policy: Some(policy.clone()),
+            service_request: privileged_service,
         })
     }
 

@@ -28,6 +28,8 @@
 //!
 //! # Binding
 //!
+//! Binds and unbinds are Nova's, as in Cyborg 17: without a service token beside the
+//! user's ([`Caller::require_service`](auth::Caller::require_service)) they are 403.
 //! A `PATCH /v2/accelerator_requests` bind is done before the answer: 202 when the
 //! request is `Bound`; 409 `NoFreeHandle` when no free device of the profile group's
 //! type is on the host, and the request is then left `BindFailed` (visible with `GET`;

@@ -1043,6 +1043,8 @@ async fn apply_patch(
         let change = change_of(&uuid, ops)?;
         changes.push((uuid, change));
     }
+    // As Cyborg 17: binding and unbinding are Nova's, on the user's behalf.
+    caller.require_service()?;
     if caller.project_scope()?.is_some() {
         for (uuid, _) in &changes {
             visible_arq(service, caller, uuid).await?;
@@ -1103,18 +1105,31 @@ async fn delete_arq(
 ) -> Result<StatusCode> {
     caller.may("cyborg:arq:delete")?;
     let uuids = [uuid];
-    all_visible(&service, &caller, &uuids).await?;
+    deletable(&service, &caller, &uuids).await?;
     service.delete_arqs(&uuids).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Checks that each of `uuids` exists and is the caller's to see: as Cyborg, deleting
-/// by UUID a request that does not exist is 404 (and so is another project's), and
-/// nothing is deleted then. (A retry of a delete whose answer was lost reads 404 when
-/// the first attempt did it.)
-async fn all_visible(service: &Service, caller: &Caller, uuids: &[String]) -> Result<()> {
+/// Checks that each of `uuids` exists, is the caller's to see and, when bound to an
+/// instance, is deleted by Nova (a service request): as Cyborg 17, deleting by UUID a
+/// request that does not exist is 404 (and so is another project's), a user's delete of
+/// a bound one 403, and nothing is deleted then. (A retry of a delete whose answer was
+/// lost reads 404 when the first attempt did it.)
+async fn deletable(service: &Service, caller: &Caller, uuids: &[String]) -> Result<()> {
     for uuid in uuids {
-        visible_arq(service, caller, uuid).await?;
+        let arq = visible_arq(service, caller, uuid).await?;
+        if let Some(instance) = arq.instance_uuid.as_deref() {
+            if !caller.is_service_request() {
+                return Err(ApiError::new(
+                    ErrorKind::Forbidden,
+                    format!(
+                        "ARQ {} is bound to instance {}. Use the Compute API to manage \
+                         instance accelerators.",
+                        arq.uuid, instance
+                    ),
+                ));
+            }
+        }
     }
     Ok(())
 }
@@ -1129,11 +1144,12 @@ async fn delete_arqs(
     match (pairs.get("arqs"), pairs.get("instance")) {
         (Some(list), None) => {
             let uuids = names_of("arqs", list)?;
-            all_visible(&service, &caller, &uuids).await?;
+            deletable(&service, &caller, &uuids).await?;
             service.delete_arqs(&uuids).await?;
         }
         (None, Some(instance)) if !instance.is_empty() => {
             check_instance("instance", instance)?;
+            caller.require_service()?;
             match caller.project_scope()? {
                 None => service.delete_arqs_of_instance(instance).await?,
                 // Only the caller's project's requests of that instance.

@@ -228,7 +228,7 @@ async fn tokens_roles_and_projects() {
     let arq = body["arqs"][0]["uuid"].as_str().expect("uuid").to_owned();
     assert_eq!(body["arqs"][0]["project_id"], demo.as_str());
 
-    // Another project's member neither sees, binds nor deletes it: 404 as if absent.
+    // Another project's member neither sees nor deletes it: 404 as if absent.
     let (status, body) = api
         .send(with_token(
             &api,
@@ -251,18 +251,23 @@ async fn tokens_roles_and_projects() {
         {"path": "/hostname", "op": "add", "value": "h1"},
         {"path": "/instance_uuid", "op": "add", "value": INSTANCE},
     ]});
-    let got = api
-        .send(
-            with_token(
-                &api,
-                Method::PATCH,
-                "/v2/accelerator_requests",
-                &other,
-                None,
-            )
-            .json(&bind),
+    let patch = |token: &str, service: Option<&str>| {
+        with_token(
+            &api,
+            Method::PATCH,
+            "/v2/accelerator_requests",
+            token,
+            service,
         )
-        .await;
+        .json(&bind)
+    };
+    // As Cyborg 17, binding is Nova's on a user's behalf: without a service token it is
+    // refused before anything else is looked at; with Nova's, another project's request
+    // is still not there.
+    let got = api.send(patch(&other, None)).await;
+    let message = assert_error(&got, 403, "Forbidden");
+    assert!(message.contains("requires a service token"), "{message}");
+    let got = api.send(patch(&other, Some(&nova))).await;
     assert_error(&got, 404, "NotFound");
     let got = api
         .send(with_token(
@@ -279,43 +284,57 @@ async fn tokens_roles_and_projects() {
         .await;
     assert_eq!((status, body["state"].as_str()), (200, Some("Initial")));
 
-    // Nova's service role binds any project's request, and reads it back.
-    let (status, body) = api
-        .send(with_token(&api, Method::PATCH, "/v2/accelerator_requests", &nova, None).json(&bind))
-        .await;
+    // Neither the owner's token nor Nova's alone (a user token, whatever its roles)
+    // binds; the owner's with Nova's as the service token does, as Nova sends them.
+    for alone in [&member, &nova] {
+        let got = api.send(patch(alone, None)).await;
+        assert_error(&got, 403, "Forbidden");
+    }
+    let (status, body) = api.send(patch(&member, Some(&nova))).await;
     assert_eq!(status, 202, "{body}");
     let (status, body) = api
         .send(with_token(
             &api,
             Method::GET,
             &format!("/v2/accelerator_requests?instance={INSTANCE}&bind_state=resolved"),
-            &nova,
+            &member,
             None,
         ))
         .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["arqs"][0]["state"], "Bound");
 
-    // Deleting by instance as another project's member leaves the request; as its own
-    // project's member, deletes it.
-    let by_instance = format!("/v2/accelerator_requests?instance={INSTANCE}");
-    let (status, _) = api
-        .send(with_token(&api, Method::DELETE, &by_instance, &other, None))
+    // A bound request is Nova's to delete: the owner's delete by UUID is refused.
+    let got = api
+        .send(with_token(
+            &api,
+            Method::DELETE,
+            &format!("/v2/accelerator_requests?arqs={arq}"),
+            &member,
+            None,
+        ))
         .await;
+    let message = assert_error(&got, 403, "Forbidden");
+    assert!(
+        message.contains(&format!("is bound to instance {INSTANCE}")),
+        "{message}"
+    );
+
+    // Deleting by instance needs Nova's token too; Nova acting for another project's
+    // member leaves the request; for its own project's member, deletes it.
+    let by_instance = format!("/v2/accelerator_requests?instance={INSTANCE}");
+    let delete = |token: &str, service: Option<&str>| {
+        with_token(&api, Method::DELETE, &by_instance, token, service)
+    };
+    let got = api.send(delete(&member, None)).await;
+    assert_error(&got, 403, "Forbidden");
+    let (status, _) = api.send(delete(&other, Some(&nova))).await;
     assert_eq!(status, 204);
     let (status, _) = api
         .send(with_token(&api, Method::GET, &one, &member, None))
         .await;
     assert_eq!(status, 200, "still there");
-    let (status, _) = api
-        .send(with_token(
-            &api,
-            Method::DELETE,
-            &by_instance,
-            &member,
-            None,
-        ))
-        .await;
+    let (status, _) = api.send(delete(&member, Some(&nova))).await;
     assert_eq!(status, 204);
     let got = api
         .send(with_token(&api, Method::GET, &one, &member, None))

@@ -15,6 +15,7 @@ use accel_conductor::keystone::{AuthOptions, Session};
 use accel_conductor::nova::{Notifier, NotifierStats, NovaOptions};
 use accel_conductor::service::{endpoint_with_agents, ReleasePolicy};
 use accel_conductor::testing as support;
+use accel_keystone::testing::Catalog;
 use accel_objects::rpc::{BindArq, ConductorApi, CreateArqs, CreateDeviceProfile, ReportData};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -497,4 +498,72 @@ async fn an_instances_binds_in_quick_succession_make_one_request() {
         .collect();
     assert_eq!(tags, [first.as_str(), second.as_str()]);
     assert_eq!(stats(&notifier).attempts, 1);
+}
+
+/// Without `[nova] endpoint_override`, Nova is the `compute` endpoint of the service
+/// user's Keystone catalog, in the configured region: the events reach the fake Nova
+/// registered there, with the `nova` user's token. A region whose catalog has no
+/// `compute` endpoint is a configuration error: the batch is given up at once as
+/// rejected (no request is made, no retries).
+#[tokio::test]
+async fn nova_is_found_in_the_keystone_catalog() {
+    let instance = uuid::Uuid::new_v4().to_string();
+    let nova = Arc::new(Nova {
+        answers: [(instance.clone(), Answer::Validated)].into(),
+        keystone: keystone_base(),
+        ..Nova::default()
+    });
+    let url = serve(nova.clone()).await;
+    let admin = Session::new(AuthOptions::new(
+        &keystone_url(),
+        "admin",
+        "verso-admin",
+        "admin",
+    ))
+    .expect("admin session");
+    let catalog = Catalog::add(&admin, "compute", &url)
+        .await
+        .expect("the test Keystone takes the catalog entry");
+    let in_region = |region: &str| {
+        let mut auth = AuthOptions::new(&keystone_url(), "nova", "verso-nova", "service");
+        auth.region_name = Some(region.to_owned());
+        Notifier::start(
+            Session::new(auth).expect("session"),
+            NovaOptions {
+                endpoint_override: None,
+                backoff: Duration::from_millis(20),
+                deadline: Duration::from_secs(10),
+                ..NovaOptions::default()
+            },
+        )
+    };
+    let arq = uuid::Uuid::new_v4().to_string();
+    let events = vec![(arq.clone(), accel_conductor::nova::BindStatus::Completed)];
+
+    let found = in_region(catalog.region());
+    found.notify(&instance, events.clone());
+    until("the event at the catalog's Nova", || {
+        stats(&found).delivered == 1
+    })
+    .await;
+    let got = nova.of(&instance);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(
+        got[0].body,
+        json!({"events": [{
+            "name": "accelerator-request-bound",
+            "server_uuid": instance,
+            "tag": arq,
+            "status": "completed",
+        }]})
+    );
+    assert_eq!(got[0].token_user.as_deref(), Some("nova"));
+
+    // A region no endpoint is in.
+    let missing = in_region(&format!("{}-elsewhere", catalog.region()));
+    missing.notify(&instance, events);
+    until("the batch given up", || stats(&missing).rejected == 1).await;
+    let s = stats(&missing);
+    assert_eq!((s.attempts, s.delivered, s.gave_up), (1, 0, 0), "{s:?}");
+    assert_eq!(nova.of(&instance).len(), 1, "nothing more reached Nova");
 }

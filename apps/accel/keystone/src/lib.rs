@@ -391,6 +391,127 @@ pub mod testing {
         }
         Ok(id)
     }
+
+    /// A service of `service_type` with one public endpoint, in a region of its own,
+    /// made in Keystone by an administrator's session: a test's stand-in for another
+    /// OpenStack service, found through the catalog by clients that ask for that region
+    /// (or for no region). Dropped, the endpoint, service and region are deleted.
+    pub struct Catalog {
+        admin: Session,
+        region: String,
+        made: Vec<String>,
+    }
+
+    impl Catalog {
+        /// Registers `url` as `service_type`'s public endpoint in a new region.
+        pub async fn add(
+            admin: &Session,
+            service_type: &str,
+            url: &str,
+        ) -> Result<Catalog, SessionError> {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or_default();
+            let region = format!("test-{}-{nanos}", std::process::id());
+            let mut catalog = Catalog {
+                admin: admin.clone(),
+                region: region.clone(),
+                made: Vec::new(),
+            };
+            catalog
+                .post("regions", json!({"region": {"id": region}}))
+                .await?;
+            catalog.made.push(format!("regions/{region}"));
+            let service = catalog
+                .post(
+                    "services",
+                    json!({"service": {"type": service_type, "name": format!("{service_type}-{region}")}}),
+                )
+                .await?;
+            let service = id_of(&service, "service")?;
+            catalog.made.push(format!("services/{service}"));
+            let endpoint = catalog
+                .post(
+                    "endpoints",
+                    json!({"endpoint": {
+                        "service_id": service,
+                        "interface": "public",
+                        "region_id": region,
+                        "url": url,
+                    }}),
+                )
+                .await?;
+            catalog
+                .made
+                .push(format!("endpoints/{}", id_of(&endpoint, "endpoint")?));
+            Ok(catalog)
+        }
+
+        /// The region the endpoint is in.
+        pub fn region(&self) -> &str {
+            &self.region
+        }
+
+        async fn post(&self, path: &str, body: Value) -> Result<Value, SessionError> {
+            let url = format!("{}/v3/{path}", self.admin.keystone_url());
+            let http = self.admin.http().clone();
+            let response = self
+                .admin
+                .send(|token| http.post(&url).header("X-Auth-Token", token).json(&body))
+                .await?;
+            if response.status().as_u16() != 201 {
+                return Err(SessionError::Malformed(format!(
+                    "Keystone refused POST {url}: HTTP {}",
+                    response.status()
+                )));
+            }
+            response
+                .json()
+                .await
+                .map_err(|e| SessionError::Malformed(format!("POST {url}: {e}")))
+        }
+    }
+
+    fn id_of(made: &Value, kind: &str) -> Result<String, SessionError> {
+        made[kind]["id"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| SessionError::Malformed(format!("Keystone's new {kind}: {made}")))
+    }
+
+    impl Drop for Catalog {
+        fn drop(&mut self) {
+            let admin = self.admin.clone();
+            let made = std::mem::take(&mut self.made);
+            // Drop may run inside a runtime (a test's): the deletes get their own.
+            let deleted = std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
+                runtime.block_on(async {
+                    let http = admin.http().clone();
+                    for path in made.iter().rev() {
+                        let url = format!("{}/v3/{path}", admin.keystone_url());
+                        if let Err(e) = admin
+                            .send(|token| http.delete(&url).header("X-Auth-Token", token))
+                            .await
+                        {
+                            eprintln!("DELETE {url}: {e}");
+                        }
+                    }
+                });
+                Ok::<(), std::io::Error>(())
+            })
+            .join();
+            if !matches!(deleted, Ok(Ok(()))) {
+                eprintln!(
+                    "the test catalog entries of {} were not deleted",
+                    self.region
+                );
+            }
+        }
+    }
 }
 
 #[cfg(test)]

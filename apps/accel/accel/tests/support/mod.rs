@@ -4,6 +4,8 @@
 #![allow(clippy::expect_used)]
 #![allow(dead_code)]
 
+pub mod nova;
+
 use accel_conductor::keystone::{AuthOptions, Session};
 use accel_conductor::placement::Placement;
 use std::io::{BufRead, BufReader};
