@@ -1,6 +1,7 @@
 //! The OpenStack clients against accel's API, serving through a conductor on a fresh
 //! SQLite file: `tests/clients/lifecycle.py` drives an accelerator request's life as
-//! Nova and openstacksdk 4.22 do (profile by name, create, bind and unbind by both PATCH
+//! Nova and openstacksdk 4.22 do (profile by name, create, bind to the provider Placement
+//! picked (`device_rp_uuid`) and unbind by both PATCH
 //! forms, read by instance, delete by instance and by UUID, profiles deleted by UUID and
 //! by `?value=`), and `openstack accelerator ...` (python-openstackclient 10.5 with
 //! python-cyborgclient 3.0's commands) lists, creates, shows and deletes. Both need the
@@ -52,10 +53,10 @@ async fn openstacksdk_and_novas_calls_run_a_requests_life() {
         vendor: "10de".to_owned(),
         ..device("0000:3c:00.0", "GPU", 1)
     };
-    api.db
-        .report("h1", &[device("0000:3b:00.0", "FPGA", 1), gpu])
-        .await
-        .expect("report h1");
+    // The FPGA's resource class, as agents report it: Nova's bind names its provider.
+    let mut fpga = device("0000:3b:00.0", "FPGA", 1);
+    fpga.attributes = [("rc".to_owned(), "FPGA".to_owned())].into_iter().collect();
+    api.db.report("h1", &[fpga, gpu]).await.expect("report h1");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/lifecycle.py");
     let base = api.base.clone();
     let out = tokio::task::spawn_blocking(move || {

@@ -49,14 +49,23 @@ def main(base, hostname):
     ).json()["arqs"]
     assert len(arqs) == 1 and arqs[0]["state"] == "Initial", arqs
     arq = arqs[0]["uuid"]
-    # ... and binds them once the scheduler picked the host (collection PATCH).
+    # ... and binds them once the scheduler picked the host and Placement the device's
+    # provider (collection PATCH, with device_rp_uuid).
     instance = str(uuid.uuid4())
+    deployables = acc.get("/deployables", params={"hostname": hostname}).json()
+    fpga_rps = [
+        d["rp_uuid"]
+        for d in deployables["deployables"]
+        if {"rc": "FPGA"} in json.loads(d["attributes_list"])
+    ]
+    assert len(fpga_rps) == 1, deployables
     resp = acc.patch(
         "/accelerator_requests",
         json={
             arq: [
                 {"path": "/hostname", "op": "add", "value": hostname},
                 {"path": "/instance_uuid", "op": "add", "value": instance},
+                {"path": "/device_rp_uuid", "op": "add", "value": fpga_rps[0]},
             ]
         },
     )
@@ -67,6 +76,7 @@ def main(base, hostname):
     ).json()["arqs"]
     assert [a["uuid"] for a in resolved] == [arq], resolved
     assert resolved[0]["state"] == "Bound", resolved[0]
+    assert resolved[0]["device_rp_uuid"] == fpga_rps[0], resolved[0]
     seen["attach_handle_type"] = resolved[0]["attach_handle_type"]
     seen["attach_handle_info"] = resolved[0]["attach_handle_info"]
 
