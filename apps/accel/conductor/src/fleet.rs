@@ -28,6 +28,15 @@
 //! conductor wrote for the member; so a skipped write never hides a member's older
 //! software: at worst the row shows older software than the member now runs, which
 //! only blocks (the safe side).
+//!
+//! Several conductors share one queue, so an agent's heartbeats go to each in turn, and
+//! a conductor alone would write most of them (it last wrote that member longer ago than
+//! the interval, or never). [`DbFleetStore::learn`] (the conductor runs it every few
+//! seconds) takes what *any* conductor wrote within the interval from the record
+//! itself: a row heartbeats wrote, with its versions, run and the time it was last seen,
+//! counts as written at that time. The rule above holds unchanged: a skip still means the
+//! row says exactly what the heartbeat says and was written less than the interval ago,
+//! and only a member on the newest software is ever skipped.
 
 use crate::db::{Backend, Db};
 use async_trait::async_trait;
@@ -80,6 +89,17 @@ struct MemberRow {
     age_ms: i64,
 }
 
+/// A row of `fleet_members` as [`DbFleetStore::learn`] selects it.
+#[derive(sqlx::FromRow)]
+struct LearnedRow {
+    component: String,
+    member_id: String,
+    software: i64,
+    apparent: i64,
+    run_started_ms: Option<i64>,
+    age_ms: i64,
+}
+
 impl DbFleetStore {
     /// The fleet record in `db`, beside the version record of `component`.
     pub fn new(db: Db, component: &str) -> Self {
@@ -97,6 +117,11 @@ impl DbFleetStore {
     pub fn with_write_interval(mut self, interval: Duration) -> Self {
         self.write_interval = interval;
         self
+    }
+
+    /// The write interval ([`DbFleetStore::with_write_interval`]).
+    pub fn write_interval(&self) -> Duration {
+        self.write_interval
     }
 
     fn written(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Written>> {
@@ -164,6 +189,58 @@ impl DbFleetStore {
                 RunOrder::Superseded | RunOrder::Record => Admission::Superseded,
             },
         )
+    }
+
+    /// Takes what any conductor wrote from heartbeats within the write interval from the
+    /// record, as if this store had written it then (see the module docs): its
+    /// heartbeats repeating a row another conductor wrote are then not written again.
+    /// An entry this store wrote more recently is kept. The number of rows read.
+    pub async fn learn(&self) -> Result<usize, StoreError> {
+        if self.write_interval.is_zero() {
+            return Ok(0);
+        }
+        let window = i64::try_from(self.write_interval.as_millis()).unwrap_or(i64::MAX);
+        let now_sql = now_ms(self.db.backend());
+        let rows: Vec<LearnedRow> = sqlx::query_as(&format!(
+            "SELECT component, member_id, software, apparent, run_started_ms, \
+             {now_sql} - last_seen_ms AS age_ms FROM fleet_members \
+             WHERE heartbeats = 1 AND last_seen_ms > {now_sql} - $1"
+        ))
+        .bind(window)
+        .fetch_all(self.db.pool())
+        .await
+        .map_err(backend)?;
+        let read = rows.len();
+        let now = Instant::now();
+        let mut written = self.written();
+        for r in rows {
+            let (Ok(software), Ok(apparent)) =
+                (u32::try_from(r.software), u32::try_from(r.apparent))
+            else {
+                // Not a version: never a repeat of a heartbeat; `members` reports it.
+                continue;
+            };
+            // A clock step backwards reads as just written.
+            let age = Duration::from_millis(u64::try_from(r.age_ms).unwrap_or(0));
+            let Some(at) = now.checked_sub(age) else {
+                continue;
+            };
+            let learned = Written {
+                software,
+                apparent,
+                run: r.run_started_ms.and_then(|t| u64::try_from(t).ok()),
+                at,
+            };
+            written
+                .entry((r.component, r.member_id))
+                .and_modify(|w| {
+                    if w.at < at {
+                        *w = learned;
+                    }
+                })
+                .or_insert(learned);
+        }
+        Ok(read)
     }
 
     fn members_sql(&self) -> String {

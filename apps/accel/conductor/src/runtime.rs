@@ -133,15 +133,31 @@ impl Refresher {
     /// Every `every`, takes a finalization another conductor on the same database did,
     /// and completes one this conductor started once every live agent finalized (its
     /// agents may heartbeat to the other conductors, which do not hold its marker).
-    fn spawn(coordinator: Arc<Coordinator<AccelVersion>>, every: Duration) -> Refresher {
+    /// About four times per write interval it also learns what the other conductors
+    /// wrote to the fleet record ([`DbFleetStore::learn`]), so that heartbeats they
+    /// recorded are not written again here.
+    fn spawn(
+        coordinator: Arc<Coordinator<AccelVersion>>,
+        fleet: Arc<DbFleetStore>,
+        every: Duration,
+    ) -> Refresher {
         Refresher(Some(tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             // The first tick is immediate: `start` has just read the record.
             tick.tick().await;
             let mut failing: Option<String> = None;
+            let learn_every = fleet.write_interval() / 4;
+            let mut learned_at: Option<tokio::time::Instant> = None;
             loop {
                 tick.tick().await;
+                if learned_at.is_none_or(|t| t.elapsed() >= learn_every) {
+                    learned_at = Some(tokio::time::Instant::now());
+                    // Only a saving: a failure leaves heartbeats written as before.
+                    if let Err(e) = fleet.learn().await {
+                        tracing::debug!(error = %e, "could not read the fleet record's recent rows");
+                    }
+                }
                 // An advance is logged by the manager.
                 let done = match coordinator.manager().refresh().await {
                     Ok(_) => coordinator.complete_if_done().await,
@@ -242,7 +258,7 @@ pub async fn start_with(
     );
     let coordinator = Arc::new(
         Coordinator::new(versions.clone(), "agent", options.agent_liveness).with_fleet(
-            fleet,
+            fleet.clone(),
             options.conductor_id.clone().unwrap_or_else(conductor_id),
         ),
     );
@@ -271,7 +287,7 @@ pub async fn start_with(
         .endpoint(verso_upgrade::admin::endpoint(coordinator.clone()))?
         .start()
         .await?;
-    let refresher = Refresher::spawn(coordinator.clone(), options.version_refresh);
+    let refresher = Refresher::spawn(coordinator.clone(), fleet, options.version_refresh);
     Ok(RunningConductor {
         versions,
         coordinator,

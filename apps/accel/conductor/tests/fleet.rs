@@ -333,8 +333,9 @@ fn heard<'a>(id: &'a str, software: u32, apparent: u32, by: &'a str) -> Heard<'a
 }
 
 /// A conductor does not write a heartbeat that repeats what it wrote for the member
-/// within its write interval; a change, or a checked record of older software (which a
-/// skipped write must never hide), is written at once.
+/// within its write interval, or what another conductor wrote and it learned from the
+/// record; a change, or a checked record of older software (which a skipped write must
+/// never hide), is written at once.
 async fn repeated_heartbeats_are_written_once_per_interval(db: Db) {
     let newest = AccelVersion::software().number();
     let older = AccelVersion::Initial.number();
@@ -398,6 +399,52 @@ async fn repeated_heartbeats_are_written_once_per_interval(db: Db) {
         .await
         .unwrap();
     assert_eq!(row(&db, "h1").await.0, i64::from(older));
+
+    // What another conductor wrote, once learned from the record, is not written again
+    // either (its heartbeats reach each conductor of a shared queue in turn); a change is.
+    let c = DbFleetStore::new(db.clone(), AccelVersion::COMPONENT)
+        .with_write_interval(Duration::from_secs(3600));
+    b.record(&heard("h3", newest, older, "b"), None)
+        .await
+        .unwrap();
+    c.record(&heard("h3", newest, older, "c"), None)
+        .await
+        .unwrap();
+    assert_eq!(row(&db, "h3").await.2, "c", "not learned yet: written");
+    b.record(&heard("h3", newest, older, "b"), None)
+        .await
+        .unwrap();
+    assert!(a.learn().await.unwrap() >= 1);
+    a.record(&heard("h3", newest, older, "a"), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        row(&db, "h3").await.2,
+        "b",
+        "learned: a repeat is not written"
+    );
+    a.record(&heard("h3", newest, newest, "a"), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        row(&db, "h3").await,
+        (newest.into(), newest.into(), "a".into())
+    );
+    // Learning never makes older software a repeat: its records are checked.
+    b.record(&heard("h3", older, older, "b"), Some(admit_all))
+        .await
+        .unwrap();
+    a.learn().await.unwrap();
+    a.record(&heard("h3", newest, newest, "a"), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        row(&db, "h3").await,
+        (newest.into(), newest.into(), "a".into()),
+        "the learned row said older software: the newest is written"
+    );
+    // A store without an interval learns nothing.
+    assert_eq!(b.learn().await.unwrap(), 0);
 
     // Without an interval every heartbeat is written.
     b.record(&heard("h2", newest, older, "b"), None)
