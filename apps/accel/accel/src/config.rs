@@ -768,13 +768,14 @@ pub struct AccelConfig {
 }
 
 /// The RPC APIs accel's clients call, with their default caps: agents call the
-/// conductor at its newest (1.5: object indirection, unchanged reports by digest,
-/// device maintenance, attributes, FPGA programming; conductors are upgraded first);
+/// conductor at its newest (1.6: object indirection, unchanged reports by digest,
+/// device maintenance, attributes, FPGA programming, a bind's project; conductors are
+/// upgraded first);
 /// the conductor calls agents at 1.0 until the operator raises `[upgrade_levels] agent`
 /// once every agent runs release N+1 (1.1 `cleanup_device`, 1.2 `program_fpga`).
 pub fn apis() -> [ApiCap; 2] {
     [
-        ApiCap::for_api::<ConductorApi>(Version::new(1, 5)),
+        ApiCap::for_api::<ConductorApi>(accel_objects::rpc::CONDUCTOR_VERSION),
         ApiCap::for_api::<AgentApi>(Version::new(1, 0)),
     ]
 }

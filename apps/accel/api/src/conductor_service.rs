@@ -20,7 +20,7 @@ use accel_objects::errors::ErrorKind as RemoteKind;
 use accel_objects::rpc::{
     BindArq, CreateArqs, CreateAttribute, CreateDeviceProfile, DeleteArqs, DeleteAttribute,
     DeleteDeviceProfile, ProgramDeployable, SetDeviceMaintaining, UnbindArq, ATTRIBUTES_VERSION,
-    DEVICE_MAINTENANCE_VERSION, PROGRAM_VERSION,
+    BIND_PROJECT_VERSION, DEVICE_MAINTENANCE_VERSION, PROGRAM_VERSION,
 };
 use async_trait::async_trait;
 use verso::RequestContext;
@@ -303,11 +303,24 @@ impl AccelService for ConductorService {
     }
 
     async fn bind(&self, uuid: &str, binding: &Binding) -> Result<ArqRow, ServiceError> {
+        // The binding caller's own project is recorded once every conductor takes it
+        // (until then the request keeps the project it was created with, as before); an
+        // administrator's explicit one is refused rather than dropped.
+        let project_id = if binding.project_from_patch {
+            self.needs(BIND_PROJECT_VERSION, "a bind's /project_id")?;
+            binding.project_id.clone()
+        } else {
+            binding
+                .project_id
+                .clone()
+                .filter(|_| self.conductor.can_send_version(BIND_PROJECT_VERSION))
+        };
         self.call(BindArq {
             uuid: uuid.to_owned(),
             hostname: binding.hostname.clone(),
             instance_uuid: binding.instance_uuid.clone(),
             device_rp_uuid: binding.device_rp_uuid.clone(),
+            project_id,
         })
         .await?;
         read_back(self.reads.arq(uuid).await)

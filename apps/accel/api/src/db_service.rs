@@ -347,11 +347,12 @@ impl AccelService for DbService {
 
     async fn bind(&self, uuid: &str, b: &Binding) -> Result<ArqRow, ServiceError> {
         self.db
-            .bind(
+            .bind_for(
                 uuid,
                 &b.hostname,
                 &b.instance_uuid,
                 b.device_rp_uuid.as_deref(),
+                b.project_id.as_deref(),
             )
             .await
             .map_err(write_error("bind_arq"))

@@ -932,10 +932,16 @@ enum Change {
     Unbind,
 }
 
-const PATCH_PATHS: [&str; 3] = ["/hostname", "/device_rp_uuid", "/instance_uuid"];
+const PATCH_PATHS: [&str; 4] = [
+    "/hostname",
+    "/device_rp_uuid",
+    "/instance_uuid",
+    "/project_id",
+];
 
 /// One request's patch: all `add` (a bind: hostname and instance_uuid, device_rp_uuid
-/// optional) or all `remove` (an unbind), each path at most once.
+/// and project_id optional) or all `remove` (an unbind), each path at most once. Who
+/// may name a project, and from which microversion, [`apply_patch`] decides.
 fn change_of(uuid: &str, ops: Vec<PatchOp>) -> Result<Change> {
     let bad = |why: String| {
         ApiError::bad_request(format!(
@@ -987,6 +993,8 @@ fn change_of(uuid: &str, ops: Vec<PatchOp>) -> Result<Change> {
         hostname: text("/hostname", true)?.unwrap_or_default(),
         instance_uuid: text("/instance_uuid", true)?.unwrap_or_default(),
         device_rp_uuid: text("/device_rp_uuid", false)?,
+        project_id: text("/project_id", false)?,
+        project_from_patch: values.contains_key("/project_id"),
     };
     check_text("/hostname", &binding.hostname).map_err(|e| bad(e.message))?;
     if let Some(rp) = &binding.device_rp_uuid {
@@ -999,11 +1007,12 @@ fn change_of(uuid: &str, ops: Vec<PatchOp>) -> Result<Change> {
 async fn patch_arqs(
     caller: Caller,
     State(service): State<Service>,
+    Extension(version): Extension<ApiVersion>,
     Body(body): Body,
 ) -> Result<StatusCode> {
     caller.may("cyborg:arq:update")?;
     let patch: BTreeMap<String, Vec<PatchOp>> = json_body(&body)?;
-    apply_patch(&service, &caller, patch).await
+    apply_patch(&service, &caller, version, patch).await
 }
 
 /// `PATCH /v2/accelerator_requests/{uuid}`, what openstacksdk and the OpenStack clients
@@ -1012,6 +1021,7 @@ async fn patch_arqs(
 async fn patch_arq(
     caller: Caller,
     State(service): State<Service>,
+    Extension(version): Extension<ApiVersion>,
     Id(uuid): Id,
     Body(body): Body,
 ) -> Result<StatusCode> {
@@ -1023,14 +1033,17 @@ async fn patch_arq(
             shown(&uuid)
         )));
     }
-    apply_patch(&service, &caller, patch).await
+    apply_patch(&service, &caller, version, patch).await
 }
 
 /// Binds and unbinds: every request's patch is checked before any is applied, and
-/// every request must be one the caller may see.
+/// every request must be one the caller may see. As Cyborg 17, a bind records a
+/// project: the patch's `/project_id` (microversion 2.1, administrators only) or the
+/// binding caller's own.
 async fn apply_patch(
     service: &Service,
     caller: &Caller,
+    version: ApiVersion,
     patch: BTreeMap<String, Vec<PatchOp>>,
 ) -> Result<StatusCode> {
     if patch.is_empty() {
@@ -1040,7 +1053,29 @@ async fn apply_patch(
     }
     let mut changes = Vec::with_capacity(patch.len());
     for (uuid, ops) in patch {
-        let change = change_of(&uuid, ops)?;
+        let mut change = change_of(&uuid, ops)?;
+        if let Change::Bind(b) = &mut change {
+            if b.project_from_patch {
+                if !version.at_least(microversion::PROJECT_ID) {
+                    return Err(ApiError::new(
+                        ErrorKind::NotAcceptable,
+                        format!(
+                            "Request not acceptable. The minimal required API version \
+                             should be {}",
+                            microversion::PROJECT_ID
+                        ),
+                    ));
+                }
+                if !caller.credentials.is_admin {
+                    return Err(ApiError::new(
+                        ErrorKind::Forbidden,
+                        "Access was denied to the following resource: cyborg:arq:update",
+                    ));
+                }
+            } else {
+                b.project_id = caller.project_id().map(str::to_owned);
+            }
+        }
         changes.push((uuid, change));
     }
     // As Cyborg 17: binding and unbinding are Nova's, on the user's behalf.
@@ -1202,6 +1237,26 @@ mod tests {
                 hostname: "h1".into(),
                 instance_uuid: I1.into(),
                 device_rp_uuid: Some("rp".into()),
+                project_id: None,
+                project_from_patch: false,
+            }))
+        );
+        let with_project = change_of(
+            "a",
+            ops(json!([
+                {"path": "/hostname", "op": "add", "value": "h1"},
+                {"path": "/instance_uuid", "op": "add", "value": I1},
+                {"path": "/project_id", "op": "add", "value": "p1"},
+            ])),
+        );
+        assert_eq!(
+            with_project,
+            Ok(Change::Bind(Binding {
+                hostname: "h1".into(),
+                instance_uuid: I1.into(),
+                device_rp_uuid: None,
+                project_id: Some("p1".into()),
+                project_from_patch: true,
             }))
         );
         let unbind = change_of("a", ops(json!([{"path": "/hostname", "op": "remove"}])));

@@ -58,6 +58,12 @@ pub struct Binding {
     pub instance_uuid: String,
     /// Placement's resource provider of the device, when the caller knows it.
     pub device_rp_uuid: Option<String>,
+    /// The project the request is for from now on (Cyborg 17 records it at bind); unset:
+    /// unchanged.
+    pub project_id: Option<String>,
+    /// `project_id` was in the patch (an administrator's, microversion 2.1), not the
+    /// binding caller's own project: it must be recorded or the bind refused.
+    pub project_from_patch: bool,
 }
 
 /// The operations of the accel API.

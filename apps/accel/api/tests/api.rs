@@ -806,6 +806,132 @@ async fn binds_follow_the_resource_provider(api: &Api) {
     assert!(message.contains(&rp), "{message}");
 }
 
+/// As Cyborg 17, a bind records the request's project: the binding caller's (noauth:
+/// `X-Project-Id`), so a request created without one gets it, or the patch's
+/// `/project_id` from microversion 2.1 (406 below it; noauth callers are
+/// administrators). A failed patch changes no project.
+async fn binds_record_the_project(api: &Api) {
+    seed(api).await;
+    let (status, body) = post(
+        api,
+        "/v2/device_profiles",
+        json!([{"name": "g", "groups": [{"resources:PGPU": "1"}]}]),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let mut arqs = Vec::new();
+    for _ in 0..2 {
+        let (status, body) = post(
+            api,
+            "/v2/accelerator_requests",
+            json!({"device_profile_name": "g"}),
+        )
+        .await;
+        assert_eq!(status, 201, "{body}");
+        assert_eq!(body["arqs"][0]["project_id"], Value::Null, "{body}");
+        arqs.push(body["arqs"][0]["uuid"].as_str().expect("uuid").to_owned());
+    }
+    let project_of = |uuid: String| async move {
+        let (_, arq) = api.get(&format!("/v2/accelerator_requests/{uuid}")).await;
+        arq["project_id"].clone()
+    };
+    let rp = rp_of(api, "h1", "0000:3d:00.0").await;
+
+    // The caller's project.
+    let (status, body) = api
+        .send(
+            api.request(Method::PATCH, "/v2/accelerator_requests")
+                .header("X-Project-Id", "p-caller")
+                .json(&json!({&arqs[0]: bind_ops_rp("h1", &instance(1), &rp)})),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(project_of(arqs[0].clone()).await, "p-caller");
+
+    // The patch's, from 2.1 only.
+    let mut ops = bind_ops("h1", &instance(2));
+    ops.as_array_mut()
+        .expect("ops")
+        .push(json!({"path": "/project_id", "op": "add", "value": "p-admin-set"}));
+    let at = |version: &str| {
+        api.request(Method::PATCH, "/v2/accelerator_requests")
+            .header(HEADER, format!("accelerator {version}"))
+            .header("X-Project-Id", "p-caller")
+            .json(&json!({&arqs[1]: ops.clone()}))
+    };
+    let got = api.send(at("2.0")).await;
+    let message = assert_error(&got, 406, "NotAcceptable");
+    assert!(message.contains("2.1"), "{message}");
+    assert_eq!(project_of(arqs[1].clone()).await, Value::Null);
+    let (status, body) = api.send(at("2.1")).await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(project_of(arqs[1].clone()).await, "p-admin-set");
+}
+
+/// While `[upgrade_levels] conductor` is below 1.6 (a conductor whose `bind_arq` takes
+/// no project still runs), a bind keeps the request's project, and a patch naming one
+/// is 503 naming the option, with nothing bound.
+#[tokio::test]
+async fn binds_below_conductor_1_6_keep_the_project() {
+    let (db, _dir) = support::sqlite().await;
+    let api = Api::start_through_conductor_capped(
+        db,
+        accel_api::Limits::default(),
+        Some(verso::Version::new(1, 5)),
+    )
+    .await;
+    seed(&api).await;
+    let (status, body) = post(
+        &api,
+        "/v2/device_profiles",
+        json!([{"name": "g", "groups": [{"resources:PGPU": "1"}]}]),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let mut arqs = Vec::new();
+    for _ in 0..2 {
+        let (_, body) = post(
+            &api,
+            "/v2/accelerator_requests",
+            json!({"device_profile_name": "g"}),
+        )
+        .await;
+        arqs.push(body["arqs"][0]["uuid"].as_str().expect("uuid").to_owned());
+    }
+    let (status, body) = api
+        .send(
+            api.request(Method::PATCH, "/v2/accelerator_requests")
+                .header("X-Project-Id", "p-caller")
+                .json(&json!({&arqs[0]: bind_ops("h1", &instance(1))})),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let (_, arq) = api
+        .get(&format!("/v2/accelerator_requests/{}", arqs[0]))
+        .await;
+    assert_eq!(
+        (&arq["state"], &arq["project_id"]),
+        (&json!("Bound"), &Value::Null)
+    );
+    let mut ops = bind_ops("h1", &instance(2));
+    ops.as_array_mut()
+        .expect("ops")
+        .push(json!({"path": "/project_id", "op": "add", "value": "p"}));
+    let got = api
+        .send(
+            api.request(Method::PATCH, "/v2/accelerator_requests")
+                .header(HEADER, "accelerator 2.1")
+                .json(&json!({&arqs[1]: ops})),
+        )
+        .await;
+    let message = assert_error(&got, 503, "ServiceUnavailable");
+    assert!(message.contains("[upgrade_levels] conductor"), "{message}");
+    let (_, arq) = api
+        .get(&format!("/v2/accelerator_requests/{}", arqs[1]))
+        .await;
+    assert_eq!(arq["state"], "Initial", "{arq}");
+}
+
 /// Cyborg's forms the OpenStack clients use: `?name=` and `?vendor=` filters (paged,
 /// the filter kept in `next`), `PATCH` and `DELETE` of `/accelerator_requests/{uuid}`,
 /// `DELETE /device_profiles?value=`, and the version range headers.
@@ -1227,6 +1353,7 @@ async fn attributes(api: &Api) {
 on_both!(
     attributes,
     binds_follow_the_resource_provider,
+    binds_record_the_project,
     cyborg_forms,
     versions,
     microversions,

@@ -290,6 +290,28 @@ async fn tokens_roles_and_projects() {
         let got = api.send(patch(alone, None)).await;
         assert_error(&got, 403, "Forbidden");
     }
+    // Naming the project (microversion 2.1) is an administrator's: Nova acting for a
+    // member may not.
+    let with_project = json!({arq.clone(): [
+        {"path": "/hostname", "op": "add", "value": "h1"},
+        {"path": "/instance_uuid", "op": "add", "value": INSTANCE},
+        {"path": "/project_id", "op": "add", "value": other_project},
+    ]});
+    let got = api
+        .send(
+            with_token(
+                &api,
+                Method::PATCH,
+                "/v2/accelerator_requests",
+                &member,
+                Some(&nova),
+            )
+            .header("OpenStack-API-Version", "accelerator 2.1")
+            .json(&with_project),
+        )
+        .await;
+    let message = assert_error(&got, 403, "Forbidden");
+    assert!(message.contains("cyborg:arq:update"), "{message}");
     let (status, body) = api.send(patch(&member, Some(&nova))).await;
     assert_eq!(status, 202, "{body}");
     let (status, body) = api
@@ -303,6 +325,11 @@ async fn tokens_roles_and_projects() {
         .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["arqs"][0]["state"], "Bound");
+    assert_eq!(
+        body["arqs"][0]["project_id"],
+        demo.as_str(),
+        "the binding caller's"
+    );
 
     // A bound request is Nova's to delete: the owner's delete by UUID is refused.
     let got = api

@@ -561,7 +561,13 @@ pub fn endpoint_with_agents(
         })
         .handle(|Shared { db, nova, .. }, _ctx, m: BindArq| async move {
             let bound = db
-                .bind(&m.uuid, &m.hostname, &m.instance_uuid, m.device_rp_uuid.as_deref())
+                .bind_for(
+                    &m.uuid,
+                    &m.hostname,
+                    &m.instance_uuid,
+                    m.device_rp_uuid.as_deref(),
+                    m.project_id.as_deref(),
+                )
                 .await;
             // Both end the bind (Bound or BindFailed): Nova may be waiting for either.
             if matches!(bound, Ok(_) | Err(DbError::NoFreeHandle { .. })) {

@@ -185,6 +185,7 @@ async fn failed_and_hung_cleanups_leave_the_device_in_error(db: Db) {
                 hostname: HOST.into(),
                 instance_uuid: "vm-3".into(),
                 device_rp_uuid: None,
+                project_id: None,
             },
         )
         .await

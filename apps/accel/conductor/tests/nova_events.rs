@@ -316,6 +316,7 @@ async fn binds_through_the_conductor_tell_nova() {
                     hostname: "host2".into(),
                     instance_uuid: instance.clone(),
                     device_rp_uuid: None,
+                    project_id: None,
                 },
             )
             .await;

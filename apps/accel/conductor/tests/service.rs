@@ -123,6 +123,7 @@ async fn scenario(db: Db) {
                 hostname: "host2".into(),
                 instance_uuid: "i-1".into(),
                 device_rp_uuid: None,
+                project_id: None,
             },
         )
         .await
@@ -149,6 +150,7 @@ async fn scenario(db: Db) {
                 hostname: "host2".into(),
                 instance_uuid: "i-2".into(),
                 device_rp_uuid: None,
+                project_id: None,
             },
         )
         .await

@@ -10,6 +10,7 @@
 //! | `conductor` | 1.3 | + `set_device_maintaining` (Cyborg's device disable and enable) |
 //! | `conductor` | 1.4 | + `create_attribute`, `delete_attribute` (Cyborg's `/v2/attributes`) |
 //! | `conductor` | 1.5 | + `program_deployable` (Cyborg's `PATCH /v2/deployables/{uuid}/program`) |
+//! | `conductor` | 1.6 | `bind_arq` takes `project_id` (Cyborg's bind records the request's project) |
 //! | `agent` | 1.0 | `report_now` |
 //! | `agent` | 1.1 | + `cleanup_device` |
 //! | `agent` | 1.2 | + `program_fpga` |
@@ -196,7 +197,14 @@ pub struct BindArq {
     /// The resource provider.
     #[rpc(default = None)]
     pub device_rp_uuid: Option<String>,
+    /// The project the request is for from now on, as Cyborg 17's bind records it (an
+    /// administrator's patch, or the binding caller's project); unset: unchanged.
+    #[rpc(since = "1.6", default = None)]
+    pub project_id: Option<String>,
 }
+
+/// The conductor API version whose `bind_arq` takes `project_id`.
+pub const BIND_PROJECT_VERSION: Version = Version::new(1, 6);
 
 /// Releases a request's device.
 #[derive(RpcMethod, Debug, Clone)]
@@ -280,8 +288,8 @@ pub const PROGRAM_VERSION: Version = Version::new(1, 5);
 #[derive(Debug, Clone, Copy)]
 pub struct ConductorApi;
 
-/// The conductor API's newest version (1.5: `program_deployable`).
-pub const CONDUCTOR_VERSION: Version = Version::new(1, 5);
+/// The conductor API's newest version (1.6: `bind_arq`'s `project_id`).
+pub const CONDUCTOR_VERSION: Version = Version::new(1, 6);
 
 /// The conductor API version that added object indirection (its three methods are served
 /// and called at it).

@@ -82,6 +82,16 @@ impl Api {
 
     /// [`Api::start_through_conductor`] with these limits.
     pub async fn start_through_conductor_with(db: Db, limits: Limits) -> Api {
+        Api::start_through_conductor_capped(db, limits, None).await
+    }
+
+    /// [`Api::start_through_conductor_with`], the conductor client capped at `cap`
+    /// (`[upgrade_levels] conductor`).
+    pub async fn start_through_conductor_capped(
+        db: Db,
+        limits: Limits,
+        cap: Option<verso::Version>,
+    ) -> Api {
         let transport = Arc::new(MemoryTransport::new());
         let release: ReleasePolicy = Arc::new(|| Release::Immediate);
         let conductor = RpcServer::new(transport.clone(), Target::new("accel-conductor"))
@@ -95,7 +105,10 @@ impl Api {
             .start()
             .await
             .expect("conductor starts");
-        let client = RpcClient::for_api::<ConductorApi>(transport, "accel-conductor");
+        let mut client = RpcClient::for_api::<ConductorApi>(transport, "accel-conductor");
+        if let Some(cap) = cap {
+            client = client.version_cap(cap);
+        }
         let service = ConductorService::new(DbService::new(db.clone()), client);
         Api::serve(
             db,

@@ -198,7 +198,24 @@ impl Db {
         instance_uuid: &str,
         device_rp_uuid: Option<&str>,
     ) -> Result<ArqRow, DbError> {
+        self.bind_for(uuid, host, instance_uuid, device_rp_uuid, None)
+            .await
+    }
+
+    /// [`Db::bind`] that also records `project_id` as the request's project, as Cyborg
+    /// 17's bind does (an administrator's patch, or the binding caller's project; a
+    /// request imported without one gets it so); `None` leaves it. Written with the
+    /// binding, so a failed bind changes no project either.
+    pub async fn bind_for(
+        &self,
+        uuid: &str,
+        host: &str,
+        instance_uuid: &str,
+        device_rp_uuid: Option<&str>,
+        project_id: Option<&str>,
+    ) -> Result<ArqRow, DbError> {
         check_binding(host, instance_uuid, device_rp_uuid)?;
+        check_len("project_id", project_id)?;
         let current = self.arq(uuid).await?;
         if current.state == ArqState::Bound
             && current.instance_uuid.as_deref() == Some(instance_uuid)
@@ -257,11 +274,12 @@ impl Db {
         let mut tx = self.pool.begin().await?;
         self.transition(&mut tx, uuid, ArqState::BindStarted)
             .await?;
-        sqlx::query("UPDATE accelerator_requests SET hostname = $1, instance_uuid = $2, device_rp_uuid = $3 WHERE uuid = $4")
+        sqlx::query("UPDATE accelerator_requests SET hostname = $1, instance_uuid = $2, device_rp_uuid = $3, project_id = COALESCE($5, project_id) WHERE uuid = $4")
             .bind(host)
             .bind(instance_uuid)
             .bind(device_rp_uuid)
             .bind(uuid)
+            .bind(project_id)
             .execute(&mut *tx)
             .await?;
         let taken = loop {

@@ -201,6 +201,7 @@ pub async fn bind_ssd(client: &RpcClient, instance: &str) -> (String, String) {
                 hostname: HOST.into(),
                 instance_uuid: instance.into(),
                 device_rp_uuid: None,
+                project_id: None,
             },
         )
         .await
