@@ -344,6 +344,7 @@ impl Transport for AmqpTransport {
             tx,
             dedup: Mutex::new(Dedup::default()),
             attached: tokio::sync::Mutex::new(0),
+            acks: tokio_util::task::TaskTracker::new(),
         });
         lock(&inner.listeners).push(state.clone());
         // A server may keep only its listener: the transport lives as long as it does.

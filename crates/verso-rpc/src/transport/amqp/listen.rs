@@ -175,8 +175,9 @@ pub(super) async fn listen_loop(
         let delivery = tokio::select! {
             d = deliveries.next() => d,
             () = state.tx.closed() => {
-                // The server stopped: unsubscribe.
-                let _ = channel.close().await;
+                // The server stopped: unsubscribe, once the requests it took are
+                // acknowledged (closing first would send them to another consumer).
+                close_after_acks(&state, channel).await;
                 return;
             }
         };
@@ -193,17 +194,21 @@ pub(super) async fn listen_loop(
         match read_request(&weak, &state, &limits, &data) {
             Some(incoming) => {
                 let ch = channel.clone();
+                let acks = state.acks.clone();
                 let incoming = incoming.with_ack(move || {
-                    io_handle().spawn(async move {
-                        if let Err(e) = ch.basic_ack(ack).await {
-                            tracing::warn!(error = %e, "acknowledging a request failed");
-                        }
-                    });
+                    acks.spawn_on(
+                        async move {
+                            if let Err(e) = ch.basic_ack(ack).await {
+                                tracing::warn!(error = %e, "acknowledging a request failed");
+                            }
+                        },
+                        io_handle(),
+                    );
                 });
                 // Waits while the server's buffer is full (backpressure).
                 if state.tx.send(incoming).await.is_err() {
-                    // The server stopped: its unacknowledged requests go back.
-                    let _ = channel.close().await;
+                    // The server stopped: the requests it did not take go back.
+                    close_after_acks(&state, channel).await;
                     return;
                 }
             }
@@ -222,6 +227,27 @@ pub(super) async fn listen_loop(
         }
     }
 }
+
+/// Closes a stopped server's channel after the acknowledgements of the requests it took
+/// are queued on it (amqprs writes a channel's frames in order, so they reach the broker
+/// before the close): the requests it never took are redelivered to another consumer,
+/// and none it took and ran is.
+async fn close_after_acks(state: &ListenerState, channel: Channel) {
+    state.acks.close();
+    // Bounded: a connection that stalled fails its acks anyway (the broker then
+    // redelivers, and a reconnect would find the channel gone).
+    if tokio::time::timeout(ACK_FLUSH, state.acks.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(target = %state.target, pending = state.acks.len(),
+            "closing a stopped server's channel before every acknowledgement was queued");
+    }
+    let _ = channel.close().await;
+}
+
+/// How long a stopping listener waits for its acknowledgements to be queued.
+const ACK_FLUSH: Duration = Duration::from_secs(5);
 
 /// The received request, or why it cannot be read: a call whose reply address can be
 /// found is answered with the reason, anything else goes to the server as a failed

@@ -75,6 +75,10 @@ pub(super) struct ListenerState {
     pub(super) dedup: Mutex<Dedup>,
     /// The session this listener is consuming on (0: none yet).
     pub(super) attached: tokio::sync::Mutex<u64>,
+    /// The acknowledgements of the requests the server took, on their way to the broker:
+    /// a stopping listener waits for them before it closes its channel, or the broker
+    /// would give requests already run to another consumer.
+    pub(super) acks: tokio_util::task::TaskTracker,
 }
 
 /// The last ids seen (`_unique_id`s, or abandoned reply queues), oldest first, at most
