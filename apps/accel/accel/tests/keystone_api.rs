@@ -62,14 +62,7 @@ fn accel_with_the_guides_keystone_options_serves_the_openstack_cli() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let server = uuid::Uuid::new_v4().to_string();
     let nova = rt.block_on(support::nova::Nova::start(&[(&server, "accel-vm")]));
-    let admin =
-        accel_conductor::keystone::Session::new(accel_conductor::keystone::AuthOptions::new(
-            &keystone_url(),
-            "admin",
-            "verso-admin",
-            "admin",
-        ))
-        .expect("admin session");
+    let admin = session("admin", "admin");
     let catalog = rt
         .block_on(accel_keystone::testing::Catalog::add(
             &admin,
@@ -154,7 +147,8 @@ fn accel_with_the_guides_keystone_options_serves_the_openstack_cli() {
     // accel to bind the member's request to the deployable Placement would offer
     // (host1's GPU, resource class PGPU, by its resource provider): refused, as Cyborg 17
     // refuses a bind without Nova's service token.
-    let rp = rt.block_on(gpu_provider(&base, "host1"));
+    let admin_token = rt.block_on(admin.token(false)).expect("admin token");
+    let rp = rt.block_on(gpu_provider(&admin_token, &base, "host1"));
     let (ok, out) = openstack_in(
         Some(&region),
         &base,
@@ -168,18 +162,8 @@ fn accel_with_the_guides_keystone_options_serves_the_openstack_cli() {
     // Nova binds it (the owner's token, its own as the service token), and is told
     // through the catalog that the request is bound; the CLI shows it bound.
     let as_user = |user: &str, project: &str| {
-        rt.block_on(async {
-            accel_conductor::keystone::Session::new(accel_conductor::keystone::AuthOptions::new(
-                &keystone_url(),
-                user,
-                &format!("verso-{user}"),
-                project,
-            ))
-            .expect("session")
-            .token(false)
-            .await
+        rt.block_on(session(user, project).token(false))
             .expect("token")
-        })
     };
     let (member, nova_token) = (as_user("demo-member", "demo"), as_user("nova", "service"));
     let nova_patch = |ops: serde_json::Value| {
@@ -262,21 +246,23 @@ fn accel_with_the_guides_keystone_options_serves_the_openstack_cli() {
     assert!(ok && out.contains("GPU"), "{out}");
 }
 
+/// A Keystone session of test user `user` (password `verso-<user>`) in `project`.
+fn session(user: &str, project: &str) -> accel_conductor::keystone::Session {
+    accel_conductor::keystone::Session::new(accel_conductor::keystone::AuthOptions::new(
+        &keystone_url(),
+        user,
+        &format!("verso-{user}"),
+        project,
+    ))
+    .expect("session")
+}
+
 /// The resource provider of a GPU deployable of `host`, as the administrator reads the
 /// API (`attributes_list` is Cyborg's JSON text of one-key objects, `rc` among them).
-async fn gpu_provider(base: &str, host: &str) -> String {
-    use accel_conductor::keystone::{AuthOptions, Session};
-    let admin = Session::new(AuthOptions::new(
-        &keystone_url(),
-        "admin",
-        "verso-admin",
-        "admin",
-    ))
-    .expect("admin session");
-    let token = admin.token(false).await.expect("admin token");
+async fn gpu_provider(token: &str, base: &str, host: &str) -> String {
     let listed: serde_json::Value = reqwest::Client::new()
         .get(format!("{base}/v2/deployables?hostname={host}"))
-        .header("X-Auth-Token", &token)
+        .header("X-Auth-Token", token)
         .send()
         .await
         .expect("GET")
@@ -327,16 +313,8 @@ fn placement_config() -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_conductor_keeps_the_deployables_in_placement() {
-    use accel_conductor::keystone::{AuthOptions, Session};
-    let session = Session::new(AuthOptions::new(
-        &keystone_url(),
-        "accel",
-        "verso-accel",
-        "service",
-    ))
-    .expect("session");
     // The test's own client of Placement (found through the catalog), as Nova's.
-    let placement = accel_conductor::placement::Placement::new(session, None);
+    let placement = accel_conductor::placement::Placement::new(session("accel", "service"), None);
     let call = |method: reqwest::Method, path: String, body: Option<serde_json::Value>| {
         let placement = placement.clone();
         async move {
@@ -371,16 +349,10 @@ async fn the_conductor_keeps_the_deployables_in_placement() {
 
     // The deployables the API shows (as admin) are host1's providers, within a few
     // reconciler passes.
-    let admin = {
-        let s = Session::new(AuthOptions::new(
-            &keystone_url(),
-            "admin",
-            "verso-admin",
-            "admin",
-        ))
-        .expect("admin");
-        s.token(false).await.expect("admin token")
-    };
+    let admin = session("admin", "admin")
+        .token(false)
+        .await
+        .expect("admin token");
     let deployables: serde_json::Value = reqwest::Client::new()
         .get(format!("{base}/v2/deployables?hostname=host1"))
         .header("X-Auth-Token", &admin)

@@ -273,6 +273,30 @@ fn bind_ops_rp(host: &str, instance: &str, rp: &str) -> Value {
     ])
 }
 
+/// Profile `g` (one PGPU) and `n` requests of it, made without a project; their UUIDs.
+async fn gpu_requests(api: &Api, n: usize) -> Vec<String> {
+    let (status, body) = post(
+        api,
+        "/v2/device_profiles",
+        json!([{"name": "g", "groups": [{"resources:PGPU": "1"}]}]),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let mut arqs = Vec::new();
+    for _ in 0..n {
+        let (status, body) = post(
+            api,
+            "/v2/accelerator_requests",
+            json!({"device_profile_name": "g"}),
+        )
+        .await;
+        assert_eq!(status, 201, "{body}");
+        assert_eq!(body["arqs"][0]["project_id"], Value::Null, "{body}");
+        arqs.push(body["arqs"][0]["uuid"].as_str().expect("uuid").to_owned());
+    }
+    arqs
+}
+
 /// The resource provider of the deployable at PCI address `cp` on `host`.
 async fn rp_of(api: &Api, host: &str, cp: &str) -> String {
     let (_, body) = api.get(&format!("/v2/deployables?hostname={host}")).await;
@@ -757,24 +781,7 @@ async fn binds_follow_the_resource_provider(api: &Api) {
         rp,
         uuid::Uuid::new_v3(&uuid::Uuid::NAMESPACE_DNS, b"h1_0000:3d:00.0").to_string()
     );
-    let (status, body) = post(
-        api,
-        "/v2/device_profiles",
-        json!([{"name": "g", "groups": [{"resources:PGPU": "1"}]}]),
-    )
-    .await;
-    assert_eq!(status, 201, "{body}");
-    let mut arqs = Vec::new();
-    for _ in 0..2 {
-        let (status, body) = post(
-            api,
-            "/v2/accelerator_requests",
-            json!({"device_profile_name": "g"}),
-        )
-        .await;
-        assert_eq!(status, 201, "{body}");
-        arqs.push(body["arqs"][0]["uuid"].as_str().expect("uuid").to_owned());
-    }
+    let arqs = gpu_requests(api, 2).await;
     // Not a provider of h1: another host's, or none at all.
     let other_host = rp_of(api, "h2", "0000:5e:00.0").await;
     for wrong in [other_host.as_str(), "5b2c3f0e-0000-4000-8000-000000000001"] {
@@ -812,25 +819,7 @@ async fn binds_follow_the_resource_provider(api: &Api) {
 /// administrators). A failed patch changes no project.
 async fn binds_record_the_project(api: &Api) {
     seed(api).await;
-    let (status, body) = post(
-        api,
-        "/v2/device_profiles",
-        json!([{"name": "g", "groups": [{"resources:PGPU": "1"}]}]),
-    )
-    .await;
-    assert_eq!(status, 201, "{body}");
-    let mut arqs = Vec::new();
-    for _ in 0..2 {
-        let (status, body) = post(
-            api,
-            "/v2/accelerator_requests",
-            json!({"device_profile_name": "g"}),
-        )
-        .await;
-        assert_eq!(status, 201, "{body}");
-        assert_eq!(body["arqs"][0]["project_id"], Value::Null, "{body}");
-        arqs.push(body["arqs"][0]["uuid"].as_str().expect("uuid").to_owned());
-    }
+    let arqs = gpu_requests(api, 2).await;
     let project_of = |uuid: String| async move {
         let (_, arq) = api.get(&format!("/v2/accelerator_requests/{uuid}")).await;
         arq["project_id"].clone()
@@ -881,23 +870,7 @@ async fn binds_below_conductor_1_6_keep_the_project() {
     )
     .await;
     seed(&api).await;
-    let (status, body) = post(
-        &api,
-        "/v2/device_profiles",
-        json!([{"name": "g", "groups": [{"resources:PGPU": "1"}]}]),
-    )
-    .await;
-    assert_eq!(status, 201, "{body}");
-    let mut arqs = Vec::new();
-    for _ in 0..2 {
-        let (_, body) = post(
-            &api,
-            "/v2/accelerator_requests",
-            json!({"device_profile_name": "g"}),
-        )
-        .await;
-        arqs.push(body["arqs"][0]["uuid"].as_str().expect("uuid").to_owned());
-    }
+    let arqs = gpu_requests(&api, 2).await;
     let (status, body) = api
         .send(
             api.request(Method::PATCH, "/v2/accelerator_requests")
