@@ -257,10 +257,9 @@ fn session(user: &str, project: &str) -> accel_conductor::keystone::Session {
     .expect("session")
 }
 
-/// The resource provider of a GPU deployable of `host`, as the administrator reads the
-/// API (`attributes_list` is Cyborg's JSON text of one-key objects, `rc` among them).
-async fn gpu_provider(token: &str, base: &str, host: &str) -> String {
-    let listed: serde_json::Value = reqwest::Client::new()
+/// `GET /v2/deployables?hostname=HOST` with `token`: the API's answer.
+async fn deployables_of(token: &str, base: &str, host: &str) -> serde_json::Value {
+    reqwest::Client::new()
         .get(format!("{base}/v2/deployables?hostname={host}"))
         .header("X-Auth-Token", token)
         .send()
@@ -268,7 +267,13 @@ async fn gpu_provider(token: &str, base: &str, host: &str) -> String {
         .expect("GET")
         .json()
         .await
-        .expect("JSON");
+        .expect("JSON")
+}
+
+/// The resource provider of a GPU deployable of `host`, as the administrator reads the
+/// API (`attributes_list` is Cyborg's JSON text of one-key objects, `rc` among them).
+async fn gpu_provider(token: &str, base: &str, host: &str) -> String {
+    let listed = deployables_of(token, base, host).await;
     listed["deployables"]
         .as_array()
         .into_iter()
@@ -353,15 +358,7 @@ async fn the_conductor_keeps_the_deployables_in_placement() {
         .token(false)
         .await
         .expect("admin token");
-    let deployables: serde_json::Value = reqwest::Client::new()
-        .get(format!("{base}/v2/deployables?hostname=host1"))
-        .header("X-Auth-Token", &admin)
-        .send()
-        .await
-        .expect("GET")
-        .json()
-        .await
-        .expect("JSON");
+    let deployables = deployables_of(&admin, &base, "host1").await;
     let mut wanted: Vec<String> = deployables["deployables"]
         .as_array()
         .expect("list")
