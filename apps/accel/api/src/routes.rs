@@ -357,8 +357,41 @@ fn page<T: Listed>(
     view: impl Fn(&T) -> Value,
     extra: &[(&'static str, String)],
 ) -> Json<Value> {
-    let mut body = json!({ key: rows.iter().map(view).collect::<Vec<_>>() });
-    if let Some(last) = rows.last().filter(|_| rows.len() >= query.limit as usize) {
+    let read = PageRead::of(rows);
+    page_shown(base, collection, key, query, read, rows.iter(), view, extra)
+}
+
+/// What the database returned for a page, before any filter the handler applies after
+/// reading: whether the page was full decides `next`, and its last row is the marker,
+/// so a page the filter shortened (even to nothing) still links to the rest.
+struct PageRead {
+    rows: usize,
+    last: Option<String>,
+}
+
+impl PageRead {
+    fn of<T: Listed>(rows: &[T]) -> Self {
+        PageRead {
+            rows: rows.len(),
+            last: rows.last().map(|r| r.uuid().to_owned()),
+        }
+    }
+}
+
+/// [`page`] of the rows `shown`, a filtered part of the page `read`.
+#[allow(clippy::too_many_arguments)]
+fn page_shown<'a, T: 'a>(
+    base: &str,
+    collection: &str,
+    key: &str,
+    query: &ListQuery,
+    read: PageRead,
+    shown: impl Iterator<Item = &'a T>,
+    view: impl Fn(&T) -> Value,
+    extra: &[(&'static str, String)],
+) -> Json<Value> {
+    let mut body = json!({ key: shown.map(view).collect::<Vec<_>>() });
+    if let Some(last) = read.last.filter(|_| read.rows >= query.limit as usize) {
         let mut pairs: Vec<(&str, String)> = extra.to_vec();
         if let Some(h) = &query.hostname {
             pairs.push(("hostname", h.clone()));
@@ -373,7 +406,7 @@ fn page<T: Listed>(
             pairs.push(("name", query.names.join(",")));
         }
         pairs.push(("limit", query.limit.to_string()));
-        pairs.push(("marker", last.uuid().to_owned()));
+        pairs.push(("marker", last));
         let qs = serde_urlencoded::to_string(&pairs).unwrap_or_default();
         body["next"] = Value::String(format!("{base}/v2/{collection}?{qs}"));
     }
@@ -857,21 +890,15 @@ async fn list_arqs(
             )))
         }
     };
-    let mut arqs = service.arqs(instance.map(String::as_str), &query).await?;
-    let ended = |a: &ArqRow| {
+    let arqs = service.arqs(instance.map(String::as_str), &query).await?;
+    let ended = |a: &&ArqRow| {
         matches!(
             a.state,
             ArqState::Bound | ArqState::BindFailed | ArqState::Deleting
         )
     };
-    if resolved {
-        if instance.is_some() {
-            if !arqs.iter().all(ended) {
-                return Ok(StatusCode::LOCKED.into_response());
-            }
-        } else {
-            arqs.retain(ended);
-        }
+    if resolved && instance.is_some() && !arqs.iter().all(|a| ended(&a)) {
+        return Ok(StatusCode::LOCKED.into_response());
     }
     let mut extra: Vec<(&'static str, String)> = instance
         .map(|i| ("instance", i.clone()))
@@ -880,12 +907,15 @@ async fn list_arqs(
     if resolved {
         extra.push(("bind_state", "resolved".to_owned()));
     }
-    Ok(page(
+    // Without an instance the filter applies to the page read; `next` follows the page
+    // read, so walking the links reaches every resolved request.
+    Ok(page_shown(
         &base,
         "accelerator_requests",
         "arqs",
         &query,
-        &arqs,
+        PageRead::of(&arqs),
+        arqs.iter().filter(|a| !resolved || ended(a)),
         |a| views::arq(a, &base),
         &extra,
     )

@@ -1002,6 +1002,71 @@ async fn cyborg_forms(api: &Api) {
             "{a}"
         );
     }
+    // Without an instance the filter applies to each page read, and `next` follows the
+    // page read: walking pages of one, the unbound request makes an empty page that
+    // still links on to the bound one after it.
+    api.db
+        .report("h4", &[device("0000:61:00.0", "FPGA", 1)])
+        .await
+        .expect("report h4");
+    let mut made = Vec::new();
+    for _ in 0..2 {
+        let (_, body) = post(
+            api,
+            "/v2/accelerator_requests",
+            json!({"device_profile_name": "a"}),
+        )
+        .await;
+        made.push(body["arqs"][0]["uuid"].as_str().expect("uuid").to_owned());
+    }
+    let later = json!({ made[1].clone(): [
+        {"path": "/hostname", "op": "add", "value": "h4"},
+        {"path": "/instance_uuid", "op": "add", "value": instance(9)},
+    ]});
+    let (status, _) = api
+        .send(
+            api.request(
+                Method::PATCH,
+                &format!("/v2/accelerator_requests/{}", made[1]),
+            )
+            .json(&later),
+        )
+        .await;
+    assert_eq!(status, 202);
+    let (_, body) = api
+        .get("/v2/accelerator_requests?bind_state=resolved")
+        .await;
+    let resolved = uuids(&body["arqs"]);
+    assert!(resolved.contains(&made[1]) && !resolved.contains(&made[0]));
+    let (mut walked, mut pages, mut empty) = (Vec::new(), 0, 0);
+    let mut next = Some(format!(
+        "{}/v2/accelerator_requests?bind_state=resolved&limit=1",
+        api.base
+    ));
+    while let Some(url) = next.take() {
+        let (status, body) = api.send(api.request_url(Method::GET, &url)).await;
+        assert_eq!(status, 200, "{body}");
+        let got = uuids(&body["arqs"]);
+        empty += usize::from(got.is_empty());
+        walked.extend(got);
+        pages += 1;
+        assert!(pages < 100, "the walk must end");
+        next = body["next"].as_str().map(str::to_owned);
+    }
+    assert_eq!(
+        walked, resolved,
+        "every resolved request, in order, across the pages"
+    );
+    assert!(
+        empty >= 1,
+        "the unbound request's page is empty and links on"
+    );
+    for uuid in &made {
+        let (status, _) = api
+            .send(api.request(Method::DELETE, &format!("/v2/accelerator_requests/{uuid}")))
+            .await;
+        assert_eq!(status, 204);
+    }
     assert_error(
         &api.get("/v2/accelerator_requests?bind_state=Bound").await,
         400,
