@@ -1,8 +1,10 @@
 //! `accel db import-cyborg`: a real Cyborg 17 database, made and filled by Cyborg's own
 //! code (its schema by `create_schema` on SQLite and by `cyborg-dbsync upgrade`, its
 //! alembic migrations, on MariaDB; its conductor's `report_data` of the fake driver on
-//! two hosts with the providers in the real Placement, two device profiles, their
-//! requests, two binds, a device in maintenance), taken over by accel: every device,
+//! two hosts and of an SR-IOV NIC whose virtual functions are deployables of their own,
+//! with the providers in the real Placement, three device profiles, their requests,
+//! three binds (one to a virtual function), a device in maintenance), taken over by
+//! accel: every device,
 //! deployable, attach handle, attribute, profile and request is in accel's database
 //! with its UUID and fields, the requests bound to the same handles, so accel's own
 //! unbind and bind work on them. A dry run writes nothing; a second run changes
@@ -16,7 +18,7 @@
 
 mod support;
 
-use accel_conductor::db::{rp_uuid, Db, ListFilter, ReportedDevice};
+use accel_conductor::db::{rp_uuid, Db, ListFilter, ReportedDeployable, ReportedDevice};
 use accel_conductor::lifecycle::ArqState;
 use accel_cyborg17::testing::{
     cyborg_conductor_config, cyborg_conductor_config_on, cyborg_conductor_schema,
@@ -76,23 +78,34 @@ async fn accel_view(db: &Db) -> Value {
     let handles = db.attach_handles(None).await.expect("handles");
     let mut devices = Vec::new();
     for d in db.devices(&all).await.expect("devices") {
-        let dep = deployables
-            .iter()
-            .find(|dep| dep.device_id == d.id)
-            .expect("a deployable per device");
-        let mut dep_handles: Vec<Value> = handles
-            .iter()
-            .filter(|h| h.deployable_id == dep.id)
-            .map(|h| {
-                json!({
-                    "uuid": h.uuid,
-                    "attach_type": h.attach_type,
-                    "attach_info": h.attach_info,
-                    "in_use": h.in_use,
+        let mut deps: Vec<Value> = Vec::new();
+        let mut control_path_id = None;
+        for dep in deployables.iter().filter(|dep| dep.device_id == d.id) {
+            control_path_id = Some(dep.control_path_id.clone());
+            let mut dep_handles: Vec<Value> = handles
+                .iter()
+                .filter(|h| h.deployable_id == dep.id)
+                .map(|h| {
+                    json!({
+                        "uuid": h.uuid,
+                        "attach_type": h.attach_type,
+                        "attach_info": h.attach_info,
+                        "in_use": h.in_use,
+                    })
                 })
-            })
-            .collect();
-        dep_handles.sort_by(|a, b| a["uuid"].as_str().cmp(&b["uuid"].as_str()));
+                .collect();
+            dep_handles.sort_by(|a, b| a["uuid"].as_str().cmp(&b["uuid"].as_str()));
+            deps.push(json!({
+                "uuid": dep.uuid,
+                "name": dep.name,
+                "num_accelerators": dep.num_accelerators,
+                "driver_name": dep.driver_name,
+                "rp_uuid": dep.rp_uuid,
+                "attributes": dep.attributes,
+                "handles": dep_handles,
+            }));
+        }
+        deps.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
         devices.push(json!({
             "uuid": d.uuid,
             "hostname": d.hostname,
@@ -102,16 +115,8 @@ async fn accel_view(db: &Db) -> Value {
             "std_board_info": d.std_board_info,
             "vendor_board_info": d.vendor_board_info,
             "status": if d.maintaining { "maintaining" } else { "enabled" },
-            "control_path_id": dep.control_path_id,
-            "deployables": [{
-                "uuid": dep.uuid,
-                "name": dep.name,
-                "num_accelerators": dep.num_accelerators,
-                "driver_name": dep.driver_name,
-                "rp_uuid": dep.rp_uuid,
-                "attributes": dep.attributes,
-                "handles": dep_handles,
-            }],
+            "control_path_id": control_path_id.expect("a deployable per device"),
+            "deployables": deps,
         }));
     }
     let profiles: Vec<Value> = db
@@ -169,34 +174,50 @@ fn as_accel_holds_it(mut dump: Value) -> Value {
         let d = d.as_object_mut().expect("a device");
         d.remove("cpid_info");
         d.insert("control_path_id".into(), Value::String(address));
+        if let Some(deps) = d.get_mut("deployables").and_then(Value::as_array_mut) {
+            deps.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+        }
     }
     dump
 }
 
 /// What the fill made, checked on Cyborg's side first so the comparison means
-/// something: two hosts, 16 handles each, two bound requests holding in-use handles,
-/// one device in maintenance.
+/// something: an FPGA with 16 handles on each host, and on the first an SR-IOV NIC
+/// whose two virtual functions are deployables of their own (one handle each, their
+/// own attributes and providers); three bound requests holding in-use handles (one of
+/// them on the NIC's second virtual function), one device in maintenance.
 fn check_filled(dump: &Value, hosts: &[&str]) {
     let devices = dump["devices"].as_array().expect("devices");
-    let mut on: Vec<&str> = devices
+    let mut on: Vec<(&str, &str)> = devices
         .iter()
-        .map(|d| d["hostname"].as_str().expect("host"))
+        .map(|d| {
+            (
+                d["hostname"].as_str().expect("host"),
+                d["type"].as_str().expect("type"),
+            )
+        })
         .collect();
     on.sort();
-    let mut want = hosts.to_vec();
+    let mut want: Vec<(&str, &str)> = hosts.iter().map(|h| (*h, "FPGA")).collect();
+    want.push((hosts[0], "NIC"));
     want.sort();
     assert_eq!(on, want, "{dump:#}");
     for d in devices {
-        let dep = &d["deployables"][0];
-        assert_eq!(
-            dep["handles"].as_array().expect("handles").len(),
-            16,
-            "{d:#}"
-        );
-        assert_eq!(
-            dep["rp_uuid"],
-            json!(rp_uuid(dep["name"].as_str().expect("name")))
-        );
+        let deps = d["deployables"].as_array().expect("deployables");
+        let handles: Vec<usize> = deps
+            .iter()
+            .map(|dep| dep["handles"].as_array().expect("handles").len())
+            .collect();
+        match d["type"].as_str() {
+            Some("NIC") => assert_eq!(handles, [1, 1], "{d:#}"),
+            _ => assert_eq!(handles, [16], "{d:#}"),
+        }
+        for dep in deps {
+            assert_eq!(
+                dep["rp_uuid"],
+                json!(rp_uuid(dep["name"].as_str().expect("name")))
+            );
+        }
     }
     let bound: Vec<&Value> = dump["arqs"]
         .as_array()
@@ -204,11 +225,30 @@ fn check_filled(dump: &Value, hosts: &[&str]) {
         .iter()
         .filter(|a| a["state"] == "Bound")
         .collect();
-    assert_eq!(bound.len(), 2, "{dump:#}");
+    assert_eq!(bound.len(), 3, "{dump:#}");
     assert!(bound
         .iter()
         .all(|a| a["attach_handle_uuid"].is_string() && a["project_id"].is_string()));
-    assert_eq!(dump["arqs"].as_array().expect("arqs").len(), 3);
+    let nic = devices
+        .iter()
+        .find(|d| d["type"] == "NIC")
+        .expect("the NIC");
+    let vf2 = nic["deployables"]
+        .as_array()
+        .expect("deployables")
+        .iter()
+        .find(|dep| {
+            dep["name"]
+                .as_str()
+                .is_some_and(|n| n.ends_with("_nic_vf2"))
+        })
+        .expect("the second virtual function");
+    assert!(
+        bound.iter().any(|a| a["device_rp_uuid"] == vf2["rp_uuid"]
+            && a["attach_handle_uuid"] == vf2["handles"][0]["uuid"]),
+        "no request bound to the NIC's second virtual function: {dump:#}"
+    );
+    assert_eq!(dump["arqs"].as_array().expect("arqs").len(), 4);
     assert_eq!(
         devices
             .iter()
@@ -227,7 +267,7 @@ async fn take_over(db_url: &str, from: &str, dump: &Value) -> Db {
     let out = import(db_url, from, true);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
-        text(&out).contains("would import (dry run, nothing kept) 2 devices on 2 hosts (32 attach handles, 4 attributes), 2 device profiles, 3 accelerator requests"),
+        text(&out).contains("would import (dry run, nothing kept) 3 devices on 2 hosts (34 attach handles, 8 attributes), 3 device profiles, 4 accelerator requests"),
         "{}",
         text(&out)
     );
@@ -238,7 +278,7 @@ async fn take_over(db_url: &str, from: &str, dump: &Value) -> Db {
     let out = import(db_url, from, false);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
-        text(&out).contains("imported 2 devices on 2 hosts"),
+        text(&out).contains("imported 3 devices on 2 hosts"),
         "{}",
         text(&out)
     );
@@ -264,17 +304,14 @@ async fn take_over(db_url: &str, from: &str, dump: &Value) -> Db {
 
     // Each host's Cyborg agent reports next to accel's conductor: the same inventory
     // finds every imported row as it is (nothing updated, no handle replaced).
+    let mut reports: std::collections::BTreeMap<String, Vec<ReportedDevice>> =
+        std::collections::BTreeMap::new();
     for device in want["devices"].as_array().expect("devices") {
-        let dep = &device["deployables"][0];
+        let deps = device["deployables"].as_array().expect("deployables");
+        let dep = &deps[0];
         let text = |v: &Value| v.as_str().map(str::to_owned);
-        let row = ReportedDevice {
-            control_path_id: text(&device["control_path_id"]).expect("address"),
-            device_type: text(&device["type"]).expect("type"),
-            vendor: text(&device["vendor"]).expect("vendor"),
-            model: text(&device["model"]).expect("model"),
-            std_board_info: text(&device["std_board_info"]),
-            driver_name: text(&dep["driver_name"]),
-            handles: dep["handles"]
+        let handles_of = |dep: &Value| -> Vec<(String, String)> {
+            dep["handles"]
                 .as_array()
                 .expect("handles")
                 .iter()
@@ -284,20 +321,42 @@ async fn take_over(db_url: &str, from: &str, dump: &Value) -> Db {
                         text(&h["attach_info"]).expect("info"),
                     )
                 })
-                .collect(),
+                .collect()
+        };
+        let row = ReportedDevice {
+            control_path_id: text(&device["control_path_id"]).expect("address"),
+            device_type: text(&device["type"]).expect("type"),
+            vendor: text(&device["vendor"]).expect("vendor"),
+            model: text(&device["model"]).expect("model"),
+            std_board_info: text(&device["std_board_info"]),
+            driver_name: text(&dep["driver_name"]),
+            handles: handles_of(dep),
             attributes: serde_json::from_value(dep["attributes"].clone()).expect("attributes"),
             deployable_name: text(&dep["name"]),
             vendor_board_info: text(&device["vendor_board_info"]),
+            more_deployables: deps[1..]
+                .iter()
+                .map(|dep| ReportedDeployable {
+                    name: text(&dep["name"]).expect("name"),
+                    driver_name: text(&dep["driver_name"]),
+                    handles: handles_of(dep),
+                    attributes: serde_json::from_value(dep["attributes"].clone())
+                        .expect("attributes"),
+                })
+                .collect(),
         };
         let host = device["hostname"].as_str().expect("host");
-        let outcome = db.report(host, &[row]).await.expect("report");
+        reports.entry(host.to_owned()).or_default().push(row);
+    }
+    for (host, rows) in &reports {
+        let outcome = db.report(host, rows).await.expect("report");
         assert_eq!(
             (
                 outcome.unchanged,
                 outcome.updated.len(),
                 outcome.added.len()
             ),
-            (1, 0, 0),
+            (rows.len(), 0, 0),
             "{host}'s next report changed imported rows: {outcome:?}"
         );
     }
@@ -335,8 +394,8 @@ async fn take_over(db_url: &str, from: &str, dump: &Value) -> Db {
         .as_array()
         .expect("devices")
         .iter()
-        .find(|d| d["status"] == "enabled")
-        .expect("a device in service");
+        .find(|d| d["status"] == "enabled" && d["type"] == "FPGA")
+        .expect("an FPGA in service");
     let rp = enabled["deployables"][0]["rp_uuid"].as_str().expect("rp");
     let host = enabled["hostname"].as_str().expect("host");
     let instance = uuid::Uuid::new_v4().to_string();

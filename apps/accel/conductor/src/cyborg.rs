@@ -11,7 +11,7 @@
 //! devices (Cyborg's "keep what you have" marker). Cyborg's other conductor methods are
 //! called by Cyborg's API service, which accel's API replaces, so they are not served.
 
-use crate::db::{Db, ReportedDevice};
+use crate::db::{Db, ReportedDeployable, ReportedDevice};
 use crate::service::{to_remote, witness_report, ReportWitness};
 use accel_cyborg17::objects::{DeviceType, DriverDevice};
 use accel_cyborg17::rpc::{ReportData, CONDUCTOR_TOPIC};
@@ -119,11 +119,12 @@ fn reported_device(i: usize, d: &DriverDevice) -> Result<ReportedDevice, CyborgR
         .get()
         .map(Vec::as_slice)
         .unwrap_or_default();
-    let mut handles = Vec::new();
-    // accel keeps one deployable per device: the deployables' attributes are merged, a
-    // later deployable's value winning for a key two of them report.
-    let mut attributes = BTreeMap::new();
+    // Each of Cyborg's deployables is one of accel's: the first one's fields are the
+    // device's own, the others its `more_deployables` (their names are needed: each
+    // names its Placement provider).
+    let mut reported = Vec::with_capacity(deployables.len());
     for dep in deployables {
+        let mut attributes = BTreeMap::new();
         for a in dep
             .attribute_list
             .get()
@@ -135,6 +136,7 @@ fn reported_device(i: usize, d: &DriverDevice) -> Result<ReportedDevice, CyborgR
             let value = a.value.get().ok_or_else(|| missing("attribute value"))?;
             attributes.insert(key.clone(), value.clone());
         }
+        let mut handles = Vec::new();
         for h in dep
             .attach_handle_list
             .get()
@@ -146,6 +148,18 @@ fn reported_device(i: usize, d: &DriverDevice) -> Result<ReportedDevice, CyborgR
             let info = h.attach_info.get().ok_or_else(|| missing("attach_info"))?;
             handles.push((ty.clone(), info.clone()));
         }
+        reported.push(ReportedDeployable {
+            name: dep.name.get().cloned().unwrap_or_default(),
+            driver_name: dep.driver_name.get().cloned().flatten(),
+            handles,
+            attributes,
+        });
+    }
+    let mut reported = reported.into_iter();
+    let first = reported.next().unwrap_or_default();
+    let more_deployables: Vec<ReportedDeployable> = reported.collect();
+    if more_deployables.iter().any(|dep| dep.name.is_empty()) {
+        return Err(missing("deployable name"));
     }
     Ok(ReportedDevice {
         control_path_id,
@@ -153,17 +167,13 @@ fn reported_device(i: usize, d: &DriverDevice) -> Result<ReportedDevice, CyborgR
         vendor: d.vendor.get().cloned().ok_or_else(|| missing("vendor"))?,
         model: d.model.get().cloned().ok_or_else(|| missing("model"))?,
         std_board_info: d.std_board_info.get().cloned().flatten(),
-        driver_name: deployables
-            .iter()
-            .find_map(|dep| dep.driver_name.get().cloned().flatten()),
-        handles,
-        attributes,
-        // Cyborg names the Placement provider after the deployable: the first one's
-        // name keeps the provider a Cyborg conductor made for it.
-        deployable_name: deployables
-            .iter()
-            .find_map(|dep| dep.name.get().cloned())
-            .filter(|n| !n.is_empty()),
+        driver_name: first.driver_name,
+        handles: first.handles,
+        attributes: first.attributes,
+        // Cyborg names the Placement provider after the deployable: its name keeps the
+        // provider a Cyborg conductor made for it.
+        deployable_name: Some(first.name).filter(|n| !n.is_empty()),
+        more_deployables,
         vendor_board_info: d.vendor_board_info.get().cloned().flatten(),
     })
 }

@@ -13,12 +13,10 @@
 //! What changes shape on the way:
 //! - a device's control path (`controlpath_ids`, Cyborg's `cpid_info` JSON) becomes its
 //!   deployable's PCI address, the key accel's reports are diffed by;
-//! - accel keeps one deployable per device: a device Cyborg split into several
-//!   deployables keeps its first (by id, a root one first) with every attach handle
-//!   and attribute of the others (a later deployable's value wins a key both have),
-//!   as accel does with a Cyborg agent's report ([`crate::cyborg::reported`]); a
-//!   request bound to a deployable that is merged away refuses the import, since its
-//!   provider would be gone;
+//! - every deployable of a device is kept, with its UUID, name (so its provider),
+//!   attach handles and attributes (Cyborg's Intel NIC driver makes one per SR-IOV
+//!   virtual function); their names must differ within a device, as accel's report
+//!   diff pairs a device's deployables by name;
 //! - Cyborg's device `status` (`enabled`/`maintaining`) becomes accel's `maintaining`
 //!   flag; its `device_state` is not kept (accel derives it from the handles);
 //! - a profile's `profile_json` becomes its groups, checked as accel checks a new
@@ -555,7 +553,8 @@ struct PlannedDevice {
     maintaining: bool,
     created_at: String,
     updated_at: String,
-    deployable: PlannedDeployable,
+    /// Its deployables, a root one (no parent) first, then by Cyborg's id.
+    deployables: Vec<PlannedDeployable>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -618,27 +617,105 @@ struct Plan {
 }
 
 impl Plan {
+    fn deployables(&self) -> impl Iterator<Item = &PlannedDeployable> {
+        self.devices.iter().flat_map(|d| d.deployables.iter())
+    }
+
     fn summary(&self) -> ImportSummary {
         let hosts: BTreeSet<&str> = self.devices.iter().map(|d| d.hostname.as_str()).collect();
         ImportSummary {
             hosts: hosts.len(),
             devices: self.devices.len(),
-            deployables: self.devices.len(),
-            attach_handles: self
-                .devices
-                .iter()
-                .map(|d| d.deployable.handles.len())
-                .sum(),
-            attributes: self
-                .devices
-                .iter()
-                .map(|d| d.deployable.attributes.len())
-                .sum(),
+            deployables: self.deployables().count(),
+            attach_handles: self.deployables().map(|dep| dep.handles.len()).sum(),
+            attributes: self.deployables().map(|dep| dep.attributes.len()).sum(),
             device_profiles: self.profiles.len(),
             accelerator_requests: self.arqs.len(),
             notes: self.notes.clone(),
         }
     }
+}
+
+/// One of Cyborg's deployables as accel holds it, with its handles and attributes.
+fn plan_deployable(
+    dep: &CyDeployable,
+    control_path_id: &str,
+    handles: Vec<&CyHandle>,
+    attributes: Vec<&CyAttribute>,
+    notes: &mut Vec<String>,
+) -> Result<PlannedDeployable, ImportError> {
+    if let Some(stored) = dep.rp_uuid.as_deref() {
+        if stored != rp_uuid(&dep.name) {
+            notes.push(format!(
+                "deployable {} ({}): Cyborg stored provider {stored}; accel uses {}, its name's",
+                dep.uuid,
+                dep.name,
+                rp_uuid(&dep.name)
+            ));
+        }
+    }
+    let (created_at, updated_at) = times(
+        "deployables",
+        &dep.uuid,
+        dep.created_at.as_deref(),
+        dep.updated_at.as_deref(),
+    )?;
+    let mut planned_handles = Vec::with_capacity(handles.len());
+    let mut infos = BTreeSet::new();
+    for h in handles {
+        if !infos.insert(h.attach_info.clone()) {
+            return Err(ImportError::row(
+                "attach_handles",
+                &h.uuid,
+                format!(
+                    "deployable {} has a second handle {}",
+                    dep.uuid, h.attach_info
+                ),
+            ));
+        }
+        let (created_at, updated_at) = times(
+            "attach_handles",
+            &h.uuid,
+            h.created_at.as_deref(),
+            h.updated_at.as_deref(),
+        )?;
+        planned_handles.push(PlannedHandle {
+            cyborg_id: h.id,
+            uuid: h.uuid.clone(),
+            in_use: h.in_use.unwrap_or(0) != 0,
+            attach_type: h.attach_type.clone(),
+            attach_info: h.attach_info.clone(),
+            created_at,
+            updated_at,
+        });
+    }
+    let mut planned_attributes = BTreeMap::new();
+    for a in attributes {
+        let (created_at, updated_at) = times(
+            "attributes",
+            &a.uuid,
+            a.created_at.as_deref(),
+            a.updated_at.as_deref(),
+        )?;
+        let row = (a.uuid.clone(), a.value.clone(), created_at, updated_at);
+        if let Some(old) = planned_attributes.insert(a.key.clone(), row) {
+            notes.push(format!(
+                "attribute {} ({}={}) of deployable {} is replaced by {}: one key per deployable",
+                old.0, a.key, old.1, dep.uuid, a.uuid
+            ));
+        }
+    }
+    Ok(PlannedDeployable {
+        uuid: dep.uuid.clone(),
+        name: dep.name.clone(),
+        control_path_id: control_path_id.to_owned(),
+        num_accelerators: dep.num_accelerators,
+        driver_name: dep.driver_name.clone(),
+        created_at,
+        updated_at,
+        handles: planned_handles,
+        attributes: planned_attributes,
+    })
 }
 
 /// Checks Cyborg's rows and shapes them as accel's (see the module's list).
@@ -666,8 +743,8 @@ fn plan(source: Source) -> Result<Plan, ImportError> {
     for a in &source.attributes {
         attributes_of.entry(a.deployable_id).or_default().push(a);
     }
-    // Cyborg's deployable id -> the deployable accel keeps for its device (its name).
-    let mut kept_for: BTreeMap<i64, (i64, String)> = BTreeMap::new();
+    // Cyborg's ids of the deployables kept (all of every imported device's).
+    let mut kept: BTreeSet<i64> = BTreeSet::new();
     let mut devices = Vec::new();
     for d in &source.devices {
         if !ACCEL_TYPES.contains(&d.r#type.as_str()) {
@@ -719,107 +796,47 @@ fn plan(source: Source) -> Result<Plan, ImportError> {
             d.updated_at.as_deref(),
         )?;
         let mut deps = deployables_of.remove(&d.id).unwrap_or_default();
-        // The one kept: a root deployable (no parent) first, then the oldest.
+        // A root deployable (no parent) first, then the oldest: the device's first.
         deps.sort_by_key(|dep| (dep.parent_id.is_some(), dep.id));
-        let deployable = match deps.first() {
-            None => {
-                notes.push(format!(
-                    "device {} had no deployable: it gets one named {}_{control_path_id}",
-                    d.uuid, d.hostname
-                ));
-                PlannedDeployable {
-                    uuid: uuid::Uuid::new_v4().to_string(),
-                    name: format!("{}_{control_path_id}", d.hostname),
-                    control_path_id,
-                    num_accelerators: 0,
-                    driver_name: None,
-                    created_at: created_at.clone(),
-                    updated_at: updated_at.clone(),
-                    handles: Vec::new(),
-                    attributes: BTreeMap::new(),
-                }
-            }
-            Some(first) => {
-                if let Some(stored) = first.rp_uuid.as_deref() {
-                    if stored != rp_uuid(&first.name) {
-                        notes.push(format!(
-                            "deployable {} ({}): Cyborg stored provider {stored}; accel uses {}, its name's",
-                            first.uuid,
-                            first.name,
-                            rp_uuid(&first.name)
-                        ));
-                    }
-                }
-                let (dep_created, dep_updated) = times(
+        let mut deployables = Vec::with_capacity(deps.len().max(1));
+        if deps.is_empty() {
+            notes.push(format!(
+                "device {} had no deployable: it gets one named {}_{control_path_id}",
+                d.uuid, d.hostname
+            ));
+            deployables.push(PlannedDeployable {
+                uuid: uuid::Uuid::new_v4().to_string(),
+                name: format!("{}_{control_path_id}", d.hostname),
+                control_path_id: control_path_id.clone(),
+                num_accelerators: 0,
+                driver_name: None,
+                created_at: created_at.clone(),
+                updated_at: updated_at.clone(),
+                handles: Vec::new(),
+                attributes: BTreeMap::new(),
+            });
+        }
+        let mut names = BTreeSet::new();
+        for dep in &deps {
+            if !names.insert(dep.name.as_str()) {
+                return Err(ImportError::row(
                     "deployables",
-                    &first.uuid,
-                    first.created_at.as_deref(),
-                    first.updated_at.as_deref(),
-                )?;
-                let mut handles = Vec::new();
-                let mut attributes = BTreeMap::new();
-                let mut infos = BTreeSet::new();
-                for dep in &deps {
-                    kept_for.insert(dep.id, (first.id, first.name.clone()));
-                    if dep.id != first.id {
-                        notes.push(format!(
-                            "deployable {} ({}) merged into {} ({}) of device {}: accel keeps one deployable per device",
-                            dep.uuid, dep.name, first.uuid, first.name, d.uuid
-                        ));
-                    }
-                    for h in handles_of.remove(&dep.id).unwrap_or_default() {
-                        if !infos.insert(h.attach_info.clone()) {
-                            return Err(ImportError::row(
-                                "attach_handles",
-                                &h.uuid,
-                                format!("device {} has a second handle {}", d.uuid, h.attach_info),
-                            ));
-                        }
-                        let (created_at, updated_at) = times(
-                            "attach_handles",
-                            &h.uuid,
-                            h.created_at.as_deref(),
-                            h.updated_at.as_deref(),
-                        )?;
-                        handles.push(PlannedHandle {
-                            cyborg_id: h.id,
-                            uuid: h.uuid.clone(),
-                            in_use: h.in_use.unwrap_or(0) != 0,
-                            attach_type: h.attach_type.clone(),
-                            attach_info: h.attach_info.clone(),
-                            created_at,
-                            updated_at,
-                        });
-                    }
-                    for a in attributes_of.remove(&dep.id).unwrap_or_default() {
-                        let (created_at, updated_at) = times(
-                            "attributes",
-                            &a.uuid,
-                            a.created_at.as_deref(),
-                            a.updated_at.as_deref(),
-                        )?;
-                        let row = (a.uuid.clone(), a.value.clone(), created_at, updated_at);
-                        if let Some(old) = attributes.insert(a.key.clone(), row) {
-                            notes.push(format!(
-                                "attribute {} ({}={}) of device {} is replaced by {}: one key per deployable",
-                                old.0, a.key, old.1, d.uuid, a.uuid
-                            ));
-                        }
-                    }
-                }
-                PlannedDeployable {
-                    uuid: first.uuid.clone(),
-                    name: first.name.clone(),
-                    control_path_id,
-                    num_accelerators: deps.iter().map(|dep| dep.num_accelerators).sum(),
-                    driver_name: deps.iter().find_map(|dep| dep.driver_name.clone()),
-                    created_at: dep_created,
-                    updated_at: dep_updated,
-                    handles,
-                    attributes,
-                }
+                    &dep.uuid,
+                    format!(
+                        "device {} has a second deployable named {:?}",
+                        d.uuid, dep.name
+                    ),
+                ));
             }
-        };
+            kept.insert(dep.id);
+            deployables.push(plan_deployable(
+                dep,
+                &control_path_id,
+                handles_of.remove(&dep.id).unwrap_or_default(),
+                attributes_of.remove(&dep.id).unwrap_or_default(),
+                &mut notes,
+            )?);
+        }
         devices.push(PlannedDevice {
             uuid: d.uuid.clone(),
             device_type: d.r#type.clone(),
@@ -831,7 +848,7 @@ fn plan(source: Source) -> Result<Plan, ImportError> {
             maintaining,
             created_at,
             updated_at,
-            deployable,
+            deployables,
         });
     }
     if let Some(dep) = deployables_of.values().flatten().next() {
@@ -892,11 +909,16 @@ fn plan(source: Source) -> Result<Plan, ImportError> {
 
     let handle_ids: BTreeMap<i64, &PlannedHandle> = devices
         .iter()
-        .flat_map(|d| d.deployable.handles.iter().map(|h| (h.cyborg_id, h)))
+        .flat_map(|d| d.deployables.iter())
+        .flat_map(|dep| dep.handles.iter().map(|h| (h.cyborg_id, h)))
         .collect();
     let kept_rps: BTreeMap<String, &str> = devices
         .iter()
-        .map(|d| (rp_uuid(&d.deployable.name), d.hostname.as_str()))
+        .flat_map(|d| {
+            d.deployables
+                .iter()
+                .map(|dep| (rp_uuid(&dep.name), d.hostname.as_str()))
+        })
         .collect();
     let mut arqs = Vec::new();
     for r in &source.arqs {
@@ -916,13 +938,8 @@ fn plan(source: Source) -> Result<Plan, ImportError> {
             )));
         }
         if let Some(dep) = r.deployable_id {
-            let (kept, name) = kept_for
-                .get(&dep)
-                .ok_or_else(|| bad(format!("its deployable id {dep} does not exist")))?;
-            if *kept != dep {
-                return Err(bad(format!(
-                    "it is bound to a deployable that accel merges into {name} (one deployable per device), so its provider would be gone"
-                )));
+            if !kept.contains(&dep) {
+                return Err(bad(format!("its deployable id {dep} does not exist")));
             }
         }
         if let Some(rp) = r.device_rp_uuid.as_deref() {
@@ -1090,19 +1107,19 @@ async fn write(tx: &mut sqlx::Transaction<'_, sqlx::Any>, plan: &Plan) -> Result
         .fetch_one(&mut **tx)
         .await
         .map_err(q)?;
-        let dep = &d.deployable;
-        // Every attribute Cyborg holds counts as its agent's last report (Cyborg's own
-        // report diff deletes the keys a report drops), so the agent's next report,
-        // now to accel, finds them unchanged.
-        let reported: BTreeMap<&str, &str> = dep
-            .attributes
-            .iter()
-            .map(|(k, (_, v, _, _))| (k.as_str(), v.as_str()))
-            .collect();
-        let reported = serde_json::to_string(&reported).map_err(|e| {
-            ImportError::row("attributes", &dep.uuid, format!("do not serialize: {e}"))
-        })?;
-        let deployable_id: i64 = sqlx::query_scalar(
+        for dep in &d.deployables {
+            // Every attribute Cyborg holds counts as its agent's last report (Cyborg's own
+            // report diff deletes the keys a report drops), so the agent's next report,
+            // now to accel, finds them unchanged.
+            let reported: BTreeMap<&str, &str> = dep
+                .attributes
+                .iter()
+                .map(|(k, (_, v, _, _))| (k.as_str(), v.as_str()))
+                .collect();
+            let reported = serde_json::to_string(&reported).map_err(|e| {
+                ImportError::row("attributes", &dep.uuid, format!("do not serialize: {e}"))
+            })?;
+            let deployable_id: i64 = sqlx::query_scalar(
             "INSERT INTO deployables (uuid, name, device_id, hostname, control_path_id, num_accelerators, driver_name, attributes, created_at, updated_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
         )
@@ -1119,8 +1136,8 @@ async fn write(tx: &mut sqlx::Transaction<'_, sqlx::Any>, plan: &Plan) -> Result
         .fetch_one(&mut **tx)
         .await
         .map_err(q)?;
-        for h in &dep.handles {
-            let id: i64 = sqlx::query_scalar(
+            for h in &dep.handles {
+                let id: i64 = sqlx::query_scalar(
                 "INSERT INTO attach_handles (uuid, deployable_id, in_use, attach_type, attach_info, created_at, updated_at) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
             )
@@ -1134,10 +1151,10 @@ async fn write(tx: &mut sqlx::Transaction<'_, sqlx::Any>, plan: &Plan) -> Result
             .fetch_one(&mut **tx)
             .await
             .map_err(q)?;
-            handle_ids.insert(h.cyborg_id, id);
-        }
-        for (key, (uuid, value, created_at, updated_at)) in &dep.attributes {
-            sqlx::query(
+                handle_ids.insert(h.cyborg_id, id);
+            }
+            for (key, (uuid, value, created_at, updated_at)) in &dep.attributes {
+                sqlx::query(
                 "INSERT INTO attributes (uuid, deployable_id, key, value, created_at, updated_at) \
                  VALUES ($1, $2, $3, $4, $5, $6)",
             )
@@ -1150,6 +1167,7 @@ async fn write(tx: &mut sqlx::Transaction<'_, sqlx::Any>, plan: &Plan) -> Result
             .execute(&mut **tx)
             .await
             .map_err(q)?;
+            }
         }
     }
     for p in &plan.profiles {

@@ -172,9 +172,11 @@ pub fn reported(devices: &accel_objects::DriverDeviceList) -> Result<Vec<Reporte
                 handles,
                 // DriverDevice 1.1; a 1.0 report (release N's agent) has none.
                 attributes: d.attributes.get().cloned().unwrap_or_default(),
-                // accel's agents name no deployable and report no vendor board details.
+                // accel's agents report one deployable per device, name none and
+                // report no vendor board details.
                 deployable_name: None,
                 vendor_board_info: None,
+                more_deployables: Vec::new(),
             })
         })
         .collect()

@@ -12,7 +12,9 @@
 
 use accel_conductor::db::ListFilter;
 use accel_conductor::{cyborg, testing, Db};
-use accel_cyborg17::testing::{cyborg_agent_reports, cyborg_transport};
+use accel_cyborg17::testing::{
+    cyborg_agent_reports, cyborg_agent_reports_devices, cyborg_transport,
+};
 
 async fn a_cyborg_agents_report_lands_in(db: Db) {
     let topic = format!("cyborg-conductor-test-{}", uuid::Uuid::new_v4().simple());
@@ -160,4 +162,106 @@ async fn a_real_cyborg_agents_report_lands_in_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_cyborg_agents_report_lands_in_postgresql() {
     a_cyborg_agents_report_lands_in(testing::postgres().await).await;
+}
+
+/// A NIC whose SR-IOV virtual functions Cyborg's driver reports as deployables of
+/// their own lands as one device with one deployable per virtual function, each with
+/// its own handle, attributes and provider (it was merged into one before); the same
+/// report again changes nothing.
+async fn a_cyborg_nic_keeps_a_deployable_per_virtual_function(db: Db) {
+    let topic = format!("cyborg-conductor-test-{}", uuid::Uuid::new_v4().simple());
+    let server = cyborg::serve(cyborg_transport().await, db.clone(), &topic, None)
+        .await
+        .expect("the Cyborg endpoint listens");
+    let host = "cyborg-nic-host";
+    let sent = cyborg_agent_reports_devices(&topic, host, true).await;
+    let nic = sent
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|d| &d["cyborg_object.data"])
+        .find(|d| d["type"] == "NIC")
+        .expect("the NIC was sent");
+    let on_host = ListFilter {
+        host: Some(host.into()),
+        ..ListFilter::default()
+    };
+    let devices = db.devices(&on_host).await.expect("devices");
+    let mut types: Vec<&str> = devices.iter().map(|d| d.device_type.as_str()).collect();
+    types.sort();
+    assert_eq!(types, ["FPGA", "NIC"]);
+    let nic_row = devices
+        .iter()
+        .find(|d| d.device_type == "NIC")
+        .expect("NIC");
+    let deployables: Vec<_> = db
+        .deployables(&on_host)
+        .await
+        .expect("deployables")
+        .into_iter()
+        .filter(|d| d.device_id == nic_row.id)
+        .collect();
+    let handles = db.attach_handles(Some(host)).await.expect("handles");
+    let mut got: Vec<(String, String, Vec<String>)> = Vec::new();
+    for dep in &deployables {
+        assert_eq!(dep.control_path_id, "0000:5e:00.0");
+        assert_eq!(dep.rp_uuid, accel_conductor::db::rp_uuid(&dep.name));
+        let infos = handles
+            .iter()
+            .filter(|h| h.deployable_id == dep.id)
+            .map(|h| h.attach_info.clone())
+            .collect();
+        let trait0 = dep.attributes.get("trait0").cloned().unwrap_or_default();
+        got.push((dep.name.clone(), trait0, infos));
+    }
+    got.sort();
+    let mut want: Vec<(String, String, Vec<String>)> = nic["deployable_list"]
+        .as_array()
+        .expect("deployables")
+        .iter()
+        .map(|d| {
+            let d = &d["cyborg_object.data"];
+            let trait0 = d["attribute_list"]
+                .as_array()
+                .expect("attributes")
+                .iter()
+                .map(|a| &a["cyborg_object.data"])
+                .find(|a| a["key"] == "trait0")
+                .and_then(|a| a["value"].as_str())
+                .expect("trait0")
+                .to_owned();
+            let infos = d["attach_handle_list"]
+                .as_array()
+                .expect("handles")
+                .iter()
+                .map(|h| {
+                    h["cyborg_object.data"]["attach_info"]
+                        .as_str()
+                        .expect("info")
+                        .to_owned()
+                })
+                .collect();
+            (d["name"].as_str().expect("name").to_owned(), trait0, infos)
+        })
+        .collect();
+    want.sort();
+    assert_eq!(want.len(), 2, "two virtual functions were sent");
+    assert_eq!(got, want, "one deployable per virtual function, as sent");
+
+    // The same report again: nothing changes.
+    let before = db.deployables(&on_host).await.expect("deployables");
+    cyborg_agent_reports_devices(&topic, host, true).await;
+    assert_eq!(db.deployables(&on_host).await.expect("deployables"), before);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cyborg_nic_keeps_a_deployable_per_virtual_function_in_sqlite() {
+    let (db, _dir) = testing::sqlite().await;
+    a_cyborg_nic_keeps_a_deployable_per_virtual_function(db).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cyborg_nic_keeps_a_deployable_per_virtual_function_in_postgresql() {
+    a_cyborg_nic_keeps_a_deployable_per_virtual_function(testing::postgres().await).await;
 }

@@ -5,7 +5,7 @@
 
 use accel_conductor::testing as support;
 
-use accel_conductor::db::{rp_uuid, DeviceStatus, ListFilter, ReportedDevice};
+use accel_conductor::db::{rp_uuid, DeviceStatus, ListFilter, ReportedDeployable, ReportedDevice};
 use accel_conductor::{ArqState, Db, DbError};
 use std::collections::BTreeMap;
 
@@ -350,6 +350,189 @@ async fn racing_conductors(a: &Db, b: &Db) {
     }
 }
 
+/// An SR-IOV NIC as Cyborg's Intel NIC driver reports it: one deployable per virtual
+/// function (`vfs`, each with one handle and its own physical network trait).
+fn nic(vfs: &[u8]) -> ReportedDevice {
+    let vf = |n: u8| ReportedDeployable {
+        name: format!("h1_nic_vf{n}"),
+        driver_name: Some("ice".into()),
+        handles: vec![("PCI".into(), format!("{{\"address\": \"0000:5e:00.{n}\"}}"))],
+        attributes: [
+            ("rc".to_owned(), "CUSTOM_NIC".to_owned()),
+            ("trait0".to_owned(), format!("CUSTOM_PHYSNET_{n}")),
+        ]
+        .into_iter()
+        .collect(),
+    };
+    let mut all = vfs.iter().map(|n| vf(*n));
+    let first = all.next().expect("a virtual function");
+    ReportedDevice {
+        control_path_id: "0000:5e:00.0".into(),
+        device_type: "NIC".into(),
+        vendor: "8086".into(),
+        model: "1592".into(),
+        driver_name: first.driver_name,
+        handles: first.handles,
+        attributes: first.attributes,
+        deployable_name: Some(first.name),
+        more_deployables: all.collect(),
+        ..Default::default()
+    }
+}
+
+/// The host's deployables: (name, handles, attributes), by name.
+async fn deployables_of(db: &Db, host: &str) -> Vec<(String, usize, Vec<(String, String)>)> {
+    let deps = db
+        .deployables(&ListFilter {
+            host: Some(host.into()),
+            ..Default::default()
+        })
+        .await
+        .expect("deployables");
+    let handles = db.attach_handles(Some(host)).await.expect("handles");
+    let attributes = db
+        .attributes(None, None, &ListFilter::default())
+        .await
+        .expect("attributes");
+    let mut out: Vec<_> = deps
+        .iter()
+        .map(|d| {
+            let mut attrs: Vec<(String, String)> = attributes
+                .iter()
+                .filter(|a| a.deployable_id == d.id)
+                .map(|a| (a.key.clone(), a.value.clone()))
+                .collect();
+            attrs.sort();
+            (
+                d.name.clone(),
+                handles.iter().filter(|h| h.deployable_id == d.id).count(),
+                attrs,
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// A device with several deployables (a Cyborg agent's NIC, one per virtual function):
+/// each is its own row with its own handles, attributes and provider; the report diff
+/// pairs them by name, keeps their UUIDs, adds and removes single ones, and keeps one
+/// whose handle is in use (the device is then missing, as for a lost handle).
+async fn several_deployables_per_device(db: &Db) {
+    let first = db.report("h1", &[nic(&[1, 2, 3])]).await.expect("report");
+    assert_eq!(first.added, ["0000:5e:00.0"]);
+    let deps = deployables_of(db, "h1").await;
+    assert_eq!(
+        deps.iter().map(|d| (d.0.as_str(), d.1)).collect::<Vec<_>>(),
+        [("h1_nic_vf1", 1), ("h1_nic_vf2", 1), ("h1_nic_vf3", 1)]
+    );
+    assert_eq!(
+        deps[1].2,
+        [
+            ("rc".to_owned(), "CUSTOM_NIC".to_owned()),
+            ("trait0".to_owned(), "CUSTOM_PHYSNET_2".to_owned())
+        ]
+    );
+    let devices = db.devices(&ListFilter::default()).await.expect("devices");
+    assert_eq!(devices.len(), 1, "one device");
+    let uuids = |rows: &[accel_conductor::db::DeployableRow]| {
+        let mut v: Vec<(String, String)> = rows
+            .iter()
+            .map(|d| (d.name.clone(), d.uuid.clone()))
+            .collect();
+        v.sort();
+        v
+    };
+    let all = ListFilter::default();
+    let before = uuids(&db.deployables(&all).await.expect("deployables"));
+    // Unchanged, whichever order the driver lists its deployables in.
+    let again = db.report("h1", &[nic(&[3, 1, 2])]).await.expect("report");
+    assert_eq!((again.unchanged, again.updated.len()), (1, 0), "{again:?}");
+    assert_eq!(
+        uuids(&db.deployables(&all).await.expect("deployables")),
+        before
+    );
+
+    // Bind a request to the second virtual function's provider, as Nova does.
+    db.create_profile("vf", group("CUSTOM_NIC"), None)
+        .await
+        .expect("profile");
+    let arq = db.create_arq("vf", 0, None).await.expect("arq");
+    let bound = db
+        .bind(&arq.uuid, "h1", "inst-vf", Some(&rp_uuid("h1_nic_vf2")))
+        .await
+        .expect("bind to vf2");
+    let vf2 = db
+        .deployables(&all)
+        .await
+        .expect("deployables")
+        .into_iter()
+        .find(|d| d.name == "h1_nic_vf2")
+        .expect("vf2");
+    let vf2_handles: Vec<String> = db
+        .attach_handles(Some("h1"))
+        .await
+        .expect("handles")
+        .into_iter()
+        .filter(|h| h.deployable_id == vf2.id)
+        .map(|h| h.uuid)
+        .collect();
+    assert_eq!(bound.attach_handle_uuid.as_ref(), vf2_handles.first());
+
+    // The third one goes (free): removed alone, the others keep their UUIDs.
+    let fewer = db.report("h1", &[nic(&[1, 2])]).await.expect("report");
+    assert_eq!(fewer.updated, ["0000:5e:00.0"]);
+    let left = uuids(&db.deployables(&all).await.expect("deployables"));
+    assert_eq!(left, before[..2]);
+    // The bound one goes: kept, and the device is missing until confirmed.
+    let dropped = db.report("h1", &[nic(&[1])]).await.expect("report");
+    assert_eq!(dropped.unconfirmed, ["0000:5e:00.0"], "{dropped:?}");
+    assert_eq!(
+        uuids(&db.deployables(&all).await.expect("deployables")),
+        left
+    );
+    let device = db.devices(&all).await.expect("devices").remove(0);
+    assert_eq!(device.status, DeviceStatus::Missing);
+    // It comes back: available again, a new one is added beside it.
+    let back = db.report("h1", &[nic(&[1, 2, 4])]).await.expect("report");
+    assert_eq!(back.updated, ["0000:5e:00.0"], "{back:?}");
+    assert_eq!(
+        deployables_of(db, "h1")
+            .await
+            .iter()
+            .map(|d| d.0.as_str())
+            .collect::<Vec<_>>(),
+        ["h1_nic_vf1", "h1_nic_vf2", "h1_nic_vf4"]
+    );
+    assert_eq!(
+        db.devices(&all).await.expect("devices")[0].status,
+        DeviceStatus::Available
+    );
+    // Two deployables of one name in a device are refused, nothing written.
+    let mut twice = nic(&[1, 2]);
+    twice.more_deployables[0].name = "h1_nic_vf1".into();
+    let err = db.report("h1", &[twice]).await.expect_err("refused");
+    assert!(matches!(err, DbError::Invalid { .. }), "{err}");
+    assert_eq!(deployables_of(db, "h1").await.len(), 3);
+    // The whole device goes once its request is released: every deployable with it.
+    db.unbind(&arq.uuid).await.expect("unbind");
+    let gone = db.report("h1", &[]).await.expect("report");
+    assert_eq!(gone.removed, ["0000:5e:00.0"]);
+    assert!(db.deployables(&all).await.expect("deployables").is_empty());
+    assert!(db.attach_handles(None).await.expect("handles").is_empty());
+}
+
+#[tokio::test]
+async fn sqlite_several_deployables_per_device() {
+    let (db, _dir) = support::sqlite().await;
+    several_deployables_per_device(&db).await;
+}
+
+#[tokio::test]
+async fn postgres_several_deployables_per_device() {
+    several_deployables_per_device(&support::postgres().await).await;
+}
+
 #[tokio::test]
 async fn sqlite_report_diffing() {
     let (db, _dir) = support::sqlite().await;
@@ -398,11 +581,11 @@ async fn migrations_are_reported_and_applied_once() {
         .expect("open");
     assert_eq!(
         db.pending_migrations().await.expect("pending"),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
     );
     assert_eq!(
         db.migrate().await.expect("migrate"),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
     );
     assert!(db.pending_migrations().await.expect("pending").is_empty());
     assert!(db.migrate().await.expect("again").is_empty());
@@ -518,7 +701,7 @@ async fn in_memory_sqlite_is_one_database() {
         let db = Db::connect(url).await.expect("open in memory");
         assert_eq!(
             db.migrate().await.expect("migrate"),
-            vec![1, 2, 3, 4, 5, 6, 7, 8, 9],
+            vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
             "{url}"
         );
         let readers: Vec<_> = (0..8)

@@ -300,7 +300,7 @@ async fn asking_for_pending_migrations_writes_nothing() {
         .expect("open");
     assert_eq!(
         db.pending_migrations().await.expect("pending"),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
     );
     let tables: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema()",
@@ -311,7 +311,7 @@ async fn asking_for_pending_migrations_writes_nothing() {
     assert_eq!(tables, 0);
     assert_eq!(
         db.migrate().await.expect("migrate"),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
     );
     assert!(db.pending_migrations().await.expect("pending").is_empty());
 }

@@ -18,12 +18,16 @@
     fill --config FILE --host H [--host H2 ...]
         Fills the database the way a running Cyborg 17 deployment does, through Cyborg's
         own code in this process: its conductor's `report_data` of Cyborg's FakeDriver
-        discovery on each host (one FPGA with 16 `TEST_PCI` handles; the providers go to
+        discovery on each host (one FPGA with 16 `TEST_PCI` handles), and on the first
+        host also an SR-IOV NIC whose two virtual functions are deployables of their own
+        (as Cyborg's Intel NIC driver reports them; the providers go to
         the real Placement of FILE's [placement], under each host's compute node, which
-        must exist), `device_profile_create` of two profiles, `arq_create` of their
-        requests as Cyborg's API makes them (one per unit), binds of one request on the
-        first host and one on the last (Cyborg's `start_bind_job`, which allocates the
-        attach handle; Nova is not told) and the last host's device put in maintenance.
+        must exist), `device_profile_create` of three profiles (two of FPGAs, one of a
+        NIC virtual function), `arq_create` of their requests as Cyborg's API makes them
+        (one per unit), binds of one FPGA request on the first host, one on the last and
+        the NIC's request to its second virtual function (Cyborg's `start_bind_job`,
+        which allocates the attach handle; Nova is not told) and the last host's FPGA
+        put in maintenance.
         Prints `filled`.
 
     dump --config FILE
@@ -36,6 +40,7 @@
 import argparse
 import json
 import logging
+import sys
 import warnings
 
 warnings.filterwarnings("ignore")
@@ -53,6 +58,8 @@ from cyborg.objects.control_path import ControlpathID  # noqa: E402
 from cyborg.objects.deployable import Deployable  # noqa: E402
 from cyborg.objects.device import Device  # noqa: E402
 from cyborg.objects.driver_objects.driver_device import DriverDevice  # noqa: E402
+
+from cyborg_devices import nic_with_vfs  # noqa: E402
 
 
 def setup(config):
@@ -118,6 +125,10 @@ def inventory(args):
     print(json.dumps(out), flush=True)
 
 
+def of_type(devices, device_type):
+    return next(d for d in devices if d.type == device_type)
+
+
 def fill(args):
     setup(args.config)
     ctx = context.get_admin_context()
@@ -126,7 +137,10 @@ def fill(args):
         # The fake driver names its deployable after CONF.host, as an agent on that
         # host would.
         CONF.set_override("host", host)
-        conductor.report_data(ctx, host, FakeDriver().discover())
+        devices = FakeDriver().discover()
+        if host == args.host[0]:
+            devices.append(nic_with_vfs(host))
+        conductor.report_data(ctx, host, devices)
     profiles = [
         objects.DeviceProfile(
             ctx,
@@ -135,6 +149,9 @@ def fill(args):
             description="one fake FPGA",
         ),
         objects.DeviceProfile(ctx, name="fpga-pair", groups=[{"resources:FPGA": "2"}]),
+        objects.DeviceProfile(
+            ctx, name="nic-vf", groups=[{"resources:CUSTOM_NIC": "1"}]
+        ),
     ]
     arqs = []
     for profile in profiles:
@@ -151,13 +168,16 @@ def fill(args):
                 )
                 extarq = objects.ExtARQ(ctx, arq=arq)
                 arqs.append(conductor.arq_create(ctx, extarq, profile.id))
-    # Bind the first request on the first host and the second on the last.
-    for extarq, host, instance in (
-        (arqs[0], args.host[0], "5f1c7e3a-9b2d-4c6e-8a0f-1d3b5c7e9a20"),
-        (arqs[1], args.host[-1], "7a2d4f6b-8c0e-4a1b-9c3d-5e7f9a1b3c40"),
+    # Bind the first request on the first host's FPGA, the second on the last host's,
+    # and the NIC's request to the NIC's second virtual function.
+    for extarq, host, device_type, vf, instance in (
+        (arqs[0], args.host[0], "FPGA", 0, "5f1c7e3a-9b2d-4c6e-8a0f-1d3b5c7e9a20"),
+        (arqs[1], args.host[-1], "FPGA", 0, "7a2d4f6b-8c0e-4a1b-9c3d-5e7f9a1b3c40"),
+        (arqs[-1], args.host[0], "NIC", 1, "9c4e6a8b-0d2f-4b3c-8e5f-7a9b1c3d5e60"),
     ):
-        device = Device.get_list_by_hostname(ctx, host)[0]
-        dep = Deployable.get_list_by_device_id(ctx, device.id)[0]
+        device = of_type(Device.get_list_by_hostname(ctx, host), device_type)
+        deps = Deployable.get_list_by_device_id(ctx, device.id)
+        dep = sorted(deps, key=lambda d: d.name)[vf]
         uuid = extarq.arq.uuid
         found = objects.ExtARQ.get_suitable_ext_arq(ctx, uuid)
         found.start_bind_job(
@@ -172,7 +192,7 @@ def fill(args):
                 }
             },
         )
-    device = Device.get_list_by_hostname(ctx, args.host[-1])[0]
+    device = of_type(Device.get_list_by_hostname(ctx, args.host[-1]), "FPGA")
     device.status = "maintaining"
     device.save(ctx)
     print("filled", flush=True)
@@ -275,7 +295,14 @@ def main():
     p.add_argument("--config", required=True)
     args = parser.parse_args()
     modes = {"schema": schema, "inventory": inventory, "fill": fill, "dump": dump}
-    modes[args.mode](args)
+    try:
+        modes[args.mode](args)
+    except Exception:
+        # oslo.log's excepthook would send the traceback to the log file only.
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

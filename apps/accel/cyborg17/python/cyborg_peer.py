@@ -1,10 +1,13 @@
 """Cyborg 17's own code on one side of report_data, for accel-cyborg17's wire tests.
 
-    send  --transport-url URL --topic T --host H
+    send  --transport-url URL --topic T --host H [--with-nic]
         What a real Cyborg 17 agent sends: Cyborg's fake driver discovers its device
         (FakeDriver.discover(), as the agent's ResourceTracker calls it) and Cyborg's
         ConductorAPI sends report_data through Cyborg's serializer and oslo.messaging on
-        exchange `cyborg`. Prints `sent <json list of primitives>`, then `reply <json>`.
+        exchange `cyborg`. With --with-nic the report also has an SR-IOV NIC whose two
+        virtual functions are deployables of their own, as Cyborg's Intel NIC driver
+        reports them (cyborg_devices.py). Prints `sent <json list of primitives>`, then
+        `reply <json>`.
 
     agent --transport-url URL --host H --method M [--pci P --type T --uuid U]
         Cyborg 17's own agent client (cyborg.agent.rpcapi.AgentAPI, as Cyborg's conductor
@@ -39,6 +42,8 @@ from cyborg.conductor import rpcapi  # noqa: E402
 from cyborg.objects import base as objects_base  # noqa: E402
 from cyborg.objects.driver_objects import driver_device  # noqa: E402
 
+from cyborg_devices import nic_with_vfs  # noqa: E402
+
 
 def setup(transport_url):
     # What Cyborg's services do at start: options, logging, the object registry, RPC on
@@ -51,6 +56,8 @@ def setup(transport_url):
 
 def send(args):
     devices = fake.FakeDriver().discover()
+    if args.with_nic:
+        devices.append(nic_with_vfs(args.host))
     print("sent " + json.dumps([d.obj_to_primitive() for d in devices]), flush=True)
     api = rpcapi.ConductorAPI(topic=args.topic)
     reply = api.report_data(context.get_admin_context(), args.host, devices)
@@ -126,6 +133,7 @@ def main():
     parser.add_argument("--pci")
     parser.add_argument("--type")
     parser.add_argument("--uuid")
+    parser.add_argument("--with-nic", action="store_true")
     args = parser.parse_args()
     setup(args.transport_url)
     if args.mode == "send":

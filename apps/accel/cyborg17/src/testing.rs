@@ -52,10 +52,26 @@ pub async fn cyborg_transport() -> Arc<dyn Transport> {
 /// driver's discovery through Cyborg's `ConductorAPI.report_data`) to `topic` as
 /// `host`; the primitives it sent. Fails the test unless Cyborg's call returned `None`.
 pub async fn cyborg_agent_reports(topic: &str, host: &str) -> serde_json::Value {
-    let out = tokio::process::Command::new(python())
-        .arg(peer_script())
+    cyborg_agent_reports_devices(topic, host, false).await
+}
+
+/// [`cyborg_agent_reports`], and with `with_nic` the report also holds an SR-IOV NIC
+/// whose two virtual functions are deployables of their own (`h_nic_vf1`, `h_nic_vf2`
+/// for host `h`, one `PCI` handle and `rc`/`trait0` attributes each), as Cyborg's Intel
+/// NIC driver reports them (`python/cyborg_devices.py`).
+pub async fn cyborg_agent_reports_devices(
+    topic: &str,
+    host: &str,
+    with_nic: bool,
+) -> serde_json::Value {
+    let mut cmd = tokio::process::Command::new(python());
+    cmd.arg(peer_script())
         .args(["send", "--transport-url", &rabbit_url(), "--topic", topic])
-        .args(["--host", host])
+        .args(["--host", host]);
+    if with_nic {
+        cmd.arg("--with-nic");
+    }
+    let out = cmd
         .kill_on_drop(true)
         .output()
         .await

@@ -249,7 +249,7 @@ async fn downgrade_window(url: &str, t: Arc<dyn Transport>) {
     let new = accel_conductor::Db::connect(url).await.expect("N+1 opens");
     assert_eq!(
         new.migrate().await.expect("N+1 migrates"),
-        vec![2, 3, 4, 5, 6, 7, 8, 9]
+        vec![2, 3, 4, 5, 6, 7, 8, 9, 10]
     );
     assert_eq!(
         new.profile("kept").await.expect("survived").uuid,
@@ -268,7 +268,7 @@ async fn downgrade_window(url: &str, t: Arc<dyn Transport>) {
             .expect("migrations")
             .into_iter()
             .collect::<Vec<_>>(),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9],
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
         "release N leaves N+1's migration in place"
     );
     assert_eq!(
@@ -276,7 +276,7 @@ async fn downgrade_window(url: &str, t: Arc<dyn Transport>) {
             .await
             .expect("allowed")
             .newer,
-        [2, 3, 4, 5, 6, 7, 8, 9]
+        [2, 3, 4, 5, 6, 7, 8, 9, 10]
     );
     let agent = n_agent(dir.path(), 1, t.clone()).await;
     assert_eq!(agent.report_now().await.expect("report"), HOST1_DEVICES);
@@ -413,6 +413,120 @@ async fn downgrade_window(url: &str, t: Arc<dyn Transport>) {
     assert!(!text.contains(":verso@"), "password masked: {text}");
 }
 
+/// N+1's migrations on a database release N filled: an N agent's inventory and a
+/// request release N bound. Migration 10 rebuilds SQLite's `deployables` (a device may
+/// have several): every deployable keeps its id and UUID, every handle, attribute and
+/// binding its deployable, every reference resolves, and deleting a device still
+/// deletes its deployables and handles (foreign keys are on again).
+async fn migrating_keeps_release_ns_rows(url: &str, t: Arc<dyn Transport>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let running = conductor::start(url, t.clone())
+        .await
+        .expect("release N starts");
+    running
+        .db()
+        .create_profile("kept", gpu_group(), None)
+        .await
+        .expect("profile");
+    let agent = n_agent(dir.path(), 1, t.clone()).await;
+    assert_eq!(agent.report_now().await.expect("report"), HOST1_DEVICES);
+    let ctx = RequestContext::new("req-migrate");
+    let client = n_client(t.clone());
+    let list: n::AcceleratorRequestList = client
+        .call_method(
+            &ctx,
+            CreateArqs {
+                device_profile_name: "kept".into(),
+                group_id: None,
+                project_id: None,
+            },
+        )
+        .await
+        .expect("arq");
+    let arq = list
+        .iter()
+        .next()
+        .expect("one")
+        .uuid
+        .get()
+        .expect("uuid")
+        .to_string();
+    let _: n::AcceleratorRequest = client
+        .call_method(
+            &ctx,
+            BindArq {
+                uuid: arq.clone(),
+                hostname: "host1".into(),
+                instance_uuid: "inst-1".into(),
+                device_rp_uuid: None,
+            },
+        )
+        .await
+        .expect("bind");
+    agent.stop().await;
+    running.stop().await;
+
+    let new = accel_conductor::Db::connect(url).await.expect("N+1 opens");
+    let all = accel_conductor::db::ListFilter::default();
+    let deployables = |rows: Vec<accel_conductor::db::DeployableRow>| {
+        rows.into_iter()
+            .map(|d| (d.id, d.uuid, d.name, d.device_id))
+            .collect::<Vec<_>>()
+    };
+    new.migrate().await.expect("N+1 migrates");
+    let after = deployables(new.deployables(&all).await.expect("deployables"));
+    assert_eq!(after.len() as u64, HOST1_DEVICES, "{after:?}");
+    let handles = new.host_handles("host1").await.expect("handles");
+    assert_eq!(handles.len(), HOST1_HANDLES);
+    assert!(handles
+        .iter()
+        .all(|h| after.iter().any(|d| d.0 == h.deployable_id)));
+    let bound = new.arq(&arq).await.expect("the request");
+    assert_eq!(bound.state, accel_conductor::ArqState::Bound);
+    let held = bound.attach_handle_uuid.clone().expect("its handle");
+    assert!(handles.iter().any(|h| h.uuid == held && h.in_use));
+    // Deleting a device deletes its deployables and handles: foreign keys hold.
+    let device = new
+        .devices(&all)
+        .await
+        .expect("devices")
+        .into_iter()
+        .find(|d| {
+            !handles
+                .iter()
+                .any(|h| h.in_use && after.iter().any(|a| a.0 == h.deployable_id && a.3 == d.id))
+        })
+        .expect("a device without the bound handle");
+    sqlx::query("DELETE FROM devices WHERE id = $1")
+        .bind(device.id)
+        .execute(new.pool())
+        .await
+        .expect("delete");
+    let left = deployables(new.deployables(&all).await.expect("deployables"));
+    assert!(left.iter().all(|d| d.3 != device.id), "{left:?}");
+    assert_eq!(left.len() as u64, HOST1_DEVICES - 1);
+    let orphans: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) AS n FROM attach_handles WHERE deployable_id NOT IN (SELECT id FROM deployables)",
+    )
+    .fetch_one(new.pool())
+    .await
+    .expect("count");
+    assert_eq!(orphans, 0, "a deleted device's handles went with it");
+    new.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrating_keeps_release_ns_rows_on_sqlite() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    migrating_keeps_release_ns_rows(&sqlite_url(dir.path()), memory()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrating_keeps_release_ns_rows_on_postgres() {
+    let url = accel_conductor::testing::postgres_database().await;
+    migrating_keeps_release_ns_rows(&url, memory()).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn n_conductor_in_the_downgrade_window_on_sqlite() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -433,19 +547,19 @@ async fn refuses_a_database_created_by_n_plus_1(url: &str) {
     let new = accel_conductor::Db::connect(url).await.expect("N+1 opens");
     assert_eq!(
         new.migrate().await.expect("N+1 migrates"),
-        vec![1, 2, 3, 4, 5, 6, 7, 8, 9]
+        vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
     );
     new.close().await;
     let err = conductor::start(url, memory())
         .await
         .expect_err("no record, newer schema");
     assert!(
-        matches!(&err, StartError::SchemaNewer { newer, known: 1, .. } if newer == &[2, 3, 4, 5, 6, 7, 8, 9]),
+        matches!(&err, StartError::SchemaNewer { newer, known: 1, .. } if newer == &[2, 3, 4, 5, 6, 7, 8, 9, 10]),
         "{err:?}"
     );
     let text = err.to_string();
     assert!(
-        text.contains("[2, 3, 4, 5, 6, 7, 8, 9]") && text.contains("no accel version record"),
+        text.contains("[2, 3, 4, 5, 6, 7, 8, 9, 10]") && text.contains("no accel version record"),
         "{text}"
     );
     assert!(!text.contains(":verso@"), "password masked: {text}");

@@ -167,10 +167,10 @@ fn a_device_becomes_one_deployable_keyed_by_its_pci_address() {
         ("dev-1", "h1", false)
     );
     assert_eq!(d.created_at, "2026-12-05T09:01:04Z");
-    assert_eq!(d.deployable.control_path_id, "0000:0c:00.0");
-    assert_eq!(d.deployable.uuid, "dep-10");
-    let handles: Vec<&str> = d
-        .deployable
+    assert_eq!(d.deployables.len(), 1);
+    assert_eq!(d.deployables[0].control_path_id, "0000:0c:00.0");
+    assert_eq!(d.deployables[0].uuid, "dep-10");
+    let handles: Vec<&str> = d.deployables[0]
         .handles
         .iter()
         .map(|h| h.uuid.as_str())
@@ -181,9 +181,9 @@ fn a_device_becomes_one_deployable_keyed_by_its_pci_address() {
 }
 
 #[test]
-fn deployables_of_one_device_merge_into_the_root_one() {
+fn every_deployable_of_a_device_is_kept_with_its_handles_and_attributes() {
     let mut source = one_device();
-    // A child deployable listed first by id keeps nothing of its own.
+    // A child deployable listed first by id comes after the root one.
     source.deployables = vec![
         deployable(9, 1, "h1_vf", Some(10)),
         deployable(10, 1, "h1_dev", None),
@@ -195,29 +195,46 @@ fn deployables_of_one_device_merge_into_the_root_one() {
         attribute("at-3", 9, "trait0", "CUSTOM_X"),
     ];
     let plan = plan(source).expect("plan");
-    let dep = &plan.devices[0].deployable;
-    assert_eq!((dep.uuid.as_str(), dep.name.as_str()), ("dep-10", "h1_dev"));
-    assert_eq!(dep.handles.len(), 2);
-    assert_eq!(dep.num_accelerators, 2);
-    // The later deployable's value wins (the root is first, its child after it).
-    assert_eq!(dep.attributes["rc"].1, "CUSTOM_VF");
-    assert_eq!(dep.attributes["trait0"].1, "CUSTOM_X");
-    assert!(
-        plan.notes
-            .iter()
-            .any(|n| n.contains("dep-9") && n.contains("merged into dep-10")),
-        "{:?}",
-        plan.notes
+    let deps = &plan.devices[0].deployables;
+    let shape: Vec<(&str, &str, &str, usize, i64)> = deps
+        .iter()
+        .map(|d| {
+            (
+                d.uuid.as_str(),
+                d.name.as_str(),
+                d.control_path_id.as_str(),
+                d.handles.len(),
+                d.num_accelerators,
+            )
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            ("dep-10", "h1_dev", "0000:0c:00.0", 1, 1),
+            ("dep-9", "h1_vf", "0000:0c:00.0", 1, 1)
+        ]
     );
-    assert!(
-        plan.notes.iter().any(|n| n.contains("at-1")),
-        "{:?}",
-        plan.notes
+    assert_eq!(deps[0].handles[0].uuid, "ah-100");
+    assert_eq!(deps[1].handles[0].uuid, "ah-101");
+    assert_eq!(deps[0].attributes["rc"].1, "FPGA");
+    assert_eq!(deps[1].attributes["rc"].1, "CUSTOM_VF");
+    assert_eq!(deps[1].attributes["trait0"].1, "CUSTOM_X");
+    assert!(plan.notes.is_empty(), "{:?}", plan.notes);
+    let summary = plan.summary();
+    assert_eq!(
+        (
+            summary.devices,
+            summary.deployables,
+            summary.attach_handles,
+            summary.attributes
+        ),
+        (1, 2, 2, 3)
     );
 }
 
 #[test]
-fn a_request_on_a_merged_deployable_refuses_the_import() {
+fn a_request_bound_to_a_further_deployable_is_kept() {
     let mut source = one_device();
     source
         .deployables
@@ -229,9 +246,21 @@ fn a_request_on_a_merged_deployable_refuses_the_import() {
     bound.attach_handle_id = Some(102);
     bound.deployable_id = Some(11);
     source.arqs.push(bound);
+    let plan = plan(source).expect("plan");
+    assert_eq!(plan.arqs.len(), 1);
+    assert_eq!(plan.arqs[0].handle, Some(102));
+    assert_eq!(plan.devices[0].deployables[1].uuid, "dep-11");
+}
+
+#[test]
+fn two_deployables_of_one_name_on_a_device_refuse_the_import() {
+    let mut source = one_device();
+    source
+        .deployables
+        .push(deployable(11, 1, "h1_dev", Some(10)));
     let (row, why) = refused(source);
-    assert_eq!(row, "extended_accelerator_requests/arq-1");
-    assert!(why.contains("merges into h1_dev"), "{why}");
+    assert_eq!(row, "deployables/dep-11");
+    assert!(why.contains("second deployable named"), "{why}");
 }
 
 #[test]

@@ -40,8 +40,9 @@ pub(crate) use leases::now_ms;
 pub use arqs::Release;
 pub use changes::ChangeMarks;
 pub use rows::{
-    rp_uuid, ArqRow, AttachHandleRow, AttributeRow, DeployableRow, DeviceProfileRow, DeviceRow,
-    DeviceStatus, ListFilter, ReportOutcome, ReportedDevice, UnknownDeviceStatus,
+    rp_uuid, ArqRow, AttachHandleRow, AttributeRow, DeployableReport, DeployableRow,
+    DeviceProfileRow, DeviceRow, DeviceStatus, ListFilter, ReportOutcome, ReportedDeployable,
+    ReportedDevice, UnknownDeviceStatus,
 };
 pub(crate) use rows::{IntFlag, ParsedOption};
 
@@ -428,9 +429,52 @@ impl Db {
     }
 
     /// Applies the migrations not applied yet; returns their versions.
+    ///
+    /// On SQLite they run on one connection with foreign keys off, as SQLite's own
+    /// procedure for rebuilding a table requires (migration 10 rebuilds `deployables`,
+    /// which other tables reference `ON DELETE CASCADE`: with foreign keys on, dropping
+    /// the old table would delete their rows, and renaming it would repoint their
+    /// references). sqlx runs each migration in a transaction, where the pragma cannot
+    /// change, so it is set before. Every reference is checked afterwards
+    /// (`PRAGMA foreign_key_check`) before foreign keys are turned back on.
     pub async fn migrate(&self) -> Result<Vec<i64>, DbError> {
         let pending = self.pending_migrations().await?;
-        self.migrator().run(&self.pool).await?;
+        match self.backend {
+            Backend::Postgres => self.migrator().run(&self.pool).await?,
+            Backend::Sqlite => {
+                let mut conn = self.pool.acquire().await?;
+                sqlx::query("PRAGMA foreign_keys = OFF")
+                    .execute(&mut *conn)
+                    .await?;
+                let ran = self.migrator().run(&mut *conn).await;
+                let broken = match &ran {
+                    Ok(()) => sqlx::query("PRAGMA foreign_key_check")
+                        .fetch_all(&mut *conn)
+                        .await
+                        .map(|rows| rows.len()),
+                    Err(_) => Ok(0),
+                };
+                let on = sqlx::query("PRAGMA foreign_keys = ON")
+                    .execute(&mut *conn)
+                    .await;
+                if on.is_err() {
+                    // Never hand a connection without foreign keys back to the pool.
+                    drop(conn.detach());
+                }
+                ran?;
+                on?;
+                match broken? {
+                    0 => {}
+                    n => {
+                        return Err(DbError::Corrupt {
+                            table: "migrations",
+                            column: "foreign keys".into(),
+                            why: format!("{n} rows reference no row after migrating"),
+                        })
+                    }
+                }
+            }
+        }
         Ok(pending)
     }
 

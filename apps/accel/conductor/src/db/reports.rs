@@ -4,17 +4,20 @@
 use super::attributes::insert_attribute;
 use super::rows::IntFlag;
 use super::{new_uuid, now, read_error, Backend, Db, DbError, DeviceStatus};
-use super::{ReportOutcome, ReportedDevice};
+use super::{DeployableReport, ReportOutcome, ReportedDevice};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// A device and its deployable as the host's previous report left them.
+/// A deployable, and its device, as the host's previous report left them.
 #[derive(sqlx::FromRow)]
 struct Existing {
     control_path_id: String,
     dep_id: i64,
     device_id: i64,
     #[sqlx(flatten)]
-    fields: ReportedFields,
+    device: DeviceFields,
+    name: String,
+    driver_name: Option<String>,
+    num_accelerators: i64,
     status: DeviceStatus,
     /// The keys the previous report gave (JSON; see [`HostAttributes::sync`]).
     reported_attributes: String,
@@ -89,6 +92,19 @@ impl Db {
                     why: format!("control-path id {} is reported twice", d.control_path_id),
                 });
             }
+            let first = d.deployable_name_on(host);
+            let mut names = BTreeSet::new();
+            for dep in d.deployables_on(&first) {
+                if dep.name.is_empty() || !names.insert(dep.name) {
+                    return Err(DbError::Invalid {
+                        what: "report",
+                        why: format!(
+                            "device {}: deployable name {:?} is empty or given twice",
+                            d.control_path_id, dep.name
+                        ),
+                    });
+                }
+            }
         }
         const ATTEMPTS: u32 = 3;
         let mut attempt = 1;
@@ -127,167 +143,113 @@ impl Db {
             .await?;
         let existing: Vec<Existing> = sqlx::query_as(
             "SELECT d.id AS dep_id, d.control_path_id, d.driver_name, d.device_id, \
-             d.attributes AS reported_attributes, d.name, \
+             d.attributes AS reported_attributes, d.name, d.num_accelerators, \
              v.type, v.vendor, v.model, v.std_board_info, v.vendor_board_info, v.status \
-             FROM deployables d JOIN devices v ON d.device_id = v.id WHERE d.hostname = $1",
+             FROM deployables d JOIN devices v ON d.device_id = v.id WHERE d.hostname = $1 \
+             ORDER BY d.id",
         )
         .bind(host)
         .fetch_all(&mut *tx)
         .await
         .map_err(read_error("devices"))?;
         let mut attributes = HostAttributes::read(&mut tx, host).await?;
-        let mut by_cp: BTreeMap<String, Existing> = existing
-            .into_iter()
-            .map(|e| (e.control_path_id.clone(), e))
-            .collect();
+        // A device's deployables, by its control path (the first one is the oldest).
+        let mut by_cp: BTreeMap<String, Vec<Existing>> = BTreeMap::new();
+        for e in existing {
+            by_cp.entry(e.control_path_id.clone()).or_default().push(e);
+        }
         let mut out = ReportOutcome::default();
         for d in devices {
-            match by_cp.remove(&d.control_path_id) {
-                None => {
-                    let device_id: i64 = sqlx::query_scalar(
-                        "INSERT INTO devices (uuid, type, vendor, model, std_board_info, vendor_board_info, hostname, status, created_at, updated_at) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
-                    )
-                    .bind(new_uuid())
-                    .bind(&d.device_type)
-                    .bind(&d.vendor)
-                    .bind(&d.model)
-                    .bind(&d.std_board_info)
-                    .bind(&d.vendor_board_info)
-                    .bind(host)
-                    .bind(DeviceStatus::Available.as_str())
-                    .bind(&at)
-                    .bind(&at)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                    let dep_id: i64 = sqlx::query_scalar(
-                        "INSERT INTO deployables (uuid, name, device_id, hostname, control_path_id, num_accelerators, driver_name, created_at, updated_at) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
-                    )
-                    .bind(new_uuid())
-                    .bind(d.deployable_name_on(host))
-                    .bind(device_id)
-                    .bind(host)
-                    .bind(&d.control_path_id)
-                    .bind(d.handles.len() as i64)
-                    .bind(&d.driver_name)
-                    .bind(&at)
-                    .bind(&at)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                    for (attach_type, attach_info) in &d.handles {
-                        insert_handle(&mut tx, dep_id, attach_type, attach_info, &at).await?;
-                    }
-                    attributes
-                        .sync(&mut tx, dep_id, "{}", &d.attributes, &at)
+            let first_name = d.deployable_name_on(host);
+            let wanted = d.deployables_on(&first_name);
+            let Some(group) = by_cp.remove(&d.control_path_id) else {
+                let device_id: i64 = sqlx::query_scalar(
+                    "INSERT INTO devices (uuid, type, vendor, model, std_board_info, vendor_board_info, hostname, status, created_at, updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
+                )
+                .bind(new_uuid())
+                .bind(&d.device_type)
+                .bind(&d.vendor)
+                .bind(&d.model)
+                .bind(&d.std_board_info)
+                .bind(&d.vendor_board_info)
+                .bind(host)
+                .bind(DeviceStatus::Available.as_str())
+                .bind(&at)
+                .bind(&at)
+                .fetch_one(&mut *tx)
+                .await?;
+                for dep in &wanted {
+                    let cp = &d.control_path_id;
+                    insert_deployable(&mut tx, &mut attributes, host, device_id, cp, dep, &at)
                         .await?;
-                    out.added.push(d.control_path_id.clone());
                 }
-                Some(e) => {
-                    let fields = ReportedFields {
-                        device_type: d.device_type.clone(),
-                        vendor: d.vendor.clone(),
-                        model: d.model.clone(),
-                        std_board_info: d.std_board_info.clone(),
-                        vendor_board_info: d.vendor_board_info.clone(),
-                        driver_name: d.driver_name.clone(),
-                        name: d.deployable_name_on(host),
-                    };
-                    let mut changed = e.fields != fields || e.status != DeviceStatus::Available;
-                    if changed {
-                        sqlx::query(
-                            "UPDATE devices SET type = $1, vendor = $2, model = $3, std_board_info = $4, vendor_board_info = $5, status = $6, updated_at = $7 WHERE id = $8",
-                        )
-                        .bind(&d.device_type)
-                        .bind(&d.vendor)
-                        .bind(&d.model)
-                        .bind(&d.std_board_info)
-                        .bind(&d.vendor_board_info)
-                        .bind(DeviceStatus::Available.as_str())
-                        .bind(&at)
-                        .bind(e.device_id)
+                out.added.push(d.control_path_id.clone());
+                continue;
+            };
+            let (device_id, status) = (group[0].device_id, group[0].status);
+            let fields = DeviceFields {
+                device_type: d.device_type.clone(),
+                vendor: d.vendor.clone(),
+                model: d.model.clone(),
+                std_board_info: d.std_board_info.clone(),
+                vendor_board_info: d.vendor_board_info.clone(),
+            };
+            let mut changed = group[0].device != fields || status != DeviceStatus::Available;
+            if changed {
+                sqlx::query(
+                    "UPDATE devices SET type = $1, vendor = $2, model = $3, std_board_info = $4, vendor_board_info = $5, status = $6, updated_at = $7 WHERE id = $8",
+                )
+                .bind(&d.device_type)
+                .bind(&d.vendor)
+                .bind(&d.model)
+                .bind(&d.std_board_info)
+                .bind(&d.vendor_board_info)
+                .bind(DeviceStatus::Available.as_str())
+                .bind(&at)
+                .bind(device_id)
+                .execute(&mut *tx)
+                .await?;
+            }
+            let (pairs, added, gone) = pair_deployables(group, &wanted);
+            let mut lost_handle = false;
+            for (e, dep) in pairs {
+                let diff = sync_deployable(&mut tx, &mut attributes, &e, dep, &at).await?;
+                changed |= diff.changed;
+                lost_handle |= diff.lost_handle;
+            }
+            for dep in added {
+                let cp = &d.control_path_id;
+                insert_deployable(&mut tx, &mut attributes, host, device_id, cp, dep, &at).await?;
+                changed = true;
+            }
+            for e in gone {
+                if in_use_handles(&mut tx, HandlesOf::Deployable(e.dep_id)).await? > 0 {
+                    lost_handle = true;
+                } else {
+                    sqlx::query("DELETE FROM deployables WHERE id = $1")
+                        .bind(e.dep_id)
                         .execute(&mut *tx)
                         .await?;
-                        sqlx::query("UPDATE deployables SET driver_name = $1, num_accelerators = $2, name = $3, updated_at = $4 WHERE id = $5")
-                            .bind(&d.driver_name)
-                            .bind(d.handles.len() as i64)
-                            .bind(&fields.name)
-                            .bind(&at)
-                            .bind(e.dep_id)
-                            .execute(&mut *tx)
-                            .await?;
-                    }
-                    let handles: Vec<Handle> = sqlx::query_as(
-                        "SELECT id, attach_type, attach_info, in_use FROM attach_handles WHERE deployable_id = $1",
-                    )
-                    .bind(e.dep_id)
-                    .fetch_all(&mut *tx)
-                    .await
-                    .map_err(read_error("attach_handles"))?;
-                    let mut have: BTreeMap<(String, String), (i64, bool)> = handles
-                        .into_iter()
-                        .map(|h| {
-                            let identity = handle_identity(&h.attach_info);
-                            ((h.attach_type, identity), (h.id, h.in_use))
-                        })
-                        .collect();
-                    if attributes
-                        .sync(
-                            &mut tx,
-                            e.dep_id,
-                            &e.reported_attributes,
-                            &d.attributes,
-                            &at,
-                        )
-                        .await?
-                    {
-                        changed = true;
-                    }
-                    let mut lost_handle = false;
-                    for key in &d.handles {
-                        if have
-                            .remove(&(key.0.clone(), handle_identity(&key.1)))
-                            .is_none()
-                        {
-                            insert_handle(&mut tx, e.dep_id, &key.0, &key.1, &at).await?;
-                            changed = true;
-                        }
-                    }
-                    for (_, (id, in_use)) in have {
-                        if in_use {
-                            lost_handle = true;
-                        } else {
-                            sqlx::query("DELETE FROM attach_handles WHERE id = $1")
-                                .bind(id)
-                                .execute(&mut *tx)
-                                .await?;
-                            changed = true;
-                        }
-                    }
-                    if lost_handle {
-                        let cp = d.control_path_id.clone();
-                        drop_in_use(&mut tx, host, e.status, e.device_id, cp, &at, &mut out)
-                            .await?;
-                    } else if changed {
-                        out.updated.push(d.control_path_id.clone());
-                    } else {
-                        out.unchanged += 1;
-                    }
+                    changed = true;
                 }
             }
+            if lost_handle {
+                let cp = d.control_path_id.clone();
+                drop_in_use(&mut tx, host, status, device_id, cp, &at, &mut out).await?;
+            } else if changed {
+                out.updated.push(d.control_path_id.clone());
+            } else {
+                out.unchanged += 1;
+            }
         }
-        for (cp, e) in by_cp {
-            let in_use: i64 = sqlx::query_scalar(
-                "SELECT COUNT(*) AS n FROM attach_handles WHERE deployable_id = $1 AND in_use = 1",
-            )
-            .bind(e.dep_id)
-            .fetch_one(&mut *tx)
-            .await?;
-            if in_use > 0 {
-                drop_in_use(&mut tx, host, e.status, e.device_id, cp, &at, &mut out).await?;
+        for (cp, group) in by_cp {
+            let (device_id, status) = (group[0].device_id, group[0].status);
+            if in_use_handles(&mut tx, HandlesOf::Device(device_id)).await? > 0 {
+                drop_in_use(&mut tx, host, status, device_id, cp, &at, &mut out).await?;
             } else {
                 sqlx::query("DELETE FROM devices WHERE id = $1")
-                    .bind(e.device_id)
+                    .bind(device_id)
                     .execute(&mut *tx)
                     .await?;
                 out.removed.push(cp);
@@ -357,18 +319,188 @@ fn handle_identity(attach_info: &str) -> String {
     }
 }
 
-/// What the report diff compares of a device and its deployable (besides handles and
-/// attributes); a difference rewrites both rows.
+/// What the report diff compares of a device (besides its deployables); a difference
+/// rewrites the device's row.
 #[derive(PartialEq, Eq, sqlx::FromRow)]
-struct ReportedFields {
+struct DeviceFields {
     #[sqlx(rename = "type")]
     device_type: String,
     vendor: String,
     model: String,
     std_board_info: Option<String>,
     vendor_board_info: Option<String>,
-    driver_name: Option<String>,
-    name: String,
+}
+
+/// Pairs a reported device's deployables with the ones its previous report left: by
+/// name, or, when each side has exactly one, with each other whatever their names (a
+/// driver that renames the one deployable keeps its UUID, handles and attributes).
+/// Returns the pairs, the reported deployables that are new, and the stored ones the
+/// report no longer has.
+fn pair_deployables<'w, 'a>(
+    group: Vec<Existing>,
+    wanted: &'w [DeployableReport<'a>],
+) -> (
+    Vec<(Existing, &'w DeployableReport<'a>)>,
+    Vec<&'w DeployableReport<'a>>,
+    Vec<Existing>,
+) {
+    if let ([_], [dep]) = (group.as_slice(), wanted) {
+        return (
+            group.into_iter().map(|e| (e, dep)).collect(),
+            vec![],
+            vec![],
+        );
+    }
+    let mut stored: BTreeMap<String, Existing> =
+        group.into_iter().map(|e| (e.name.clone(), e)).collect();
+    let mut pairs = Vec::new();
+    let mut added = Vec::new();
+    for dep in wanted {
+        match stored.remove(dep.name) {
+            Some(e) => pairs.push((e, dep)),
+            None => added.push(dep),
+        }
+    }
+    (pairs, added, stored.into_values().collect())
+}
+
+/// What [`sync_deployable`] found.
+struct DeployableDiff {
+    /// A row of the deployable, its handles or its reported attributes was written.
+    changed: bool,
+    /// An in-use handle is not in the report (kept: the device is then missing or lost).
+    lost_handle: bool,
+}
+
+/// Brings one stored deployable in line with its report: its name, driver and count,
+/// its handles (a handle in use that the report lacks is kept, and said) and its
+/// reported attributes.
+async fn sync_deployable(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    attributes: &mut HostAttributes,
+    e: &Existing,
+    dep: &DeployableReport<'_>,
+    at: &str,
+) -> Result<DeployableDiff, DbError> {
+    let count = dep.handles.len() as i64;
+    let mut changed = false;
+    if e.name != dep.name
+        || e.driver_name.as_deref() != dep.driver_name
+        || e.num_accelerators != count
+    {
+        sqlx::query("UPDATE deployables SET driver_name = $1, num_accelerators = $2, name = $3, updated_at = $4 WHERE id = $5")
+            .bind(dep.driver_name)
+            .bind(count)
+            .bind(dep.name)
+            .bind(at)
+            .bind(e.dep_id)
+            .execute(&mut **tx)
+            .await?;
+        changed = true;
+    }
+    let handles: Vec<Handle> = sqlx::query_as(
+        "SELECT id, attach_type, attach_info, in_use FROM attach_handles WHERE deployable_id = $1",
+    )
+    .bind(e.dep_id)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(read_error("attach_handles"))?;
+    let mut have: BTreeMap<(String, String), (i64, bool)> = handles
+        .into_iter()
+        .map(|h| {
+            let identity = handle_identity(&h.attach_info);
+            ((h.attach_type, identity), (h.id, h.in_use))
+        })
+        .collect();
+    changed |= attributes
+        .sync(tx, e.dep_id, &e.reported_attributes, dep.attributes, at)
+        .await?;
+    for (attach_type, attach_info) in dep.handles {
+        let key = (attach_type.clone(), handle_identity(attach_info));
+        if have.remove(&key).is_none() {
+            insert_handle(tx, e.dep_id, attach_type, attach_info, at).await?;
+            changed = true;
+        }
+    }
+    let mut lost_handle = false;
+    for (_, (id, in_use)) in have {
+        if in_use {
+            lost_handle = true;
+        } else {
+            sqlx::query("DELETE FROM attach_handles WHERE id = $1")
+                .bind(id)
+                .execute(&mut **tx)
+                .await?;
+            changed = true;
+        }
+    }
+    Ok(DeployableDiff {
+        changed,
+        lost_handle,
+    })
+}
+
+/// Adds a reported deployable of device `device_id`, with its handles and attributes.
+async fn insert_deployable(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    attributes: &mut HostAttributes,
+    host: &str,
+    device_id: i64,
+    control_path_id: &str,
+    dep: &DeployableReport<'_>,
+    at: &str,
+) -> Result<(), DbError> {
+    let dep_id: i64 = sqlx::query_scalar(
+        "INSERT INTO deployables (uuid, name, device_id, hostname, control_path_id, num_accelerators, driver_name, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+    )
+    .bind(new_uuid())
+    .bind(dep.name)
+    .bind(device_id)
+    .bind(host)
+    .bind(control_path_id)
+    .bind(dep.handles.len() as i64)
+    .bind(dep.driver_name)
+    .bind(at)
+    .bind(at)
+    .fetch_one(&mut **tx)
+    .await?;
+    for (attach_type, attach_info) in dep.handles {
+        insert_handle(tx, dep_id, attach_type, attach_info, at).await?;
+    }
+    attributes
+        .sync(tx, dep_id, "{}", dep.attributes, at)
+        .await?;
+    Ok(())
+}
+
+/// Whose handles [`in_use_handles`] counts.
+#[derive(Clone, Copy)]
+enum HandlesOf {
+    Deployable(i64),
+    Device(i64),
+}
+
+/// How many handles in use a deployable or a whole device has.
+async fn in_use_handles(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    of: HandlesOf,
+) -> Result<i64, DbError> {
+    let (sql, id) = match of {
+        HandlesOf::Deployable(id) => (
+            "SELECT COUNT(*) AS n FROM attach_handles WHERE deployable_id = $1 AND in_use = 1",
+            id,
+        ),
+        HandlesOf::Device(id) => (
+            "SELECT COUNT(*) AS n FROM attach_handles h JOIN deployables d ON h.deployable_id = d.id \
+             WHERE d.device_id = $1 AND h.in_use = 1",
+            id,
+        ),
+    };
+    Ok(sqlx::query_scalar(sql)
+        .bind(id)
+        .fetch_one(&mut **tx)
+        .await?)
 }
 
 /// The attribute rows of one host's deployables, read once per report and brought in

@@ -41,6 +41,41 @@ pub struct ReportedDevice {
     /// The vendor's board details (JSON text), as a Cyborg agent reports them.
     #[serde(default)]
     pub vendor_board_info: Option<String>,
+    /// The device's further deployables, each with its own handles, attributes and
+    /// Placement provider: a Cyborg agent's (its Intel NIC driver reports each SR-IOV
+    /// virtual function as a deployable). The fields above describe the first one;
+    /// accel's agents report one deployable per device.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more_deployables: Vec<ReportedDeployable>,
+}
+
+/// A further deployable of a reported device ([`ReportedDevice::more_deployables`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportedDeployable {
+    /// Its name, unique among the device's deployables (Cyborg names the Placement
+    /// provider after it).
+    pub name: String,
+    /// The bound driver.
+    pub driver_name: Option<String>,
+    /// What can be attached to a guest: (attach type, attach info).
+    pub handles: Vec<(String, String)>,
+    /// Its attributes, as [`ReportedDevice::attributes`].
+    #[serde(default)]
+    pub attributes: BTreeMap<String, String>,
+}
+
+/// One deployable of a reported device, the first or a further one
+/// ([`ReportedDevice::deployables_on`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeployableReport<'a> {
+    /// Its name on the host.
+    pub name: &'a str,
+    /// The bound driver.
+    pub driver_name: Option<&'a str>,
+    /// Its handles.
+    pub handles: &'a [(String, String)],
+    /// Its attributes.
+    pub attributes: &'a BTreeMap<String, String>,
 }
 
 impl ReportedDevice {
@@ -49,6 +84,33 @@ impl ReportedDevice {
         self.deployable_name
             .clone()
             .unwrap_or_else(|| format!("{host}_{}", self.control_path_id))
+    }
+
+    /// Every deployable of the device on `host`: the first one (named by
+    /// [`ReportedDevice::deployable_name_on`], passed in as `first_name`) and the
+    /// further ones, in the report's order.
+    pub fn deployables_on<'a>(&'a self, first_name: &'a str) -> Vec<DeployableReport<'a>> {
+        let first = DeployableReport {
+            name: first_name,
+            driver_name: self.driver_name.as_deref(),
+            handles: &self.handles,
+            attributes: &self.attributes,
+        };
+        std::iter::once(first)
+            .chain(self.more_deployables.iter().map(|d| DeployableReport {
+                name: &d.name,
+                driver_name: d.driver_name.as_deref(),
+                handles: &d.handles,
+                attributes: &d.attributes,
+            }))
+            .collect()
+    }
+
+    /// Every handle of the device, of all its deployables.
+    pub fn all_handles(&self) -> impl Iterator<Item = &(String, String)> {
+        self.handles
+            .iter()
+            .chain(self.more_deployables.iter().flat_map(|d| d.handles.iter()))
     }
 }
 
