@@ -131,8 +131,8 @@ pub struct ImportSummary {
     pub device_profiles: usize,
     /// Accelerator requests.
     pub accelerator_requests: usize,
-    /// What changed shape on the way (merged deployables, overridden attributes, a
-    /// provider UUID Cyborg stored otherwise), one line each.
+    /// What changed shape on the way (a device without a deployable, overridden
+    /// attributes, a provider UUID Cyborg stored otherwise), one line each.
     pub notes: Vec<String>,
 }
 

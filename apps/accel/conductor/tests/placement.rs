@@ -6,7 +6,7 @@
 // A failed set-up step fails the test (or bench) with its message.
 #![allow(clippy::expect_used)]
 
-use accel_conductor::db::{rp_uuid, ReportedDevice};
+use accel_conductor::db::{rp_uuid, ReportedDeployable, ReportedDevice};
 use accel_conductor::keystone::{AuthOptions, Session};
 use accel_conductor::placement::{
     reconcile, reconcile_pass, spawn_reconciler, sweep_gone_hosts, Pass, Placement, PlacementError,
@@ -291,6 +291,91 @@ async fn deployables_are_resource_providers_nova_can_schedule_on() {
 
     // Clean up what this run made (the FPGA's provider holds no allocation).
     delete_providers(&placement, &[&fpga_rp, &nova_child, &root]).await;
+}
+
+/// A NIC whose SR-IOV virtual functions are deployables of their own (Cyborg's Intel
+/// NIC driver reports them so): one provider per virtual function under the compute
+/// node, each with its own class and physical network trait, so Nova's scheduler can
+/// pick the function on the network a port needs; one removed from the report loses
+/// its provider while the others stay.
+#[tokio::test]
+async fn each_deployable_of_a_device_is_its_own_provider() {
+    let placement = Placement::new(session(), Some(env("VERSO_TEST_PLACEMENT_URL")));
+    let (db, _dir) = accel_conductor::testing::sqlite().await;
+    let (host, root) = compute_node(&placement, "placement-vfs").await;
+    let vf = |n: u8| ReportedDeployable {
+        name: format!("{host}_nic_vf{n}"),
+        driver_name: Some("ice".into()),
+        handles: vec![("PCI".into(), format!("{{\"address\": \"0000:5e:00.{n}\"}}"))],
+        attributes: BTreeMap::from([
+            ("rc".to_owned(), "CUSTOM_NIC_VF".to_owned()),
+            ("trait0".to_owned(), format!("CUSTOM_PHYSNET_NET{n}")),
+        ]),
+    };
+    let nic = |vfs: &[u8]| {
+        let mut all = vfs.iter().map(|n| vf(*n));
+        let first = all.next().expect("one");
+        ReportedDevice {
+            driver_name: first.driver_name,
+            handles: first.handles,
+            attributes: first.attributes,
+            deployable_name: Some(first.name),
+            more_deployables: all.collect(),
+            ..device("0000:5e:00.0", "NIC", "8086", "1592", 0)
+        }
+    };
+    db.report(&host, &[nic(&[1, 2])]).await.expect("report");
+    let mut synced = BTreeMap::new();
+    assert_eq!(
+        reconcile(&db, &placement, &mut synced).await.expect("pass"),
+        (1, 0)
+    );
+    let vf1 = rp_uuid(&format!("{host}_nic_vf1"));
+    let vf2 = rp_uuid(&format!("{host}_nic_vf2"));
+    for (rp, net) in [(&vf1, "CUSTOM_PHYSNET_NET1"), (&vf2, "CUSTOM_PHYSNET_NET2")] {
+        let (status, provider) = call(
+            &placement,
+            reqwest::Method::GET,
+            &format!("/resource_providers/{rp}"),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{provider}");
+        assert_eq!(provider["parent_provider_uuid"], root.as_str());
+        assert_eq!(inventory_of(&placement, rp, "CUSTOM_NIC_VF").await, (1, 0));
+        let (_, traits) = call(
+            &placement,
+            reqwest::Method::GET,
+            &format!("/resource_providers/{rp}/traits"),
+            None,
+        )
+        .await;
+        assert_eq!(traits["traits"], json!([net]), "{traits}");
+    }
+    // Nova asks for a virtual function on the second network: only vf2 is a candidate.
+    let (status, candidates) = call(
+        &placement,
+        reqwest::Method::GET,
+        "/allocation_candidates?resources=CUSTOM_NIC_VF:1&required=CUSTOM_PHYSNET_NET2",
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{candidates}");
+    let summaries = candidates["provider_summaries"]
+        .as_object()
+        .expect("summaries");
+    assert!(summaries.contains_key(&vf2), "{candidates}");
+    assert!(!summaries.contains_key(&vf1), "{candidates}");
+
+    // The first virtual function gone: its provider goes, the second's stays.
+    db.report(&host, &[nic(&[2])]).await.expect("report");
+    assert_eq!(
+        reconcile(&db, &placement, &mut synced).await.expect("pass"),
+        (1, 0)
+    );
+    assert_eq!(provider_status(&placement, &vf1).await, 404);
+    assert_eq!(provider_status(&placement, &vf2).await, 200);
+    delete_providers(&placement, &[&vf2, &root]).await;
 }
 
 /// A host whose devices went while no conductor ran: the fleet record still knows it,

@@ -22,7 +22,9 @@
 //! rewrites (drop or rename a column or table, `NOT NULL` without a default, change a
 //! type, move or rewrite data, a constraint old rows or old writers may break) waits for
 //! a later release, after this one is finalized; the previous release then can no longer
-//! start. Queries name their columns (no `SELECT *`, no positional `INSERT`). A migration
+//! start. A unique key widened to allow more rows counts as adding when every row the
+//! previous release writes still meets it and it still refuses what that release relies
+//! on it to refuse (migration 10: deployables by host, control path and name). Queries name their columns (no `SELECT *`, no positional `INSERT`). A migration
 //! file is never edited once released (sqlx checks the checksums it recorded), so the
 //! rule lives here and in `docs/architecture.md` (Conventions), not in the SQL.
 
