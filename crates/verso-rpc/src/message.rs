@@ -57,23 +57,18 @@ pub struct Request {
 }
 
 impl Request {
-    /// The oslo.messaging message dict of this request.
+    /// The oslo.messaging message dict of this request ([`RequestBody`] without
+    /// transport keys, as a map).
     pub fn into_message(self) -> Message {
-        let mut m = Message::new();
-        m.insert("method".into(), Value::String(self.method));
-        m.insert("args".into(), Value::Object(self.args));
-        m.insert("version".into(), Value::String(self.version.to_string()));
-        if let Some(ns) = self.namespace {
-            m.insert("namespace".into(), Value::String(ns));
+        let body = RequestBody {
+            request: &self,
+            transport: &[],
+        };
+        match serde_json::to_value(body) {
+            Ok(Value::Object(m)) => m,
+            // A map of strings and JSON values always serializes to an object.
+            _ => Message::new(),
         }
-        for (k, v) in self.context.to_dict() {
-            // Built by hand: format! costs more than the rest of the insert.
-            let mut key = String::with_capacity(CONTEXT_PREFIX.len() + k.len());
-            key.push_str(CONTEXT_PREFIX);
-            key.push_str(&k);
-            m.insert(key, v);
-        }
-        m
     }
 
     /// Reads a request dict. A missing `version` means `1.0` and a missing or null
@@ -136,6 +131,74 @@ impl Request {
             namespace,
             context: RequestContext::from_dict(&ctx),
         })
+    }
+}
+
+/// A request's message dict as a peer's transport sends it: `method`, `args`,
+/// `version`, `namespace` (when set), the context's entries each under
+/// [`CONTEXT_PREFIX`], then the transport's own keys (`_msg_id`, `_unique_id`, ...).
+/// Serialized straight into JSON, without building the dict ([`envelope_bytes`]).
+///
+/// ```
+/// use serde_json::json;
+/// use verso::{RequestContext, Version};
+/// use verso_rpc::message::{Request, RequestBody};
+///
+/// let req = Request {
+///     method: "ping".into(),
+///     args: Default::default(),
+///     version: Version::new(1, 2),
+///     namespace: None,
+///     context: RequestContext::new("req-1").with_user("demo"),
+/// };
+/// let transport = [("_msg_id", json!("m1"))];
+/// let body = serde_json::to_value(RequestBody { request: &req, transport: &transport })?;
+/// assert_eq!(body["version"], "1.2");
+/// assert_eq!(body["_context_user"], "demo");
+/// assert_eq!(body["_msg_id"], "m1");
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct RequestBody<'a> {
+    /// The request.
+    pub request: &'a Request,
+    /// The transport's keys, written after the request's.
+    pub transport: &'a [(&'a str, Value)],
+}
+
+impl serde::Serialize for RequestBody<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        /// A context key with oslo.messaging's prefix, written without allocating it
+        /// where the serializer allows.
+        struct ContextKey<'k>(&'k str);
+        impl serde::Serialize for ContextKey<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(&format_args!("{CONTEXT_PREFIX}{}", self.0))
+            }
+        }
+        /// The version as its text.
+        struct Text<'v>(&'v Version);
+        impl serde::Serialize for Text<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self.0)
+            }
+        }
+        let r = self.request;
+        let mut m = serializer.serialize_map(None)?;
+        m.serialize_entry("method", &r.method)?;
+        m.serialize_entry("args", &r.args)?;
+        m.serialize_entry("version", &Text(&r.version))?;
+        if let Some(ns) = &r.namespace {
+            m.serialize_entry("namespace", ns)?;
+        }
+        for (k, v) in r.context.dict_entries() {
+            m.serialize_entry(&ContextKey(k), &v)?;
+        }
+        for (k, v) in self.transport {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
     }
 }
 
@@ -221,6 +284,32 @@ pub fn envelope(message: &Message) -> Value {
     Value::Object(m)
 }
 
+/// The bytes of [`envelope`]`(message)`, written directly: the message (a [`Message`],
+/// or a [`RequestBody`]) serialized once and escaped once into the body, without
+/// building the envelope's own map. For a [`Message`], the same bytes as
+/// `serde_json::to_vec(&envelope(message))` (keys in that order, compact).
+///
+/// ```
+/// use verso_rpc::message::{envelope, envelope_bytes, Message};
+/// let mut m = Message::new();
+/// m.insert("method".into(), "ping \"quoted\"".into());
+/// assert_eq!(envelope_bytes(&m)?, serde_json::to_vec(&envelope(&m))?);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+pub fn envelope_bytes<M: serde::Serialize + ?Sized>(
+    message: &M,
+) -> Result<Vec<u8>, serde_json::Error> {
+    let inner = serde_json::to_string(message)?;
+    // The escaped text is at least as long as the text, plus quotes and the keys.
+    let mut out = Vec::with_capacity(inner.len() + inner.len() / 8 + 48);
+    out.extend_from_slice(br#"{"oslo.message":"#);
+    serde_json::to_writer(&mut out, inner.as_str())?;
+    out.extend_from_slice(br#","oslo.version":""#);
+    out.extend_from_slice(ENVELOPE_VERSION.as_bytes());
+    out.extend_from_slice(br#""}"#);
+    Ok(out)
+}
+
 /// Opens a message body: an enveloped one, or (as oslo.messaging accepts) a bare dict.
 /// The enveloped message is not checked against any limits; see [`read_body`] for
 /// bytes from a peer.
@@ -261,11 +350,18 @@ fn open_envelope_limited(body: Value, limits: &DecodeLimits) -> Result<Message, 
             return Err(Unreadable::new(malformed(detail), address_of_envelope(&m)));
         }
     };
+    open_enveloped_text(&text, limits)
+}
+
+/// The message dict of an envelope's `oslo.message` text, checked against `limits`
+/// before it is parsed.
+fn open_enveloped_text(text: &str, limits: &DecodeLimits) -> Result<Message, Box<Unreadable>> {
+    let malformed = |detail: String| RpcError::MalformedMessage { detail };
     let refused = |error: RpcError| Unreadable::new(error, address(text.as_bytes()));
     if let Err(source) = limits.check_json(text.as_bytes()) {
         return Err(refused(RpcError::LimitExceeded { source }));
     }
-    match serde_json::from_str(&text) {
+    match serde_json::from_str(text) {
         Ok(Value::Object(inner)) => Ok(inner),
         Ok(other) => Err(refused(malformed(format!(
             "'oslo.message' must hold an object, got {}",
@@ -404,11 +500,34 @@ pub fn read_body(data: &[u8], limits: &MessageLimits) -> Result<Message, Box<Unr
         let error = RpcError::LimitExceeded { source };
         return Err(Unreadable::new(error, address_of_body(data)));
     }
+    // The usual body, an envelope whose version this side reads, is opened without
+    // building a value of the envelope itself; anything else (a bare dict, a version
+    // that is no string or not ours, a body that is not JSON) takes the general path,
+    // which says what is wrong with it.
+    if let Ok(Envelope {
+        version: Some(version),
+        message: Some(text),
+    }) = serde_json::from_slice::<Envelope<'_>>(data)
+    {
+        if check_envelope_version(&version).is_ok() {
+            return open_enveloped_text(&text, &limits.decode);
+        }
+    }
     let body: Value = serde_json::from_slice(data).map_err(|e| {
         let detail = format!("body is not JSON: {e}");
         Unreadable::new(RpcError::MalformedMessage { detail }, (None, None))
     })?;
     open_envelope_limited(body, &limits.decode)
+}
+
+/// The two members of an `oslo.version` envelope, borrowed from the body where they
+/// need no unescaping.
+#[derive(serde::Deserialize)]
+struct Envelope<'a> {
+    #[serde(rename = "oslo.version", borrow, default)]
+    version: Option<std::borrow::Cow<'a, str>>,
+    #[serde(rename = "oslo.message", borrow, default)]
+    message: Option<std::borrow::Cow<'a, str>>,
 }
 
 /// `_msg_id` and `_reply_q` of a body of any size or depth: in its enveloped message,
@@ -767,5 +886,55 @@ mod tests {
                 "{broken}: {e:?}"
             );
         }
+    }
+
+    /// The body a broker transport writes (`RequestBody` straight into the envelope)
+    /// reads back as the request's dict plus the transport's keys, through the fast
+    /// path and through the general one; a context key of `extra` that repeats a known
+    /// one wins, as in `to_dict`.
+    #[test]
+    fn a_request_body_on_the_wire_is_its_dict() {
+        let mut context = RequestContext::new("req-1")
+            .with_user("u")
+            .with_project("p")
+            .with_role("member");
+        context.extra.insert("user".into(), json!("from-extra"));
+        context
+            .extra
+            .insert("service_catalog".into(), json!([{"a": "\"q\""}]));
+        let request = Request {
+            method: "ping".into(),
+            args: json!({"arg": {"text": "line\nbreak \u{e9}"}})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+            version: Version::new(1, 3),
+            namespace: Some("ns".into()),
+            context,
+        };
+        let transport = [("_msg_id", json!("m1")), ("_timeout", json!(null))];
+        let bytes = envelope_bytes(&RequestBody {
+            request: &request,
+            transport: &transport,
+        })
+        .expect("encode");
+        let mut want = request.clone().into_message();
+        want.insert("_msg_id".into(), json!("m1"));
+        want.insert("_timeout".into(), json!(null));
+        assert_eq!(want["_context_user"], "from-extra");
+        let fast = read_body(&bytes, &MessageLimits::default()).expect("read");
+        assert_eq!(fast, want);
+        let general = open_envelope(serde_json::from_slice(&bytes).expect("JSON")).expect("open");
+        assert_eq!(general, want);
+        let mut back = want.clone();
+        back.remove("_msg_id");
+        back.remove("_timeout");
+        let mut again = Request::from_message(back).expect("request");
+        // `extra` keeps the repeated key; the dict's `user` came from it.
+        again.context.extra.remove("user");
+        let mut sent = request;
+        sent.context.extra.remove("user");
+        sent.context.user = Some("from-extra".into());
+        assert_eq!(again, sent);
     }
 }

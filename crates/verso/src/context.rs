@@ -147,45 +147,53 @@ impl RequestContext {
 
     /// The dictionary oslo.context's `to_dict()` writes (same keys, same derived values).
     pub fn to_dict(&self) -> Map<String, Value> {
-        fn opt(v: &Option<String>) -> Value {
-            v.as_ref().map_or(Value::Null, |s| Value::String(s.clone()))
+        self.dict_entries()
+            .map(|(k, v)| (k.to_owned(), v.to_value()))
+            .collect()
+    }
+
+    /// The entries of [`to_dict`](Self::to_dict), in order (the keys of
+    /// [`extra`](Self::extra) last, so one of them that repeats a known key wins, as in
+    /// the dictionary), without building it: a peer's message writer serializes them
+    /// straight into its JSON ([`DictValue`] is `Serialize`).
+    pub fn dict_entries(&self) -> impl Iterator<Item = (&str, DictValue<'_>)> {
+        fn text(v: &Option<String>) -> DictValue<'_> {
+            DictValue::Text(v.as_deref())
         }
-        let mut d = Map::new();
-        d.insert("user".into(), opt(&self.user));
-        d.insert("project_id".into(), opt(&self.project));
-        d.insert("system_scope".into(), Value::Null);
-        d.insert("project".into(), opt(&self.project));
-        d.insert("domain".into(), opt(&self.domain));
-        d.insert("user_domain".into(), opt(&self.user_domain));
-        d.insert("project_domain".into(), opt(&self.project_domain));
-        d.insert("is_admin".into(), Value::Bool(self.is_admin));
-        d.insert("read_only".into(), Value::Bool(self.read_only));
-        d.insert("show_deleted".into(), Value::Bool(self.show_deleted));
-        d.insert("auth_token".into(), opt(&self.auth_token));
-        d.insert("request_id".into(), Value::String(self.request_id.clone()));
-        d.insert("global_request_id".into(), opt(&self.global_request_id));
-        d.insert("resource_uuid".into(), Value::Null);
-        d.insert(
-            "roles".into(),
-            Value::Array(self.roles.iter().cloned().map(Value::String).collect()),
+        let dash = |v: &Option<String>| v.as_deref().unwrap_or("-").to_owned();
+        let identity = format!(
+            "{} {} {} {} {}",
+            dash(&self.user),
+            dash(&self.project),
+            dash(&self.domain),
+            dash(&self.user_domain),
+            dash(&self.project_domain)
         );
-        let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
-        d.insert(
-            "user_identity".into(),
-            Value::String(format!(
-                "{} {} {} {} {}",
-                dash(&self.user),
-                dash(&self.project),
-                dash(&self.domain),
-                dash(&self.user_domain),
-                dash(&self.project_domain)
-            )),
-        );
-        d.insert("is_admin_project".into(), Value::Bool(true));
-        for (k, v) in &self.extra {
-            d.insert(k.clone(), v.clone());
-        }
-        d
+        [
+            ("user", text(&self.user)),
+            ("project_id", text(&self.project)),
+            ("system_scope", DictValue::Text(None)),
+            ("project", text(&self.project)),
+            ("domain", text(&self.domain)),
+            ("user_domain", text(&self.user_domain)),
+            ("project_domain", text(&self.project_domain)),
+            ("is_admin", DictValue::Bool(self.is_admin)),
+            ("read_only", DictValue::Bool(self.read_only)),
+            ("show_deleted", DictValue::Bool(self.show_deleted)),
+            ("auth_token", text(&self.auth_token)),
+            ("request_id", DictValue::Text(Some(&self.request_id))),
+            ("global_request_id", text(&self.global_request_id)),
+            ("resource_uuid", DictValue::Text(None)),
+            ("roles", DictValue::Roles(&self.roles)),
+            ("user_identity", DictValue::Owned(identity)),
+            ("is_admin_project", DictValue::Bool(true)),
+        ]
+        .into_iter()
+        .chain(
+            self.extra
+                .iter()
+                .map(|(k, v)| (k.as_str(), DictValue::Json(v))),
+        )
     }
 
     /// Rebuilds a context from a dictionary in oslo.context's form. Unknown keys go to
@@ -240,6 +248,46 @@ impl RequestContext {
             auth_token: s("auth_token"),
             extra,
             extensions: Extensions::default(),
+        }
+    }
+}
+
+/// A value of [`RequestContext::dict_entries`]: what the dictionary holds, borrowed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DictValue<'a> {
+    /// A string, or `null`.
+    Text(Option<&'a str>),
+    /// A string made for the dictionary (`user_identity`).
+    Owned(String),
+    /// A boolean.
+    Bool(bool),
+    /// A list of strings (`roles`).
+    Roles(&'a [String]),
+    /// A value kept as the peer sent it ([`RequestContext::extra`]).
+    Json(&'a Value),
+}
+
+impl DictValue<'_> {
+    /// The JSON value.
+    pub fn to_value(&self) -> Value {
+        match self {
+            DictValue::Text(t) => t.map_or(Value::Null, |t| Value::String(t.to_owned())),
+            DictValue::Owned(t) => Value::String(t.clone()),
+            DictValue::Bool(b) => Value::Bool(*b),
+            DictValue::Roles(r) => Value::Array(r.iter().cloned().map(Value::String).collect()),
+            DictValue::Json(v) => (*v).clone(),
+        }
+    }
+}
+
+impl serde::Serialize for DictValue<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            DictValue::Text(t) => t.serialize(serializer),
+            DictValue::Owned(t) => serializer.serialize_str(t),
+            DictValue::Bool(b) => serializer.serialize_bool(*b),
+            DictValue::Roles(r) => r.serialize(serializer),
+            DictValue::Json(v) => v.serialize(serializer),
         }
     }
 }

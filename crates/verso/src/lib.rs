@@ -60,7 +60,7 @@ pub mod sink;
 pub mod version;
 
 pub use backport::default_make_compatible;
-pub use context::RequestContext;
+pub use context::{DictValue, RequestContext};
 pub use datetime::{DateTime, DateTimeError};
 pub use error::{Error, Result};
 pub use field::{

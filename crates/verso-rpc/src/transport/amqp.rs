@@ -106,14 +106,14 @@ pub use url::{AmqpConfig, BrokerHost, DEFAULT_CONTROL_EXCHANGE, KNOWN_OPTIONS};
 use error::closed;
 use io::{io_handle, lock, on_io_thread};
 use listen::attach;
-use publish::Publish;
+use publish::{encode, Publish};
 use reply::{PendingGuard, OBSOLETE_REPLY_QUEUES};
 use session::close_connection;
 use state::{Dedup, Inner, ListenerState, Pending};
 use supervisor::{connect_session, supervise};
 use topology::{amqp_name, routing_key, uuid_hex, Kind};
 
-use crate::message::{Reply, Request};
+use crate::message::{Reply, Request, RequestBody};
 use crate::transport::{Listener, Transport, LISTENER_BUFFER};
 use crate::{RpcError, Target};
 use async_trait::async_trait;
@@ -249,18 +249,23 @@ impl Transport for AmqpTransport {
             .await?;
         let msg_id = uuid_hex();
         let method = request.method.clone();
-        let mut message = request.into_message();
-        message.insert("_msg_id".into(), Value::String(msg_id.clone()));
-        message.insert("_reply_q".into(), Value::String(inner.reply_q.clone()));
         let monitor = inner.config.call_monitor_timeout;
-        message.insert(
-            "_timeout".into(),
-            monitor.map_or(Value::Null, |m| Value::from(m.as_secs_f64())),
-        );
+        let mut transport = vec![
+            ("_msg_id", Value::String(msg_id.clone())),
+            ("_reply_q", Value::String(inner.reply_q.clone())),
+            (
+                "_timeout",
+                monitor.map_or(Value::Null, |m| Value::from(m.as_secs_f64())),
+            ),
+            ("_unique_id", Value::String(uuid_hex())),
+        ];
         if let Some(deadline) = deadline_secs(timeout) {
-            message.insert("_deadline".into(), Value::from(deadline));
+            transport.push(("_deadline", Value::from(deadline)));
         }
-        message.insert("_unique_id".into(), Value::String(uuid_hex()));
+        let body = encode(&RequestBody {
+            request: &request,
+            transport: &transport,
+        })?;
         let (tx, mut rx) = oneshot::channel();
         let beat = monitor.map(|_| Arc::new(Notify::new()));
         lock(&inner.pending).insert(
@@ -283,7 +288,7 @@ impl Transport for AmqpTransport {
             routing_key: &routing_key(target),
             expiration: Some(timeout),
         };
-        inner.publish_on(&session, publish, &message).await?;
+        inner.publish_bytes(&session, publish, body).await?;
         let received = match (monitor, beat) {
             (Some(after), Some(beat)) => loop {
                 tokio::select! {
@@ -316,10 +321,13 @@ impl Transport for AmqpTransport {
         inner
             .declare_exchange(&session, exchange, Kind::Topic)
             .await?;
-        let mut message = request.into_message();
-        message.insert("_unique_id".into(), Value::String(uuid_hex()));
+        let transport = [("_unique_id", Value::String(uuid_hex()))];
+        let body = encode(&RequestBody {
+            request: &request,
+            transport: &transport,
+        })?;
         inner
-            .publish(&session, exchange, &routing_key(target), &message, None)
+            .publish(&session, exchange, &routing_key(target), body, None)
             .await
     }
 
@@ -330,9 +338,12 @@ impl Transport for AmqpTransport {
         inner
             .declare_exchange(&session, &exchange, Kind::Fanout)
             .await?;
-        let mut message = request.into_message();
-        message.insert("_unique_id".into(), Value::String(uuid_hex()));
-        inner.publish(&session, &exchange, "", &message, None).await
+        let transport = [("_unique_id", Value::String(uuid_hex()))];
+        let body = encode(&RequestBody {
+            request: &request,
+            transport: &transport,
+        })?;
+        inner.publish(&session, &exchange, "", body, None).await
     }
 
     async fn listen(&self, target: &Target) -> Result<Listener, RpcError> {

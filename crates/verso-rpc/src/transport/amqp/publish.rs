@@ -4,7 +4,7 @@ use super::error::AmqpError;
 use super::session::Session;
 use super::state::Inner;
 use super::topology::amqp_name;
-use crate::message::{envelope, Message};
+use crate::message::envelope_bytes;
 use crate::RpcError;
 use amqprs::channel::{BasicPublishArguments, Channel};
 use amqprs::{BasicProperties, FieldTable};
@@ -25,7 +25,7 @@ impl Inner {
         session: &Session,
         exchange: &str,
         routing_key: &str,
-        message: &Message,
+        body: Vec<u8>,
         expiration: Option<Duration>,
     ) -> Result<(), RpcError> {
         let publish = Publish {
@@ -35,16 +35,7 @@ impl Inner {
             routing_key,
             expiration,
         };
-        self.publish_on(session, publish, message).await
-    }
-
-    pub(super) async fn publish_on(
-        &self,
-        session: &Session,
-        to: Publish<'_>,
-        message: &Message,
-    ) -> Result<(), RpcError> {
-        self.publish_bytes(session, to, encode(message)?).await
+        self.publish_bytes(session, publish, body).await
     }
 
     pub(super) async fn publish_bytes(
@@ -95,9 +86,10 @@ impl Inner {
     }
 }
 
-/// The body of a message: its `oslo.version` 2.0 envelope.
-pub(super) fn encode(message: &Message) -> Result<Vec<u8>, RpcError> {
-    serde_json::to_vec(&envelope(message)).map_err(|e| RpcError::Serialization {
+/// The body of a message (a [`crate::message::Message`] or a
+/// [`crate::message::RequestBody`]): its `oslo.version` 2.0 envelope.
+pub(super) fn encode<M: serde::Serialize + ?Sized>(message: &M) -> Result<Vec<u8>, RpcError> {
+    envelope_bytes(message).map_err(|e| RpcError::Serialization {
         detail: format!("message body: {e}"),
     })
 }

@@ -271,7 +271,8 @@ pub(super) fn start_heartbeat(
             m.insert("ending".into(), Value::Bool(false));
             m.insert("_msg_id".into(), Value::String(msg_id.clone()));
             m.insert("_unique_id".into(), Value::String(uuid_hex()));
-            let _ = inner.publish(&session, "", &reply_q, &m, None).await;
+            let Ok(body) = encode(&m) else { continue };
+            let _ = inner.publish(&session, "", &reply_q, body, None).await;
         }
     });
     tx
