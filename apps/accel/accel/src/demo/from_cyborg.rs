@@ -52,6 +52,8 @@ pub struct CyborgOptions {
 
 /// The project's script making Cyborg's schema (Cyborg's own `create_schema`).
 const CONDUCTOR_SCRIPT: &str = include_str!("../../../cyborg17/python/cyborg_conductor.py");
+/// The module of Cyborg driver devices the conductor script imports.
+const DEVICES_SCRIPT: &str = include_str!("../../../cyborg17/python/cyborg_devices.py");
 /// The project's script serving Cyborg's WSGI API application.
 const API_SCRIPT: &str = include_str!("../../../cyborg17/python/cyborg_api.py");
 /// Cyborg's API pipeline without Keystone's middleware (the API listens on loopback;
@@ -88,6 +90,7 @@ impl Cyborg {
         let dir = scratch.join("cyborg");
         std::fs::create_dir_all(&dir)?;
         std::fs::write(dir.join("cyborg_conductor.py"), CONDUCTOR_SCRIPT)?;
+        std::fs::write(dir.join("cyborg_devices.py"), DEVICES_SCRIPT)?;
         std::fs::write(dir.join("cyborg_api.py"), API_SCRIPT)?;
         std::fs::write(dir.join("api-paste.ini"), API_PASTE)?;
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
