@@ -13,8 +13,8 @@
 use crate::db_service::DbService;
 use crate::error::{retry_advice, ErrorKind, ServiceError};
 use crate::service::{
-    AccelService, ArqRow, AttributeRow, Binding, DeployableRow, DeviceProfileRow, DeviceRow,
-    ListQuery, NewProfile,
+    AccelService, ArqRow, AttributeRow, BindProject, Binding, DeployableRow, DeviceProfileRow,
+    DeviceRow, ListQuery, NewProfile,
 };
 use accel_objects::errors::ErrorKind as RemoteKind;
 use accel_objects::rpc::{
@@ -306,14 +306,15 @@ impl AccelService for ConductorService {
         // The binding caller's own project is recorded once every conductor takes it
         // (until then the request keeps the project it was created with, as before); an
         // administrator's explicit one is refused rather than dropped.
-        let project_id = if binding.project_from_patch {
-            self.needs(BIND_PROJECT_VERSION, "a bind's /project_id")?;
-            binding.project_id.clone()
-        } else {
-            binding
-                .project_id
-                .clone()
-                .filter(|_| self.conductor.can_send_version(BIND_PROJECT_VERSION))
+        let project_id = match &binding.project {
+            BindProject::Patch(p) => {
+                self.needs(BIND_PROJECT_VERSION, "a bind's /project_id")?;
+                Some(p.clone())
+            }
+            BindProject::Caller(p) => {
+                Some(p.clone()).filter(|_| self.conductor.can_send_version(BIND_PROJECT_VERSION))
+            }
+            BindProject::Unchanged => None,
         };
         self.call(BindArq {
             uuid: uuid.to_owned(),

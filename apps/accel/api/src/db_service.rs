@@ -352,7 +352,7 @@ impl AccelService for DbService {
                 &b.hostname,
                 &b.instance_uuid,
                 b.device_rp_uuid.as_deref(),
-                b.project_id.as_deref(),
+                b.project.id(),
             )
             .await
             .map_err(write_error("bind_arq"))

@@ -86,7 +86,7 @@ pub use error::{ApiError, ErrorKind, ServiceError};
 pub use microversion::ApiVersion;
 pub use policy::Policy;
 pub use server::ServeOptions;
-pub use service::{AccelService, Binding, ListQuery, NewProfile};
+pub use service::{AccelService, BindProject, Binding, ListQuery, NewProfile};
 
 use std::future::Future;
 use std::sync::Arc;

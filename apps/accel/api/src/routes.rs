@@ -8,7 +8,7 @@
 use crate::auth::{Authenticator, Caller};
 use crate::error::{ApiError, ErrorKind};
 use crate::microversion::{self, ApiVersion};
-use crate::service::{AccelService, ArqState, Binding, ListQuery, NewProfile};
+use crate::service::{AccelService, ArqState, BindProject, Binding, ListQuery, NewProfile};
 use crate::views;
 use crate::Limits;
 use accel_conductor::db::{
@@ -1023,8 +1023,10 @@ fn change_of(uuid: &str, ops: Vec<PatchOp>) -> Result<Change> {
         hostname: text("/hostname", true)?.unwrap_or_default(),
         instance_uuid: text("/instance_uuid", true)?.unwrap_or_default(),
         device_rp_uuid: text("/device_rp_uuid", false)?,
-        project_id: text("/project_id", false)?,
-        project_from_patch: values.contains_key("/project_id"),
+        project: match text("/project_id", false)? {
+            Some(p) => BindProject::Patch(p),
+            None => BindProject::Unchanged,
+        },
     };
     check_text("/hostname", &binding.hostname).map_err(|e| bad(e.message))?;
     if let Some(rp) = &binding.device_rp_uuid {
@@ -1085,7 +1087,7 @@ async fn apply_patch(
     for (uuid, ops) in patch {
         let mut change = change_of(&uuid, ops)?;
         if let Change::Bind(b) = &mut change {
-            if b.project_from_patch {
+            if let BindProject::Patch(_) = b.project {
                 if !version.at_least(microversion::PROJECT_ID) {
                     return Err(ApiError::new(
                         ErrorKind::NotAcceptable,
@@ -1103,7 +1105,9 @@ async fn apply_patch(
                     ));
                 }
             } else {
-                b.project_id = caller.project_id().map(str::to_owned);
+                b.project = caller.project_id().map_or(BindProject::Unchanged, |p| {
+                    BindProject::Caller(p.to_owned())
+                });
             }
         }
         changes.push((uuid, change));
@@ -1267,8 +1271,7 @@ mod tests {
                 hostname: "h1".into(),
                 instance_uuid: I1.into(),
                 device_rp_uuid: Some("rp".into()),
-                project_id: None,
-                project_from_patch: false,
+                project: BindProject::Unchanged,
             }))
         );
         let with_project = change_of(
@@ -1285,8 +1288,7 @@ mod tests {
                 hostname: "h1".into(),
                 instance_uuid: I1.into(),
                 device_rp_uuid: None,
-                project_id: Some("p1".into()),
-                project_from_patch: true,
+                project: BindProject::Patch("p1".into()),
             }))
         );
         let unbind = change_of("a", ops(json!([{"path": "/hostname", "op": "remove"}])));

@@ -58,12 +58,31 @@ pub struct Binding {
     pub instance_uuid: String,
     /// Placement's resource provider of the device, when the caller knows it.
     pub device_rp_uuid: Option<String>,
-    /// The project the request is for from now on (Cyborg 17 records it at bind); unset:
-    /// unchanged.
-    pub project_id: Option<String>,
-    /// `project_id` was in the patch (an administrator's, microversion 2.1), not the
-    /// binding caller's own project: it must be recorded or the bind refused.
-    pub project_from_patch: bool,
+    /// The project the request is for from now on (Cyborg 17 records one at bind).
+    pub project: BindProject,
+}
+
+/// Which project a bind records, and how firmly.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BindProject {
+    /// The patch's `/project_id` (an administrator's, microversion 2.1): recorded, or
+    /// the bind refused.
+    Patch(String),
+    /// The binding caller's own project: recorded where every conductor takes it, else
+    /// the request keeps its project.
+    Caller(String),
+    /// None known: the request keeps its project.
+    Unchanged,
+}
+
+impl BindProject {
+    /// The project to record, if any.
+    pub fn id(&self) -> Option<&str> {
+        match self {
+            BindProject::Patch(p) | BindProject::Caller(p) => Some(p),
+            BindProject::Unchanged => None,
+        }
+    }
 }
 
 /// The operations of the accel API.
