@@ -1,7 +1,10 @@
 //! The import's checks and shaping, on Cyborg rows made here (the import of a real
 //! Cyborg 17 database is `apps/accel/accel/tests/cyborg_import.rs`).
 
+use super::plan::{time, times};
 use super::*;
+use crate::db::rp_uuid;
+use crate::lifecycle::ArqState;
 
 const CPID: &str = r#"{"domain":"0000","bus":"0c","device":"00","function":"0"}"#;
 
