@@ -1,5 +1,9 @@
 //! Remotable methods through the conductor over the memory transport: agents run object
 //! methods on the conductor, which owns the store, and get results at their versions.
+//!
+//! Over 1,000 lines on purpose: each file under `tests/` is a test binary of its own that
+//! links the whole crate and its dependencies, so splitting this one would add a link
+//! to every CI run on a 2-core machine for no gain in reading (the tests share helpers).
 // A failed set-up step fails the test (or bench) with its message.
 #![allow(clippy::expect_used)]
 

@@ -4,6 +4,10 @@
 //! RabbitMQ: `VERSO_TEST_RABBIT_URL` (default `rabbit://guest:guest@127.0.0.1:5672/`).
 //! Python: `VERSO_TEST_PYTHON` (default `.venv/bin/python` at the workspace root).
 //! `.ci/run` installs and starts both; a missing one FAILS these tests (never skips).
+//!
+//! Over 1,000 lines on purpose: each file under `tests/` is a test binary of its own that
+//! links the whole crate and its dependencies, so splitting this one would add a link
+//! to every CI run on a 2-core machine for no gain in reading (the tests share helpers).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use serde_json::{json, Value};
