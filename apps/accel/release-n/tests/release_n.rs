@@ -231,6 +231,46 @@ async fn n_agent_and_n_conductor_on_postgres_and_rabbitmq() {
     release_n_deployment(&url, rabbit(&exchange).await, rabbit(&exchange).await).await;
 }
 
+/// Release N's client creates one request of the profile `kept` and binds it on
+/// `host1` for `inst-1`: its UUID and the bound request.
+async fn n_create_and_bind(
+    client: &RpcClient,
+    ctx: &RequestContext,
+) -> (String, n::AcceleratorRequest) {
+    let list: n::AcceleratorRequestList = client
+        .call_method(
+            ctx,
+            CreateArqs {
+                device_profile_name: "kept".into(),
+                group_id: None,
+                project_id: None,
+            },
+        )
+        .await
+        .expect("arq");
+    let arq = list
+        .iter()
+        .next()
+        .expect("one")
+        .uuid
+        .get()
+        .expect("uuid")
+        .to_string();
+    let bound = client
+        .call_method(
+            ctx,
+            BindArq {
+                uuid: arq.clone(),
+                hostname: "host1".into(),
+                instance_uuid: "inst-1".into(),
+                device_rp_uuid: None,
+            },
+        )
+        .await
+        .expect("bind");
+    (arq, bound)
+}
+
 /// The downgrade window on `url`: release N runs, release N+1 migrates the database,
 /// and release N's conductor (rolled back) starts on the expanded schema and works (an N
 /// agent reports; bind, unbind); a finalization started or done by N+1 closes the window.
@@ -291,37 +331,7 @@ async fn downgrade_window(url: &str, t: Arc<dyn Transport>) {
     );
     let ctx = RequestContext::new("req-window");
     let client = n_client(t.clone());
-    let list: n::AcceleratorRequestList = client
-        .call_method(
-            &ctx,
-            CreateArqs {
-                device_profile_name: "kept".into(),
-                group_id: None,
-                project_id: None,
-            },
-        )
-        .await
-        .expect("arq");
-    let arq = list
-        .iter()
-        .next()
-        .expect("one")
-        .uuid
-        .get()
-        .expect("uuid")
-        .to_string();
-    let bound: n::AcceleratorRequest = client
-        .call_method(
-            &ctx,
-            BindArq {
-                uuid: arq.clone(),
-                hostname: "host1".into(),
-                instance_uuid: "inst-1".into(),
-                device_rp_uuid: None,
-            },
-        )
-        .await
-        .expect("bind on the expanded schema");
+    let (arq, bound) = n_create_and_bind(&client, &ctx).await;
     assert_eq!(bound.state.get().map(String::as_str), Some("Bound"));
     let taken: Vec<_> = new
         .host_handles("host1")
@@ -430,39 +440,8 @@ async fn migrating_keeps_release_ns_rows(url: &str, t: Arc<dyn Transport>) {
         .expect("profile");
     let agent = n_agent(dir.path(), 1, t.clone()).await;
     assert_eq!(agent.report_now().await.expect("report"), HOST1_DEVICES);
-    let ctx = RequestContext::new("req-migrate");
     let client = n_client(t.clone());
-    let list: n::AcceleratorRequestList = client
-        .call_method(
-            &ctx,
-            CreateArqs {
-                device_profile_name: "kept".into(),
-                group_id: None,
-                project_id: None,
-            },
-        )
-        .await
-        .expect("arq");
-    let arq = list
-        .iter()
-        .next()
-        .expect("one")
-        .uuid
-        .get()
-        .expect("uuid")
-        .to_string();
-    let _: n::AcceleratorRequest = client
-        .call_method(
-            &ctx,
-            BindArq {
-                uuid: arq.clone(),
-                hostname: "host1".into(),
-                instance_uuid: "inst-1".into(),
-                device_rp_uuid: None,
-            },
-        )
-        .await
-        .expect("bind");
+    let (arq, _) = n_create_and_bind(&client, &RequestContext::new("req-migrate")).await;
     agent.stop().await;
     running.stop().await;
 
