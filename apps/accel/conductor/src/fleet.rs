@@ -194,7 +194,9 @@ impl DbFleetStore {
     /// Takes what any conductor wrote from heartbeats within the write interval from the
     /// record, as if this store had written it then (see the module docs): its
     /// heartbeats repeating a row another conductor wrote are then not written again.
-    /// An entry this store wrote more recently is kept. The number of rows read.
+    /// An entry of this store with the same versions keeps the later time; one whose
+    /// versions the record no longer has is replaced by the record's. The number of rows
+    /// read.
     pub async fn learn(&self) -> Result<usize, StoreError> {
         if self.write_interval.is_zero() {
             return Ok(0);
@@ -231,10 +233,17 @@ impl DbFleetStore {
                 run: r.run_started_ms.and_then(|t| u64::try_from(t).ok()),
                 at,
             };
+            // The row is the record as it is now: one that says other versions than this
+            // store's entry was written since, whatever the two times say (they are a
+            // millisecond apart at most when two conductors write in quick succession,
+            // and the database's milliseconds cannot order them against this process's
+            // clock). The same versions keep the later time.
             written
                 .entry((r.component, r.member_id))
                 .and_modify(|w| {
-                    if w.at < at {
+                    let same = (w.software, w.apparent, w.run)
+                        == (learned.software, learned.apparent, learned.run);
+                    if !same || w.at < at {
                         *w = learned;
                     }
                 })

@@ -443,6 +443,27 @@ async fn repeated_heartbeats_are_written_once_per_interval(db: Db) {
         (newest.into(), newest.into(), "a".into()),
         "the learned row said older software: the newest is written"
     );
+    // The record's versions win over this store's own entry whatever the times say:
+    // here the other conductor's write reads as older than this store's (its clock, the
+    // database's milliseconds), yet it is what the record holds now.
+    b.record(&heard("h3", older, older, "b"), Some(admit_all))
+        .await
+        .unwrap();
+    sqlx::query(
+        "UPDATE fleet_members SET last_seen_ms = last_seen_ms - 500 WHERE member_id = 'h3'",
+    )
+    .execute(db.pool())
+    .await
+    .expect("age the row");
+    a.learn().await.unwrap();
+    a.record(&heard("h3", newest, newest, "a"), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        row(&db, "h3").await,
+        (newest.into(), newest.into(), "a".into()),
+        "the record held older software than this store's entry: the newest is written"
+    );
     // A store without an interval learns nothing.
     assert_eq!(b.learn().await.unwrap(), 0);
 
