@@ -308,7 +308,6 @@ async fn take_over(db_url: &str, from: &str, dump: &Value) -> Db {
         std::collections::BTreeMap::new();
     for device in want["devices"].as_array().expect("devices") {
         let deps = device["deployables"].as_array().expect("deployables");
-        let dep = &deps[0];
         let text = |v: &Value| v.as_str().map(str::to_owned);
         let handles_of = |dep: &Value| -> Vec<(String, String)> {
             dep["handles"]
@@ -329,13 +328,11 @@ async fn take_over(db_url: &str, from: &str, dump: &Value) -> Db {
             vendor: text(&device["vendor"]).expect("vendor"),
             model: text(&device["model"]).expect("model"),
             std_board_info: text(&device["std_board_info"]),
-            driver_name: text(&dep["driver_name"]),
-            handles: handles_of(dep),
-            attributes: serde_json::from_value(dep["attributes"].clone()).expect("attributes"),
-            deployable_name: text(&dep["name"]),
             vendor_board_info: text(&device["vendor_board_info"]),
-            more_deployables: deps[1..]
-                .iter()
+            ..ReportedDevice::default()
+        }
+        .with_deployables(
+            deps.iter()
                 .map(|dep| ReportedDeployable {
                     name: text(&dep["name"]).expect("name"),
                     driver_name: text(&dep["driver_name"]),
@@ -344,7 +341,7 @@ async fn take_over(db_url: &str, from: &str, dump: &Value) -> Db {
                         .expect("attributes"),
                 })
                 .collect(),
-        };
+        );
         let host = device["hostname"].as_str().expect("host");
         reports.entry(host.to_owned()).or_default().push(row);
     }

@@ -155,27 +155,21 @@ fn reported_device(i: usize, d: &DriverDevice) -> Result<ReportedDevice, CyborgR
             attributes,
         });
     }
-    let mut reported = reported.into_iter();
-    let first = reported.next().unwrap_or_default();
-    let more_deployables: Vec<ReportedDeployable> = reported.collect();
-    if more_deployables.iter().any(|dep| dep.name.is_empty()) {
+    if reported.iter().skip(1).any(|dep| dep.name.is_empty()) {
         return Err(missing("deployable name"));
     }
-    Ok(ReportedDevice {
+    let device = ReportedDevice {
         control_path_id,
         device_type: device_type.to_owned(),
         vendor: d.vendor.get().cloned().ok_or_else(|| missing("vendor"))?,
         model: d.model.get().cloned().ok_or_else(|| missing("model"))?,
         std_board_info: d.std_board_info.get().cloned().flatten(),
-        driver_name: first.driver_name,
-        handles: first.handles,
-        attributes: first.attributes,
-        // Cyborg names the Placement provider after the deployable: its name keeps the
-        // provider a Cyborg conductor made for it.
-        deployable_name: Some(first.name).filter(|n| !n.is_empty()),
-        more_deployables,
         vendor_board_info: d.vendor_board_info.get().cloned().flatten(),
-    })
+        ..ReportedDevice::default()
+    };
+    // Cyborg names each Placement provider after its deployable: the names keep the
+    // providers a Cyborg conductor made.
+    Ok(device.with_deployables(reported))
 }
 
 /// The digest of a Cyborg report's rows (in control-path order, so the order a driver

@@ -34,6 +34,26 @@ pub fn reported_device(
     }
 }
 
+/// An SR-IOV NIC (`0000:5e:00.0`, Intel 1592) on `host` as Cyborg's Intel NIC driver
+/// reports it: one deployable per virtual function `n` of `vfs`, named
+/// `<host>_nic_vf<n>`, driver `ice`, one `PCI` handle (`0000:5e:00.<n>`), `rc`
+/// `CUSTOM_NIC` and `trait0` `CUSTOM_PHYSNET_NET<n>`.
+pub fn reported_nic(host: &str, vfs: &[u8]) -> crate::db::ReportedDevice {
+    let vf = |n: u8| crate::db::ReportedDeployable {
+        name: format!("{host}_nic_vf{n}"),
+        driver_name: Some("ice".into()),
+        handles: vec![("PCI".into(), format!("{{\"address\": \"0000:5e:00.{n}\"}}"))],
+        attributes: [
+            ("rc".to_owned(), "CUSTOM_NIC".to_owned()),
+            ("trait0".to_owned(), format!("CUSTOM_PHYSNET_NET{n}")),
+        ]
+        .into_iter()
+        .collect(),
+    };
+    reported_device("0000:5e:00.0", "NIC", "8086", "1592", 0)
+        .with_deployables(vfs.iter().map(|n| vf(*n)).collect())
+}
+
 /// The test cluster's URL.
 pub fn postgres_url() -> String {
     std::env::var("VERSO_TEST_POSTGRES_URL")

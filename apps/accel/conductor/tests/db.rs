@@ -5,7 +5,7 @@
 
 use accel_conductor::testing as support;
 
-use accel_conductor::db::{rp_uuid, DeviceStatus, ListFilter, ReportedDeployable, ReportedDevice};
+use accel_conductor::db::{rp_uuid, DeviceStatus, ListFilter, ReportedDevice};
 use accel_conductor::{ArqState, Db, DbError};
 use std::collections::BTreeMap;
 
@@ -350,34 +350,9 @@ async fn racing_conductors(a: &Db, b: &Db) {
     }
 }
 
-/// An SR-IOV NIC as Cyborg's Intel NIC driver reports it: one deployable per virtual
-/// function (`vfs`, each with one handle and its own physical network trait).
+/// The test NIC on `h1` (`testing::reported_nic`): one deployable per virtual function.
 fn nic(vfs: &[u8]) -> ReportedDevice {
-    let vf = |n: u8| ReportedDeployable {
-        name: format!("h1_nic_vf{n}"),
-        driver_name: Some("ice".into()),
-        handles: vec![("PCI".into(), format!("{{\"address\": \"0000:5e:00.{n}\"}}"))],
-        attributes: [
-            ("rc".to_owned(), "CUSTOM_NIC".to_owned()),
-            ("trait0".to_owned(), format!("CUSTOM_PHYSNET_{n}")),
-        ]
-        .into_iter()
-        .collect(),
-    };
-    let mut all = vfs.iter().map(|n| vf(*n));
-    let first = all.next().expect("a virtual function");
-    ReportedDevice {
-        control_path_id: "0000:5e:00.0".into(),
-        device_type: "NIC".into(),
-        vendor: "8086".into(),
-        model: "1592".into(),
-        driver_name: first.driver_name,
-        handles: first.handles,
-        attributes: first.attributes,
-        deployable_name: Some(first.name),
-        more_deployables: all.collect(),
-        ..Default::default()
-    }
+    support::reported_nic("h1", vfs)
 }
 
 /// The host's deployables: (name, handles, attributes), by name.
@@ -430,7 +405,7 @@ async fn several_deployables_per_device(db: &Db) {
         deps[1].2,
         [
             ("rc".to_owned(), "CUSTOM_NIC".to_owned()),
-            ("trait0".to_owned(), "CUSTOM_PHYSNET_2".to_owned())
+            ("trait0".to_owned(), "CUSTOM_PHYSNET_NET2".to_owned())
         ]
     );
     let devices = db.devices(&ListFilter::default()).await.expect("devices");

@@ -6,7 +6,7 @@
 // A failed set-up step fails the test (or bench) with its message.
 #![allow(clippy::expect_used)]
 
-use accel_conductor::db::{rp_uuid, ReportedDeployable, ReportedDevice};
+use accel_conductor::db::{rp_uuid, ReportedDevice};
 use accel_conductor::keystone::{AuthOptions, Session};
 use accel_conductor::placement::{
     reconcile, reconcile_pass, spawn_reconciler, sweep_gone_hosts, Pass, Placement, PlacementError,
@@ -303,27 +303,7 @@ async fn each_deployable_of_a_device_is_its_own_provider() {
     let placement = Placement::new(session(), Some(env("VERSO_TEST_PLACEMENT_URL")));
     let (db, _dir) = accel_conductor::testing::sqlite().await;
     let (host, root) = compute_node(&placement, "placement-vfs").await;
-    let vf = |n: u8| ReportedDeployable {
-        name: format!("{host}_nic_vf{n}"),
-        driver_name: Some("ice".into()),
-        handles: vec![("PCI".into(), format!("{{\"address\": \"0000:5e:00.{n}\"}}"))],
-        attributes: BTreeMap::from([
-            ("rc".to_owned(), "CUSTOM_NIC_VF".to_owned()),
-            ("trait0".to_owned(), format!("CUSTOM_PHYSNET_NET{n}")),
-        ]),
-    };
-    let nic = |vfs: &[u8]| {
-        let mut all = vfs.iter().map(|n| vf(*n));
-        let first = all.next().expect("one");
-        ReportedDevice {
-            driver_name: first.driver_name,
-            handles: first.handles,
-            attributes: first.attributes,
-            deployable_name: Some(first.name),
-            more_deployables: all.collect(),
-            ..device("0000:5e:00.0", "NIC", "8086", "1592", 0)
-        }
-    };
+    let nic = |vfs: &[u8]| accel_conductor::testing::reported_nic(&host, vfs);
     db.report(&host, &[nic(&[1, 2])]).await.expect("report");
     let mut synced = BTreeMap::new();
     assert_eq!(
@@ -342,7 +322,7 @@ async fn each_deployable_of_a_device_is_its_own_provider() {
         .await;
         assert_eq!(status, 200, "{provider}");
         assert_eq!(provider["parent_provider_uuid"], root.as_str());
-        assert_eq!(inventory_of(&placement, rp, "CUSTOM_NIC_VF").await, (1, 0));
+        assert_eq!(inventory_of(&placement, rp, "CUSTOM_NIC").await, (1, 0));
         let (_, traits) = call(
             &placement,
             reqwest::Method::GET,
@@ -356,7 +336,7 @@ async fn each_deployable_of_a_device_is_its_own_provider() {
     let (status, candidates) = call(
         &placement,
         reqwest::Method::GET,
-        "/allocation_candidates?resources=CUSTOM_NIC_VF:1&required=CUSTOM_PHYSNET_NET2",
+        "/allocation_candidates?resources=CUSTOM_NIC:1&required=CUSTOM_PHYSNET_NET2",
         None,
     )
     .await;

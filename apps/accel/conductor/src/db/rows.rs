@@ -86,6 +86,23 @@ impl ReportedDevice {
             .unwrap_or_else(|| format!("{host}_{}", self.control_path_id))
     }
 
+    /// The device with `deployables`, in order: the first one's name, driver, handles
+    /// and attributes become the device's own fields (an empty name leaves
+    /// [`ReportedDevice::deployable_name`] unset, accel's `<host>_<control path>`), the
+    /// others its [`ReportedDevice::more_deployables`]. None: a device with no handles.
+    pub fn with_deployables(self, deployables: Vec<ReportedDeployable>) -> ReportedDevice {
+        let mut deployables = deployables.into_iter();
+        let first = deployables.next().unwrap_or_default();
+        ReportedDevice {
+            driver_name: first.driver_name,
+            handles: first.handles,
+            attributes: first.attributes,
+            deployable_name: Some(first.name).filter(|n| !n.is_empty()),
+            more_deployables: deployables.collect(),
+            ..self
+        }
+    }
+
     /// Every deployable of the device on `host`: the first one (named by
     /// [`ReportedDevice::deployable_name_on`], passed in as `first_name`) and the
     /// further ones, in the report's order.
