@@ -10,15 +10,26 @@
 //! next period): device types beyond accel's six (`MDEV`, `PCI`, `NVME`) and `stub`
 //! devices (Cyborg's "keep what you have" marker). Cyborg's other conductor methods are
 //! called by Cyborg's API service, which accel's API replaces, so they are not served.
+//!
+//! The endpoint is at 1.1, Cyborg 17 with the seed spec ([`accel_cyborg17::indirection`]):
+//! a Cyborg agent that has the spec's object indirection runs object methods here, the
+//! spec's `DeviceList.get_by_hostname` answered from accel's inventory ([`DbDevices`],
+//! `device_state` read from the handles), backported to the agent's manifest. Cyborg 17's
+//! own agents send only 1.0, which a 1.1 server accepts.
+
+mod devices;
+
+pub use devices::{device_state, DbDevices};
 
 use crate::db::{Db, ReportedDeployable, ReportedDevice};
 use crate::service::{to_remote, witness_report, ReportWitness};
+use accel_cyborg17::indirection::{self, DeviceSource, INDIRECTION_VERSION};
 use accel_cyborg17::objects::{DeviceType, DriverDevice};
 use accel_cyborg17::rpc::{ReportData, CONDUCTOR_TOPIC};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use verso::{Version, VersionedEnum};
+use verso::VersionedEnum;
 use verso_rpc::transport::Transport;
 use verso_rpc::{Endpoint, RemoteError, RpcError, RpcServer, ServerHandle, Target};
 
@@ -212,14 +223,18 @@ pub(crate) fn pci_address(info: &str) -> Option<String> {
     ))
 }
 
-/// The endpoint serving Cyborg's `report_data` over `db`. With `witness` (the
+/// The endpoint serving Cyborg's conductor API with the seed spec
+/// ([`indirection::ConductorApi`], 1.1) over `db`: Cyborg 17's `report_data` (1.0), and
+/// object indirection for Cyborg's classes and the spec's `DeviceList` (1.1), whose
+/// `get_by_hostname` reads `db` ([`DbDevices`]). With `witness` (the
 /// conductor's coordinator), each reporting host is recorded in the fleet record first:
 /// a Cyborg agent sends no heartbeat, so this is how finalization learns that a host
 /// still runs Cyborg 17, i.e. release N, and refuses while it is live; a report the
 /// coordinator refuses (a host never heard before, after a finalization started) is
 /// not applied and answers `Fenced`.
 pub fn endpoint(db: Db, witness: Option<ReportWitness>) -> Endpoint {
-    Endpoint::new(Version::new(1, 0))
+    let devices: Arc<dyn DeviceSource> = Arc::new(DbDevices::new(db.clone()));
+    let endpoint = Endpoint::new(INDIRECTION_VERSION)
         .with_state((db, witness))
         .handle(|(db, witness), _ctx, report: ReportData| async move {
             let rows = reported(&report.driver_device_list).map_err(|e| {
@@ -255,7 +270,13 @@ pub fn endpoint(db: Db, witness: Option<ReportWitness>) -> Endpoint {
             // Cyborg's conductor replies None.
             Ok(())
         })
-        .into_endpoint()
+        .into_endpoint();
+    verso_rpc::conductor::add_object_endpoints(
+        endpoint,
+        INDIRECTION_VERSION,
+        Arc::new(indirection::registry()),
+        move |ctx| indirection::attach(&devices, ctx),
+    )
 }
 
 /// Serves Cyborg's `report_data` on `topic` (Cyborg's is [`CONDUCTOR_TOPIC`]) over

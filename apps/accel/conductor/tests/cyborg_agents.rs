@@ -3,7 +3,8 @@
 //! discovery through Cyborg's `ConductorAPI.report_data`), lands in accel's database
 //! through the conductor's Cyborg endpoint, on SQLite and on PostgreSQL; the same report
 //! again changes nothing and is recognised by the conductor's digest, which a later
-//! write to the host's inventory forgets.
+//! write to the host's inventory forgets. A Cyborg agent with the seed spec's object
+//! indirection lists its host's devices through the same endpoint (conductor RPC 1.1).
 //!
 //! Uses `VERSO_TEST_RABBIT_URL`, `VERSO_TEST_PYTHON` and the PostgreSQL test cluster
 //! (scripts/test.sh provides all three).
@@ -13,8 +14,10 @@
 use accel_conductor::db::ListFilter;
 use accel_conductor::{cyborg, testing, Db};
 use accel_cyborg17::testing::{
-    cyborg_agent_reports, cyborg_agent_reports_devices, cyborg_transport,
+    cyborg_agent_lists_devices, cyborg_agent_reports, cyborg_agent_reports_devices,
+    cyborg_transport,
 };
+use std::collections::BTreeMap;
 
 async fn a_cyborg_agents_report_lands_in(db: Db) {
     let topic = format!("cyborg-conductor-test-{}", uuid::Uuid::new_v4().simple());
@@ -264,4 +267,129 @@ async fn a_cyborg_nic_keeps_a_deployable_per_virtual_function_in_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cyborg_nic_keeps_a_deployable_per_virtual_function_in_postgresql() {
     a_cyborg_nic_keeps_a_deployable_per_virtual_function(testing::postgres().await).await;
+}
+
+/// The seed spec on Cyborg's topic: a Cyborg agent with oslo.versionedobjects'
+/// indirection (`python/cyborg_indirection.py`) calls the spec's
+/// `DeviceList.get_by_hostname` and gets its host's devices from accel's database as
+/// Cyborg's `Device` 1.5: ids, UUIDs, types, `status` from the operator's maintenance,
+/// `device_state` from the handles (the NIC with a bound virtual function is
+/// `allocated`). An agent whose `Device` is 1.4 gets the same devices backported in the
+/// same reply (no `device_state`); another host's list is empty.
+async fn a_cyborg_agent_lists_its_devices_through_the_conductor(db: Db) {
+    let topic = format!("cyborg-conductor-test-{}", uuid::Uuid::new_v4().simple());
+    let server = cyborg::serve(cyborg_transport().await, db.clone(), &topic, None)
+        .await
+        .expect("the Cyborg endpoint listens");
+    let host = "cyborg-indirection-host";
+    cyborg_agent_reports_devices(&topic, host, true).await;
+    let on_host = ListFilter {
+        host: Some(host.into()),
+        ..ListFilter::default()
+    };
+    let rows = db.devices(&on_host).await.expect("devices");
+    let fpga = rows.iter().find(|d| d.device_type == "FPGA").expect("FPGA");
+    db.set_device_maintaining(&fpga.uuid, true)
+        .await
+        .expect("maintenance");
+    db.create_profile(
+        "vf",
+        vec![[("resources:CUSTOM_NIC".to_owned(), "1".to_owned())]
+            .into_iter()
+            .collect()],
+        None,
+    )
+    .await
+    .expect("profile");
+    let arq = db.create_arq("vf", 0, None).await.expect("arq");
+    let vf2 = accel_conductor::db::rp_uuid(&format!("{host}_nic_vf2"));
+    db.bind(&arq.uuid, host, "inst-vf", Some(&vf2))
+        .await
+        .expect("bound to the second virtual function");
+
+    let (version, members) = cyborg_agent_lists_devices(&topic, host, None)
+        .await
+        .expect("listed");
+    assert_eq!(version, "1.0");
+    let rows = db.devices(&on_host).await.expect("devices");
+    let got: BTreeMap<String, (String, i64, String, String, String, String)> = members
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|m| {
+            let d = &m["cyborg_object.data"];
+            let text = |k: &str| {
+                d[k].as_str()
+                    .unwrap_or_else(|| panic!("{k}: {m}"))
+                    .to_owned()
+            };
+            (
+                text("uuid"),
+                (
+                    m["cyborg_object.version"]
+                        .as_str()
+                        .expect("version")
+                        .to_owned(),
+                    d["id"].as_i64().expect("id"),
+                    text("type"),
+                    text("hostname"),
+                    text("status"),
+                    text("device_state"),
+                ),
+            )
+        })
+        .collect();
+    let want: BTreeMap<String, (String, i64, String, String, String, String)> = rows
+        .iter()
+        .map(|r| {
+            let (status, state) = match r.device_type.as_str() {
+                "FPGA" => ("maintaining", "available"),
+                _ => ("enabled", "allocated"),
+            };
+            (
+                r.uuid.clone(),
+                (
+                    "1.5".to_owned(),
+                    r.id,
+                    r.device_type.clone(),
+                    host.to_owned(),
+                    status.to_owned(),
+                    state.to_owned(),
+                ),
+            )
+        })
+        .collect();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(got, want);
+
+    // Cyborg 16's Device (1.4) in the agent's manifest: the same devices, backported.
+    let (_, old) = cyborg_agent_lists_devices(&topic, host, Some("1.4"))
+        .await
+        .expect("listed");
+    let old = old.as_array().expect("a list");
+    assert_eq!(old.len(), 2);
+    for m in old {
+        assert_eq!(m["cyborg_object.version"], "1.4", "{m}");
+        let data = m["cyborg_object.data"].as_object().expect("data");
+        assert!(!data.contains_key("device_state"), "{m}");
+        let uuid = data["uuid"].as_str().expect("uuid");
+        assert!(want.contains_key(uuid), "{m}");
+    }
+
+    let (_, none) = cyborg_agent_lists_devices(&topic, "a-host-with-nothing", None)
+        .await
+        .expect("listed");
+    assert_eq!(none, serde_json::json!([]));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cyborg_agent_lists_its_devices_through_the_conductor_in_sqlite() {
+    let (db, _dir) = testing::sqlite().await;
+    a_cyborg_agent_lists_its_devices_through_the_conductor(db).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cyborg_agent_lists_its_devices_through_the_conductor_in_postgresql() {
+    a_cyborg_agent_lists_its_devices_through_the_conductor(testing::postgres().await).await;
 }

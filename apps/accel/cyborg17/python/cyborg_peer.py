@@ -15,6 +15,15 @@
         fpga_program, whose bitstream is --uuid and FPGA --pci) on host H. Prints `reply <json>`, or
         `error <exception class> <message>` for a remote error.
 
+    devices --transport-url URL --topic T --host H [--device-version V]
+        A Cyborg agent with the seed spec (cyborg_indirection.py) asks the conductor for
+        its host's devices: DeviceList.get_by_hostname(context, H) through
+        oslo.versionedobjects' remotable class method, i.e. object_class_action_versions
+        at conductor RPC 1.1 with the agent's version manifest. With --device-version
+        the agent's Device class is that version (1.4: Cyborg 16's, before
+        device_state). Prints `list <DeviceList version> <json list of the members'
+        obj_to_primitive()>`, or `error <exception class> <message>`.
+
     serve --transport-url URL --topic T
         A report_data endpoint behind Cyborg's own serializer on exchange `cyborg`: every
         report it receives is turned into Cyborg's objects by Cyborg's code, and printed
@@ -94,6 +103,24 @@ def agent(args):
     print("reply " + json.dumps(reply), flush=True)
 
 
+def devices(args):
+    import cyborg_indirection
+    from cyborg.objects.device import Device
+
+    if args.device_version:
+        Device.VERSION = args.device_version
+    cyborg_indirection.enable(args.topic)
+    try:
+        found = cyborg_indirection.DeviceList.get_by_hostname(
+            context.get_admin_context(), args.host
+        )
+    except Exception as e:
+        print("error %s %s" % (type(e).__name__, e), flush=True)
+        return
+    members = [d.obj_to_primitive() for d in found]
+    print("list %s %s" % (found.VERSION, json.dumps(members)), flush=True)
+
+
 class Conductor:
     target = messaging.Target(version="1.0")
 
@@ -125,7 +152,7 @@ def serve(args):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["send", "serve", "agent"])
+    parser.add_argument("mode", choices=["send", "serve", "agent", "devices"])
     parser.add_argument("--transport-url", required=True)
     parser.add_argument("--topic", default="cyborg-conductor")
     parser.add_argument("--host", default="cyborg-host")
@@ -134,12 +161,15 @@ def main():
     parser.add_argument("--type")
     parser.add_argument("--uuid")
     parser.add_argument("--with-nic", action="store_true")
+    parser.add_argument("--device-version")
     args = parser.parse_args()
     setup(args.transport_url)
     if args.mode == "send":
         send(args)
     elif args.mode == "agent":
         agent(args)
+    elif args.mode == "devices":
+        devices(args)
     else:
         serve(args)
     return 0

@@ -12,10 +12,17 @@
 //! `ObjectVersionChecker` over Cyborg's registry), and `objects.lock` beside this crate
 //! pins them for the day the Python package is not at hand.
 //!
-//! Nothing here behaves: Cyborg 17 has no remotable methods, so these are data
-//! contracts. Its serial namespace is `cyborg_object` (its primitives' keys read
+//! [`objects`] and [`rpc`] do not behave: Cyborg 17 has no remotable methods, so these are
+//! data contracts. Its serial namespace is `cyborg_object` (its primitives' keys read
 //! `cyborg_object.name`, ...), its project namespace `cyborg`.
+//!
+//! [`indirection`] is Cyborg 17 with the seed spec, release N+1's side of Cyborg's wire:
+//! conductor RPC 1.1 (Cyborg's methods and oslo.versionedobjects' three indirection
+//! methods) and the spec's `DeviceList` with its remotable `get_by_hostname`, whose body
+//! reads the [`indirection::DeviceSource`] the conductor attaches. It only adds to Cyborg
+//! 17 (`indirection.lock`, checked by `tests/contracts.rs`).
 
+pub mod indirection;
 pub mod objects;
 pub mod rpc;
 #[cfg(feature = "testing")]

@@ -89,6 +89,56 @@ pub async fn cyborg_agent_reports_devices(
     serde_json::from_str(sent).expect("JSON")
 }
 
+/// A Cyborg agent with the seed spec asking the conductor on `topic` for `host`'s
+/// devices (`python/cyborg_peer.py devices`: `DeviceList.get_by_hostname` through
+/// oslo.versionedobjects' indirection at conductor RPC 1.1), its `Device` class at
+/// `device_version` when given. `Ok((list version, members' primitives))`, or
+/// `Err((exception class, message))`.
+pub async fn cyborg_agent_lists_devices(
+    topic: &str,
+    host: &str,
+    device_version: Option<&str>,
+) -> Result<(String, serde_json::Value), (String, String)> {
+    let mut cmd = tokio::process::Command::new(python());
+    cmd.arg(peer_script())
+        .args([
+            "devices",
+            "--transport-url",
+            &rabbit_url(),
+            "--topic",
+            topic,
+        ])
+        .args(["--host", host]);
+    if let Some(v) = device_version {
+        cmd.args(["--device-version", v]);
+    }
+    let out = cmd
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("the test Python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let fail = || {
+        format!(
+            "cyborg_peer.py devices failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    assert!(out.status.success(), "{}", fail());
+    for line in stdout.lines() {
+        if let Some(rest) = line.strip_prefix("list ") {
+            let (version, members) = rest.split_once(' ').unwrap_or_else(|| panic!("{}", fail()));
+            let members = serde_json::from_str(members).unwrap_or_else(|_| panic!("{}", fail()));
+            return Ok((version.to_owned(), members));
+        }
+        if let Some(rest) = line.strip_prefix("error ") {
+            let (class, message) = rest.split_once(' ').unwrap_or((rest, ""));
+            return Err((class.to_owned(), message.to_owned()));
+        }
+    }
+    panic!("{}", fail())
+}
+
 /// Cyborg's conductor calling host `host`'s agent: `python/cyborg_peer.py agent`, Cyborg
 /// 17's own `AgentAPI` calling `method` (`create_vgpu_mdev`, `remove_vgpu_mdev`, or
 /// `fpga_program` with `uuid` as the bitstream). `Ok(reply)` (JSON), or `Err((exception

@@ -12,11 +12,75 @@ fn app() -> Application {
         .default_lock(concat!(env!("CARGO_MANIFEST_DIR"), "/objects.lock"))
 }
 
+/// Cyborg 17 with the seed spec: its registry with `DeviceList`, conductor API 1.1.
+fn app_with_indirection() -> Application {
+    Application::new("cyborg", accel_cyborg17::indirection::registry())
+        .api::<accel_cyborg17::indirection::ConductorApi>()
+        .api::<accel_cyborg17::rpc::AgentApi>()
+        .default_lock(concat!(env!("CARGO_MANIFEST_DIR"), "/indirection.lock"))
+}
+
 #[test]
 fn the_checked_in_lock_matches_the_code() {
     let mut out = Vec::new();
     let ok = execute(Some(&app()), ["verso", "objects", "check"], &mut out).expect("runs");
     assert!(ok, "{}", String::from_utf8_lossy(&out));
+}
+
+/// `indirection.lock` pins what the seed spec adds, and it adds only: every class of
+/// Cyborg 17 keeps its version and fingerprint there, and the conductor API keeps its
+/// seven methods at 1.0 beside the three of 1.1.
+#[test]
+fn the_seed_specs_lock_matches_the_code_and_only_adds_to_cyborg_17() {
+    let mut out = Vec::new();
+    let ok = execute(
+        Some(&app_with_indirection()),
+        ["verso", "objects", "check"],
+        &mut out,
+    )
+    .expect("runs");
+    assert!(ok, "{}", String::from_utf8_lossy(&out));
+
+    let n = accel_cyborg17::registry();
+    let n1 = accel_cyborg17::indirection::registry();
+    let names =
+        |r: &verso::Registry| -> Vec<String> { r.schemas().map(|s| s.name.to_string()).collect() };
+    let mut added: Vec<String> = names(&n1)
+        .into_iter()
+        .filter(|c| !names(&n).contains(c))
+        .collect();
+    added.sort();
+    assert_eq!(added, ["DeviceList"]);
+    for schema in n.schemas() {
+        let again = n1.schema(schema.name).expect("kept");
+        assert_eq!(
+            verso::fingerprint::fingerprint(again),
+            verso::fingerprint::fingerprint(schema),
+            "{} changed",
+            schema.name
+        );
+    }
+    use verso_rpc::RpcApi;
+    let old = accel_cyborg17::rpc::ConductorApi::methods();
+    let new = accel_cyborg17::indirection::ConductorApi::methods();
+    for m in &old {
+        let kept = new.iter().find(|n| n.name == m.name).expect("kept");
+        assert_eq!(kept.since, m.since, "{}", m.name);
+    }
+    let mut added: Vec<(&str, String)> = new
+        .iter()
+        .filter(|n| !old.iter().any(|m| m.name == n.name))
+        .map(|n| (n.name.as_str(), n.since.to_string()))
+        .collect();
+    added.sort();
+    assert_eq!(
+        added,
+        [
+            ("object_action", "1.1".to_owned()),
+            ("object_backport_versions", "1.1".to_owned()),
+            ("object_class_action_versions", "1.1".to_owned()),
+        ]
+    );
 }
 
 /// Cyborg 17 declares no `obj_relationships`: its nested objects are backported by the

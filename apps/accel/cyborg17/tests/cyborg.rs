@@ -135,3 +135,32 @@ fn the_agent_api_is_cyborgs() {
 fn the_control_exchange_is_cyborgs() {
     assert_eq!(cyborg()["exchange"], rpc::CONTROL_EXCHANGE);
 }
+
+/// The seed spec's `DeviceList` (`accel_cyborg17::indirection`) has the fingerprint
+/// oslo.versionedobjects gives the spec's own example class declared over the installed
+/// Cyborg's registry (`python/cyborg_indirection.py`): fields (with the `created_at` and
+/// `updated_at` every `CyborgObject` has), the remotable `get_by_hostname(context,
+/// hostname)` and a list's empty `child_versions`.
+#[test]
+fn the_seed_specs_device_list_has_ovos_fingerprint() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/cyborg_indirection.py");
+    let out = Command::new(python())
+        .arg(&script)
+        .arg("fingerprint")
+        .output()
+        .expect("the test Python runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let theirs: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let registry = accel_cyborg17::indirection::registry();
+    let ours = registry.schema("DeviceList").expect("registered");
+    assert_eq!(
+        fingerprint(ours),
+        theirs["DeviceList"],
+        "verso hashed {}",
+        ovo_hashed_text(ours)
+    );
+}

@@ -21,6 +21,15 @@ impl Db {
         self.page("devices", DEVICE_COLUMNS, filter).await
     }
 
+    /// Every device of `host`, oldest first, however many.
+    pub async fn devices_on(&self, host: &str) -> Result<Vec<DeviceRow>, DbError> {
+        let mut sql = Sql::new(format!(
+            "SELECT {DEVICE_COLUMNS} FROM devices t WHERE hostname = "
+        ));
+        sql.bind(host.to_owned()).push(" ORDER BY id");
+        sql.fetch_all("devices", &self.pool).await
+    }
+
     /// One device by UUID.
     pub async fn device(&self, uuid: &str) -> Result<DeviceRow, DbError> {
         self.one("devices", DEVICE_COLUMNS, "device", uuid).await
