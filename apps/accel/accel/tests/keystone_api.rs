@@ -8,6 +8,7 @@
 
 mod support;
 
+use accel_conductor::testing::nova::Nova;
 use std::process::Command;
 use support::{all_in_one_with_keystone_and, keystone_url, python};
 
@@ -61,7 +62,7 @@ fn accel_with_the_guides_keystone_options_serves_the_openstack_cli() {
     // (`[nova]` with the operator guide's keys, no endpoint override).
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let server = uuid::Uuid::new_v4().to_string();
-    let nova = rt.block_on(support::nova::Nova::start(&[(&server, "accel-vm")]));
+    let nova = rt.block_on(Nova::builder().server(&server, "accel-vm").start());
     let admin = session("admin", "admin");
     let catalog = rt
         .block_on(accel_keystone::testing::Catalog::add(
@@ -186,14 +187,14 @@ fn accel_with_the_guides_keystone_options_serves_the_openstack_cli() {
         {"path": "/device_rp_uuid", "op": "add", "value": rp},
     ]));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while nova.events().is_empty() && std::time::Instant::now() < deadline {
+    while nova.received().is_empty() && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let events = nova.events();
+    let events = nova.received();
     assert_eq!(events.len(), 1, "{events:?}");
-    assert_eq!(events[0].0.as_deref(), Some("compute 2.82"));
+    assert_eq!(events[0].microversion.as_deref(), Some("compute 2.82"));
     assert_eq!(
-        events[0].1,
+        events[0].body,
         serde_json::json!({"events": [{
             "name": "accelerator-request-bound",
             "server_uuid": server,

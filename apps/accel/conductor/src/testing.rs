@@ -2,8 +2,11 @@
 //! database on the test cluster (`VERSO_TEST_POSTGRES_URL`, default
 //! `postgres://verso:verso@127.0.0.1:55432/verso`, started by `scripts/start-postgres.sh`).
 //! A missing cluster fails the test with a message saying how to start it; it never skips.
+//! And [`nova`]: the tests' own Nova.
 
 #![allow(clippy::expect_used)]
+
+pub mod nova;
 
 use crate::Db;
 use std::time::Duration;

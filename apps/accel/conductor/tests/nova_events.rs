@@ -1,6 +1,7 @@
 //! Nova's `accelerator-request-bound` events from binds through the conductor's RPC
-//! service (memory transport, SQLite), sent to this test's own HTTP server answering as
-//! Nova's `os-server-external-events` does, with tokens of the real test Keystone
+//! service (memory transport, SQLite), sent to the tests' own Nova
+//! (`accel_conductor::testing::nova`) answering as Nova's `os-server-external-events`
+//! does, with tokens it checks with the real test Keystone
 //! (`VERSO_TEST_KEYSTONE_URL`, started by scripts/test.sh): a bound request is
 //! `completed`, a bind without a free device `failed`; a 503 is retried and delivered,
 //! a 207 of 422s (no host yet) and a 404 are final; while Nova is slow, a full queue
@@ -15,15 +16,12 @@ use accel_conductor::keystone::{AuthOptions, Session};
 use accel_conductor::nova::{Notifier, NotifierStats, NovaOptions};
 use accel_conductor::service::{endpoint_with_agents, ReleasePolicy};
 use accel_conductor::testing as support;
+use accel_conductor::testing::nova::{Answer, Nova};
 use accel_keystone::testing::Catalog;
 use accel_objects::rpc::{BindArq, ConductorApi, CreateArqs, CreateDeviceProfile, ReportData};
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
-use axum::Json;
-use serde_json::{json, Value};
-use std::collections::HashMap;
+use serde_json::json;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use verso::RequestContext;
 use verso_rpc::transport::memory::MemoryTransport;
@@ -35,152 +33,6 @@ fn keystone_url() -> String {
     })
 }
 
-/// How the fake Nova answers the events of one instance.
-#[derive(Clone, Copy, Debug)]
-enum Answer {
-    /// 200, after checking the token with Keystone.
-    Validated,
-    /// 503 the first time, then 200.
-    UnavailableOnce,
-    /// 207 with 422 for every event: the instance has no host yet.
-    NoHost,
-    /// 404: no such instance.
-    NotFound,
-    /// 200 once [`Nova::released`] is set (a slow Nova): the request is recorded at once.
-    Held,
-}
-
-/// One request the fake Nova received.
-#[derive(Clone, Debug)]
-struct Received {
-    microversion: Option<String>,
-    /// The user Keystone says the token is of (`Validated` only).
-    token_user: Option<String>,
-    body: Value,
-}
-
-#[derive(Default)]
-struct Nova {
-    answers: HashMap<String, Answer>,
-    received: Mutex<Vec<Received>>,
-    http: reqwest::Client,
-    keystone: String,
-    /// Lets the `Held` answers go.
-    released: std::sync::atomic::AtomicBool,
-}
-
-impl Nova {
-    fn of(&self, instance: &str) -> Vec<Received> {
-        self.received
-            .lock()
-            .expect("lock")
-            .iter()
-            .filter(|r| r.body["events"][0]["server_uuid"] == instance)
-            .cloned()
-            .collect()
-    }
-}
-
-async fn events(
-    State(nova): State<Arc<Nova>>,
-    headers: HeaderMap,
-    Json(body): Json<Value>,
-) -> (StatusCode, Json<Value>) {
-    let header = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-    };
-    let Some(token) = header("x-auth-token") else {
-        return (StatusCode::UNAUTHORIZED, Json(json!({"error": "no token"})));
-    };
-    let instance = body["events"][0]["server_uuid"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let answer = nova.answers.get(&instance).copied();
-    let mut token_user = None;
-    if matches!(answer, Some(Answer::Validated)) {
-        // What Nova's keystonemiddleware does: the token checked by Keystone itself.
-        let r = nova
-            .http
-            .get(format!("{}/v3/auth/tokens", nova.keystone))
-            .header("X-Auth-Token", &token)
-            .header("X-Subject-Token", &token)
-            .send()
-            .await
-            .expect("Keystone");
-        if r.status() != 200 {
-            return (
-                StatusCode::UNAUTHORIZED,
-                Json(json!({"error": "bad token"})),
-            );
-        }
-        let v: Value = r.json().await.expect("token body");
-        token_user = v["token"]["user"]["name"].as_str().map(str::to_owned);
-    }
-    let seen = {
-        let mut received = nova.received.lock().expect("lock");
-        received.push(Received {
-            microversion: header("openstack-api-version"),
-            token_user,
-            body: body.clone(),
-        });
-        received
-            .iter()
-            .filter(|r| r.body["events"][0]["server_uuid"] == instance.as_str())
-            .count()
-    };
-    let echo = |code: u16| {
-        let events: Vec<Value> = body["events"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|e| {
-                let mut e = e.clone();
-                e["code"] = json!(code);
-                e
-            })
-            .collect();
-        Json(json!({ "events": events }))
-    };
-    match answer {
-        Some(Answer::UnavailableOnce) if seen == 1 => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"error": "later"})),
-        ),
-        Some(Answer::NoHost) => (StatusCode::MULTI_STATUS, echo(422)),
-        Some(Answer::Held) => {
-            while !nova.released.load(std::sync::atomic::Ordering::SeqCst) {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            (StatusCode::OK, echo(200))
-        }
-        Some(Answer::NotFound) | None => (
-            StatusCode::NOT_FOUND,
-            Json(json!({"itemNotFound": {"code": 404, "message": "No instances found"}})),
-        ),
-        _ => (StatusCode::OK, echo(200)),
-    }
-}
-
-/// The fake Nova on a free loopback port; its compute URL.
-async fn serve(nova: Arc<Nova>) -> String {
-    let app = axum::Router::new()
-        .route(
-            "/compute/v2.1/os-server-external-events",
-            axum::routing::post(events),
-        )
-        .with_state(nova);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://{addr}/compute/v2.1")
-}
-
 /// Polls `done` until it holds, or fails after a deadline.
 async fn until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -188,14 +40,6 @@ async fn until(what: &str, mut done: impl FnMut() -> bool) {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-/// Keystone's URL without `/v3`, as the fake Nova's token check wants it.
-fn keystone_base() -> String {
-    keystone_url()
-        .trim_end_matches('/')
-        .trim_end_matches("/v3")
-        .to_owned()
 }
 
 /// A notifier whose service user is the test Keystone's `nova`.
@@ -220,17 +64,21 @@ fn stats(n: &Notifier) -> NotifierStats {
 async fn binds_through_the_conductor_tell_nova() {
     let instances: Vec<String> = (0..4).map(|_| uuid::Uuid::new_v4().to_string()).collect();
     let answers = [
-        Answer::Validated,
+        Answer::Accept,
         Answer::UnavailableOnce,
         Answer::NoHost,
         Answer::NotFound,
     ];
-    let nova = Arc::new(Nova {
-        answers: instances.iter().cloned().zip(answers).collect(),
-        keystone: keystone_base(),
-        ..Nova::default()
-    });
-    let compute = serve(nova.clone()).await;
+    let nova = instances
+        .iter()
+        .zip(answers)
+        .fold(Nova::builder(), |nova, (instance, answer)| {
+            nova.answer(instance, answer)
+        })
+        .keystone(&keystone_url())
+        .start()
+        .await;
+    let compute = nova.url();
     let session = Session::new(AuthOptions::new(
         &keystone_url(),
         "nova",
@@ -411,17 +259,15 @@ async fn a_full_queue_drops_the_oldest_batch() {
     let instances: Vec<String> = (0..5)
         .map(|i| format!("7c1d2e3f-4a5b-4c6d-8e7f-00000000000{i}"))
         .collect();
-    let nova = Arc::new(Nova {
-        answers: instances
-            .iter()
-            .map(|i| (i.clone(), Answer::Held))
-            .collect(),
-        keystone: keystone_url(),
-        ..Nova::default()
-    });
-    let url = serve(nova.clone()).await;
+    let nova = instances
+        .iter()
+        .fold(Nova::builder(), |nova, instance| {
+            nova.answer(instance, Answer::Held)
+        })
+        .start()
+        .await;
     let notifier = notifier_as_nova(NovaOptions {
-        endpoint_override: Some(url),
+        endpoint_override: Some(nova.url().to_owned()),
         queue_size: 2,
         concurrency: 1,
         ..NovaOptions::default()
@@ -441,8 +287,7 @@ async fn a_full_queue_drops_the_oldest_batch() {
         notifier.notify(instance, event(i));
     }
     assert_eq!(stats(&notifier).dropped, 2, "{:?}", stats(&notifier));
-    nova.released
-        .store(true, std::sync::atomic::Ordering::SeqCst);
+    nova.release();
     until("the kept batches delivered", || {
         stats(&notifier).delivered == 3
     })
@@ -463,14 +308,13 @@ async fn an_instances_binds_in_quick_succession_make_one_request() {
     // after the first the conductor sees one resolved request, after the second both.
     // Nova gets one request with both events, not the first event twice.
     let instance = "3e4f5a6b-7c8d-4e9f-8a0b-1c2d3e4f5a6b".to_owned();
-    let nova = Arc::new(Nova {
-        answers: [(instance.clone(), Answer::Validated)].into(),
-        keystone: keystone_base(),
-        ..Nova::default()
-    });
-    let url = serve(nova.clone()).await;
+    let nova = Nova::builder()
+        .answer(&instance, Answer::Accept)
+        .keystone(&keystone_url())
+        .start()
+        .await;
     let notifier = notifier_as_nova(NovaOptions {
-        endpoint_override: Some(url),
+        endpoint_override: Some(nova.url().to_owned()),
         ..NovaOptions::default()
     });
     let completed = accel_conductor::nova::BindStatus::Completed;
@@ -509,12 +353,11 @@ async fn an_instances_binds_in_quick_succession_make_one_request() {
 #[tokio::test]
 async fn nova_is_found_in_the_keystone_catalog() {
     let instance = uuid::Uuid::new_v4().to_string();
-    let nova = Arc::new(Nova {
-        answers: [(instance.clone(), Answer::Validated)].into(),
-        keystone: keystone_base(),
-        ..Nova::default()
-    });
-    let url = serve(nova.clone()).await;
+    let nova = Nova::builder()
+        .answer(&instance, Answer::Accept)
+        .keystone(&keystone_url())
+        .start()
+        .await;
     let admin = Session::new(AuthOptions::new(
         &keystone_url(),
         "admin",
@@ -522,7 +365,7 @@ async fn nova_is_found_in_the_keystone_catalog() {
         "admin",
     ))
     .expect("admin session");
-    let catalog = Catalog::add(&admin, "compute", &url)
+    let catalog = Catalog::add(&admin, "compute", nova.url())
         .await
         .expect("the test Keystone takes the catalog entry");
     let in_region = |region: &str| {

@@ -4,8 +4,6 @@
 #![allow(clippy::expect_used)]
 #![allow(dead_code)]
 
-pub mod nova;
-
 use accel_conductor::keystone::{AuthOptions, Session};
 use accel_conductor::placement::Placement;
 use std::io::{BufRead, BufReader};
