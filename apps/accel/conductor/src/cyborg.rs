@@ -12,18 +12,20 @@
 //! called by Cyborg's API service, which accel's API replaces, so they are not served.
 //!
 //! The endpoint is at 1.1, Cyborg 17 with the seed spec ([`accel_cyborg17::indirection`]):
-//! a Cyborg agent that has the spec's object indirection runs object methods here, the
-//! spec's `DeviceList.get_by_hostname` answered from accel's inventory ([`DbDevices`],
-//! `device_state` read from the handles), backported to the agent's manifest. Cyborg 17's
-//! own agents send only 1.0, which a 1.1 server accepts.
+//! a Cyborg agent that has the spec's object indirection runs object methods here
+//! ([`DbCyborgStore`]): the spec's `DeviceList.get_by_hostname` answered from accel's
+//! inventory (`device_state` read from the handles), `AttachHandleList.get_by_hostname`,
+//! the managed-mode update (`AttachHandle` 1.1) and the cleanup steps (`Device` 1.6), each
+//! reply backported to the agent's manifest. Cyborg 17's own agents send only 1.0, which
+//! a 1.1 server accepts.
 
-mod devices;
+mod store;
 
-pub use devices::{device_state, DbDevices};
+pub use store::{device_state, DbCyborgStore};
 
 use crate::db::{Db, ReportedDeployable, ReportedDevice};
 use crate::service::{to_remote, witness_report, ReportWitness};
-use accel_cyborg17::indirection::{self, DeviceSource, INDIRECTION_VERSION};
+use accel_cyborg17::indirection::{self, CyborgStore, INDIRECTION_VERSION};
 use accel_cyborg17::objects::{DeviceType, DriverDevice};
 use accel_cyborg17::rpc::{ReportData, CONDUCTOR_TOPIC};
 use serde_json::Value;
@@ -225,15 +227,16 @@ pub(crate) fn pci_address(info: &str) -> Option<String> {
 
 /// The endpoint serving Cyborg's conductor API with the seed spec
 /// ([`indirection::ConductorApi`], 1.1) over `db`: Cyborg 17's `report_data` (1.0), and
-/// object indirection for Cyborg's classes and the spec's `DeviceList` (1.1), whose
-/// `get_by_hostname` reads `db` ([`DbDevices`]). With `witness` (the
+/// object indirection over [`indirection::registry`] (1.1), whose methods run on `db`
+/// ([`DbCyborgStore`], gated on the coordinator's versions). With `witness` (the
 /// conductor's coordinator), each reporting host is recorded in the fleet record first:
 /// a Cyborg agent sends no heartbeat, so this is how finalization learns that a host
 /// still runs Cyborg 17, i.e. release N, and refuses while it is live; a report the
 /// coordinator refuses (a host never heard before, after a finalization started) is
 /// not applied and answers `Fenced`.
 pub fn endpoint(db: Db, witness: Option<ReportWitness>) -> Endpoint {
-    let devices: Arc<dyn DeviceSource> = Arc::new(DbDevices::new(db.clone()));
+    let versions = witness.as_ref().map(|w| w.manager().clone());
+    let store: Arc<dyn CyborgStore> = Arc::new(DbCyborgStore::new(db.clone(), versions));
     let endpoint = Endpoint::new(INDIRECTION_VERSION)
         .with_state((db, witness))
         .handle(|(db, witness), _ctx, report: ReportData| async move {
@@ -275,7 +278,7 @@ pub fn endpoint(db: Db, witness: Option<ReportWitness>) -> Endpoint {
         endpoint,
         INDIRECTION_VERSION,
         Arc::new(indirection::registry()),
-        move |ctx| indirection::attach(&devices, ctx),
+        move |ctx| indirection::attach(&store, ctx),
     )
 }
 

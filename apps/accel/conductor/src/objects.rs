@@ -61,20 +61,22 @@ pub fn to_call_error(e: DbError) -> CallError {
     CallError::method(kind.as_str(), e.to_string())
 }
 
+/// The `CorruptRecord` error of a stored `what` (`attach handle`, `device`) whose
+/// `field` holds `value`, which does not parse; logged, since only an operator can mend
+/// it.
+pub(crate) fn corrupt_record(what: &str, uuid: &str, field: &str, value: &str) -> CallError {
+    tracing::error!(what, uuid, field, value, "a stored row does not parse");
+    CallError::method(
+        errors::CORRUPT_RECORD,
+        format!("stored {what} {uuid} has an invalid {field}: {value:?}"),
+    )
+}
+
 /// A handle row as the object agents get (its device loaded with uuid, type and host).
 /// A stored value that does not parse is reported as [`errors::CORRUPT_RECORD`] naming
 /// the handle and the field, never turned into an unset field an agent would act on.
 pub fn handle_object(h: &HostHandle) -> Result<AttachHandle, CallError> {
-    let corrupt = |field: &str, value: &str| {
-        tracing::error!(handle = %h.uuid, field, value, "a stored attach handle does not parse");
-        CallError::method(
-            errors::CORRUPT_RECORD,
-            format!(
-                "stored attach handle {} has an invalid {field}: {value:?}",
-                h.uuid
-            ),
-        )
-    };
+    let corrupt = |field: &str, value: &str| corrupt_record("attach handle", &h.uuid, field, value);
     let device = Device {
         uuid: h
             .device_uuid

@@ -12,25 +12,45 @@
 #![allow(clippy::expect_used)]
 
 use accel_conductor::db::ListFilter;
+use accel_conductor::db::{Release, ReportedDevice};
+use accel_conductor::DbVersionStore;
 use accel_conductor::{cyborg, testing, Db};
 use accel_cyborg17::testing::{
-    cyborg_agent_lists_devices, cyborg_agent_reports, cyborg_agent_reports_devices,
-    cyborg_transport,
+    cyborg_agent_cleans, cyborg_agent_lists_devices, cyborg_agent_lists_handles,
+    cyborg_agent_reports, cyborg_agent_reports_devices, cyborg_agent_sets_managed,
+    cyborg_transport, Again,
 };
+use accel_objects::{AccelVersion, CleanupState};
+use serde_json::Value;
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use verso_upgrade::{ComponentVersion, Coordinator, VersionManager};
 
-async fn a_cyborg_agents_report_lands_in(db: Db) {
+/// The Cyborg endpoint over `db` on a topic of its own (no fleet record): the topic and
+/// the server.
+async fn served(db: &Db) -> (String, verso_rpc::ServerHandle) {
     let topic = format!("cyborg-conductor-test-{}", uuid::Uuid::new_v4().simple());
     let server = cyborg::serve(cyborg_transport().await, db.clone(), &topic, None)
         .await
         .expect("the Cyborg endpoint listens");
+    (topic, server)
+}
+
+/// `host`'s rows.
+fn on(host: &str) -> ListFilter {
+    ListFilter {
+        host: Some(host.into()),
+        ..ListFilter::default()
+    }
+}
+
+async fn a_cyborg_agents_report_lands_in(db: Db) {
+    let (topic, server) = served(&db).await;
     let host = "cyborg-host-1";
 
     let sent = cyborg_agent_reports(&topic, host).await;
-    let on_host = ListFilter {
-        host: Some(host.into()),
-        ..ListFilter::default()
-    };
+    let on_host = on(host);
     let devices = db.devices(&on_host).await.expect("devices");
     assert_eq!(devices.len(), 1, "Cyborg's fake driver reports one device");
     let data = &sent[0]["cyborg_object.data"];
@@ -172,10 +192,7 @@ async fn a_real_cyborg_agents_report_lands_in_postgresql() {
 /// its own handle, attributes and provider (it was merged into one before); the same
 /// report again changes nothing.
 async fn a_cyborg_nic_keeps_a_deployable_per_virtual_function(db: Db) {
-    let topic = format!("cyborg-conductor-test-{}", uuid::Uuid::new_v4().simple());
-    let server = cyborg::serve(cyborg_transport().await, db.clone(), &topic, None)
-        .await
-        .expect("the Cyborg endpoint listens");
+    let (topic, server) = served(&db).await;
     let host = "cyborg-nic-host";
     let sent = cyborg_agent_reports_devices(&topic, host, true).await;
     let nic = sent
@@ -185,10 +202,7 @@ async fn a_cyborg_nic_keeps_a_deployable_per_virtual_function(db: Db) {
         .map(|d| &d["cyborg_object.data"])
         .find(|d| d["type"] == "NIC")
         .expect("the NIC was sent");
-    let on_host = ListFilter {
-        host: Some(host.into()),
-        ..ListFilter::default()
-    };
+    let on_host = on(host);
     let devices = db.devices(&on_host).await.expect("devices");
     let mut types: Vec<&str> = devices.iter().map(|d| d.device_type.as_str()).collect();
     types.sort();
@@ -269,50 +283,11 @@ async fn a_cyborg_nic_keeps_a_deployable_per_virtual_function_in_postgresql() {
     a_cyborg_nic_keeps_a_deployable_per_virtual_function(testing::postgres().await).await;
 }
 
-/// The seed spec on Cyborg's topic: a Cyborg agent with oslo.versionedobjects'
-/// indirection (`python/cyborg_indirection.py`) calls the spec's
-/// `DeviceList.get_by_hostname` and gets its host's devices from accel's database as
-/// Cyborg's `Device` 1.5: ids, UUIDs, types, `status` from the operator's maintenance,
-/// `device_state` from the handles (the NIC with a bound virtual function is
-/// `allocated`). An agent whose `Device` is 1.4 gets the same devices backported in the
-/// same reply (no `device_state`); another host's list is empty.
-async fn a_cyborg_agent_lists_its_devices_through_the_conductor(db: Db) {
-    let topic = format!("cyborg-conductor-test-{}", uuid::Uuid::new_v4().simple());
-    let server = cyborg::serve(cyborg_transport().await, db.clone(), &topic, None)
-        .await
-        .expect("the Cyborg endpoint listens");
-    let host = "cyborg-indirection-host";
-    cyborg_agent_reports_devices(&topic, host, true).await;
-    let on_host = ListFilter {
-        host: Some(host.into()),
-        ..ListFilter::default()
-    };
-    let rows = db.devices(&on_host).await.expect("devices");
-    let fpga = rows.iter().find(|d| d.device_type == "FPGA").expect("FPGA");
-    db.set_device_maintaining(&fpga.uuid, true)
-        .await
-        .expect("maintenance");
-    db.create_profile(
-        "vf",
-        vec![[("resources:CUSTOM_NIC".to_owned(), "1".to_owned())]
-            .into_iter()
-            .collect()],
-        None,
-    )
-    .await
-    .expect("profile");
-    let arq = db.create_arq("vf", 0, None).await.expect("arq");
-    let vf2 = accel_conductor::db::rp_uuid(&format!("{host}_nic_vf2"));
-    db.bind(&arq.uuid, host, "inst-vf", Some(&vf2))
-        .await
-        .expect("bound to the second virtual function");
+type DeviceSeen = (String, i64, String, String, String, String);
 
-    let (version, members) = cyborg_agent_lists_devices(&topic, host, None)
-        .await
-        .expect("listed");
-    assert_eq!(version, "1.0");
-    let rows = db.devices(&on_host).await.expect("devices");
-    let got: BTreeMap<String, (String, i64, String, String, String, String)> = members
+/// Each listed device by UUID: its version, id, type, host, status and state.
+fn members_of(members: &Value) -> BTreeMap<String, DeviceSeen> {
+    members
         .as_array()
         .expect("a list")
         .iter()
@@ -338,8 +313,47 @@ async fn a_cyborg_agent_lists_its_devices_through_the_conductor(db: Db) {
                 ),
             )
         })
-        .collect();
-    let want: BTreeMap<String, (String, i64, String, String, String, String)> = rows
+        .collect()
+}
+
+/// The seed spec on Cyborg's topic: a Cyborg agent with oslo.versionedobjects'
+/// indirection (`python/cyborg_indirection.py`) calls the spec's
+/// `DeviceList.get_by_hostname` and gets its host's devices from accel's database as
+/// the spec's `Device` 1.6: ids, UUIDs, types, `status` from the operator's maintenance,
+/// `device_state` from the handles (the NIC with a bound virtual function is
+/// `allocated`). An agent whose `Device` is Cyborg 17's 1.5 gets the same devices at
+/// 1.5, one whose `Device` is 1.4 gets them without `device_state`, each backported in
+/// the same reply; another host's list is empty.
+async fn a_cyborg_agent_lists_its_devices_through_the_conductor(db: Db) {
+    let (topic, server) = served(&db).await;
+    let host = "cyborg-indirection-host";
+    cyborg_agent_reports_devices(&topic, host, true).await;
+    let on_host = on(host);
+    let rows = db.devices(&on_host).await.expect("devices");
+    let fpga = rows.iter().find(|d| d.device_type == "FPGA").expect("FPGA");
+    db.set_device_maintaining(&fpga.uuid, true)
+        .await
+        .expect("maintenance");
+    db.create_profile(
+        "vf",
+        vec![[("resources:CUSTOM_NIC".to_owned(), "1".to_owned())]
+            .into_iter()
+            .collect()],
+        None,
+    )
+    .await
+    .expect("profile");
+    let arq = db.create_arq("vf", 0, None).await.expect("arq");
+    let vf2 = accel_conductor::db::rp_uuid(&format!("{host}_nic_vf2"));
+    db.bind(&arq.uuid, host, "inst-vf", Some(&vf2))
+        .await
+        .expect("bound to the second virtual function");
+
+    let (version, members) = cyborg_agent_lists_devices(&topic, host, None).await;
+    assert_eq!(version, "1.0");
+    let rows = db.devices(&on_host).await.expect("devices");
+    let got = members_of(&members);
+    let want: BTreeMap<String, DeviceSeen> = rows
         .iter()
         .map(|r| {
             let (status, state) = match r.device_type.as_str() {
@@ -349,7 +363,7 @@ async fn a_cyborg_agent_lists_its_devices_through_the_conductor(db: Db) {
             (
                 r.uuid.clone(),
                 (
-                    "1.5".to_owned(),
+                    "1.6".to_owned(),
                     r.id,
                     r.device_type.clone(),
                     host.to_owned(),
@@ -362,10 +376,27 @@ async fn a_cyborg_agent_lists_its_devices_through_the_conductor(db: Db) {
     assert_eq!(rows.len(), 2);
     assert_eq!(got, want);
 
+    // Cyborg 17's Device (1.5) in the agent's manifest: the same devices and states,
+    // backported (1.6 only added methods).
+    let (_, cyborg_17) = cyborg_agent_lists_devices(&topic, host, Some("1.5")).await;
+    let as_17: BTreeMap<String, DeviceSeen> = want
+        .iter()
+        .map(|(uuid, (_, id, ty, host, status, state))| {
+            let at = (
+                "1.5".to_owned(),
+                *id,
+                ty.clone(),
+                host.clone(),
+                status.clone(),
+                state.clone(),
+            );
+            (uuid.clone(), at)
+        })
+        .collect();
+    assert_eq!(members_of(&cyborg_17), as_17);
+
     // Cyborg 16's Device (1.4) in the agent's manifest: the same devices, backported.
-    let (_, old) = cyborg_agent_lists_devices(&topic, host, Some("1.4"))
-        .await
-        .expect("listed");
+    let (_, old) = cyborg_agent_lists_devices(&topic, host, Some("1.4")).await;
     let old = old.as_array().expect("a list");
     assert_eq!(old.len(), 2);
     for m in old {
@@ -376,9 +407,7 @@ async fn a_cyborg_agent_lists_its_devices_through_the_conductor(db: Db) {
         assert!(want.contains_key(uuid), "{m}");
     }
 
-    let (_, none) = cyborg_agent_lists_devices(&topic, "a-host-with-nothing", None)
-        .await
-        .expect("listed");
+    let (_, none) = cyborg_agent_lists_devices(&topic, "a-host-with-nothing", None).await;
     assert_eq!(none, serde_json::json!([]));
     server.stop().await;
 }
@@ -392,4 +421,270 @@ async fn a_cyborg_agent_lists_its_devices_through_the_conductor_in_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cyborg_agent_lists_its_devices_through_the_conductor_in_postgresql() {
     a_cyborg_agent_lists_its_devices_through_the_conductor(testing::postgres().await).await;
+}
+
+/// A coordinator over `db`'s version record (a fresh database's is finalized: the
+/// driver features' gates are open).
+async fn finalized(db: &Db) -> Arc<Coordinator<AccelVersion>> {
+    let versions = VersionManager::<AccelVersion>::builder_tx(DbVersionStore::new(
+        db.clone(),
+        AccelVersion::COMPONENT,
+    ))
+    .open()
+    .await
+    .expect("versions");
+    assert!(versions.is_allowed(AccelVersion::DriverFeatures));
+    Arc::new(Coordinator::new(
+        versions,
+        "agent",
+        Duration::from_secs(600),
+    ))
+}
+
+fn data(primitive: &Value) -> &serde_json::Map<String, Value> {
+    primitive["cyborg_object.data"]
+        .as_object()
+        .unwrap_or_else(|| panic!("a primitive: {primitive}"))
+}
+
+fn kind(outcome: &accel_cyborg17::testing::SeedSpecOutcome) -> &str {
+    match outcome {
+        Ok(p) => panic!("expected an error, got {p}"),
+        Err((kind, _)) => kind,
+    }
+}
+
+/// The PCI managed-mode feature on Cyborg's topic: a Cyborg agent with the seed spec
+/// reads its handles (`AttachHandleList.get_by_hostname`) and sets a free handle's
+/// managed mode (`AttachHandle` 1.1 `update_managed`): written into the stored attach
+/// info with the UUID kept; a second read taken before it is stale (`StaleHandle`,
+/// nothing written); an allocated handle is `HandleInUse`; `managed = false` waits for
+/// finalization (`NotSupportedBeforeFinalization` from a conductor with no version
+/// record, done by one whose release is finalized).
+async fn a_cyborg_agent_sets_managed_mode_through_the_conductor(db: Db) {
+    let (topic, server) = served(&db).await;
+    let host = "cyborg-managed-host";
+    cyborg_agent_reports_devices(&topic, host, true).await;
+
+    let (version, listed) = cyborg_agent_lists_handles(&topic, host).await;
+    assert_eq!(version, "1.0");
+    let stored = db.host_handles(host).await.expect("handles");
+    let mut got: Vec<(String, String, bool, String)> = listed
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|p| {
+            let d = data(p);
+            (
+                d["uuid"].as_str().expect("uuid").to_owned(),
+                d["attach_info"].as_str().expect("info").to_owned(),
+                d["in_use"].as_bool().expect("in_use"),
+                p["cyborg_object.version"]
+                    .as_str()
+                    .expect("version")
+                    .to_owned(),
+            )
+        })
+        .collect();
+    got.sort();
+    let mut want: Vec<(String, String, bool, String)> = stored
+        .iter()
+        .map(|h| {
+            (
+                h.uuid.clone(),
+                h.attach_info.clone(),
+                h.in_use,
+                "1.1".to_owned(),
+            )
+        })
+        .collect();
+    want.sort();
+    assert_eq!(got, want);
+
+    let deployables = db.deployables(&on(host)).await.expect("deployables");
+    let vf = |name: &str| {
+        let dep = deployables
+            .iter()
+            .find(|d| d.name == format!("{host}_nic_{name}"))
+            .unwrap_or_else(|| panic!("{name} in {deployables:?}"));
+        let handle = stored
+            .iter()
+            .find(|h| h.deployable_id == dep.id)
+            .unwrap_or_else(|| panic!("{name}'s handle in {stored:?}"));
+        (dep.rp_uuid.clone(), handle.uuid.clone())
+    };
+    let (_, vf1) = vf("vf1");
+    let (vf2_rp, vf2) = vf("vf2");
+
+    // A free handle, read twice: the first read's update lands, the second is stale.
+    let outcomes = cyborg_agent_sets_managed(&topic, host, &vf1, true, true).await;
+    assert_eq!(outcomes.len(), 2, "{outcomes:?}");
+    let after = outcomes[0].as_ref().expect("the first read's update lands");
+    assert_eq!(kind(&outcomes[1]), "StaleHandle", "{outcomes:?}");
+    let row = db.host_handle(&vf1).await.expect("handle");
+    let info: Value = serde_json::from_str(&row.attach_info).expect("JSON");
+    assert_eq!(info["managed"], "yes", "{info}");
+    assert_eq!(data(after)["attach_info"], row.attach_info);
+    assert_eq!(data(after)["uuid"], vf1);
+
+    // An allocated handle keeps how it is managed.
+    db.create_profile(
+        "managed-vf",
+        vec![[("resources:CUSTOM_NIC".to_owned(), "1".to_owned())]
+            .into_iter()
+            .collect()],
+        None,
+    )
+    .await
+    .expect("profile");
+    let arq = db.create_arq("managed-vf", 0, None).await.expect("arq");
+    db.bind(&arq.uuid, host, "inst-managed", Some(&vf2_rp))
+        .await
+        .expect("bound");
+    let before = db.host_handle(&vf2).await.expect("handle");
+    let outcomes = cyborg_agent_sets_managed(&topic, host, &vf2, true, false).await;
+    assert_eq!(kind(&outcomes[0]), "HandleInUse", "{outcomes:?}");
+    assert_eq!(db.host_handle(&vf2).await.expect("handle"), before);
+
+    // `managed = false` is a gated feature: refused without a finalized release...
+    let before = db.host_handle(&vf1).await.expect("handle");
+    let outcomes = cyborg_agent_sets_managed(&topic, host, &vf1, false, false).await;
+    assert_eq!(
+        kind(&outcomes[0]),
+        "NotSupportedBeforeFinalization",
+        "{outcomes:?}"
+    );
+    assert_eq!(db.host_handle(&vf1).await.expect("handle"), before);
+    server.stop().await;
+
+    // ...and done by a conductor whose release is finalized.
+    let server = cyborg::serve(
+        cyborg_transport().await,
+        db.clone(),
+        &topic,
+        Some(finalized(&db).await),
+    )
+    .await
+    .expect("the Cyborg endpoint listens");
+    let outcomes = cyborg_agent_sets_managed(&topic, host, &vf1, false, false).await;
+    assert!(outcomes[0].is_ok(), "{outcomes:?}");
+    let info: Value =
+        serde_json::from_str(&db.host_handle(&vf1).await.expect("handle").attach_info)
+            .expect("JSON");
+    assert_eq!(info["managed"], "no", "{info}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cyborg_agent_sets_managed_mode_through_the_conductor_in_sqlite() {
+    let (db, _dir) = testing::sqlite().await;
+    a_cyborg_agent_sets_managed_mode_through_the_conductor(db).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cyborg_agent_sets_managed_mode_through_the_conductor_in_postgresql() {
+    a_cyborg_agent_sets_managed_mode_through_the_conductor(testing::postgres().await).await;
+}
+
+/// An NVMe SSD on `host`, bound to an instance and released for cleaning: its
+/// `device_state` is `pending_cleaning`. Returns the device's UUID.
+async fn ssd_waiting_for_cleanup(db: &Db, host: &str, instance: &str) -> String {
+    let ssd = ReportedDevice {
+        control_path_id: "0000:3c:00.0".into(),
+        device_type: "SSD".into(),
+        vendor: "144d".into(),
+        model: "a80a".into(),
+        driver_name: Some("nvme".into()),
+        handles: vec![("PCI".into(), r#"{"address": "0000:3c:00.0"}"#.into())],
+        ..Default::default()
+    };
+    db.report(host, &[ssd]).await.expect("report");
+    if db.profile_by_name("ssd").await.is_err() {
+        db.create_profile(
+            "ssd",
+            vec![[("resources:SSD".to_owned(), "1".to_owned())]
+                .into_iter()
+                .collect()],
+            None,
+        )
+        .await
+        .expect("profile");
+    }
+    let arq = db.create_arq("ssd", 0, None).await.expect("arq");
+    db.bind(&arq.uuid, host, instance, None)
+        .await
+        .expect("bound");
+    db.unbind_with(&arq.uuid, Release::CleanSsd)
+        .await
+        .expect("released for cleaning");
+    let on_host = on(host);
+    db.devices(&on_host).await.expect("devices")[0].uuid.clone()
+}
+
+fn state(outcome: &accel_cyborg17::testing::SeedSpecOutcome) -> &str {
+    let p = outcome
+        .as_ref()
+        .unwrap_or_else(|e| panic!("the step failed: {e:?}"));
+    assert_eq!(p["cyborg_object.version"], "1.6", "{p}");
+    data(p)["device_state"].as_str().expect("device_state")
+}
+
+/// The NVMe cleanup feature on Cyborg's lifecycle: a Cyborg agent with the seed spec
+/// finds its SSD `pending_cleaning`, claims it (`Device` 1.6 `cleanup_started`: a
+/// second runner from the same read loses with `StaleHandle`, a retry of the same call
+/// answers the same), records success (`available`, the handle back in the pool) or
+/// failure (`error` with the reason, kept out of the pool); a step from the wrong state
+/// is `NotCleaning`.
+async fn a_cyborg_agent_cleans_a_device_through_the_conductor(db: Db) {
+    let (topic, server) = served(&db).await;
+    let host = "cyborg-cleanup-host";
+    let device = ssd_waiting_for_cleanup(&db, host, "inst-1").await;
+    let (_, listed) = cyborg_agent_lists_devices(&topic, host, None).await;
+    assert_eq!(data(&listed[0])["device_state"], "pending_cleaning");
+
+    // Two runners read it waiting: the first claims it, the other loses.
+    let outcomes = cyborg_agent_cleans(&topic, host, &device, "started", "", Again::Other).await;
+    assert_eq!(state(&outcomes[0]), "cleaning");
+    assert_eq!(kind(&outcomes[1]), "StaleHandle", "{outcomes:?}");
+    // Succeeding is not a start.
+    let outcomes = cyborg_agent_cleans(&topic, host, &device, "started", "", Again::No).await;
+    assert_eq!(kind(&outcomes[0]), "NotCleaning", "{outcomes:?}");
+    let outcomes = cyborg_agent_cleans(&topic, host, &device, "succeeded", "", Again::No).await;
+    assert_eq!(state(&outcomes[0]), "available");
+    let handles = db.host_handles(host).await.expect("handles");
+    assert_eq!(
+        (handles[0].cleanup_state, handles[0].in_use),
+        (None, false),
+        "{handles:?}"
+    );
+
+    // Again, retried after a lost reply, and failed.
+    ssd_waiting_for_cleanup(&db, host, "inst-2").await;
+    let outcomes = cyborg_agent_cleans(&topic, host, &device, "started", "", Again::Retry).await;
+    assert_eq!(state(&outcomes[0]), "cleaning");
+    assert_eq!(
+        state(&outcomes[1]),
+        "cleaning",
+        "the retry answers the same"
+    );
+    let outcomes =
+        cyborg_agent_cleans(&topic, host, &device, "failed", "erase failed", Again::No).await;
+    assert_eq!(state(&outcomes[0]), "error");
+    let handles = db.host_handles(host).await.expect("handles");
+    assert_eq!(handles[0].cleanup_state, Some(CleanupState::Error));
+    assert_eq!(handles[0].cleanup_reason.as_deref(), Some("erase failed"));
+    let outcomes = cyborg_agent_cleans(&topic, host, &device, "succeeded", "", Again::No).await;
+    assert_eq!(kind(&outcomes[0]), "NotCleaning", "{outcomes:?}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cyborg_agent_cleans_a_device_through_the_conductor_in_sqlite() {
+    let (db, _dir) = testing::sqlite().await;
+    a_cyborg_agent_cleans_a_device_through_the_conductor(db).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cyborg_agent_cleans_a_device_through_the_conductor_in_postgresql() {
+    a_cyborg_agent_cleans_a_device_through_the_conductor(testing::postgres().await).await;
 }

@@ -6,11 +6,17 @@ it, and accel's release N+1 conductor serves it on Cyborg's topic.
   Cyborg's Device with the remotable class method get_by_hostname).
 - ConductorIndirection: oslo.versionedobjects' indirection API over Cyborg's conductor
   topic at RPC 1.1, through Cyborg's serializer and oslo.messaging, as the spec adds it.
+- Its two dependent features as version bumps of Cyborg 17's classes, the agent's side
+  (their bodies run on the conductor, accel's): AttachHandle 1.1 with the remotable
+  update_managed(managed) and AttachHandleList 1.0 with get_by_hostname (PCI managed
+  mode); Device 1.6 with the remotable cleanup_started(), cleanup_succeeded() and
+  cleanup_failed(reason) (NVMe cleanup on Cyborg's device_state).
 - enable(topic, cap): what the spec's agent does at start (CyborgObject.indirection_api).
 
     python cyborg_indirection.py fingerprint
-        Prints, as JSON, oslo.versionedobjects' fingerprint of DeviceList over Cyborg 17's
-        registry (ObjectVersionChecker), for tests/cyborg.rs to compare with verso's.
+        Prints, as JSON, oslo.versionedobjects' fingerprints of the classes above over
+        Cyborg 17's registry (ObjectVersionChecker), for tests/cyborg.rs to compare with
+        verso's.
 """
 
 import json
@@ -42,6 +48,48 @@ class DeviceList(ovo_base.ObjectListBase, base.CyborgObject):
         result = cls(context=context, objects=devices)
         result.obj_reset_changes()
         return result
+
+
+def _on_the_conductor(*_args, **_kwargs):
+    raise NotImplementedError("runs on the conductor, through object indirection")
+
+
+@base.CyborgObjectRegistry.register
+class AttachHandle(objects.AttachHandle):
+    # Version 1.1: the remotable update_managed (PCI managed mode).
+    VERSION = "1.1"
+
+    @ovo_base.remotable
+    def update_managed(self, managed):
+        _on_the_conductor()
+
+
+@base.CyborgObjectRegistry.register
+class AttachHandleList(ovo_base.ObjectListBase, base.CyborgObject):
+    VERSION = "1.0"
+    fields = {"objects": fields.ListOfObjectsField("AttachHandle")}
+
+    @ovo_base.remotable_classmethod
+    def get_by_hostname(cls, context, hostname):
+        _on_the_conductor()
+
+
+@base.CyborgObjectRegistry.register
+class Device(objects.Device):
+    # Version 1.6: the remotable cleanup steps (NVMe cleanup on device_state).
+    VERSION = "1.6"
+
+    @ovo_base.remotable
+    def cleanup_started(self):
+        _on_the_conductor()
+
+    @ovo_base.remotable
+    def cleanup_succeeded(self):
+        _on_the_conductor()
+
+    @ovo_base.remotable
+    def cleanup_failed(self, reason):
+        _on_the_conductor()
 
 
 class ConductorIndirection(ovo_base.VersionedObjectIndirectionAPI):
@@ -92,7 +140,11 @@ def enable(topic, cap="1.1"):
 def fingerprint():
     classes = base.CyborgObjectRegistry.obj_classes()
     checker = fixture.ObjectVersionChecker(classes)
-    return {"DeviceList": checker.get_hashes()["DeviceList"]}
+    hashes = checker.get_hashes()
+    return {
+        name: hashes[name]
+        for name in ("DeviceList", "AttachHandleList", "AttachHandle", "Device")
+    }
 
 
 if __name__ == "__main__":

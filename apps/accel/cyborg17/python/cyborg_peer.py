@@ -20,9 +20,28 @@
         its host's devices: DeviceList.get_by_hostname(context, H) through
         oslo.versionedobjects' remotable class method, i.e. object_class_action_versions
         at conductor RPC 1.1 with the agent's version manifest. With --device-version
-        the agent's Device class is that version (1.4: Cyborg 16's, before
-        device_state). Prints `list <DeviceList version> <json list of the members'
+        the agent's newest Device class is that version (1.5: Cyborg 17's; 1.4: Cyborg
+        16's, before device_state). Prints `list <DeviceList version> <json list of the members'
         obj_to_primitive()>`, or `error <exception class> <message>`.
+
+    handles --transport-url URL --topic T --host H
+        The same agent's read of its host's attach handles (AttachHandleList 1.0,
+        get_by_hostname). Prints `list <version> <json list of the members' primitives>`.
+
+    set-managed --transport-url URL --topic T --host H --handle U --managed yes|no [--stale]
+        The managed-mode feature: reads the host's handles and calls
+        AttachHandle.update_managed(managed) on handle U (AttachHandle 1.1, object_action).
+        Prints `ok <json primitive of the handle after>` or `error <kind> <message>`.
+        With --stale, the handle is read twice first and the second read updated after
+        the first: prints two lines.
+
+    cleanup --transport-url URL --topic T --host H --device U --step started|succeeded|failed
+            [--reason R] [--retry | --other]
+        The NVMe cleanup feature: reads the host's devices and calls Device.cleanup_<step>()
+        on device U (Device 1.6, object_action). Prints `ok <json primitive after>` or
+        `error <kind> <message>`. With --retry the same call is made again from the
+        device as it was read, in the same request context (a retry after a lost reply);
+        with --other, from another request context (another runner): two lines.
 
     serve --transport-url URL --topic T
         A report_data endpoint behind Cyborg's own serializer on exchange `cyborg`: every
@@ -105,10 +124,10 @@ def agent(args):
 
 def devices(args):
     import cyborg_indirection
-    from cyborg.objects.device import Device
 
     if args.device_version:
-        Device.VERSION = args.device_version
+        # An older agent: its newest Device (the one its manifest names) is that version.
+        cyborg_indirection.Device.VERSION = args.device_version
     cyborg_indirection.enable(args.topic)
     try:
         found = cyborg_indirection.DeviceList.get_by_hostname(
@@ -119,6 +138,71 @@ def devices(args):
         return
     members = [d.obj_to_primitive() for d in found]
     print("list %s %s" % (found.VERSION, json.dumps(members)), flush=True)
+
+
+def _error(e):
+    # A remote error oslo.messaging could not rebuild names its kind in exc_type.
+    kind = getattr(e, "exc_type", None) or type(e).__name__
+    value = getattr(e, "value", None) or str(e)
+    return "error %s %s" % (kind, value.splitlines()[0] if value else "")
+
+
+def handles(args):
+    import cyborg_indirection
+
+    cyborg_indirection.enable(args.topic)
+    found = cyborg_indirection.AttachHandleList.get_by_hostname(
+        context.get_admin_context(), args.host
+    )
+    members = [h.obj_to_primitive() for h in found]
+    print("list %s %s" % (found.VERSION, json.dumps(members)), flush=True)
+
+
+def set_managed(args):
+    import cyborg_indirection
+
+    cyborg_indirection.enable(args.topic)
+    ctx = context.get_admin_context()
+    managed = args.managed == "yes"
+
+    def read():
+        found = cyborg_indirection.AttachHandleList.get_by_hostname(ctx, args.host)
+        for h in found:
+            if str(h.uuid) == args.handle:
+                return h
+        raise SystemExit("handle %s is not on %s" % (args.handle, args.host))
+
+    reads = [read(), read()] if args.stale else [read()]
+    for h in reads:
+        try:
+            h.update_managed(managed)
+            print("ok " + json.dumps(h.obj_to_primitive()), flush=True)
+        except Exception as e:
+            print(_error(e), flush=True)
+
+
+def cleanup(args):
+    import cyborg_indirection
+
+    cyborg_indirection.enable(args.topic)
+    ctx = context.get_admin_context()
+    found = cyborg_indirection.DeviceList.get_by_hostname(ctx, args.host)
+    device = next((d for d in found if str(d.uuid) == args.device), None)
+    if device is None:
+        raise SystemExit("device %s is not on %s" % (args.device, args.host))
+    calls = [device]
+    if args.retry or args.other:
+        again = device.obj_clone()
+        if args.other:
+            again._context = context.get_admin_context()
+        calls.append(again)
+    for d in calls:
+        step = getattr(d, "cleanup_" + args.step)
+        try:
+            step(args.reason) if args.step == "failed" else step()
+            print("ok " + json.dumps(d.obj_to_primitive()), flush=True)
+        except Exception as e:
+            print(_error(e), flush=True)
 
 
 class Conductor:
@@ -152,7 +236,7 @@ def serve(args):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["send", "serve", "agent", "devices"])
+    parser.add_argument("mode", choices=["send", "serve", "agent", "devices", "handles", "set-managed", "cleanup"])
     parser.add_argument("--transport-url", required=True)
     parser.add_argument("--topic", default="cyborg-conductor")
     parser.add_argument("--host", default="cyborg-host")
@@ -162,6 +246,14 @@ def main():
     parser.add_argument("--uuid")
     parser.add_argument("--with-nic", action="store_true")
     parser.add_argument("--device-version")
+    parser.add_argument("--handle")
+    parser.add_argument("--managed", choices=["yes", "no"])
+    parser.add_argument("--stale", action="store_true")
+    parser.add_argument("--device")
+    parser.add_argument("--step", choices=["started", "succeeded", "failed"])
+    parser.add_argument("--reason", default="")
+    parser.add_argument("--retry", action="store_true")
+    parser.add_argument("--other", action="store_true")
     args = parser.parse_args()
     setup(args.transport_url)
     if args.mode == "send":
@@ -170,6 +262,12 @@ def main():
         agent(args)
     elif args.mode == "devices":
         devices(args)
+    elif args.mode == "handles":
+        handles(args)
+    elif args.mode == "set-managed":
+        set_managed(args)
+    elif args.mode == "cleanup":
+        cleanup(args)
     else:
         serve(args)
     return 0

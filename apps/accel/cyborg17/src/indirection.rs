@@ -18,13 +18,30 @@
 //! `tests/cyborg.rs` checks the class's fingerprint against oslo.versionedobjects'
 //! fingerprint of the spec's example class declared over Cyborg 17's own registry.
 //!
-//! The method bodies run on the conductor, which attaches a [`DeviceSource`] (its
-//! database) to each request context ([`attach`]); a process without one
-//! answers [`NO_DEVICE_SOURCE`].
+//! **Its dependent features** (the spec's two examples, each "a conductor-executed"
+//! operation an agent requests), as version bumps of Cyborg 17's classes, each backported
+//! to Cyborg 17's version by the caller's manifest (no field changes, so a 1.0 handle and
+//! a 1.5 device read the same):
+//! - PCI managed mode: [`AttachHandle`] 1.1 adds the remotable `update_managed(managed)`,
+//!   which sets `managed` in an unallocated handle's attach info, keeping its UUID, only
+//!   if the stored handle is still what the agent read; [`AttachHandleList`] 1.0 with
+//!   `get_by_hostname` is the read;
+//! - NVMe cleanup on Cyborg's own lifecycle (`device_state`): [`Device`] 1.6 adds the
+//!   remotable `cleanup_started()`, `cleanup_succeeded()` and `cleanup_failed(reason)`,
+//!   each recorded only from the state the agent read (`pending_cleaning`, then
+//!   `cleaning`), so a stale or second runner loses; `DeviceList.get_by_hostname` finds
+//!   the devices left in those states.
+//!
+//! The method bodies run on the conductor, which attaches a [`CyborgStore`] (its
+//! database) to each request context ([`attach`]); a process without one answers
+//! [`NO_DATABASE`].
 
-use crate::objects::{CyborgObject, Device};
+use crate::objects::{
+    self as n, AttachHandleType, CyborgObject, DeviceState, DeviceStatus, DeviceType,
+};
 use crate::rpc;
 use std::sync::Arc;
+use uuid::Uuid;
 use verso::indirection::{BoxFuture, CallError};
 use verso::{DateTime, Field, ObjectMeta, Registry, RequestContext, Version, VersionedObject};
 use verso_rpc::{MethodSpec, RpcApi};
@@ -32,8 +49,71 @@ use verso_rpc::{MethodSpec, RpcApi};
 /// The conductor RPC version the seed spec adds object indirection at.
 pub const INDIRECTION_VERSION: Version = Version::new(1, 1);
 
-/// The error kind of an object method called where no [`DeviceSource`] is attached.
-pub const NO_DEVICE_SOURCE: &str = "NoDeviceSource";
+/// The error kind of an object method called where no [`CyborgStore`] is attached.
+pub const NO_DATABASE: &str = "NoDatabase";
+
+/// A physical device on a host: Cyborg 17's `Device` 1.5 and, in 1.6, the remotable
+/// cleanup transitions of the NVMe feature. The fields are 1.5's.
+#[derive(VersionedObject, Clone, Debug, PartialEq)]
+#[verso(family = CyborgObject, version = "1.6", remotable)]
+pub struct Device {
+    /// Database id.
+    pub id: Field<i64>,
+    /// Its UUID.
+    pub uuid: Field<Uuid>,
+    /// Its type.
+    pub r#type: Field<DeviceType>,
+    /// Vendor id.
+    pub vendor: Field<String>,
+    /// Model.
+    pub model: Field<String>,
+    /// Standard board information (JSON text).
+    pub std_board_info: Field<Option<String>>,
+    /// Vendor board information (JSON text).
+    pub vendor_board_info: Field<Option<String>>,
+    /// The host.
+    pub hostname: Field<String>,
+    /// Enabled or in maintenance.
+    #[verso(since = "1.2", default = DeviceStatus::Enabled)]
+    pub status: Field<DeviceStatus>,
+    /// The cleaning lifecycle's state.
+    #[verso(since = "1.5")]
+    pub device_state: Field<Option<DeviceState>>,
+    /// Created.
+    pub created_at: Field<Option<DateTime>>,
+    /// Updated.
+    pub updated_at: Field<Option<DateTime>>,
+    /// Object metadata.
+    pub meta: ObjectMeta,
+}
+
+/// What an instance attaches: Cyborg 17's `AttachHandle` 1.0 and, in 1.1, the
+/// remotable `update_managed` of the PCI managed-mode feature. The fields are 1.0's.
+#[derive(VersionedObject, Clone, Debug, PartialEq)]
+#[verso(family = CyborgObject, version = "1.1", remotable)]
+pub struct AttachHandle {
+    /// Database id.
+    pub id: Field<i64>,
+    /// Its UUID.
+    pub uuid: Field<Uuid>,
+    /// Its deployable's id.
+    pub deployable_id: Field<i64>,
+    /// Its control path's id.
+    pub cpid_id: Field<i64>,
+    /// PCI or MDEV.
+    pub attach_type: Field<AttachHandleType>,
+    /// The address (JSON text); a PCI handle's holds `managed` once set.
+    pub attach_info: Field<String>,
+    /// Whether an accelerator request holds it.
+    #[verso(default = false)]
+    pub in_use: Field<bool>,
+    /// Created.
+    pub created_at: Field<Option<DateTime>>,
+    /// Updated.
+    pub updated_at: Field<Option<DateTime>>,
+    /// Object metadata.
+    pub meta: ObjectMeta,
+}
 
 /// The devices of one host: the spec's `DeviceList` (1.0, a list of `Device`).
 #[derive(VersionedObject, Clone, Debug, PartialEq)]
@@ -49,33 +129,95 @@ pub struct DeviceList {
     pub meta: ObjectMeta,
 }
 
-/// Where the object methods read devices: the conductor's database.
-pub trait DeviceSource: Send + Sync + 'static {
-    /// Every device of `hostname`, oldest first, as Cyborg 17's `Device` (1.5, with
-    /// `device_state`).
-    fn devices_on<'a>(&'a self, hostname: &'a str)
-        -> BoxFuture<'a, Result<Vec<Device>, CallError>>;
+/// The attach handles of one host (1.0, a list of `AttachHandle`): the managed-mode
+/// feature's read.
+#[derive(VersionedObject, Clone, Debug, PartialEq)]
+#[verso(family = CyborgObject, version = "1.0", list, remotable)]
+pub struct AttachHandleList {
+    /// The members.
+    pub objects: Field<Vec<AttachHandle>>,
+    /// Created (as `DeviceList`'s).
+    pub created_at: Field<Option<DateTime>>,
+    /// Updated.
+    pub updated_at: Field<Option<DateTime>>,
+    /// Instance state.
+    pub meta: ObjectMeta,
 }
 
-/// `ctx` with `source` attached: the conductor endpoint's `prepare`.
-pub fn attach(source: &Arc<dyn DeviceSource>, ctx: RequestContext) -> RequestContext {
-    ctx.with_extension(Attached(source.clone()))
+/// A step of a device's cleanup, as its agent reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CleanupStep {
+    /// The agent starts erasing (`pending_cleaning` to `cleaning`), under `claim` (the
+    /// calling request's id: a retry of the same call answers the same).
+    Started {
+        /// The claim.
+        claim: String,
+    },
+    /// The erase succeeded and was verified (`cleaning` to `available`).
+    Succeeded,
+    /// The erase failed or timed out (`cleaning` to `error`, never allocated again
+    /// without an operator).
+    Failed {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// What the object methods do where the database is: the conductor's.
+pub trait CyborgStore: Send + Sync + 'static {
+    /// Every device of `hostname`, oldest first, with `device_state`.
+    fn devices_on<'a>(&'a self, hostname: &'a str)
+        -> BoxFuture<'a, Result<Vec<Device>, CallError>>;
+
+    /// Every attach handle of `hostname`, oldest first.
+    fn handles_on<'a>(
+        &'a self,
+        hostname: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<AttachHandle>, CallError>>;
+
+    /// Sets `managed` in the attach info of the handle `read` is, if the stored handle
+    /// still has `read`'s attach info and allocation and is not allocated; the handle
+    /// as stored after.
+    fn update_managed<'a>(
+        &'a self,
+        read: &'a AttachHandle,
+        managed: bool,
+    ) -> BoxFuture<'a, Result<AttachHandle, CallError>>;
+
+    /// Records `step` of the cleanup of the device `read` is, if its stored
+    /// `device_state` is still `read`'s; the device as stored after.
+    fn device_cleanup<'a>(
+        &'a self,
+        read: &'a Device,
+        step: CleanupStep,
+    ) -> BoxFuture<'a, Result<Device, CallError>>;
+}
+
+/// `ctx` with `store` attached: the conductor endpoint's `prepare`.
+pub fn attach(store: &Arc<dyn CyborgStore>, ctx: RequestContext) -> RequestContext {
+    ctx.with_extension(Attached(store.clone()))
 }
 
 /// The extension [`attach`] puts in a context.
 #[derive(Clone)]
-struct Attached(Arc<dyn DeviceSource>);
+struct Attached(Arc<dyn CyborgStore>);
 
-fn source(ctx: &RequestContext) -> Result<&dyn DeviceSource, CallError> {
+fn store(ctx: &RequestContext) -> Result<&dyn CyborgStore, CallError> {
     ctx.extension::<Attached>()
         .map(|a| a.0.as_ref())
         .ok_or_else(|| {
             CallError::method(
-                NO_DEVICE_SOURCE,
-                "this service has no database: DeviceList methods run on the conductor \
+                NO_DATABASE,
+                "this service has no database: these object methods run on the conductor \
                  (conductor RPC 1.1, [upgrade_levels] conductor)",
             )
         })
+}
+
+fn listed<L: verso::ObjectList>(objects: Vec<L::Item>) -> L {
+    let mut list = L::from_objects(objects);
+    list.reset_changes_of(&[], true);
+    list
 }
 
 #[verso::remotable]
@@ -87,10 +229,85 @@ impl DeviceList {
         ctx: &RequestContext,
         hostname: String,
     ) -> Result<DeviceList, CallError> {
-        let devices = source(ctx)?.devices_on(&hostname).await?;
-        let mut list = <DeviceList as verso::ObjectList>::from_objects(devices);
-        list.reset_changes_of(&[], true);
-        Ok(list)
+        Ok(listed(store(ctx)?.devices_on(&hostname).await?))
+    }
+}
+
+#[verso::remotable]
+impl AttachHandleList {
+    /// Every attach handle of `hostname`: what the agent compares its configured
+    /// managed mode with at start.
+    #[remotable]
+    pub async fn get_by_hostname(
+        ctx: &RequestContext,
+        hostname: String,
+    ) -> Result<AttachHandleList, CallError> {
+        Ok(listed(store(ctx)?.handles_on(&hostname).await?))
+    }
+}
+
+#[verso::remotable]
+impl AttachHandle {
+    /// Sets the PCI managed mode in this unallocated handle's attach info, keeping its
+    /// UUID, if the stored handle is still as this object says (else `StaleHandle`,
+    /// nothing written; allocated: `HandleInUse`). On success this object is the stored
+    /// handle.
+    #[remotable]
+    pub async fn update_managed(&mut self, managed: bool) -> Result<(), CallError> {
+        let ctx = self.meta.context.clone().unwrap_or_default();
+        let stored = store(&ctx)?.update_managed(self, managed).await?;
+        self.become_stored(stored);
+        Ok(())
+    }
+}
+
+impl AttachHandle {
+    fn become_stored(&mut self, stored: AttachHandle) {
+        let context = self.meta.context.take();
+        *self = stored;
+        self.meta.context = context;
+        self.reset_changes();
+    }
+}
+
+#[verso::remotable]
+impl Device {
+    /// The agent starts erasing this device (`pending_cleaning` to `cleaning`), claimed
+    /// by this call's request id: a retry with the same context answers the same,
+    /// another runner loses (`StaleDevice`).
+    #[remotable]
+    pub async fn cleanup_started(&mut self) -> Result<(), CallError> {
+        let claim = self
+            .meta
+            .context
+            .as_ref()
+            .map(|c| c.request_id.clone())
+            .unwrap_or_default();
+        self.cleanup(CleanupStep::Started { claim }).await
+    }
+
+    /// The erase succeeded and was verified: the device is `available` again.
+    #[remotable]
+    pub async fn cleanup_succeeded(&mut self) -> Result<(), CallError> {
+        self.cleanup(CleanupStep::Succeeded).await
+    }
+
+    /// The erase failed or timed out: the device goes to `error` with `reason`.
+    #[remotable]
+    pub async fn cleanup_failed(&mut self, reason: String) -> Result<(), CallError> {
+        self.cleanup(CleanupStep::Failed { reason }).await
+    }
+}
+
+impl Device {
+    async fn cleanup(&mut self, step: CleanupStep) -> Result<(), CallError> {
+        let ctx = self.meta.context.clone().unwrap_or_default();
+        let stored = store(&ctx)?.device_cleanup(self, step).await?;
+        let context = self.meta.context.take();
+        *self = stored;
+        self.meta.context = context;
+        self.reset_changes();
+        Ok(())
     }
 }
 
@@ -112,9 +329,25 @@ impl RpcApi for ConductorApi {
     }
 }
 
-/// Cyborg 17's classes and [`DeviceList`], with its remotable method.
+/// Cyborg 17's classes with the seed spec's: `Device` 1.6 and `AttachHandle` 1.1 in
+/// place of 1.5 and 1.0, and the lists `DeviceList` and `AttachHandleList`.
 pub fn registry() -> Registry {
-    let mut r = crate::objects::registry();
-    r.register_remotable::<DeviceList>();
+    let mut r = Registry::new();
+    r.register_remotable::<Device>()
+        .register::<n::Deployable>()
+        .register_remotable::<AttachHandle>()
+        .register::<n::ControlpathID>()
+        .register::<n::DeviceProfile>()
+        .register::<n::Arq>()
+        .register::<n::ExtArq>()
+        .register::<n::FpgaExtArq>()
+        .register::<n::Attribute>()
+        .register::<n::DriverAttachHandle>()
+        .register::<n::DriverAttribute>()
+        .register::<n::DriverControlPathID>()
+        .register::<n::DriverDeployable>()
+        .register::<n::DriverDevice>()
+        .register_remotable::<DeviceList>()
+        .register_remotable::<AttachHandleList>();
     r
 }

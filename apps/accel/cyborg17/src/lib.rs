@@ -18,9 +18,10 @@
 //!
 //! [`indirection`] is Cyborg 17 with the seed spec, release N+1's side of Cyborg's wire:
 //! conductor RPC 1.1 (Cyborg's methods and oslo.versionedobjects' three indirection
-//! methods) and the spec's `DeviceList` with its remotable `get_by_hostname`, whose body
-//! reads the [`indirection::DeviceSource`] the conductor attaches. It only adds to Cyborg
-//! 17 (`indirection.lock`, checked by `tests/contracts.rs`).
+//! methods), the spec's `DeviceList` and its two dependent features as version bumps
+//! (`Device` 1.6: the NVMe cleanup transitions; `AttachHandle` 1.1: PCI managed mode),
+//! whose remotable bodies reach the [`indirection::CyborgStore`] the conductor attaches.
+//! It only adds to Cyborg 17 (`indirection.lock`, checked by `tests/contracts.rs`).
 
 pub mod indirection;
 pub mod objects;

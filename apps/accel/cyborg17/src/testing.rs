@@ -89,54 +89,132 @@ pub async fn cyborg_agent_reports_devices(
     serde_json::from_str(sent).expect("JSON")
 }
 
-/// A Cyborg agent with the seed spec asking the conductor on `topic` for `host`'s
-/// devices (`python/cyborg_peer.py devices`: `DeviceList.get_by_hostname` through
-/// oslo.versionedobjects' indirection at conductor RPC 1.1), its `Device` class at
-/// `device_version` when given. `Ok((list version, members' primitives))`, or
-/// `Err((exception class, message))`.
-pub async fn cyborg_agent_lists_devices(
-    topic: &str,
-    host: &str,
-    device_version: Option<&str>,
-) -> Result<(String, serde_json::Value), (String, String)> {
-    let mut cmd = tokio::process::Command::new(python());
-    cmd.arg(peer_script())
-        .args([
-            "devices",
-            "--transport-url",
-            &rabbit_url(),
-            "--topic",
-            topic,
-        ])
-        .args(["--host", host]);
-    if let Some(v) = device_version {
-        cmd.args(["--device-version", v]);
-    }
-    let out = cmd
+/// Runs `python/cyborg_peer.py <mode>` against the conductor on `topic` for `host`
+/// with `extra` arguments: a Cyborg agent with the seed spec. Its standard output, or a
+/// panic with both streams when it failed.
+async fn seed_spec_agent(mode: &str, topic: &str, host: &str, extra: &[&str]) -> String {
+    let out = tokio::process::Command::new(python())
+        .arg(peer_script())
+        .args([mode, "--transport-url", &rabbit_url(), "--topic", topic])
+        .args(["--host", host])
+        .args(extra)
         .kill_on_drop(true)
         .output()
         .await
         .expect("the test Python runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let fail = || {
-        format!(
-            "cyborg_peer.py devices failed:\n{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    };
-    assert!(out.status.success(), "{}", fail());
-    for line in stdout.lines() {
-        if let Some(rest) = line.strip_prefix("list ") {
-            let (version, members) = rest.split_once(' ').unwrap_or_else(|| panic!("{}", fail()));
-            let members = serde_json::from_str(members).unwrap_or_else(|_| panic!("{}", fail()));
-            return Ok((version.to_owned(), members));
-        }
-        if let Some(rest) = line.strip_prefix("error ") {
-            let (class, message) = rest.split_once(' ').unwrap_or((rest, ""));
-            return Err((class.to_owned(), message.to_owned()));
-        }
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "cyborg_peer.py {mode} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// What one object call of the seed spec's agent answered: the object after
+/// (`Ok(primitive)`) or the remote error (`Err((kind, message))`).
+pub type SeedSpecOutcome = Result<serde_json::Value, (String, String)>;
+
+fn outcomes(stdout: &str) -> Vec<SeedSpecOutcome> {
+    stdout
+        .lines()
+        .filter_map(|line| {
+            if let Some(rest) = line.strip_prefix("ok ") {
+                Some(Ok(serde_json::from_str(rest).expect("a primitive")))
+            } else {
+                line.strip_prefix("error ").map(|rest| {
+                    let (kind, message) = rest.split_once(' ').unwrap_or((rest, ""));
+                    Err((kind.to_owned(), message.to_owned()))
+                })
+            }
+        })
+        .collect()
+}
+
+/// `(list version, members' primitives)` of a `list` line.
+fn listed(stdout: &str) -> (String, serde_json::Value) {
+    let rest = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("list "))
+        .unwrap_or_else(|| panic!("no list in:\n{stdout}"));
+    let (version, members) = rest.split_once(' ').expect("version and members");
+    (
+        version.to_owned(),
+        serde_json::from_str(members).expect("members"),
+    )
+}
+
+/// A Cyborg agent with the seed spec asking the conductor on `topic` for `host`'s
+/// devices (`python/cyborg_peer.py devices`: `DeviceList.get_by_hostname` through
+/// oslo.versionedobjects' indirection at conductor RPC 1.1), its `Device` class at
+/// `device_version` when given: `(list version, members' primitives)`.
+pub async fn cyborg_agent_lists_devices(
+    topic: &str,
+    host: &str,
+    device_version: Option<&str>,
+) -> (String, serde_json::Value) {
+    let extra: Vec<&str> = device_version
+        .map(|v| vec!["--device-version", v])
+        .unwrap_or_default();
+    listed(&seed_spec_agent("devices", topic, host, &extra).await)
+}
+
+/// The same agent's read of `host`'s attach handles (`AttachHandleList.get_by_hostname`).
+pub async fn cyborg_agent_lists_handles(topic: &str, host: &str) -> (String, serde_json::Value) {
+    listed(&seed_spec_agent("handles", topic, host, &[]).await)
+}
+
+/// The managed-mode feature: the agent reads `host`'s handles and calls
+/// `AttachHandle.update_managed(managed)` on `handle`; with `stale`, it reads twice and
+/// updates the second read after the first (two outcomes).
+pub async fn cyborg_agent_sets_managed(
+    topic: &str,
+    host: &str,
+    handle: &str,
+    managed: bool,
+    stale: bool,
+) -> Vec<SeedSpecOutcome> {
+    let mut extra = vec![
+        "--handle",
+        handle,
+        "--managed",
+        if managed { "yes" } else { "no" },
+    ];
+    if stale {
+        extra.push("--stale");
     }
-    panic!("{}", fail())
+    outcomes(&seed_spec_agent("set-managed", topic, host, &extra).await)
+}
+
+/// How [`cyborg_agent_cleans`] calls a cleanup step a second time, if at all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Again {
+    /// Once.
+    No,
+    /// Again from the device as read, in the same request context (a retry).
+    Retry,
+    /// Again from the device as read, in another request context (another runner).
+    Other,
+}
+
+/// The NVMe cleanup feature: the agent reads `host`'s devices and calls
+/// `Device.cleanup_<step>()` (`started`, `succeeded`, `failed` with `reason`) on
+/// `device`, and `again` as said.
+pub async fn cyborg_agent_cleans(
+    topic: &str,
+    host: &str,
+    device: &str,
+    step: &str,
+    reason: &str,
+    again: Again,
+) -> Vec<SeedSpecOutcome> {
+    let mut extra = vec!["--device", device, "--step", step, "--reason", reason];
+    match again {
+        Again::No => {}
+        Again::Retry => extra.push("--retry"),
+        Again::Other => extra.push("--other"),
+    }
+    outcomes(&seed_spec_agent("cleanup", topic, host, &extra).await)
 }
 
 /// Cyborg's conductor calling host `host`'s agent: `python/cyborg_peer.py agent`, Cyborg

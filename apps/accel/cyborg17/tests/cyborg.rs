@@ -136,13 +136,14 @@ fn the_control_exchange_is_cyborgs() {
     assert_eq!(cyborg()["exchange"], rpc::CONTROL_EXCHANGE);
 }
 
-/// The seed spec's `DeviceList` (`accel_cyborg17::indirection`) has the fingerprint
-/// oslo.versionedobjects gives the spec's own example class declared over the installed
-/// Cyborg's registry (`python/cyborg_indirection.py`): fields (with the `created_at` and
-/// `updated_at` every `CyborgObject` has), the remotable `get_by_hostname(context,
-/// hostname)` and a list's empty `child_versions`.
+/// The seed spec's classes (`accel_cyborg17::indirection`: `DeviceList`,
+/// `AttachHandleList`, `Device` 1.6, `AttachHandle` 1.1) have the fingerprints
+/// oslo.versionedobjects gives the same classes declared over the installed Cyborg's
+/// registry (`python/cyborg_indirection.py`): fields (with the `created_at` and
+/// `updated_at` every `CyborgObject` has), remotable methods and their arguments, a
+/// list's empty `child_versions`.
 #[test]
-fn the_seed_specs_device_list_has_ovos_fingerprint() {
+fn the_seed_specs_classes_have_ovos_fingerprints() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/cyborg_indirection.py");
     let out = Command::new(python())
         .arg(&script)
@@ -154,13 +155,16 @@ fn the_seed_specs_device_list_has_ovos_fingerprint() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let theirs: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let theirs: BTreeMap<String, String> = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(theirs.len(), 4, "{theirs:?}");
     let registry = accel_cyborg17::indirection::registry();
-    let ours = registry.schema("DeviceList").expect("registered");
-    assert_eq!(
-        fingerprint(ours),
-        theirs["DeviceList"],
-        "verso hashed {}",
-        ovo_hashed_text(ours)
-    );
+    for (name, expected) in &theirs {
+        let ours = registry.schema(name).expect("registered");
+        assert_eq!(
+            &fingerprint(ours),
+            expected,
+            "{name}: verso hashed {}",
+            ovo_hashed_text(ours)
+        );
+    }
 }
