@@ -16,10 +16,10 @@ use verso::{DecodeLimits, RequestContext, Version};
 pub type Message = Map<String, Value>;
 
 /// The prefix oslo.messaging puts before each serialized context key.
-pub const CONTEXT_PREFIX: &str = "_context_";
+const CONTEXT_PREFIX: &str = "_context_";
 
 /// The envelope version oslo.messaging writes.
-pub const ENVELOPE_VERSION: &str = "2.0";
+const ENVELOPE_VERSION: &str = "2.0";
 
 /// A request: what a client sends and a server dispatches.
 ///
@@ -135,8 +135,8 @@ impl Request {
 }
 
 /// A request's message dict as a peer's transport sends it: `method`, `args`,
-/// `version`, `namespace` (when set), the context's entries each under
-/// [`CONTEXT_PREFIX`], then the transport's own keys (`_msg_id`, `_unique_id`, ...).
+/// `version`, `namespace` (when set), the context's entries each as `_context_<key>`,
+/// then the transport's own keys (`_msg_id`, `_unique_id`, ...).
 /// Serialized straight into JSON, without building the dict ([`envelope_bytes`]).
 ///
 /// ```
