@@ -11,7 +11,7 @@ use crate::endpoint::{Args, Endpoint, EndpointSpec, HandlerResult, Method};
 use crate::layer::{
     GlobalConcurrencyLimitLayer, RequestLog, RequestLogLayer, Serialize, SerializerLayer,
 };
-use crate::message::{Message, Reply, Request};
+use crate::message::{Reply, Request};
 use crate::serializer::{NoOpSerializer, Serializer};
 use crate::transport::{Incoming, Listener, Transport};
 use crate::{RemoteError, RpcError, Target};
@@ -113,14 +113,6 @@ impl Dispatcher {
             Err(e) => Err(e),
         };
         Reply(result.map_err(|e| e.to_remote()))
-    }
-
-    /// Dispatches a request dict and builds the reply dict, as a broker transport's peer
-    /// sees them.
-    pub async fn handle_message(&self, message: Message) -> Message {
-        self.handle(Request::from_message(message))
-            .await
-            .into_message()
     }
 
     fn select(&self, request: &Request) -> Result<&Method, RpcError> {

@@ -1,6 +1,7 @@
 //! Unit tests of `server`, beside the private items they exercise.
 
 use super::*;
+use crate::message::Message;
 use crate::testing::Recording;
 use crate::transport::memory::MemoryTransport;
 use crate::{ArgSpec, ArgType, MethodSpec, RemoteException, RpcClient};
@@ -481,7 +482,8 @@ async fn malformed_requests_get_a_typed_failure_reply() {
     let d = Dispatcher::new(vec![ping_endpoint(v(1, 0))]).expect("valid");
     let mut bad = Message::new();
     bad.insert("args".into(), json!({}));
-    let reply = Reply::from_message(d.handle_message(bad).await).expect("a reply");
+    let reply = Reply::from_message(d.handle(Request::from_message(bad)).await.into_message())
+        .expect("a reply");
     let remote = reply.0.expect_err("a failure");
     assert!(matches!(
         RpcError::from_remote(remote, "?", v(1, 0)),
