@@ -153,7 +153,7 @@ impl<'a> Encoder<'a> {
     }
 
     /// Objects backported to the versions `manifest` names.
-    pub fn for_peer(manifest: &'a VersionManifest) -> Self {
+    pub(crate) fn for_peer(manifest: &'a VersionManifest) -> Self {
         Encoder {
             manifest: Some(manifest),
         }

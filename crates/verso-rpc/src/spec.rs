@@ -37,7 +37,7 @@ pub enum ArgType {
 
 impl ArgType {
     /// Whether `v` has this type (`null` is handled by [`ArgSpec::nullable`]).
-    pub fn matches(self, v: &Value) -> bool {
+    pub(crate) fn matches(self, v: &Value) -> bool {
         match self {
             ArgType::Any => true,
             ArgType::Bool => v.is_boolean(),
@@ -199,7 +199,7 @@ impl MethodSpec {
     /// Checks a call's arguments against the declaration, for a call sent at `version`:
     /// unknown, missing-required, added-later and wrongly-typed arguments are refused;
     /// absent optional ones are filled with their default.
-    pub fn check_args(
+    pub(crate) fn check_args(
         &self,
         version: Version,
         mut args: Map<String, Value>,
@@ -284,7 +284,7 @@ impl MethodSpec {
     /// send: the method's version, raised to that of each argument whose value differs
     /// from its default. Arguments newer than that version hold their defaults, which the
     /// server fills in, so they are left out (an older server does not know them).
-    pub fn version_for(&self, args: &mut Map<String, Value>) -> Version {
+    pub(crate) fn version_for(&self, args: &mut Map<String, Value>) -> Version {
         let mut version = self.since;
         for spec in &self.args {
             let since = self.arg_since(spec);
