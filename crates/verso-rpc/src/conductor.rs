@@ -102,7 +102,7 @@ fn from_rpc(err: RpcError) -> CallError {
 /// served and called at that version.
 #[derive(Debug, Clone, PartialEq, crate::RpcMethod)]
 #[rpc(name = "object_class_action_versions", since = "1.1", reply = Value)]
-pub struct ObjectClassActionVersions {
+pub(crate) struct ObjectClassActionVersions {
     /// The class.
     pub objname: String,
     /// The class method.
@@ -122,7 +122,7 @@ pub struct ObjectClassActionVersions {
 /// `[updates, result]`.
 #[derive(Debug, Clone, PartialEq, crate::RpcMethod)]
 #[rpc(name = "object_action", since = "1.1", reply = Value)]
-pub struct ObjectAction {
+pub(crate) struct ObjectAction {
     /// The object's primitive.
     pub objinst: Value,
     /// The instance method.
@@ -138,7 +138,7 @@ pub struct ObjectAction {
 /// `object_backport_versions`: `objinst` converted to the versions of `object_versions`.
 #[derive(Debug, Clone, PartialEq, crate::RpcMethod)]
 #[rpc(name = "object_backport_versions", since = "1.1", reply = Value)]
-pub struct ObjectBackportVersions {
+pub(crate) struct ObjectBackportVersions {
     /// The object's primitive.
     pub objinst: Value,
     /// The versions the caller knows.
@@ -147,8 +147,9 @@ pub struct ObjectBackportVersions {
 }
 
 /// The conductor's object-indirection API as oslo.versionedobjects has it (`conductor`,
-/// 1.1): the three methods above. A conductor with methods of its own declares an API of
-/// its own that lists these three too, at its own version ([`object_methods_since`]).
+/// 1.1): the three methods in the table of the [module](self) documentation. A conductor
+/// with methods of its own declares an API of its own that lists these three too, at its
+/// own version ([`object_methods_since`]).
 #[derive(Debug, Clone, Copy)]
 pub struct ObjectIndirectionApi;
 
