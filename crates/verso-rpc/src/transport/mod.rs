@@ -81,7 +81,7 @@ pub trait ReplySink: Send + 'static {
 pub const LISTENER_BUFFER: usize = 64;
 
 /// Acknowledges a message to its broker.
-pub type Ack = Box<dyn FnOnce() + Send>;
+type Ack = Box<dyn FnOnce() + Send>;
 
 /// One received message: a call (with its reply sink) or a cast.
 pub struct Incoming {
