@@ -48,7 +48,7 @@ use std::fmt::Write as _;
 use verso::Version;
 
 /// The TOML section.
-pub const SECTION: &str = "upgrade_levels";
+pub(crate) const SECTION: &str = "upgrade_levels";
 
 /// One RPC API the application's clients call, as `[upgrade_levels]` knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -101,7 +101,7 @@ mod url;
 pub use crate::transport::redact;
 pub use error::{AmqpError, ConnectKind};
 pub use tls::TlsOptions;
-pub use url::{AmqpConfig, BrokerHost, DEFAULT_CONTROL_EXCHANGE, KNOWN_OPTIONS};
+pub use url::{AmqpConfig, BrokerHost, DEFAULT_CONTROL_EXCHANGE};
 
 use error::closed;
 use io::{io_handle, lock, on_io_thread};

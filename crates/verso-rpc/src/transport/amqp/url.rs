@@ -6,7 +6,7 @@
 //! 5672 (also with TLS, as oslo.messaging does), an empty vhost is `/`. Query options
 //! override the `[oslo_messaging_rabbit]` options of the same name, as oslo.messaging's
 //! `ConfigOptsProxy` does; the ones this transport understands are listed in
-//! [`KNOWN_OPTIONS`].
+//! [`KNOWN_OPTIONS`] (an unknown option is refused with that list).
 
 use super::tls::{key_without_cert, TlsOptions};
 use super::AmqpError;
@@ -17,7 +17,7 @@ use std::time::Duration;
 
 /// Query options of the transport URL this transport understands (oslo.messaging's
 /// `[oslo_messaging_rabbit]` names).
-pub const KNOWN_OPTIONS: &[&str] = &[
+const KNOWN_OPTIONS: &[&str] = &[
     "call_monitor_timeout",
     "ssl",
     "ssl_ca_file",
