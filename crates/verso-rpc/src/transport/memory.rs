@@ -101,15 +101,6 @@ impl MemoryTransport {
         Self::default()
     }
 
-    /// How many listeners are subscribed to `topic`'s shared queue (dropped ones included
-    /// until the next delivery notices them).
-    pub fn listeners(&self, topic: &str) -> usize {
-        self.broker()
-            .topics
-            .get(topic)
-            .map_or(0, |t| t.shared.consumers.len())
-    }
-
     fn broker(&self) -> std::sync::MutexGuard<'_, Broker> {
         // Nothing panics while holding the lock; recover the data if something ever did.
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
