@@ -97,7 +97,9 @@ fi
 if wants fleet; then
     say "fleet"
     cargo_ build --release -q -p accel
-    accel="${CARGO_TARGET_DIR:-$root/target}/release/accel"
+    # Relative to the workspace (this script runs there), so the command the result file
+    # records reads the same on any machine.
+    accel="${CARGO_TARGET_DIR:-target}/release/accel"
     # `accel bench fleet` writes fleet.json into VERSO_BENCH_OUT itself.
     if [ -n "$quick" ]; then
         "$accel" bench fleet --agents 100,1000 --conductors 1,3
