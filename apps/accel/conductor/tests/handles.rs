@@ -184,6 +184,26 @@ async fn nvme_cleanup(db: &Db) {
         db.bind(&third.uuid, "h1", "inst-3", None).await,
         Err(DbError::NoFreeHandle { .. })
     ));
+    // An operator who puts the device back by hand may leave the failure's reason; the
+    // next release still waits for a new claim (no reason: `pending_cleaning`).
+    sqlx::query("UPDATE attach_handles SET cleanup_state = NULL WHERE uuid = $1")
+        .bind(&h.uuid)
+        .execute(db.pool())
+        .await
+        .expect("the operator's repair");
+    db.unbind(&third.uuid).await.expect("reset the failed bind");
+    db.bind(&third.uuid, "h1", "inst-3", None)
+        .await
+        .expect("bind after the repair");
+    db.unbind_with(&third.uuid, Release::CleanSsd)
+        .await
+        .expect("release");
+    let again = db.cleaning_handles("h1").await.expect("cleaning").remove(0);
+    assert_eq!(again.cleanup_reason, None, "{again:?}");
+    assert_eq!(
+        accel_conductor::cyborg::device_state([&again]),
+        accel_cyborg17::objects::DeviceState::PendingCleaning
+    );
     // Without cleaning (release N's behaviour) an SSD goes straight back.
     db.report("h2", &[ssd("0000:5f:00.0")])
         .await

@@ -504,7 +504,8 @@ pub enum Release {
     /// Back to the pool at once (release N's behaviour, and every device but SSDs).
     Immediate,
     /// An NVMe SSD goes to `cleaning` and is not allocatable until its agent reports the
-    /// erase done; other devices go back at once.
+    /// erase done; other devices go back at once. A reason left from an earlier cleanup
+    /// is cleared: the handle waits for a new claim.
     CleanSsd,
 }
 
@@ -517,7 +518,10 @@ async fn release_handle(
         "UPDATE attach_handles SET in_use = 0, updated_at = $1, revision = revision + 1, \
          cleanup_state = CASE WHEN $2 = 1 AND deployable_id IN \
            (SELECT d.id FROM deployables d JOIN devices v ON d.device_id = v.id WHERE v.type = 'SSD') \
-           THEN $4 ELSE cleanup_state END \
+           THEN $4 ELSE cleanup_state END, \
+         cleanup_reason = CASE WHEN $2 = 1 AND deployable_id IN \
+           (SELECT d.id FROM deployables d JOIN devices v ON d.device_id = v.id WHERE v.type = 'SSD') \
+           THEN NULL ELSE cleanup_reason END \
          WHERE id = (SELECT attach_handle_id FROM accelerator_requests WHERE uuid = $3)",
     )
     .bind(now())
