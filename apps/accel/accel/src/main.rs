@@ -11,6 +11,7 @@
 //! accel chaos                      the fault campaign (outside CI: scripts/chaos.sh)
 //! accel db sync                    applies the database migrations
 //! accel db import-cyborg --from URL takes over a Cyborg 17 database's rows (exit 0 done, 1 refused, 2 unreachable)
+//! accel db clear-cleanup --device UUID  puts a device whose NVMe erase failed back in the pool (exit 0, 1 nothing to clear, 2)
 //! accel upgrade check              can this deployment be upgraded? (exit 0 ok, 1 warning, 2 failure)
 //! accel upgrade status [--json]    every component's versions, from any conductor
 //! accel upgrade finalize [--wait]  turn on the new release (exit 0 done, 1 refused, 2 unreachable, 3 still finalizing)
@@ -262,6 +263,15 @@ enum Db {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Puts an NVMe device whose secure erase failed back in the pool, once an operator
+    /// has dealt with it by hand (erased and checked, or replaced): its attach handles
+    /// in cleanup `error` lose the state and the reason. Exit 0: cleared; 1: the device
+    /// has no failed cleanup, or is unknown; 2: the database could not be used.
+    ClearCleanup {
+        /// The device's UUID (`openstack accelerator device list`).
+        #[arg(long, value_name = "UUID")]
+        device: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -440,6 +450,9 @@ fn main() -> ExitCode {
             Command::Db(Db::Sync) => run::db_sync(config).await,
             Command::Db(Db::ImportCyborg { from, dry_run }) => {
                 run::db_import_cyborg(config, &from, dry_run).await
+            }
+            Command::Db(Db::ClearCleanup { device }) => {
+                run::db_clear_cleanup(config, &device).await
             }
             Command::Upgrade(Upgrade::Check) => run::upgrade_check(config).await,
             Command::Upgrade(Upgrade::Status { json }) => run::upgrade_status(config, json).await,

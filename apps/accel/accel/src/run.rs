@@ -401,6 +401,34 @@ pub async fn db_sync(config: AccelConfig) -> Result<ExitCode, Error> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `accel db clear-cleanup`: 0 the device's failed cleanup was cleared, 1 it had none
+/// (or the device is unknown), 2 the database could not be used.
+pub async fn db_clear_cleanup(config: AccelConfig, device: &str) -> Result<ExitCode, Error> {
+    let db = Db::connect(&config.database.url).await?;
+    let outcome = db.clear_failed_cleanup(device).await;
+    db.close().await;
+    match outcome {
+        Ok(cleared) if cleared.is_empty() => {
+            println!("device {device} has no failed cleanup: nothing cleared");
+            Ok(ExitCode::from(1))
+        }
+        Ok(cleared) => {
+            for h in &cleared {
+                println!(
+                    "cleared attach handle {} ({}): allocatable again",
+                    h.uuid, h.control_path_id
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(accel_conductor::DbError::NotFound { .. }) => {
+            println!("no device {device}");
+            Ok(ExitCode::from(1))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// `accel db import-cyborg`: 0 imported or already imported, 1 refused (nothing
 /// written), 2 a database could not be opened, read or written.
 pub async fn db_import_cyborg(

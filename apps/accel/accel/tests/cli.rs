@@ -674,3 +674,80 @@ fn accel_upgrade_finalize_decides_on_the_agents_every_conductor_heard() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("transport.url"), "{err}");
 }
+
+/// `accel db clear-cleanup`: an NVMe device whose erase failed is put back in the pool
+/// (exit 0, the handle named), once (then exit 1); an unknown device is exit 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn db_clear_cleanup_puts_a_failed_device_back() {
+    use accel_conductor::db::{Release, ReportedDevice};
+    use accel_conductor::handles::CleanupResult;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("a.db");
+    let db = accel_conductor::Db::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .expect("database");
+    db.migrate().await.expect("migrations");
+    let ssd = ReportedDevice {
+        control_path_id: "0000:3c:00.0".into(),
+        device_type: "SSD".into(),
+        vendor: "144d".into(),
+        model: "a80a".into(),
+        handles: vec![("PCI".into(), r#"{"address": "0000:3c:00.0"}"#.into())],
+        ..Default::default()
+    };
+    db.report("h1", &[ssd]).await.expect("report");
+    let groups = vec![[("resources:SSD".to_owned(), "1".to_owned())]
+        .into_iter()
+        .collect()];
+    db.create_profile("ssd", groups, None)
+        .await
+        .expect("profile");
+    let arq = db.create_arq("ssd", 0, None).await.expect("arq");
+    db.bind(&arq.uuid, "h1", "inst-1", None)
+        .await
+        .expect("bind");
+    db.unbind_with(&arq.uuid, Release::CleanSsd)
+        .await
+        .expect("release");
+    let h = db.cleaning_handles("h1").await.expect("cleaning").remove(0);
+    db.finish_cleanup(
+        &h.uuid,
+        h.revision,
+        &CleanupResult::Failed("erase failed".into()),
+    )
+    .await
+    .expect("failed");
+    db.close().await;
+
+    let url = format!("database.url=sqlite://{}", path.display());
+    let run = |device: &str| {
+        let out = accel()
+            .args(["--set", &url, "db", "clear-cleanup", "--device", device])
+            .output()
+            .expect("runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, text) = run(&h.device_uuid);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains(&format!("cleared attach handle {}", h.uuid)),
+        "{text}"
+    );
+    let (code, text) = run(&h.device_uuid);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("no failed cleanup"), "{text}");
+    let (code, text) = run("00000000-0000-4000-8000-000000000000");
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("no device"), "{text}");
+
+    let db = accel_conductor::Db::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .expect("database");
+    let again = db.create_arq("ssd", 0, None).await.expect("arq");
+    db.bind(&again.uuid, "h1", "inst-2", None)
+        .await
+        .expect("allocatable again");
+}

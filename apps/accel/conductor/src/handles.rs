@@ -87,6 +87,49 @@ impl Db {
         .map_err(read_error("attach_handles"))
     }
 
+    /// An operator puts a device whose cleanup failed back in the pool: each of its
+    /// handles in `error` loses the state and the reason (the revision moves on, so an
+    /// agent holding an older read loses). Only for a device the operator has dealt with
+    /// by hand (erased and checked, or replaced): the failure meant its erase could not
+    /// be verified. The handles cleared, none when none was in `error`;
+    /// [`DbError::NotFound`] for an unknown device.
+    pub async fn clear_failed_cleanup(
+        &self,
+        device_uuid: &str,
+    ) -> Result<Vec<HostHandle>, DbError> {
+        let device = self.device(device_uuid).await?;
+        let failed: Vec<HostHandle> = self
+            .host_handles(&device.hostname)
+            .await?
+            .into_iter()
+            .filter(|h| {
+                h.device_uuid == device.uuid && h.cleanup_state == Some(CleanupState::Error)
+            })
+            .collect();
+        let mut cleared = Vec::with_capacity(failed.len());
+        for h in failed {
+            // Each only from `error` at the revision read: a concurrent change wins.
+            let done = sqlx::query(
+                "UPDATE attach_handles SET cleanup_state = NULL, cleanup_reason = NULL, \
+                 revision = revision + 1, updated_at = $1 \
+                 WHERE uuid = $2 AND revision = $3 AND cleanup_state = $4",
+            )
+            .bind(now())
+            .bind(&h.uuid)
+            .bind(h.revision)
+            .bind(CleanupState::Error.as_str())
+            .execute(self.pool())
+            .await?
+            .rows_affected();
+            if done == 1 {
+                tracing::warn!(device = device_uuid, handle = %h.uuid, reason = ?h.cleanup_reason,
+                    "a failed cleanup was cleared by an operator: the device is allocatable again");
+                cleared.push(self.host_handle(&h.uuid).await?);
+            }
+        }
+        Ok(cleared)
+    }
+
     /// One handle.
     pub async fn host_handle(&self, uuid: &str) -> Result<HostHandle, DbError> {
         sqlx::query_as(&format!("{SELECT} WHERE h.uuid = $1"))

@@ -204,6 +204,38 @@ async fn nvme_cleanup(db: &Db) {
         accel_conductor::cyborg::device_state([&again]),
         accel_cyborg17::objects::DeviceState::PendingCleaning
     );
+    // The operator's command for a failed cleanup: the device is allocatable again, once.
+    let device = again.device_uuid.clone();
+    db.finish_cleanup(
+        &again.uuid,
+        again.revision,
+        &CleanupResult::Failed("nvme format exited 1".into()),
+    )
+    .await
+    .expect("failed again");
+    let cleared = db.clear_failed_cleanup(&device).await.expect("cleared");
+    assert_eq!(cleared.len(), 1);
+    assert_eq!(
+        (
+            cleared[0].cleanup_state,
+            cleared[0].cleanup_reason.as_deref()
+        ),
+        (None, None)
+    );
+    assert!(cleared[0].revision > again.revision);
+    assert!(db
+        .clear_failed_cleanup(&device)
+        .await
+        .expect("nothing left")
+        .is_empty());
+    assert!(matches!(
+        db.clear_failed_cleanup("00000000-0000-4000-8000-000000000000")
+            .await,
+        Err(DbError::NotFound { .. })
+    ));
+    db.bind(&third.uuid, "h1", "inst-3", None)
+        .await
+        .expect("allocatable after the operator cleared it");
     // Without cleaning (release N's behaviour) an SSD goes straight back.
     db.report("h2", &[ssd("0000:5f:00.0")])
         .await
