@@ -199,6 +199,20 @@ pub trait VersionedObject: Clone + fmt::Debug + PartialEq + Send + Sync + 'stati
             .collect()
     }
 
+    /// Takes `stored` (the object as a store wrote it) as this object, keeping this
+    /// object's request context, with no change pending: what a remotable method that
+    /// wrote the object does with the stored result, so the caller sees what was
+    /// stored (object indirection sends the difference back as its updates).
+    fn become_stored(&mut self, stored: Self)
+    where
+        Self: Sized,
+    {
+        let context = self.meta_mut().context.take();
+        *self = stored;
+        self.meta_mut().context = context;
+        self.reset_changes();
+    }
+
     /// Forgets every change of this object (not of contained objects).
     fn reset_changes(&mut self) {
         let n = Self::schema().fields.len();

@@ -163,6 +163,17 @@ pub enum CleanupStep {
     },
 }
 
+impl CleanupStep {
+    /// The remotable method of `Device` that reports this step.
+    pub fn method(&self) -> &'static str {
+        match self {
+            CleanupStep::Started { .. } => "cleanup_started",
+            CleanupStep::Succeeded => "cleanup_succeeded",
+            CleanupStep::Failed { .. } => "cleanup_failed",
+        }
+    }
+}
+
 /// What the object methods do where the database is: the conductor's.
 pub trait CyborgStore: Send + Sync + 'static {
     /// Every device of `hostname`, oldest first, with `device_state`.
@@ -261,15 +272,6 @@ impl AttachHandle {
     }
 }
 
-impl AttachHandle {
-    fn become_stored(&mut self, stored: AttachHandle) {
-        let context = self.meta.context.take();
-        *self = stored;
-        self.meta.context = context;
-        self.reset_changes();
-    }
-}
-
 #[verso::remotable]
 impl Device {
     /// The agent starts erasing this device (`pending_cleaning` to `cleaning`), claimed
@@ -303,10 +305,7 @@ impl Device {
     async fn cleanup(&mut self, step: CleanupStep) -> Result<(), CallError> {
         let ctx = self.meta.context.clone().unwrap_or_default();
         let stored = store(&ctx)?.device_cleanup(self, step).await?;
-        let context = self.meta.context.take();
-        *self = stored;
-        self.meta.context = context;
-        self.reset_changes();
+        self.become_stored(stored);
         Ok(())
     }
 }

@@ -631,13 +631,6 @@ impl AttachHandle {
     }
 
     /// Replaces this object's data by the stored handle, keeping its context.
-    fn become_stored(&mut self, stored: AttachHandle) {
-        let context = self.meta.context.take();
-        *self = stored;
-        self.meta.context = context;
-        self.reset_changes();
-    }
-
     async fn cleanup_transition(
         &mut self,
         method: &str,

@@ -21,7 +21,7 @@ use accel_objects::errors;
 use accel_objects::{AccelVersion, CleanupState, UNMANAGED_FEATURE};
 use std::collections::HashMap;
 use verso::indirection::{BoxFuture, CallError};
-use verso::{DateTime, VersionedEnum, VersionedObject};
+use verso::{DateTime, Field, VersionedEnum, VersionedObject};
 use verso_upgrade::VersionManager;
 
 /// The conductor's database as the seed spec's object methods see it, with the
@@ -40,9 +40,8 @@ impl DbCyborgStore {
         DbCyborgStore { db, versions }
     }
 
-    async fn device_handles(&self, device: &Device) -> Result<Vec<HostHandle>, CallError> {
-        let uuid = required(device.uuid.get(), "Device", "uuid")?.to_string();
-        let host = required(device.hostname.get(), "Device", "hostname")?;
+    /// The attach handles of device `uuid` on `host`.
+    async fn handles_of(&self, host: &str, uuid: &str) -> Result<Vec<HostHandle>, CallError> {
         Ok(self
             .db
             .host_handles(host)
@@ -55,15 +54,8 @@ impl DbCyborgStore {
 
     async fn stored_device(&self, uuid: &str) -> Result<Device, CallError> {
         let row = self.db.device(uuid).await.map_err(to_call_error)?;
-        let handles = self
-            .db
-            .host_handles(&row.hostname)
-            .await
-            .map_err(to_call_error)?;
-        device(
-            &row,
-            device_state(handles.iter().filter(|h| h.device_uuid == row.uuid)),
-        )
+        let handles = self.handles_of(&row.hostname, &row.uuid).await?;
+        device(&row, device_state(&handles))
     }
 }
 
@@ -128,9 +120,10 @@ impl CyborgStore for DbCyborgStore {
                     }
                 }
             }
-            let uuid = required(read.uuid.get(), "AttachHandle", "uuid")?.to_string();
-            let info = required(read.attach_info.get(), "AttachHandle", "attach_info")?;
-            let in_use = *required(read.in_use.get(), "AttachHandle", "in_use")?;
+            const METHOD: &str = "update_managed";
+            let uuid = sent(&read.uuid, "AttachHandle", "uuid", METHOD)?.to_string();
+            let info = sent(&read.attach_info, "AttachHandle", "attach_info", METHOD)?;
+            let in_use = *sent(&read.in_use, "AttachHandle", "in_use", METHOD)?;
             let stored = self.db.host_handle(&uuid).await.map_err(to_call_error)?;
             if stored.attach_info != *info || stored.in_use != in_use {
                 return Err(CallError::method(
@@ -164,10 +157,18 @@ impl CyborgStore for DbCyborgStore {
         step: CleanupStep,
     ) -> BoxFuture<'a, Result<Device, CallError>> {
         Box::pin(async move {
-            let uuid = required(read.uuid.get(), "Device", "uuid")?.to_string();
-            let was = required(read.device_state.get(), "Device", "device_state")?
-                .ok_or_else(|| bad_read("device_state", "null"))?;
-            let handles = self.device_handles(read).await?;
+            let method = step.method();
+            let uuid = sent(&read.uuid, "Device", "uuid", method)?.to_string();
+            let host = sent(&read.hostname, "Device", "hostname", method)?;
+            let was =
+                sent(&read.device_state, "Device", "device_state", method)?.ok_or_else(|| {
+                    CallError::BadArguments {
+                        object: "Device",
+                        method: method.into(),
+                        reason: "Device.device_state is null: send the device as read".into(),
+                    }
+                })?;
+            let handles = self.handles_of(host, &uuid).await?;
             let now = device_state(&handles);
             let cleaning = handles
                 .iter()
@@ -243,26 +244,21 @@ impl CyborgStore for DbCyborgStore {
     }
 }
 
-/// A field the method needs from the object the agent read; unset, the call is refused
-/// naming it.
-fn required<'a, T>(
-    field: Option<&'a T>,
+/// A field `method` needs from the object as the agent sent it; unset, the call is
+/// refused naming the field and the method.
+fn sent<'a, T>(
+    field: &'a Field<T>,
     object: &'static str,
     name: &'static str,
+    method: &str,
 ) -> Result<&'a T, CallError> {
-    field.ok_or_else(|| CallError::BadArguments {
-        object,
-        method: "indirection".into(),
-        reason: format!("{object}.{name} is unset: send the object as read"),
-    })
-}
-
-fn bad_read(field: &str, value: &str) -> CallError {
-    CallError::BadArguments {
-        object: "Device",
-        method: "cleanup".into(),
-        reason: format!("Device.{field} is {value}: send the device as read"),
-    }
+    field
+        .require(object, name)
+        .map_err(|e| CallError::BadArguments {
+            object,
+            method: method.into(),
+            reason: format!("{e}: send the object as read"),
+        })
 }
 
 /// Cyborg's `device_state` of a device with these attach handles: `error` when a
