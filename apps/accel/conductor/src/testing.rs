@@ -104,3 +104,16 @@ pub async fn postgres() -> Db {
     db.migrate().await.expect("migrate postgres");
     db
 }
+
+/// The conductor's component versions over `db`'s version record, as a conductor opens
+/// them (a record not there yet starts at the newest release, finalized).
+pub async fn versions(db: &Db) -> verso_upgrade::VersionManager<accel_objects::AccelVersion> {
+    use verso_upgrade::ComponentVersion;
+    verso_upgrade::VersionManager::builder_tx(crate::DbVersionStore::new(
+        db.clone(),
+        accel_objects::AccelVersion::COMPONENT,
+    ))
+    .open()
+    .await
+    .expect("the version record opens")
+}

@@ -13,7 +13,6 @@
 
 use accel_conductor::db::ListFilter;
 use accel_conductor::db::{Release, ReportedDevice};
-use accel_conductor::DbVersionStore;
 use accel_conductor::{cyborg, testing, Db};
 use accel_cyborg17::testing::{
     cyborg_agent_cleans, cyborg_agent_lists_devices, cyborg_agent_lists_handles,
@@ -25,7 +24,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-use verso_upgrade::{ComponentVersion, Coordinator, VersionManager};
+use verso_upgrade::Coordinator;
 
 /// The Cyborg endpoint over `db` on a topic of its own (no fleet record): the topic and
 /// the server.
@@ -426,13 +425,7 @@ async fn a_cyborg_agent_lists_its_devices_through_the_conductor_in_postgresql() 
 /// A coordinator over `db`'s version record (a fresh database's is finalized: the
 /// driver features' gates are open).
 async fn finalized(db: &Db) -> Arc<Coordinator<AccelVersion>> {
-    let versions = VersionManager::<AccelVersion>::builder_tx(DbVersionStore::new(
-        db.clone(),
-        AccelVersion::COMPONENT,
-    ))
-    .open()
-    .await
-    .expect("versions");
+    let versions = testing::versions(db).await;
     assert!(versions.is_allowed(AccelVersion::DriverFeatures));
     Arc::new(Coordinator::new(
         versions,

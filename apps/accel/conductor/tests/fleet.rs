@@ -20,7 +20,7 @@ use verso_upgrade::fleet::{Admission, Admit, FleetStore, Heard, Incarnation};
 use verso_upgrade::store::{
     Checkpoint, Finalizing, PersistedState, TransactionalStore, VersionStore,
 };
-use verso_upgrade::{ComponentVersion, Coordinator, MemberReport, UpgradeError, VersionManager};
+use verso_upgrade::{ComponentVersion, Coordinator, MemberReport, UpgradeError};
 
 fn pre_finalized() -> PersistedState {
     PersistedState {
@@ -33,14 +33,12 @@ fn pre_finalized() -> PersistedState {
 
 /// A conductor's coordinator over `db` (its own pool), sharing the database's records.
 async fn coordinator(db: &Db, name: &str) -> Coordinator<AccelVersion> {
-    let versions = VersionManager::<AccelVersion>::builder_tx(DbVersionStore::new(
-        db.clone(),
-        AccelVersion::COMPONENT,
-    ))
-    .open()
-    .await
-    .expect("versions");
-    Coordinator::new(versions, "agent", Duration::from_secs(600)).with_fleet(
+    Coordinator::new(
+        support::versions(db).await,
+        "agent",
+        Duration::from_secs(600),
+    )
+    .with_fleet(
         Arc::new(DbFleetStore::new(db.clone(), AccelVersion::COMPONENT)),
         name,
     )
