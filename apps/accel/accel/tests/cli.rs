@@ -679,7 +679,7 @@ fn accel_upgrade_finalize_decides_on_the_agents_every_conductor_heard() {
 /// (exit 0, the handle named), once (then exit 1); an unknown device is exit 1.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn db_clear_cleanup_puts_a_failed_device_back() {
-    use accel_conductor::db::{Release, ReportedDevice};
+    use accel_conductor::db::Release;
     use accel_conductor::handles::CleanupResult;
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("a.db");
@@ -687,14 +687,7 @@ async fn db_clear_cleanup_puts_a_failed_device_back() {
         .await
         .expect("database");
     db.migrate().await.expect("migrations");
-    let ssd = ReportedDevice {
-        control_path_id: "0000:3c:00.0".into(),
-        device_type: "SSD".into(),
-        vendor: "144d".into(),
-        model: "a80a".into(),
-        handles: vec![("PCI".into(), r#"{"address": "0000:3c:00.0"}"#.into())],
-        ..Default::default()
-    };
+    let ssd = accel_conductor::testing::reported_device("0000:3c:00.0", "SSD", "144d", "a80a", 1);
     db.report("h1", &[ssd]).await.expect("report");
     let groups = vec![[("resources:SSD".to_owned(), "1".to_owned())]
         .into_iter()

@@ -12,7 +12,7 @@
 #![allow(clippy::expect_used)]
 
 use accel_conductor::db::ListFilter;
-use accel_conductor::db::{Release, ReportedDevice};
+use accel_conductor::db::Release;
 use accel_conductor::{cyborg, testing, Db};
 use accel_cyborg17::testing::{
     cyborg_agent_cleans, cyborg_agent_lists_devices, cyborg_agent_lists_handles,
@@ -582,15 +582,7 @@ async fn a_cyborg_agent_sets_managed_mode_through_the_conductor_in_postgresql() 
 /// An NVMe SSD on `host`, bound to an instance and released for cleaning: its
 /// `device_state` is `pending_cleaning`. Returns the device's UUID.
 async fn ssd_waiting_for_cleanup(db: &Db, host: &str, instance: &str) -> String {
-    let ssd = ReportedDevice {
-        control_path_id: "0000:3c:00.0".into(),
-        device_type: "SSD".into(),
-        vendor: "144d".into(),
-        model: "a80a".into(),
-        driver_name: Some("nvme".into()),
-        handles: vec![("PCI".into(), r#"{"address": "0000:3c:00.0"}"#.into())],
-        ..Default::default()
-    };
+    let ssd = testing::reported_device("0000:3c:00.0", "SSD", "144d", "a80a", 1);
     db.report(host, &[ssd]).await.expect("report");
     if db.profile_by_name("ssd").await.is_err() {
         db.create_profile(
