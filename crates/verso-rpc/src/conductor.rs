@@ -276,18 +276,23 @@ pub struct ConductorApi {
     client: RpcClient,
     /// The three declarations at the version they are called at.
     specs: &'static [MethodSpec; 3],
+    /// The `[upgrade_levels]` option that caps `client`.
+    cap_option: String,
 }
 
 /// A feature that needs object indirection was enabled with a conductor cap too low
 /// to provide it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "{feature} needs object indirection (conductor RPC {required}), but [upgrade_levels] conductor is {configured}: \
-     raise [upgrade_levels] conductor to {required} once every conductor runs a release that serves it, or disable {feature}"
+    "{feature} needs object indirection (conductor RPC {required}), but [upgrade_levels] {option} is {configured}: \
+     raise [upgrade_levels] {option} to {required} once every conductor runs a release that serves it, or disable {feature}"
 )]
 pub struct IndirectionUnavailable {
     /// The feature that needs it.
     pub feature: String,
+    /// The `[upgrade_levels]` option that caps the conductor's API (`conductor` unless
+    /// [`ConductorApi::cap_option`] says otherwise).
+    pub option: String,
     /// The RPC version indirection needs.
     pub required: Version,
     /// The configured cap (`none` when uncapped is impossible here, so always a version).
@@ -303,7 +308,16 @@ impl ConductorApi {
         ConductorApi {
             client,
             specs: object_specs(version),
+            cap_option: "conductor".into(),
         }
+    }
+
+    /// Names the `[upgrade_levels]` option that caps the client, for the refusal
+    /// [`ConductorApi::require_indirection`] gives (a service calling a second
+    /// conductor API under an option of its own).
+    pub fn cap_option(mut self, option: impl Into<String>) -> Self {
+        self.cap_option = option.into();
+        self
     }
 
     /// The client underneath.
@@ -330,6 +344,7 @@ impl ConductorApi {
         }
         Err(IndirectionUnavailable {
             feature: feature.to_owned(),
+            option: self.cap_option.clone(),
             required: self.version(),
             configured: self
                 .client

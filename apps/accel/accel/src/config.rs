@@ -711,11 +711,16 @@ pub struct Cyborg {
     /// server = the host name: mdev creation and removal) for a Cyborg 17 conductor
     /// still running during a migration.
     pub serve_conductor: bool,
-    /// Whether `accel agent` reports to a Cyborg 17 conductor instead of accel's: the
-    /// host's agent is replaced while Cyborg's conductor still runs. The agent then
+    /// Whether `accel agent` speaks Cyborg's wire instead of accel's. With
+    /// `[upgrade_levels] cyborg_conductor` at its default 1.0 (a Cyborg 17 conductor:
+    /// the host's agent is replaced while Cyborg's conductor still runs), the agent
     /// sends Cyborg's `report_data` on `cyborg-conductor` every `[agent]
     /// report_interval`, serves Cyborg's agent API, and does not talk to accel's
-    /// conductor at all (no heartbeat, no version record: Cyborg has neither).
+    /// conductor at all (no heartbeat, no version record: Cyborg has neither). At 1.1
+    /// (accel's conductor with `[cyborg] serve_agents`), it is release N+1 on Cyborg's
+    /// wire: the same reports, the PCI managed mode and NVMe cleanups through the seed
+    /// spec's object indirection, `cleanup_device` served, and heartbeats on accel's
+    /// upgrade API.
     pub report_to_cyborg: bool,
     /// The control exchange Cyborg's services use, on `[transport] url`'s broker.
     pub control_exchange: String,
@@ -773,10 +778,20 @@ pub struct AccelConfig {
 /// upgraded first);
 /// the conductor calls agents at 1.0 until the operator raises `[upgrade_levels] agent`
 /// once every agent runs release N+1 (1.1 `cleanup_device`, 1.2 `program_fpga`).
-pub fn apis() -> [ApiCap; 2] {
+///
+/// An agent on Cyborg's wire (`[cyborg] report_to_cyborg`) calls Cyborg's conductor API
+/// under `[upgrade_levels] cyborg_conductor`, 1.0 by default (Cyborg 17's conductor
+/// serves only 1.0); at 1.1 (the seed spec, served by accel's conductor with `[cyborg]
+/// serve_agents`) it is release N+1 on that wire.
+pub fn apis() -> [ApiCap; 3] {
     [
         ApiCap::for_api::<ConductorApi>(accel_objects::rpc::CONDUCTOR_VERSION),
         ApiCap::for_api::<AgentApi>(Version::new(1, 0)),
+        ApiCap::new(
+            accel_agent::service::CYBORG_CONDUCTOR_CAP,
+            <accel_cyborg17::indirection::ConductorApi as verso_rpc::RpcApi>::VERSION,
+            Version::new(1, 0),
+        ),
     ]
 }
 

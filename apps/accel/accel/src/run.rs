@@ -177,6 +177,7 @@ fn agent_config(
             cleanup_timeout: Duration::from_secs(config.nvme.cleanup_timeout.max(1)),
         },
         scan_interval: Duration::from_secs(config.agent.scan_interval.max(1)),
+        cyborg_wire: None,
     }
 }
 
@@ -219,21 +220,33 @@ pub async fn agent(
     let programmer = config
         .fpga_programmer(config.agent.state_dir.clone())?
         .map(Arc::new);
+    let mut library_config = agent_config(
+        &config,
+        host.clone(),
+        sysfs_root.clone(),
+        programmer.clone(),
+    );
+    let mut cyborg_transport = None;
     if config.cyborg.report_to_cyborg {
-        return cyborg_agent(&config, host, sysfs_root, programmer, once).await;
+        let cap = config
+            .layers
+            .cap(accel_agent::service::CYBORG_CONDUCTOR_CAP);
+        // No cap at all is the newest version, as everywhere in [upgrade_levels].
+        if cap.is_some_and(|c| c < accel_cyborg17::indirection::INDIRECTION_VERSION) {
+            return cyborg_agent(&config, host, sysfs_root, programmer, once).await;
+        }
+        // Release N+1 on Cyborg's wire: Cyborg's conductor and agent APIs with the seed
+        // spec, accel's heartbeats.
+        let wire = transport_on(&config, &config.cyborg.control_exchange).await?;
+        library_config.cyborg_wire = Some(accel_agent::service::CyborgWire {
+            transport: wire.clone(),
+            conductor_cap: cap,
+            report_timeout: CYBORG_REPORT_TIMEOUT,
+        });
+        cyborg_transport = Some(wire);
     }
     let transport = transport(&config).await?;
-    let running = match accel_agent::service::start(
-        agent_config(
-            &config,
-            host.clone(),
-            sysfs_root.clone(),
-            programmer.clone(),
-        ),
-        transport.clone(),
-    )
-    .await
-    {
+    let running = match accel_agent::service::start(library_config, transport.clone()).await {
         Ok(r) => r,
         Err(e) => return Ok(not_started(&host, &e)),
     };
@@ -241,19 +254,32 @@ pub async fn agent(
         let n = running.devices_reported();
         running.stop().await;
         transport.close().await;
+        if let Some(wire) = cyborg_transport {
+            wire.close().await;
+        }
         println!("agent {host}: reported {n} devices");
         return Ok(ExitCode::SUCCESS);
     }
     let mut parts = Lifecycle::new(Duration::from_secs(config.conductor.stop_timeout));
     // The agent's last answers and report reach the broker before the process goes.
     parts.close_at_end(transport);
+    if let Some(wire) = cyborg_transport {
+        parts.close_at_end(wire);
+        println!(
+            "agent {host}: release N+1 on Cyborg's wire: reporting on {} and serving Cyborg's agent API with cleanup_device on {} (exchange {})",
+            accel_cyborg17::rpc::CONDUCTOR_TOPIC,
+            accel_cyborg17::rpc::AGENT_TOPIC,
+            config.cyborg.control_exchange
+        );
+    }
     parts.push(Part::Agent {
         host: host.clone(),
         running,
     });
     // A Cyborg 17 conductor still running during a migration calls this host's agent
-    // on Cyborg's exchange (mdev creation and removal).
-    if config.cyborg.serve_conductor {
+    // on Cyborg's exchange (mdev creation and removal); on Cyborg's wire the agent
+    // serves that API already.
+    if config.cyborg.serve_conductor && !config.cyborg.report_to_cyborg {
         let cyborg_transport = transport_on(&config, &config.cyborg.control_exchange).await?;
         parts.close_at_end(cyborg_transport.clone());
         let server =

@@ -30,6 +30,7 @@
 
 use crate::discovery::{discover, DiscoveryError};
 use crate::fpga::{ProgramError, Programmer};
+use accel_cyborg17::indirection::{CleanupDevice, AGENT_CLEANUP_VERSION};
 use accel_cyborg17::objects::{
     DeviceType, DriverAttachHandle, DriverAttribute, DriverControlPathID, DriverDeployable,
     DriverDevice,
@@ -42,6 +43,7 @@ use accel_objects::DriverDeviceList;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+use verso::indirection::BoxFuture;
 use verso::{ObjectList, RequestContext, Version, VersionedEnum, VersionedObject};
 use verso_rpc::transport::Transport;
 use verso_rpc::{Endpoint, RemoteError, RpcClient, RpcError, RpcServer, ServerHandle, Target};
@@ -174,21 +176,48 @@ fn control_path_address(cpid: &serde_json::Value) -> Result<String, Refused> {
     Ok(address)
 }
 
+/// What runs a device's NVMe cleanup when a conductor asks (`cleanup_device`, agent
+/// API 1.1): accel's N+1 agent on Cyborg's wire.
+pub trait DeviceCleanups: Send + Sync + 'static {
+    /// Starts the cleanup of device `device_uuid` of this host (or finds it running);
+    /// refuses a device that is not waiting for one.
+    fn cleanup_device<'a>(&'a self, device_uuid: &'a str)
+        -> BoxFuture<'a, Result<(), RemoteError>>;
+}
+
 /// What Cyborg's agent API works on: the host's sysfs tree and, when programming is
 /// configured, the FPGA programmer.
 #[derive(Clone)]
 struct AgentState {
     sysfs_root: PathBuf,
     programmer: Option<Arc<Programmer>>,
+    cleanups: Option<Arc<dyn DeviceCleanups>>,
 }
 
 /// Cyborg's agent API over the sysfs tree at `sysfs_root` (`/sys` on a host), programming
-/// FPGAs with `programmer` (none: `fpga_program` is not supported).
+/// FPGAs with `programmer` (none: `fpga_program` is not supported): Cyborg 17's, 1.0.
 pub fn endpoint(sysfs_root: PathBuf, programmer: Option<Arc<Programmer>>) -> Endpoint {
-    Endpoint::new(Version::new(1, 0))
+    endpoint_with(sysfs_root, programmer, None)
+}
+
+/// [`endpoint`], and with `cleanups` the NVMe feature's `cleanup_device` (agent API 1.1,
+/// [`accel_cyborg17::indirection::AgentApi`]).
+pub fn endpoint_with(
+    sysfs_root: PathBuf,
+    programmer: Option<Arc<Programmer>>,
+    cleanups: Option<Arc<dyn DeviceCleanups>>,
+) -> Endpoint {
+    let version = if cleanups.is_some() {
+        AGENT_CLEANUP_VERSION
+    } else {
+        Version::new(1, 0)
+    };
+    let with_cleanups = cleanups.is_some();
+    let endpoint = Endpoint::new(version)
         .with_state(AgentState {
             sysfs_root,
             programmer,
+            cleanups,
         })
         .handle(|state: AgentState, _ctx, m: CreateVgpuMdev| async move {
             let root = state.sysfs_root;
@@ -238,6 +267,20 @@ pub fn endpoint(sysfs_root: PathBuf, programmer: Option<Arc<Programmer>>) -> End
                 }
                 Err(e) => Err(invalid(e.cyborg_class(), e.to_string())),
             }
+        });
+    if !with_cleanups {
+        return endpoint.into_endpoint();
+    }
+    endpoint
+        .handle(|state: AgentState, _ctx, m: CleanupDevice| async move {
+            check_uuid(&m.device_uuid).map_err(refused)?;
+            match &state.cleanups {
+                Some(cleanups) => cleanups.cleanup_device(&m.device_uuid).await,
+                None => Err(invalid(
+                    "NotSupported",
+                    "cleanup_device: this agent runs no NVMe cleanups".into(),
+                )),
+            }
         })
         .into_endpoint()
 }
@@ -250,8 +293,18 @@ pub async fn serve(
     sysfs_root: PathBuf,
     programmer: Option<Arc<Programmer>>,
 ) -> Result<ServerHandle, RpcError> {
+    serve_endpoint(transport, host, endpoint(sysfs_root, programmer)).await
+}
+
+/// Serves `endpoint` (one of [`endpoint`], [`endpoint_with`]) as host `host`'s Cyborg
+/// agent.
+pub async fn serve_endpoint(
+    transport: Arc<dyn Transport>,
+    host: &str,
+    endpoint: Endpoint,
+) -> Result<ServerHandle, RpcError> {
     RpcServer::new(transport, Target::new(AGENT_TOPIC).with_server(host))
-        .endpoint(endpoint(sysfs_root, programmer))?
+        .endpoint(endpoint)?
         .start()
         .await
 }
@@ -388,8 +441,13 @@ impl CyborgReporter {
         for p in &found.problems {
             tracing::warn!(host = %self.host, path = %p.path.display(), why = %p.why, "device skipped");
         }
-        let (devices, left_out) =
-            driver_devices(&self.host, &crate::report::driver_devices(&found));
+        Ok(self.send(&crate::report::driver_devices(&found)).await?)
+    }
+
+    /// Reports `devices` (accel's report form, [`crate::report::driver_devices`]) in
+    /// Cyborg's form; returns how many were reported.
+    pub async fn send(&self, devices: &DriverDeviceList) -> Result<usize, RpcError> {
+        let (devices, left_out) = driver_devices(&self.host, devices);
         for address in &left_out {
             tracing::warn!(host = %self.host, %address, "device left out of the report to Cyborg's conductor: no Cyborg form");
         }

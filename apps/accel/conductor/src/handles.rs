@@ -36,6 +36,9 @@ pub struct HostHandle {
     pub cleanup_state: Option<CleanupState>,
     /// Why the last cleanup failed.
     pub cleanup_reason: Option<String>,
+    /// The device's database id (Cyborg's `AttachHandle.cpid_id`: accel keeps a device's
+    /// control path in the device's own row).
+    pub device_id: i64,
     /// The device's UUID.
     pub device_uuid: String,
     /// The device's type (`SSD`, ...).
@@ -59,7 +62,7 @@ pub enum CleanupResult {
 
 const SELECT: &str =
     "SELECT h.id, h.deployable_id, h.uuid, h.attach_type, h.attach_info, h.revision, h.in_use, \
-     h.cleanup_state, h.cleanup_reason, v.uuid AS device_uuid, v.type AS device_type, \
+     h.cleanup_state, h.cleanup_reason, v.id AS device_id, v.uuid AS device_uuid, v.type AS device_type, \
      d.control_path_id, d.hostname, r.instance_uuid \
      FROM attach_handles h JOIN deployables d ON h.deployable_id = d.id \
      JOIN devices v ON d.device_id = v.id \

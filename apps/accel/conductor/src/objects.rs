@@ -195,6 +195,7 @@ mod tests {
             in_use: false,
             cleanup_state: None,
             cleanup_reason: None,
+            device_id: 1,
             device_uuid: "0b6c6a52-2f0e-4a59-8d3a-5c1f2e3d4a5b".into(),
             device_type: "SSD".into(),
             control_path_id: "0000:5e:00.0".into(),

@@ -462,7 +462,8 @@ async fn a_cyborg_agent_sets_managed_mode_through_the_conductor(db: Db) {
     let (version, listed) = cyborg_agent_lists_handles(&topic, host).await;
     assert_eq!(version, "1.0");
     let stored = db.host_handles(host).await.expect("handles");
-    let mut got: Vec<(String, String, bool, String)> = listed
+    // `cpid_id` is the device's id: the agent finds a device's handles by it.
+    let mut got: Vec<(String, String, bool, i64, String)> = listed
         .as_array()
         .expect("a list")
         .iter()
@@ -472,6 +473,7 @@ async fn a_cyborg_agent_sets_managed_mode_through_the_conductor(db: Db) {
                 d["uuid"].as_str().expect("uuid").to_owned(),
                 d["attach_info"].as_str().expect("info").to_owned(),
                 d["in_use"].as_bool().expect("in_use"),
+                d["cpid_id"].as_i64().expect("cpid_id"),
                 p["cyborg_object.version"]
                     .as_str()
                     .expect("version")
@@ -480,13 +482,14 @@ async fn a_cyborg_agent_sets_managed_mode_through_the_conductor(db: Db) {
         })
         .collect();
     got.sort();
-    let mut want: Vec<(String, String, bool, String)> = stored
+    let mut want: Vec<(String, String, bool, i64, String)> = stored
         .iter()
         .map(|h| {
             (
                 h.uuid.clone(),
                 h.attach_info.clone(),
                 h.in_use,
+                h.device_id,
                 "1.1".to_owned(),
             )
         })

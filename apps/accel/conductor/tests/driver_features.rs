@@ -517,8 +517,8 @@ async fn managed_mode_validation(db: Db) {
         panic!("not the managed-mode refusal: {err}")
     };
     assert_eq!(
-        (handle.as_str(), instance.as_str()),
-        (bound.as_str(), "vm-42")
+        (handle.as_str(), instance.as_deref()),
+        (bound.as_str(), Some("vm-42"))
     );
     assert_eq!((*persisted, *configured), (false, true));
     assert!(

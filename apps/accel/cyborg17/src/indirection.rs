@@ -44,10 +44,14 @@ use std::sync::Arc;
 use uuid::Uuid;
 use verso::indirection::{BoxFuture, CallError};
 use verso::{DateTime, Field, ObjectMeta, Registry, RequestContext, Version, VersionedObject};
-use verso_rpc::{MethodSpec, RpcApi};
+use verso_rpc::{MethodSpec, RpcApi, RpcMethod};
 
 /// The conductor RPC version the seed spec adds object indirection at.
 pub const INDIRECTION_VERSION: Version = Version::new(1, 1);
+
+/// The agent RPC version the NVMe feature adds `cleanup_device` at (the seed spec keeps
+/// the agent API and its default cap at 1.0; this is the feature's own requirement).
+pub const AGENT_CLEANUP_VERSION: Version = Version::new(1, 1);
 
 /// The error kind of an object method called where no [`CyborgStore`] is attached.
 pub const NO_DATABASE: &str = "NoDatabase";
@@ -324,6 +328,35 @@ impl RpcApi for ConductorApi {
         methods.extend(verso_rpc::conductor::object_methods_since(
             INDIRECTION_VERSION,
         ));
+        methods
+    }
+}
+
+/// Asks a host's agent to erase a device its release left `pending_cleaning` (the NVMe
+/// feature's conductor-to-agent call, agent RPC 1.1). The agent answers once the
+/// cleanup is started (or already running); the erase goes on after the reply and its
+/// outcome is recorded through `Device.cleanup_succeeded` / `cleanup_failed`.
+#[derive(RpcMethod, Debug, Clone)]
+#[rpc(name = "cleanup_device", since = "1.1")]
+pub struct CleanupDevice {
+    /// The device's UUID.
+    pub device_uuid: String,
+}
+
+/// Cyborg's agent API with the NVMe feature: 1.1, Cyborg 17's three methods and
+/// `cleanup_device`. A conductor sends 1.1 only under `[upgrade_levels] cyborg_agent`
+/// (1.0 by default: a Cyborg 17 agent has no `cleanup_device`; the agent's own scan
+/// finds a device whose call never came).
+#[derive(Debug, Clone, Copy)]
+pub struct AgentApi;
+
+impl RpcApi for AgentApi {
+    const NAME: &'static str = "agent";
+    const VERSION: Version = AGENT_CLEANUP_VERSION;
+
+    fn methods() -> Vec<&'static MethodSpec> {
+        let mut methods = <rpc::AgentApi as RpcApi>::methods();
+        methods.push(CleanupDevice::spec());
         methods
     }
 }

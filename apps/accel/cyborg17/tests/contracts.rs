@@ -16,7 +16,7 @@ fn app() -> Application {
 fn app_with_indirection() -> Application {
     Application::new("cyborg", accel_cyborg17::indirection::registry())
         .api::<accel_cyborg17::indirection::ConductorApi>()
-        .api::<accel_cyborg17::rpc::AgentApi>()
+        .api::<accel_cyborg17::indirection::AgentApi>()
         .default_lock(concat!(env!("CARGO_MANIFEST_DIR"), "/indirection.lock"))
 }
 
@@ -30,7 +30,8 @@ fn the_checked_in_lock_matches_the_code() {
 /// `indirection.lock` pins what the seed spec adds, and it adds only: two new list
 /// classes; `Device` and `AttachHandle` bumped by a minor version with their fields
 /// unchanged (their new remotable methods are the change); every other class of Cyborg
-/// 17 as it is; the conductor API's seven methods at 1.0 beside the three of 1.1.
+/// 17 as it is; the conductor API's seven methods at 1.0 beside the three of 1.1; the
+/// agent API's three at 1.0 beside the NVMe feature's `cleanup_device` at 1.1.
 #[test]
 fn the_seed_specs_lock_matches_the_code_and_only_adds_to_cyborg_17() {
     let mut out = Vec::new();
@@ -106,6 +107,19 @@ fn the_seed_specs_lock_matches_the_code_and_only_adds_to_cyborg_17() {
             ("object_class_action_versions", "1.1".to_owned()),
         ]
     );
+    // The agent API: Cyborg 17's three methods at 1.0, the NVMe feature's one at 1.1.
+    let old = accel_cyborg17::rpc::AgentApi::methods();
+    let new = accel_cyborg17::indirection::AgentApi::methods();
+    for m in &old {
+        let kept = new.iter().find(|n| n.name == m.name).expect("kept");
+        assert_eq!((kept.since, &kept.args), (m.since, &m.args), "{}", m.name);
+    }
+    let added: Vec<(&str, String)> = new
+        .iter()
+        .filter(|n| !old.iter().any(|m| m.name == n.name))
+        .map(|n| (n.name.as_str(), n.since.to_string()))
+        .collect();
+    assert_eq!(added, [("cleanup_device", "1.1".to_owned())]);
 }
 
 /// Cyborg 17 declares no `obj_relationships`: its nested objects are backported by the

@@ -469,6 +469,7 @@ impl Deployment {
                 cleanup_timeout: Duration::from_secs(20),
             },
             fpga: None,
+            cyborg_wire: None,
         }
     }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 use verso::indirection::CallError;
 use verso::Version;
 use verso_rpc::conductor::IndirectionUnavailable;
+use verso_rpc::transport::Transport;
 use verso_rpc::RpcError;
 use verso_upgrade::{Fenced, NotSupportedBeforeFinalization, UpgradeError};
 
@@ -60,6 +61,37 @@ pub struct AgentConfig {
     /// `[fpga]` and `[glance]`: how FPGAs are programmed (`None`: `program_fpga` is
     /// refused).
     pub fpga: Option<Arc<Programmer>>,
+    /// `None`: the agent speaks accel's own conductor and agent APIs. `Some`: Cyborg's,
+    /// with the seed spec ([`CyborgWire`]).
+    pub cyborg_wire: Option<CyborgWire>,
+}
+
+/// Release N+1 on Cyborg's wire (`[cyborg] report_to_cyborg` with `[upgrade_levels]
+/// cyborg_conductor = "1.1"`): the agent reports with Cyborg 17's `report_data` on
+/// `cyborg-conductor`, runs the PCI managed-mode check and NVMe cleanups through the seed
+/// spec's object indirection there (`AttachHandleList`, `AttachHandle` 1.1,
+/// `DeviceList`, `Device` 1.6), and serves Cyborg's agent API with `cleanup_device`
+/// (1.1) on `cyborg-agent`. Heartbeats and the version record stay on accel's upgrade
+/// API (`accel-upgrade`, the agent's own transport): Cyborg has neither.
+#[derive(Clone)]
+pub struct CyborgWire {
+    /// A transport on Cyborg's control exchange (`cyborg`).
+    pub transport: Arc<dyn Transport>,
+    /// `[upgrade_levels] cyborg_conductor`: the newest Cyborg conductor RPC version to
+    /// send (`None`: 1.1, the newest this build knows). Below 1.1 nothing needing object
+    /// indirection runs (and `[pci] managed = false` refuses the start).
+    pub conductor_cap: Option<Version>,
+    /// How long a report waits for the conductor (Cyborg's `rpc_response_timeout`).
+    pub report_timeout: Duration,
+}
+
+impl std::fmt::Debug for CyborgWire {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CyborgWire")
+            .field("conductor_cap", &self.conductor_cap)
+            .field("report_timeout", &self.report_timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 impl AgentConfig {
@@ -76,6 +108,7 @@ impl AgentConfig {
             nvme: NvmeConfig::default(),
             scan_interval: Duration::from_secs(10),
             fpga: None,
+            cyborg_wire: None,
         }
     }
 }
@@ -116,17 +149,18 @@ pub enum AgentStartError {
     /// An allocated attach handle would change its PCI managed mode.
     #[error(
         "refusing to start: [pci] managed = {configured} would change attach handle {handle} \
-         of device {device} from managed = {persisted} while it is allocated to instance \
-         {instance}; revert the setting to [pci] managed = {persisted}, or release the \
-         instance's accelerator first"
+         of device {device} from managed = {persisted} while it is allocated to {}; revert \
+         the setting to [pci] managed = {persisted}, or release the instance's accelerator \
+         first",
+        instance.as_deref().map_or_else(|| "an instance".to_owned(), |i| format!("instance {i}"))
     )]
     ManagedModeInUse {
         /// The device (uuid, type and PCI address).
         device: String,
         /// The attach handle's uuid.
         handle: String,
-        /// The instance it is bound to.
-        instance: String,
+        /// The instance it is bound to (Cyborg's `AttachHandle` names none).
+        instance: Option<String>,
         /// The persisted managed mode.
         persisted: bool,
         /// The configured one.

@@ -9,7 +9,7 @@ use accel_objects::errors::{classify, HandleErrorKind};
 use accel_objects::{AttachHandle, AttachHandleList, AttachType};
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
-use verso::indirection::CallError;
+use verso::indirection::{BoxFuture, CallError};
 use verso::ObjectList;
 use verso_rpc::RemoteError;
 
@@ -25,6 +25,9 @@ impl Agent {
     /// one. `at_start`: an allocated handle that would change refuses the start;
     /// otherwise it is left as it is (and logged).
     pub(super) async fn reconcile_managed(&self, at_start: bool) -> Result<usize, AgentStartError> {
+        if self.cyborg.is_some() {
+            return self.reconcile_managed_cyborg(at_start).await;
+        }
         let desired = self.config.pci_managed;
         let mut updated = 0;
         for _attempt in 0..5 {
@@ -63,12 +66,7 @@ impl Agent {
                 let refusal = AgentStartError::ManagedModeInUse {
                     device: describe_device(h),
                     handle: handle_uuid(h),
-                    instance: h
-                        .instance_uuid
-                        .get()
-                        .cloned()
-                        .flatten()
-                        .unwrap_or_else(|| "unknown".into()),
+                    instance: h.instance_uuid.get().cloned().flatten(),
                     persisted,
                     configured: desired,
                 };
@@ -124,6 +122,9 @@ impl Agent {
         if self.indirection.is_none() {
             return Ok(0);
         }
+        if self.cyborg.is_some() {
+            return self.scan_cleaning_cyborg().await;
+        }
         let ctx = self.ctx("scan");
         let handles = AttachHandleList::get_cleaning(&ctx, self.host().to_owned()).await?;
         let mut started = 0;
@@ -178,14 +179,25 @@ impl Agent {
     }
 
     pub(super) fn spawn_cleanup(self: &Arc<Self>, handle: AttachHandle) -> bool {
-        let uuid = handle_uuid(&handle);
+        let agent = self.clone();
+        self.spawn_keyed(
+            handle_uuid(&handle),
+            async move { agent.clean(handle).await },
+        )
+    }
+
+    /// Runs `cleanup` unless one under `key` (a handle's or device's UUID) still runs.
+    pub(super) fn spawn_keyed(
+        &self,
+        key: String,
+        cleanup: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> bool {
         let mut map = self.cleanups.lock().unwrap_or_else(PoisonError::into_inner);
         map.retain(|_, t| !t.is_finished());
-        if map.contains_key(&uuid) {
+        if map.contains_key(&key) {
             return false;
         }
-        let agent = self.clone();
-        map.insert(uuid, tokio::spawn(async move { agent.clean(handle).await }));
+        map.insert(key, tokio::spawn(cleanup));
         true
     }
 
@@ -193,7 +205,7 @@ impl Agent {
     pub(super) async fn clean(&self, mut h: AttachHandle) {
         let uuid = handle_uuid(&h);
         h.meta.context = Some(Box::new(self.ctx("cleanup")));
-        if !self.transition(&mut h, Step::Started).await {
+        if !self.transition(&mut h, &uuid, Step::Started).await {
             return;
         }
         tracing::info!(host = self.host(), handle = %uuid, "cleanup started");
@@ -208,7 +220,7 @@ impl Agent {
                 Step::Failed(why)
             }
         };
-        if self.transition(&mut h, step).await {
+        if self.transition(&mut h, &uuid, step).await {
             tracing::info!(host = self.host(), handle = %uuid, state = ?h.cleanup_state.get(), "cleanup recorded");
         }
     }
@@ -229,61 +241,100 @@ impl Agent {
             .get()
             .and_then(|info| pci_address(info))
             .ok_or_else(|| format!("attach info {:?} names no PCI address", h.attach_info.get()))?;
+        self.namespaces_at(&[address])
+    }
+
+    /// The namespace device paths of the NVMe functions at `addresses`, each of which
+    /// must be on this host and have at least one.
+    pub(super) fn namespaces_at(&self, addresses: &[String]) -> Result<Vec<String>, String> {
         let found = discover(&self.config.sysfs_root).map_err(|e| e.to_string())?;
-        let function = found
-            .devices
-            .iter()
-            .find(|f| f.address == address)
-            .ok_or_else(|| format!("no PCI function {address} on this host"))?;
-        let paths: Vec<String> = function
-            .nvme
-            .iter()
-            .flat_map(|c| c.namespaces.iter().map(|n| n.dev_path.clone()))
-            .collect();
-        if paths.is_empty() {
-            return Err(format!(
-                "PCI function {address} has no NVMe namespace to erase"
-            ));
+        let mut paths = Vec::new();
+        for address in addresses {
+            let function = found
+                .devices
+                .iter()
+                .find(|f| &f.address == address)
+                .ok_or_else(|| format!("no PCI function {address} on this host"))?;
+            let before = paths.len();
+            paths.extend(
+                function
+                    .nvme
+                    .iter()
+                    .flat_map(|c| c.namespaces.iter().map(|n| n.dev_path.clone())),
+            );
+            if paths.len() == before {
+                return Err(format!(
+                    "PCI function {address} has no NVMe namespace to erase"
+                ));
+            }
         }
         Ok(paths)
     }
 
-    /// Records a cleanup step, retrying (same expected revision) while the conductor
-    /// does not answer. False when the handle was moved by someone else or the step
-    /// cannot be recorded.
-    pub(super) async fn transition(&self, h: &mut AttachHandle, step: Step) -> bool {
-        let uuid = handle_uuid(h);
+    /// Records a cleanup step on `subject` (named `uuid` in the log), retrying (with the
+    /// same context, so the same claim and expected state) while the conductor does not
+    /// answer. False when the subject was moved by someone else or the step cannot be
+    /// recorded.
+    pub(super) async fn transition<S: CleanupSubject>(
+        &self,
+        subject: &mut S,
+        uuid: &str,
+        step: Step,
+    ) -> bool {
         let mut delay = Duration::from_millis(100);
         for attempt in 1..=100 {
-            let result = match &step {
-                Step::Started => h.cleanup_started().await,
-                Step::Succeeded => h.cleanup_succeeded().await,
-                Step::Failed(why) => h.cleanup_failed(why.clone()).await,
-            };
+            let result = subject.record(&step).await;
             let e = match result {
                 Ok(()) => return true,
                 Err(e) => e,
             };
             match classify(&e) {
                 HandleErrorKind::Retryable => {
-                    tracing::warn!(host = self.host(), handle = %uuid, attempt, error = %e, "cleanup transition not recorded yet: retrying");
+                    tracing::warn!(host = self.host(), uuid = %uuid, attempt, error = %e, "cleanup transition not recorded yet: retrying");
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(Duration::from_secs(5));
                 }
                 HandleErrorKind::NotCleaning
                 | HandleErrorKind::Stale
                 | HandleErrorKind::NotFound => {
-                    tracing::info!(host = self.host(), handle = %uuid, error = %e, "the handle was moved by someone else: left as it is");
+                    tracing::info!(host = self.host(), uuid = %uuid, error = %e, "the handle was moved by someone else: left as it is");
                     return false;
                 }
                 _ => {
-                    tracing::error!(host = self.host(), handle = %uuid, error = %e, "cleanup transition refused");
+                    tracing::error!(host = self.host(), uuid = %uuid, error = %e, "cleanup transition refused");
                     return false;
                 }
             }
         }
-        tracing::error!(host = self.host(), handle = %uuid, "cleanup transition not recorded after 100 attempts: the handle stays in cleaning for the next scan");
+        tracing::error!(host = self.host(), uuid = %uuid, "cleanup transition not recorded after 100 attempts: it stays in cleaning for the next scan");
         false
+    }
+}
+
+/// What a cleanup records its steps on: accel's attach handle (its `cleanup_*` methods,
+/// `AttachHandle` 1.3), or Cyborg's device with the seed spec (`Device` 1.6).
+pub(super) trait CleanupSubject: Send {
+    /// Records `step` through the conductor; on success this object is as stored.
+    fn record<'a>(&'a mut self, step: &'a Step) -> BoxFuture<'a, Result<(), CallError>>;
+}
+
+impl CleanupSubject for AttachHandle {
+    fn record<'a>(&'a mut self, step: &'a Step) -> BoxFuture<'a, Result<(), CallError>> {
+        match step {
+            Step::Started => Box::pin(self.cleanup_started()),
+            Step::Succeeded => Box::pin(self.cleanup_succeeded()),
+            Step::Failed(why) => Box::pin(self.cleanup_failed(why.clone())),
+        }
+    }
+}
+
+impl CleanupSubject for accel_cyborg17::indirection::Device {
+    fn record<'a>(&'a mut self, step: &'a Step) -> BoxFuture<'a, Result<(), CallError>> {
+        match step {
+            Step::Started => Box::pin(self.cleanup_started()),
+            Step::Succeeded => Box::pin(self.cleanup_succeeded()),
+            Step::Failed(why) => Box::pin(self.cleanup_failed(why.clone())),
+        }
     }
 }
 

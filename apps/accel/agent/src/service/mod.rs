@@ -61,10 +61,11 @@ use verso_upgrade::{
     VersionManager,
 };
 mod config;
+mod cyborg_handles;
 mod handles;
 
 pub use config::{
-    AgentConfig, AgentStartError, AgentStop, NvmeConfig, ReportError, ERROR_MODULE,
+    AgentConfig, AgentStartError, AgentStop, CyborgWire, NvmeConfig, ReportError, ERROR_MODULE,
     UNMANAGED_PCI_FEATURE,
 };
 
@@ -192,13 +193,42 @@ pub async fn start(
 
     // 1. The version record.
     let versions = open_versions(&upgrade, &host, &config.state_dir).await?;
-    let indirection = Indirection::new(conductor.clone(), accel_objects::rpc::INDIRECTION_VERSION);
+    let (indirection, cyborg) = match &config.cyborg_wire {
+        None => (
+            Indirection::new(conductor.clone(), accel_objects::rpc::INDIRECTION_VERSION),
+            None,
+        ),
+        Some(wire) => {
+            let mut client = RpcClient::for_api::<accel_cyborg17::indirection::ConductorApi>(
+                wire.transport.clone(),
+                accel_cyborg17::rpc::CONDUCTOR_TOPIC,
+            );
+            if let Some(cap) = wire.conductor_cap {
+                client = client.version_cap(cap);
+            }
+            let reporter = crate::cyborg::CyborgReporter::new(
+                wire.transport.clone(),
+                host.clone(),
+                config.sysfs_root.clone(),
+                wire.report_timeout,
+            );
+            (
+                Indirection::new(client, accel_cyborg17::indirection::INDIRECTION_VERSION)
+                    .cap_option(CYBORG_CONDUCTOR_CAP),
+                Some(CyborgLink {
+                    reporter,
+                    transport: wire.transport.clone(),
+                }),
+            )
+        }
+    };
     let agent = Arc::new(Agent {
         method: CleanupMethod::from_config(config.nvme.cleanup_command.as_deref()),
         indirection: indirection
             .supports_object_indirection()
             .then(|| Arc::new(indirection.clone())),
         reporter: Reporter::new(host.clone(), conductor.clone()),
+        cyborg,
         config,
         upgrade,
         versions,
@@ -304,6 +334,16 @@ async fn bring_up(
     }
 
     // 7. Serve and loop.
+    if let Some(link) = &agent.cyborg {
+        let endpoint = crate::cyborg::endpoint_with(
+            agent.config.sysfs_root.clone(),
+            agent.config.fpga.clone(),
+            Some(Arc::new(cyborg_handles::Cleanups(agent.clone()))),
+        );
+        return crate::cyborg::serve_endpoint(link.transport.clone(), host, endpoint)
+            .await
+            .map_err(AgentStartError::Serve);
+    }
     RpcServer::new(
         transport,
         Target::new(AGENT_TOPIC).with_server(agent.config.host.clone()),
@@ -392,11 +432,22 @@ pub async fn open_versions(
     builder.open().await.map_err(AgentStartError::Versions)
 }
 
+/// The `[upgrade_levels]` option capping Cyborg's conductor API ([`CyborgWire`]).
+pub const CYBORG_CONDUCTOR_CAP: &str = "cyborg_conductor";
+
+/// The agent's link to a conductor on Cyborg's wire ([`CyborgWire`]).
+struct CyborgLink {
+    reporter: crate::cyborg::CyborgReporter,
+    transport: Arc<dyn Transport>,
+}
+
 struct Agent {
     config: AgentConfig,
     upgrade: RpcClient,
     /// The inventory's reports (by digest when unchanged).
     reporter: Reporter,
+    /// On Cyborg's wire: reports, object indirection and the agent API go there.
+    cyborg: Option<CyborgLink>,
     versions: VersionManager<AccelVersion>,
     /// The conductor's object API, when the cap allows indirection.
     indirection: Option<Arc<Indirection>>,
@@ -420,8 +471,13 @@ impl Agent {
         // context it runs with (its retries reuse it; another runner's differs).
         let ctx = RequestContext::generate();
         tracing::debug!(host = %self.config.host, request_id = %ctx.request_id, what, "request context");
+        let namespace = if self.cyborg.is_some() {
+            accel_cyborg17::objects::NAMESPACE
+        } else {
+            accel_objects::NAMESPACE
+        };
         match &self.indirection {
-            Some(api) => ctx.with_indirection(accel_objects::NAMESPACE, api.clone()),
+            Some(api) => ctx.with_indirection(namespace, api.clone()),
             None => ctx,
         }
     }
@@ -490,6 +546,15 @@ impl Agent {
     /// how many, and whether handles may have been added.
     async fn send_report(&self, devices: DriverDeviceList) -> Result<(u64, bool), RpcError> {
         let n = ObjectList::len(&devices) as u64;
+        if let Some(link) = &self.cyborg {
+            // Cyborg's report_data answers nothing: new handles may come from any change.
+            link.reporter.send(&devices).await?;
+            let mut last = self.reported.lock().unwrap_or_else(PoisonError::into_inner);
+            let changed = last.as_ref() != Some(&devices);
+            *last = Some(devices);
+            self.reported_count.store(n, Ordering::Relaxed);
+            return Ok((n, changed));
+        }
         let sent = self.reporter.report(&devices).await?;
         let summary = sent.summary();
         *self.reported.lock().unwrap_or_else(PoisonError::into_inner) = Some(devices);

@@ -329,8 +329,11 @@ fn device(row: &DeviceRow, state: DeviceState) -> Result<Device, CallError> {
     Ok(obj)
 }
 
-/// One stored handle as Cyborg's `AttachHandle`: `cpid_id` (accel keeps no control
-/// path rows) and the times (not in the host's handle query) are left unset.
+/// One stored handle as Cyborg's `AttachHandle`. `cpid_id` is the device's id: accel
+/// keeps a device's control path (its PCI address) in the device's own row, one per
+/// device as Cyborg has one `ControlpathID` per device, so an agent finds a `Device`'s
+/// handles (and through their attach info, its functions) by it. The times (not in the
+/// host's handle query) are left unset.
 fn handle(h: &HostHandle) -> Result<AttachHandle, CallError> {
     let corrupt = |field: &str, value: &str| corrupt_record("attach handle", &h.uuid, field, value);
     let mut obj = AttachHandle {
@@ -341,6 +344,7 @@ fn handle(h: &HostHandle) -> Result<AttachHandle, CallError> {
             .map_err(|_| corrupt("uuid", &h.uuid))?
             .into(),
         deployable_id: h.deployable_id.into(),
+        cpid_id: h.device_id.into(),
         attach_type: <AttachHandleType as VersionedEnum>::from_str(&h.attach_type)
             .ok_or_else(|| corrupt("attach_type", &h.attach_type))?
             .into(),
@@ -367,6 +371,7 @@ mod tests {
             in_use,
             cleanup_state: cleanup,
             cleanup_reason: reason.map(str::to_owned),
+            device_id: 1,
             device_uuid: "d".into(),
             device_type: "SSD".into(),
             control_path_id: "0000:00:01.0".into(),

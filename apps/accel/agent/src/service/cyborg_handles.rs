@@ -1,0 +1,303 @@
+//! The same two features as `handles`, on Cyborg's wire with the seed spec
+//! ([`super::CyborgWire`]): the PCI managed mode through `AttachHandleList.get_by_hostname`
+//! and `AttachHandle.update_managed` (1.1), NVMe cleanups on Cyborg's own
+//! `Device.device_state` through `DeviceList.get_by_hostname` and `Device` 1.6's
+//! `cleanup_started` / `cleanup_succeeded` / `cleanup_failed`.
+//!
+//! A Cyborg `Device` carries no PCI address: its functions are the attach handles whose
+//! `cpid_id` is the device's `id` (the device's control path; accel's conductor keeps it
+//! in the device's row), each handle's `attach_info` naming one function.
+
+use super::handles::{pci_address, Step};
+use super::{Agent, AgentStartError, ERROR_MODULE};
+use accel_cyborg17::indirection::{AttachHandle, AttachHandleList, Device, DeviceList};
+use accel_cyborg17::objects::{AttachHandleType, DeviceState};
+use accel_objects::attach_info_managed;
+use accel_objects::errors::{classify, HandleErrorKind, NOT_CLEANING, NOT_FOUND, STALE_HANDLE};
+use std::sync::Arc;
+use verso::indirection::{BoxFuture, CallError};
+use verso::{ObjectList, VersionedEnum};
+use verso_rpc::RemoteError;
+
+/// What the managed-mode check reads of a handle: its mode, allocation and device.
+struct Read {
+    managed: bool,
+    in_use: bool,
+}
+
+fn read(h: &AttachHandle) -> Result<Read, verso::Error> {
+    Ok(Read {
+        managed: attach_info_managed(h.attach_info.require("AttachHandle", "attach_info")?),
+        in_use: *h.in_use.require("AttachHandle", "in_use")?,
+    })
+}
+
+fn uuid_of(h: &AttachHandle) -> String {
+    h.uuid.get().map(ToString::to_string).unwrap_or_default()
+}
+
+fn device_uuid(d: &Device) -> String {
+    d.uuid.get().map(ToString::to_string).unwrap_or_default()
+}
+
+/// Whether a device's state says it waits for (or is in) a cleanup.
+fn to_clean(d: &Device) -> bool {
+    matches!(
+        d.device_state.get(),
+        Some(Some(DeviceState::PendingCleaning | DeviceState::Cleaning))
+    )
+}
+
+impl Agent {
+    /// `reconcile_managed` on Cyborg's classes: each PCI handle's mode is the `managed`
+    /// key of its attach info (absent: managed); an update is a compare-and-swap on the
+    /// attach info and allocation as read.
+    pub(super) async fn reconcile_managed_cyborg(
+        &self,
+        at_start: bool,
+    ) -> Result<usize, AgentStartError> {
+        let desired = self.config.pci_managed;
+        let mut updated = 0;
+        for _attempt in 0..5 {
+            let ctx = self.ctx("managed");
+            let handles = AttachHandleList::get_by_hostname(&ctx, self.host().to_owned())
+                .await
+                .map_err(|source| AgentStartError::Handles {
+                    what: "reading this host's attach handles (AttachHandleList.get_by_hostname)"
+                        .into(),
+                    source,
+                })?;
+            let mut differing = Vec::new();
+            for h in handles
+                .iter()
+                .filter(|h| h.attach_type.get() == Some(&AttachHandleType::Pci))
+            {
+                let r = read(h).map_err(|e| AgentStartError::Handles {
+                    what: format!(
+                        "reading attach handle {} (AttachHandleList.get_by_hostname)",
+                        uuid_of(h)
+                    ),
+                    source: e.into(),
+                })?;
+                if r.managed != desired {
+                    differing.push((h, r));
+                }
+            }
+            // Refusals first: a refused start changes nothing.
+            for (h, r) in differing.iter().filter(|(_, r)| r.in_use) {
+                let refusal = AgentStartError::ManagedModeInUse {
+                    device: self.describe_cyborg_device(h).await,
+                    handle: uuid_of(h),
+                    instance: None,
+                    persisted: r.managed,
+                    configured: desired,
+                };
+                if at_start {
+                    return Err(refusal);
+                }
+                tracing::warn!(host = self.host(), "{refusal}");
+            }
+            let mut raced = false;
+            for (h, _) in differing.iter().filter(|(_, r)| !r.in_use) {
+                let mut h = (*h).clone();
+                h.meta.context = Some(Box::new(ctx.clone()));
+                match h.update_managed(desired).await {
+                    Ok(()) => {
+                        updated += 1;
+                        tracing::info!(host = self.host(), handle = %uuid_of(&h), managed = desired, "attach handle managed mode updated");
+                    }
+                    Err(e) => match classify(&e) {
+                        HandleErrorKind::Stale
+                        | HandleErrorKind::InUse
+                        | HandleErrorKind::NotFound => {
+                            tracing::warn!(host = self.host(), handle = %uuid_of(&h), error = %e, "attach handle changed since it was read: reading again");
+                            raced = true;
+                        }
+                        HandleErrorKind::NotFinalized(n) => {
+                            return Err(AgentStartError::NotFinalized(n))
+                        }
+                        _ => {
+                            return Err(AgentStartError::Handles {
+                                what: format!(
+                                    "updating the managed mode of attach handle {} (AttachHandle.update_managed)",
+                                    uuid_of(&h)
+                                ),
+                                source: e,
+                            })
+                        }
+                    },
+                }
+            }
+            if !raced {
+                return Ok(updated);
+            }
+        }
+        Err(AgentStartError::Handles {
+            what: "updating this host's attach handles' managed mode".into(),
+            source: CallError::method(
+                STALE_HANDLE,
+                "the handles kept changing under five consecutive reads",
+            ),
+        })
+    }
+
+    /// The device of handle `h` as the refusal names it: UUID, type and the handle's PCI
+    /// address (one more read, only when refusing).
+    async fn describe_cyborg_device(&self, h: &AttachHandle) -> String {
+        let address = h
+            .attach_info
+            .get()
+            .and_then(|i| pci_address(i))
+            .unwrap_or_else(|| "unknown address".into());
+        let device = match h.cpid_id.get() {
+            Some(id) => DeviceList::get_by_hostname(&self.ctx("describe"), self.host().to_owned())
+                .await
+                .ok()
+                .and_then(|l| l.iter().find(|d| d.id.get() == Some(id)).cloned()),
+            None => None,
+        };
+        match device {
+            Some(d) => format!(
+                "{} ({} at PCI {address})",
+                device_uuid(&d),
+                d.r#type.get().map_or("device", |t| t.as_str())
+            ),
+            None => format!("unknown (at PCI {address})"),
+        }
+    }
+
+    /// Starts a cleanup for each of this host's devices waiting for one
+    /// (`pending_cleaning`) or left in one (`cleaning`: an erase interrupted by a stop)
+    /// not already running here; returns how many were started.
+    pub(super) async fn scan_cleaning_cyborg(self: &Arc<Self>) -> Result<usize, CallError> {
+        let devices =
+            DeviceList::get_by_hostname(&self.ctx("scan"), self.host().to_owned()).await?;
+        let mut started = 0;
+        for d in devices.iter().filter(|d| to_clean(d)) {
+            if self.spawn_device_cleanup(d.clone()) {
+                started += 1;
+            }
+        }
+        Ok(started)
+    }
+
+    /// `cleanup_device` (Cyborg agent API 1.1): the device must be this host's and
+    /// waiting for (or in) a cleanup.
+    pub(super) async fn cleanup_device_cyborg(
+        self: &Arc<Self>,
+        uuid: &str,
+    ) -> Result<(), RemoteError> {
+        if self.indirection.is_none() {
+            return Err(RemoteError::new(
+                "IndirectionUnavailable",
+                ERROR_MODULE,
+                "this agent runs with [upgrade_levels] cyborg_conductor below 1.1 and cannot record cleanups",
+            ));
+        }
+        let devices = DeviceList::get_by_hostname(&self.ctx("cleanup"), self.host().to_owned())
+            .await
+            .map_err(|e| RemoteError::new(e.kind().to_owned(), ERROR_MODULE, e.to_string()))?;
+        match devices.iter().find(|d| device_uuid(d) == uuid) {
+            Some(d) if to_clean(d) => {
+                self.spawn_device_cleanup(d.clone());
+                Ok(())
+            }
+            Some(d) => Err(RemoteError::new(
+                NOT_CLEANING,
+                ERROR_MODULE,
+                format!(
+                    "device {uuid} on host {} is {}, not waiting for a cleanup",
+                    self.host(),
+                    d.device_state
+                        .get()
+                        .cloned()
+                        .flatten()
+                        .map_or("of no state", |s| s.as_str())
+                ),
+            )),
+            None => Err(RemoteError::new(
+                NOT_FOUND,
+                ERROR_MODULE,
+                format!("no device {uuid} on host {}", self.host()),
+            )),
+        }
+    }
+
+    fn spawn_device_cleanup(self: &Arc<Self>, device: Device) -> bool {
+        let agent = self.clone();
+        self.spawn_keyed(device_uuid(&device), async move {
+            agent.clean_device(device).await
+        })
+    }
+
+    /// One device's cleanup: claim it (unless a stopped run had: `cleaning`), erase
+    /// every NVMe namespace of its functions, record the outcome.
+    async fn clean_device(&self, mut d: Device) {
+        let uuid = device_uuid(&d);
+        d.meta.context = Some(Box::new(self.ctx("cleanup")));
+        let resumed = d.device_state.get() == Some(&Some(DeviceState::Cleaning));
+        if !resumed && !self.transition(&mut d, &uuid, Step::Started).await {
+            return;
+        }
+        tracing::info!(host = self.host(), device = %uuid, resumed, "cleanup started");
+        let result = match self.device_functions(&d).await {
+            Ok(addresses) => match self.namespaces_at(&addresses) {
+                Ok(paths) => self.erase(&paths).await,
+                Err(why) => Err(why),
+            },
+            Err(why) => Err(why),
+        };
+        let step = match result {
+            Ok(()) => Step::Succeeded,
+            Err(why) => {
+                tracing::warn!(host = self.host(), device = %uuid, %why, "cleanup failed: the device stays out of the pool");
+                Step::Failed(why)
+            }
+        };
+        if self.transition(&mut d, &uuid, step).await {
+            tracing::info!(host = self.host(), device = %uuid, state = ?d.device_state.get(), "cleanup recorded");
+        }
+    }
+
+    /// The PCI addresses of device `d`'s functions: the attach info of the handles
+    /// whose control path is `d`'s.
+    async fn device_functions(&self, d: &Device) -> Result<Vec<String>, String> {
+        let id = *d
+            .id
+            .get()
+            .ok_or("the conductor sent the device without its id")?;
+        let handles =
+            AttachHandleList::get_by_hostname(&self.ctx("cleanup"), self.host().to_owned())
+                .await
+                .map_err(|e| format!("reading the device's attach handles: {e}"))?;
+        let mut addresses = Vec::new();
+        for h in handles.iter().filter(|h| h.cpid_id.get() == Some(&id)) {
+            let info = h.attach_info.get().map(String::as_str).unwrap_or_default();
+            addresses.push(
+                pci_address(info)
+                    .ok_or_else(|| format!("attach info {info:?} names no PCI address"))?,
+            );
+        }
+        if addresses.is_empty() {
+            return Err(format!(
+                "device {} has no attach handle on this host",
+                device_uuid(d)
+            ));
+        }
+        addresses.sort();
+        addresses.dedup();
+        Ok(addresses)
+    }
+}
+
+/// The agent as Cyborg's agent API's `cleanup_device` handler.
+pub(super) struct Cleanups(pub(super) Arc<Agent>);
+
+impl crate::cyborg::DeviceCleanups for Cleanups {
+    fn cleanup_device<'a>(
+        &'a self,
+        device_uuid: &'a str,
+    ) -> BoxFuture<'a, Result<(), RemoteError>> {
+        Box::pin(self.0.cleanup_device_cyborg(device_uuid))
+    }
+}
