@@ -782,14 +782,21 @@ pub struct AccelConfig {
 /// An agent on Cyborg's wire (`[cyborg] report_to_cyborg`) calls Cyborg's conductor API
 /// under `[upgrade_levels] cyborg_conductor`, 1.0 by default (Cyborg 17's conductor
 /// serves only 1.0); at 1.1 (the seed spec, served by accel's conductor with `[cyborg]
-/// serve_agents`) it is release N+1 on that wire.
-pub fn apis() -> [ApiCap; 3] {
+/// serve_agents`) it is release N+1 on that wire. The conductor casts Cyborg's agent
+/// API 1.1 `cleanup_device` to such agents under `[upgrade_levels] cyborg_agent`, 1.0 by
+/// default (a Cyborg 17 agent serves only 1.0; the agents' scan finds the device).
+pub fn apis() -> [ApiCap; 4] {
     [
         ApiCap::for_api::<ConductorApi>(accel_objects::rpc::CONDUCTOR_VERSION),
         ApiCap::for_api::<AgentApi>(Version::new(1, 0)),
         ApiCap::new(
             accel_agent::service::CYBORG_CONDUCTOR_CAP,
             <accel_cyborg17::indirection::ConductorApi as verso_rpc::RpcApi>::VERSION,
+            Version::new(1, 0),
+        ),
+        ApiCap::new(
+            accel_conductor::runtime::CYBORG_AGENT_CAP,
+            <accel_cyborg17::indirection::AgentApi as verso_rpc::RpcApi>::VERSION,
             Version::new(1, 0),
         ),
     ]

@@ -53,11 +53,14 @@ type NovaOptions = Option<(
     accel_conductor::nova::NovaOptions,
 )>;
 
+/// `cyborg`: a transport on Cyborg's control exchange when the conductor serves agents
+/// on Cyborg's wire (`[cyborg] serve_agents`), for their `cleanup_device`.
 async fn start_conductor(
     db: Db,
     transport: Arc<dyn Transport>,
     config: &AccelConfig,
     nova: NovaOptions,
+    cyborg: Option<Arc<dyn Transport>>,
 ) -> Result<RunningConductor, Error> {
     // Zero would count no agent as live: finalization would never be blocked.
     if config.conductor.agent_liveness == 0 {
@@ -71,6 +74,12 @@ async fn start_conductor(
         // Nova's build waits for accelerator-request-bound events when it is told.
         nova: nova
             .map(|(session, options)| accel_conductor::nova::Notifier::start(session, options)),
+        cyborg_agents: cyborg.map(|transport| accel_conductor::runtime::CyborgAgents {
+            transport,
+            cap: config
+                .layers
+                .cap(accel_conductor::runtime::CYBORG_AGENT_CAP),
+        }),
         ..StartOptions::default()
     };
     Ok(
@@ -92,7 +101,21 @@ pub async fn conductor(config: AccelConfig) -> Result<ExitCode, Error> {
     let transport = transport(&config).await?;
     let mut parts = Lifecycle::new(Duration::from_secs(config.conductor.stop_timeout));
     parts.close_at_end(transport.clone());
-    let running = start_conductor(db.clone(), transport.clone(), &config, nova).await?;
+    let cyborg_transport = if config.cyborg.serve_agents {
+        let t = transport_on(&config, &config.cyborg.control_exchange).await?;
+        parts.close_at_end(t.clone());
+        Some(t)
+    } else {
+        None
+    };
+    let running = start_conductor(
+        db.clone(),
+        transport.clone(),
+        &config,
+        nova,
+        cyborg_transport.clone(),
+    )
+    .await?;
     let coordinator = running.coordinator.clone();
     parts.push(Part::Conductor(running));
     println!(
@@ -114,9 +137,7 @@ pub async fn conductor(config: AccelConfig) -> Result<ExitCode, Error> {
     }
     // Cyborg 17 agents left during a migration: their reports go through the same
     // inventory diff and tell the fleet record that their hosts still run release N.
-    if config.cyborg.serve_agents {
-        let cyborg_transport = transport_on(&config, &config.cyborg.control_exchange).await?;
-        parts.close_at_end(cyborg_transport.clone());
+    if let Some(cyborg_transport) = cyborg_transport {
         let server = accel_conductor::cyborg::serve(
             cyborg_transport,
             db,
@@ -559,7 +580,7 @@ pub async fn all_in_one(config: AccelConfig, agents: u32) -> Result<ExitCode, Er
     let mut parts = Lifecycle::new(Duration::from_secs(config.conductor.stop_timeout));
     parts.close_at_end(transport.clone());
     parts.push(Part::Conductor(
-        start_conductor(db.clone(), transport.clone(), &config, nova).await?,
+        start_conductor(db.clone(), transport.clone(), &config, nova, None).await?,
     ));
     if let Some((client, schedule)) = placement {
         parts.push(Part::Task(accel_conductor::placement::spawn_reconciler(

@@ -47,6 +47,31 @@ pub struct StartOptions {
     pub fresh_at: Option<AccelVersion>,
     /// Nova's `accelerator-request-bound` events (`[nova]`); unset: Nova is not told.
     pub nova: Option<crate::nova::Notifier>,
+    /// Agents on Cyborg's wire (`[cyborg] serve_agents`): a transport on Cyborg's
+    /// control exchange and `[upgrade_levels] cyborg_agent`, for their
+    /// `cleanup_device`; unset: only accel's agent API is told.
+    pub cyborg_agents: Option<CyborgAgents>,
+}
+
+/// The `[upgrade_levels]` option capping the conductor's casts of Cyborg's agent API
+/// ([`CyborgAgents::cap`]).
+pub const CYBORG_AGENT_CAP: &str = "cyborg_agent";
+
+/// How the conductor reaches agents on Cyborg's wire ([`StartOptions::cyborg_agents`]).
+#[derive(Clone)]
+pub struct CyborgAgents {
+    /// A transport on Cyborg's control exchange.
+    pub transport: Arc<dyn Transport>,
+    /// `[upgrade_levels] cyborg_agent`.
+    pub cap: Option<Version>,
+}
+
+impl std::fmt::Debug for CyborgAgents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CyborgAgents")
+            .field("cap", &self.cap)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for StartOptions {
@@ -57,6 +82,7 @@ impl Default for StartOptions {
             conductor_id: None,
             fresh_at: None,
             nova: None,
+            cyborg_agents: None,
         }
     }
 }
@@ -270,7 +296,10 @@ pub async fn start_with(
             Release::Immediate
         }
     });
-    let agents = AgentNotifier::new(transport.clone(), agent_cap);
+    let mut agents = AgentNotifier::new(transport.clone(), agent_cap);
+    if let Some(cyborg) = options.cyborg_agents.clone() {
+        agents = agents.with_cyborg(cyborg.transport, cyborg.cap);
+    }
     let conductor = RpcServer::new(transport.clone(), Target::new(CONDUCTOR_TOPIC))
         .endpoint(endpoint_with_agents(
             db,

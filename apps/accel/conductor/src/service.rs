@@ -202,23 +202,44 @@ pub enum CleanupNotice {
 }
 
 /// The conductor's client of the agents' API (`agent` on `accel-agent`, one server per
-/// host), capped by `[upgrade_levels] agent`.
+/// host), capped by `[upgrade_levels] agent`; and, with [`AgentNotifier::with_cyborg`],
+/// of Cyborg's agent API (`cyborg-agent`) for hosts whose agent is on Cyborg's wire,
+/// capped by `[upgrade_levels] cyborg_agent`.
 #[derive(Clone)]
 pub struct AgentNotifier {
     client: RpcClient,
+    cyborg: Option<RpcClient>,
+}
+
+fn capped(client: RpcClient, cap: Option<Version>) -> RpcClient {
+    match cap {
+        Some(cap) => client.version_cap(cap),
+        None => client,
+    }
 }
 
 impl AgentNotifier {
     /// A client over `transport`; `cap` is `[upgrade_levels] agent` (1.0 by default
     /// while any agent may run release N).
     pub fn new(transport: Arc<dyn Transport>, cap: Option<Version>) -> Self {
-        let client = RpcClient::for_api::<AgentApi>(transport, AGENT_TOPIC);
         AgentNotifier {
-            client: match cap {
-                Some(cap) => client.version_cap(cap),
-                None => client,
-            },
+            client: capped(RpcClient::for_api::<AgentApi>(transport, AGENT_TOPIC), cap),
+            cyborg: None,
         }
+    }
+
+    /// Also tells agents on Cyborg's wire: `transport` is on Cyborg's control exchange,
+    /// `cap` is `[upgrade_levels] cyborg_agent` (1.0 by default: a Cyborg 17 agent has
+    /// no `cleanup_device`).
+    pub fn with_cyborg(mut self, transport: Arc<dyn Transport>, cap: Option<Version>) -> Self {
+        self.cyborg = Some(capped(
+            RpcClient::for_api::<accel_cyborg17::indirection::AgentApi>(
+                transport,
+                accel_cyborg17::rpc::AGENT_TOPIC,
+            ),
+            cap,
+        ));
+        self
     }
 
     /// Whether the cap allows `cleanup_device` (agent API 1.1). Sends nothing.
@@ -234,35 +255,67 @@ impl AgentNotifier {
     /// recovery find it, and the cleanup transitions are compare-and-swap, so a device
     /// that both the cast and the scan reach is erased and recorded once.
     pub async fn cleanup_released(&self, host: &str, handle_uuid: &str) -> CleanupNotice {
-        if !self.sends_cleanup() {
-            let cap = self
-                .client
-                .cap()
-                .map_or_else(|| "unset".into(), |v| v.to_string());
-            tracing::info!(host, handle = handle_uuid, %cap, "cleanup_device needs agent API 1.1 above [upgrade_levels] agent: left in cleaning for the agent's scan");
-            return CleanupNotice::LeftForScan { cap };
+        cast_cleanup(
+            &self.client,
+            "agent",
+            host,
+            handle_uuid,
+            CleanupDevice {
+                handle_uuid: handle_uuid.to_owned(),
+            },
+        )
+        .await
+    }
+
+    /// [`AgentNotifier::cleanup_released`] for an agent on Cyborg's wire: Cyborg's
+    /// agent API 1.1 `cleanup_device(device_uuid)` on `cyborg-agent`, the device now
+    /// `pending_cleaning`. `None` without [`AgentNotifier::with_cyborg`].
+    ///
+    /// A host has one agent, listening on one of the two topics: the cast to the other
+    /// reaches no one and is dropped by the broker, so the conductor casts to both.
+    pub async fn cyborg_cleanup_released(
+        &self,
+        host: &str,
+        device_uuid: &str,
+    ) -> Option<CleanupNotice> {
+        let client = self.cyborg.as_ref()?;
+        let message = accel_cyborg17::indirection::CleanupDevice {
+            device_uuid: device_uuid.to_owned(),
+        };
+        Some(cast_cleanup(client, "cyborg_agent", host, device_uuid, message).await)
+    }
+}
+
+/// Casts a `cleanup_device` to `host`'s agent through `client`, capped by
+/// `[upgrade_levels] option`; what happened.
+async fn cast_cleanup<M: verso_rpc::RpcMethod>(
+    client: &RpcClient,
+    option: &str,
+    host: &str,
+    uuid: &str,
+    message: M,
+) -> CleanupNotice {
+    if !client.can_send_version(M::spec().since) {
+        let cap = client
+            .cap()
+            .map_or_else(|| "unset".into(), |v| v.to_string());
+        tracing::info!(host, uuid, %cap, "cleanup_device needs agent API 1.1 above [upgrade_levels] {option}: left for the agent's scan");
+        return CleanupNotice::LeftForScan { cap };
+    }
+    let ctx = RequestContext::new(format!("req-cleanup-{uuid}"));
+    match client
+        .prepare()
+        .server(host)
+        .cast_method(&ctx, message)
+        .await
+    {
+        Ok(()) => {
+            tracing::info!(host, uuid, api = option, "cleanup_device sent");
+            CleanupNotice::Sent
         }
-        let ctx = RequestContext::new(format!("req-cleanup-{handle_uuid}"));
-        let sent = self
-            .client
-            .prepare()
-            .server(host)
-            .cast_method(
-                &ctx,
-                CleanupDevice {
-                    handle_uuid: handle_uuid.to_owned(),
-                },
-            )
-            .await;
-        match sent {
-            Ok(()) => {
-                tracing::info!(host, handle = handle_uuid, "cleanup_device sent");
-                CleanupNotice::Sent
-            }
-            Err(e) => {
-                tracing::warn!(host, handle = handle_uuid, error = %e, "cleanup_device not sent: left in cleaning for the agent's scan");
-                CleanupNotice::SendFailed(e.to_string())
-            }
+        Err(e) => {
+            tracing::warn!(host, uuid, api = option, error = %e, "cleanup_device not sent: left for the agent's scan");
+            CleanupNotice::SendFailed(e.to_string())
         }
     }
 }
@@ -328,6 +381,9 @@ async fn notify_released(db: &Db, agents: Option<&AgentNotifier>, handle: Option
             let agents = agents.clone();
             tokio::spawn(async move {
                 agents.cleanup_released(&h.hostname, &h.uuid).await;
+                agents
+                    .cyborg_cleanup_released(&h.hostname, &h.device_uuid)
+                    .await;
             });
         }
         Ok(_) => {}

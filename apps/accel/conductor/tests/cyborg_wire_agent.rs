@@ -9,7 +9,8 @@
 //! - NVMe cleanups on Cyborg's `Device.device_state`: started by `cleanup_device`
 //!   (Cyborg agent API 1.1) or found by the scan, claimed, erased, recorded; a failed
 //!   erase leaves the device in `error`; an erase interrupted by a stop is done again at
-//!   the next start; `cleanup_device` for a device not waiting is refused, typed;
+//!   the next start; `cleanup_device` for a device not waiting is refused, typed; the
+//!   conductor casts it under `[upgrade_levels] cyborg_agent` 1.1, not below;
 //! - the PCI managed mode through `AttachHandleList.get_by_hostname` and
 //!   `AttachHandle.update_managed`: set on free handles, a start refused when an
 //!   allocated handle would change, `[pci] managed = false` refused with
@@ -21,7 +22,8 @@ mod features;
 
 use accel_agent::service::{AgentStartError, CyborgWire, RunningAgent};
 use accel_conductor::handles::HostHandle;
-use accel_conductor::runtime::RunningConductor;
+use accel_conductor::runtime::{self, CyborgAgents, RunningConductor, StartOptions};
+use accel_conductor::service::{AgentNotifier, CleanupNotice};
 use accel_conductor::testing as support;
 use accel_conductor::{cyborg, Db};
 use accel_cyborg17::indirection::{AgentApi, CleanupDevice};
@@ -38,12 +40,29 @@ use verso_upgrade::ComponentVersion;
 
 /// A conductor with its upgrade API and accel's conductor API (for the API's binds;
 /// agent cap 1.0: it sends accel's `cleanup_device` to no one), and Cyborg's conductor
-/// API with the seed spec on Cyborg's topic, witnessed by its coordinator.
+/// API with the seed spec on Cyborg's topic, witnessed by its coordinator; it casts
+/// Cyborg's `cleanup_device` under `cyborg_agent_cap` (`None`: it has no client of
+/// Cyborg's agent API).
 async fn conductor_for_cyborg(
     db: &Db,
     transport: &Arc<dyn Transport>,
+    cyborg_agent_cap: Option<&str>,
 ) -> (RunningConductor, ServerHandle) {
-    let running = conductor(db, transport, "1.0").await;
+    let options = StartOptions {
+        cyborg_agents: cyborg_agent_cap.map(|cap| CyborgAgents {
+            transport: transport.clone(),
+            cap: Some(cap.parse().expect("cap")),
+        }),
+        ..StartOptions::default()
+    };
+    let running = runtime::start_with(
+        db.clone(),
+        transport.clone(),
+        Some(Version::new(1, 0)),
+        options,
+    )
+    .await
+    .expect("conductor starts");
     let served = cyborg::serve(
         transport.clone(),
         db.clone(),
@@ -101,7 +120,7 @@ fn remote_kind(e: &RpcError) -> &str {
 
 async fn cleans_devices_on_cyborgs_lifecycle(db: Db) {
     let transport: Arc<dyn Transport> = Arc::new(MemoryTransport::new());
-    let (conductor, cyborg_api) = conductor_for_cyborg(&db, &transport).await;
+    let (conductor, cyborg_api) = conductor_for_cyborg(&db, &transport, None).await;
     let scripts = Scripts::new();
     let agent = accel_agent::service::start(
         on_cyborgs_wire(&transport, &scripts, "ok.sh"),
@@ -173,7 +192,7 @@ async fn cleans_devices_on_cyborgs_lifecycle(db: Db) {
 
 async fn failed_and_interrupted_cleanups(db: Db) {
     let transport: Arc<dyn Transport> = Arc::new(MemoryTransport::new());
-    let (conductor, cyborg_api) = conductor_for_cyborg(&db, &transport).await;
+    let (conductor, cyborg_api) = conductor_for_cyborg(&db, &transport, None).await;
     let scripts = Scripts::new();
     let c = client(&transport);
 
@@ -237,6 +256,59 @@ async fn failed_and_interrupted_cleanups(db: Db) {
     conductor.stop().await;
 }
 
+/// The conductor casts Cyborg's `cleanup_device` to the device's host once
+/// `[upgrade_levels] cyborg_agent` allows 1.1, and not below.
+async fn the_conductor_casts_cleanup_device_under_its_cap(db: Db) {
+    let transport: Arc<dyn Transport> = Arc::new(MemoryTransport::new());
+    // The notifier's choice, without a conductor.
+    let notifier = AgentNotifier::new(transport.clone(), Some(Version::new(1, 0)));
+    assert_eq!(notifier.cyborg_cleanup_released(HOST, "d").await, None);
+    let notifier = notifier.with_cyborg(transport.clone(), Some(Version::new(1, 0)));
+    assert_eq!(
+        notifier.cyborg_cleanup_released(HOST, "d").await,
+        Some(CleanupNotice::LeftForScan { cap: "1.0".into() })
+    );
+
+    let (conductor, cyborg_api) = conductor_for_cyborg(&db, &transport, Some("1.1")).await;
+    let scripts = Scripts::new();
+    let agent = accel_agent::service::start(
+        on_cyborgs_wire(&transport, &scripts, "ok.sh"),
+        transport.clone(),
+    )
+    .await
+    .expect("agent starts");
+    let c = client(&transport);
+    let (arq, handle) = bind_ssd(&c, "vm-1").await;
+    unbind(&c, &arq).await;
+    // The scan runs hourly here and nobody calls the agent: only the conductor's cast
+    // can have started this.
+    wait_for(&db, &handle, Duration::from_secs(15), "cleaned", available).await;
+    assert_eq!(scripts.erased(), vec!["/dev/nvme0n1".to_owned()]);
+    agent.stop().await;
+    cyborg_api.stop().await;
+    conductor.stop().await;
+
+    // At 1.0 nothing is cast: the device waits for the agent's scan.
+    let (conductor, cyborg_api) = conductor_for_cyborg(&db, &transport, Some("1.0")).await;
+    let agent = accel_agent::service::start(
+        on_cyborgs_wire(&transport, &scripts, "ok.sh"),
+        transport.clone(),
+    )
+    .await
+    .expect("agent starts");
+    let (arq, handle) = bind_ssd(&c, "vm-2").await;
+    unbind(&c, &arq).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let h = device_of(&db, &handle).await;
+    assert_eq!(h.cleanup_state, Some(CleanupState::Cleaning), "{h:?}");
+    assert!(h.cleanup_reason.is_none(), "no agent claimed it: {h:?}");
+    assert_eq!(agent.scan_now().await.expect("scan"), 1);
+    wait_for(&db, &handle, Duration::from_secs(15), "cleaned", available).await;
+    agent.stop().await;
+    cyborg_api.stop().await;
+    conductor.stop().await;
+}
+
 async fn start(
     transport: &Arc<dyn Transport>,
     scripts: &Scripts,
@@ -261,7 +333,7 @@ fn pci_modes(handles: &[HostHandle]) -> Vec<bool> {
 
 async fn managed_mode_through_cyborgs_classes(db: Db) {
     let transport: Arc<dyn Transport> = Arc::new(MemoryTransport::new());
-    let (conductor, cyborg_api) = conductor_for_cyborg(&db, &transport).await;
+    let (conductor, cyborg_api) = conductor_for_cyborg(&db, &transport, None).await;
     assert!(conductor.versions.is_allowed(AccelVersion::DriverFeatures));
     let scripts = Scripts::new();
 
@@ -360,4 +432,5 @@ on_both_databases!(
     cleans_devices_on_cyborgs_lifecycle,
     failed_and_interrupted_cleanups,
     managed_mode_through_cyborgs_classes,
+    the_conductor_casts_cleanup_device_under_its_cap,
 );
