@@ -2,8 +2,12 @@
 //! migrating from Cyborg 17: a real Cyborg agent's report (Cyborg's own report path,
 //! `apps/accel/cyborg17/python/cyborg_peer.py send`, on exchange `cyborg`, topic
 //! `cyborg-conductor`) lands in the conductor's database, and the host, which sends no
-//! heartbeat, counts as release N: `accel upgrade finalize` is refused naming it. Uses `VERSO_TEST_RABBIT_URL`
-//! and `VERSO_TEST_PYTHON` (scripts/test.sh sets both).
+//! heartbeat, counts as release N: `accel upgrade finalize` is refused naming it; and
+//! accel's own release N+1 agent on Cyborg's wire, which heartbeats and does not block
+//! finalization. Uses `VERSO_TEST_RABBIT_URL` and `VERSO_TEST_PYTHON` (scripts/test.sh
+//! sets both).
+// A failed set-up step fails the test with its message.
+#![allow(clippy::expect_used)]
 
 mod support;
 
@@ -122,4 +126,204 @@ async fn accel_agent_serves_a_cyborg_conductor() {
     .await;
     assert_eq!(reply, Ok(serde_json::Value::Null));
     assert_eq!(std::fs::read_to_string(&create).expect("create"), mdev);
+}
+
+/// Runs `accel` with `args` on the test broker; exit code and standard output.
+fn accel_on_broker(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_accel"))
+        .args(args)
+        .env("ACCEL_TRANSPORT_URL", accel_cyborg17::testing::rabbit_url())
+        .output()
+        .expect("accel runs");
+    (
+        out.status.code(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// Polls `check` every 100 ms until it gives a value, or panics after `within`.
+async fn eventually<T, F, Fut>(within: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what} within {within:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// accel's release N+1 agent on Cyborg's wire (`[cyborg] report_to_cyborg` with
+/// `[upgrade_levels] cyborg_conductor = "1.1"`) and `accel conductor` serving Cyborg's
+/// agents (`[upgrade_levels] cyborg_agent = "1.1"`), as processes over RabbitMQ: the
+/// host's devices land through Cyborg's `report_data`, the agent heartbeats on accel's
+/// upgrade API (status shows it at release N+1's software), finalization completes
+/// with it (a Cyborg 17 host would block it), and an SSD released for cleaning is
+/// erased through the seed spec's `Device` methods and back in the pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accel_n_plus_1_agent_on_cyborgs_wire() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let _one = ONE_CONDUCTOR.lock().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db_url = format!("sqlite://{}", dir.path().join("accel.db").display());
+    let _conductor = support::cyborg_conductor(
+        &db_url,
+        true,
+        &[("ACCEL_UPGRADE_LEVELS_CYBORG_AGENT", "1.1".into())],
+    );
+    let host = format!(
+        "accel-wire-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    let erased = dir.path().join("erased.log");
+    let erase = dir.path().join("erase.sh");
+    std::fs::write(
+        &erase,
+        format!("#!/bin/sh\necho \"$1\" >> {}\n", erased.display()),
+    )
+    .expect("erase script");
+    std::fs::set_permissions(&erase, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../agent/tests/fixtures/sysfs/host2");
+    let log = dir.path().join("agent.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_accel"))
+        .args(["agent", "--host", &host, "--sysfs-root"])
+        .arg(&fixture)
+        .env("ACCEL_TRANSPORT_URL", accel_cyborg17::testing::rabbit_url())
+        .env("ACCEL_CYBORG_REPORT_TO_CYBORG", "true")
+        .env("ACCEL_UPGRADE_LEVELS_CYBORG_CONDUCTOR", "1.1")
+        .env("ACCEL_AGENT_STATE_DIR", dir.path().join("state"))
+        .env("ACCEL_AGENT_REPORT_INTERVAL", "1")
+        .env("ACCEL_AGENT_SCAN_INTERVAL", "3600")
+        .env("ACCEL_NVME_CLEANUP_COMMAND", &erase)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("accel agent starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let _agent = support::Killed(child);
+    let line = std::io::BufRead::lines(std::io::BufReader::new(stdout))
+        .map_while(Result::ok)
+        .find(|l| l.starts_with(&format!("agent {host}: release N+1 on Cyborg's wire")))
+        .unwrap_or_else(|| {
+            panic!(
+                "the agent ended without starting on Cyborg's wire:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            )
+        });
+    assert!(
+        line.contains("cyborg-conductor") && line.contains("cyborg-agent"),
+        "{line}"
+    );
+
+    let db = Db::connect(&db_url)
+        .await
+        .expect("the conductor's database");
+    let on_host = ListFilter {
+        host: Some(host.clone()),
+        ..ListFilter::default()
+    };
+    // Reported before it served: every physical function it discovers.
+    let found = accel_agent::discovery::discover(&fixture).expect("discovery");
+    let functions = found.devices.iter().filter(|f| f.physfn.is_none()).count();
+    let devices = db.devices(&on_host).await.expect("devices");
+    assert_eq!(devices.len(), functions, "{devices:?}");
+    assert_eq!(
+        devices.iter().filter(|d| d.device_type == "SSD").count(),
+        2,
+        "{devices:?}"
+    );
+
+    // It heartbeats: the fleet record has its software (release N+1's, 2), not the
+    // release N a Cyborg 17 host is assumed to run.
+    let (code, out) = accel_on_broker(&["upgrade", "status", "--json"]);
+    assert_eq!(code, Some(0), "{out}");
+    let status: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let me = status["clients"]
+        .as_array()
+        .expect("clients")
+        .iter()
+        .find(|c| c["host"] == host.as_str())
+        .unwrap_or_else(|| panic!("{host} in {status:#}"))
+        .clone();
+    assert_eq!(
+        (&me["software"], &me["heartbeats"], &me["live"]),
+        (&2.into(), &true.into(), &true.into()),
+        "{me:#}"
+    );
+    // So finalization completes with it.
+    let (code, out) = accel_on_broker(&["upgrade", "finalize", "--wait", "--timeout", "60"]);
+    assert_eq!(code, Some(0), "{out}");
+
+    // An SSD released for cleaning: the conductor's cast (cyborg_agent 1.1; the
+    // agent's scan runs hourly here) starts it; it is erased and back in the pool.
+    db.create_profile(
+        "ssd",
+        vec![[("resources:SSD".to_owned(), "1".to_owned())]
+            .into_iter()
+            .collect()],
+        None,
+    )
+    .await
+    .expect("profile");
+    let arq = db.create_arq("ssd", 0, None).await.expect("arq");
+    db.bind(&arq.uuid, &host, "vm-1", None)
+        .await
+        .expect("bound");
+    let handle = db
+        .host_handles(&host)
+        .await
+        .expect("handles")
+        .into_iter()
+        .find(|h| h.in_use)
+        .expect("the bound handle");
+    // Released through the conductor (finalized: NVMe cleanup is on) on accel's
+    // exchange, as the API does.
+    let accel = verso_rpc::transport::transport_from_url(
+        &accel_cyborg17::testing::rabbit_url(),
+        Some("accel"),
+    )
+    .await
+    .expect("the broker");
+    verso_rpc::RpcClient::for_api::<accel_objects::rpc::ConductorApi>(
+        accel.clone(),
+        accel_objects::rpc::CONDUCTOR_TOPIC,
+    )
+    .call_method(
+        &verso::RequestContext::new("req-unbind"),
+        accel_objects::rpc::UnbindArq {
+            uuid: arq.uuid.clone(),
+        },
+    )
+    .await
+    .expect("unbound");
+    accel.close().await;
+    let cleaned = eventually(Duration::from_secs(30), "the device erased", || {
+        let db = db.clone();
+        let uuid = handle.uuid.clone();
+        async move {
+            let h = db.host_handle(&uuid).await.expect("handle");
+            (h.cleanup_state.is_none() && !h.in_use).then_some(h)
+        }
+    })
+    .await;
+    assert_eq!(
+        cleaned.revision,
+        handle.revision + 3,
+        "released, started, succeeded"
+    );
+    let paths = std::fs::read_to_string(&erased).expect("erase log");
+    assert!(
+        !paths.is_empty() && paths.lines().all(|p| p.starts_with("/dev/nvme")),
+        "{paths}"
+    );
 }
