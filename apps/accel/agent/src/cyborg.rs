@@ -17,6 +17,9 @@
 //!   `GlanceConnectionFailed`). Without `[fpga] program_command` it answers
 //!   `NotSupported`, and nothing is fetched or written.
 //!
+//! With a [`DeviceCleanups`] handler ([`endpoint_with`]: release N+1's agent on Cyborg's
+//! wire), the API is 1.1 and also serves the NVMe feature's `cleanup_device(device_uuid)`.
+//!
 //! Every argument is checked before anything is touched (a PCI address `DDDD:BB:DD.F`,
 //! an mdev type that is one path component, a UUID), so a caller cannot make the agent
 //! write outside the mdev tree; a refused call answers a typed error naming the value.

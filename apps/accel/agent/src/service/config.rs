@@ -200,7 +200,7 @@ pub enum ReportError {
 /// Why a running agent stopped.
 #[derive(Clone, Debug)]
 pub enum AgentStop {
-    /// [`RunningAgent::stop`] was called.
+    /// [`RunningAgent::stop`](super::RunningAgent::stop) was called.
     Stopped,
     /// The conductor refused it (fencing): the reason says what to do.
     Fenced(Fenced),

@@ -9,11 +9,11 @@
 //! 2. heartbeats to the conductor's `upgrade` API (`accel-upgrade`): a fenced agent stops;
 //! 3. checks the RPC requirement of its features: `[pci] managed = false` needs object
 //!    indirection (conductor RPC 1.1), so with `[upgrade_levels] conductor = "1.0"` it
-//!    refuses with [`IndirectionUnavailable`] (the feature, 1.1, the cap, the option);
+//!    refuses with [`IndirectionUnavailable`](verso_rpc::conductor::IndirectionUnavailable) (the feature, 1.1, the cap, the option);
 //!    with no such feature enabled it runs with cap 1.0 and skips the steps below that
 //!    need indirection. `managed = false` also waits for `AccelVersion::DriverFeatures`
 //!    to be finalized: before, the start is refused with
-//!    [`AgentStartError::NotFinalized`] (the typed [`NotSupportedBeforeFinalization`]);
+//!    [`AgentStartError::NotFinalized`] (the typed [`NotSupportedBeforeFinalization`](verso_upgrade::NotSupportedBeforeFinalization));
 //! 4. validates the PCI managed mode against the persisted attach handles (one
 //!    `AttachHandleList.get_by_host` call): an allocated handle whose mode would change
 //!    refuses the start, naming the device, the handle, the instance and the setting to
@@ -32,6 +32,13 @@
 //! timeout, and records `cleanup_succeeded` or `cleanup_failed`; every transition is a
 //! compare-and-swap on the conductor, retried with the same expected revision when the
 //! conductor or the broker does not answer, so it lands exactly once.
+//!
+//! On Cyborg's wire ([`AgentConfig::cyborg_wire`], [`CyborgWire`]) the same steps run on
+//! Cyborg's APIs with the seed spec: reports are Cyborg's `report_data` on
+//! `cyborg-conductor`, the managed mode and cleanups go through `accel_cyborg17::
+//! indirection`'s classes there (a cleanup is a device's, on its `device_state`), and the
+//! agent API served is Cyborg's on `cyborg-agent` with `cleanup_device` (1.1); the
+//! version record and heartbeats stay on `accel-upgrade`.
 
 use crate::cleanup::CleanupMethod;
 use crate::client::{fenced, heartbeat, HeartbeatError, Reported, Reporter};

@@ -36,7 +36,7 @@ impl Db {
     /// Creates an attribute of the deployable with this id (Cyborg's `POST
     /// /v2/attributes`): `NotFound` if there is no such deployable, `Duplicate` if it
     /// has the key. A key its host's agent reports is the report's: the next applied
-    /// report sets its value ([`ReportedDevice::attributes`]).
+    /// report sets its value ([`ReportedDevice::attributes`](super::ReportedDevice::attributes)).
     pub async fn create_attribute(
         &self,
         deployable_id: i64,

@@ -279,7 +279,7 @@ pub const MAX_TEXT: usize = 255;
 /// At most this many characters of a client's text go into a message.
 const SHOWN: usize = 64;
 
-/// `text`, cut to [`SHOWN`] characters with `...` when longer: messages echo what a
+/// `text`, cut to `SHOWN` characters with `...` when longer: messages echo what a
 /// client sent, never all of it.
 pub fn shown(text: &str) -> String {
     match text.char_indices().nth(SHOWN) {
