@@ -8,6 +8,10 @@
 //! also keeps Placement: the FPGA becomes a provider under the host's compute node, as
 //! Nova's scheduler looks for it.
 //!
+//! And a host's migration with one of Cyborg's real drivers: its NVIDIA GPU driver on a
+//! fixture host's `lspci`, then accel's agent on the same hardware, an instance's GPU
+//! kept bound across the swap.
+//!
 //! Cyborg's agent will not start without its compute node's resource provider in
 //! Placement (nova-compute makes it; here the test does). Uses `VERSO_TEST_RABBIT_URL`,
 //! `VERSO_TEST_PYTHON`, `VERSO_TEST_KEYSTONE_URL` and `VERSO_TEST_PLACEMENT_URL`
@@ -27,6 +31,10 @@ use std::time::{Duration, Instant};
 use verso_rpc::RpcError;
 use verso_upgrade::FleetStore;
 
+/// One conductor at a time on the test broker: two serving Cyborg's agents would share
+/// `cyborg-conductor`, and each would get some of the other test's reports.
+static ONE_CONDUCTOR: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// How long ago, by the database's clock, the conductor last heard of `host` as a
 /// Cyborg agent (its fleet record), if ever.
 async fn heard_of(db: &Db, host: &str) -> Option<Duration> {
@@ -41,6 +49,7 @@ async fn heard_of(db: &Db, host: &str) -> Option<Duration> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_real_cyborg_agent_service_reports_into_accel_conductor() {
+    let _one = ONE_CONDUCTOR.lock().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let host = format!(
         "cyborg-svc-{}",
@@ -251,4 +260,227 @@ async fn the_real_cyborg_agent_service_reports_into_accel_conductor() {
         db.attach_handles(Some(&host)).await.expect("handles"),
         handles
     );
+}
+
+/// `lspci -nn -D` of the sysfs tree at `sysfs` (every function of `bus/pci/devices`,
+/// named by its class as lspci names the classes the fixtures have), as an executable
+/// `lspci` in `bin`: what Cyborg's drivers read on a host with that hardware.
+fn fake_lspci(sysfs: &std::path::Path, bin: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let read = |path: std::path::PathBuf| {
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+        u32::from_str_radix(text.trim().trim_start_matches("0x"), 16).expect("hexadecimal")
+    };
+    let mut lines = Vec::new();
+    let mut functions: Vec<_> = std::fs::read_dir(sysfs.join("bus/pci/devices"))
+        .expect("the fixture's PCI functions")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    functions.sort();
+    for f in functions {
+        let address = f.file_name().expect("name").to_string_lossy().into_owned();
+        let class = read(f.join("class")) >> 8;
+        let name = match class {
+            0x0300 => "VGA compatible controller",
+            0x0302 => "3D controller",
+            0x0108 => "Non-Volatile memory controller",
+            0x0200 => "Ethernet controller",
+            0x0600 => "Host bridge",
+            0x0601 => "ISA bridge",
+            0x0b40 => "Co-processor",
+            0x1200 => "Processing accelerators",
+            _ => "Unclassified device",
+        };
+        lines.push(format!(
+            "echo '{address} {name} [{class:04x}]: Vendor Device [{:04x}:{:04x}] (rev a1)'",
+            read(f.join("vendor")),
+            read(f.join("device")),
+        ));
+    }
+    std::fs::create_dir_all(bin).expect("bin");
+    let lspci = bin.join("lspci");
+    std::fs::write(&lspci, format!("#!/bin/sh\n{}\n", lines.join("\n"))).expect("lspci");
+    std::fs::set_permissions(&lspci, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+/// Polls `check` every 200 ms until it gives a value; panics with `what` and `log()`
+/// after `within`.
+async fn within<T, Fut: std::future::Future<Output = Option<T>>>(
+    within: Duration,
+    what: &str,
+    log: impl Fn() -> String,
+    mut check: impl FnMut() -> Fut,
+) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} within {within:?}:\n{}",
+            log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The migration of one host, with Cyborg's real driver: the host's GPU is reported by
+/// Cyborg 17's agent service with its NVIDIA driver (`nvidia_gpu_driver`, reading the
+/// host's `lspci`) to `accel conductor`, an instance is bound to it, and the host's
+/// agent is replaced by `accel agent` discovering the same hardware (the sysfs tree
+/// `lspci` was made from). The GPU is the same device afterwards (UUID, deployable,
+/// attach handle), still bound to the instance, and the host's other devices appear
+/// beside it: both agents key a device by its PCI address, whatever else they say of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_moves_from_cyborgs_gpu_driver_to_accels_agent_keeping_its_bound_gpu() {
+    let _one = ONE_CONDUCTOR.lock().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let host = format!(
+        "cyborg-gpu-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    let placement = support::placement();
+    let _node = support::ComputeNode::create(&placement, &host).await;
+    let db_url = format!("sqlite://{}", dir.path().join("accel.db").display());
+    let _conductor = support::cyborg_conductor(&db_url, true, &[]);
+    let db = Db::connect(&db_url)
+        .await
+        .expect("the conductor's database");
+    let on_host = ListFilter {
+        host: Some(host.clone()),
+        ..ListFilter::default()
+    };
+
+    // The host's hardware: a GPU without virtual functions, two NVMe SSDs, a QAT, a NIC.
+    let sysfs = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../agent/tests/fixtures/sysfs/host3");
+    let bin = dir.path().join("bin");
+    fake_lspci(&sysfs, &bin);
+
+    let config = dir.path().join("cyborg.conf");
+    let log = dir.path().join("cyborg-agent.log");
+    std::fs::write(
+        &config,
+        accel_cyborg17::testing::cyborg_agent_config_with(
+            &host,
+            &support::env("VERSO_TEST_KEYSTONE_URL"),
+            "accel",
+            "verso-accel",
+            &log,
+            "nvidia_gpu_driver",
+        ),
+    )
+    .expect("write cyborg.conf");
+    let mut cyborg = CyborgAgentService::start_with_path(&config, &log, &bin);
+    let devices = within(
+        Duration::from_secs(90),
+        "the GPU reported by Cyborg's agent",
+        || cyborg.log_tail(),
+        || {
+            let db = db.clone();
+            let on_host = on_host.clone();
+            async move {
+                let d = db.devices(&on_host).await.expect("devices");
+                (!d.is_empty()).then_some(d)
+            }
+        },
+    )
+    .await;
+    assert!(cyborg.exited().is_none(), "{}", cyborg.log_tail());
+    // What Cyborg's NVIDIA driver reports of it.
+    assert_eq!(devices.len(), 1, "{devices:?}");
+    let gpu = devices[0].clone();
+    assert_eq!(
+        (gpu.device_type.as_str(), gpu.vendor.as_str()),
+        ("GPU", "10de")
+    );
+    let deployables = db.deployables(&on_host).await.expect("deployables");
+    assert_eq!(deployables.len(), 1, "{deployables:?}");
+    let deployable = deployables[0].clone();
+    assert_eq!(deployable.control_path_id, "0000:3b:00.0");
+    assert_eq!(deployable.name, format!("{host}_0000:3b:00.0"));
+    assert_eq!(deployable.driver_name.as_deref(), Some("NVIDIA"));
+    assert_eq!(
+        deployable.attributes.get("rc").map(String::as_str),
+        Some("PGPU")
+    );
+
+    // An instance holds it.
+    db.create_profile(
+        "gpu",
+        vec![[("resources:PGPU".to_owned(), "1".to_owned())]
+            .into_iter()
+            .collect()],
+        None,
+    )
+    .await
+    .expect("profile");
+    let arq = db.create_arq("gpu", 0, None).await.expect("request");
+    let bound = db
+        .bind(&arq.uuid, &host, "vm-gpu", None)
+        .await
+        .expect("bound");
+    let handle = bound.attach_handle_uuid.clone().expect("a handle");
+
+    // The host's agent is replaced: Cyborg's stops, accel's starts on the same hardware.
+    drop(cyborg);
+    let agent_log = dir.path().join("accel-agent.log");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_accel"))
+        .args(["agent", "--host", &host, "--sysfs-root"])
+        .arg(&sysfs)
+        .env("ACCEL_TRANSPORT_URL", accel_cyborg17::testing::rabbit_url())
+        .env("ACCEL_AGENT_STATE_DIR", dir.path().join("state"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&agent_log).expect("log file"))
+        .spawn()
+        .expect("accel agent starts");
+    let _agent = support::Killed(child);
+    let functions = accel_agent::discovery::discover(&sysfs)
+        .expect("discovery")
+        .devices
+        .iter()
+        .filter(|f| f.physfn.is_none())
+        .count();
+    let devices = within(
+        Duration::from_secs(60),
+        "accel's agent's report",
+        || std::fs::read_to_string(&agent_log).unwrap_or_default(),
+        || {
+            let db = db.clone();
+            let on_host = on_host.clone();
+            async move {
+                let d = db.devices(&on_host).await.expect("devices");
+                (d.len() == functions).then_some(d)
+            }
+        },
+    )
+    .await;
+
+    // The same GPU, still the instance's.
+    let after = devices
+        .iter()
+        .find(|d| d.device_type == "GPU")
+        .unwrap_or_else(|| panic!("no GPU in {devices:?}"));
+    assert_eq!(after.uuid, gpu.uuid, "{devices:?}");
+    let deployables = db.deployables(&on_host).await.expect("deployables");
+    let kept = deployables
+        .iter()
+        .find(|d| d.control_path_id == "0000:3b:00.0")
+        .unwrap_or_else(|| panic!("no deployable of the GPU in {deployables:?}"));
+    assert_eq!(kept.uuid, deployable.uuid);
+    let arq = db.arq(&arq.uuid).await.expect("the request");
+    assert_eq!(
+        (arq.state.as_str(), arq.attach_handle_uuid.as_deref()),
+        ("Bound", Some(handle.as_str())),
+        "{arq:?}"
+    );
+    let h = db
+        .attach_handles(Some(&host))
+        .await
+        .expect("handles")
+        .into_iter()
+        .find(|h| h.uuid == handle)
+        .expect("the bound handle is kept");
+    assert!(h.in_use, "{h:?}");
 }

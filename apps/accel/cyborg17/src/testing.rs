@@ -276,6 +276,22 @@ pub fn cyborg_agent_config(
     password: &str,
     log_file: &Path,
 ) -> String {
+    cyborg_agent_config_with(host, keystone_url, user, password, log_file, "fake_driver")
+}
+
+/// [`cyborg_agent_config`] with Cyborg's `[agent] enabled_drivers` = `drivers` (such as
+/// `nvidia_gpu_driver`), and oslo.privsep's daemon started without sudo as the test's
+/// user (`[cyborg_sys_admin] helper_command`): Cyborg's real drivers run `lspci` through
+/// it, which finds the `lspci` of the service's `PATH`
+/// ([`CyborgService::start_with_path`]).
+pub fn cyborg_agent_config_with(
+    host: &str,
+    keystone_url: &str,
+    user: &str,
+    password: &str,
+    log_file: &Path,
+    drivers: &str,
+) -> String {
     format!(
         "[DEFAULT]\n\
          transport_url = {rabbit}\n\
@@ -283,13 +299,17 @@ pub fn cyborg_agent_config(
          log_file = {log}\n\
          \n\
          [agent]\n\
-         enabled_drivers = fake_driver\n\
+         enabled_drivers = {drivers}\n\
          resource_provider_name = {host}\n\
          resource_provider_startup_retries = 0\n\
+         \n\
+         [cyborg_sys_admin]\n\
+         helper_command = {helper}\n\
          \n\
          {placement}",
         rabbit = rabbit_url(),
         log = log_file.display(),
+        helper = python().with_file_name("privsep-helper").display(),
         placement = placement_section(keystone_url, user, password),
     )
 }
@@ -467,7 +487,13 @@ impl CyborgService {
     /// Starts the agent on `config` (see [`cyborg_agent_config`]), logging to
     /// `log_file`.
     pub fn start(config: &Path, log_file: &Path) -> CyborgService {
-        CyborgService::start_script(&cyborg_agent_script(), config, log_file)
+        CyborgService::start_script(&cyborg_agent_script(), config, log_file, None)
+    }
+
+    /// [`CyborgService::start`] with `dir` first in the service's `PATH` (a fixture
+    /// host's `lspci`, for Cyborg's real drivers).
+    pub fn start_with_path(config: &Path, log_file: &Path, dir: &Path) -> CyborgService {
+        CyborgService::start_script(&cyborg_agent_script(), config, log_file, Some(dir))
     }
 
     /// Starts the conductor on `config` (see [`cyborg_conductor_config`]), logging to
@@ -477,12 +503,28 @@ impl CyborgService {
             &python().with_file_name("cyborg-conductor"),
             config,
             log_file,
+            None,
         )
     }
 
-    fn start_script(script: &Path, config: &Path, log_file: &Path) -> CyborgService {
+    fn start_script(
+        script: &Path,
+        config: &Path,
+        log_file: &Path,
+        path_first: Option<&Path>,
+    ) -> CyborgService {
         use std::os::unix::process::CommandExt;
-        let child = std::process::Command::new(script)
+        let mut command = std::process::Command::new(script);
+        if let Some(dir) = path_first {
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            let mut dirs = vec![dir.to_owned()];
+            dirs.extend(std::env::split_paths(&path));
+            command.env(
+                "PATH",
+                std::env::join_paths(dirs).expect("a PATH of UTF-8 directories"),
+            );
+        }
+        let child = command
             .arg("--config-file")
             .arg(config)
             .process_group(0)
