@@ -292,6 +292,14 @@ pub async fn agent(
             accel_cyborg17::rpc::AGENT_TOPIC,
             config.cyborg.control_exchange
         );
+    } else {
+        println!(
+            "agent {host}: serving {} and reporting to {} (exchange {}) as {}",
+            accel_objects::rpc::AGENT_TOPIC,
+            accel_objects::rpc::CONDUCTOR_TOPIC,
+            config.transport.control_exchange,
+            running.apparent().label()
+        );
     }
     parts.push(Part::Agent {
         host: host.clone(),

@@ -303,28 +303,6 @@ fn fake_lspci(sysfs: &std::path::Path, bin: &std::path::Path) {
     std::fs::set_permissions(&lspci, std::fs::Permissions::from_mode(0o755)).expect("chmod");
 }
 
-/// Polls `check` every 200 ms until it gives a value; panics with `what` and `log()`
-/// after `within`.
-async fn within<T, Fut: std::future::Future<Output = Option<T>>>(
-    within: Duration,
-    what: &str,
-    log: impl Fn() -> String,
-    mut check: impl FnMut() -> Fut,
-) -> T {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what} within {within:?}:\n{}",
-            log()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 /// The migration of one host, with Cyborg's real driver: the host's GPU is reported by
 /// Cyborg 17's agent service with its NVIDIA driver (`nvidia_gpu_driver`, reading the
 /// host's `lspci`) to `accel conductor`, an instance is bound to it, and the host's
@@ -373,7 +351,7 @@ async fn a_host_moves_from_cyborgs_gpu_driver_to_accels_agent_keeping_its_bound_
     )
     .expect("write cyborg.conf");
     let mut cyborg = CyborgAgentService::start_with_path(&config, &log, &bin);
-    let devices = within(
+    let devices = support::eventually(
         Duration::from_secs(90),
         "the GPU reported by Cyborg's agent",
         || cyborg.log_tail(),
@@ -425,24 +403,16 @@ async fn a_host_moves_from_cyborgs_gpu_driver_to_accels_agent_keeping_its_bound_
 
     // The host's agent is replaced: Cyborg's stops, accel's starts on the same hardware.
     drop(cyborg);
-    let agent_log = dir.path().join("accel-agent.log");
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_accel"))
-        .args(["agent", "--host", &host, "--sysfs-root"])
-        .arg(&sysfs)
-        .env("ACCEL_TRANSPORT_URL", accel_cyborg17::testing::rabbit_url())
-        .env("ACCEL_AGENT_STATE_DIR", dir.path().join("state"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&agent_log).expect("log file"))
-        .spawn()
-        .expect("accel agent starts");
-    let _agent = support::Killed(child);
+    let (_agent, line) = support::accel_agent(dir.path(), &host, &sysfs, &[], "serving");
+    assert!(line.contains("accel-agent"), "{line}");
+    let agent_log = dir.path().join("agent.log");
     let functions = accel_agent::discovery::discover(&sysfs)
         .expect("discovery")
         .devices
         .iter()
         .filter(|f| f.physfn.is_none())
         .count();
-    let devices = within(
+    let devices = support::eventually(
         Duration::from_secs(60),
         "accel's agent's report",
         || std::fs::read_to_string(&agent_log).unwrap_or_default(),

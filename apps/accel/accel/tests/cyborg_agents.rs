@@ -91,28 +91,13 @@ async fn accel_agent_serves_a_cyborg_conductor() {
         "accel-mdev-{}",
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     );
-    let log = dir.path().join("agent.log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_accel"))
-        .args(["agent", "--host", &host, "--sysfs-root"])
-        .arg(&sysfs)
-        .env("ACCEL_TRANSPORT_URL", accel_cyborg17::testing::rabbit_url())
-        .env("ACCEL_CYBORG_SERVE_CONDUCTOR", "true")
-        .env("ACCEL_AGENT_STATE_DIR", dir.path().join("state"))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::fs::File::create(&log).expect("log file"))
-        .spawn()
-        .expect("accel agent starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let _agent = support::Killed(child);
-    let line = std::io::BufRead::lines(std::io::BufReader::new(stdout))
-        .map_while(Result::ok)
-        .find(|l| l.starts_with(&format!("agent {host}: serving Cyborg 17's agent API")))
-        .unwrap_or_else(|| {
-            panic!(
-                "the agent ended without serving Cyborg's agent API:\n{}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            )
-        });
+    let (_agent, line) = support::accel_agent(
+        dir.path(),
+        &host,
+        &sysfs,
+        &[("ACCEL_CYBORG_SERVE_CONDUCTOR", "true".into())],
+        "serving Cyborg 17's agent API",
+    );
     assert!(line.contains("cyborg-agent (exchange cyborg)"), "{line}");
 
     let mdev = uuid::Uuid::new_v4().to_string();
@@ -143,22 +128,6 @@ fn accel_on_broker(args: &[&str]) -> (Option<i32>, String) {
             String::from_utf8_lossy(&out.stderr)
         ),
     )
-}
-
-/// Polls `check` every 100 ms until it gives a value, or panics after `within`.
-async fn eventually<T, F, Fut>(within: Duration, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "{what} within {within:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// accel's release N+1 agent on Cyborg's wire (`[cyborg] report_to_cyborg` with
@@ -194,32 +163,19 @@ async fn accel_n_plus_1_agent_on_cyborgs_wire() {
     std::fs::set_permissions(&erase, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../agent/tests/fixtures/sysfs/host2");
-    let log = dir.path().join("agent.log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_accel"))
-        .args(["agent", "--host", &host, "--sysfs-root"])
-        .arg(&fixture)
-        .env("ACCEL_TRANSPORT_URL", accel_cyborg17::testing::rabbit_url())
-        .env("ACCEL_CYBORG_REPORT_TO_CYBORG", "true")
-        .env("ACCEL_UPGRADE_LEVELS_CYBORG_CONDUCTOR", "1.1")
-        .env("ACCEL_AGENT_STATE_DIR", dir.path().join("state"))
-        .env("ACCEL_AGENT_REPORT_INTERVAL", "1")
-        .env("ACCEL_AGENT_SCAN_INTERVAL", "3600")
-        .env("ACCEL_NVME_CLEANUP_COMMAND", &erase)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::fs::File::create(&log).expect("log file"))
-        .spawn()
-        .expect("accel agent starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let _agent = support::Killed(child);
-    let line = std::io::BufRead::lines(std::io::BufReader::new(stdout))
-        .map_while(Result::ok)
-        .find(|l| l.starts_with(&format!("agent {host}: release N+1 on Cyborg's wire")))
-        .unwrap_or_else(|| {
-            panic!(
-                "the agent ended without starting on Cyborg's wire:\n{}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            )
-        });
+    let (_agent, line) = support::accel_agent(
+        dir.path(),
+        &host,
+        &fixture,
+        &[
+            ("ACCEL_CYBORG_REPORT_TO_CYBORG", "true".into()),
+            ("ACCEL_UPGRADE_LEVELS_CYBORG_CONDUCTOR", "1.1".into()),
+            ("ACCEL_AGENT_REPORT_INTERVAL", "1".into()),
+            ("ACCEL_AGENT_SCAN_INTERVAL", "3600".into()),
+            ("ACCEL_NVME_CLEANUP_COMMAND", erase.display().to_string()),
+        ],
+        "release N+1 on Cyborg's wire",
+    );
     assert!(
         line.contains("cyborg-conductor") && line.contains("cyborg-agent"),
         "{line}"
@@ -307,14 +263,19 @@ async fn accel_n_plus_1_agent_on_cyborgs_wire() {
     .await
     .expect("unbound");
     accel.close().await;
-    let cleaned = eventually(Duration::from_secs(30), "the device erased", || {
-        let db = db.clone();
-        let uuid = handle.uuid.clone();
-        async move {
-            let h = db.host_handle(&uuid).await.expect("handle");
-            (h.cleanup_state.is_none() && !h.in_use).then_some(h)
-        }
-    })
+    let cleaned = support::eventually(
+        Duration::from_secs(30),
+        "the device erased",
+        String::new,
+        || {
+            let db = db.clone();
+            let uuid = handle.uuid.clone();
+            async move {
+                let h = db.host_handle(&uuid).await.expect("handle");
+                (h.cleanup_state.is_none() && !h.in_use).then_some(h)
+            }
+        },
+    )
     .await;
     assert_eq!(
         cleaned.revision,

@@ -18,6 +18,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+#[macro_use]
 mod features;
 
 use accel_agent::service::{AgentStartError, CyborgWire, RunningAgent};
@@ -89,6 +90,20 @@ fn on_cyborgs_wire(
     c
 }
 
+/// The fixture host's agent on Cyborg's wire, erasing with `script`, started.
+async fn agent_on_wire(
+    transport: &Arc<dyn Transport>,
+    scripts: &Scripts,
+    script: &str,
+) -> RunningAgent {
+    accel_agent::service::start(
+        on_cyborgs_wire(transport, scripts, script),
+        transport.clone(),
+    )
+    .await
+    .expect("agent starts")
+}
+
 /// Cyborg's `cleanup_device` to the fixture host's agent, as a conductor at agent 1.1
 /// sends it.
 async fn cleanup_device(transport: &Arc<dyn Transport>, device_uuid: &str) -> Result<(), RpcError> {
@@ -122,12 +137,7 @@ async fn cleans_devices_on_cyborgs_lifecycle(db: Db) {
     let transport: Arc<dyn Transport> = Arc::new(MemoryTransport::new());
     let (conductor, cyborg_api) = conductor_for_cyborg(&db, &transport, None).await;
     let scripts = Scripts::new();
-    let agent = accel_agent::service::start(
-        on_cyborgs_wire(&transport, &scripts, "ok.sh"),
-        transport.clone(),
-    )
-    .await
-    .expect("agent starts");
+    let agent = agent_on_wire(&transport, &scripts, "ok.sh").await;
     assert!(agent.uses_indirection());
 
     // Its report came through Cyborg's report_data: both SSDs, with their handles.
@@ -197,12 +207,7 @@ async fn failed_and_interrupted_cleanups(db: Db) {
     let c = client(&transport);
 
     // A failed erase: the device goes to error with the command's reason.
-    let failing = accel_agent::service::start(
-        on_cyborgs_wire(&transport, &scripts, "fail.sh"),
-        transport.clone(),
-    )
-    .await
-    .expect("agent starts");
+    let failing = agent_on_wire(&transport, &scripts, "fail.sh").await;
     let (arq, first) = bind_ssd(&c, "vm-1").await;
     unbind(&c, &arq).await;
     assert_eq!(failing.scan_now().await.expect("scan"), 1);
@@ -220,12 +225,7 @@ async fn failed_and_interrupted_cleanups(db: Db) {
     failing.stop().await;
 
     // An erase interrupted by a stop: claimed (`cleaning`), then the agent goes.
-    let slow = accel_agent::service::start(
-        on_cyborgs_wire(&transport, &scripts, "slow-ok.sh"),
-        transport.clone(),
-    )
-    .await
-    .expect("agent starts");
+    let slow = agent_on_wire(&transport, &scripts, "slow-ok.sh").await;
     let (arq, second) = bind_ssd(&c, "vm-2").await;
     assert_ne!(first, second, "the failed device is out of the pool");
     unbind(&c, &arq).await;
@@ -237,12 +237,7 @@ async fn failed_and_interrupted_cleanups(db: Db) {
     assert!(scripts.erased().is_empty());
     // The next start resumes it (the device is `cleaning`, no second claim) and
     // records the outcome once.
-    let again = accel_agent::service::start(
-        on_cyborgs_wire(&transport, &scripts, "ok.sh"),
-        transport.clone(),
-    )
-    .await
-    .expect("agent starts");
+    let again = agent_on_wire(&transport, &scripts, "ok.sh").await;
     let done = wait_for(&db, &second, Duration::from_secs(15), "resumed", available).await;
     assert_eq!(done.revision, h.revision + 1, "succeeded, recorded once");
     // Every namespace of the device's function, each once: the fixture's second SSD
@@ -271,12 +266,7 @@ async fn the_conductor_casts_cleanup_device_under_its_cap(db: Db) {
 
     let (conductor, cyborg_api) = conductor_for_cyborg(&db, &transport, Some("1.1")).await;
     let scripts = Scripts::new();
-    let agent = accel_agent::service::start(
-        on_cyborgs_wire(&transport, &scripts, "ok.sh"),
-        transport.clone(),
-    )
-    .await
-    .expect("agent starts");
+    let agent = agent_on_wire(&transport, &scripts, "ok.sh").await;
     let c = client(&transport);
     let (arq, handle) = bind_ssd(&c, "vm-1").await;
     unbind(&c, &arq).await;
@@ -290,12 +280,7 @@ async fn the_conductor_casts_cleanup_device_under_its_cap(db: Db) {
 
     // At 1.0 nothing is cast: the device waits for the agent's scan.
     let (conductor, cyborg_api) = conductor_for_cyborg(&db, &transport, Some("1.0")).await;
-    let agent = accel_agent::service::start(
-        on_cyborgs_wire(&transport, &scripts, "ok.sh"),
-        transport.clone(),
-    )
-    .await
-    .expect("agent starts");
+    let agent = agent_on_wire(&transport, &scripts, "ok.sh").await;
     let (arq, handle) = bind_ssd(&c, "vm-2").await;
     unbind(&c, &arq).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -404,28 +389,6 @@ async fn managed_mode_through_cyborgs_classes(db: Db) {
     plain.stop().await;
     cyborg_api.stop().await;
     conductor.stop().await;
-}
-
-macro_rules! on_both_databases {
-    ($($scenario:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $scenario() {
-                    let (db, _dir) = super::support::sqlite().await;
-                    super::$scenario(db).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $scenario() {
-                    super::$scenario(super::support::postgres().await).await;
-                }
-            )*
-        }
-    };
 }
 
 on_both_databases!(

@@ -14,6 +14,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+#[macro_use]
 mod features;
 
 use accel_agent::service::{self, AgentStartError};
@@ -558,28 +559,6 @@ async fn managed_mode_validation(db: Db) {
     assert!(!plain.uses_indirection());
     plain.stop().await;
     conductor.stop().await;
-}
-
-macro_rules! on_both_databases {
-    ($($scenario:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $scenario() {
-                    let (db, _dir) = super::support::sqlite().await;
-                    super::$scenario(db).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $scenario() {
-                    super::$scenario(super::support::postgres().await).await;
-                }
-            )*
-        }
-    };
 }
 
 on_both_databases!(

@@ -1,5 +1,6 @@
 //! What the `accel` binary's process tests share: a child process killed when dropped,
-//! waiting for its first stdout line, and an all-in-one behind the test Keystone.
+//! waiting for its first stdout line, an agent started and ready, polling with a
+//! deadline, and an all-in-one behind the test Keystone.
 // A failed set-up step fails the test (or bench) with its message.
 #![allow(clippy::expect_used)]
 #![allow(dead_code)]
@@ -29,6 +30,67 @@ pub fn ready(child: &mut Child, prefix: &str) -> String {
     assert!(line.starts_with(prefix), "{line}");
     std::thread::spawn(move || for _ in lines {});
     line
+}
+
+/// Starts `accel agent --host host --sysfs-root sysfs` on the test broker with `env`
+/// (`ACCEL_...` variables), its state in `dir/state` and its log in `dir/agent.log`, and
+/// waits for its stdout line that starts with `agent <host>: <said>`, which it returns;
+/// the agent's log is the failure's message if it ends first.
+pub fn accel_agent(
+    dir: &std::path::Path,
+    host: &str,
+    sysfs: &std::path::Path,
+    env: &[(&str, String)],
+    said: &str,
+) -> (Killed, String) {
+    let log = dir.join("agent.log");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_accel"))
+        .args(["agent", "--host", host, "--sysfs-root"])
+        .arg(sysfs)
+        .env("ACCEL_TRANSPORT_URL", accel_cyborg17::testing::rabbit_url())
+        .env("ACCEL_AGENT_STATE_DIR", dir.join("state"))
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("accel agent starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let agent = Killed(child);
+    let wanted = format!("agent {host}: {said}");
+    let mut lines = BufReader::new(stdout).lines().map_while(Result::ok);
+    let line = lines.find(|l| l.starts_with(&wanted)).unwrap_or_else(|| {
+        panic!(
+            "the agent ended without saying {wanted:?}:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        )
+    });
+    std::thread::spawn(move || for _ in lines {});
+    (agent, line)
+}
+
+/// Polls `check` every 100 ms until it gives a value; after `within`, panics naming
+/// `what`, with `log()` (a service's log) in the message.
+pub async fn eventually<T, Fut>(
+    within: std::time::Duration,
+    what: &str,
+    log: impl Fn() -> String,
+    mut check: impl FnMut() -> Fut,
+) -> T
+where
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} within {within:?}:\n{}",
+            log()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }
 
 pub fn keystone_url() -> String {

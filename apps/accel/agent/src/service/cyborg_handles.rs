@@ -8,12 +8,12 @@
 //! `cpid_id` is the device's `id` (the device's control path; accel's conductor keeps it
 //! in the device's row), each handle's `attach_info` naming one function.
 
-use super::handles::{pci_address, Step};
+use super::handles::{kept_changing, pci_address, Step};
 use super::{Agent, AgentStartError, ERROR_MODULE};
 use accel_cyborg17::indirection::{AttachHandle, AttachHandleList, Device, DeviceList};
 use accel_cyborg17::objects::{AttachHandleType, DeviceState};
 use accel_objects::attach_info_managed;
-use accel_objects::errors::{classify, HandleErrorKind, NOT_CLEANING, NOT_FOUND, STALE_HANDLE};
+use accel_objects::errors::{NOT_CLEANING, NOT_FOUND};
 use std::sync::Arc;
 use verso::indirection::{BoxFuture, CallError};
 use verso::{ObjectList, VersionedEnum};
@@ -106,39 +106,17 @@ impl Agent {
                         updated += 1;
                         tracing::info!(host = self.host(), handle = %uuid_of(&h), managed = desired, "attach handle managed mode updated");
                     }
-                    Err(e) => match classify(&e) {
-                        HandleErrorKind::Stale
-                        | HandleErrorKind::InUse
-                        | HandleErrorKind::NotFound => {
-                            tracing::warn!(host = self.host(), handle = %uuid_of(&h), error = %e, "attach handle changed since it was read: reading again");
-                            raced = true;
-                        }
-                        HandleErrorKind::NotFinalized(n) => {
-                            return Err(AgentStartError::NotFinalized(n))
-                        }
-                        _ => {
-                            return Err(AgentStartError::Handles {
-                                what: format!(
-                                    "updating the managed mode of attach handle {} (AttachHandle.update_managed)",
-                                    uuid_of(&h)
-                                ),
-                                source: e,
-                            })
-                        }
-                    },
+                    Err(e) => {
+                        self.lost_managed_race(&uuid_of(&h), e)?;
+                        raced = true;
+                    }
                 }
             }
             if !raced {
                 return Ok(updated);
             }
         }
-        Err(AgentStartError::Handles {
-            what: "updating this host's attach handles' managed mode".into(),
-            source: CallError::method(
-                STALE_HANDLE,
-                "the handles kept changing under five consecutive reads",
-            ),
-        })
+        Err(kept_changing())
     }
 
     /// The device of handle `h` as the refusal names it: UUID, type and the handle's PCI

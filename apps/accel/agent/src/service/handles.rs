@@ -13,6 +13,17 @@ use verso::indirection::{BoxFuture, CallError};
 use verso::ObjectList;
 use verso_rpc::RemoteError;
 
+/// The refusal when a host's handles changed under every read of the managed-mode check.
+pub(super) fn kept_changing() -> AgentStartError {
+    AgentStartError::Handles {
+        what: "updating this host's attach handles' managed mode".into(),
+        source: CallError::method(
+            accel_objects::errors::STALE_HANDLE,
+            "the handles kept changing under five consecutive reads",
+        ),
+    }
+}
+
 /// What a transition step of a cleanup did.
 pub(super) enum Step {
     Started,
@@ -83,37 +94,39 @@ impl Agent {
                         updated += 1;
                         tracing::info!(host = self.host(), handle = %handle_uuid(&h), managed = desired, revision = ?h.revision.get(), "attach handle managed mode updated");
                     }
-                    Err(e) => match classify(&e) {
-                        HandleErrorKind::Stale | HandleErrorKind::InUse | HandleErrorKind::NotFound => {
-                            tracing::warn!(host = self.host(), handle = %handle_uuid(&h), error = %e, "attach handle changed since it was read: reading again");
-                            raced = true;
-                        }
-                        HandleErrorKind::NotFinalized(n) => {
-                            return Err(AgentStartError::NotFinalized(n))
-                        }
-                        _ => {
-                            return Err(AgentStartError::Handles {
-                                what: format!(
-                                    "updating the managed mode of attach handle {} (AttachHandle.update_managed)",
-                                    handle_uuid(&h)
-                                ),
-                                source: e,
-                            })
-                        }
-                    },
+                    Err(e) => {
+                        self.lost_managed_race(&handle_uuid(&h), e)?;
+                        raced = true;
+                    }
                 }
             }
             if !raced {
                 return Ok(updated);
             }
         }
-        Err(AgentStartError::Handles {
-            what: "updating this host's attach handles' managed mode".into(),
-            source: CallError::method(
-                accel_objects::errors::STALE_HANDLE,
-                "the handles kept changing under five consecutive reads",
-            ),
-        })
+        Err(kept_changing())
+    }
+
+    /// An `update_managed` that failed: `Ok` when the handle changed since it was read
+    /// (read again), the start's refusal otherwise.
+    pub(super) fn lost_managed_race(
+        &self,
+        handle: &str,
+        e: CallError,
+    ) -> Result<(), AgentStartError> {
+        match classify(&e) {
+            HandleErrorKind::Stale | HandleErrorKind::InUse | HandleErrorKind::NotFound => {
+                tracing::warn!(host = self.host(), handle, error = %e, "attach handle changed since it was read: reading again");
+                Ok(())
+            }
+            HandleErrorKind::NotFinalized(n) => Err(AgentStartError::NotFinalized(n)),
+            _ => Err(AgentStartError::Handles {
+                what: format!(
+                    "updating the managed mode of attach handle {handle} (AttachHandle.update_managed)"
+                ),
+                source: e,
+            }),
+        }
     }
 
     /// Starts a cleanup for each of this host's handles in `cleaning` not already being

@@ -260,3 +260,29 @@ pub fn indirect_ctx(transport: &Arc<dyn Transport>) -> RequestContext {
     );
     RequestContext::generate().with_indirection(NAMESPACE, Arc::new(api))
 }
+
+/// Each named scenario (an `async fn(Db)` of the test file) as a test on SQLite and one
+/// on PostgreSQL (`mod sqlite`, `mod postgres`), with the test file's `support`
+/// (`accel_conductor::testing`).
+#[allow(unused_macros)] // Not every test file including this module uses it.
+macro_rules! on_both_databases {
+    ($($scenario:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    let (db, _dir) = super::support::sqlite().await;
+                    super::$scenario(db).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    super::$scenario(super::support::postgres().await).await;
+                }
+            )*
+        }
+    };
+}
