@@ -385,21 +385,8 @@ async fn a_host_moves_from_cyborgs_gpu_driver_to_accels_agent_keeping_its_bound_
     );
 
     // An instance holds it.
-    db.create_profile(
-        "gpu",
-        vec![[("resources:PGPU".to_owned(), "1".to_owned())]
-            .into_iter()
-            .collect()],
-        None,
-    )
-    .await
-    .expect("profile");
-    let arq = db.create_arq("gpu", 0, None).await.expect("request");
-    let bound = db
-        .bind(&arq.uuid, &host, "vm-gpu", None)
-        .await
-        .expect("bound");
-    let handle = bound.attach_handle_uuid.clone().expect("a handle");
+    let arq = accel_conductor::testing::bound_request(&db, "PGPU", &host, "vm-gpu").await;
+    let handle = arq.attach_handle_uuid.clone().expect("a handle");
 
     // The host's agent is replaced: Cyborg's stops, accel's starts on the same hardware.
     drop(cyborg);

@@ -222,19 +222,7 @@ async fn accel_n_plus_1_agent_on_cyborgs_wire() {
 
     // An SSD released for cleaning: the conductor's cast (cyborg_agent 1.1; the
     // agent's scan runs hourly here) starts it; it is erased and back in the pool.
-    db.create_profile(
-        "ssd",
-        vec![[("resources:SSD".to_owned(), "1".to_owned())]
-            .into_iter()
-            .collect()],
-        None,
-    )
-    .await
-    .expect("profile");
-    let arq = db.create_arq("ssd", 0, None).await.expect("arq");
-    db.bind(&arq.uuid, &host, "vm-1", None)
-        .await
-        .expect("bound");
+    let arq = accel_conductor::testing::bound_request(&db, "SSD", &host, "vm-1").await;
     let handle = db
         .host_handles(&host)
         .await

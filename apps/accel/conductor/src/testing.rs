@@ -2,7 +2,8 @@
 //! database on the test cluster (`VERSO_TEST_POSTGRES_URL`, default
 //! `postgres://verso:verso@127.0.0.1:55432/verso`, started by `scripts/start-postgres.sh`).
 //! A missing cluster fails the test with a message saying how to start it; it never skips.
-//! And [`nova`]: the tests' own Nova.
+//! And [`nova`]: the tests' own Nova; [`bound_request`]: an accelerator bound to an
+//! instance.
 
 #![allow(clippy::expect_used)]
 
@@ -10,6 +11,33 @@ pub mod nova;
 
 use crate::Db;
 use std::time::Duration;
+
+/// A request of one `resource_class` accelerator (its profile, named after the class in
+/// lower case, made on first use) bound to `instance` on `host`, as Nova's bind leaves
+/// it: the request as stored.
+pub async fn bound_request(
+    db: &Db,
+    resource_class: &str,
+    host: &str,
+    instance: &str,
+) -> crate::db::ArqRow {
+    let profile = resource_class.to_ascii_lowercase();
+    if db.profile_by_name(&profile).await.is_err() {
+        db.create_profile(
+            &profile,
+            vec![[(format!("resources:{resource_class}"), "1".to_owned())]
+                .into_iter()
+                .collect()],
+            None,
+        )
+        .await
+        .expect("the profile");
+    }
+    let arq = db.create_arq(&profile, 0, None).await.expect("the request");
+    db.bind(&arq.uuid, host, instance, None)
+        .await
+        .expect("bound")
+}
 
 /// A device as a report has it, at PCI address `cp`, of `kind` from `vendor` with
 /// `model`, with `handles` PCI attach handles (`{"address": cp, "vf": i}`).

@@ -587,21 +587,7 @@ async fn a_cyborg_agent_sets_managed_mode_through_the_conductor_in_postgresql() 
 async fn ssd_waiting_for_cleanup(db: &Db, host: &str, instance: &str) -> String {
     let ssd = testing::reported_device("0000:3c:00.0", "SSD", "144d", "a80a", 1);
     db.report(host, &[ssd]).await.expect("report");
-    if db.profile_by_name("ssd").await.is_err() {
-        db.create_profile(
-            "ssd",
-            vec![[("resources:SSD".to_owned(), "1".to_owned())]
-                .into_iter()
-                .collect()],
-            None,
-        )
-        .await
-        .expect("profile");
-    }
-    let arq = db.create_arq("ssd", 0, None).await.expect("arq");
-    db.bind(&arq.uuid, host, instance, None)
-        .await
-        .expect("bound");
+    let arq = testing::bound_request(db, "SSD", host, instance).await;
     db.unbind_with(&arq.uuid, Release::CleanSsd)
         .await
         .expect("released for cleaning");
