@@ -7,7 +7,8 @@
 //! - its inventory lands through Cyborg's `report_data`; it heartbeats on accel's
 //!   upgrade API, so the fleet record has its software, not Cyborg 17's;
 //! - NVMe cleanups on Cyborg's `Device.device_state`: started by `cleanup_device`
-//!   (Cyborg agent API 1.1) or found by the scan, claimed, erased, recorded; a failed
+//!   (Cyborg agent API 1.1, or accel's of a handle: accel's agent API is served too) or
+//!   found by the scan, claimed, erased, recorded; a failed
 //!   erase leaves the device in `error`; an erase interrupted by a stop is done again at
 //!   the next start; `cleanup_device` for a device not waiting is refused, typed; the
 //!   conductor casts it under `[upgrade_levels] cyborg_agent` 1.1, not below;
@@ -195,6 +196,36 @@ async fn cleans_devices_on_cyborgs_lifecycle(db: Db) {
     wait_for(&db, &handle, Duration::from_secs(15), "cleaned", available).await;
     assert_eq!(scripts.erased().len(), 2, "{:?}", scripts.erased());
     assert_eq!(agent.scan_now().await.expect("scan"), 0, "nothing left");
+
+    // accel's own agent API is served too: accel's `cleanup_device` of a handle cleans
+    // the handle's device, and `report_now` reports.
+    let accel_api = RpcClient::for_api::<accel_objects::rpc::AgentApi>(
+        transport.clone(),
+        accel_objects::rpc::AGENT_TOPIC,
+    );
+    let (arq, handle) = bind_ssd(&c, "vm-3").await;
+    unbind(&c, &arq).await;
+    let erased = scripts.erased().len();
+    accel_api
+        .prepare()
+        .server(HOST)
+        .call_method(
+            &ctx(),
+            accel_objects::rpc::CleanupDevice {
+                handle_uuid: handle.clone(),
+            },
+        )
+        .await
+        .expect("accel's cleanup_device");
+    wait_for(&db, &handle, Duration::from_secs(15), "cleaned", available).await;
+    assert!(scripts.erased().len() > erased, "{:?}", scripts.erased());
+    let n = accel_api
+        .prepare()
+        .server(HOST)
+        .call_method(&ctx(), accel_objects::rpc::ReportNow {})
+        .await
+        .expect("report_now");
+    assert_eq!(n, agent.devices_reported());
     agent.stop().await;
     cyborg_api.stop().await;
     conductor.stop().await;

@@ -165,12 +165,8 @@ impl Agent {
         self: &Arc<Self>,
         uuid: &str,
     ) -> Result<(), RemoteError> {
-        if self.indirection.is_none() {
-            return Err(RemoteError::new(
-                "IndirectionUnavailable",
-                ERROR_MODULE,
-                "this agent runs with [upgrade_levels] cyborg_conductor below 1.1 and cannot record cleanups",
-            ));
+        if let Some(refused) = self.cannot_record_cleanups() {
+            return Err(refused);
         }
         let devices = DeviceList::get_by_hostname(&self.ctx("cleanup"), self.host().to_owned())
             .await
@@ -199,6 +195,54 @@ impl Agent {
                 format!("no device {uuid} on host {}", self.host()),
             )),
         }
+    }
+
+    /// accel's `cleanup_device` of a handle (agent API 1.1 on `accel-agent`) on Cyborg's
+    /// wire: the cleanup of the handle's device (its `cpid_id`).
+    pub(super) async fn handle_cleanup_cyborg(
+        self: &Arc<Self>,
+        handle_uuid: &str,
+    ) -> Result<(), RemoteError> {
+        if let Some(refused) = self.cannot_record_cleanups() {
+            return Err(refused);
+        }
+        let handles =
+            AttachHandleList::get_by_hostname(&self.ctx("cleanup"), self.host().to_owned())
+                .await
+                .map_err(|e| RemoteError::new(e.kind().to_owned(), ERROR_MODULE, e.to_string()))?;
+        let device = handles
+            .iter()
+            .find(|h| uuid_of(h) == handle_uuid)
+            .and_then(|h| h.cpid_id.get().copied());
+        let devices = DeviceList::get_by_hostname(&self.ctx("cleanup"), self.host().to_owned())
+            .await
+            .map_err(|e| RemoteError::new(e.kind().to_owned(), ERROR_MODULE, e.to_string()))?;
+        match devices
+            .iter()
+            .find(|d| device.is_some() && d.id.get() == device.as_ref())
+        {
+            Some(d) => self.cleanup_device_cyborg(&device_uuid(d)).await,
+            None => Err(RemoteError::new(
+                NOT_CLEANING,
+                ERROR_MODULE,
+                format!(
+                    "attach handle {handle_uuid} is not in cleaning on host {}",
+                    self.host()
+                ),
+            )),
+        }
+    }
+
+    /// Cleanups are recorded through object indirection, which the cap must allow: the
+    /// refusal when it does not.
+    fn cannot_record_cleanups(&self) -> Option<RemoteError> {
+        self.indirection.is_none().then(|| {
+            RemoteError::new(
+                "IndirectionUnavailable",
+                ERROR_MODULE,
+                "this agent runs with [upgrade_levels] cyborg_conductor below 1.1 and cannot record cleanups",
+            )
+        })
     }
 
     fn spawn_device_cleanup(self: &Arc<Self>, device: Device) -> bool {

@@ -151,6 +151,9 @@ impl Agent {
 
     /// `cleanup_device`: the handle must be this host's and in `cleaning`.
     pub(super) async fn cleanup_requested(self: &Arc<Self>, uuid: &str) -> Result<(), RemoteError> {
+        if self.cyborg.is_some() {
+            return self.handle_cleanup_cyborg(uuid).await;
+        }
         if self.indirection.is_none() {
             return Err(RemoteError::new(
                 "IndirectionUnavailable",

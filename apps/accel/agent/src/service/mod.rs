@@ -36,9 +36,10 @@
 //! On Cyborg's wire ([`AgentConfig::cyborg_wire`], [`CyborgWire`]) the same steps run on
 //! Cyborg's APIs with the seed spec: reports are Cyborg's `report_data` on
 //! `cyborg-conductor`, the managed mode and cleanups go through `accel_cyborg17::
-//! indirection`'s classes there (a cleanup is a device's, on its `device_state`), and the
-//! agent API served is Cyborg's on `cyborg-agent` with `cleanup_device` (1.1); the
-//! version record and heartbeats stay on `accel-upgrade`.
+//! indirection`'s classes there (a cleanup is a device's, on its `device_state`), and
+//! Cyborg's agent API is served on `cyborg-agent` with `cleanup_device` (1.1), beside
+//! accel's (its `cleanup_device` of a handle cleans the handle's device); the version
+//! record and heartbeats stay on `accel-upgrade`.
 
 use crate::cleanup::CleanupMethod;
 use crate::client::{fenced, heartbeat, HeartbeatError, Reported, Reporter};
@@ -81,7 +82,7 @@ pub struct RunningAgent {
     agent: Arc<Agent>,
     shutdown: watch::Sender<bool>,
     task: Option<JoinHandle<AgentStop>>,
-    server: Option<ServerHandle>,
+    servers: Vec<ServerHandle>,
     outcome: Option<AgentStop>,
 }
 
@@ -159,7 +160,7 @@ impl RunningAgent {
     }
 
     async fn shutdown_now(&mut self) {
-        if let Some(server) = self.server.take() {
+        for server in std::mem::take(&mut self.servers) {
             server.stop().await;
         }
         let _ = self.shutdown.send(true);
@@ -258,8 +259,8 @@ pub async fn start(
     }
 
     // 3 to 7; a refusal or failure leaves nothing running (recovered cleanups included).
-    let server = match bring_up(&agent, &indirection, transport).await {
-        Ok(server) => server,
+    let servers = match bring_up(&agent, &indirection, transport).await {
+        Ok(servers) => servers,
         Err(e) => {
             agent.abort_cleanups();
             return Err(e);
@@ -272,7 +273,7 @@ pub async fn start(
         agent,
         shutdown,
         task: Some(task),
-        server: Some(server),
+        servers,
         outcome: None,
     })
 }
@@ -283,7 +284,7 @@ async fn bring_up(
     agent: &Arc<Agent>,
     indirection: &Indirection,
     transport: Arc<dyn Transport>,
-) -> Result<ServerHandle, AgentStartError> {
+) -> Result<Vec<ServerHandle>, AgentStartError> {
     let host = agent.host();
     // 3. The RPC requirement of the configured features.
     if !agent.config.pci_managed {
@@ -340,18 +341,9 @@ async fn bring_up(
         agent.reconcile_managed(false).await?;
     }
 
-    // 7. Serve and loop.
-    if let Some(link) = &agent.cyborg {
-        let endpoint = crate::cyborg::endpoint_with(
-            agent.config.sysfs_root.clone(),
-            agent.config.fpga.clone(),
-            Some(Arc::new(cyborg_handles::Cleanups(agent.clone()))),
-        );
-        return crate::cyborg::serve_endpoint(link.transport.clone(), host, endpoint)
-            .await
-            .map_err(AgentStartError::Serve);
-    }
-    RpcServer::new(
+    // 7. Serve and loop: accel's agent API, and on Cyborg's wire Cyborg's too (accel's
+    // conductor calls accel's: `program_fpga`, `report_now`, `cleanup_device`).
+    let accel = RpcServer::new(
         transport,
         Target::new(AGENT_TOPIC).with_server(agent.config.host.clone()),
     )
@@ -359,7 +351,25 @@ async fn bring_up(
     .map_err(AgentStartError::Serve)?
     .start()
     .await
-    .map_err(AgentStartError::Serve)
+    .map_err(AgentStartError::Serve)?;
+    let mut servers = vec![accel];
+    if let Some(link) = &agent.cyborg {
+        let endpoint = crate::cyborg::endpoint_with(
+            agent.config.sysfs_root.clone(),
+            agent.config.fpga.clone(),
+            Some(Arc::new(cyborg_handles::Cleanups(agent.clone()))),
+        );
+        match crate::cyborg::serve_endpoint(link.transport.clone(), host, endpoint).await {
+            Ok(cyborg) => servers.push(cyborg),
+            Err(e) => {
+                for s in servers {
+                    s.stop().await;
+                }
+                return Err(AgentStartError::Serve(e));
+            }
+        }
+    }
+    Ok(servers)
 }
 
 /// A client of the conductor API on its topic, capped at `conductor_cap` (`[upgrade_levels]
