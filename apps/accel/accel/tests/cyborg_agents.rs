@@ -276,3 +276,121 @@ async fn accel_n_plus_1_agent_on_cyborgs_wire() {
         "{paths}"
     );
 }
+
+/// FPGA programming through accel's API reaches a host whose agent serves only
+/// Cyborg's agent API (here accel's agent reporting as a Cyborg 17 agent does:
+/// `[cyborg] report_to_cyborg`, no heartbeat): the conductor, knowing the host only from
+/// Cyborg's reports, calls Cyborg's `fpga_program` (control path, Glance image, driver)
+/// on `cyborg-agent`, which downloads the bitstream from the real Glance and runs the
+/// operator's tool on the card.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accels_api_programs_an_fpga_through_cyborgs_agent_api() {
+    use sha2::{Digest, Sha256};
+    use std::os::unix::fs::PermissionsExt;
+
+    let _one = ONE_CONDUCTOR.lock().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let record = dir.path().join("programmed");
+    let tool = dir.path().join("program-fpga");
+    std::fs::write(
+        &tool,
+        format!(
+            "#!/bin/sh\nprintf '%s ' \"$1\" > {r}\nsha256sum \"$2\" | cut -d' ' -f1 >> {r}\n",
+            r = record.display()
+        ),
+    )
+    .expect("write the tool");
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let keystone = support::env("VERSO_TEST_KEYSTONE_URL");
+    let session = accel_conductor::keystone::Session::new(
+        accel_conductor::keystone::AuthOptions::new(&keystone, "accel", "verso-accel", "service"),
+    )
+    .expect("a Keystone session");
+    let data: Vec<u8> = (0..40_000u32).map(|i| (i % 241) as u8).collect();
+    let image = accel_keystone::testing::glance_image(
+        &session,
+        &support::env("VERSO_TEST_GLANCE_URL"),
+        Some(&data),
+    )
+    .await
+    .expect("an image in Glance");
+
+    let db_url = format!("sqlite://{}", dir.path().join("accel.db").display());
+    let _conductor = support::cyborg_conductor(&db_url, true, &[]);
+    let mut api = Command::new(env!("CARGO_BIN_EXE_accel"))
+        .arg("api")
+        .env("ACCEL_TRANSPORT_URL", accel_cyborg17::testing::rabbit_url())
+        .env("ACCEL_DATABASE_URL", &db_url)
+        .env("ACCEL_API_LISTEN", "127.0.0.1:0")
+        .env("ACCEL_API_AUTH_STRATEGY", "noauth")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("accel api starts");
+    let url = support::ready(&mut api, "api: listening on ")
+        .trim_start_matches("api: listening on ")
+        .trim()
+        .to_owned();
+    let _api = support::Killed(api);
+
+    let host = format!(
+        "accel-fpga-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../agent/tests/fixtures/sysfs/host2");
+    let (_agent, _) = support::accel_agent(
+        dir.path(),
+        &host,
+        &fixture,
+        &[
+            ("ACCEL_CYBORG_REPORT_TO_CYBORG", "true".into()),
+            ("ACCEL_FPGA_PROGRAM_COMMAND", tool.display().to_string()),
+            ("ACCEL_GLANCE_AUTH_URL", keystone.clone()),
+            ("ACCEL_GLANCE_USERNAME", "accel".into()),
+            ("ACCEL_GLANCE_PASSWORD", "verso-accel".into()),
+            ("ACCEL_GLANCE_PROJECT_NAME", "service".into()),
+        ],
+        "reporting to Cyborg's conductor",
+    );
+    let fpga = "0000:3d:00.0";
+    let name = format!("{host}_{fpga}");
+    let deployable = support::eventually(
+        Duration::from_secs(60),
+        "the FPGA's deployable in accel's API",
+        String::new,
+        || {
+            let (url, name) = (url.clone(), name.clone());
+            async move {
+                let list: serde_json::Value = reqwest::get(format!("{url}/v2/deployables"))
+                    .await
+                    .ok()?
+                    .json()
+                    .await
+                    .ok()?;
+                list["deployables"]
+                    .as_array()?
+                    .iter()
+                    .find(|d| d["name"] == name.as_str())
+                    .and_then(|d| d["uuid"].as_str())
+                    .map(str::to_owned)
+            }
+        },
+    )
+    .await;
+
+    let response = reqwest::Client::new()
+        .patch(format!("{url}/v2/deployables/{deployable}/program"))
+        .json(&serde_json::json!([
+            {"path": "/bitstream_id", "op": "replace", "value": [{"image_uuid": image}]}
+        ]))
+        .send()
+        .await
+        .expect("PATCH");
+    let status = response.status().as_u16();
+    let body: serde_json::Value = response.json().await.expect("JSON");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        std::fs::read_to_string(&record).expect("the tool ran"),
+        format!("{fpga} {:x}\n", Sha256::digest(&data))
+    );
+}

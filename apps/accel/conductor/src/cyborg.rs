@@ -207,6 +207,21 @@ pub fn rows_digest(rows: &[ReportedDevice]) -> Option<String> {
     ))
 }
 
+/// Cyborg's `cpid_info` of the PCI address `DDDD:BB:DD.F`, decoded, as Cyborg's API
+/// sends it to `fpga_program` (`{"bus", "device", "domain", "function"}`).
+pub(crate) fn cpid_info(address: &str) -> Option<Value> {
+    let (domain, rest) = address.split_once(':')?;
+    let (bus, rest) = rest.split_once(':')?;
+    let (device, function) = rest.split_once('.')?;
+    let address_of = pci_address(
+        &serde_json::json!({"domain": domain, "bus": bus, "device": device, "function": function})
+            .to_string(),
+    )?;
+    (address_of == address).then(|| {
+        serde_json::json!({"bus": bus, "device": device, "domain": domain, "function": function})
+    })
+}
+
 /// `DDDD:BB:DD.F` from Cyborg's `cpid_info`, `{"domain": "0000", "bus": "0c", "device":
 /// "00", "function": "0"}` (the form accel's own agents key devices by).
 pub(crate) fn pci_address(info: &str) -> Option<String> {
@@ -305,6 +320,29 @@ mod tests {
     use super::*;
     use accel_cyborg17::objects::{DriverAttachHandle, DriverControlPathID, DriverDeployable};
     use verso::VersionedObject;
+
+    #[test]
+    fn a_control_path_goes_to_cyborg_and_back() {
+        let info = cpid_info("0000:3d:00.1").expect("an address");
+        assert_eq!(
+            info,
+            serde_json::json!({"bus": "3d", "device": "00", "domain": "0000", "function": "1"})
+        );
+        assert_eq!(
+            pci_address(&info.to_string()).as_deref(),
+            Some("0000:3d:00.1")
+        );
+        for bad in [
+            "",
+            "0000:3d:00",
+            "3d:00.1",
+            "0000:zz:00.1",
+            "0000:3d:00.9",
+            "0:3d:00.1",
+        ] {
+            assert_eq!(cpid_info(bad), None, "{bad}");
+        }
+    }
 
     fn device(ty: DeviceType, cpid_info: &str) -> DriverDevice {
         DriverDevice {

@@ -286,6 +286,67 @@ impl AgentNotifier {
     }
 }
 
+impl AgentNotifier {
+    /// Whether [`AgentNotifier::with_cyborg`] gave it a client of Cyborg's agent API.
+    pub fn reaches_cyborg_agents(&self) -> bool {
+        self.cyborg.is_some()
+    }
+
+    /// [`AgentNotifier::program`] for a host whose agent serves Cyborg's agent API only:
+    /// Cyborg 17's `fpga_program(controlpath_id, bitstream_uuid, driver_name)` on
+    /// `cyborg-agent`, the control path as Cyborg's conductor sends it (`PCI`, the
+    /// address as `cpid_info`), waiting [`PROGRAM_TIMEOUT`]. Cyborg's drivers answer
+    /// `false` when the tool failed: that, a refusal or silence is `ProgramFailed` with
+    /// the reason.
+    pub async fn program_cyborg(
+        &self,
+        host: &str,
+        address: &str,
+        bitstream: &str,
+        driver_name: &str,
+    ) -> Result<(), RemoteError> {
+        let failed = |message: String| {
+            RemoteError::new(ErrorKind::ProgramFailed.as_str(), ERROR_MODULE, message)
+        };
+        let Some(client) = &self.cyborg else {
+            return Err(failed(format!(
+                "{host} runs Cyborg's agent API and this conductor has no client of it ([cyborg] serve_agents)"
+            )));
+        };
+        let cpid_info = crate::cyborg::cpid_info(address)
+            .ok_or_else(|| failed(format!("{address} is not a PCI address")))?;
+        let ctx = RequestContext::new(format!("req-program-{bitstream}"));
+        let answer = client
+            .prepare()
+            .server(host)
+            .timeout(PROGRAM_TIMEOUT)
+            .call_method(
+                &ctx,
+                accel_cyborg17::rpc::FpgaProgram {
+                    controlpath_id: serde_json::json!({"cpid_type": "PCI", "cpid_info": cpid_info}),
+                    bitstream_uuid: bitstream.to_owned(),
+                    driver_name: driver_name.to_owned(),
+                },
+            )
+            .await
+            .map_err(|e| match e {
+                verso_rpc::RpcError::Remote(r) => failed(format!(
+                    "Cyborg agent of {host}: {} ({})",
+                    r.message, r.kind
+                )),
+                e => failed(format!(
+                    "the Cyborg agent of {host} did not program {address}: {e}"
+                )),
+            })?;
+        match answer {
+            serde_json::Value::Bool(true) => Ok(()),
+            other => Err(failed(format!(
+                "the Cyborg agent of {host} answered {other} programming {address} (its driver failed)"
+            ))),
+        }
+    }
+}
+
 /// Casts a `cleanup_device` to `host`'s agent through `client`, capped by
 /// `[upgrade_levels] option`; what happened.
 async fn cast_cleanup<M: verso_rpc::RpcMethod>(
@@ -367,6 +428,21 @@ impl AgentNotifier {
                     "the agent of {host} did not program {address}: {e}"
                 )),
             })
+    }
+}
+
+/// Whether `host`'s agent is known only from Cyborg's reports (it sends no heartbeat:
+/// Cyborg's agent API is all it serves). A fleet record that cannot be read says no.
+async fn reports_only(witness: &ReportWitness, host: &str) -> bool {
+    match witness.fleet().members().await {
+        Ok(members) => members
+            .iter()
+            .filter(|m| m.host == host)
+            .any(|m| !m.heartbeats),
+        Err(e) => {
+            tracing::warn!(host, error = %e, "cannot read the fleet record: programming through accel's agent API");
+            false
+        }
     }
 }
 
@@ -547,7 +623,7 @@ pub fn endpoint_with_agents(
             tracing::info!(attribute = %m.uuid, "attribute deleted");
             Ok(())
         })
-        .handle(|Shared { db, agents, .. }, _ctx, m: ProgramDeployable| async move {
+        .handle(|Shared { db, agents, witness, .. }, _ctx, m: ProgramDeployable| async move {
             let invalid = |message: String| {
                 RemoteError::new(ErrorKind::Invalid.as_str(), ERROR_MODULE, message)
             };
@@ -582,8 +658,25 @@ pub fn endpoint_with_agents(
                     "this conductor has no client of the agents".to_owned(),
                 ));
             };
-            agents.program(&d.hostname, &d.control_path_id, &m.bitstream_uuid).await?;
-            tracing::info!(deployable = %d.uuid, host = %d.hostname, bitstream = %m.bitstream_uuid, "FPGA programmed");
+            // A host known only from Cyborg's reports runs Cyborg's agent API (a Cyborg
+            // 17 agent, or accel's reporting as one): Cyborg's fpga_program there.
+            let cyborg_host = match &witness {
+                Some(w) => reports_only(w, &d.hostname).await,
+                None => false,
+            };
+            if cyborg_host && agents.reaches_cyborg_agents() {
+                agents
+                    .program_cyborg(
+                        &d.hostname,
+                        &d.control_path_id,
+                        &m.bitstream_uuid,
+                        d.driver_name.as_deref().unwrap_or_default(),
+                    )
+                    .await?;
+            } else {
+                agents.program(&d.hostname, &d.control_path_id, &m.bitstream_uuid).await?;
+            }
+            tracing::info!(deployable = %d.uuid, host = %d.hostname, bitstream = %m.bitstream_uuid, cyborg_host, "FPGA programmed");
             Ok(())
         })
         .handle(|Shared { db, .. }, _ctx, m: SetDeviceMaintaining| async move {
