@@ -287,6 +287,54 @@ impl AgentNotifier {
 }
 
 impl AgentNotifier {
+    /// Makes (`create`) or removes the mediated device `ah_uuid` of type `asked_type` on
+    /// the GPU at `pci` of `host`, through Cyborg's agent API (`create_vgpu_mdev`,
+    /// `remove_vgpu_mdev`: 1.0, a call); the reason when it was not.
+    pub async fn mdev(
+        &self,
+        host: &str,
+        pci: &str,
+        asked_type: &str,
+        ah_uuid: &str,
+        create: bool,
+    ) -> Result<(), String> {
+        let Some(client) = &self.cyborg else {
+            return Err(format!(
+                "{host}'s mediated devices are made through Cyborg's agent API, and this \
+                 conductor has no client of it ([cyborg] serve_agents)"
+            ));
+        };
+        let ctx = RequestContext::new(format!("req-mdev-{ah_uuid}"));
+        let call = client.prepare().server(host);
+        let done = if create {
+            call.call_method(
+                &ctx,
+                accel_cyborg17::rpc::CreateVgpuMdev {
+                    pci_addr: pci.to_owned(),
+                    asked_type: asked_type.to_owned(),
+                    ah_uuid: ah_uuid.to_owned(),
+                },
+            )
+            .await
+        } else {
+            call.call_method(
+                &ctx,
+                accel_cyborg17::rpc::RemoveVgpuMdev {
+                    pci_addr: pci.to_owned(),
+                    asked_type: asked_type.to_owned(),
+                    ah_uuid: ah_uuid.to_owned(),
+                },
+            )
+            .await
+        };
+        done.map(|_| ()).map_err(|e| match e {
+            verso_rpc::RpcError::Remote(r) => {
+                format!("the agent of {host}: {} ({})", r.message, r.kind)
+            }
+            e => format!("the agent of {host}: {e}"),
+        })
+    }
+
     /// Whether [`AgentNotifier::with_cyborg`] gave it a client of Cyborg's agent API.
     pub fn reaches_cyborg_agents(&self) -> bool {
         self.cyborg.is_some()
@@ -428,6 +476,89 @@ impl AgentNotifier {
                     "the agent of {host} did not program {address}: {e}"
                 )),
             })
+    }
+}
+
+/// Where a mediated device of an `MDEV` attach handle is, from its attach info as
+/// Cyborg's GPU driver writes it (`{"asked_type", "bus", "device", "domain",
+/// "function", "vgpu_mark"}`): the GPU's PCI address and the mdev type.
+fn mdev_of(attach_info: &str) -> Option<(String, String)> {
+    let v: serde_json::Value = serde_json::from_str(attach_info).ok()?;
+    let part = |k: &str| v.get(k).and_then(serde_json::Value::as_str);
+    Some((
+        format!(
+            "{}:{}:{}.{}",
+            part("domain")?,
+            part("bus")?,
+            part("device")?,
+            part("function")?
+        ),
+        part("asked_type")?.to_owned(),
+    ))
+}
+
+/// The mediated device of `row`'s `MDEV` handle, made on its host through Cyborg's
+/// agent API (`create_vgpu_mdev(pci_addr, asked_type, ah_uuid)`, the handle's UUID the
+/// mdev's) as Cyborg's conductor makes it at bind: only agents on Cyborg's agent API
+/// report `MDEV` handles. Nothing for other handles. On failure the request is
+/// unbound (its handle free again) and the bind answers `MdevFailed`.
+async fn make_mdev(
+    db: &Db,
+    agents: Option<&AgentNotifier>,
+    row: &ArqRow,
+) -> Result<(), RemoteError> {
+    if row.attach_handle_type.as_deref() != Some("MDEV") {
+        return Ok(());
+    }
+    let host = row.hostname.clone().unwrap_or_default();
+    let handle = row.attach_handle_uuid.clone().unwrap_or_default();
+    let info = row.attach_handle_info.clone().unwrap_or_default();
+    let made = match (agents, mdev_of(&info)) {
+        (Some(agents), Some((pci, asked_type))) => {
+            agents.mdev(&host, &pci, &asked_type, &handle, true).await
+        }
+        (None, _) => Err("this conductor has no client of the agents".to_owned()),
+        (_, None) => Err(format!("attach info {info:?} names no GPU and mdev type")),
+    };
+    let Err(why) = made else {
+        tracing::info!(arq = %row.uuid, %host, %handle, "mediated device made");
+        return Ok(());
+    };
+    tracing::error!(arq = %row.uuid, %host, %handle, %why, "no mediated device: the request is released");
+    if let Err(e) = db.unbind_with(&row.uuid, Release::Immediate).await {
+        tracing::error!(arq = %row.uuid, error = %e, "releasing the request after the failed mediated device failed");
+    }
+    Err(RemoteError::new(
+        ErrorKind::MdevFailed.as_str(),
+        ERROR_MODULE,
+        format!(
+            "binding {} on {host}: no mediated device for attach handle {handle}: {why}",
+            row.uuid
+        ),
+    ))
+}
+
+/// Removes the mediated device of the `MDEV` handle `before` (the request as it was
+/// before its release) held, as Cyborg's conductor does at unbind; a failure is logged
+/// (the device is the kernel's until its host's operator removes it).
+async fn remove_mdev(agents: Option<&AgentNotifier>, before: &ArqRow) {
+    if before.attach_handle_type.as_deref() != Some("MDEV") {
+        return;
+    }
+    let (Some(agents), Some(host), Some(handle), Some((pci, asked_type))) = (
+        agents,
+        before.hostname.as_deref(),
+        before.attach_handle_uuid.as_deref(),
+        before.attach_handle_info.as_deref().and_then(mdev_of),
+    ) else {
+        tracing::error!(arq = %before.uuid, "a released MDEV handle names no host, GPU or type: its mediated device is left");
+        return;
+    };
+    match agents.mdev(host, &pci, &asked_type, handle, false).await {
+        Ok(()) => tracing::info!(arq = %before.uuid, %host, %handle, "mediated device removed"),
+        Err(why) => {
+            tracing::error!(arq = %before.uuid, %host, %handle, %why, "the mediated device was not removed")
+        }
     }
 }
 
@@ -710,7 +841,7 @@ pub fn endpoint_with_agents(
                 ..AcceleratorRequestList::blank()
             })
         })
-        .handle(|Shared { db, nova, .. }, _ctx, m: BindArq| async move {
+        .handle(|Shared { db, nova, agents, .. }, _ctx, m: BindArq| async move {
             let bound = db
                 .bind_for(
                     &m.uuid,
@@ -720,6 +851,11 @@ pub fn endpoint_with_agents(
                     m.project_id.as_deref(),
                 )
                 .await;
+            // A mediated device (a vGPU) is made on its host before the bind counts, as
+            // Cyborg's conductor makes it; failing that, the request is released.
+            if let Ok(row) = &bound {
+                make_mdev(&db, agents.as_ref(), row).await?;
+            }
             // Both end the bind (Bound or BindFailed): Nova may be waiting for either.
             if matches!(bound, Ok(_) | Err(DbError::NoFreeHandle { .. })) {
                 notify_nova(&db, nova.as_ref(), &m.instance_uuid).await;
@@ -727,9 +863,10 @@ pub fn endpoint_with_agents(
             arq_object(&bound.map_err(to_remote)?).map_err(to_remote)
         })
         .handle(|Shared { db, release, agents, .. }, _ctx, m: UnbindArq| async move {
-            let handle = db.arq(&m.uuid).await.map_err(to_remote)?.attach_handle_uuid;
+            let before = db.arq(&m.uuid).await.map_err(to_remote)?;
             let row = db.unbind_with(&m.uuid, release()).await.map_err(to_remote)?;
-            notify_released(&db, agents.as_ref(), handle).await;
+            remove_mdev(agents.as_ref(), &before).await;
+            notify_released(&db, agents.as_ref(), before.attach_handle_uuid).await;
             arq_object(&row).map_err(to_remote)
         })
         .handle(|Shared { db, release, agents, .. }, _ctx, m: DeleteArqs| async move {
@@ -739,14 +876,17 @@ pub fn endpoint_with_agents(
             }
             let mut n = 0;
             for uuid in uuids {
-                let handle = match db.arq(&uuid).await {
-                    Ok(arq) => arq.attach_handle_uuid,
+                let before = match db.arq(&uuid).await {
+                    Ok(arq) => Some(arq),
                     Err(DbError::NotFound { .. }) => None,
                     Err(e) => return Err(to_remote(e)),
                 };
                 if db.delete_arq_with(&uuid, release()).await.map_err(to_remote)? {
                     n += 1;
-                    notify_released(&db, agents.as_ref(), handle).await;
+                    if let Some(before) = before {
+                        remove_mdev(agents.as_ref(), &before).await;
+                        notify_released(&db, agents.as_ref(), before.attach_handle_uuid).await;
+                    }
                 }
             }
             Ok(n)

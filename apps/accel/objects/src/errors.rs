@@ -48,11 +48,14 @@ pub enum ErrorKind {
     NotSupportedBeforeFinalization,
     /// An FPGA could not be programmed (the agent's reason in the message).
     ProgramFailed,
+    /// A mediated device (vGPU) could not be made on its host for a bind (the agent's
+    /// reason in the message): the request is unbound, its handle free.
+    MdevFailed,
 }
 
 impl ErrorKind {
     /// Every kind.
-    pub const ALL: [ErrorKind; 15] = [
+    pub const ALL: [ErrorKind; 16] = [
         ErrorKind::NotFound,
         ErrorKind::Duplicate,
         ErrorKind::InvalidTransition,
@@ -68,6 +71,7 @@ impl ErrorKind {
         ErrorKind::NoStore,
         ErrorKind::NotSupportedBeforeFinalization,
         ErrorKind::ProgramFailed,
+        ErrorKind::MdevFailed,
     ];
 
     /// The name on the wire.
@@ -88,6 +92,7 @@ impl ErrorKind {
             ErrorKind::NoStore => "NoStore",
             ErrorKind::NotSupportedBeforeFinalization => "NotSupportedBeforeFinalization",
             ErrorKind::ProgramFailed => "ProgramFailed",
+            ErrorKind::MdevFailed => "MdevFailed",
         }
     }
 
