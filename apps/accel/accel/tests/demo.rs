@@ -250,6 +250,7 @@ async fn the_rolling_upgrade_from_cyborg_17_passes() {
         "requests accel's API lists are Cyborg's",
         "their reports found Cyborg's rows as imported",
         "Cyborg's fake FPGAs kept while bound",
+        "a host on Cyborg's wire answers Cyborg's agent API 1.1 (cleanup_device)",
     ] {
         assert_eq!(check(&report, name)["passed"], true, "{name}");
     }

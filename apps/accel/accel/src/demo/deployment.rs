@@ -97,6 +97,9 @@ pub(super) struct Deployment {
     pub(super) python_host: Option<String>,
     /// `--set SECTION.KEY=VALUE` settings of the release N+1 conductor only.
     pub(super) conductor_settings: Vec<String>,
+    /// Hosts whose release N+1 agent speaks Cyborg's wire (Cyborg 17 plus the seed
+    /// spec: `[cyborg] report_to_cyborg`, `[upgrade_levels] cyborg_conductor = "1.1"`).
+    pub(super) cyborg_wire_hosts: std::collections::BTreeSet<String>,
 }
 
 pub(super) fn host_name(i: u32) -> String {
@@ -160,6 +163,7 @@ impl Deployment {
             python,
             python_host,
             conductor_settings: Vec::new(),
+            cyborg_wire_hosts: std::collections::BTreeSet::new(),
         })
     }
 
@@ -469,7 +473,14 @@ impl Deployment {
                 cleanup_timeout: Duration::from_secs(20),
             },
             fpga: None,
-            cyborg_wire: None,
+            // In one process every topic shares the memory transport.
+            cyborg_wire: self.cyborg_wire_hosts.contains(host).then(|| {
+                accel_agent::service::CyborgWire {
+                    transport: self.transport.clone(),
+                    conductor_cap: None,
+                    report_timeout: Duration::from_secs(60),
+                }
+            }),
         }
     }
 
@@ -491,6 +502,14 @@ impl Deployment {
             "nvme.cleanup_timeout=20".to_owned(),
         ] {
             a.extend(["--set".to_owned(), setting]);
+        }
+        if self.cyborg_wire_hosts.contains(host) {
+            for setting in [
+                "cyborg.report_to_cyborg=true",
+                "upgrade_levels.cyborg_conductor=1.1",
+            ] {
+                a.extend(["--set".to_owned(), setting.to_owned()]);
+            }
         }
         a
     }

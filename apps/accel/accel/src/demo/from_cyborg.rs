@@ -380,6 +380,9 @@ pub async fn run(
         "cyborg.serve_agents=true".into(),
         format!("conductor.agent_liveness={LIVENESS}"),
     ];
+    // Every other host keeps Cyborg's wire at release N+1 (Cyborg 17 plus the seed
+    // spec); the others move to accel's.
+    d.cyborg_wire_hosts = d.hosts.iter().step_by(2).cloned().collect();
     let session = Session::new(AuthOptions::new(
         &cyborg.keystone_url,
         &cyborg.user,
@@ -797,6 +800,24 @@ async fn replace_agents(
         bar.inc(1);
     }
     t.finish_bar(bar, "every host on accel's agent");
+    t.note(format!(
+        "on Cyborg's wire (Cyborg 17 plus the seed spec): {}; on accel's: the others",
+        d.cyborg_wire_hosts
+            .iter()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    // A host on Cyborg's wire serves Cyborg's agent API at 1.1: the NVMe feature's
+    // `cleanup_device` answers (a device it does not have: NotFound).
+    if let Some(host) = d.cyborg_wire_hosts.iter().next() {
+        let answered = cyborg_agent_api_1_1(&d.transport_url, host).await;
+        t.check(
+            "a host on Cyborg's wire answers Cyborg's agent API 1.1 (cleanup_device)",
+            answered.as_deref() == Ok("NotFound"),
+            format!("{answered:?}"),
+        )?;
+    }
     let status = d.status().await?;
     let upgraded = status
         .clients
@@ -823,6 +844,38 @@ async fn replace_agents(
     let bound = arqs.values().filter(|a| a["state"] == "Bound").count();
     t.expect_eq("requests still Bound", bound, d.hosts.len() + 1)?;
     Ok(())
+}
+
+/// Cyborg's `cleanup_device` (agent API 1.1) of a device `host` does not have, on
+/// Cyborg's exchange: the kind of the remote error it answers.
+async fn cyborg_agent_api_1_1(transport_url: &str, host: &str) -> Result<String, String> {
+    use accel_cyborg17::indirection::{AgentApi, CleanupDevice};
+    let transport = verso_rpc::transport::transport_from_url(
+        transport_url,
+        Some(accel_cyborg17::rpc::CONTROL_EXCHANGE),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let answer = verso_rpc::RpcClient::for_api::<AgentApi>(
+        transport.clone(),
+        accel_cyborg17::rpc::AGENT_TOPIC,
+    )
+    .timeout(Duration::from_secs(20))
+    .prepare()
+    .server(host)
+    .call_method(
+        &RequestContext::new("req-demo-cleanup-device"),
+        CleanupDevice {
+            device_uuid: uuid::Uuid::new_v4().to_string(),
+        },
+    )
+    .await;
+    transport.close().await;
+    match answer {
+        Err(verso_rpc::RpcError::Remote(r)) => Ok(r.kind),
+        Ok(()) => Err("cleanup_device of no device succeeded".into()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// Step 6.
