@@ -180,6 +180,16 @@ async fn accel_n_plus_1_agent_on_cyborgs_wire() {
         line.contains("cyborg-conductor") && line.contains("cyborg-agent"),
         "{line}"
     );
+    // A Cyborg conductor with the NVMe feature, in Cyborg's own Python (its agent client
+    // at 1.1 over oslo.messaging), reaches it: `cleanup_device` of a device it does not
+    // have is Cyborg's `NotFound`.
+    let nothing = uuid::Uuid::new_v4().to_string();
+    let refused =
+        accel_cyborg17::testing::cyborg_calls_agent(&host, "cleanup_device", "", "", &nothing)
+            .await
+            .expect_err("no such device");
+    assert_eq!(refused.0, "cyborg.common.exception.NotFound", "{refused:?}");
+    assert!(refused.1.contains(&nothing), "{refused:?}");
 
     let db = Db::connect(&db_url)
         .await

@@ -278,7 +278,15 @@ pub fn endpoint_with(
         .handle(|state: AgentState, _ctx, m: CleanupDevice| async move {
             check_uuid(&m.device_uuid).map_err(refused)?;
             match &state.cleanups {
-                Some(cleanups) => cleanups.cleanup_device(&m.device_uuid).await,
+                // Answered in Cyborg's exception module, so a Cyborg conductor reads the
+                // refusal as its own class (`NotFound`, ...).
+                Some(cleanups) => cleanups
+                    .cleanup_device(&m.device_uuid)
+                    .await
+                    .map_err(|mut e| {
+                        e.module = ERROR_MODULE.to_owned();
+                        e
+                    }),
                 None => Err(invalid(
                     "NotSupported",
                     "cleanup_device: this agent runs no NVMe cleanups".into(),

@@ -12,6 +12,7 @@ it, and accel's release N+1 conductor serves it on Cyborg's topic.
   mode); Device 1.6 with the remotable cleanup_started(), cleanup_succeeded() and
   cleanup_failed(reason) (NVMe cleanup on Cyborg's device_state).
 - enable(topic, cap): what the spec's agent does at start (CyborgObject.indirection_api).
+- AgentAPI: Cyborg 17's agent client with the NVMe feature's cleanup_device (1.1).
 
     python cyborg_indirection.py fingerprint
         Prints, as JSON, oslo.versionedobjects' fingerprints of the classes above over
@@ -30,6 +31,7 @@ from oslo_versionedobjects import base as ovo_base  # noqa: E402
 from oslo_versionedobjects import fixture  # noqa: E402
 
 from cyborg import objects  # noqa: E402
+from cyborg.agent import rpcapi as agent_rpcapi  # noqa: E402
 from cyborg.common import rpc  # noqa: E402
 from cyborg.objects import base  # noqa: E402
 from cyborg.objects import fields  # noqa: E402
@@ -131,6 +133,17 @@ class ConductorIndirection(ovo_base.VersionedObjectIndirectionAPI):
             objinst=objinst,
             object_versions=object_versions,
         )
+
+
+class AgentAPI(agent_rpcapi.AgentAPI):
+    """Cyborg's agent API with the NVMe feature's cleanup_device (agent RPC 1.1), as a
+    conductor with the feature calls it: Cyborg 17's client with its cap raised."""
+
+    RPC_API_VERSION = "1.1"
+
+    def cleanup_device(self, context, hostname, device_uuid):
+        cctxt = self.client.prepare(server=hostname, version="1.1")
+        return cctxt.call(context, "cleanup_device", device_uuid=device_uuid)
 
 
 def enable(topic, cap="1.1"):

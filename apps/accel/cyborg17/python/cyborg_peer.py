@@ -12,7 +12,8 @@
     agent --transport-url URL --host H --method M [--pci P --type T --uuid U]
         Cyborg 17's own agent client (cyborg.agent.rpcapi.AgentAPI, as Cyborg's conductor
         calls a host's agent) calls method M (create_vgpu_mdev, remove_vgpu_mdev or
-        fpga_program, whose bitstream is --uuid and FPGA --pci) on host H. Prints `reply <json>`, or
+        fpga_program, whose bitstream is --uuid and FPGA --pci; or cleanup_device of
+        device --uuid, the seed spec's NVMe feature at 1.1) on host H. Prints `reply <json>`, or
         `error <exception class> <message>` for a remote error.
 
     devices --transport-url URL --topic T --host H [--device-version V]
@@ -98,7 +99,13 @@ def agent(args):
     api = agent_rpcapi.AgentAPI()
     ctx = context.get_admin_context()
     try:
-        if args.method == "fpga_program":
+        if args.method == "cleanup_device":
+            # The NVMe feature's agent RPC 1.1 (cyborg_indirection.AgentAPI): --uuid is
+            # the device.
+            import cyborg_indirection
+
+            reply = cyborg_indirection.AgentAPI().cleanup_device(ctx, args.host, args.uuid)
+        elif args.method == "fpga_program":
             # The control path as Cyborg's API passes it: the row with cpid_info decoded
             # (here from --pci, DDDD:BB:DD.F).
             domain, bus, rest = (args.pci or "0000:00:00.0").split(":")
