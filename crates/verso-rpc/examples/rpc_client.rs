@@ -119,11 +119,9 @@ async fn run(cli: Cli) -> Result<Value, (ExitCode, String)> {
     let transport = transport_from_url(&cli.transport_url, cli.exchange.as_deref())
         .await
         .map_err(fail)?;
-    let mut client = RpcClient::new(transport, Target::new(cli.topic))
-        .timeout(Duration::from_secs_f64(cli.timeout));
-    if let Some(cap) = cli.cap {
-        client = client.version_cap(cap);
-    }
+    let client = RpcClient::new(transport, Target::new(cli.topic))
+        .timeout(Duration::from_secs_f64(cli.timeout))
+        .with_cap(cli.cap);
     let ctx = RequestContext::new(format!("req-{}", uuid::Uuid::new_v4())).with_user("rpc_client");
     let mut prepared = client.prepare();
     if let Some(s) = cli.server {

@@ -261,6 +261,16 @@ impl RpcClient {
         self
     }
 
+    /// The cap an `[upgrade_levels]` option gives ([`crate::config::Config::cap`]):
+    /// [`RpcClient::version_cap`] when set, no cap (the newest version the API declares)
+    /// when `None`.
+    pub fn with_cap(self, cap: Option<Version>) -> Self {
+        match cap {
+            Some(cap) => self.version_cap(cap),
+            None => self,
+        }
+    }
+
     /// Sets the default call timeout.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;

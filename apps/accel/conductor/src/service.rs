@@ -211,19 +211,12 @@ pub struct AgentNotifier {
     cyborg: Option<RpcClient>,
 }
 
-fn capped(client: RpcClient, cap: Option<Version>) -> RpcClient {
-    match cap {
-        Some(cap) => client.version_cap(cap),
-        None => client,
-    }
-}
-
 impl AgentNotifier {
     /// A client over `transport`; `cap` is `[upgrade_levels] agent` (1.0 by default
     /// while any agent may run release N).
     pub fn new(transport: Arc<dyn Transport>, cap: Option<Version>) -> Self {
         AgentNotifier {
-            client: capped(RpcClient::for_api::<AgentApi>(transport, AGENT_TOPIC), cap),
+            client: RpcClient::for_api::<AgentApi>(transport, AGENT_TOPIC).with_cap(cap),
             cyborg: None,
         }
     }
@@ -232,13 +225,13 @@ impl AgentNotifier {
     /// `cap` is `[upgrade_levels] cyborg_agent` (1.0 by default: a Cyborg 17 agent has
     /// no `cleanup_device`).
     pub fn with_cyborg(mut self, transport: Arc<dyn Transport>, cap: Option<Version>) -> Self {
-        self.cyborg = Some(capped(
+        self.cyborg = Some(
             RpcClient::for_api::<accel_cyborg17::indirection::AgentApi>(
                 transport,
                 accel_cyborg17::rpc::AGENT_TOPIC,
-            ),
-            cap,
-        ));
+            )
+            .with_cap(cap),
+        );
         self
     }
 
@@ -271,8 +264,9 @@ impl AgentNotifier {
     /// agent API 1.1 `cleanup_device(device_uuid)` on `cyborg-agent`, the device now
     /// `pending_cleaning`. `None` without [`AgentNotifier::with_cyborg`].
     ///
-    /// A host has one agent, listening on one of the two topics: the cast to the other
-    /// reaches no one and is dropped by the broker, so the conductor casts to both.
+    /// The conductor casts to both APIs: an agent on accel's wire listens only on
+    /// `accel-agent` (the broker drops this cast), one on Cyborg's wire on both, and
+    /// runs one cleanup per device whichever cast arrives first.
     pub async fn cyborg_cleanup_released(
         &self,
         host: &str,
@@ -484,17 +478,8 @@ impl AgentNotifier {
 /// "function", "vgpu_mark"}`): the GPU's PCI address and the mdev type.
 fn mdev_of(attach_info: &str) -> Option<(String, String)> {
     let v: serde_json::Value = serde_json::from_str(attach_info).ok()?;
-    let part = |k: &str| v.get(k).and_then(serde_json::Value::as_str);
-    Some((
-        format!(
-            "{}:{}:{}.{}",
-            part("domain")?,
-            part("bus")?,
-            part("device")?,
-            part("function")?
-        ),
-        part("asked_type")?.to_owned(),
-    ))
+    let asked_type = v.get("asked_type")?.as_str()?.to_owned();
+    Some((crate::cyborg::pci_address(attach_info)?, asked_type))
 }
 
 /// The mediated device of `row`'s `MDEV` handle, made on its host through Cyborg's

@@ -44,11 +44,7 @@ fn host2() -> DriverDeviceList {
 }
 
 fn client(transport: &Arc<MemoryTransport>, cap: Option<Version>) -> RpcClient {
-    let client = RpcClient::for_api::<ConductorApi>(transport.clone(), "accel-conductor");
-    match cap {
-        Some(cap) => client.version_cap(cap),
-        None => client,
-    }
+    RpcClient::for_api::<ConductorApi>(transport.clone(), "accel-conductor").with_cap(cap)
 }
 
 fn assert_full(r: &Reported, what: &str) {

@@ -91,6 +91,14 @@ async fn cap_1_1_allows_1_1_and_sends_each_call_at_its_own_version() {
     server.stop().await;
 }
 
+#[test]
+fn an_unset_level_leaves_the_client_uncapped_and_a_set_one_caps_it() {
+    let t = Recording::default();
+    assert_eq!(client(&t).with_cap(None).cap(), None);
+    assert_eq!(client(&t).with_cap(Some(v(1, 0))).cap(), Some(v(1, 0)));
+    assert!(!client(&t).with_cap(Some(v(1, 0))).can_send_version("1.1"));
+}
+
 #[tokio::test]
 async fn can_send_version_answers_locally() {
     let t = Recording::default();

@@ -193,10 +193,7 @@ pub async fn start(
         ));
     }
     let host = config.host.clone();
-    let mut conductor = RpcClient::for_api::<ConductorApi>(transport.clone(), CONDUCTOR_TOPIC);
-    if let Some(cap) = config.conductor_cap {
-        conductor = conductor.version_cap(cap);
-    }
+    let conductor = conductor_client(transport.clone(), config.conductor_cap);
     let upgrade = RpcClient::for_api::<UpgradeApi>(transport.clone(), UPGRADE_TOPIC);
 
     // 1. The version record.
@@ -207,13 +204,11 @@ pub async fn start(
             None,
         ),
         Some(wire) => {
-            let mut client = RpcClient::for_api::<accel_cyborg17::indirection::ConductorApi>(
+            let client = RpcClient::for_api::<accel_cyborg17::indirection::ConductorApi>(
                 wire.transport.clone(),
                 accel_cyborg17::rpc::CONDUCTOR_TOPIC,
-            );
-            if let Some(cap) = wire.conductor_cap {
-                client = client.version_cap(cap);
-            }
+            )
+            .with_cap(wire.conductor_cap);
             let reporter = crate::cyborg::CyborgReporter::new(
                 wire.transport.clone(),
                 host.clone(),
@@ -378,11 +373,7 @@ pub fn conductor_client(
     transport: Arc<dyn Transport>,
     conductor_cap: Option<Version>,
 ) -> RpcClient {
-    let client = RpcClient::for_api::<ConductorApi>(transport, CONDUCTOR_TOPIC);
-    match conductor_cap {
-        Some(cap) => client.version_cap(cap),
-        None => client,
-    }
+    RpcClient::for_api::<ConductorApi>(transport, CONDUCTOR_TOPIC).with_cap(conductor_cap)
 }
 
 /// A request context whose remotable calls of accel's objects go to the conductor

@@ -105,10 +105,7 @@ impl Api {
             .start()
             .await
             .expect("conductor starts");
-        let mut client = RpcClient::for_api::<ConductorApi>(transport, "accel-conductor");
-        if let Some(cap) = cap {
-            client = client.version_cap(cap);
-        }
+        let client = RpcClient::for_api::<ConductorApi>(transport, "accel-conductor").with_cap(cap);
         let service = ConductorService::new(DbService::new(db.clone()), client);
         Api::serve(
             db,
