@@ -1,6 +1,6 @@
 //! The same two features as `handles`, on Cyborg's wire with the seed spec
-//! ([`super::CyborgWire`]): the PCI managed mode through `AttachHandleList.get_by_hostname`
-//! and `AttachHandle.update_managed` (1.1), NVMe cleanups on Cyborg's own
+//! ([`super::CyborgWire`]): the PCI managed mode (`handles`' check, over the seed spec's
+//! `AttachHandleList.get_by_hostname` and `AttachHandle.update_managed`, 1.1), NVMe cleanups on Cyborg's own
 //! `Device.device_state` through `DeviceList.get_by_hostname` and `Device` 1.6's
 //! `cleanup_started` / `cleanup_succeeded` / `cleanup_failed`.
 //!
@@ -8,29 +8,16 @@
 //! `cpid_id` is the device's `id` (the device's control path; accel's conductor keeps it
 //! in the device's row), each handle's `attach_info` naming one function.
 
-use super::handles::{kept_changing, pci_address, Step};
-use super::{Agent, AgentStartError, ERROR_MODULE};
+use super::handles::{pci_address, ManagedHandle, Step};
+use super::{Agent, ERROR_MODULE};
 use accel_cyborg17::indirection::{AttachHandle, AttachHandleList, Device, DeviceList};
 use accel_cyborg17::objects::{AttachHandleType, DeviceState};
 use accel_objects::attach_info_managed;
 use accel_objects::errors::{NOT_CLEANING, NOT_FOUND};
 use std::sync::Arc;
 use verso::indirection::{BoxFuture, CallError};
-use verso::{ObjectList, VersionedEnum};
+use verso::{ObjectList, RequestContext, VersionedEnum};
 use verso_rpc::RemoteError;
-
-/// What the managed-mode check reads of a handle: its mode, allocation and device.
-struct Read {
-    managed: bool,
-    in_use: bool,
-}
-
-fn read(h: &AttachHandle) -> Result<Read, verso::Error> {
-    Ok(Read {
-        managed: attach_info_managed(h.attach_info.require("AttachHandle", "attach_info")?),
-        in_use: *h.in_use.require("AttachHandle", "in_use")?,
-    })
-}
 
 fn uuid_of(h: &AttachHandle) -> String {
     h.uuid.get().map(ToString::to_string).unwrap_or_default()
@@ -49,76 +36,6 @@ fn to_clean(d: &Device) -> bool {
 }
 
 impl Agent {
-    /// `reconcile_managed` on Cyborg's classes: each PCI handle's mode is the `managed`
-    /// key of its attach info (absent: managed); an update is a compare-and-swap on the
-    /// attach info and allocation as read.
-    pub(super) async fn reconcile_managed_cyborg(
-        &self,
-        at_start: bool,
-    ) -> Result<usize, AgentStartError> {
-        let desired = self.config.pci_managed;
-        let mut updated = 0;
-        for _attempt in 0..5 {
-            let ctx = self.ctx("managed");
-            let handles = AttachHandleList::get_by_hostname(&ctx, self.host().to_owned())
-                .await
-                .map_err(|source| AgentStartError::Handles {
-                    what: "reading this host's attach handles (AttachHandleList.get_by_hostname)"
-                        .into(),
-                    source,
-                })?;
-            let mut differing = Vec::new();
-            for h in handles
-                .iter()
-                .filter(|h| h.attach_type.get() == Some(&AttachHandleType::Pci))
-            {
-                let r = read(h).map_err(|e| AgentStartError::Handles {
-                    what: format!(
-                        "reading attach handle {} (AttachHandleList.get_by_hostname)",
-                        uuid_of(h)
-                    ),
-                    source: e.into(),
-                })?;
-                if r.managed != desired {
-                    differing.push((h, r));
-                }
-            }
-            // Refusals first: a refused start changes nothing.
-            for (h, r) in differing.iter().filter(|(_, r)| r.in_use) {
-                let refusal = AgentStartError::ManagedModeInUse {
-                    device: self.describe_cyborg_device(h).await,
-                    handle: uuid_of(h),
-                    instance: None,
-                    persisted: r.managed,
-                    configured: desired,
-                };
-                if at_start {
-                    return Err(refusal);
-                }
-                tracing::warn!(host = self.host(), "{refusal}");
-            }
-            let mut raced = false;
-            for (h, _) in differing.iter().filter(|(_, r)| !r.in_use) {
-                let mut h = (*h).clone();
-                h.meta.context = Some(Box::new(ctx.clone()));
-                match h.update_managed(desired).await {
-                    Ok(()) => {
-                        updated += 1;
-                        tracing::info!(host = self.host(), handle = %uuid_of(&h), managed = desired, "attach handle managed mode updated");
-                    }
-                    Err(e) => {
-                        self.lost_managed_race(&uuid_of(&h), e)?;
-                        raced = true;
-                    }
-                }
-            }
-            if !raced {
-                return Ok(updated);
-            }
-        }
-        Err(kept_changing())
-    }
-
     /// The device of handle `h` as the refusal names it: UUID, type and the handle's PCI
     /// address (one more read, only when refusing).
     async fn describe_cyborg_device(&self, h: &AttachHandle) -> String {
@@ -309,6 +226,55 @@ impl Agent {
         addresses.sort();
         addresses.dedup();
         Ok(addresses)
+    }
+}
+
+/// The seed spec's handle on Cyborg's wire: its mode is the `managed` key of its attach
+/// info (absent: managed); the update is a compare-and-swap on the attach info and
+/// allocation as read.
+impl ManagedHandle for AttachHandle {
+    const LIST: &'static str = "AttachHandleList.get_by_hostname";
+
+    fn list<'a>(
+        agent: &'a Agent,
+        ctx: &'a RequestContext,
+    ) -> BoxFuture<'a, Result<Vec<Self>, CallError>> {
+        Box::pin(async move {
+            let list = AttachHandleList::get_by_hostname(ctx, agent.host().to_owned()).await?;
+            Ok(list.iter().cloned().collect())
+        })
+    }
+
+    fn is_pci(&self) -> bool {
+        self.attach_type.get() == Some(&AttachHandleType::Pci)
+    }
+
+    fn uuid(&self) -> String {
+        uuid_of(self)
+    }
+
+    fn read(&self) -> Result<(bool, bool), verso::Error> {
+        Ok((
+            attach_info_managed(self.attach_info.require("AttachHandle", "attach_info")?),
+            *self.in_use.require("AttachHandle", "in_use")?,
+        ))
+    }
+
+    /// Cyborg's `AttachHandle` names no instance.
+    fn instance(&self) -> Option<String> {
+        None
+    }
+
+    fn describe<'a>(&'a self, agent: &'a Agent) -> BoxFuture<'a, String> {
+        Box::pin(agent.describe_cyborg_device(self))
+    }
+
+    fn set_context(&mut self, ctx: RequestContext) {
+        self.meta.context = Some(Box::new(ctx));
+    }
+
+    fn update(&mut self, managed: bool) -> BoxFuture<'_, Result<(), CallError>> {
+        Box::pin(self.update_managed(managed))
     }
 }
 

@@ -10,11 +10,11 @@ use accel_objects::{AttachHandle, AttachHandleList, AttachType};
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 use verso::indirection::{BoxFuture, CallError};
-use verso::ObjectList;
+use verso::{ObjectList, RequestContext};
 use verso_rpc::RemoteError;
 
 /// The refusal when a host's handles changed under every read of the managed-mode check.
-pub(super) fn kept_changing() -> AgentStartError {
+fn kept_changing() -> AgentStartError {
     AgentStartError::Handles {
         what: "updating this host's attach handles' managed mode".into(),
         source: CallError::method(
@@ -37,47 +37,46 @@ impl Agent {
     /// otherwise it is left as it is (and logged).
     pub(super) async fn reconcile_managed(&self, at_start: bool) -> Result<usize, AgentStartError> {
         if self.cyborg.is_some() {
-            return self.reconcile_managed_cyborg(at_start).await;
+            self.reconcile::<accel_cyborg17::indirection::AttachHandle>(at_start)
+                .await
+        } else {
+            self.reconcile::<AttachHandle>(at_start).await
         }
+    }
+
+    /// [`Agent::reconcile_managed`] over the handles of one wire's classes: read them
+    /// all, refuse (or log) an allocated one that would change, update the free ones
+    /// (each a compare-and-swap on the handle as read), and read again after a lost
+    /// race, five times at most.
+    async fn reconcile<H: ManagedHandle>(&self, at_start: bool) -> Result<usize, AgentStartError> {
         let desired = self.config.pci_managed;
         let mut updated = 0;
         for _attempt in 0..5 {
             let ctx = self.ctx("managed");
-            let handles = AttachHandleList::get_by_host(&ctx, self.host().to_owned())
+            let handles = H::list(self, &ctx)
                 .await
                 .map_err(|source| AgentStartError::Handles {
-                    what: "reading this host's attach handles (AttachHandleList.get_by_host)"
-                        .into(),
+                    what: format!("reading this host's attach handles ({})", H::LIST),
                     source,
                 })?;
-            let mut raced = false;
             // The PCI handles whose mode differs, with what each says: a handle the
             // conductor sent without a field this needs is refused, naming it.
             let mut differing = Vec::new();
-            for h in handles
-                .iter()
-                .filter(|h| h.attach_type.get() == Some(&AttachType::Pci))
-            {
-                let read = (|| {
-                    Ok::<_, verso::Error>((h.managed()?, h.is_in_use()?, h.current_revision()?))
-                })()
-                .map_err(|e| AgentStartError::Handles {
-                    what: format!(
-                        "reading attach handle {} (AttachHandleList.get_by_host)",
-                        handle_uuid(h)
-                    ),
+            for h in handles.iter().filter(|h| h.is_pci()) {
+                let (persisted, in_use) = h.read().map_err(|e| AgentStartError::Handles {
+                    what: format!("reading attach handle {} ({})", h.uuid(), H::LIST),
                     source: e.into(),
                 })?;
-                if read.0 != desired {
-                    differing.push((h, read));
+                if persisted != desired {
+                    differing.push((h, persisted, in_use));
                 }
             }
             // Refusals first: a refused start changes nothing.
-            for &(h, (persisted, _, _)) in differing.iter().filter(|(_, (_, in_use, _))| *in_use) {
+            for &(h, persisted, _) in differing.iter().filter(|(_, _, in_use)| *in_use) {
                 let refusal = AgentStartError::ManagedModeInUse {
-                    device: describe_device(h),
-                    handle: handle_uuid(h),
-                    instance: h.instance_uuid.get().cloned().flatten(),
+                    device: h.describe(self).await,
+                    handle: h.uuid(),
+                    instance: h.instance(),
                     persisted,
                     configured: desired,
                 };
@@ -86,16 +85,17 @@ impl Agent {
                 }
                 tracing::warn!(host = self.host(), "{refusal}");
             }
-            for &(h, (_, _, expected)) in differing.iter().filter(|(_, (_, in_use, _))| !*in_use) {
+            let mut raced = false;
+            for &(h, _, _) in differing.iter().filter(|(_, _, in_use)| !*in_use) {
                 let mut h = h.clone();
-                h.meta.context = Some(Box::new(ctx.clone()));
-                match h.update_managed(desired, expected).await {
+                h.set_context(ctx.clone());
+                match h.update(desired).await {
                     Ok(()) => {
                         updated += 1;
-                        tracing::info!(host = self.host(), handle = %handle_uuid(&h), managed = desired, revision = ?h.revision.get(), "attach handle managed mode updated");
+                        tracing::info!(host = self.host(), handle = %h.uuid(), managed = desired, "attach handle managed mode updated");
                     }
                     Err(e) => {
-                        self.lost_managed_race(&handle_uuid(&h), e)?;
+                        self.lost_managed_race(&h.uuid(), e)?;
                         raced = true;
                     }
                 }
@@ -109,11 +109,7 @@ impl Agent {
 
     /// An `update_managed` that failed: `Ok` when the handle changed since it was read
     /// (read again), the start's refusal otherwise.
-    pub(super) fn lost_managed_race(
-        &self,
-        handle: &str,
-        e: CallError,
-    ) -> Result<(), AgentStartError> {
+    fn lost_managed_race(&self, handle: &str, e: CallError) -> Result<(), AgentStartError> {
         match classify(&e) {
             HandleErrorKind::Stale | HandleErrorKind::InUse | HandleErrorKind::NotFound => {
                 tracing::warn!(host = self.host(), handle, error = %e, "attach handle changed since it was read: reading again");
@@ -324,6 +320,83 @@ impl Agent {
         }
         tracing::error!(host = self.host(), uuid = %uuid, "cleanup transition not recorded after 100 attempts: it stays in cleaning for the next scan");
         false
+    }
+}
+
+/// A PCI attach handle as the managed-mode check reads and updates it through the
+/// conductor: accel's (`AttachHandle` 1.4, the update a compare-and-swap on the revision
+/// read) or, on Cyborg's wire, the seed spec's (`AttachHandle` 1.1, on the attach info
+/// and allocation read).
+pub(super) trait ManagedHandle: Clone + Send + Sync + Sized + 'static {
+    /// The read of a host's handles, as messages name it.
+    const LIST: &'static str;
+    /// This host's attach handles.
+    fn list<'a>(
+        agent: &'a Agent,
+        ctx: &'a RequestContext,
+    ) -> BoxFuture<'a, Result<Vec<Self>, CallError>>;
+    /// Whether it is a PCI handle (the only kind with a managed mode).
+    fn is_pci(&self) -> bool;
+    /// Its UUID (empty when unset).
+    fn uuid(&self) -> String;
+    /// Its persisted managed mode and whether it is allocated; a field the check or its
+    /// update needs that the conductor did not send is an error naming it.
+    fn read(&self) -> Result<(bool, bool), verso::Error>;
+    /// The instance holding it, when the class carries it.
+    fn instance(&self) -> Option<String>;
+    /// Its device as a refusal names it: UUID, type, PCI address.
+    fn describe<'a>(&'a self, agent: &'a Agent) -> BoxFuture<'a, String>;
+    /// The context its remotable calls run with.
+    fn set_context(&mut self, ctx: RequestContext);
+    /// Sets its managed mode through the conductor; on success it is as stored.
+    fn update(&mut self, managed: bool) -> BoxFuture<'_, Result<(), CallError>>;
+}
+
+impl ManagedHandle for AttachHandle {
+    const LIST: &'static str = "AttachHandleList.get_by_host";
+
+    fn list<'a>(
+        agent: &'a Agent,
+        ctx: &'a RequestContext,
+    ) -> BoxFuture<'a, Result<Vec<Self>, CallError>> {
+        Box::pin(async move {
+            let list = AttachHandleList::get_by_host(ctx, agent.host().to_owned()).await?;
+            Ok(list.iter().cloned().collect())
+        })
+    }
+
+    fn is_pci(&self) -> bool {
+        self.attach_type.get() == Some(&AttachType::Pci)
+    }
+
+    fn uuid(&self) -> String {
+        handle_uuid(self)
+    }
+
+    fn read(&self) -> Result<(bool, bool), verso::Error> {
+        // The update swaps against the revision read: one the conductor did not send
+        // refuses the check here, naming it.
+        self.current_revision()?;
+        Ok((self.managed()?, self.is_in_use()?))
+    }
+
+    fn instance(&self) -> Option<String> {
+        self.instance_uuid.get().cloned().flatten()
+    }
+
+    fn describe<'a>(&'a self, _agent: &'a Agent) -> BoxFuture<'a, String> {
+        Box::pin(std::future::ready(describe_device(self)))
+    }
+
+    fn set_context(&mut self, ctx: RequestContext) {
+        self.meta.context = Some(Box::new(ctx));
+    }
+
+    fn update(&mut self, managed: bool) -> BoxFuture<'_, Result<(), CallError>> {
+        Box::pin(async move {
+            let expected = self.current_revision()?;
+            self.update_managed(managed, expected).await
+        })
     }
 }
 
