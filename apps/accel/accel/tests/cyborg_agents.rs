@@ -296,34 +296,13 @@ async fn accel_n_plus_1_agent_on_cyborgs_wire() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accels_api_programs_an_fpga_through_cyborgs_agent_api() {
     use sha2::{Digest, Sha256};
-    use std::os::unix::fs::PermissionsExt;
 
     let _one = ONE_CONDUCTOR.lock().await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let record = dir.path().join("programmed");
-    let tool = dir.path().join("program-fpga");
-    std::fs::write(
-        &tool,
-        format!(
-            "#!/bin/sh\nprintf '%s ' \"$1\" > {r}\nsha256sum \"$2\" | cut -d' ' -f1 >> {r}\n",
-            r = record.display()
-        ),
-    )
-    .expect("write the tool");
-    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let (tool, record) = support::fpga_tool(dir.path());
     let keystone = support::env("VERSO_TEST_KEYSTONE_URL");
-    let session = accel_conductor::keystone::Session::new(
-        accel_conductor::keystone::AuthOptions::new(&keystone, "accel", "verso-accel", "service"),
-    )
-    .expect("a Keystone session");
     let data: Vec<u8> = (0..40_000u32).map(|i| (i % 241) as u8).collect();
-    let image = accel_keystone::testing::glance_image(
-        &session,
-        &support::env("VERSO_TEST_GLANCE_URL"),
-        Some(&data),
-    )
-    .await
-    .expect("an image in Glance");
+    let image = support::bitstream(&data).await;
 
     let db_url = format!("sqlite://{}", dir.path().join("accel.db").display());
     let _conductor = support::cyborg_conductor(&db_url, true, &[]);

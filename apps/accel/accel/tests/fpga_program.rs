@@ -13,38 +13,14 @@
 
 mod support;
 
-use accel_conductor::keystone::{AuthOptions, Session};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::io::{BufRead, BufReader};
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 /// Host 2's FPGA in `accel_agent::fixture::sample_host(2)`.
 const FPGA: &str = "0000:3d:00.0";
-
-/// The agent's (and the test's) service user: admin in project `service`.
-fn session() -> Session {
-    Session::new(AuthOptions::new(
-        &support::env("VERSO_TEST_KEYSTONE_URL"),
-        "accel",
-        "verso-accel",
-        "service",
-    ))
-    .expect("a Keystone session")
-}
-
-/// An active Glance image holding `data`.
-async fn bitstream(session: &Session, data: &[u8]) -> String {
-    accel_keystone::testing::glance_image(
-        session,
-        &support::env("VERSO_TEST_GLANCE_URL"),
-        Some(data),
-    )
-    .await
-    .expect("an image in Glance")
-}
 
 /// `accel all-in-one` with two hosts, the FPGA tool `tool` and the agent cap `agent_cap`;
 /// the API's URL.
@@ -120,19 +96,9 @@ async fn patch(api: &str, uuid: &str, body: &Value) -> (u16, Value) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_programs_an_fpga_with_a_bitstream_from_glance() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let record = dir.path().join("programmed");
-    let tool = dir.path().join("program-fpga");
-    std::fs::write(
-        &tool,
-        format!(
-            "#!/bin/sh\nprintf '%s ' \"$1\" > {r}\nsha256sum \"$2\" | cut -d' ' -f1 >> {r}\n",
-            r = record.display()
-        ),
-    )
-    .expect("write the tool");
-    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let (tool, record) = support::fpga_tool(dir.path());
     let data: Vec<u8> = (0..50_000u32).map(|i| (i % 251) as u8).collect();
-    let image = bitstream(&session(), &data).await;
+    let image = support::bitstream(&data).await;
 
     let (_aio, api) = all_in_one(dir.path(), &tool, "1.2");
     let fpga = deployable_at(&api, &format!("host2_{FPGA}")).await;

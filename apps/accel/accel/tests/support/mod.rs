@@ -248,14 +248,48 @@ pub fn env(name: &str) -> String {
 
 /// Placement as the test's service user (accel's: admin in project `service`).
 pub fn placement() -> Placement {
-    let session = Session::new(AuthOptions::new(
+    Placement::new(service_session(), Some(env("VERSO_TEST_PLACEMENT_URL")))
+}
+
+/// The tests' service user's Keystone session (accel: admin in project `service`).
+pub fn service_session() -> Session {
+    Session::new(AuthOptions::new(
         &env("VERSO_TEST_KEYSTONE_URL"),
         "accel",
         "verso-accel",
         "service",
     ))
-    .expect("a Keystone session");
-    Placement::new(session, Some(env("VERSO_TEST_PLACEMENT_URL")))
+    .expect("a Keystone session")
+}
+
+/// An active image in the test Glance holding `data`: an FPGA bitstream.
+pub async fn bitstream(data: &[u8]) -> String {
+    accel_keystone::testing::glance_image(
+        &service_session(),
+        &env("VERSO_TEST_GLANCE_URL"),
+        Some(data),
+    )
+    .await
+    .expect("an image in Glance")
+}
+
+/// An FPGA programming tool for `[fpga] program_command` in `dir`, and the file it
+/// writes when run (`<PCI address> <sha256 of the bitstream file>`): the tool and the
+/// file.
+pub fn fpga_tool(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let record = dir.join("programmed");
+    let tool = dir.join("program-fpga");
+    std::fs::write(
+        &tool,
+        format!(
+            "#!/bin/sh\nprintf '%s ' \"$1\" > {r}\nsha256sum \"$2\" | cut -d' ' -f1 >> {r}\n",
+            r = record.display()
+        ),
+    )
+    .expect("write the tool");
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    (tool, record)
 }
 
 /// A compute node provider made for one run and its tree, deleted when dropped (the
