@@ -194,7 +194,6 @@ pub trait DeviceCleanups: Send + Sync + 'static {
 struct AgentState {
     sysfs_root: PathBuf,
     programmer: Option<Arc<Programmer>>,
-    cleanups: Option<Arc<dyn DeviceCleanups>>,
 }
 
 /// Cyborg's agent API over the sysfs tree at `sysfs_root` (`/sys` on a host), programming
@@ -215,12 +214,10 @@ pub fn endpoint_with(
     } else {
         Version::new(1, 0)
     };
-    let with_cleanups = cleanups.is_some();
     let endpoint = Endpoint::new(version)
         .with_state(AgentState {
             sysfs_root,
             programmer,
-            cleanups,
         })
         .handle(|state: AgentState, _ctx, m: CreateVgpuMdev| async move {
             let root = state.sysfs_root;
@@ -271,26 +268,23 @@ pub fn endpoint_with(
                 Err(e) => Err(invalid(e.cyborg_class(), e.to_string())),
             }
         });
-    if !with_cleanups {
+    let Some(cleanups) = cleanups else {
         return endpoint.into_endpoint();
-    }
+    };
     endpoint
-        .handle(|state: AgentState, _ctx, m: CleanupDevice| async move {
-            check_uuid(&m.device_uuid).map_err(refused)?;
-            match &state.cleanups {
+        .handle(move |_state: AgentState, _ctx, m: CleanupDevice| {
+            let cleanups = cleanups.clone();
+            async move {
+                check_uuid(&m.device_uuid).map_err(refused)?;
                 // Answered in Cyborg's exception module, so a Cyborg conductor reads the
                 // refusal as its own class (`NotFound`, ...).
-                Some(cleanups) => cleanups
+                cleanups
                     .cleanup_device(&m.device_uuid)
                     .await
                     .map_err(|mut e| {
                         e.module = ERROR_MODULE.to_owned();
                         e
-                    }),
-                None => Err(invalid(
-                    "NotSupported",
-                    "cleanup_device: this agent runs no NVMe cleanups".into(),
-                )),
+                    })
             }
         })
         .into_endpoint()

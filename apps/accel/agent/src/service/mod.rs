@@ -218,10 +218,7 @@ pub async fn start(
             (
                 Indirection::new(client, accel_cyborg17::indirection::INDIRECTION_VERSION)
                     .cap_option(CYBORG_CONDUCTOR_CAP),
-                Some(CyborgLink {
-                    reporter,
-                    transport: wire.transport.clone(),
-                }),
+                Some(reporter),
             )
         }
     };
@@ -348,13 +345,13 @@ async fn bring_up(
     .await
     .map_err(AgentStartError::Serve)?;
     let mut servers = vec![accel];
-    if let Some(link) = &agent.cyborg {
+    if let Some(wire) = &agent.config.cyborg_wire {
         let endpoint = crate::cyborg::endpoint_with(
             agent.config.sysfs_root.clone(),
             agent.config.fpga.clone(),
             Some(Arc::new(cyborg_handles::Cleanups(agent.clone()))),
         );
-        match crate::cyborg::serve_endpoint(link.transport.clone(), host, endpoint).await {
+        match crate::cyborg::serve_endpoint(wire.transport.clone(), host, endpoint).await {
             Ok(cyborg) => servers.push(cyborg),
             Err(e) => {
                 for s in servers {
@@ -443,19 +440,14 @@ pub async fn open_versions(
 /// The `[upgrade_levels]` option capping Cyborg's conductor API ([`CyborgWire`]).
 pub const CYBORG_CONDUCTOR_CAP: &str = "cyborg_conductor";
 
-/// The agent's link to a conductor on Cyborg's wire ([`CyborgWire`]).
-struct CyborgLink {
-    reporter: crate::cyborg::CyborgReporter,
-    transport: Arc<dyn Transport>,
-}
-
 struct Agent {
     config: AgentConfig,
     upgrade: RpcClient,
     /// The inventory's reports (by digest when unchanged).
     reporter: Reporter,
-    /// On Cyborg's wire: reports, object indirection and the agent API go there.
-    cyborg: Option<CyborgLink>,
+    /// On Cyborg's wire ([`AgentConfig::cyborg_wire`]): its reports go there (object
+    /// indirection and Cyborg's agent API too).
+    cyborg: Option<crate::cyborg::CyborgReporter>,
     versions: VersionManager<AccelVersion>,
     /// The conductor's object API, when the cap allows indirection.
     indirection: Option<Arc<Indirection>>,
@@ -554,9 +546,9 @@ impl Agent {
     /// how many, and whether handles may have been added.
     async fn send_report(&self, devices: DriverDeviceList) -> Result<(u64, bool), RpcError> {
         let n = ObjectList::len(&devices) as u64;
-        if let Some(link) = &self.cyborg {
+        if let Some(reporter) = &self.cyborg {
             // Cyborg's report_data answers nothing: new handles may come from any change.
-            link.reporter.send(&devices).await?;
+            reporter.send(&devices).await?;
             let mut last = self.reported.lock().unwrap_or_else(PoisonError::into_inner);
             let changed = last.as_ref() != Some(&devices);
             *last = Some(devices);
