@@ -19,6 +19,11 @@ use verso::indirection::{BoxFuture, CallError};
 use verso::{ObjectList, RequestContext, VersionedEnum};
 use verso_rpc::RemoteError;
 
+/// A failed call through the conductor as the agent API's answer.
+fn remote(e: CallError) -> RemoteError {
+    RemoteError::new(e.kind().to_owned(), ERROR_MODULE, e.to_string())
+}
+
 fn uuid_of(h: &AttachHandle) -> String {
     h.uuid.get().map(ToString::to_string).unwrap_or_default()
 }
@@ -85,27 +90,9 @@ impl Agent {
         if let Some(refused) = self.cannot_record_cleanups() {
             return Err(refused);
         }
-        let devices = DeviceList::get_by_hostname(&self.ctx("cleanup"), self.host().to_owned())
-            .await
-            .map_err(|e| RemoteError::new(e.kind().to_owned(), ERROR_MODULE, e.to_string()))?;
+        let devices = self.host_devices().await?;
         match devices.iter().find(|d| device_uuid(d) == uuid) {
-            Some(d) if to_clean(d) => {
-                self.spawn_device_cleanup(d.clone());
-                Ok(())
-            }
-            Some(d) => Err(RemoteError::new(
-                NOT_CLEANING,
-                ERROR_MODULE,
-                format!(
-                    "device {uuid} on host {} is {}, not waiting for a cleanup",
-                    self.host(),
-                    d.device_state
-                        .get()
-                        .cloned()
-                        .flatten()
-                        .map_or("of no state", |s| s.as_str())
-                ),
-            )),
+            Some(d) => self.start_cleanup_of(d).map_or(Ok(()), Err),
             None => Err(RemoteError::new(
                 NOT_FOUND,
                 ERROR_MODULE,
@@ -126,19 +113,17 @@ impl Agent {
         let handles =
             AttachHandleList::get_by_hostname(&self.ctx("cleanup"), self.host().to_owned())
                 .await
-                .map_err(|e| RemoteError::new(e.kind().to_owned(), ERROR_MODULE, e.to_string()))?;
+                .map_err(remote)?;
         let device = handles
             .iter()
             .find(|h| uuid_of(h) == handle_uuid)
             .and_then(|h| h.cpid_id.get().copied());
-        let devices = DeviceList::get_by_hostname(&self.ctx("cleanup"), self.host().to_owned())
-            .await
-            .map_err(|e| RemoteError::new(e.kind().to_owned(), ERROR_MODULE, e.to_string()))?;
+        let devices = self.host_devices().await?;
         match devices
             .iter()
             .find(|d| device.is_some() && d.id.get() == device.as_ref())
         {
-            Some(d) => self.cleanup_device_cyborg(&device_uuid(d)).await,
+            Some(d) => self.start_cleanup_of(d).map_or(Ok(()), Err),
             None => Err(RemoteError::new(
                 NOT_CLEANING,
                 ERROR_MODULE,
@@ -148,6 +133,36 @@ impl Agent {
                 ),
             )),
         }
+    }
+
+    /// This host's devices, read through the conductor for a `cleanup_device`.
+    async fn host_devices(&self) -> Result<DeviceList, RemoteError> {
+        DeviceList::get_by_hostname(&self.ctx("cleanup"), self.host().to_owned())
+            .await
+            .map_err(remote)
+    }
+
+    /// Starts the cleanup of device `d` (or finds it running) if it waits for one (or is
+    /// in one); the refusal (`NotCleaning`) otherwise.
+    fn start_cleanup_of(self: &Arc<Self>, d: &Device) -> Option<RemoteError> {
+        if to_clean(d) {
+            self.spawn_device_cleanup(d.clone());
+            return None;
+        }
+        Some(RemoteError::new(
+            NOT_CLEANING,
+            ERROR_MODULE,
+            format!(
+                "device {} on host {} is {}, not waiting for a cleanup",
+                device_uuid(d),
+                self.host(),
+                d.device_state
+                    .get()
+                    .cloned()
+                    .flatten()
+                    .map_or("of no state", |s| s.as_str())
+            ),
+        ))
     }
 
     /// Cleanups are recorded through object indirection, which the cap must allow: the
