@@ -9,8 +9,9 @@
 #
 # Services: RabbitMQ and PostgreSQL on loopback are reused when they answer, else started
 # as scripts/test.sh starts them (crates/verso-rpc/interop/start-rabbitmq.sh,
-# scripts/start-postgres.sh); the service bench starts Keystone and Placement the same
-# way (scripts/start-keystone.sh, start-placement.sh: reused when running); the Python peers are VERSO_TEST_PYTHON, else the .venv
+# scripts/start-postgres.sh); the service bench starts MariaDB, Keystone and Placement the
+# same way (scripts/start-mariadb.sh, start-keystone.sh, start-placement.sh: reused when
+# running); the Python peers are VERSO_TEST_PYTHON, else the .venv
 # scripts/test.sh creates (this script creates it the same way when it is missing).
 # Each benchmark writes <bench>.json into VERSO_BENCH_OUT (default target/bench-results;
 # results of earlier runs there are kept, so a partial run updates its sections only).
@@ -81,6 +82,7 @@ if wants service; then
     say "service operations on SQLite and PostgreSQL"
     # Real Cyborg 17's conductor, the reference of the Cyborg report, asks Placement
     # (through Keystone) for the host's provider on every report.
+    scripts/start-mariadb.sh >/dev/null
     scripts/start-keystone.sh
     scripts/start-placement.sh
     export VERSO_TEST_KEYSTONE_URL="${VERSO_TEST_KEYSTONE_URL:-http://127.0.0.1:${VERSO_KEYSTONE_PORT:-55000}/v3}"

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Starts a real Glance for the tests (the PyPI glance package on SQLite, images in a
-# directory), on loopback only, behind the Keystone of scripts/start-keystone.sh (which
-# must be answering: run that first). FPGA bitstreams are Glance images; accel's agent
+# Starts a real Glance for the tests (the PyPI glance package on the test MariaDB, images
+# in a directory), on loopback only, behind the Keystone of scripts/start-keystone.sh (which
+# must be answering: run that first) and on the MariaDB of scripts/start-mariadb.sh
+# (likewise; not SQLite, scripts/lib/mariadb.sh says why). FPGA bitstreams are Glance images; accel's agent
 # downloads them to program an FPGA.
 #
 #   scripts/start-glance.sh          # prints the URL the tests use on its last line
 #
 # Glance lives in .venv-openstack with Keystone and Placement (scripts/openstack-venv.sh).
-# The state (glance-api.conf, its paste file, glance.db, the images, logs, gunicorn's
+# Its database is `glance` on the test MariaDB (user glance, password verso-glance).
+# The state (glance-api.conf, its paste file, the images, logs, gunicorn's
 # pid) is in $VERSO_GLANCE_DIR (default /tmp/verso-glance); gunicorn serves the image
 # API v2 on 127.0.0.1:$VERSO_GLANCE_PORT (default 55002) with keystonemiddleware as the
 # user glance (password verso-glance, admin in project service). The image service's
@@ -19,6 +21,8 @@ cd "$(dirname "$0")/.."
 root="$PWD"
 # shellcheck source=lib/gunicorn.sh
 source "$root/scripts/lib/gunicorn.sh"
+# shellcheck source=lib/mariadb.sh
+source "$root/scripts/lib/mariadb.sh"
 
 dir="${VERSO_GLANCE_DIR:-/tmp/verso-glance}"
 port="${VERSO_GLANCE_PORT:-55002}"
@@ -28,6 +32,7 @@ workers="${VERSO_GLANCE_WORKERS:-1}"
 venv="${VERSO_OPENSTACK_VENV:-$root/.venv-openstack}"
 keystone="http://127.0.0.1:$keystone_port"
 url="http://127.0.0.1:$port"
+database="$(mariadb_service_database glance glance verso-glance)"
 
 name=glance
 gunicorn_behind_keystone
@@ -49,7 +54,7 @@ filesystem_store_datadir = $dir/staging
 [os_glance_tasks_store]
 filesystem_store_datadir = $dir/tasks
 [database]
-connection = sqlite:///$dir/glance.db
+connection = $database
 [paste_deploy]
 flavor = keystone
 config_file = $dir/glance-api-paste.ini
@@ -69,10 +74,11 @@ health="$url/"
 
 # Run before gunicorn starts, when this script has to start it.
 setup() {
-    # The schema, once per state dir and configuration.
+    # The schema, once per state dir and configuration, and again on a MariaDB made
+    # afresh.
     stamp="$dir/.synced"
     want="$(sha256sum "$conf" | cut -d' ' -f1)"
-    if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! mariadb_has_table glance images; then
         if ! "$venv/bin/glance-manage" --config-file "$conf" db_sync \
             >>"$dir/glance-manage.log" 2>&1; then
             echo "glance: db_sync failed; the end of $dir/glance-manage.log:" >&2

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Starts a real Keystone for the tests (the PyPI keystone package on SQLite), on
-# loopback only, bootstraps it and creates the users the tests log in as.
+# Starts a real Keystone for the tests (the PyPI keystone package on the test MariaDB of
+# scripts/start-mariadb.sh, which must be running: not SQLite, scripts/lib/mariadb.sh says
+# why), on loopback only, bootstraps it and creates the users the tests log in as.
 #
 #   scripts/start-keystone.sh        # prints the v3 URL the tests use on its last line
 #
 # Keystone and gunicorn live in .venv-openstack (requirements-keystone.txt; made or
-# updated by scripts/openstack-venv.sh). The state (keystone.conf, keystone.db, fernet
+# updated by scripts/openstack-venv.sh). Its database is `keystone` on the test MariaDB
+# (user keystone, password verso-keystone). The state (keystone.conf, fernet
 # and credential keys, logs, gunicorn's pid) is in $VERSO_KEYSTONE_DIR (default
 # /tmp/verso-keystone); the API is served by gunicorn on 127.0.0.1:$VERSO_KEYSTONE_PORT
 # (default 55000). Admin is `admin`/`verso-admin` in project `admin`; region RegionOne.
@@ -27,6 +29,8 @@ cd "$(dirname "$0")/.."
 root="$PWD"
 # shellcheck source=lib/gunicorn.sh
 source "$root/scripts/lib/gunicorn.sh"
+# shellcheck source=lib/mariadb.sh
+source "$root/scripts/lib/mariadb.sh"
 
 dir="${VERSO_KEYSTONE_DIR:-/tmp/verso-keystone}"
 port="${VERSO_KEYSTONE_PORT:-55000}"
@@ -38,6 +42,7 @@ base="http://127.0.0.1:$port"
 url="$base/v3"
 
 scripts/openstack-venv.sh
+database="$(mariadb_service_database keystone keystone verso-keystone)"
 py="$venv/bin/python"
 helper="$root/scripts/openstack-services.py"
 
@@ -50,7 +55,7 @@ gunicorn_write_changed "$conf" <<EOF
 [DEFAULT]
 log_file = $dir/keystone.log
 [database]
-connection = sqlite:///$dir/keystone.db
+connection = $database
 [token]
 provider = fernet
 [fernet_tokens]
@@ -78,11 +83,12 @@ health="$url"
 
 # Run before gunicorn starts, when this script has to start it.
 setup() {
-    # The database, keys and bootstrap, once per state dir and URL (each keystone-manage
-    # takes seconds; all of them keep what exists when run again).
+    # The database, keys and bootstrap, once per state dir and URL, and again on a
+    # MariaDB made afresh (each keystone-manage takes seconds; all of them keep what
+    # exists when run again).
     stamp="$dir/.bootstrapped"
     want="$(sha256sum "$conf" | cut -d' ' -f1) $url"
-    if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! mariadb_has_table keystone project; then
         owner=(--keystone-user "$(id -un)" --keystone-group "$(id -gn)")
         manage db_sync
         manage fernet_setup "${owner[@]}"

@@ -2,8 +2,7 @@
 # Starts a real Placement for the tests (the PyPI openstack-placement package on the test
 # MariaDB), on loopback only, behind the Keystone of scripts/start-keystone.sh (which must
 # be answering: run that first) and on the MariaDB of scripts/start-mariadb.sh (likewise).
-# Not SQLite: it answers 500 "database is locked" to concurrent writes, and tests (and
-# the conductors of one test) write to Placement at once.
+# Not SQLite (scripts/lib/mariadb.sh says why).
 #
 #   scripts/start-placement.sh       # prints the URL the tests use on its last line
 #
@@ -34,17 +33,9 @@ venv="${VERSO_OPENSTACK_VENV:-$root/.venv-openstack}"
 keystone="http://127.0.0.1:$keystone_port"
 url="http://127.0.0.1:$port"
 
-mariadb_sock="${VERSO_MARIADB_DIR:-/tmp/verso-mariadb}/mysqld.sock"
-mariadb_port="${VERSO_MARIADB_PORT:-55306}"
-if ! mariadb --socket="$mariadb_sock" -uroot <<'SQL'
-CREATE DATABASE IF NOT EXISTS placement CHARACTER SET utf8mb4;
-CREATE USER IF NOT EXISTS 'placement'@'127.0.0.1' IDENTIFIED BY 'verso-placement';
-GRANT ALL PRIVILEGES ON placement.* TO 'placement'@'127.0.0.1';
-SQL
-then
-    echo "placement: the test MariaDB does not answer on $mariadb_sock: run scripts/start-mariadb.sh first" >&2
-    exit 1
-fi
+# shellcheck source=lib/mariadb.sh
+source "$root/scripts/lib/mariadb.sh"
+database="$(mariadb_service_database placement placement verso-placement)"
 
 name=placement
 gunicorn_behind_keystone
@@ -56,7 +47,7 @@ log_file = $dir/placement.log
 [api]
 auth_strategy = keystone
 [placement_database]
-connection = mysql+pymysql://placement:verso-placement@127.0.0.1:$mariadb_port/placement?charset=utf8mb4
+connection = $database
 [keystone_authtoken]
 www_authenticate_uri = $keystone/v3
 auth_url = $keystone/v3
@@ -77,9 +68,7 @@ setup() {
     # made afresh has no tables, whatever the stamp says).
     stamp="$dir/.synced"
     want="$(sha256sum "$conf" | cut -d' ' -f1)"
-    tables="$(mariadb --socket="$mariadb_sock" -uroot -N -e \
-        "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'placement' AND table_name = 'resource_providers'")"
-    if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || [ "$tables" != 1 ]; then
+    if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! mariadb_has_table placement resource_providers; then
         if ! "$venv/bin/placement-manage" --config-file "$conf" db sync \
             >>"$dir/placement-manage.log" 2>&1; then
             echo "placement: db sync failed; the end of $dir/placement-manage.log:" >&2
