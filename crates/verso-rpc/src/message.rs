@@ -489,17 +489,7 @@ impl Unreadable {
 /// # Ok::<(), String>(())
 /// ```
 pub fn read_body(data: &[u8], limits: &MessageLimits) -> Result<Message, Box<Unreadable>> {
-    if data.len() > limits.max_message_size {
-        let error = RpcError::MessageTooLarge {
-            size: data.len(),
-            limit: limits.max_message_size,
-        };
-        return Err(Unreadable::new(error, address_of_body(data)));
-    }
-    if let Err(source) = limits.decode.check_json(data) {
-        let error = RpcError::LimitExceeded { source };
-        return Err(Unreadable::new(error, address_of_body(data)));
-    }
+    check_body(data, limits)?;
     // The usual body, an envelope whose version this side reads, is opened without
     // building a value of the envelope itself; anything else (a bare dict, a version
     // that is no string or not ours, a body that is not JSON) takes the general path,
@@ -518,6 +508,87 @@ pub fn read_body(data: &[u8], limits: &MessageLimits) -> Result<Message, Box<Unr
         Unreadable::new(RpcError::MalformedMessage { detail }, (None, None))
     })?;
     open_envelope_limited(body, &limits.decode)
+}
+
+/// A reply as its reply queue reads it: the call it answers, and its message dict, still
+/// as text when it came in the usual envelope (the waiting call parses it, on its own
+/// runtime, with [`ReplyBody::into_message`]).
+pub(crate) struct RoutedReply {
+    /// The `_msg_id` of the call it answers, where one is found.
+    pub(crate) msg_id: Option<String>,
+    pub(crate) body: ReplyBody,
+}
+
+/// A reply's message dict: its checked text, or already parsed (a body that took the
+/// general path of [`read_body`]).
+pub(crate) enum ReplyBody {
+    Text(String),
+    Parsed(Message),
+}
+
+impl ReplyBody {
+    /// The message dict; text that is not a JSON object is a typed error.
+    pub(crate) fn into_message(self) -> Result<Message, RpcError> {
+        match self {
+            ReplyBody::Parsed(m) => Ok(m),
+            ReplyBody::Text(text) => {
+                open_enveloped_text(&text, &DecodeLimits::UNLIMITED).map_err(|u| u.error)
+            }
+        }
+    }
+}
+
+/// Reads a reply body as far as routing it needs: the checks of [`read_body`] (size,
+/// limits of the body and of the enveloped text), then the `_msg_id`, found in the text
+/// without parsing it. A body that is not the usual envelope takes [`read_body`]'s
+/// general path. A refusal carries the reply address when it can be found.
+pub(crate) fn route_reply(
+    data: &[u8],
+    limits: &MessageLimits,
+) -> Result<RoutedReply, Box<Unreadable>> {
+    check_body(data, limits)?;
+    if let Ok(Envelope {
+        version: Some(version),
+        message: Some(text),
+    }) = serde_json::from_slice::<Envelope<'_>>(data)
+    {
+        if check_envelope_version(&version).is_ok() {
+            if let Err(source) = limits.decode.check_json(text.as_bytes()) {
+                let error = RpcError::LimitExceeded { source };
+                return Err(Unreadable::new(error, address(text.as_bytes())));
+            }
+            let [msg_id] = top_level_strings(text.as_bytes(), ["_msg_id"]);
+            return Ok(RoutedReply {
+                msg_id,
+                body: ReplyBody::Text(text.into_owned()),
+            });
+        }
+    }
+    let mut m = read_body(data, limits)?;
+    let msg_id = match m.remove("_msg_id") {
+        Some(Value::String(id)) => Some(id),
+        _ => None,
+    };
+    Ok(RoutedReply {
+        msg_id,
+        body: ReplyBody::Parsed(m),
+    })
+}
+
+/// The checks of a body before anything is parsed: its size and its JSON limits.
+fn check_body(data: &[u8], limits: &MessageLimits) -> Result<(), Box<Unreadable>> {
+    if data.len() > limits.max_message_size {
+        let error = RpcError::MessageTooLarge {
+            size: data.len(),
+            limit: limits.max_message_size,
+        };
+        return Err(Unreadable::new(error, address_of_body(data)));
+    }
+    if let Err(source) = limits.decode.check_json(data) {
+        let error = RpcError::LimitExceeded { source };
+        return Err(Unreadable::new(error, address_of_body(data)));
+    }
+    Ok(())
 }
 
 /// The two members of an `oslo.version` envelope, borrowed from the body where they

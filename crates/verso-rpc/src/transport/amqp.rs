@@ -103,11 +103,10 @@ pub use error::{AmqpError, ConnectKind};
 pub use tls::TlsOptions;
 pub use url::{AmqpConfig, BrokerHost, DEFAULT_CONTROL_EXCHANGE};
 
-use error::closed;
 use io::{io_handle, lock, on_io_thread};
 use listen::attach;
 use publish::{encode, Publish};
-use reply::{PendingGuard, OBSOLETE_REPLY_QUEUES};
+use reply::{await_reply, PendingGuard, OBSOLETE_REPLY_QUEUES};
 use session::close_connection;
 use state::{Dedup, Inner, ListenerState, Pending};
 use supervisor::{connect_session, supervise};
@@ -122,7 +121,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot, watch, Notify};
+use tokio::sync::{mpsc, watch};
 
 /// The RabbitMQ transport. Cheap to clone (clones share one connection); the connection
 /// closes when the last clone is dropped or [`close`](Self::close) is called.
@@ -266,15 +265,12 @@ impl Transport for AmqpTransport {
             request: &request,
             transport: &transport,
         })?;
-        let (tx, mut rx) = oneshot::channel();
-        let beat = monitor.map(|_| Arc::new(Notify::new()));
+        let (tx, mut replies) = mpsc::unbounded_channel();
         lock(&inner.pending).insert(
             msg_id.clone(),
             Pending {
                 session: session.id,
                 tx,
-                stash: None,
-                beat: beat.clone(),
             },
         );
         let _guard = PendingGuard {
@@ -289,25 +285,8 @@ impl Transport for AmqpTransport {
             expiration: Some(timeout),
         };
         inner.publish_bytes(&session, publish, body).await?;
-        let received = match (monitor, beat) {
-            (Some(after), Some(beat)) => loop {
-                tokio::select! {
-                    r = &mut rx => break r,
-                    () = beat.notified() => {}
-                    () = tokio::time::sleep(after) => {
-                        return Err(RpcError::ServerSilent {
-                            method: method.clone(),
-                            topic: target.topic.clone(),
-                            after,
-                        });
-                    }
-                }
-            },
-            _ => rx.await,
-        };
-        received
-            .unwrap_or_else(|_| Err(closed(" while waiting for a reply")))
-            .and_then(Reply::from_message)
+        let silent = monitor.map(|after| (after, method.as_str(), target.topic.as_str()));
+        await_reply(&mut replies, silent).await
     }
 
     async fn close(&self) {
@@ -377,9 +356,9 @@ impl Transport for AmqpTransport {
             }
         };
         match attach(inner, &session, &state).await {
-            Ok(()) => Ok(Listener::bounded(rx)),
+            Ok(()) => Ok(Listener::decoding(rx)),
             // The connection dropped meanwhile: the reconnect attaches it.
-            Err(_) if session.is_dead() || !session.conn.is_open() => Ok(Listener::bounded(rx)),
+            Err(_) if session.is_dead() || !session.conn.is_open() => Ok(Listener::decoding(rx)),
             Err(e) => {
                 lock(&inner.listeners).retain(|s| !Arc::ptr_eq(s, &state));
                 Err(e.into())

@@ -169,10 +169,25 @@ pub struct Listener {
     rx: Rx,
 }
 
-#[derive(Debug)]
+/// A received message not decoded yet: decoding it gives the [`Incoming`], or `None`
+/// for a message the transport drops (a duplicate delivery). Sent by a transport that
+/// leaves decoding to the server's own runtime (see [`Listener::decoding`]).
+pub type Undecoded = Box<dyn FnOnce() -> Option<Incoming> + Send>;
+
 enum Rx {
     Unbounded(mpsc::UnboundedReceiver<Incoming>),
     Bounded(mpsc::Receiver<Incoming>),
+    Decoding(mpsc::Receiver<Undecoded>),
+}
+
+impl std::fmt::Debug for Rx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Rx::Unbounded(_) => "Unbounded",
+            Rx::Bounded(_) => "Bounded",
+            Rx::Decoding(_) => "Decoding",
+        })
+    }
 }
 
 impl Listener {
@@ -191,11 +206,25 @@ impl Listener {
         }
     }
 
+    /// A bounded listener fed messages still to be decoded: [`next`](Self::next)
+    /// decodes each on the server's runtime, so a transport whose I/O runs on a thread of
+    /// its own spends none of that thread on the message bodies.
+    pub fn decoding(rx: mpsc::Receiver<Undecoded>) -> Self {
+        Listener {
+            rx: Rx::Decoding(rx),
+        }
+    }
+
     /// The next message; `None` once the transport has closed the subscription.
     pub async fn next(&mut self) -> Option<Incoming> {
         match &mut self.rx {
             Rx::Unbounded(rx) => rx.recv().await,
             Rx::Bounded(rx) => rx.recv().await,
+            Rx::Decoding(rx) => loop {
+                if let Some(incoming) = rx.recv().await?() {
+                    return Some(incoming);
+                }
+            },
         }
     }
 }

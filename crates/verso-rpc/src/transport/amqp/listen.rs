@@ -10,7 +10,7 @@ use super::session::{session_channel, Role, Session};
 use super::state::{Inner, ListenerState};
 use super::topology::{amqp_name, declare_on_own_channel, Kind};
 use crate::message::{read_body, MessageLimits, Request};
-use crate::transport::Incoming;
+use crate::transport::{Incoming, Undecoded};
 use amqprs::channel::{
     BasicAckArguments, BasicConsumeArguments, BasicQosArguments, Channel, ConsumerMessage,
     ExchangeDeclareArguments, QueueBindArguments, QueueDeclareArguments,
@@ -188,35 +188,36 @@ pub(super) async fn listen_loop(
         // Acknowledged when the server takes it (Incoming::accept), not on receipt: a
         // request the server never took (it was full, then crashed or stopped) is
         // redelivered by the broker to another consumer, and one delivered twice is
-        // dropped by the `_unique_id` check. What is not handed to the server is
-        // acknowledged now.
+        // dropped by the `_unique_id` check (and acknowledged then). Decoded by the
+        // server (Listener::next, on its runtime), not on this thread, which does every
+        // connection's I/O.
         let ack = BasicAckArguments::new(deliver.delivery_tag(), false);
-        match read_request(&weak, &state, &limits, &data) {
-            Some(incoming) => {
-                let ch = channel.clone();
-                let acks = state.acks.clone();
-                let incoming = incoming.with_ack(move || {
-                    acks.spawn_on(
-                        async move {
-                            if let Err(e) = ch.basic_ack(ack).await {
-                                tracing::warn!(error = %e, "acknowledging a request failed");
-                            }
-                        },
-                        io_handle(),
-                    );
-                });
-                // Waits while the server's buffer is full (backpressure).
-                if state.tx.send(incoming).await.is_err() {
-                    // The server stopped: the requests it did not take go back.
-                    close_after_acks(&state, channel).await;
-                    return;
+        let (weak, taken, ch) = (weak.clone(), state.clone(), channel.clone());
+        let undecoded: Undecoded = Box::new(move || {
+            let acks = taken.acks.clone();
+            let acknowledge = move || {
+                acks.spawn_on(
+                    async move {
+                        if let Err(e) = ch.basic_ack(ack).await {
+                            tracing::warn!(error = %e, "acknowledging a request failed");
+                        }
+                    },
+                    io_handle(),
+                );
+            };
+            match read_request(&weak, &taken, &limits, &data) {
+                Some(incoming) => Some(incoming.with_ack(acknowledge)),
+                None => {
+                    acknowledge();
+                    None
                 }
             }
-            None => {
-                if let Err(e) = channel.basic_ack(ack).await {
-                    tracing::warn!(error = %e, "acknowledging a request failed");
-                }
-            }
+        });
+        // Waits while the server's buffer is full (backpressure).
+        if state.tx.send(undecoded).await.is_err() {
+            // The server stopped: the requests it did not take go back.
+            close_after_acks(&state, channel).await;
+            return;
         }
     }
     // The consumer ended without the listener being dropped: the connection or channel

@@ -8,7 +8,7 @@ use super::publish::{encode, Publish};
 use super::session::{session_channel, Returned, Role, Session};
 use super::state::Inner;
 use super::topology::{declare_on_own_channel, uuid_hex};
-use crate::message::{open_envelope, read_body, Message, Reply};
+use crate::message::{open_envelope, route_reply, Message, Reply, ReplyBody};
 use crate::transport::ReplySink;
 use crate::RpcError;
 use amqprs::channel::{BasicConsumeArguments, Channel, ConsumerMessage, QueueDeclareArguments};
@@ -183,53 +183,75 @@ pub(super) async fn reply_loop(
             continue;
         };
         let Some(inner) = weak.upgrade() else { return };
-        let mut msg = match read_body(&data, &inner.config.limits) {
-            Ok(m) => m,
+        // Routed here, read by the waiting call on its own runtime: this thread does
+        // every connection's I/O.
+        let (msg_id, reply) = match route_reply(&data, &inner.config.limits) {
+            Ok(routed) => (routed.msg_id, Ok(routed.body)),
             Err(unreadable) => {
-                let unreadable = *unreadable;
                 // A call whose reply cannot be read fails with the reason at once.
-                let pending = unreadable
-                    .msg_id
-                    .as_ref()
-                    .and_then(|id| lock(&inner.pending).remove(id));
-                let error = unreadable.error;
+                let unreadable = *unreadable;
                 tracing::warn!(queue = %inner.reply_q, msg_id = ?unreadable.msg_id,
-                    error = %error, "refusing an unreadable reply");
-                if let Some(p) = pending {
-                    let _ = p.tx.send(Err(error));
-                }
-                continue;
+                    error = %unreadable.error, "refusing an unreadable reply");
+                (unreadable.msg_id, Err(unreadable.error))
             }
         };
-        let Some(Value::String(msg_id)) = msg.remove("_msg_id") else {
+        let Some(msg_id) = msg_id else {
             tracing::warn!(queue = %inner.reply_q, "dropping a reply without _msg_id");
             continue;
         };
+        if let Some(p) = lock(&inner.pending).get(&msg_id) {
+            let _ = p.tx.send(reply);
+        };
+    }
+    if let Some(s) = session.upgrade() {
+        s.mark_dead();
+    }
+}
+
+/// Waits for the answer to a call among the messages its reply queue routes to it
+/// (`replies`): call-monitor heartbeats (`ending: false`, nothing else) restart the
+/// `silent` wait when the call asked for them, an older server's result before its
+/// empty `ending: true` is kept for it, and the first message with `ending: true` is the
+/// answer.
+pub(super) async fn await_reply(
+    replies: &mut mpsc::UnboundedReceiver<Result<ReplyBody, RpcError>>,
+    silent: Option<(Duration, &str, &str)>,
+) -> Result<Reply, RpcError> {
+    let mut stash: Option<Message> = None;
+    loop {
+        let next = match silent {
+            Some((after, method, topic)) => tokio::select! {
+                r = replies.recv() => r,
+                () = tokio::time::sleep(after) => {
+                    return Err(RpcError::ServerSilent {
+                        method: method.to_owned(),
+                        topic: topic.to_owned(),
+                        after,
+                    });
+                }
+            },
+            None => replies.recv().await,
+        };
+        let mut msg = next
+            .ok_or_else(|| closed(" while waiting for a reply"))??
+            .into_message()?;
+        msg.remove("_msg_id");
         msg.remove("_unique_id");
         let ending = msg.get("ending").and_then(Value::as_bool).unwrap_or(false);
         let has_payload = !msg.get("result").unwrap_or(&Value::Null).is_null()
             || !msg.get("failure").unwrap_or(&Value::Null).is_null();
-        let mut pending = lock(&inner.pending);
         if ending {
-            if let Some(p) = pending.remove(&msg_id) {
-                let reply = match (has_payload, p.stash) {
-                    (false, Some(stash)) => stash,
-                    _ => msg,
-                };
-                let _ = p.tx.send(Ok(reply));
-            }
-        } else if has_payload {
-            // An older server: the result first, then an empty `ending: true`.
-            if let Some(p) = pending.get_mut(&msg_id) {
-                p.stash = Some(msg);
-            }
-        } else if let Some(beat) = pending.get(&msg_id).and_then(|p| p.beat.as_ref()) {
-            // A call-monitor heartbeat: the server still works on the call.
-            beat.notify_one();
+            let reply = match (has_payload, stash) {
+                (false, Some(stash)) => stash,
+                _ => msg,
+            };
+            return Reply::from_message(reply);
         }
-    }
-    if let Some(s) = session.upgrade() {
-        s.mark_dead();
+        if has_payload {
+            // An older server: the result first, then an empty `ending: true`.
+            stash = Some(msg);
+        }
+        // Else a call-monitor heartbeat: the server still works on the call.
     }
 }
 

@@ -7,14 +7,14 @@ use super::error::{closed, AmqpError};
 use super::io::{io_handle, lock};
 use super::session::{close_connection, Session};
 use super::url::AmqpConfig;
-use crate::message::Message;
-use crate::transport::Incoming;
+use crate::message::ReplyBody;
+use crate::transport::Undecoded;
 use crate::{RpcError, Target};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot, watch, Notify};
+use tokio::sync::{mpsc, watch};
 
 /// What every clone of one `AmqpTransport` shares.
 pub(super) struct Inner {
@@ -57,11 +57,10 @@ impl Drop for Inner {
 /// A call waiting for its reply.
 pub(super) struct Pending {
     pub(super) session: u64,
-    pub(super) tx: oneshot::Sender<Result<Message, RpcError>>,
-    /// A result sent with `ending: false` by an older server, delivered at `ending: true`.
-    pub(super) stash: Option<Message>,
-    /// Told of each call-monitor heartbeat, when the call asked for them.
-    pub(super) beat: Option<Arc<Notify>>,
+    /// Every reply message to the call (call-monitor heartbeats, an older server's
+    /// result before its `ending`, the final one), or why one cannot be read or the
+    /// call is lost; the call reads them until it has its answer.
+    pub(super) tx: mpsc::UnboundedSender<Result<ReplyBody, RpcError>>,
 }
 
 /// How many `_unique_id`s a listener remembers to drop redelivered duplicates.
@@ -71,7 +70,7 @@ pub(super) const DEDUP_WINDOW: usize = 1024;
 pub(super) struct ListenerState {
     pub(super) target: Target,
     pub(super) fanout_q: String,
-    pub(super) tx: mpsc::Sender<Incoming>,
+    pub(super) tx: mpsc::Sender<Undecoded>,
     pub(super) dedup: Mutex<Dedup>,
     /// The session this listener is consuming on (0: none yet).
     pub(super) attached: tokio::sync::Mutex<u64>,
