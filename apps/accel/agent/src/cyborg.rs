@@ -6,7 +6,9 @@
 //!   `class/mdev_bus/<pci_addr>/mdev_supported_types/<asked_type>/create` under the
 //!   agent's sysfs root, and `remove_vgpu_mdev` writes `1` to
 //!   `.../<asked_type>/devices/<ah_uuid>/remove`: what Cyborg's GPU utilities do, so
-//!   the kernel makes (or removes) the mediated device.
+//!   the kernel makes (or removes) the mediated device. A device already absent is
+//!   removed (Cyborg's agent fails there), so the conductor's retry of a removal whose
+//!   answer was lost succeeds.
 //! - `fpga_program(controlpath_id, bitstream_uuid, driver_name)` refuses a bitstream
 //!   that is no UUID as Cyborg's agent does (`InvalidUUID`) and a control path that is
 //!   not a PCI address (`InvalidType`), downloads the bitstream from Glance and runs the
@@ -234,11 +236,16 @@ pub fn endpoint_with(
             check_pci(&m.pci_addr).map_err(refused)?;
             check_type(&m.asked_type).map_err(refused)?;
             check_uuid(&m.ah_uuid).map_err(refused)?;
-            let path = type_dir(&root, &m.pci_addr, &m.asked_type)
+            let device = type_dir(&root, &m.pci_addr, &m.asked_type)
                 .join("devices")
-                .join(&m.ah_uuid)
-                .join("remove");
-            write_attribute(path, "1".to_owned()).await?;
+                .join(&m.ah_uuid);
+            // Already gone (removed by an earlier call whose answer was lost, or by the
+            // host's operator): what was asked holds, so a conductor's retry succeeds.
+            if !tokio::fs::try_exists(&device).await.unwrap_or(true) {
+                tracing::info!(pci = %m.pci_addr, mdev_type = %m.asked_type, mdev = %m.ah_uuid, "mediated device already absent");
+                return Ok(());
+            }
+            write_attribute(device.join("remove"), "1".to_owned()).await?;
             tracing::info!(pci = %m.pci_addr, mdev_type = %m.asked_type, mdev = %m.ah_uuid, "mediated device removed for Cyborg's conductor");
             Ok(())
         })

@@ -523,28 +523,55 @@ async fn make_mdev(
     ))
 }
 
-/// Removes the mediated device of the `MDEV` handle `before` (the request as it was
-/// before its release) held, as Cyborg's conductor does at unbind; a failure is logged
-/// (the device is the kernel's until its host's operator removes it).
-async fn remove_mdev(agents: Option<&AgentNotifier>, before: &ArqRow) {
+/// Removes the mediated device of the `MDEV` handle the request `before` holds, before
+/// the handle is released, as Cyborg's unbind does: nothing to do for other requests.
+/// When the host cannot remove it, the request becomes `UnbindFailed`, keeping the
+/// handle (given back, a later bind would make a device that already exists), and the
+/// error is `MdevFailed`; an unbind or delete of it tries again.
+async fn remove_mdev(
+    db: &Db,
+    agents: Option<&AgentNotifier>,
+    before: &ArqRow,
+) -> Result<(), RemoteError> {
     if before.attach_handle_type.as_deref() != Some("MDEV") {
-        return;
+        return Ok(());
     }
-    let (Some(agents), Some(host), Some(handle), Some((pci, asked_type))) = (
-        agents,
-        before.hostname.as_deref(),
-        before.attach_handle_uuid.as_deref(),
-        before.attach_handle_info.as_deref().and_then(mdev_of),
-    ) else {
-        tracing::error!(arq = %before.uuid, "a released MDEV handle names no host, GPU or type: its mediated device is left");
-        return;
+    let Some(handle) = before.attach_handle_uuid.as_deref() else {
+        return Ok(());
     };
-    match agents.mdev(host, &pci, &asked_type, handle, false).await {
-        Ok(()) => tracing::info!(arq = %before.uuid, %host, %handle, "mediated device removed"),
-        Err(why) => {
-            tracing::error!(arq = %before.uuid, %host, %handle, %why, "the mediated device was not removed")
+    let host = before.hostname.as_deref().unwrap_or_default();
+    let info = before.attach_handle_info.as_deref().unwrap_or_default();
+    let removed = match (agents, mdev_of(info)) {
+        (Some(agents), Some((pci, asked_type))) => {
+            agents.mdev(host, &pci, &asked_type, handle, false).await
         }
+        (_, None) => {
+            // No device can be named (a bind would have refused this handle): nothing
+            // to keep the handle for.
+            tracing::error!(arq = %before.uuid, %host, %handle, info,
+                "a released MDEV handle names no GPU and mdev type: no mediated device removed");
+            return Ok(());
+        }
+        (None, _) => Err("this conductor has no client of the agents".to_owned()),
+    };
+    let Err(why) = removed else {
+        tracing::info!(arq = %before.uuid, %host, %handle, "mediated device removed");
+        return Ok(());
+    };
+    tracing::error!(arq = %before.uuid, %host, %handle, %why,
+        "the mediated device was not removed: the request keeps its handle, UnbindFailed");
+    if let Err(e) = db.unbind_failed(&before.uuid).await {
+        tracing::error!(arq = %before.uuid, error = %e, "marking the request UnbindFailed failed");
     }
+    Err(RemoteError::new(
+        ErrorKind::MdevFailed.as_str(),
+        ERROR_MODULE,
+        format!(
+            "releasing {} on {host}: mediated device {handle} not removed (the request is \
+             UnbindFailed and keeps it; unbind or delete it again): {why}",
+            before.uuid
+        ),
+    ))
 }
 
 /// Whether `host`'s agent is known only from Cyborg's reports (it sends no heartbeat:
@@ -849,8 +876,8 @@ pub fn endpoint_with_agents(
         })
         .handle(|Shared { db, release, agents, .. }, _ctx, m: UnbindArq| async move {
             let before = db.arq(&m.uuid).await.map_err(to_remote)?;
+            remove_mdev(&db, agents.as_ref(), &before).await?;
             let row = db.unbind_with(&m.uuid, release()).await.map_err(to_remote)?;
-            remove_mdev(agents.as_ref(), &before).await;
             notify_released(&db, agents.as_ref(), before.attach_handle_uuid).await;
             arq_object(&row).map_err(to_remote)
         })
@@ -866,10 +893,12 @@ pub fn endpoint_with_agents(
                     Err(DbError::NotFound { .. }) => None,
                     Err(e) => return Err(to_remote(e)),
                 };
+                if let Some(before) = &before {
+                    remove_mdev(&db, agents.as_ref(), before).await?;
+                }
                 if db.delete_arq_with(&uuid, release()).await.map_err(to_remote)? {
                     n += 1;
                     if let Some(before) = before {
-                        remove_mdev(agents.as_ref(), &before).await;
                         notify_released(&db, agents.as_ref(), before.attach_handle_uuid).await;
                     }
                 }

@@ -4,7 +4,9 @@
 //! has the host's agent make the mediated device (`create_vgpu_mdev` of Cyborg's agent
 //! API, served here by accel's implementation of it, on a sysfs tree in a scratch
 //! directory), named by the handle's UUID; unbinding removes it; a device that cannot be
-//! made fails the bind (`MdevFailed`) and leaves the request unbound, its handle free.
+//! made fails the bind (`MdevFailed`) and leaves the request unbound, its handle free;
+//! one that cannot be removed fails the unbind (`MdevFailed`) and leaves the request
+//! `UnbindFailed` holding its handle, until an unbind or delete removes it.
 //! On SQLite and PostgreSQL, over the memory transport.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
@@ -153,6 +155,70 @@ async fn vgpus_are_made_at_bind_and_removed_at_unbind(db: Db) {
         .await
         .expect("unbound");
     assert_eq!(std::fs::read_to_string(&remove).expect("remove"), "1");
+
+    // A device the host cannot remove (here its `remove` attribute is a directory):
+    // the unbind fails, `MdevFailed`, and the request is UnbindFailed still holding the
+    // handle (given back, the next bind of it would find the device made); once the
+    // host can, a second unbind removes it and frees the handle.
+    let arq_held = request(&c).await;
+    let held = bind(&c, &arq_held, "vm-3").await.expect("bound");
+    let remove = type_dir(sysfs.path())
+        .join("devices")
+        .join(&held)
+        .join("remove");
+    // (The handle may be the first one again: its device's directory is still there.)
+    let _ = std::fs::remove_file(&remove);
+    std::fs::create_dir_all(&remove).expect("an unwritable remove attribute");
+    let err = c
+        .call_method(
+            &ctx(),
+            UnbindArq {
+                uuid: arq_held.clone(),
+            },
+        )
+        .await
+        .expect_err("the device is not removed");
+    let RpcError::Remote(r) = &err else {
+        panic!("not a remote error: {err}")
+    };
+    assert_eq!(r.kind, "MdevFailed", "{r:?}");
+    let row = db.arq(&arq_held).await.expect("the request");
+    assert_eq!(
+        (row.state.as_str(), row.attach_handle_uuid.as_deref()),
+        ("UnbindFailed", Some(held.as_str())),
+        "{row:?}"
+    );
+    let handles = db.host_handles(HOST).await.expect("handles");
+    assert!(
+        handles.iter().any(|h| h.uuid == held && h.in_use),
+        "{handles:?}"
+    );
+    std::fs::remove_dir(&remove).expect("the attribute back");
+    std::fs::write(&remove, "").expect("remove attribute");
+    c.call_method(
+        &ctx(),
+        UnbindArq {
+            uuid: arq_held.clone(),
+        },
+    )
+    .await
+    .expect("unbound on the second try");
+    assert_eq!(std::fs::read_to_string(&remove).expect("remove"), "1");
+    let row = db.arq(&arq_held).await.expect("the request");
+    assert_eq!(row.state.as_str(), "Unbound", "{row:?}");
+    // A device already gone (removed by the host's operator) does not hold a delete.
+    let held = bind(&c, &arq_held, "vm-4").await.expect("bound again");
+    let _ = std::fs::remove_dir_all(type_dir(sysfs.path()).join("devices").join(&held));
+    c.call_method(
+        &ctx(),
+        accel_objects::rpc::DeleteArqs {
+            uuids: vec![arq_held.clone()],
+            instance_uuid: None,
+        },
+    )
+    .await
+    .expect("deleted");
+    assert!(db.arq(&arq_held).await.is_err(), "the request is deleted");
 
     // A type the GPU no longer offers: the bind fails, the request stays unbound and
     // the handle free.

@@ -362,6 +362,17 @@ impl Db {
         self.arq(uuid).await
     }
 
+    /// Marks a bound request's unbind as failed (`UnbindFailed`), keeping its host,
+    /// instance and handle: what Cyborg's unbind leaves when the host could not give the
+    /// device back (its mediated device not removed). An unbind or delete retries.
+    pub async fn unbind_failed(&self, uuid: &str) -> Result<ArqRow, DbError> {
+        let mut tx = self.pool.begin().await?;
+        self.transition(&mut tx, uuid, ArqState::UnbindFailed)
+            .await?;
+        tx.commit().await?;
+        self.arq(uuid).await
+    }
+
     /// Deletes a request (releasing its device at once). Idempotent: deleting a missing
     /// request is `Ok(false)`.
     pub async fn delete_arq(&self, uuid: &str) -> Result<bool, DbError> {
