@@ -17,8 +17,8 @@
 //!    inventory by digest). Registration is what an agent's start does: the version
 //!    probe, a heartbeat, the first (full) report of `--devices` devices;
 //! 4. the heartbeat window: every agent heartbeats every `--heartbeat-interval`, phases
-//!    spread evenly; the conductors' CPU (utime + stime from `/proc`) over the window,
-//!    less what they spend idle (measured for 5 s before the agents start: timers, the
+//!    spread evenly; the conductors' CPU (each process's CPU-time clock, in nanoseconds)
+//!    over the window, less what they spend idle (measured for 5 s before the agents start: timers, the
 //!    version refresh, the broker's and the pool's upkeep), divided by the heartbeats in
 //!    it is the CPU per heartbeat;
 //! 5. the steady window (`--duration`): heartbeats as before and one report per agent
@@ -363,7 +363,7 @@ fn cpu_of(conductors: &[Process]) -> Result<Vec<f64>, Error> {
         .map(|p| {
             p.id()
                 .and_then(cpu_seconds)
-                .ok_or_else(|| "a conductor's /proc entry cannot be read (did it exit?)".into())
+                .ok_or_else(|| "a conductor's CPU-time clock cannot be read (did it exit?)".into())
         })
         .collect()
 }
@@ -980,8 +980,8 @@ fn bench_file(options: &FleetOptions, started: String, results: &[CaseResult]) -
          on {}. A heartbeat-only window gives the conductors' CPU per heartbeat; a \
          steady window with reports (unchanged inventories, sent by digest) gives the \
          CPU per report after the heartbeats' share; then `finalize` is timed until \
-         every agent has finalized. CPU is utime + stime of the conductor processes from \
-         /proc, summed over the conductors, less what they spend idle (measured for 5 s \
+         every agent has finalized. CPU is the conductor processes' CPU-time clocks \
+         (clock_getcpuclockid, nanoseconds), summed over the conductors, less what they spend idle (measured for 5 s \
          before the agents start), divided by the calls they served.",
         options.heartbeat_interval.as_secs_f64(),
         options.devices,
