@@ -494,14 +494,8 @@ pub fn read_body(data: &[u8], limits: &MessageLimits) -> Result<Message, Box<Unr
     // building a value of the envelope itself; anything else (a bare dict, a version
     // that is no string or not ours, a body that is not JSON) takes the general path,
     // which says what is wrong with it.
-    if let Ok(Envelope {
-        version: Some(version),
-        message: Some(text),
-    }) = serde_json::from_slice::<Envelope<'_>>(data)
-    {
-        if check_envelope_version(&version).is_ok() {
-            return open_enveloped_text(&text, &limits.decode);
-        }
+    if let Some(text) = usual_envelope(data) {
+        return open_enveloped_text(&text, &limits.decode);
     }
     let body: Value = serde_json::from_slice(data).map_err(|e| {
         let detail = format!("body is not JSON: {e}");
@@ -547,22 +541,16 @@ pub(crate) fn route_reply(
     limits: &MessageLimits,
 ) -> Result<RoutedReply, Box<Unreadable>> {
     check_body(data, limits)?;
-    if let Ok(Envelope {
-        version: Some(version),
-        message: Some(text),
-    }) = serde_json::from_slice::<Envelope<'_>>(data)
-    {
-        if check_envelope_version(&version).is_ok() {
-            if let Err(source) = limits.decode.check_json(text.as_bytes()) {
-                let error = RpcError::LimitExceeded { source };
-                return Err(Unreadable::new(error, address(text.as_bytes())));
-            }
-            let [msg_id] = top_level_strings(text.as_bytes(), ["_msg_id"]);
-            return Ok(RoutedReply {
-                msg_id,
-                body: ReplyBody::Text(text.into_owned()),
-            });
+    if let Some(text) = usual_envelope(data) {
+        if let Err(source) = limits.decode.check_json(text.as_bytes()) {
+            let error = RpcError::LimitExceeded { source };
+            return Err(Unreadable::new(error, address(text.as_bytes())));
         }
+        let [msg_id] = top_level_strings(text.as_bytes(), ["_msg_id"]);
+        return Ok(RoutedReply {
+            msg_id,
+            body: ReplyBody::Text(text.into_owned()),
+        });
     }
     let mut m = read_body(data, limits)?;
     let msg_id = match m.remove("_msg_id") {
@@ -589,6 +577,19 @@ fn check_body(data: &[u8], limits: &MessageLimits) -> Result<(), Box<Unreadable>
         return Err(Unreadable::new(error, address_of_body(data)));
     }
     Ok(())
+}
+
+/// The enveloped text of the usual body: an `oslo.version` envelope whose version this
+/// side reads, with `oslo.message` a string. `None` for anything else (the general
+/// path says what is wrong with it).
+fn usual_envelope(data: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
+    match serde_json::from_slice::<Envelope<'_>>(data) {
+        Ok(Envelope {
+            version: Some(version),
+            message: Some(text),
+        }) if check_envelope_version(&version).is_ok() => Some(text),
+        _ => None,
+    }
 }
 
 /// The two members of an `oslo.version` envelope, borrowed from the body where they
