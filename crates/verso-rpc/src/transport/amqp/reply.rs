@@ -232,11 +232,11 @@ pub(super) async fn await_reply(
             },
             None => replies.recv().await,
         };
-        let mut msg = next
+        // Its transport keys (`_msg_id`, `_unique_id`) may stay: a reply reads only
+        // `result` and `failure` (Reply::from_message).
+        let msg = next
             .ok_or_else(|| closed(" while waiting for a reply"))??
             .into_message()?;
-        msg.remove("_msg_id");
-        msg.remove("_unique_id");
         let ending = msg.get("ending").and_then(Value::as_bool).unwrap_or(false);
         let has_payload = !msg.get("result").unwrap_or(&Value::Null).is_null()
             || !msg.get("failure").unwrap_or(&Value::Null).is_null();
