@@ -473,10 +473,53 @@ impl AgentNotifier {
     }
 }
 
-/// Where a mediated device of an `MDEV` attach handle is, from its attach info as
-/// Cyborg's GPU driver writes it (`{"asked_type", "bus", "device", "domain",
-/// "function", "vgpu_mark"}`): the GPU's PCI address and the mdev type.
-fn mdev_of(attach_info: &str) -> Option<(String, String)> {
+/// The mediated device of a request's `MDEV` attach handle, as its host's agent names
+/// it: the handle's UUID (the mdev's), the host, and from the attach info as Cyborg's
+/// GPU driver writes it (`{"asked_type", "bus", "device", "domain", "function",
+/// "vgpu_mark"}`) the GPU's PCI address and the mdev type, `None` when it names none.
+struct Mdev<'a> {
+    handle: &'a str,
+    host: &'a str,
+    info: &'a str,
+    gpu: Option<(String, String)>,
+}
+
+impl<'a> Mdev<'a> {
+    /// `row`'s, or `None` when the request holds no `MDEV` handle.
+    fn of(row: &'a ArqRow) -> Option<Mdev<'a>> {
+        if row.attach_handle_type.as_deref() != Some("MDEV") {
+            return None;
+        }
+        let info = row.attach_handle_info.as_deref().unwrap_or_default();
+        Some(Mdev {
+            handle: row.attach_handle_uuid.as_deref()?,
+            host: row.hostname.as_deref().unwrap_or_default(),
+            info,
+            gpu: gpu_of(info),
+        })
+    }
+
+    /// Has the host's agent make (`create`) or remove it; the reason when it did not.
+    async fn ask(&self, agents: Option<&AgentNotifier>, create: bool) -> Result<(), String> {
+        let Some((pci, asked_type)) = &self.gpu else {
+            return Err(format!(
+                "attach info {:?} names no GPU and mdev type",
+                self.info
+            ));
+        };
+        match agents {
+            Some(agents) => {
+                agents
+                    .mdev(self.host, pci, asked_type, self.handle, create)
+                    .await
+            }
+            None => Err("this conductor has no client of the agents".to_owned()),
+        }
+    }
+}
+
+/// The GPU's PCI address and the mdev type an `MDEV` handle's attach info names.
+fn gpu_of(attach_info: &str) -> Option<(String, String)> {
     let v: serde_json::Value = serde_json::from_str(attach_info).ok()?;
     let asked_type = v.get("asked_type")?.as_str()?.to_owned();
     Some((crate::cyborg::pci_address(attach_info)?, asked_type))
@@ -492,20 +535,11 @@ async fn make_mdev(
     agents: Option<&AgentNotifier>,
     row: &ArqRow,
 ) -> Result<(), RemoteError> {
-    if row.attach_handle_type.as_deref() != Some("MDEV") {
+    let Some(mdev) = Mdev::of(row) else {
         return Ok(());
-    }
-    let host = row.hostname.clone().unwrap_or_default();
-    let handle = row.attach_handle_uuid.clone().unwrap_or_default();
-    let info = row.attach_handle_info.clone().unwrap_or_default();
-    let made = match (agents, mdev_of(&info)) {
-        (Some(agents), Some((pci, asked_type))) => {
-            agents.mdev(&host, &pci, &asked_type, &handle, true).await
-        }
-        (None, _) => Err("this conductor has no client of the agents".to_owned()),
-        (_, None) => Err(format!("attach info {info:?} names no GPU and mdev type")),
     };
-    let Err(why) = made else {
+    let (host, handle) = (mdev.host, mdev.handle);
+    let Err(why) = mdev.ask(agents, true).await else {
         tracing::info!(arq = %row.uuid, %host, %handle, "mediated device made");
         return Ok(());
     };
@@ -533,28 +567,18 @@ async fn remove_mdev(
     agents: Option<&AgentNotifier>,
     before: &ArqRow,
 ) -> Result<(), RemoteError> {
-    if before.attach_handle_type.as_deref() != Some("MDEV") {
+    let Some(mdev) = Mdev::of(before) else {
+        return Ok(());
+    };
+    let (host, handle, info) = (mdev.host, mdev.handle, mdev.info);
+    if mdev.gpu.is_none() {
+        // No device can be named (a bind would have refused this handle): nothing to
+        // keep the handle for.
+        tracing::error!(arq = %before.uuid, %host, %handle, info,
+            "a released MDEV handle names no GPU and mdev type: no mediated device removed");
         return Ok(());
     }
-    let Some(handle) = before.attach_handle_uuid.as_deref() else {
-        return Ok(());
-    };
-    let host = before.hostname.as_deref().unwrap_or_default();
-    let info = before.attach_handle_info.as_deref().unwrap_or_default();
-    let removed = match (agents, mdev_of(info)) {
-        (Some(agents), Some((pci, asked_type))) => {
-            agents.mdev(host, &pci, &asked_type, handle, false).await
-        }
-        (_, None) => {
-            // No device can be named (a bind would have refused this handle): nothing
-            // to keep the handle for.
-            tracing::error!(arq = %before.uuid, %host, %handle, info,
-                "a released MDEV handle names no GPU and mdev type: no mediated device removed");
-            return Ok(());
-        }
-        (None, _) => Err("this conductor has no client of the agents".to_owned()),
-    };
-    let Err(why) = removed else {
+    let Err(why) = mdev.ask(agents, false).await else {
         tracing::info!(arq = %before.uuid, %host, %handle, "mediated device removed");
         return Ok(());
     };
