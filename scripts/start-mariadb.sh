@@ -8,8 +8,10 @@
 # The server's data lives in $VERSO_MARIADB_DIR (default /tmp/verso-mariadb), it listens
 # on 127.0.0.1:$VERSO_MARIADB_PORT (default 55306, away from a system server on 3306)
 # and on the socket $VERSO_MARIADB_DIR/mysqld.sock, and has a user `verso` (password
-# `verso`) that may create and drop the databases named `cyborg_test_*` (each test makes
-# its own). Idempotent: a running server is left running. Used by scripts/test.sh;
+# `verso`) that may create and drop the databases named `cyborg_test_*` and
+# `accel_test_*` (each test makes its own: a Cyborg 17 database to import, or accel's own
+# database on MySQL). Idempotent: a running server is left running (its users and grants
+# brought up to date). Used by scripts/test.sh;
 # needs Debian's mariadb-server package (scripts/test.sh installs it).
 set -euo pipefail
 
@@ -30,7 +32,22 @@ server="$(command -v mariadbd || echo /usr/sbin/mariadbd)"
 admin() { mariadb --socket="$sock" -uroot "$@"; }
 ready() { mariadb-admin --socket="$sock" -uroot status >/dev/null 2>&1; }
 
+# The tests' user and what it may touch; run on every start, so a server started by an
+# older version of this script gets what the tests need now.
+grant() {
+    admin <<'SQL'
+CREATE USER IF NOT EXISTS 'verso'@'127.0.0.1' IDENTIFIED BY 'verso';
+CREATE USER IF NOT EXISTS 'verso'@'localhost' IDENTIFIED BY 'verso';
+GRANT ALL PRIVILEGES ON `cyborg\_test\_%`.* TO 'verso'@'127.0.0.1';
+GRANT ALL PRIVILEGES ON `cyborg\_test\_%`.* TO 'verso'@'localhost';
+GRANT ALL PRIVILEGES ON `accel\_test\_%`.* TO 'verso'@'127.0.0.1';
+GRANT ALL PRIVILEGES ON `accel\_test\_%`.* TO 'verso'@'localhost';
+FLUSH PRIVILEGES;
+SQL
+}
+
 if ready; then
+    grant
     echo "mariadb: already running ($url)"
     exit 0
 fi
@@ -70,11 +87,5 @@ until ready; do
     sleep 0.5
 done
 
-admin <<'SQL'
-CREATE USER IF NOT EXISTS 'verso'@'127.0.0.1' IDENTIFIED BY 'verso';
-CREATE USER IF NOT EXISTS 'verso'@'localhost' IDENTIFIED BY 'verso';
-GRANT ALL PRIVILEGES ON `cyborg\_test\_%`.* TO 'verso'@'127.0.0.1';
-GRANT ALL PRIVILEGES ON `cyborg\_test\_%`.* TO 'verso'@'localhost';
-FLUSH PRIVILEGES;
-SQL
+grant
 echo "mariadb: ready ($url)"

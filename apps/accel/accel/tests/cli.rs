@@ -201,7 +201,7 @@ fn passwords_are_masked_in_config_show_and_start_up_errors() {
             "{url}: {text}"
         );
         // A URL the binary refuses at start is printed masked too.
-        let refused = url.replacen("postgres", "mysql", 1);
+        let refused = url.replacen("postgres", "mssql", 1);
         let set = format!("database.url={refused}");
         let out = accel()
             .args(["--set", &set, "db", "sync"])

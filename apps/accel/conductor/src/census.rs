@@ -43,17 +43,21 @@ impl Census {
 
 impl Db {
     async fn count(&self, sql: &str) -> Result<i64, DbError> {
-        Ok(sqlx::query_scalar(sql).fetch_one(self.pool()).await?)
+        Ok(sqlx::query_scalar(&self.backend().sql(sql))
+            .fetch_one(self.pool())
+            .await?)
     }
 
     /// Handles in cleanup state `state`.
     async fn handles_in(&self, state: CleanupState) -> Result<i64, DbError> {
-        Ok(
-            sqlx::query_scalar("SELECT COUNT(*) AS n FROM attach_handles WHERE cleanup_state = $1")
-                .bind(state.as_str())
-                .fetch_one(self.pool())
-                .await?,
+        Ok(sqlx::query_scalar(
+            &self
+                .backend()
+                .sql("SELECT COUNT(*) AS n FROM attach_handles WHERE cleanup_state = $1"),
         )
+        .bind(state.as_str())
+        .fetch_one(self.pool())
+        .await?)
     }
 
     /// Counts what the database holds.

@@ -35,7 +35,7 @@
 //! this Cyborg database's rows answers [`Imported::Already`]; one that holds anything
 //! else is refused ([`ImportError::TargetNotEmpty`]).
 
-use crate::db::{Db, DbError};
+use crate::db::{Backend, Db, DbError};
 use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, FromRow};
 use std::collections::{BTreeMap, BTreeSet};
@@ -157,20 +157,13 @@ impl sqlx::Type<sqlx::Any> for Text {
         <String as sqlx::Type<sqlx::Any>>::type_info()
     }
     fn compatible(ty: &sqlx::any::AnyTypeInfo) -> bool {
-        <String as sqlx::Type<sqlx::Any>>::compatible(ty)
-            || <Vec<u8> as sqlx::Type<sqlx::Any>>::compatible(ty)
+        crate::db::text_compatible(ty)
     }
 }
 
 impl<'r> sqlx::Decode<'r, sqlx::Any> for Text {
     fn decode(value: sqlx::any::AnyValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
-        match <String as sqlx::Decode<'r, sqlx::Any>>::decode(value.clone()) {
-            Ok(text) => Ok(Text(text)),
-            Err(_) => {
-                let bytes = <Vec<u8> as sqlx::Decode<'r, sqlx::Any>>::decode(value)?;
-                Ok(Text(String::from_utf8(bytes)?))
-            }
-        }
+        Ok(Text(crate::db::text_of(value)?))
     }
 }
 
@@ -584,8 +577,8 @@ async fn write(tx: &mut sqlx::Transaction<'_, sqlx::Any>, plan: &Plan) -> Result
     let mut handle_ids = BTreeMap::new();
     for d in &plan.devices {
         let device_id: i64 = sqlx::query_scalar(
-            "INSERT INTO devices (uuid, type, vendor, model, std_board_info, vendor_board_info, hostname, status, maintaining, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 'available', $8, $9, $10) RETURNING id",
+            &Backend::of(tx).sql("INSERT INTO devices (uuid, type, vendor, model, std_board_info, vendor_board_info, hostname, status, maintaining, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 'available', $8, $9, $10) RETURNING id"),
         )
         .bind(&d.uuid)
         .bind(&d.device_type)
@@ -613,8 +606,8 @@ async fn write(tx: &mut sqlx::Transaction<'_, sqlx::Any>, plan: &Plan) -> Result
                 ImportError::row("attributes", &dep.uuid, format!("do not serialize: {e}"))
             })?;
             let deployable_id: i64 = sqlx::query_scalar(
-            "INSERT INTO deployables (uuid, name, device_id, hostname, control_path_id, num_accelerators, driver_name, attributes, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
+            &Backend::of(tx).sql("INSERT INTO deployables (uuid, name, device_id, hostname, control_path_id, num_accelerators, driver_name, attributes, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id"),
         )
         .bind(&dep.uuid)
         .bind(&dep.name)
@@ -631,8 +624,8 @@ async fn write(tx: &mut sqlx::Transaction<'_, sqlx::Any>, plan: &Plan) -> Result
         .map_err(q)?;
             for h in &dep.handles {
                 let id: i64 = sqlx::query_scalar(
-                "INSERT INTO attach_handles (uuid, deployable_id, in_use, attach_type, attach_info, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+                &Backend::of(tx).sql("INSERT INTO attach_handles (uuid, deployable_id, in_use, attach_type, attach_info, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id"),
             )
             .bind(&h.uuid)
             .bind(deployable_id)
@@ -648,8 +641,8 @@ async fn write(tx: &mut sqlx::Transaction<'_, sqlx::Any>, plan: &Plan) -> Result
             }
             for (key, (uuid, value, created_at, updated_at)) in &dep.attributes {
                 sqlx::query(
-                "INSERT INTO attributes (uuid, deployable_id, key, value, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6)",
+                &Backend::of(tx).sql("INSERT INTO attributes (uuid, deployable_id, \"key\", value, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6)"),
             )
             .bind(uuid)
             .bind(deployable_id)
@@ -665,7 +658,7 @@ async fn write(tx: &mut sqlx::Transaction<'_, sqlx::Any>, plan: &Plan) -> Result
     }
     for p in &plan.profiles {
         sqlx::query(
-            "INSERT INTO device_profiles (uuid, name, groups, description, created_at) VALUES ($1, $2, $3, $4, $5)",
+            &Backend::of(tx).sql("INSERT INTO device_profiles (uuid, name, \"groups\", description, created_at) VALUES ($1, $2, $3, $4, $5)"),
         )
         .bind(&p.uuid)
         .bind(&p.name)
@@ -678,8 +671,8 @@ async fn write(tx: &mut sqlx::Transaction<'_, sqlx::Any>, plan: &Plan) -> Result
     }
     for a in &plan.arqs {
         sqlx::query(
-            "INSERT INTO accelerator_requests (uuid, state, device_profile_name, device_profile_group_id, hostname, device_rp_uuid, instance_uuid, project_id, attach_handle_id, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            &Backend::of(tx).sql("INSERT INTO accelerator_requests (uuid, state, device_profile_name, device_profile_group_id, hostname, device_rp_uuid, instance_uuid, project_id, attach_handle_id, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"),
         )
         .bind(&a.uuid)
         .bind(a.state.as_str())

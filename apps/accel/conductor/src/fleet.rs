@@ -11,10 +11,10 @@
 //!   took the row's write lock (`begin` writes it; PostgreSQL `SELECT ... FOR UPDATE`),
 //!   and reads the members in it ([`FleetStore::members_in`]);
 //! - an agent on older software (and any report of an agent) is recorded in a
-//!   transaction that first takes the row's shared lock (PostgreSQL `FOR SHARE`, which
-//!   waits for a finalize decision to commit and then reads what it wrote; SQLite: the
-//!   upsert first, which takes the database's write lock, then the read), and checks the
-//!   record before committing. So it either committed before the decision read the
+//!   transaction that first takes the row's shared lock (PostgreSQL `FOR SHARE`, MySQL
+//!   `LOCK IN SHARE MODE`, which wait for a finalize decision to commit and then read
+//!   what it wrote; SQLite: the upsert first, which takes the database's write lock,
+//!   then the read), and checks the record before committing. So it either committed before the decision read the
 //!   members (and is counted) or sees the decision (and is refused, then fenced).
 //!
 //! An agent on the newest software cannot block finalization: its heartbeat is one
@@ -132,46 +132,116 @@ impl DbFleetStore {
         (heard.component.to_owned(), heard.id.to_owned())
     }
 
-    /// The upsert of `heard`, returning the software the row holds afterwards. A
-    /// heartbeat replaces the row's versions and run, where
-    /// [`verso_upgrade::fleet::run_order`] records it (the `WHERE` is that rule; a
-    /// heartbeat it drops returns no row); other traffic only refreshes when and by
-    /// whom, except on a row no heartbeat ever wrote.
+    /// The upsert of `heard` on PostgreSQL and SQLite, returning the software the row
+    /// holds afterwards. A heartbeat replaces the row's versions and run, where
+    /// [`verso_upgrade::fleet::run_order`] records it (the `WHERE` is that rule,
+    /// [`RECORD_RULE`]; a heartbeat it drops returns no row); other traffic only
+    /// refreshes when and by whom, except on a row no heartbeat ever wrote.
     fn upsert_sql(&self, heartbeats: bool) -> String {
         let now = now_ms(self.db.backend());
-        let on_conflict = if heartbeats {
-            "host = excluded.host, software = excluded.software, apparent = excluded.apparent, \
-             heard_by = excluded.heard_by, heartbeats = 1, last_seen_ms = excluded.last_seen_ms, \
-             run_started_ms = excluded.run_started_ms, run_seq = excluded.run_seq \
-             WHERE excluded.run_started_ms IS NULL OR fleet_members.run_started_ms IS NULL \
-             OR excluded.run_started_ms > fleet_members.run_started_ms \
-             OR (excluded.run_started_ms = fleet_members.run_started_ms AND excluded.run_seq > fleet_members.run_seq) \
-             OR (excluded.run_started_ms < fleet_members.run_started_ms \
-                 AND fleet_members.last_seen_ms < excluded.last_seen_ms - $10)"
+        let set = assignments(heartbeats, "");
+        let rule = if heartbeats {
+            format!(" WHERE {RECORD_RULE}")
         } else {
-            "heard_by = excluded.heard_by, last_seen_ms = excluded.last_seen_ms"
+            String::new()
         };
         format!(
-            "INSERT INTO fleet_members (component, member_id, host, software, apparent, heard_by, heartbeats, last_seen_ms, run_started_ms, run_seq) \
+            "INSERT INTO fleet_members ({MEMBER_COLUMNS}) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, {now}, $8, $9) \
-             ON CONFLICT (component, member_id) DO UPDATE SET {on_conflict} \
+             ON CONFLICT (component, member_id) DO UPDATE SET {set}{rule} \
              RETURNING software"
         )
+    }
+
+    /// Writes `heard` in `conn` (on MySQL, which has neither `ON CONFLICT ... WHERE` nor
+    /// `RETURNING` on an upsert, in a transaction the caller holds): the software the
+    /// row holds afterwards, or `None` when [`RECORD_RULE`] dropped it.
+    async fn write(
+        &self,
+        conn: &mut sqlx::AnyConnection,
+        heard: &Heard<'_>,
+    ) -> Result<Option<i64>, StoreError> {
+        let b = self.db.backend();
+        if b != Backend::Mysql {
+            let sql = self.upsert_sql(heard.heartbeats);
+            let row = bind(sqlx::query(&b.sql(&sql)), heard, heard.heartbeats)
+                .fetch_optional(&mut *conn)
+                .await
+                .map_err(backend)?;
+            return row
+                .map(|r| sqlx::Row::try_get::<i64, _>(&r, 0))
+                .transpose()
+                .map_err(backend);
+        }
+        // An update where the rule records it; a member with no row yet is inserted; an
+        // insert that finds a row another conductor inserted meanwhile updates once more.
+        let now = now_ms(b);
+        let rule = if heard.heartbeats {
+            format!(" WHERE {RECORD_RULE}")
+        } else {
+            String::new()
+        };
+        let update = format!(
+            "UPDATE fleet_members JOIN (SELECT $1 AS component, $2 AS member_id, $3 AS host, \
+             $4 AS software, $5 AS apparent, $6 AS heard_by, $7 AS heartbeats, \
+             {now} AS last_seen_ms, $8 AS run_started_ms, $9 AS run_seq) AS excluded \
+             ON fleet_members.component = excluded.component \
+             AND fleet_members.member_id = excluded.member_id \
+             SET {}{rule}",
+            assignments(heard.heartbeats, "fleet_members.")
+        );
+        let insert = format!(
+            "INSERT INTO fleet_members ({MEMBER_COLUMNS}) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, {now}, $8, $9)"
+        );
+        let mut inserted = false;
+        for _ in 0..2 {
+            let updated = bind(sqlx::query(&b.sql(&update)), heard, heard.heartbeats)
+                .execute(&mut *conn)
+                .await
+                .map_err(backend)?
+                .rows_affected();
+            if updated == 0 && !inserted {
+                match bind(sqlx::query(&b.sql(&insert)), heard, false)
+                    .execute(&mut *conn)
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                        inserted = true;
+                        continue;
+                    }
+                    Err(e) => return Err(backend(e)),
+                }
+            } else if updated == 0 {
+                return Ok(None);
+            }
+            return sqlx::query_scalar(&b.sql(
+                "SELECT software FROM fleet_members WHERE component = $1 AND member_id = $2",
+            ))
+            .bind(heard.component)
+            .bind(heard.id)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(backend);
+        }
+        Ok(None)
     }
 
     /// Why a heartbeat the upsert did not record was dropped: the stored run, by
     /// [`run_order`]. (The upsert's `WHERE` decided; this names the reason.)
     async fn not_recorded(&self, heard: &Heard<'_>) -> Result<Admission, StoreError> {
-        let row: Option<(Option<i64>, Option<i64>, i64)> = sqlx::query_as(&format!(
-            "SELECT run_started_ms, run_seq, {} - last_seen_ms FROM fleet_members \
+        let row: Option<(Option<i64>, Option<i64>, i64)> =
+            sqlx::query_as(&self.db.backend().sql(&format!(
+                "SELECT run_started_ms, run_seq, {} - last_seen_ms FROM fleet_members \
              WHERE component = $1 AND member_id = $2",
-            now_ms(self.db.backend())
-        ))
-        .bind(heard.component)
-        .bind(heard.id)
-        .fetch_optional(self.db.pool())
-        .await
-        .map_err(backend)?;
+                now_ms(self.db.backend())
+            )))
+            .bind(heard.component)
+            .bind(heard.id)
+            .fetch_optional(self.db.pool())
+            .await
+            .map_err(backend)?;
         let (recorded, age) = match row {
             Some((Some(started), Some(seq), age)) => (
                 Some(Incarnation {
@@ -203,11 +273,11 @@ impl DbFleetStore {
         }
         let window = i64::try_from(self.write_interval.as_millis()).unwrap_or(i64::MAX);
         let now_sql = now_ms(self.db.backend());
-        let rows: Vec<LearnedRow> = sqlx::query_as(&format!(
+        let rows: Vec<LearnedRow> = sqlx::query_as(&self.db.backend().sql(&format!(
             "SELECT component, member_id, software, apparent, run_started_ms, \
              {now_sql} - last_seen_ms AS age_ms FROM fleet_members \
              WHERE heartbeats = 1 AND last_seen_ms > {now_sql} - $1"
-        ))
+        )))
         .bind(window)
         .fetch_all(self.db.pool())
         .await
@@ -284,30 +354,6 @@ impl DbFleetStore {
             .collect()
     }
 
-    /// The upsert of `heard` ([`Self::upsert_sql`]), returning the row's `software`
-    /// column.
-    fn bind<'q>(
-        sql: &'q str,
-        heard: &Heard<'q>,
-    ) -> sqlx::query::QueryScalar<'q, sqlx::Any, i64, sqlx::any::AnyArguments<'q>> {
-        let number = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-        let query = sqlx::query_scalar(sql)
-            .bind(heard.component)
-            .bind(heard.id)
-            .bind(heard.host)
-            .bind(i64::from(heard.software))
-            .bind(i64::from(heard.apparent))
-            .bind(heard.heard_by)
-            .bind(i64::from(heard.heartbeats))
-            .bind(heard.incarnation.map(|r| number(r.started_ms)))
-            .bind(heard.incarnation.map(|r| number(r.seq)));
-        if heard.heartbeats {
-            query.bind(i64::try_from(heard.liveness.as_millis()).unwrap_or(i64::MAX))
-        } else {
-            query
-        }
-    }
-
     fn record_of(&self, text: Option<String>) -> Result<Option<PersistedState>, StoreError> {
         let Some(text) = text else { return Ok(None) };
         serde_json::from_str(&text)
@@ -325,29 +371,26 @@ impl DbFleetStore {
         heard: &Heard<'_>,
         admit: &Admit,
     ) -> Result<Admission, StoreError> {
-        let upsert = self.upsert_sql(heard.heartbeats);
         let mut tx = self.db.pool().begin().await.map_err(backend)?;
         let (stored, software) = match self.db.backend() {
-            Backend::Postgres => {
-                let row = sqlx::query_scalar(
-                    "SELECT record FROM component_versions WHERE component = $1 FOR SHARE",
-                )
+            b @ (Backend::Postgres | Backend::Mysql) => {
+                let lock = if b == Backend::Postgres {
+                    "FOR SHARE"
+                } else {
+                    "LOCK IN SHARE MODE"
+                };
+                let row = sqlx::query_scalar(&b.sql(&format!(
+                    "SELECT record FROM component_versions WHERE component = $1 {lock}"
+                )))
                 .bind(&self.component)
                 .fetch_optional(&mut *tx)
                 .await
                 .map_err(backend)?;
                 let stored = self.record_of(row)?;
-                let software: Option<i64> = Self::bind(&upsert, heard)
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(backend)?;
-                (stored, software)
+                (stored, self.write(&mut tx, heard).await?)
             }
             Backend::Sqlite => {
-                let software: Option<i64> = Self::bind(&upsert, heard)
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(backend)?;
+                let software = self.write(&mut tx, heard).await?;
                 let row = sqlx::query_scalar(
                     "SELECT record FROM component_versions WHERE component = $1",
                 )
@@ -373,6 +416,71 @@ impl DbFleetStore {
                 Ok(Admission::Refused(reason))
             }
         }
+    }
+}
+
+/// The columns of `fleet_members` a write names, in the order it binds them.
+const MEMBER_COLUMNS: &str = "component, member_id, host, software, apparent, heard_by, \
+     heartbeats, last_seen_ms, run_started_ms, run_seq";
+
+/// When a heartbeat replaces a member's row: [`verso_upgrade::fleet::run_order`] as SQL,
+/// over the stored row (`fleet_members`) and the heartbeat's values (`excluded`), with
+/// the liveness bound as `$10`.
+const RECORD_RULE: &str = "excluded.run_started_ms IS NULL OR fleet_members.run_started_ms IS NULL \
+     OR excluded.run_started_ms > fleet_members.run_started_ms \
+     OR (excluded.run_started_ms = fleet_members.run_started_ms AND excluded.run_seq > fleet_members.run_seq) \
+     OR (excluded.run_started_ms < fleet_members.run_started_ms \
+         AND fleet_members.last_seen_ms < excluded.last_seen_ms - $10)";
+
+/// What a write of a member's row sets from the heartbeat's values (`excluded`), each
+/// column written as `prefix` + its name: everything a heartbeat says, only when and by
+/// whom for other traffic.
+fn assignments(heartbeats: bool, prefix: &str) -> String {
+    let columns: &[&str] = if heartbeats {
+        &[
+            "host",
+            "software",
+            "apparent",
+            "heard_by",
+            "last_seen_ms",
+            "run_started_ms",
+            "run_seq",
+        ]
+    } else {
+        &["heard_by", "last_seen_ms"]
+    };
+    let mut set: Vec<String> = columns
+        .iter()
+        .map(|c| format!("{prefix}{c} = excluded.{c}"))
+        .collect();
+    if heartbeats {
+        set.push(format!("{prefix}heartbeats = 1"));
+    }
+    set.join(", ")
+}
+
+/// `query` bound to `heard`'s values in [`MEMBER_COLUMNS`]' order (the time is the
+/// database's), then the liveness when `liveness`.
+fn bind<'q>(
+    query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+    heard: &Heard<'q>,
+    liveness: bool,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    let number = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let query = query
+        .bind(heard.component)
+        .bind(heard.id)
+        .bind(heard.host)
+        .bind(i64::from(heard.software))
+        .bind(i64::from(heard.apparent))
+        .bind(heard.heard_by)
+        .bind(i64::from(heard.heartbeats))
+        .bind(heard.incarnation.map(|r| number(r.started_ms)))
+        .bind(heard.incarnation.map(|r| number(r.seq)));
+    if liveness {
+        query.bind(i64::try_from(heard.liveness.as_millis()).unwrap_or(i64::MAX))
+    } else {
+        query
     }
 }
 
@@ -402,11 +510,15 @@ impl FleetStore for DbFleetStore {
                 if repeats {
                     return Ok(Admission::Recorded);
                 }
-                let upsert = self.upsert_sql(heard.heartbeats);
-                let written: Option<i64> = Self::bind(&upsert, heard)
-                    .fetch_optional(self.db.pool())
-                    .await
-                    .map_err(backend)?;
+                let written = if self.db.backend() == Backend::Mysql {
+                    let mut tx = self.db.pool().begin().await.map_err(backend)?;
+                    let written = self.write(&mut tx, heard).await?;
+                    tx.commit().await.map_err(backend)?;
+                    written
+                } else {
+                    let mut conn = self.db.pool().acquire().await.map_err(backend)?;
+                    self.write(&mut conn, heard).await?
+                };
                 if written.is_none() {
                     self.written().remove(&Self::key(heard));
                     return self.not_recorded(heard).await;
@@ -428,7 +540,7 @@ impl FleetStore for DbFleetStore {
     }
 
     async fn members(&self) -> Result<Vec<FleetMember>, StoreError> {
-        let rows = sqlx::query_as(&self.members_sql())
+        let rows = sqlx::query_as(&self.db.backend().sql(&self.members_sql()))
             .fetch_all(self.db.pool())
             .await
             .map_err(backend)?;
@@ -441,7 +553,7 @@ impl FleetStore for DbFleetStore {
                 "the fleet record is read in a transaction of the conductor's database, not of another store".into(),
             ));
         };
-        let rows = sqlx::query_as(&self.members_sql())
+        let rows = sqlx::query_as(&self.db.backend().sql(&self.members_sql()))
             .fetch_all(&mut **tx)
             .await
             .map_err(backend)?;
@@ -451,12 +563,17 @@ impl FleetStore for DbFleetStore {
     async fn forget(&self, component: &str, id: &str) -> Result<bool, StoreError> {
         self.written()
             .remove(&(component.to_owned(), id.to_owned()));
-        let done = sqlx::query("DELETE FROM fleet_members WHERE component = $1 AND member_id = $2")
-            .bind(component)
-            .bind(id)
-            .execute(self.db.pool())
-            .await
-            .map_err(backend)?;
+        let done = sqlx::query(
+            &self
+                .db
+                .backend()
+                .sql("DELETE FROM fleet_members WHERE component = $1 AND member_id = $2"),
+        )
+        .bind(component)
+        .bind(id)
+        .execute(self.db.pool())
+        .await
+        .map_err(backend)?;
         Ok(done.rows_affected() > 0)
     }
 }

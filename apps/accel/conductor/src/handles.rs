@@ -71,18 +71,22 @@ const SELECT: &str =
 impl Db {
     /// Every attach handle of `host`, in one query (one RPC for an agent).
     pub async fn host_handles(&self, host: &str) -> Result<Vec<HostHandle>, DbError> {
-        sqlx::query_as(&format!("{SELECT} WHERE d.hostname = $1 ORDER BY h.id"))
-            .bind(host)
-            .fetch_all(self.pool())
-            .await
-            .map_err(read_error("attach_handles"))
+        sqlx::query_as(
+            &self
+                .backend()
+                .sql(&format!("{SELECT} WHERE d.hostname = $1 ORDER BY h.id")),
+        )
+        .bind(host)
+        .fetch_all(self.pool())
+        .await
+        .map_err(read_error("attach_handles"))
     }
 
     /// The handles of `host` in `cleaning`: what its agent must (still) clean.
     pub async fn cleaning_handles(&self, host: &str) -> Result<Vec<HostHandle>, DbError> {
-        sqlx::query_as(&format!(
+        sqlx::query_as(&self.backend().sql(&format!(
             "{SELECT} WHERE d.hostname = $1 AND h.cleanup_state = $2 ORDER BY h.id"
-        ))
+        )))
         .bind(host)
         .bind(CleanupState::Cleaning.as_str())
         .fetch_all(self.pool())
@@ -112,11 +116,11 @@ impl Db {
         let mut cleared = Vec::with_capacity(failed.len());
         for h in failed {
             // Each only from `error` at the revision read: a concurrent change wins.
-            let done = sqlx::query(
+            let done = sqlx::query(&self.backend().sql(
                 "UPDATE attach_handles SET cleanup_state = NULL, cleanup_reason = NULL, \
                  revision = revision + 1, updated_at = $1 \
                  WHERE uuid = $2 AND revision = $3 AND cleanup_state = $4",
-            )
+            ))
             .bind(now())
             .bind(&h.uuid)
             .bind(h.revision)
@@ -135,7 +139,7 @@ impl Db {
 
     /// One handle.
     pub async fn host_handle(&self, uuid: &str) -> Result<HostHandle, DbError> {
-        sqlx::query_as(&format!("{SELECT} WHERE h.uuid = $1"))
+        sqlx::query_as(&self.backend().sql(&format!("{SELECT} WHERE h.uuid = $1")))
             .bind(uuid)
             .fetch_optional(self.pool())
             .await
@@ -155,10 +159,10 @@ impl Db {
         expected_revision: i64,
         attach_info: &str,
     ) -> Result<HostHandle, DbError> {
-        let updated = sqlx::query(
+        let updated = sqlx::query(&self.backend().sql(
             "UPDATE attach_handles SET attach_info = $1, revision = revision + 1, updated_at = $2 \
              WHERE uuid = $3 AND revision = $4 AND in_use = 0",
-        )
+        ))
         .bind(attach_info)
         .bind(now())
         .bind(uuid)
@@ -207,8 +211,8 @@ impl Db {
         }
         let marker = started_marker(expected_revision, claim);
         let updated = sqlx::query(
-            "UPDATE attach_handles SET cleanup_reason = $1, revision = revision + 1, updated_at = $2 \
-             WHERE uuid = $3 AND revision = $4 AND cleanup_state = $5",
+            &self.backend().sql("UPDATE attach_handles SET cleanup_reason = $1, revision = revision + 1, updated_at = $2 \
+             WHERE uuid = $3 AND revision = $4 AND cleanup_state = $5"),
         )
         .bind(&marker)
         .bind(now())
@@ -250,13 +254,13 @@ impl Db {
     ) -> Result<HostHandle, DbError> {
         let (state, reason) = match result {
             CleanupResult::Clean => (None, None),
-            CleanupResult::Failed(why) => (Some(CleanupState::Error), Some(why.as_str())),
+            CleanupResult::Failed(why) => (Some(CleanupState::Error), Some(stored_reason(why))),
         };
-        let updated = sqlx::query(
+        let updated = sqlx::query(&self.backend().sql(
             "UPDATE attach_handles SET cleanup_state = $1, cleanup_reason = $2, \
              revision = revision + 1, updated_at = $3 \
              WHERE uuid = $4 AND revision = $5 AND cleanup_state = $6",
-        )
+        ))
         .bind(state.map(CleanupState::as_str))
         .bind(reason)
         .bind(now())
@@ -285,6 +289,22 @@ impl Db {
             found: current.revision,
         })
     }
+}
+
+/// The longest failure reason a handle keeps, in bytes (MySQL's column holds 4,096
+/// characters); a longer one (an erase tool's whole output) keeps its start.
+pub const MAX_CLEANUP_REASON: usize = 4000;
+
+/// `why` as stored: at most [`MAX_CLEANUP_REASON`] bytes, cut at a character boundary.
+fn stored_reason(why: &str) -> &str {
+    if why.len() <= MAX_CLEANUP_REASON {
+        return why;
+    }
+    let mut end = MAX_CLEANUP_REASON;
+    while !why.is_char_boundary(end) {
+        end -= 1;
+    }
+    &why[..end]
 }
 
 /// A cleanup transition found the handle `state` instead of `cleaning`.

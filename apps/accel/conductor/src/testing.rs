@@ -1,7 +1,8 @@
-//! Databases for tests (feature `testing`): a fresh SQLite file, and a fresh PostgreSQL
+//! Databases for tests (feature `testing`): a fresh SQLite file, a fresh PostgreSQL
 //! database on the test cluster (`VERSO_TEST_POSTGRES_URL`, default
-//! `postgres://verso:verso@127.0.0.1:55432/verso`, started by `scripts/start-postgres.sh`).
-//! A missing cluster fails the test with a message saying how to start it; it never skips.
+//! `postgres://verso:verso@127.0.0.1:55432/verso`, started by `scripts/start-postgres.sh`)
+//! and a fresh database on the test MariaDB ([`mysql`]). A missing server fails the test
+//! with a message saying how to start it; it never skips.
 //! And [`nova`]: the tests' own Nova; [`bound_request`]: an accelerator bound to an
 //! instance.
 
@@ -130,6 +131,53 @@ pub async fn postgres() -> Db {
         .await
         .expect("open postgres");
     db.migrate().await.expect("migrate postgres");
+    db
+}
+
+/// The test MariaDB server's URL (`VERSO_TEST_MYSQL_URL`, default
+/// `mysql://verso:verso@127.0.0.1:55306/`, started by `scripts/start-mariadb.sh`).
+pub fn mysql_url() -> String {
+    std::env::var("VERSO_TEST_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://verso:verso@127.0.0.1:55306/".into())
+}
+
+/// The URL of a new, empty database on the test MariaDB server.
+pub async fn mysql_database() -> String {
+    let server = mysql_url();
+    let admin = Db::connect_within(&server, Duration::from_secs(10))
+        .await
+        .unwrap_or_else(|e| {
+            panic!("{e}\nthe MySQL tests need the test MariaDB: run scripts/start-mariadb.sh (scripts/test.sh does) or set VERSO_TEST_MYSQL_URL")
+        });
+    let name = format!("accel_test_{}", uuid::Uuid::new_v4().simple());
+    sqlx::query(&format!(
+        "CREATE DATABASE {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+    ))
+    .execute(admin.pool())
+    .await
+    .expect("create database");
+    admin.close().await;
+    let (base, query) = server
+        .split_once('?')
+        .map_or((server.as_str(), None), |(b, q)| (b, Some(q)));
+    let base = base.trim_end_matches('/');
+    // The server URL names no database (or the one to connect to): the new one replaces it.
+    let base = match base.split_once("://").and_then(|(_, rest)| rest.find('/')) {
+        Some(_) => base.rsplit_once('/').map_or(base, |(b, _)| b),
+        None => base,
+    };
+    match query {
+        Some(q) => format!("{base}/{name}?{q}"),
+        None => format!("{base}/{name}"),
+    }
+}
+
+/// A migrated database in a new database on the test MariaDB server.
+pub async fn mysql() -> Db {
+    let db = Db::connect(&mysql_database().await)
+        .await
+        .expect("open mysql");
+    db.migrate().await.expect("migrate mysql");
     db
 }
 

@@ -36,21 +36,26 @@ fn backend(e: impl std::error::Error + Send + Sync + 'static) -> StoreError {
     StoreError::Backend(Box::new(e))
 }
 
-/// The statement replacing the component's row (one statement on both backends: insert,
+/// The statement replacing the component's row (one statement on every backend: insert,
 /// or replace), bound to `state`.
 fn upsert<'q>(
+    db: &Db,
     component: &'q str,
     state: &PersistedState,
 ) -> Result<sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>, StoreError> {
     let text = serde_json::to_string(state).map_err(backend)?;
     let at = crate::db::now();
-    Ok(sqlx::query(
-        "INSERT INTO component_versions (component, record, updated_at) VALUES ($1, $2, $3) \
-         ON CONFLICT (component) DO UPDATE SET record = excluded.record, updated_at = excluded.updated_at",
-    )
-    .bind(component)
-    .bind(text)
-    .bind(at))
+    let sql = match db.backend() {
+        Backend::Sqlite | Backend::Postgres => {
+            "INSERT INTO component_versions (component, record, updated_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (component) DO UPDATE SET record = excluded.record, updated_at = excluded.updated_at"
+        }
+        Backend::Mysql => {
+            "INSERT INTO component_versions (component, record, updated_at) VALUES (?, ?, ?) \
+             ON DUPLICATE KEY UPDATE record = VALUES(record), updated_at = VALUES(updated_at)"
+        }
+    };
+    Ok(sqlx::query(sql).bind(component).bind(text).bind(at))
 }
 
 impl DbVersionStore {
@@ -69,16 +74,21 @@ impl DbVersionStore {
 #[async_trait]
 impl VersionStore for DbVersionStore {
     async fn load(&self) -> Result<Option<PersistedState>, StoreError> {
-        let row = sqlx::query_scalar("SELECT record FROM component_versions WHERE component = $1")
-            .bind(&self.component)
-            .fetch_optional(self.db.pool())
-            .await
-            .map_err(backend)?;
+        let row = sqlx::query_scalar(
+            &self
+                .db
+                .backend()
+                .sql("SELECT record FROM component_versions WHERE component = $1"),
+        )
+        .bind(&self.component)
+        .fetch_optional(self.db.pool())
+        .await
+        .map_err(backend)?;
         self.parse(row)
     }
 
     async fn save(&self, state: &PersistedState) -> Result<(), StoreError> {
-        upsert(&self.component, state)?
+        upsert(&self.db, &self.component, state)?
             .execute(self.db.pool())
             .await
             .map_err(backend)?;
@@ -97,11 +107,16 @@ impl TransactionalStore for DbVersionStore {
     /// and PostgreSQL holds the record's row lock until commit.
     async fn begin(&self) -> Result<DbTransaction, StoreError> {
         let mut tx = self.db.pool().begin().await.map_err(backend)?;
-        sqlx::query("UPDATE component_versions SET updated_at = updated_at WHERE component = $1")
-            .bind(&self.component)
-            .execute(&mut *tx)
-            .await
-            .map_err(backend)?;
+        sqlx::query(
+            &self
+                .db
+                .backend()
+                .sql("UPDATE component_versions SET updated_at = updated_at WHERE component = $1"),
+        )
+        .bind(&self.component)
+        .execute(&mut *tx)
+        .await
+        .map_err(backend)?;
         Ok(tx)
     }
 
@@ -112,12 +127,12 @@ impl TransactionalStore for DbVersionStore {
     /// `begin` already locked when the row exists).
     async fn load_in(&self, tx: &mut DbTransaction) -> Result<Option<PersistedState>, StoreError> {
         let sql = match self.db.backend() {
-            Backend::Postgres => {
+            Backend::Postgres | Backend::Mysql => {
                 "SELECT record FROM component_versions WHERE component = $1 FOR UPDATE"
             }
             Backend::Sqlite => "SELECT record FROM component_versions WHERE component = $1",
         };
-        let row = sqlx::query_scalar(sql)
+        let row = sqlx::query_scalar(&self.db.backend().sql(sql))
             .bind(&self.component)
             .fetch_optional(&mut **tx)
             .await
@@ -130,7 +145,7 @@ impl TransactionalStore for DbVersionStore {
         tx: &mut DbTransaction,
         state: &PersistedState,
     ) -> Result<(), StoreError> {
-        upsert(&self.component, state)?
+        upsert(&self.db, &self.component, state)?
             .execute(&mut **tx)
             .await
             .map_err(backend)?;

@@ -73,3 +73,8 @@ async fn census_on_sqlite() {
 async fn census_on_postgres() {
     counts(&support::postgres().await).await;
 }
+
+#[tokio::test]
+async fn census_on_mysql() {
+    counts(&support::mysql().await).await;
+}

@@ -509,6 +509,11 @@ async fn postgres_several_deployables_per_device() {
 }
 
 #[tokio::test]
+async fn mysql_several_deployables_per_device() {
+    several_deployables_per_device(&support::mysql().await).await;
+}
+
+#[tokio::test]
 async fn sqlite_report_diffing() {
     let (db, _dir) = support::sqlite().await;
     report_diffing(&db).await;
@@ -517,6 +522,11 @@ async fn sqlite_report_diffing() {
 #[tokio::test]
 async fn postgres_report_diffing() {
     report_diffing(&support::postgres().await).await;
+}
+
+#[tokio::test]
+async fn mysql_report_diffing() {
+    report_diffing(&support::mysql().await).await;
 }
 
 #[tokio::test]
@@ -530,9 +540,23 @@ async fn postgres_lifecycle_and_binding() {
     lifecycle_and_binding(&support::postgres().await).await;
 }
 
+#[tokio::test]
+async fn mysql_lifecycle_and_binding() {
+    lifecycle_and_binding(&support::mysql().await).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_conductors_on_one_postgres_race_for_handles() {
     let url = support::postgres_database().await;
+    let a = Db::connect(&url).await.expect("conductor a");
+    a.migrate().await.expect("migrate");
+    let b = Db::connect(&url).await.expect("conductor b");
+    racing_conductors(&a, &b).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_conductors_on_one_mysql_race_for_handles() {
+    let url = support::mysql_database().await;
     let a = Db::connect(&url).await.expect("conductor a");
     a.migrate().await.expect("migrate");
     let b = Db::connect(&url).await.expect("conductor b");
@@ -564,8 +588,11 @@ async fn migrations_are_reported_and_applied_once() {
     );
     assert!(db.pending_migrations().await.expect("pending").is_empty());
     assert!(db.migrate().await.expect("again").is_empty());
-    let err = Db::connect("mysql://x@y/z").await.expect_err("unsupported");
-    assert!(err.to_string().contains("sqlite://"), "{err}");
+    let err = Db::connect("mssql://x@y/z").await.expect_err("unsupported");
+    assert!(matches!(err, DbError::UnsupportedUrl(_)), "{err}");
+    for scheme in ["sqlite://", "postgres://", "mysql://"] {
+        assert!(err.to_string().contains(scheme), "{err}");
+    }
     let err = Db::connect_within(
         "postgres://verso:secret@127.0.0.1:1/none",
         std::time::Duration::from_secs(1),
@@ -657,6 +684,18 @@ async fn concurrent_reports_of_one_host_on_postgres() {
     concurrent_reports_of_one_host(&db).await;
     // Across two conductors (two pools) too.
     let other = Db::connect(&support::postgres_database().await)
+        .await
+        .expect("open");
+    other.migrate().await.expect("migrate");
+    concurrent_reports_of_one_host(&other).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_reports_of_one_host_on_mysql() {
+    let db = support::mysql().await;
+    concurrent_reports_of_one_host(&db).await;
+    // Across two conductors (two pools) too.
+    let other = Db::connect(&support::mysql_database().await)
         .await
         .expect("open");
     other.migrate().await.expect("migrate");
@@ -794,6 +833,11 @@ async fn sqlite_consistency() {
 #[tokio::test]
 async fn postgres_consistency() {
     consistency(&support::postgres().await).await;
+}
+
+#[tokio::test]
+async fn mysql_consistency() {
+    consistency(&support::mysql().await).await;
 }
 
 fn with_attributes(mut d: ReportedDevice, pairs: &[(&str, &str)]) -> ReportedDevice {
@@ -994,4 +1038,9 @@ async fn sqlite_attributes_follow_reports() {
 #[tokio::test]
 async fn postgres_attributes_follow_reports() {
     attributes_follow_reports(&support::postgres().await).await;
+}
+
+#[tokio::test]
+async fn mysql_attributes_follow_reports() {
+    attributes_follow_reports(&support::mysql().await).await;
 }

@@ -134,6 +134,15 @@ async fn postgres_racing_heartbeats_are_counted_or_fenced() {
     racing_heartbeats_are_counted_or_fenced(&url).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_racing_heartbeats_are_counted_or_fenced() {
+    let url = support::mysql_database().await;
+    let db = Db::connect(&url).await.expect("db");
+    db.migrate().await.expect("migrate");
+    db.close().await;
+    racing_heartbeats_are_counted_or_fenced(&url).await;
+}
+
 /// What a conductor answers a report of `host` (an empty inventory).
 async fn report(client: &RpcClient, host: &str) -> Result<(), RpcError> {
     let devices = DriverDeviceList {
@@ -240,6 +249,15 @@ async fn postgres_a_host_known_only_from_reports_blocks_finalization() {
     a_host_known_only_from_reports_blocks_finalization(first, second).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_a_host_known_only_from_reports_blocks_finalization() {
+    let url = support::mysql_database().await;
+    let first = Db::connect(&url).await.expect("first");
+    first.migrate().await.expect("migrate");
+    let second = Db::connect(&url).await.expect("second");
+    a_host_known_only_from_reports_blocks_finalization(first, second).await;
+}
+
 /// The lock itself, deterministically: while a finalize decision holds the version
 /// record (its transaction open, as between reading the fleet and committing the
 /// marker), a release N heartbeat through another conductor waits, then sees the
@@ -300,15 +318,26 @@ async fn postgres_a_heartbeat_waits_for_a_finalize_decision() {
     a_heartbeat_waits_for_a_finalize_decision(&url).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_a_heartbeat_waits_for_a_finalize_decision() {
+    let url = support::mysql_database().await;
+    let db = Db::connect(&url).await.expect("db");
+    db.migrate().await.expect("migrate");
+    db.close().await;
+    a_heartbeat_waits_for_a_finalize_decision(&url).await;
+}
+
 /// What the fleet record holds for `id`: its software, apparent version and hearer.
 async fn row(db: &Db, id: &str) -> (i64, i64, String) {
     use sqlx::Row;
-    let r =
-        sqlx::query("SELECT software, apparent, heard_by FROM fleet_members WHERE member_id = $1")
-            .bind(id)
-            .fetch_one(db.pool())
-            .await
-            .expect("member row");
+    let r = sqlx::query(
+        &db.backend()
+            .sql("SELECT software, apparent, heard_by FROM fleet_members WHERE member_id = $1"),
+    )
+    .bind(id)
+    .fetch_one(db.pool())
+    .await
+    .expect("member row");
     (
         r.try_get("software").unwrap(),
         r.try_get("apparent").unwrap(),
@@ -489,6 +518,11 @@ async fn postgres_repeated_heartbeats_are_written_once_per_interval() {
     repeated_heartbeats_are_written_once_per_interval(support::postgres().await).await;
 }
 
+#[tokio::test]
+async fn mysql_repeated_heartbeats_are_written_once_per_interval() {
+    repeated_heartbeats_are_written_once_per_interval(support::mysql().await).await;
+}
+
 /// `heard` numbered in run `started` (ms), report `seq`, live for `liveness`.
 fn heard_in_run<'a>(
     id: &'a str,
@@ -598,4 +632,9 @@ async fn sqlite_heartbeats_of_replaced_runs_are_refused() {
 #[tokio::test]
 async fn postgres_heartbeats_of_replaced_runs_are_refused() {
     heartbeats_of_replaced_runs_are_refused(support::postgres().await).await;
+}
+
+#[tokio::test]
+async fn mysql_heartbeats_of_replaced_runs_are_refused() {
+    heartbeats_of_replaced_runs_are_refused(support::mysql().await).await;
 }

@@ -186,11 +186,14 @@ async fn nvme_cleanup(db: &Db) {
     ));
     // An operator who puts the device back by hand may leave the failure's reason; the
     // next release still waits for a new claim (no reason: `pending_cleaning`).
-    sqlx::query("UPDATE attach_handles SET cleanup_state = NULL WHERE uuid = $1")
-        .bind(&h.uuid)
-        .execute(db.pool())
-        .await
-        .expect("the operator's repair");
+    sqlx::query(
+        &db.backend()
+            .sql("UPDATE attach_handles SET cleanup_state = NULL WHERE uuid = $1"),
+    )
+    .bind(&h.uuid)
+    .execute(db.pool())
+    .await
+    .expect("the operator's repair");
     db.unbind(&third.uuid).await.expect("reset the failed bind");
     db.bind(&third.uuid, "h1", "inst-3", None)
         .await
@@ -264,6 +267,11 @@ async fn postgres_managed_metadata() {
 }
 
 #[tokio::test]
+async fn mysql_managed_metadata() {
+    managed_metadata(&support::mysql().await).await;
+}
+
+#[tokio::test]
 async fn sqlite_nvme_cleanup() {
     let (db, _dir) = support::sqlite().await;
     nvme_cleanup(&db).await;
@@ -272,4 +280,9 @@ async fn sqlite_nvme_cleanup() {
 #[tokio::test]
 async fn postgres_nvme_cleanup() {
     nvme_cleanup(&support::postgres().await).await;
+}
+
+#[tokio::test]
+async fn mysql_nvme_cleanup() {
+    nvme_cleanup(&support::mysql().await).await;
 }

@@ -62,3 +62,8 @@ async fn sqlite_no_request_outlives_its_profile() {
 async fn postgres_no_request_outlives_its_profile() {
     no_request_outlives_its_profile(support::postgres().await).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_no_request_outlives_its_profile() {
+    no_request_outlives_its_profile(support::mysql().await).await;
+}

@@ -265,6 +265,11 @@ async fn held_devices_are_never_skipped_on_postgres() {
 }
 
 #[tokio::test]
+async fn held_devices_are_never_skipped_on_mysql() {
+    held_devices_are_never_skipped(support::mysql().await).await;
+}
+
+#[tokio::test]
 async fn unchanged_reports_go_by_digest_on_sqlite() {
     let (db, _dir) = support::sqlite().await;
     scenario(db).await;
@@ -273,6 +278,11 @@ async fn unchanged_reports_go_by_digest_on_sqlite() {
 #[tokio::test]
 async fn unchanged_reports_go_by_digest_on_postgres() {
     scenario(support::postgres().await).await;
+}
+
+#[tokio::test]
+async fn unchanged_reports_go_by_digest_on_mysql() {
+    scenario(support::mysql().await).await;
 }
 
 #[test]

@@ -193,3 +193,8 @@ async fn sqlite_service() {
 async fn postgres_service() {
     scenario(support::postgres().await).await;
 }
+
+#[tokio::test]
+async fn mysql_service() {
+    scenario(support::mysql().await).await;
+}

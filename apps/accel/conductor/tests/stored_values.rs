@@ -194,6 +194,11 @@ async fn postgres_refuses_unparseable_stored_values() {
     unparseable_values_are_refused(&support::postgres().await).await;
 }
 
+#[tokio::test]
+async fn mysql_refuses_unparseable_stored_values() {
+    unparseable_values_are_refused(&support::mysql().await).await;
+}
+
 /// Every filter of the lists at once, so each binds several values in one statement.
 async fn filters_combine(db: &Db) {
     db.report("h1", &[gpu("0000:3b:00.0"), gpu("0000:3c:00.0")])
@@ -291,6 +296,11 @@ async fn postgres_filters_combine() {
     filters_combine(&support::postgres().await).await;
 }
 
+#[tokio::test]
+async fn mysql_filters_combine() {
+    filters_combine(&support::mysql().await).await;
+}
+
 /// `accel api` and `accel upgrade check` ask which migrations are pending on a database
 /// they must not change: asking creates nothing, not even sqlx's own table.
 #[tokio::test]
@@ -304,6 +314,29 @@ async fn asking_for_pending_migrations_writes_nothing() {
     );
     let tables: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema()",
+    )
+    .fetch_one(db.pool())
+    .await
+    .expect("tables");
+    assert_eq!(tables, 0);
+    assert_eq!(
+        db.migrate().await.expect("migrate"),
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    );
+    assert!(db.pending_migrations().await.expect("pending").is_empty());
+}
+
+#[tokio::test]
+async fn asking_for_pending_migrations_writes_nothing_on_mysql() {
+    let db = Db::connect(&support::mysql_database().await)
+        .await
+        .expect("open");
+    assert_eq!(
+        db.pending_migrations().await.expect("pending"),
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    );
+    let tables: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE()",
     )
     .fetch_one(db.pool())
     .await

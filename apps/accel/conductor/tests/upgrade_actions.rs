@@ -58,7 +58,10 @@ fn insert<'t>(
     step: &'static str,
 ) -> BoxFuture<'t, Result<(), ActionError>> {
     Box::pin(async move {
-        sqlx::query("INSERT INTO backfilled (step) VALUES ($1)")
+        let sql = accel_conductor::db::Backend::of(tx)
+            .sql("INSERT INTO backfilled (step) VALUES ($1)")
+            .into_owned();
+        sqlx::query(&sql)
             .bind(step)
             .execute(&mut **tx)
             .await
@@ -166,7 +169,7 @@ fn fast_retry() -> RetryPolicy {
 async fn crash_between_data_and_commit(url: &str) -> Result<(), UpgradeError> {
     let db = Db::connect(url).await.expect("connect");
     VersionManager::<Old>::open(DbVersionStore::new(db.clone(), "conductor")).await?;
-    sqlx::query("CREATE TABLE backfilled (step TEXT NOT NULL)")
+    sqlx::query("CREATE TABLE backfilled (step VARCHAR(64) NOT NULL)")
         .execute(db.pool())
         .await
         .expect("create table");
@@ -226,7 +229,7 @@ async fn crash_between_data_and_commit(url: &str) -> Result<(), UpgradeError> {
 /// once the cause is gone, the next `finalize` writes the row once.
 async fn failed_step_rolls_back(db: &Db) -> Result<(), UpgradeError> {
     VersionManager::<Old>::open(DbVersionStore::new(db.clone(), "conductor")).await?;
-    sqlx::query("CREATE TABLE backfilled (step TEXT NOT NULL)")
+    sqlx::query("CREATE TABLE backfilled (step VARCHAR(64) NOT NULL)")
         .execute(db.pool())
         .await
         .expect("create table");
@@ -310,7 +313,7 @@ enum Second {
 async fn two_conductors_finalize_at_once(url: &str, second: Second) -> Result<(), UpgradeError> {
     let db = Db::connect(url).await.expect("connect");
     VersionManager::<Old>::open(DbVersionStore::new(db.clone(), "conductor")).await?;
-    sqlx::query("CREATE TABLE backfilled (step TEXT NOT NULL)")
+    sqlx::query("CREATE TABLE backfilled (step VARCHAR(64) NOT NULL)")
         .execute(db.pool())
         .await
         .expect("create table");
@@ -424,4 +427,9 @@ async fn sqlite_a_failed_step_rolls_back_its_row() -> Result<(), UpgradeError> {
 #[tokio::test]
 async fn postgres_a_failed_step_rolls_back_its_row() -> Result<(), UpgradeError> {
     failed_step_rolls_back(&support::postgres().await).await
+}
+
+#[tokio::test]
+async fn mysql_a_failed_step_rolls_back_its_row() -> Result<(), UpgradeError> {
+    failed_step_rolls_back(&support::mysql().await).await
 }

@@ -65,3 +65,8 @@ async fn sqlite_versions() -> Result<(), UpgradeError> {
 async fn postgres_versions() -> Result<(), UpgradeError> {
     upgrade_cycle(&support::postgres().await).await
 }
+
+#[tokio::test]
+async fn mysql_versions() -> Result<(), UpgradeError> {
+    upgrade_cycle(&support::mysql().await).await
+}

@@ -5,7 +5,7 @@ use super::profiles::lock_profile;
 use super::sql::Sql;
 use super::{after_marker, check_binding, check_len, new_uuid, now, page_limit, read_error};
 use super::{rp_uuid, shown, timestamp};
-use super::{ArqRow, Db, DbError, DeviceStatus, ListFilter, ARQ_SELECT};
+use super::{ArqRow, Backend, Db, DbError, DeviceStatus, ListFilter, ARQ_SELECT};
 use crate::lifecycle::ArqState;
 use accel_objects::CleanupState;
 use std::collections::BTreeMap;
@@ -79,8 +79,8 @@ impl Db {
         // A profile deleted meanwhile is NotFound here, never an orphan request.
         lock_profile(&mut tx, &p).await?;
         sqlx::query(
-            "INSERT INTO accelerator_requests (uuid, state, device_profile_name, device_profile_group_id, project_id, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            &self.backend.sql("INSERT INTO accelerator_requests (uuid, state, device_profile_name, device_profile_group_id, project_id, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)"),
         )
         .bind(&uuid)
         .bind(ArqState::Initial.as_str())
@@ -97,7 +97,7 @@ impl Db {
 
     /// One request.
     pub async fn arq(&self, uuid: &str) -> Result<ArqRow, DbError> {
-        sqlx::query_as(&format!("{ARQ_SELECT} WHERE r.uuid = $1"))
+        sqlx::query_as(&self.backend.sql(&format!("{ARQ_SELECT} WHERE r.uuid = $1")))
             .bind(uuid)
             .fetch_optional(&self.pool)
             .await
@@ -128,7 +128,7 @@ impl Db {
         instance: Option<&str>,
         filter: &ListFilter,
     ) -> Result<Vec<ArqRow>, DbError> {
-        let mut sql = Sql::new(format!("{ARQ_SELECT} WHERE 1 = 1"));
+        let mut sql = Sql::new(self.backend, format!("{ARQ_SELECT} WHERE 1 = 1"));
         if let Some(instance) = instance.filter(|i| !i.is_empty()) {
             sql.push(" AND r.instance_uuid = ")
                 .bind(instance.to_owned());
@@ -149,7 +149,7 @@ impl Db {
         uuid: &str,
         to: ArqState,
     ) -> Result<(), DbError> {
-        let mut sql = Sql::new("UPDATE accelerator_requests SET state = ");
+        let mut sql = Sql::new(self.backend, "UPDATE accelerator_requests SET state = ");
         sql.bind(to.as_str())
             .push(", updated_at = ")
             .bind(now())
@@ -164,12 +164,15 @@ impl Db {
         struct Current {
             state: ArqState,
         }
-        let current: Option<Current> =
-            sqlx::query_as("SELECT state FROM accelerator_requests WHERE uuid = $1")
-                .bind(uuid)
-                .fetch_optional(&mut **tx)
-                .await
-                .map_err(read_error("accelerator_requests"))?;
+        let current: Option<Current> = sqlx::query_as(
+            &self
+                .backend
+                .sql("SELECT state FROM accelerator_requests WHERE uuid = $1"),
+        )
+        .bind(uuid)
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(read_error("accelerator_requests"))?;
         match current {
             None => Err(DbError::NotFound {
                 kind: "accelerator request",
@@ -237,12 +240,15 @@ impl Db {
         // device type (which a group accel cannot map refuses).
         let (device_type, deployable, wanted) = match device_rp_uuid {
             Some(rp) => {
-                let on_host: Vec<Named> =
-                    sqlx::query_as("SELECT id, name FROM deployables WHERE hostname = $1")
-                        .bind(host)
-                        .fetch_all(&self.pool)
-                        .await
-                        .map_err(read_error("deployables"))?;
+                let on_host: Vec<Named> = sqlx::query_as(
+                    &self
+                        .backend
+                        .sql("SELECT id, name FROM deployables WHERE hostname = $1"),
+                )
+                .bind(host)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(read_error("deployables"))?;
                 let found = on_host
                     .into_iter()
                     .filter(|d| rp_uuid(&d.name) == rp)
@@ -274,20 +280,20 @@ impl Db {
         let mut tx = self.pool.begin().await?;
         self.transition(&mut tx, uuid, ArqState::BindStarted)
             .await?;
-        sqlx::query("UPDATE accelerator_requests SET hostname = $1, instance_uuid = $2, device_rp_uuid = $3, project_id = COALESCE($5, project_id) WHERE uuid = $4")
+        sqlx::query(&self.backend.sql("UPDATE accelerator_requests SET hostname = $1, instance_uuid = $2, device_rp_uuid = $3, project_id = COALESCE($4, project_id) WHERE uuid = $5"))
             .bind(host)
             .bind(instance_uuid)
             .bind(device_rp_uuid)
-            .bind(uuid)
             .bind(project_id)
+            .bind(uuid)
             .execute(&mut *tx)
             .await?;
         let taken = loop {
             let candidate: Option<i64> = sqlx::query_scalar(
-                "SELECT h.id FROM attach_handles h JOIN deployables d ON h.deployable_id = d.id \
+                &self.backend.sql("SELECT h.id FROM attach_handles h JOIN deployables d ON h.deployable_id = d.id \
                  JOIN devices v ON d.device_id = v.id \
                  WHERE d.hostname = $1 AND (v.type = $2 OR d.id = $3) AND v.status = $4 AND v.maintaining = 0 AND d.enabled = 1 AND h.in_use = 0 AND h.cleanup_state IS NULL \
-                 ORDER BY h.id LIMIT 1",
+                 ORDER BY h.id LIMIT 1"),
             )
             .bind(host)
             .bind(&device_type)
@@ -296,7 +302,7 @@ impl Db {
             .fetch_optional(&mut *tx)
             .await?;
             let Some(id) = candidate else { break None };
-            let won = sqlx::query("UPDATE attach_handles SET in_use = 1, revision = revision + 1, updated_at = $1 WHERE id = $2 AND in_use = 0")
+            let won = sqlx::query(&self.backend.sql("UPDATE attach_handles SET in_use = 1, revision = revision + 1, updated_at = $1 WHERE id = $2 AND in_use = 0"))
                 .bind(now())
                 .bind(id)
                 .execute(&mut *tx)
@@ -312,7 +318,9 @@ impl Db {
             Some(handle) => {
                 self.transition(&mut tx, uuid, ArqState::Bound).await?;
                 sqlx::query(
-                    "UPDATE accelerator_requests SET attach_handle_id = $1 WHERE uuid = $2",
+                    &self.backend.sql(
+                        "UPDATE accelerator_requests SET attach_handle_id = $1 WHERE uuid = $2",
+                    ),
                 )
                 .bind(handle)
                 .bind(uuid)
@@ -351,10 +359,10 @@ impl Db {
         release_handle(&mut tx, uuid, release).await?;
         // As Cyborg's unbind: the request belongs to no host, instance or provider any
         // more (a failed bind keeps them, for Nova to read it by instance).
-        sqlx::query(
+        sqlx::query(&self.backend.sql(
             "UPDATE accelerator_requests SET hostname = NULL, instance_uuid = NULL, \
              device_rp_uuid = NULL WHERE uuid = $1",
-        )
+        ))
         .bind(uuid)
         .execute(&mut *tx)
         .await?;
@@ -388,10 +396,14 @@ impl Db {
             Err(e) => return Err(e),
         }
         release_handle(&mut tx, uuid, release).await?;
-        sqlx::query("DELETE FROM accelerator_requests WHERE uuid = $1")
-            .bind(uuid)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            &self
+                .backend
+                .sql("DELETE FROM accelerator_requests WHERE uuid = $1"),
+        )
+        .bind(uuid)
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -417,13 +429,19 @@ impl Db {
         let cutoff =
             timestamp(chrono::Utc::now() - chrono::Duration::from_std(lease).unwrap_or_default());
         let bound = {
-            let mut sql = Sql::new("SELECT uuid AS what FROM accelerator_requests WHERE state = ");
+            let mut sql = Sql::new(
+                self.backend,
+                "SELECT uuid AS what FROM accelerator_requests WHERE state = ",
+            );
             sql.bind(ArqState::Bound.as_str())
                 .push(" AND attach_handle_id IS NULL");
             sql
         };
         let stuck = {
-            let mut sql = Sql::new("SELECT uuid AS what FROM accelerator_requests WHERE state IN ");
+            let mut sql = Sql::new(
+                self.backend,
+                "SELECT uuid AS what FROM accelerator_requests WHERE state IN ",
+            );
             sql.bind_list([ArqState::BindStarted.as_str(), ArqState::Deleting.as_str()])
                 .push(" AND updated_at < ")
                 .bind(cutoff);
@@ -432,14 +450,15 @@ impl Db {
         let checks: [(&str, Sql); 6] = [
             (
                 "handle held by more than one request",
-                Sql::new(
-                    "SELECT CAST(attach_handle_id AS TEXT) AS what FROM accelerator_requests \
-                     WHERE attach_handle_id IS NOT NULL GROUP BY attach_handle_id HAVING COUNT(*) > 1",
+                Sql::new(self.backend,
+                    "SELECT h.uuid AS what FROM accelerator_requests r \
+                     JOIN attach_handles h ON r.attach_handle_id = h.id \
+                     GROUP BY h.uuid HAVING COUNT(*) > 1",
                 ),
             ),
             (
                 "request holding a free handle",
-                Sql::new(
+                Sql::new(self.backend,
                     "SELECT r.uuid AS what FROM accelerator_requests r \
                      JOIN attach_handles h ON r.attach_handle_id = h.id WHERE h.in_use = 0",
                 ),
@@ -447,14 +466,14 @@ impl Db {
             ("Bound request without a handle", bound),
             (
                 "in-use handle no request holds",
-                Sql::new(
+                Sql::new(self.backend,
                     "SELECT h.uuid AS what FROM attach_handles h WHERE h.in_use = 1 AND NOT EXISTS \
                      (SELECT 1 FROM accelerator_requests r WHERE r.attach_handle_id = h.id)",
                 ),
             ),
             (
                 "request whose profile is gone",
-                Sql::new(
+                Sql::new(self.backend,
                     "SELECT r.uuid AS what FROM accelerator_requests r WHERE NOT EXISTS \
                      (SELECT 1 FROM device_profiles p WHERE p.name = r.device_profile_name)",
                 ),
@@ -496,7 +515,7 @@ impl Db {
                 .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC),
         );
         let n = sqlx::query(
-            "UPDATE accelerator_requests SET state = $1, updated_at = $2 WHERE state = $3 AND updated_at < $4",
+            &self.backend.sql("UPDATE accelerator_requests SET state = $1, updated_at = $2 WHERE state = $3 AND updated_at < $4"),
         )
         .bind(ArqState::BindFailed.as_str())
         .bind(now())
@@ -526,24 +545,28 @@ async fn release_handle(
     release: Release,
 ) -> Result<(), DbError> {
     sqlx::query(
-        "UPDATE attach_handles SET in_use = 0, updated_at = $1, revision = revision + 1, \
+        &Backend::of(tx).sql("UPDATE attach_handles SET in_use = 0, updated_at = $1, revision = revision + 1, \
          cleanup_state = CASE WHEN $2 = 1 AND deployable_id IN \
            (SELECT d.id FROM deployables d JOIN devices v ON d.device_id = v.id WHERE v.type = 'SSD') \
-           THEN $4 ELSE cleanup_state END, \
-         cleanup_reason = CASE WHEN $2 = 1 AND deployable_id IN \
+           THEN $3 ELSE cleanup_state END, \
+         cleanup_reason = CASE WHEN $4 = 1 AND deployable_id IN \
            (SELECT d.id FROM deployables d JOIN devices v ON d.device_id = v.id WHERE v.type = 'SSD') \
            THEN NULL ELSE cleanup_reason END \
-         WHERE id = (SELECT attach_handle_id FROM accelerator_requests WHERE uuid = $3)",
+         WHERE id = (SELECT attach_handle_id FROM accelerator_requests WHERE uuid = $5)"),
     )
     .bind(now())
     .bind(i64::from(release == Release::CleanSsd))
-    .bind(uuid)
     .bind(CleanupState::Cleaning.as_str())
+    .bind(i64::from(release == Release::CleanSsd))
+    .bind(uuid)
     .execute(&mut **tx)
     .await?;
-    sqlx::query("UPDATE accelerator_requests SET attach_handle_id = NULL WHERE uuid = $1")
-        .bind(uuid)
-        .execute(&mut **tx)
-        .await?;
+    sqlx::query(
+        &Backend::of(tx)
+            .sql("UPDATE accelerator_requests SET attach_handle_id = NULL WHERE uuid = $1"),
+    )
+    .bind(uuid)
+    .execute(&mut **tx)
+    .await?;
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! Cyborg's deployable attributes (`/v2/attributes`).
 
 use super::sql::Sql;
+use super::Backend;
 use super::{after_marker, new_uuid, now, page_limit};
 use super::{AttributeRow, Db, DbError, ListFilter, ATTRIBUTE_COLUMNS};
 
@@ -13,9 +14,10 @@ impl Db {
         key: Option<&str>,
         filter: &ListFilter,
     ) -> Result<Vec<AttributeRow>, DbError> {
-        let mut sql = Sql::new(format!(
-            "SELECT {ATTRIBUTE_COLUMNS} FROM attributes a WHERE 1 = 1"
-        ));
+        let mut sql = Sql::new(
+            self.backend,
+            format!("SELECT {ATTRIBUTE_COLUMNS} FROM attributes a WHERE 1 = 1"),
+        );
         if let Some(id) = deployable_id {
             sql.push(" AND a.deployable_id = ").bind(id);
         }
@@ -44,10 +46,11 @@ impl Db {
         value: &str,
     ) -> Result<AttributeRow, DbError> {
         let mut tx = self.pool.begin().await?;
-        let exists: Option<i64> = sqlx::query_scalar("SELECT id FROM deployables WHERE id = $1")
-            .bind(deployable_id)
-            .fetch_optional(&mut *tx)
-            .await?;
+        let exists: Option<i64> =
+            sqlx::query_scalar(&self.backend.sql("SELECT id FROM deployables WHERE id = $1"))
+                .bind(deployable_id)
+                .fetch_optional(&mut *tx)
+                .await?;
         if exists.is_none() {
             return Err(DbError::NotFound {
                 kind: "deployable",
@@ -72,7 +75,7 @@ impl Db {
     /// Deletes an attribute by UUID; `NotFound` if there is none. A key its host's agent
     /// reports comes back with the host's next report.
     pub async fn delete_attribute(&self, uuid: &str) -> Result<(), DbError> {
-        let done = sqlx::query("DELETE FROM attributes WHERE uuid = $1")
+        let done = sqlx::query(&self.backend.sql("DELETE FROM attributes WHERE uuid = $1"))
             .bind(uuid)
             .execute(&self.pool)
             .await?;
@@ -94,10 +97,10 @@ pub(super) async fn insert_attribute(
     at: &str,
 ) -> Result<AttributeRow, DbError> {
     let uuid = new_uuid();
-    let id: i64 = sqlx::query_scalar(
-        "INSERT INTO attributes (uuid, deployable_id, key, value, created_at, updated_at) \
+    let id: i64 = sqlx::query_scalar(&Backend::of(tx).sql(
+        "INSERT INTO attributes (uuid, deployable_id, \"key\", value, created_at, updated_at) \
          VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
-    )
+    ))
     .bind(&uuid)
     .bind(deployable_id)
     .bind(key)

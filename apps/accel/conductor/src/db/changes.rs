@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 pub struct ChangeMarks(Vec<i64>);
 
 impl ChangeMarks {
-    /// How many marks were read (PostgreSQL keeps one per writing transaction, SQLite
-    /// one per host).
+    /// How many marks were read (PostgreSQL keeps one per writing transaction, MySQL
+    /// one per row written, SQLite one per host).
     pub fn len(&self) -> usize {
         self.0.len()
     }
@@ -32,11 +32,14 @@ impl Db {
         &self,
         limit: u32,
     ) -> Result<BTreeMap<String, ChangeMarks>, DbError> {
-        let rows: Vec<(String, i64)> =
-            sqlx::query_as("SELECT hostname, seq FROM placement_changes ORDER BY seq LIMIT $1")
-                .bind(i64::from(limit))
-                .fetch_all(self.pool())
-                .await?;
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            &self
+                .backend
+                .sql("SELECT hostname, seq FROM placement_changes ORDER BY seq LIMIT $1"),
+        )
+        .bind(i64::from(limit))
+        .fetch_all(self.pool())
+        .await?;
         let mut hosts: BTreeMap<String, ChangeMarks> = BTreeMap::new();
         for (host, seq) in rows {
             hosts.entry(host).or_default().0.push(seq);
@@ -46,7 +49,7 @@ impl Db {
 
     /// Deletes `host`'s marks that were read as `marks`; a mark the host got after
     /// they were read stays (on SQLite a new mark raises the host's seq, on PostgreSQL
-    /// it is a row of its own).
+    /// and MySQL it is a row of its own).
     pub async fn forget_placement_changes(
         &self,
         host: &str,
@@ -55,7 +58,10 @@ impl Db {
         if marks.is_empty() {
             return Ok(());
         }
-        let mut sql = Sql::new("DELETE FROM placement_changes WHERE hostname = ");
+        let mut sql = Sql::new(
+            self.backend,
+            "DELETE FROM placement_changes WHERE hostname = ",
+        );
         sql.bind(host.to_owned()).push(" AND seq IN ");
         sql.bind_list(marks.0.clone());
         sql.execute(self.pool()).await?;
@@ -74,8 +80,12 @@ impl Db {
             Backend::Postgres => {
                 "INSERT INTO placement_changes (hostname) VALUES ($1) ON CONFLICT DO NOTHING"
             }
+            Backend::Mysql => "INSERT INTO placement_changes (hostname) VALUES ($1)",
         };
-        sqlx::query(sql).bind(host).execute(self.pool()).await?;
+        sqlx::query(&self.backend.sql(sql))
+            .bind(host)
+            .execute(self.pool())
+            .await?;
         Ok(())
     }
 }

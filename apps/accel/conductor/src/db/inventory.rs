@@ -23,9 +23,10 @@ impl Db {
 
     /// Every device of `host`, oldest first, however many.
     pub async fn devices_on(&self, host: &str) -> Result<Vec<DeviceRow>, DbError> {
-        let mut sql = Sql::new(format!(
-            "SELECT {DEVICE_COLUMNS} FROM devices t WHERE hostname = "
-        ));
+        let mut sql = Sql::new(
+            self.backend,
+            format!("SELECT {DEVICE_COLUMNS} FROM devices t WHERE hostname = "),
+        );
         sql.bind(host.to_owned()).push(" ORDER BY id");
         sql.fetch_all("devices", &self.pool).await
     }
@@ -53,14 +54,16 @@ impl Db {
         const HOSTS_PER_QUERY: usize = 500;
         let (mut devices, mut deployables) = (Vec::new(), Vec::new());
         for chunk in hosts.chunks(HOSTS_PER_QUERY) {
-            let mut sql = Sql::new(format!(
-                "SELECT {DEVICE_COLUMNS} FROM devices t WHERE hostname IN "
-            ));
+            let mut sql = Sql::new(
+                self.backend,
+                format!("SELECT {DEVICE_COLUMNS} FROM devices t WHERE hostname IN "),
+            );
             sql.bind_list(chunk.to_vec()).push(" ORDER BY id");
             devices.extend(sql.fetch_all::<DeviceRow, _>("devices", &self.pool).await?);
-            let mut sql = Sql::new(format!(
-                "SELECT {DEPLOYABLE_COLUMNS} FROM deployables t WHERE hostname IN "
-            ));
+            let mut sql = Sql::new(
+                self.backend,
+                format!("SELECT {DEPLOYABLE_COLUMNS} FROM deployables t WHERE hostname IN "),
+            );
             sql.bind_list(chunk.to_vec()).push(" ORDER BY id");
             let mut page: Vec<DeployableRow> = sql.fetch_all("deployables", &self.pool).await?;
             self.complete(&mut page).await?;
@@ -88,8 +91,10 @@ impl Db {
         if page.is_empty() {
             return Ok(());
         }
-        let mut sql =
-            Sql::new("SELECT deployable_id, key, value FROM attributes WHERE deployable_id IN ");
+        let mut sql = Sql::new(
+            self.backend,
+            "SELECT deployable_id, \"key\", value FROM attributes WHERE deployable_id IN ",
+        );
         sql.bind_list(page.iter().map(|d| d.id).collect::<Vec<_>>());
         let mut by_id: BTreeMap<i64, BTreeMap<String, String>> = BTreeMap::new();
         for a in sql
@@ -113,6 +118,7 @@ impl Db {
         host: Option<&str>,
     ) -> Result<Vec<AttachHandleRow>, DbError> {
         let mut sql = Sql::new(
+            self.backend,
             "SELECT h.id, h.uuid, h.deployable_id, h.in_use, h.attach_type, h.attach_info \
              FROM attach_handles h JOIN deployables d ON h.deployable_id = d.id",
         );
@@ -131,13 +137,16 @@ impl Db {
         uuid: &str,
         maintaining: bool,
     ) -> Result<DeviceRow, DbError> {
-        let done =
-            sqlx::query("UPDATE devices SET maintaining = $1, updated_at = $2 WHERE uuid = $3")
-                .bind(i64::from(maintaining))
-                .bind(now())
-                .bind(uuid)
-                .execute(&self.pool)
-                .await?;
+        let done = sqlx::query(
+            &self
+                .backend
+                .sql("UPDATE devices SET maintaining = $1, updated_at = $2 WHERE uuid = $3"),
+        )
+        .bind(i64::from(maintaining))
+        .bind(now())
+        .bind(uuid)
+        .execute(&self.pool)
+        .await?;
         if done.rows_affected() == 0 {
             return Err(DbError::NotFound {
                 kind: "device",

@@ -9,6 +9,9 @@ pub(crate) fn now_ms(b: Backend) -> &'static str {
     match b {
         Backend::Postgres => "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT",
         Backend::Sqlite => "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
+        // SYSDATE, not NOW: the time the function runs, as clock_timestamp() (NOW is
+        // the statement's start).
+        Backend::Mysql => "CAST(UNIX_TIMESTAMP(SYSDATE(3)) * 1000 AS SIGNED)",
     }
 }
 
@@ -24,6 +27,9 @@ impl Db {
     ) -> Result<bool, DbError> {
         let now = now_ms(self.backend());
         let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        if self.backend == Backend::Mysql {
+            return self.take_lease_mysql(name, holder, ttl_ms).await;
+        }
         let sql = format!(
             "INSERT INTO leases (name, holder, expires_ms) VALUES ($1, $2, {now} + $3) \
              ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_ms = excluded.expires_ms \
@@ -38,14 +44,57 @@ impl Db {
         Ok(done.rows_affected() == 1)
     }
 
+    /// [`Db::take_lease`] on MySQL, which has no conditional upsert: an update where the
+    /// lease is `holder`'s or has expired (each statement alone is atomic, and a row
+    /// lock orders two takers' updates: the second sees the first's expiry), else an
+    /// insert, which a lease row that exists refuses.
+    async fn take_lease_mysql(
+        &self,
+        name: &str,
+        holder: &str,
+        ttl_ms: i64,
+    ) -> Result<bool, DbError> {
+        let now = now_ms(Backend::Mysql);
+        let renewed = sqlx::query(&self.backend.sql(&format!(
+            "UPDATE leases SET holder = $1, expires_ms = {now} + $2 \
+             WHERE name = $3 AND (holder = $4 OR expires_ms < {now})"
+        )))
+        .bind(holder)
+        .bind(ttl_ms)
+        .bind(name)
+        .bind(holder)
+        .execute(self.pool())
+        .await?;
+        if renewed.rows_affected() == 1 {
+            return Ok(true);
+        }
+        let taken = sqlx::query(&self.backend.sql(&format!(
+            "INSERT INTO leases (name, holder, expires_ms) VALUES ($1, $2, {now} + $3)"
+        )))
+        .bind(name)
+        .bind(holder)
+        .bind(ttl_ms)
+        .execute(self.pool())
+        .await;
+        match taken {
+            Ok(_) => Ok(true),
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Gives lease `name` up if `holder` holds it (a stopping holder lets another take
     /// over at once instead of after the expiry).
     pub async fn release_lease(&self, name: &str, holder: &str) -> Result<(), DbError> {
-        sqlx::query("DELETE FROM leases WHERE name = $1 AND holder = $2")
-            .bind(name)
-            .bind(holder)
-            .execute(self.pool())
-            .await?;
+        sqlx::query(
+            &self
+                .backend
+                .sql("DELETE FROM leases WHERE name = $1 AND holder = $2"),
+        )
+        .bind(name)
+        .bind(holder)
+        .execute(self.pool())
+        .await?;
         Ok(())
     }
 
@@ -55,7 +104,7 @@ impl Db {
             "SELECT holder FROM leases WHERE name = $1 AND expires_ms >= {}",
             now_ms(self.backend())
         );
-        let row: Option<(String,)> = sqlx::query_as(&sql)
+        let row: Option<(String,)> = sqlx::query_as(&self.backend.sql(&sql))
             .bind(name)
             .fetch_optional(self.pool())
             .await?;

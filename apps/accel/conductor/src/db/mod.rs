@@ -1,7 +1,11 @@
-//! The conductor's database: SQLite (a file, created and migrated on first start) or
-//! PostgreSQL, chosen by URL, through sqlx's Any driver; one schema, one set of queries.
+//! The conductor's database: SQLite (a file, created and migrated on first start),
+//! PostgreSQL or MySQL/MariaDB, chosen by URL, through sqlx's Any driver; one schema, one
+//! set of queries. Queries are written with PostgreSQL's numbered placeholders, which
+//! [`Backend::sql`] turns into MySQL's `?`; where MySQL has no form of a statement (a
+//! conditional upsert, `RETURNING` on an upsert, a transaction-scoped advisory lock) the
+//! query module says what it does there instead.
 //!
-//! Rules the queries keep, on both backends:
+//! Rules the queries keep, on every backend:
 //! - every state change of an accelerator request is a conditional update on the
 //!   allowed predecessor states ([`ArqState::allowed_from`]); a request that moved
 //!   meanwhile is a typed [`DbError::InvalidTransition`], never overwritten;
@@ -13,7 +17,9 @@
 //!
 //! # Migrations: expand before finalization, contract after
 //!
-//! A release's migrations (`migrations/{sqlite,postgres}`) run before that release is
+//! A release's migrations (`migrations/{sqlite,postgres,mysql}`, one set per backend with
+//! the same versions; MySQL's are written as the others' final state allows, see its
+//! migration 1) run before that release is
 //! finalized, while the previous release may still run, or be rolled back to, on the
 //! same database (the downgrade window: release N's conductor starts on a database these
 //! migrations expanded, until the `accel` record is finalized). So they **only add**:
@@ -46,7 +52,7 @@ pub use rows::{
     DeviceProfileRow, DeviceRow, DeviceStatus, ListFilter, ReportOutcome, ReportedDeployable,
     ReportedDevice, UnknownDeviceStatus,
 };
-pub(crate) use rows::{IntFlag, ParsedOption};
+pub(crate) use rows::{text_compatible, text_of, IntFlag, ParsedOption};
 
 use crate::lifecycle::ArqState;
 use sql::Sql;
@@ -63,13 +69,28 @@ pub enum Backend {
     Sqlite,
     /// `postgres://user:pass@host/db`.
     Postgres,
+    /// `mysql://user:pass@host/db` (or `mariadb://`): MariaDB 10.5 or newer, the
+    /// database OpenStack deployments, Cyborg's included, run on.
+    Mysql,
+}
+
+impl Backend {
+    /// The backend a connection of the pool speaks (for queries run on a transaction
+    /// away from [`Db`]).
+    pub fn of(conn: &sqlx::AnyConnection) -> Backend {
+        match conn.backend_name() {
+            "PostgreSQL" => Backend::Postgres,
+            "MySQL" => Backend::Mysql,
+            _ => Backend::Sqlite,
+        }
+    }
 }
 
 /// Errors of the database layer.
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
     /// The URL names no supported database.
-    #[error("unsupported database URL {0:?}: use sqlite://PATH or postgres://USER:PASS@HOST/DB")]
+    #[error("unsupported database URL {0:?}: use sqlite://PATH, postgres://USER:PASS@HOST/DB or mysql://USER:PASS@HOST/DB")]
     UnsupportedUrl(String),
     /// The database could not be reached or opened.
     #[error("cannot open the database {url}: {source}")]
@@ -237,6 +258,11 @@ fn unavailable(e: &sqlx::Error) -> bool {
                 // cannot be read or written.
                 code.parse::<i32>()
                     .is_ok_and(|c| matches!(c & 0xff, 3 | 8 | 10 | 14 | 26))
+            } else if let Some(m) = d.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
+                // MySQL/MariaDB's error numbers: 1040 too many connections, 1049 the
+                // database is gone, 1053 shutting down, 1152 connection aborted, 1927
+                // connection killed, 4031 disconnected for inactivity.
+                matches!(m.number(), 1040 | 1049 | 1053 | 1152 | 1927 | 4031)
             } else {
                 // PostgreSQL's SQLSTATE: class 08 (connection exception), 57P01-57P03
                 // (shutting down, cannot connect now), 3D000 (the database was dropped),
@@ -336,9 +362,10 @@ const DEPLOYABLE_COLUMNS: &str =
     "id, uuid, name, device_id, hostname, control_path_id, num_accelerators, driver_name, enabled, \
      created_at, updated_at";
 
-const ATTRIBUTE_COLUMNS: &str = "id, uuid, deployable_id, key, value, created_at, updated_at";
+// `key` is quoted: MySQL reserves the word (its connections run with `ANSI_QUOTES`).
+const ATTRIBUTE_COLUMNS: &str = "id, uuid, deployable_id, \"key\", value, created_at, updated_at";
 
-const PROFILE_COLUMNS: &str = "id, uuid, name, groups, description, created_at";
+const PROFILE_COLUMNS: &str = "id, uuid, name, \"groups\", description, created_at";
 
 const ARQ_SELECT: &str =
     "SELECT r.id, r.uuid, r.state, r.device_profile_name, r.device_profile_group_id, \
@@ -360,6 +387,8 @@ impl Db {
             Backend::Sqlite
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             Backend::Postgres
+        } else if url.starts_with("mysql://") || url.starts_with("mariadb://") {
+            Backend::Mysql
         } else {
             return Err(DbError::UnsupportedUrl(redact_url(url)));
         };
@@ -390,7 +419,7 @@ impl Db {
             .max_connections(match backend {
                 Backend::Sqlite if in_memory => 1,
                 Backend::Sqlite => 4,
-                Backend::Postgres => 16,
+                Backend::Postgres | Backend::Mysql => 16,
             })
             .min_connections(u32::from(in_memory))
             .idle_timeout((!in_memory).then_some(Duration::from_secs(10 * 60)))
@@ -398,13 +427,31 @@ impl Db {
             .acquire_timeout(wait)
             .after_connect(move |conn, _| {
                 Box::pin(async move {
-                    if backend == Backend::Sqlite {
-                        sqlx::query("PRAGMA foreign_keys = ON")
+                    match backend {
+                        Backend::Sqlite => {
+                            sqlx::query("PRAGMA foreign_keys = ON")
+                                .execute(&mut *conn)
+                                .await?;
+                            sqlx::query("PRAGMA busy_timeout = 30000")
+                                .execute(&mut *conn)
+                                .await?;
+                        }
+                        // The queries are the other backends': `"key"` an identifier
+                        // (ANSI_QUOTES), text too long for its column refused rather than
+                        // cut (strict), and PostgreSQL's isolation, under which every
+                        // statement reads what committed before it.
+                        Backend::Mysql => {
+                            sqlx::query(
+                                "SET SESSION sql_mode = CONCAT(@@sql_mode, \
+                                 ',ANSI_QUOTES,STRICT_ALL_TABLES,NO_ZERO_DATE')",
+                            )
                             .execute(&mut *conn)
                             .await?;
-                        sqlx::query("PRAGMA busy_timeout = 30000")
-                            .execute(&mut *conn)
-                            .await?;
+                            sqlx::query("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                                .execute(&mut *conn)
+                                .await?;
+                        }
+                        Backend::Postgres => {}
                     }
                     Ok(())
                 })
@@ -427,6 +474,7 @@ impl Db {
         match self.backend {
             Backend::Sqlite => sqlx::migrate!("migrations/sqlite"),
             Backend::Postgres => sqlx::migrate!("migrations/postgres"),
+            Backend::Mysql => sqlx::migrate!("migrations/mysql"),
         }
     }
 
@@ -442,7 +490,7 @@ impl Db {
     pub async fn migrate(&self) -> Result<Vec<i64>, DbError> {
         let pending = self.pending_migrations().await?;
         match self.backend {
-            Backend::Postgres => self.migrator().run(&self.pool).await?,
+            Backend::Postgres | Backend::Mysql => self.migrator().run(&self.pool).await?,
             Backend::Sqlite => {
                 let mut conn = self.pool.acquire().await?;
                 sqlx::query("PRAGMA foreign_keys = OFF")
@@ -500,11 +548,16 @@ impl Db {
             Backend::Postgres => {
                 "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_name = '_sqlx_migrations' AND table_schema = current_schema()"
             }
+            Backend::Mysql => {
+                "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_name = '_sqlx_migrations' AND table_schema = DATABASE()"
+            }
         };
         // sqlx's `Migrate` reads its table but fails when there is none, and creating it
         // (`ensure_migrations_table`) is a write: `accel api` and `accel upgrade check`
         // ask on databases they must not change. So whether it exists is asked first.
-        let n: i64 = sqlx::query_scalar(table).fetch_one(&self.pool).await?;
+        let n: i64 = sqlx::query_scalar(&self.backend.sql(table))
+            .fetch_one(&self.pool)
+            .await?;
         if n == 0 {
             return Ok(BTreeSet::new());
         }
@@ -540,7 +593,10 @@ impl Db {
     where
         T: for<'r> sqlx::FromRow<'r, AnyRow> + Send + Unpin,
     {
-        let mut sql = Sql::new(format!("SELECT {columns} FROM {table} t WHERE 1 = 1"));
+        let mut sql = Sql::new(
+            self.backend,
+            format!("SELECT {columns} FROM {table} t WHERE 1 = 1"),
+        );
         if let Some(host) = filter.host.as_ref().filter(|h| !h.is_empty()) {
             sql.push(" AND hostname = ").bind(host.clone());
         }
@@ -560,15 +616,19 @@ impl Db {
     where
         T: for<'r> sqlx::FromRow<'r, AnyRow> + Send + Unpin,
     {
-        sqlx::query_as(&format!("SELECT {columns} FROM {table} WHERE uuid = $1"))
-            .bind(uuid)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(read_error(table))?
-            .ok_or_else(|| DbError::NotFound {
-                kind,
-                id: shown(uuid),
-            })
+        sqlx::query_as(
+            &self
+                .backend
+                .sql(&format!("SELECT {columns} FROM {table} WHERE uuid = $1")),
+        )
+        .bind(uuid)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(read_error(table))?
+        .ok_or_else(|| DbError::NotFound {
+            kind,
+            id: shown(uuid),
+        })
     }
 }
 

@@ -2,7 +2,7 @@
 
 use super::sql::Sql;
 use super::{check_len, new_uuid, now, page_limit, read_error, shown};
-use super::{Db, DbError, DeviceProfileRow, ListFilter, PROFILE_COLUMNS};
+use super::{Backend, Db, DbError, DeviceProfileRow, ListFilter, PROFILE_COLUMNS};
 use std::collections::BTreeMap;
 
 impl Db {
@@ -36,7 +36,7 @@ impl Db {
             why: e.to_string(),
         })?;
         let id: i64 = sqlx::query_scalar(
-            "INSERT INTO device_profiles (uuid, name, groups, description, created_at) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+            &self.backend.sql("INSERT INTO device_profiles (uuid, name, \"groups\", description, created_at) VALUES ($1, $2, $3, $4, $5) RETURNING id"),
         )
         .bind(&uuid)
         .bind(name)
@@ -71,7 +71,10 @@ impl Db {
         &self,
         filter: &ListFilter,
     ) -> Result<Vec<DeviceProfileRow>, DbError> {
-        let mut sql = Sql::new(format!("SELECT {PROFILE_COLUMNS} FROM device_profiles"));
+        let mut sql = Sql::new(
+            self.backend,
+            format!("SELECT {PROFILE_COLUMNS} FROM device_profiles"),
+        );
         // By name, so a marker that names no profile gives an empty page.
         if let Some(marker) = filter.marker.as_ref().filter(|m| !m.is_empty()) {
             sql.push(" WHERE name > (SELECT name FROM device_profiles WHERE uuid = ")
@@ -90,9 +93,9 @@ impl Db {
     pub async fn profile(&self, name_or_uuid: &str) -> Result<DeviceProfileRow, DbError> {
         if let Ok(uuid) = uuid::Uuid::parse_str(name_or_uuid) {
             // Stored UUIDs are hyphenated lower case; any spelling that parses reaches them.
-            let row = sqlx::query_as(&format!(
+            let row = sqlx::query_as(&self.backend.sql(&format!(
                 "SELECT {PROFILE_COLUMNS} FROM device_profiles WHERE uuid = $1"
-            ))
+            )))
             .bind(uuid.hyphenated().to_string())
             .fetch_optional(&self.pool)
             .await
@@ -112,9 +115,9 @@ impl Db {
 
     /// One profile by its name only (what a request records, `device_profile_name`).
     pub async fn profile_by_name(&self, name: &str) -> Result<DeviceProfileRow, DbError> {
-        sqlx::query_as(&format!(
+        sqlx::query_as(&self.backend.sql(&format!(
             "SELECT {PROFILE_COLUMNS} FROM device_profiles WHERE name = $1"
-        ))
+        )))
         .bind(name)
         .fetch_optional(&self.pool)
         .await
@@ -132,10 +135,10 @@ impl Db {
         // The profile's row locked first (`lock_profile`), so a request being created
         // from it either committed before (and is seen below) or waits and finds it gone.
         lock_profile(&mut tx, &profile).await?;
-        let deleted = sqlx::query(
+        let deleted = sqlx::query(&self.backend.sql(
             "DELETE FROM device_profiles WHERE id = $1 AND NOT EXISTS \
              (SELECT 1 FROM accelerator_requests WHERE device_profile_name = $2)",
-        )
+        ))
         .bind(profile.id)
         .bind(&profile.name)
         .execute(&mut *tx)
@@ -157,11 +160,12 @@ pub(super) async fn lock_profile(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     profile: &DeviceProfileRow,
 ) -> Result<(), DbError> {
-    let locked = sqlx::query("UPDATE device_profiles SET name = name WHERE id = $1")
-        .bind(profile.id)
-        .execute(&mut **tx)
-        .await?
-        .rows_affected();
+    let locked =
+        sqlx::query(&Backend::of(tx).sql("UPDATE device_profiles SET name = name WHERE id = $1"))
+            .bind(profile.id)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
     if locked == 0 {
         return Err(DbError::NotFound {
             kind: "device profile",

@@ -61,7 +61,8 @@ impl Db {
     /// only rows that exist, so two reports adding a device the host never had would both
     /// read "absent" and the later insert would fail on `(hostname, control_path_id)`.
     /// The lock (rather than retrying that failure) makes the second report wait and
-    /// diff once, whatever the number of racers. A writer that does not take the lock
+    /// diff once, whatever the number of racers (MySQL: the host's row in
+    /// `report_locks`, written first). A writer that does not take the lock
     /// (release N's conductor during a rolling upgrade) can still win such an insert:
     /// that unique violation is retried once the other transaction committed.
     ///
@@ -129,25 +130,46 @@ impl Db {
     ) -> Result<ReportOutcome, DbError> {
         let mut tx = self.pool.begin().await?;
         let at = now();
-        if self.backend == Backend::Postgres {
+        match self.backend {
             // Released at commit or rollback; see `report`.
-            sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))::text AS locked")
+            Backend::Postgres => {
+                sqlx::query(
+                    "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))::text AS locked",
+                )
                 .bind(format!("accel-report/{host}"))
                 .fetch_one(&mut *tx)
                 .await?;
+            }
+            // MySQL's named locks are the session's, not the transaction's: the host's
+            // row of `report_locks` (MySQL's migration 4), locked until commit or
+            // rollback, is the same lock.
+            Backend::Mysql => {
+                sqlx::query(
+                    "INSERT INTO report_locks (hostname) VALUES (?) \
+                     ON DUPLICATE KEY UPDATE hostname = hostname",
+                )
+                .bind(host)
+                .execute(&mut *tx)
+                .await?;
+            }
+            Backend::Sqlite => {}
         }
         // A first write takes SQLite's write lock before anything is read.
-        sqlx::query("UPDATE devices SET updated_at = updated_at WHERE hostname = $1")
-            .bind(host)
-            .execute(&mut *tx)
-            .await?;
-        let existing: Vec<Existing> = sqlx::query_as(
+        sqlx::query(
+            &self
+                .backend
+                .sql("UPDATE devices SET updated_at = updated_at WHERE hostname = $1"),
+        )
+        .bind(host)
+        .execute(&mut *tx)
+        .await?;
+        let existing: Vec<Existing> = sqlx::query_as(&self.backend.sql(
             "SELECT d.id AS dep_id, d.control_path_id, d.driver_name, d.device_id, \
              d.attributes AS reported_attributes, d.name, d.num_accelerators, \
              v.type, v.vendor, v.model, v.std_board_info, v.vendor_board_info, v.status \
              FROM deployables d JOIN devices v ON d.device_id = v.id WHERE d.hostname = $1 \
              ORDER BY d.id",
-        )
+        ))
         .bind(host)
         .fetch_all(&mut *tx)
         .await
@@ -164,8 +186,8 @@ impl Db {
             let wanted = d.deployables_on(&first_name);
             let Some(group) = by_cp.remove(&d.control_path_id) else {
                 let device_id: i64 = sqlx::query_scalar(
-                    "INSERT INTO devices (uuid, type, vendor, model, std_board_info, vendor_board_info, hostname, status, created_at, updated_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
+                    &self.backend.sql("INSERT INTO devices (uuid, type, vendor, model, std_board_info, vendor_board_info, hostname, status, created_at, updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id"),
                 )
                 .bind(new_uuid())
                 .bind(&d.device_type)
@@ -198,7 +220,7 @@ impl Db {
             let mut changed = group[0].device != fields || status != DeviceStatus::Available;
             if changed {
                 sqlx::query(
-                    "UPDATE devices SET type = $1, vendor = $2, model = $3, std_board_info = $4, vendor_board_info = $5, status = $6, updated_at = $7 WHERE id = $8",
+                    &self.backend.sql("UPDATE devices SET type = $1, vendor = $2, model = $3, std_board_info = $4, vendor_board_info = $5, status = $6, updated_at = $7 WHERE id = $8"),
                 )
                 .bind(&d.device_type)
                 .bind(&d.vendor)
@@ -227,7 +249,7 @@ impl Db {
                 if in_use_handles(&mut tx, HandlesOf::Deployable(e.dep_id)).await? > 0 {
                     lost_handle = true;
                 } else {
-                    sqlx::query("DELETE FROM deployables WHERE id = $1")
+                    sqlx::query(&self.backend.sql("DELETE FROM deployables WHERE id = $1"))
                         .bind(e.dep_id)
                         .execute(&mut *tx)
                         .await?;
@@ -248,7 +270,7 @@ impl Db {
             if in_use_handles(&mut tx, HandlesOf::Device(device_id)).await? > 0 {
                 drop_in_use(&mut tx, host, status, device_id, cp, &at, &mut out).await?;
             } else {
-                sqlx::query("DELETE FROM devices WHERE id = $1")
+                sqlx::query(&self.backend.sql("DELETE FROM devices WHERE id = $1"))
                     .bind(device_id)
                     .execute(&mut *tx)
                     .await?;
@@ -262,11 +284,20 @@ impl Db {
         let held = !out.lost.is_empty() || !out.unconfirmed.is_empty();
         match digest.filter(|_| !held) {
             Some(digest) => {
-                sqlx::query(
-                    "INSERT INTO host_reports (hostname, digest, devices, updated_at) VALUES ($1, $2, $3, $4) \
-                     ON CONFLICT (hostname) DO UPDATE SET digest = excluded.digest, \
-                     devices = excluded.devices, updated_at = excluded.updated_at",
-                )
+                let upsert = match self.backend {
+                    Backend::Sqlite | Backend::Postgres => {
+                        "ON CONFLICT (hostname) DO UPDATE SET digest = excluded.digest, \
+                         devices = excluded.devices, updated_at = excluded.updated_at"
+                    }
+                    Backend::Mysql => {
+                        "ON DUPLICATE KEY UPDATE digest = VALUES(digest), \
+                         devices = VALUES(devices), updated_at = VALUES(updated_at)"
+                    }
+                };
+                sqlx::query(&self.backend.sql(&format!(
+                    "INSERT INTO host_reports (hostname, digest, devices, updated_at) \
+                     VALUES ($1, $2, $3, $4) {upsert}"
+                )))
                 .bind(host)
                 .bind(digest)
                 .bind(devices.len() as i64)
@@ -275,10 +306,14 @@ impl Db {
                 .await?;
             }
             None => {
-                sqlx::query("DELETE FROM host_reports WHERE hostname = $1")
-                    .bind(host)
-                    .execute(&mut *tx)
-                    .await?;
+                sqlx::query(
+                    &self
+                        .backend
+                        .sql("DELETE FROM host_reports WHERE hostname = $1"),
+                )
+                .bind(host)
+                .execute(&mut *tx)
+                .await?;
             }
         }
         tx.commit().await?;
@@ -288,12 +323,15 @@ impl Db {
     /// The digest of the host's last applied report and how many devices it had, if
     /// nothing changed the host's devices since ([`Db::report_with_digest`]).
     pub async fn report_digest(&self, host: &str) -> Result<Option<(String, u64)>, DbError> {
-        let row: Option<Digest> =
-            sqlx::query_as("SELECT digest, devices FROM host_reports WHERE hostname = $1")
-                .bind(host)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(read_error("host_reports"))?;
+        let row: Option<Digest> = sqlx::query_as(
+            &self
+                .backend
+                .sql("SELECT digest, devices FROM host_reports WHERE hostname = $1"),
+        )
+        .bind(host)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(read_error("host_reports"))?;
         row.map(|r| match u64::try_from(r.devices) {
             Ok(n) => Ok((r.digest, n)),
             Err(_) => Err(DbError::Corrupt {
@@ -388,7 +426,7 @@ async fn sync_deployable(
         || e.driver_name.as_deref() != dep.driver_name
         || e.num_accelerators != count
     {
-        sqlx::query("UPDATE deployables SET driver_name = $1, num_accelerators = $2, name = $3, updated_at = $4 WHERE id = $5")
+        sqlx::query(&Backend::of(tx).sql("UPDATE deployables SET driver_name = $1, num_accelerators = $2, name = $3, updated_at = $4 WHERE id = $5"))
             .bind(dep.driver_name)
             .bind(count)
             .bind(dep.name)
@@ -398,9 +436,9 @@ async fn sync_deployable(
             .await?;
         changed = true;
     }
-    let handles: Vec<Handle> = sqlx::query_as(
+    let handles: Vec<Handle> = sqlx::query_as(&Backend::of(tx).sql(
         "SELECT id, attach_type, attach_info, in_use FROM attach_handles WHERE deployable_id = $1",
-    )
+    ))
     .bind(e.dep_id)
     .fetch_all(&mut **tx)
     .await
@@ -427,7 +465,7 @@ async fn sync_deployable(
         if in_use {
             lost_handle = true;
         } else {
-            sqlx::query("DELETE FROM attach_handles WHERE id = $1")
+            sqlx::query(&Backend::of(tx).sql("DELETE FROM attach_handles WHERE id = $1"))
                 .bind(id)
                 .execute(&mut **tx)
                 .await?;
@@ -451,8 +489,8 @@ async fn insert_deployable(
     at: &str,
 ) -> Result<(), DbError> {
     let dep_id: i64 = sqlx::query_scalar(
-        "INSERT INTO deployables (uuid, name, device_id, hostname, control_path_id, num_accelerators, driver_name, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+        &Backend::of(tx).sql("INSERT INTO deployables (uuid, name, device_id, hostname, control_path_id, num_accelerators, driver_name, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id"),
     )
     .bind(new_uuid())
     .bind(dep.name)
@@ -497,7 +535,7 @@ async fn in_use_handles(
             id,
         ),
     };
-    Ok(sqlx::query_scalar(sql)
+    Ok(sqlx::query_scalar(&Backend::of(tx).sql(sql))
         .bind(id)
         .fetch_one(&mut **tx)
         .await?)
@@ -512,10 +550,10 @@ struct HostAttributes {
 
 impl HostAttributes {
     async fn read(tx: &mut sqlx::Transaction<'_, sqlx::Any>, host: &str) -> Result<Self, DbError> {
-        let found: Vec<Attribute> = sqlx::query_as(
+        let found: Vec<Attribute> = sqlx::query_as(&Backend::of(tx).sql(
             "SELECT a.id, a.deployable_id, a.key, a.value FROM attributes a \
              JOIN deployables d ON a.deployable_id = d.id WHERE d.hostname = $1",
-        )
+        ))
         .bind(host)
         .fetch_all(&mut **tx)
         .await
@@ -550,12 +588,15 @@ impl HostAttributes {
             match rows.get(key) {
                 Some((_, have)) if have == value => {}
                 Some((id, _)) => {
-                    sqlx::query("UPDATE attributes SET value = $1, updated_at = $2 WHERE id = $3")
-                        .bind(value)
-                        .bind(at)
-                        .bind(id)
-                        .execute(&mut **tx)
-                        .await?;
+                    sqlx::query(
+                        &Backend::of(tx)
+                            .sql("UPDATE attributes SET value = $1, updated_at = $2 WHERE id = $3"),
+                    )
+                    .bind(value)
+                    .bind(at)
+                    .bind(id)
+                    .execute(&mut **tx)
+                    .await?;
                     changed = true;
                 }
                 None => {
@@ -566,7 +607,7 @@ impl HostAttributes {
         }
         for key in previously.keys().filter(|k| !reported.contains_key(*k)) {
             if let Some((id, _)) = rows.get(key) {
-                sqlx::query("DELETE FROM attributes WHERE id = $1")
+                sqlx::query(&Backend::of(tx).sql("DELETE FROM attributes WHERE id = $1"))
                     .bind(id)
                     .execute(&mut **tx)
                     .await?;
@@ -574,16 +615,18 @@ impl HostAttributes {
             }
         }
         if previously != *reported {
-            sqlx::query("UPDATE deployables SET attributes = $1 WHERE id = $2")
-                .bind(
-                    serde_json::to_string(reported).map_err(|e| DbError::Invalid {
-                        what: "report",
-                        why: format!("attributes do not serialize: {e}"),
-                    })?,
-                )
-                .bind(deployable_id)
-                .execute(&mut **tx)
-                .await?;
+            sqlx::query(
+                &Backend::of(tx).sql("UPDATE deployables SET attributes = $1 WHERE id = $2"),
+            )
+            .bind(
+                serde_json::to_string(reported).map_err(|e| DbError::Invalid {
+                    what: "report",
+                    why: format!("attributes do not serialize: {e}"),
+                })?,
+            )
+            .bind(deployable_id)
+            .execute(&mut **tx)
+            .await?;
             changed = true;
         }
         Ok(changed)
@@ -598,8 +641,8 @@ async fn insert_handle(
     at: &str,
 ) -> Result<(), DbError> {
     sqlx::query(
-        "INSERT INTO attach_handles (uuid, deployable_id, in_use, attach_type, attach_info, created_at, updated_at) \
-         VALUES ($1, $2, 0, $3, $4, $5, $6)",
+        &Backend::of(tx).sql("INSERT INTO attach_handles (uuid, deployable_id, in_use, attach_type, attach_info, created_at, updated_at) \
+         VALUES ($1, $2, 0, $3, $4, $5, $6)"),
     )
     .bind(new_uuid())
     .bind(deployable_id)
@@ -632,12 +675,14 @@ async fn drop_in_use(
         DeviceStatus::Missing
     };
     if status != to {
-        sqlx::query("UPDATE devices SET status = $1, updated_at = $2 WHERE id = $3")
-            .bind(to.as_str())
-            .bind(at)
-            .bind(device_id)
-            .execute(&mut **tx)
-            .await?;
+        sqlx::query(
+            &Backend::of(tx).sql("UPDATE devices SET status = $1, updated_at = $2 WHERE id = $3"),
+        )
+        .bind(to.as_str())
+        .bind(at)
+        .bind(device_id)
+        .execute(&mut **tx)
+        .await?;
     }
     if confirmed {
         if status != DeviceStatus::Lost {

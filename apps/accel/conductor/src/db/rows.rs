@@ -464,14 +464,30 @@ impl<T> sqlx::Type<Any> for JsonText<T> {
         <String as sqlx::Type<Any>>::type_info()
     }
     fn compatible(ty: &AnyTypeInfo) -> bool {
-        <String as sqlx::Type<Any>>::compatible(ty)
+        text_compatible(ty)
     }
 }
 
 impl<'r, T: DeserializeOwned> sqlx::Decode<'r, Any> for JsonText<T> {
     fn decode(value: AnyValueRef<'r>) -> Result<Self, BoxDynError> {
-        let text = <String as sqlx::Decode<'r, Any>>::decode(value)?;
-        Ok(JsonText(serde_json::from_str(&text)?))
+        Ok(JsonText(serde_json::from_str(&text_of(value)?)?))
+    }
+}
+
+/// Whether a column of type `ty` holds text: text, or bytes (sqlx's Any driver hands
+/// MySQL's `TEXT` columns over as its `Blob` kind, as it does every type of MySQL's
+/// BLOB family).
+pub(crate) fn text_compatible(ty: &AnyTypeInfo) -> bool {
+    <String as sqlx::Type<Any>>::compatible(ty) || <Vec<u8> as sqlx::Type<Any>>::compatible(ty)
+}
+
+/// A text column's value ([`text_compatible`]); bytes that are not UTF-8 are refused.
+pub(crate) fn text_of(value: AnyValueRef<'_>) -> Result<String, BoxDynError> {
+    match <String as sqlx::Decode<'_, Any>>::decode(value.clone()) {
+        Ok(text) => Ok(text),
+        Err(_) => Ok(String::from_utf8(
+            <Vec<u8> as sqlx::Decode<'_, Any>>::decode(value)?,
+        )?),
     }
 }
 
