@@ -498,6 +498,18 @@ async fn a_cyborg_17_database_on_sqlite_is_taken_over() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cyborg_17_database_on_mariadb_is_taken_over_into_postgresql() {
+    taken_over_from_mariadb(accel_conductor::testing::postgres_database().await).await;
+}
+
+/// accel's own database on MariaDB, the server Cyborg's was on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cyborg_17_database_on_mariadb_is_taken_over_into_mariadb() {
+    taken_over_from_mariadb(accel_conductor::testing::mysql_database().await).await;
+}
+
+/// A Cyborg 17 database on MariaDB, made by `cyborg-dbsync` and filled by Cyborg's
+/// conductor code, imported into accel's empty database at `db_url`.
+async fn taken_over_from_mariadb(db_url: String) {
     let dir = tempfile::tempdir().expect("tempdir");
     let suffix = &uuid::Uuid::new_v4().simple().to_string()[..8];
     let hosts = [format!("cy-imp-c-{suffix}"), format!("cy-imp-d-{suffix}")];
@@ -523,8 +535,7 @@ async fn a_cyborg_17_database_on_mariadb_is_taken_over_into_postgresql() {
     let dump = cyborg_dump(&conf);
     check_filled(&dump, &hosts);
 
-    // Imported as the operator pastes Cyborg's connection, into PostgreSQL.
-    let db_url = accel_conductor::testing::postgres_database().await;
+    // Imported as the operator pastes Cyborg's connection.
     let db = take_over(&db_url, &connection, &dump).await;
     db.close().await;
     mysql_execute(&server, &format!("DROP DATABASE {name}"));

@@ -232,6 +232,40 @@ async fn the_rolling_upgrade_from_cyborg_17_passes() {
     })
     .await
     .expect("demo thread");
+    assert_from_cyborg_passed(&report, &timeline);
+}
+
+/// The same upgrade with accel's database on MariaDB, as a Cyborg deployment's is: the
+/// import, the conductor, the API, the fleet record and finalization all on MySQL.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_rolling_upgrade_from_cyborg_17_passes_with_accel_on_mariadb() {
+    let _broker = BROKER.lock().await;
+    let rabbit = rabbit_url();
+    let database = accel_conductor::testing::mysql_database().await;
+    let (report, timeline) = tokio::task::spawn_blocking(move || {
+        demo(&[
+            "--from",
+            "cyborg",
+            "--agents",
+            "2",
+            "--transport-url",
+            &rabbit,
+            "--database-url",
+            &database,
+        ])
+    })
+    .await
+    .expect("demo thread");
+    assert!(report["database"]
+        .as_str()
+        .unwrap_or("")
+        .starts_with("mysql://"));
+    assert_from_cyborg_passed(&report, &timeline);
+}
+
+/// Every step and check of `accel demo --from cyborg --agents 2` passed, with the
+/// figures that prove them.
+fn assert_from_cyborg_passed(report: &Value, timeline: &str) {
     assert_eq!(report["passed"], true, "{report:#}");
     assert_eq!(report["release_n"], "cyborg-17");
     assert_eq!(step_numbers(&report), (1..=8).collect::<Vec<_>>());

@@ -106,6 +106,43 @@ async fn managed_metadata(db: &Db) {
     );
 }
 
+/// An erase tool's whole output as a failure reason: its first
+/// [`MAX_CLEANUP_REASON`](accel_conductor::handles::MAX_CLEANUP_REASON) bytes are kept
+/// (a multi-byte character is not cut), and the agent's retry of that same result still
+/// answers as landed.
+async fn long_failure_reasons_keep_their_start(db: &Db) {
+    use accel_conductor::handles::MAX_CLEANUP_REASON;
+    seed(db).await;
+    let arq = db.create_arq("ssd", 0, None).await.expect("arq");
+    db.bind(&arq.uuid, "h1", "inst-1", None)
+        .await
+        .expect("bind");
+    db.unbind_with(&arq.uuid, Release::CleanSsd)
+        .await
+        .expect("unbind");
+    let h = db.cleaning_handles("h1").await.expect("cleaning").remove(0);
+    // "é" is two bytes: the cut falls inside the last one and keeps none of it.
+    let why = format!(
+        "{}é{}",
+        "x".repeat(MAX_CLEANUP_REASON - 1),
+        "tail ".repeat(2000)
+    );
+    let failed = CleanupResult::Failed(why.clone());
+    let stored = db
+        .finish_cleanup(&h.uuid, h.revision, &failed)
+        .await
+        .expect("failed");
+    let kept = stored.cleanup_reason.clone().expect("a reason");
+    assert_eq!(kept, "x".repeat(MAX_CLEANUP_REASON - 1));
+    assert!(why.starts_with(&kept));
+    assert_eq!(
+        db.finish_cleanup(&h.uuid, h.revision, &failed)
+            .await
+            .expect("the retry answers as landed"),
+        stored
+    );
+}
+
 async fn nvme_cleanup(db: &Db) {
     seed(db).await;
     let arq = db.create_arq("ssd", 0, None).await.expect("arq");
@@ -285,4 +322,20 @@ async fn postgres_nvme_cleanup() {
 #[tokio::test]
 async fn mysql_nvme_cleanup() {
     nvme_cleanup(&support::mysql().await).await;
+}
+
+#[tokio::test]
+async fn sqlite_long_failure_reasons_keep_their_start() {
+    let (db, _dir) = support::sqlite().await;
+    long_failure_reasons_keep_their_start(&db).await;
+}
+
+#[tokio::test]
+async fn postgres_long_failure_reasons_keep_their_start() {
+    long_failure_reasons_keep_their_start(&support::postgres().await).await;
+}
+
+#[tokio::test]
+async fn mysql_long_failure_reasons_keep_their_start() {
+    long_failure_reasons_keep_their_start(&support::mysql().await).await;
 }

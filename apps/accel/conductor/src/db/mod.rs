@@ -348,6 +348,26 @@ fn is_sqlite_memory(url: &str) -> bool {
     path == ":memory:" || params.split('&').any(|p| p == "mode=memory")
 }
 
+/// Whether a MySQL-protocol server of `version` (its `VERSION()`) runs accel's queries:
+/// MariaDB 10.5 or newer, the first with `INSERT ... RETURNING`, which accel's inserts
+/// use on every backend. MySQL itself has no `RETURNING`.
+fn supported_mysql(version: &str) -> Result<(), String> {
+    if !version.contains("MariaDB") {
+        return Err(format!(
+            "{version:?} is MySQL; accel's database runs on MariaDB 10.5 or newer (MySQL has no INSERT ... RETURNING)"
+        ));
+    }
+    // MariaDB before 11 put `5.5.5-` before its version in the handshake's version text.
+    let own = version.strip_prefix("5.5.5-").unwrap_or(version);
+    let mut numbers = own.split(['.', '-']).map(str::parse::<u32>);
+    match (numbers.next(), numbers.next()) {
+        (Some(Ok(major)), Some(Ok(minor))) if (major, minor) >= (10, 5) => Ok(()),
+        _ => Err(format!(
+            "MariaDB {version:?}: accel's database runs on MariaDB 10.5 or newer"
+        )),
+    }
+}
+
 /// The conductor's database.
 #[derive(Clone, Debug)]
 pub struct Db {
@@ -462,6 +482,22 @@ impl Db {
                 url: redact_url(url),
                 source,
             })?;
+        if backend == Backend::Mysql {
+            let version: String = sqlx::query_scalar("SELECT VERSION()")
+                .fetch_one(&pool)
+                .await
+                .map_err(|source| DbError::Connect {
+                    url: redact_url(url),
+                    source,
+                })?;
+            if let Err(why) = supported_mysql(&version) {
+                pool.close().await;
+                return Err(DbError::Invalid {
+                    what: "database server",
+                    why,
+                });
+            }
+        }
         Ok(Db { pool, backend })
     }
 
@@ -678,6 +714,26 @@ mod tests {
             .expect_err("no PostgreSQL there");
         assert!(matches!(e, sqlx::Error::Protocol(_)), "{e:?}");
         assert!(DbError::Query(e).is_unavailable());
+    }
+
+    #[test]
+    fn mariadb_from_10_5_is_supported_and_mysql_is_not() {
+        for ok in [
+            "10.11.6-MariaDB-0+deb12u1",
+            "10.5.0-MariaDB",
+            "11.4.2-MariaDB-log",
+            "5.5.5-10.6.1-MariaDB",
+        ] {
+            assert_eq!(supported_mysql(ok), Ok(()), "{ok}");
+        }
+        for refused in [
+            "10.4.32-MariaDB",
+            "8.0.36",
+            "8.4.0-commercial",
+            "5.5.5-10.1.48-MariaDB",
+        ] {
+            assert!(supported_mysql(refused).is_err(), "{refused}");
+        }
     }
 
     #[test]
