@@ -268,7 +268,7 @@ async fn the_rolling_upgrade_from_cyborg_17_passes_with_accel_on_mariadb() {
 fn assert_from_cyborg_passed(report: &Value, timeline: &str) {
     assert_eq!(report["passed"], true, "{report:#}");
     assert_eq!(report["release_n"], "cyborg-17");
-    assert_eq!(step_numbers(&report), (1..=8).collect::<Vec<_>>());
+    assert_eq!(step_numbers(report), (1..=8).collect::<Vec<_>>());
     for step in 1..=8 {
         assert!(timeline.contains(&format!("[{step}/8]")), "{timeline}");
     }
@@ -276,7 +276,7 @@ fn assert_from_cyborg_passed(report: &Value, timeline: &str) {
     // accel holds exactly them after the import, Cyborg's agents report to accel and
     // block finalization by name, and a late Cyborg agent is fenced.
     assert_eq!(
-        check(&report, "requests Bound, one per host (Cyborg's API)")["evidence"],
+        check(report, "requests Bound, one per host (Cyborg's API)")["evidence"],
         "2"
     );
     for name in [
@@ -286,13 +286,13 @@ fn assert_from_cyborg_passed(report: &Value, timeline: &str) {
         "Cyborg's fake FPGAs kept while bound",
         "a host on Cyborg's wire answers Cyborg's agent API 1.1 (cleanup_device)",
     ] {
-        assert_eq!(check(&report, name)["passed"], true, "{name}");
+        assert_eq!(check(report, name)["passed"], true, "{name}");
     }
     assert_eq!(
-        check(&report, "Cyborg 17 agents reporting to accel's conductor")["evidence"],
+        check(report, "Cyborg 17 agents reporting to accel's conductor")["evidence"],
         "2"
     );
-    let blockers = check(&report, "finalization refused; the blockers")["evidence"]
+    let blockers = check(report, "finalization refused; the blockers")["evidence"]
         .as_str()
         .expect("evidence")
         .to_owned();
@@ -300,8 +300,8 @@ fn assert_from_cyborg_passed(report: &Value, timeline: &str) {
         blockers.contains("-host1,") && blockers.ends_with("-host2"),
         "{blockers}"
     );
-    assert_eq!(check(&report, "conductor finalized first")["evidence"], "2");
-    assert_eq!(check(&report, "agents finalized")["evidence"], "2/2");
+    assert_eq!(check(report, "conductor finalized first")["evidence"], "2");
+    assert_eq!(check(report, "agents finalized")["evidence"], "2/2");
     let components = report["components"].as_array().expect("components");
     assert_eq!(components.len(), 3, "{components:#?}");
     assert!(components
