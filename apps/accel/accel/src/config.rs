@@ -16,7 +16,8 @@ use verso_rpc::config::{Config, ConfigError, ConfigLoader};
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Database {
-    /// `sqlite://PATH` (created and migrated on first start) or `postgres://...`.
+    /// `sqlite://PATH` (created and migrated on first start), `postgres://...` or
+    /// `mysql://...` (MariaDB 10.5 or newer).
     pub url: String,
 }
 

@@ -12,10 +12,11 @@ use accel_conductor::Db;
 use clap::Parser;
 use std::process::ExitCode;
 
-/// Serves the accel API (Cyborg's v2 API) over a SQLite or PostgreSQL database.
+/// Serves the accel API (Cyborg's v2 API) over a SQLite, PostgreSQL or MariaDB database.
 #[derive(Parser)]
 struct Args {
-    /// The database: sqlite://PATH (created and migrated if new) or postgres://USER:PASS@HOST/DB.
+    /// The database: sqlite://PATH (created and migrated if new), postgres://USER:PASS@HOST/DB
+    /// or mysql://USER:PASS@HOST/DB (MariaDB 10.5+).
     #[arg(long, default_value = "sqlite://accel-api-demo.db")]
     database: String,
     /// The address to listen on (loopback unless you say otherwise).
