@@ -218,20 +218,7 @@ fn a_python_agent_needs_a_broker() {
 /// `VERSO_TEST_KEYSTONE_URL` (the demo's defaults for its Cyborg options).
 #[tokio::test(flavor = "multi_thread")]
 async fn the_rolling_upgrade_from_cyborg_17_passes() {
-    let _broker = BROKER.lock().await;
-    let rabbit = rabbit_url();
-    let (report, timeline) = tokio::task::spawn_blocking(move || {
-        demo(&[
-            "--from",
-            "cyborg",
-            "--agents",
-            "2",
-            "--transport-url",
-            &rabbit,
-        ])
-    })
-    .await
-    .expect("demo thread");
+    let (report, timeline) = demo_from_cyborg(&[]).await;
     assert_from_cyborg_passed(&report, &timeline);
 }
 
@@ -239,28 +226,30 @@ async fn the_rolling_upgrade_from_cyborg_17_passes() {
 /// import, the conductor, the API, the fleet record and finalization all on MySQL.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_rolling_upgrade_from_cyborg_17_passes_with_accel_on_mariadb() {
-    let _broker = BROKER.lock().await;
-    let rabbit = rabbit_url();
     let database = accel_conductor::testing::mysql_database().await;
-    let (report, timeline) = tokio::task::spawn_blocking(move || {
-        demo(&[
-            "--from",
-            "cyborg",
-            "--agents",
-            "2",
-            "--transport-url",
-            &rabbit,
-            "--database-url",
-            &database,
-        ])
-    })
-    .await
-    .expect("demo thread");
+    let (report, timeline) = demo_from_cyborg(&["--database-url", &database]).await;
     assert!(report["database"]
         .as_str()
         .unwrap_or("")
         .starts_with("mysql://"));
     assert_from_cyborg_passed(&report, &timeline);
+}
+
+/// `accel demo --from cyborg --agents 2` on the test broker, with `extra` arguments.
+async fn demo_from_cyborg(extra: &[&str]) -> (Value, String) {
+    let _broker = BROKER.lock().await;
+    let mut args: Vec<String> = ["--from", "cyborg", "--agents", "2", "--transport-url"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    args.push(rabbit_url());
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        demo(&args)
+    })
+    .await
+    .expect("demo thread")
 }
 
 /// Every step and check of `accel demo --from cyborg --agents 2` passed, with the

@@ -107,22 +107,42 @@ pub fn sqlite_url(dir: &tempfile::TempDir) -> String {
 
 /// The URL of a new, empty PostgreSQL database on the test cluster.
 pub async fn postgres_database() -> String {
-    let admin_url = postgres_url();
-    let admin = Db::connect_within(&admin_url, Duration::from_secs(10))
+    new_database(
+        &postgres_url(),
+        "",
+        "the PostgreSQL tests need the test cluster: run scripts/start-postgres.sh (scripts/test.sh does) or set VERSO_TEST_POSTGRES_URL",
+    )
+    .await
+}
+
+/// A new database `accel_test_<uuid>` (`CREATE DATABASE <name><options>`) on the server
+/// `server` reaches; the URL of the new one, `server` with its database replaced (or
+/// added). `missing` says how to start the server when it cannot be reached.
+async fn new_database(server: &str, options: &str, missing: &str) -> String {
+    let admin = Db::connect_within(server, Duration::from_secs(10))
         .await
-        .unwrap_or_else(|e| {
-            panic!("{e}\nthe PostgreSQL tests need the test cluster: run scripts/start-postgres.sh (scripts/test.sh does) or set VERSO_TEST_POSTGRES_URL")
-        });
+        .unwrap_or_else(|e| panic!("{e}\n{missing}"));
     let name = format!("accel_test_{}", uuid::Uuid::new_v4().simple());
-    sqlx::query(&format!("CREATE DATABASE {name}"))
+    sqlx::query(&format!("CREATE DATABASE {name}{options}"))
         .execute(admin.pool())
         .await
         .expect("create database");
     admin.close().await;
-    let base = admin_url
-        .rsplit_once('/')
-        .map_or(admin_url.as_str(), |(b, _)| b);
-    format!("{base}/{name}")
+    let (base, query) = server
+        .split_once('?')
+        .map_or((server, None), |(b, q)| (b, Some(q)));
+    // The part after `scheme://authority` is the database, if any: the new one replaces it.
+    let base = match base.split_once("://") {
+        Some((scheme, rest)) => {
+            let authority = rest.split_once('/').map_or(rest, |(a, _)| a);
+            format!("{scheme}://{authority}")
+        }
+        None => base.to_owned(),
+    };
+    match query {
+        Some(q) => format!("{base}/{name}?{q}"),
+        None => format!("{base}/{name}"),
+    }
 }
 
 /// A migrated database in a new PostgreSQL database.
@@ -143,33 +163,12 @@ pub fn mysql_url() -> String {
 
 /// The URL of a new, empty database on the test MariaDB server.
 pub async fn mysql_database() -> String {
-    let server = mysql_url();
-    let admin = Db::connect_within(&server, Duration::from_secs(10))
-        .await
-        .unwrap_or_else(|e| {
-            panic!("{e}\nthe MySQL tests need the test MariaDB: run scripts/start-mariadb.sh (scripts/test.sh does) or set VERSO_TEST_MYSQL_URL")
-        });
-    let name = format!("accel_test_{}", uuid::Uuid::new_v4().simple());
-    sqlx::query(&format!(
-        "CREATE DATABASE {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
-    ))
-    .execute(admin.pool())
+    new_database(
+        &mysql_url(),
+        " CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+        "the MySQL tests need the test MariaDB: run scripts/start-mariadb.sh (scripts/test.sh does) or set VERSO_TEST_MYSQL_URL",
+    )
     .await
-    .expect("create database");
-    admin.close().await;
-    let (base, query) = server
-        .split_once('?')
-        .map_or((server.as_str(), None), |(b, q)| (b, Some(q)));
-    let base = base.trim_end_matches('/');
-    // The server URL names no database (or the one to connect to): the new one replaces it.
-    let base = match base.split_once("://").and_then(|(_, rest)| rest.find('/')) {
-        Some(_) => base.rsplit_once('/').map_or(base, |(b, _)| b),
-        None => base,
-    };
-    match query {
-        Some(q) => format!("{base}/{name}?{q}"),
-        None => format!("{base}/{name}"),
-    }
 }
 
 /// A migrated database in a new database on the test MariaDB server.

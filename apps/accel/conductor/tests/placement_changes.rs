@@ -127,57 +127,10 @@ async fn mysql_writes_mark_their_host() {
     writes_mark_their_host(accel_conductor::testing::mysql().await).await;
 }
 
-/// PostgreSQL: a transaction that marked a host and has not committed holds nothing
-/// another writer of the host waits for, its mark is invisible to a reader until it
-/// commits, and a reader's delete of what it read leaves it.
-#[tokio::test]
-async fn postgres_marks_never_make_writers_wait_and_late_commits_survive() {
-    let db = accel_conductor::testing::postgres().await;
-    db.report("h1", &[fpga("0000:3b:00.0"), fpga("0000:3c:00.0")])
-        .await
-        .expect("report");
-    forget_all(&db).await;
-    let devices = db.devices(&Default::default()).await.expect("devices");
-    let (first, second) = (&devices[0].uuid, &devices[1].uuid);
-
-    let mut open = db.pool().begin().await.expect("begin");
-    sqlx::query("UPDATE devices SET maintaining = 1 WHERE uuid = $1")
-        .bind(first)
-        .execute(&mut *open)
-        .await
-        .expect("update in the open transaction");
-    // Another writer of the same host, while the first has not committed.
-    tokio::time::timeout(
-        Duration::from_secs(5),
-        db.set_device_maintaining(second, true),
-    )
-    .await
-    .expect("a second writer of the host waited for the first's mark")
-    .expect("disable");
-    let read = db.placement_changes(1000).await.expect("read");
-    assert_eq!(
-        read.keys().cloned().collect::<BTreeSet<_>>(),
-        hosts(&["h1"])
-    );
-    assert_eq!(
-        read["h1"].len(),
-        1,
-        "only the committed writer's mark is seen"
-    );
-    open.commit().await.expect("commit");
-    db.forget_placement_changes("h1", &read["h1"])
-        .await
-        .expect("forget");
-    assert_eq!(
-        marked(&db).await,
-        hosts(&["h1"]),
-        "the mark committed after the read was deleted unread"
-    );
-}
-
-#[tokio::test]
-async fn mysql_marks_never_make_writers_wait_and_late_commits_survive() {
-    let db = accel_conductor::testing::mysql().await;
+/// PostgreSQL and MySQL: a transaction that marked a host and has not committed holds
+/// nothing another writer of the host waits for, its mark is invisible to a reader until
+/// it commits, and a reader's delete of what it read leaves it.
+async fn marks_never_make_writers_wait_and_late_commits_survive(db: Db) {
     db.report("h1", &[fpga("0000:3b:00.0"), fpga("0000:3c:00.0")])
         .await
         .expect("report");
@@ -221,4 +174,18 @@ async fn mysql_marks_never_make_writers_wait_and_late_commits_survive() {
         hosts(&["h1"]),
         "the mark committed after the read was deleted unread"
     );
+}
+
+#[tokio::test]
+async fn postgres_marks_never_make_writers_wait_and_late_commits_survive() {
+    marks_never_make_writers_wait_and_late_commits_survive(
+        accel_conductor::testing::postgres().await,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn mysql_marks_never_make_writers_wait_and_late_commits_survive() {
+    marks_never_make_writers_wait_and_late_commits_survive(accel_conductor::testing::mysql().await)
+        .await;
 }

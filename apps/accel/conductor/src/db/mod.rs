@@ -434,6 +434,10 @@ impl Db {
         // Any driver each new connection parses the URL again and gets its own empty
         // database. So the pool holds exactly one connection, opened now and never closed
         // for idleness or age (closing it would drop the database).
+        let unreachable = |source| DbError::Connect {
+            url: redact_url(url),
+            source,
+        };
         let in_memory = backend == Backend::Sqlite && is_sqlite_memory(url);
         let pool = AnyPoolOptions::new()
             .max_connections(match backend {
@@ -478,18 +482,12 @@ impl Db {
             })
             .connect(&url_owned)
             .await
-            .map_err(|source| DbError::Connect {
-                url: redact_url(url),
-                source,
-            })?;
+            .map_err(unreachable)?;
         if backend == Backend::Mysql {
             let version: String = sqlx::query_scalar("SELECT VERSION()")
                 .fetch_one(&pool)
                 .await
-                .map_err(|source| DbError::Connect {
-                    url: redact_url(url),
-                    source,
-                })?;
+                .map_err(unreachable)?;
             if let Err(why) = supported_mysql(&version) {
                 pool.close().await;
                 return Err(DbError::Invalid {
