@@ -55,7 +55,7 @@ fn serve_answers_help() {
 #[test]
 fn serve_refuses_an_unknown_database_url() {
     let out = example()
-        .args(["--database", "mysql://x/y", "--listen", "127.0.0.1:0"])
+        .args(["--database", "mssql://x/y", "--listen", "127.0.0.1:0"])
         .output()
         .expect("run");
     assert_eq!(out.status.code(), Some(1));
