@@ -79,13 +79,14 @@ if wants rpc; then
     cargo_ bench -p verso-rpc --bench amqp_inflight
 fi
 if wants service; then
-    say "service operations on SQLite and PostgreSQL"
+    say "service operations on SQLite, PostgreSQL and MariaDB"
     # Real Cyborg 17's conductor, the reference of the Cyborg report, asks Placement
     # (through Keystone) for the host's provider on every report.
     scripts/start-mariadb.sh >/dev/null
     scripts/start-keystone.sh
     scripts/start-placement.sh
     export VERSO_TEST_KEYSTONE_URL="${VERSO_TEST_KEYSTONE_URL:-http://127.0.0.1:${VERSO_KEYSTONE_PORT:-55000}/v3}"
+    export VERSO_TEST_MYSQL_URL="${VERSO_TEST_MYSQL_URL:-mysql://verso:verso@127.0.0.1:${VERSO_MARIADB_PORT:-55306}/}"
     cargo_ bench -p accel-api --bench throughput -- "${criterion[@]}"
 fi
 if wants placement; then

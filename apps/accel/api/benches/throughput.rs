@@ -1,4 +1,5 @@
-//! accel's throughput on both databases, side by side in one run:
+//! accel's throughput on its three databases (SQLite, PostgreSQL, MariaDB), side by side
+//! in one run:
 //!
 //! - `report_data/N_devices`: an agent's full report of an N-device host (N = 10, 100,
 //!   1,000; one GPU with 4 VFs per device, unchanged since the last report: the steady
@@ -14,12 +15,13 @@
 //!   the process CPU of `VERSO_BENCH_CYBORG_CALLS` calls (default 5; each takes seconds).
 //!
 //! Calls per second are 1 / the time criterion reports. PostgreSQL is the test cluster
-//! (`scripts/start-postgres.sh`, or `VERSO_TEST_POSTGRES_URL`); Cyborg's conductor needs
+//! (`scripts/start-postgres.sh`, or `VERSO_TEST_POSTGRES_URL`), MariaDB the test server
+//! (`scripts/start-mariadb.sh`, or `VERSO_TEST_MYSQL_URL`); Cyborg's conductor needs
 //! Keystone and Placement (`scripts/start-keystone.sh`, `scripts/start-placement.sh`, or
 //! `VERSO_TEST_KEYSTONE_URL`):
 //!
 //! ```sh
-//! scripts/start-postgres.sh && scripts/start-keystone.sh && scripts/start-placement.sh
+//! scripts/start-postgres.sh && scripts/start-mariadb.sh && scripts/start-keystone.sh && scripts/start-placement.sh
 //! cargo bench -p accel-api --bench throughput
 //! ```
 //! With `VERSO_BENCH_OUT` set, the medians of criterion's samples (recorded by the bench
@@ -44,7 +46,7 @@ use verso_upgrade::ComponentVersion;
 /// Devices per report; the bind host reports 100.
 const SIZES: [usize; 3] = [10, 100, 1_000];
 const HOST: &str = "bench-host";
-const DATABASES: [&str; 2] = ["sqlite", "postgres"];
+const DATABASES: [&str; 3] = ["sqlite", "postgres", "mysql"];
 
 /// Every sample criterion takes, by benchmark id, for the result file.
 static SAMPLES: Samples = Samples::new();
@@ -377,7 +379,8 @@ fn bench(c: &mut Criterion) {
     let cyborg = cyborg_report(CYBORG_HOST, CYBORG_DEVICES);
     let (sqlite, _dir) = rt.block_on(accel_conductor::testing::sqlite());
     let postgres = rt.block_on(accel_conductor::testing::postgres());
-    for (name, db) in DATABASES.into_iter().zip([sqlite, postgres]) {
+    let mysql = rt.block_on(accel_conductor::testing::mysql());
+    for (name, db) in DATABASES.into_iter().zip([sqlite, postgres, mysql]) {
         let s = rt.block_on(stack(db));
         for (n, devices) in &reports {
             rt.block_on(heartbeat(&s, &host(*n)));
@@ -415,7 +418,7 @@ fn result() -> BenchResult {
     let ms = |id: &str| SAMPLES.median_ns(id).map(|v| v / 1e6);
     let mut r = BenchResult::new(
         "service",
-        "accel's service operations: report_data and bind/unbind on SQLite and PostgreSQL",
+        "accel's service operations: report_data and bind/unbind on SQLite, PostgreSQL and MariaDB",
         "cargo bench -p accel-api --bench throughput",
     );
     r.charts.push(Chart {
@@ -508,9 +511,9 @@ fn result() -> BenchResult {
          through the conductor's RPC API (memory transport, so the figure is the \
          conductor's and the database's time), and an accelerator request bound and \
          unbound through the HTTP API (PATCH, conductor RPC, database). An unchanged \
-         100-device report takes {} on SQLite and {} on PostgreSQL; the time grows with \
-         the devices a report carries. A bind and unbind takes {} on SQLite and {} on \
-         PostgreSQL. A real Cyborg 17 agent's unchanged 100-device report costs accel's \
+         100-device report takes {} on SQLite, {} on PostgreSQL and {} on MariaDB; the \
+         time grows with the devices a report carries. A bind and unbind takes {} on \
+         SQLite, {} on PostgreSQL and {} on MariaDB. A real Cyborg 17 agent's unchanged 100-device report costs accel's \
          conductor {} on SQLite (recognised by the conductor's own digest of what it \
          applied), and real Cyborg 17's conductor {} of CPU per call on SQLite (median of \
          its timed calls; it diffs the whole inventory with several queries per device \
@@ -518,8 +521,10 @@ fn result() -> BenchResult {
          whole call's time, client included, so the ratio understates the gap.",
         at("report_data/100_devices/sqlite"),
         at("report_data/100_devices/postgres"),
+        at("report_data/100_devices/mysql"),
         at("api/bind_unbind/sqlite"),
         at("api/bind_unbind/postgres"),
+        at("api/bind_unbind/mysql"),
         at(&format!(
             "cyborg_report_data/{CYBORG_DEVICES}_devices/sqlite"
         )),
