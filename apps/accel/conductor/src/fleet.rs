@@ -14,8 +14,9 @@
 //!   transaction that first takes the row's shared lock (PostgreSQL `FOR SHARE`, MySQL
 //!   `LOCK IN SHARE MODE`, which wait for a finalize decision to commit and then read
 //!   what it wrote; SQLite: the upsert first, which takes the database's write lock,
-//!   then the read), and checks the record before committing. So it either committed before the decision read the
-//!   members (and is counted) or sees the decision (and is refused, then fenced).
+//!   then the read), and checks the record before committing. So it either committed
+//!   before the decision read the members (and is counted) or sees the decision (and is
+//!   refused, then fenced).
 //!
 //! An agent on the newest software cannot block finalization: its heartbeat is one
 //! upsert, no lock. And with [`DbFleetStore::with_write_interval`] (the conductor's:
