@@ -10,7 +10,7 @@
 # and on the socket $VERSO_MARIADB_DIR/mysqld.sock, and has a user `verso` (password
 # `verso`) that may create and drop the databases named `cyborg_test_*` and
 # `accel_test_*` (each test makes its own: a Cyborg 17 database to import, or accel's own
-# database on MySQL). Idempotent: a running server is left running (its users and grants
+# database on MySQL), and `accel_fleet_*` (`accel bench fleet --database mysql://...`). Idempotent: a running server is left running (its users and grants
 # brought up to date). Used by scripts/test.sh;
 # needs Debian's mariadb-server package (scripts/test.sh installs it).
 set -euo pipefail
@@ -42,6 +42,8 @@ GRANT ALL PRIVILEGES ON `cyborg\_test\_%`.* TO 'verso'@'127.0.0.1';
 GRANT ALL PRIVILEGES ON `cyborg\_test\_%`.* TO 'verso'@'localhost';
 GRANT ALL PRIVILEGES ON `accel\_test\_%`.* TO 'verso'@'127.0.0.1';
 GRANT ALL PRIVILEGES ON `accel\_test\_%`.* TO 'verso'@'localhost';
+GRANT ALL PRIVILEGES ON `accel\_fleet\_%`.* TO 'verso'@'127.0.0.1';
+GRANT ALL PRIVILEGES ON `accel\_fleet\_%`.* TO 'verso'@'localhost';
 FLUSH PRIVILEGES;
 SQL
 }

@@ -216,9 +216,10 @@ enum Bench {
         /// Conductor counts, comma-separated (each fleet size runs with each).
         #[arg(long, default_value = "1,3", value_delimiter = ',', num_args = 1..)]
         conductors: Vec<u64>,
-        /// A PostgreSQL server (`postgres://user:pass@host:port/db`; a database is
-        /// created on it per case and dropped after), or `sqlite` (a file per case).
-        /// Default: $VERSO_TEST_POSTGRES_URL, else the test cluster's URL.
+        /// A PostgreSQL or MariaDB server (`postgres://user:pass@host:port/db`,
+        /// `mysql://user:pass@host:port/`; a database is created on it per case and
+        /// dropped after), or `sqlite` (a file per case). Default:
+        /// $VERSO_TEST_POSTGRES_URL, else the test cluster's URL.
         #[arg(long)]
         database: Option<String>,
         /// The broker. Default: $VERSO_TEST_RABBIT_URL, else the local RabbitMQ.

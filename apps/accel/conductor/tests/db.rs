@@ -708,6 +708,68 @@ async fn concurrent_reports_of_one_host_on_sqlite() {
     concurrent_reports_of_one_host(&db).await;
 }
 
+/// Reports of many hosts at once, each adding, then changing, then dropping devices with
+/// handles and attributes: every one succeeds, none waits on another host's rows. (On
+/// MySQL a trigger that forgot a host's report digest with `DELETE ... WHERE hostname IN
+/// (SELECT ...)` scanned and locked every host's digest row, and such reports deadlocked.)
+async fn reports_of_many_hosts_at_once(db: &Db) {
+    const HOSTS: usize = 24;
+    let inventory = |round: usize| -> Vec<ReportedDevice> {
+        let mut devices: Vec<ReportedDevice> = (0..3)
+            .map(|i| {
+                let mut d = device(&format!("0000:{:02x}:00.0", 0x10 + i), "GPU", 2 + round % 2);
+                d.attributes = [("rc".to_owned(), format!("CUSTOM_GPU_{round}"))].into();
+                d
+            })
+            .collect();
+        devices.truncate(3 - round / 2);
+        devices
+    };
+    for round in 0..3 {
+        // Two reports of each host, so digests are written and forgotten as hosts race.
+        let racers: Vec<_> = (0..HOSTS * 2)
+            .map(|i| {
+                let (db, devices) = (db.clone(), inventory(round));
+                let host = format!("many-{}", i % HOSTS);
+                let digest = format!("round-{round}");
+                tokio::spawn(
+                    async move { db.report_with_digest(&host, &devices, Some(&digest)).await },
+                )
+            })
+            .collect();
+        for r in racers {
+            r.await
+                .expect("task")
+                .unwrap_or_else(|e| panic!("round {round}: every report succeeds: {e}"));
+        }
+    }
+    for i in 0..HOSTS {
+        let host = format!("many-{i}");
+        let handles = db.attach_handles(Some(&host)).await.expect("handles");
+        assert_eq!(
+            handles.len(),
+            2 * 2,
+            "{host}: the last round's two devices of two handles"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_of_many_hosts_at_once_on_sqlite() {
+    let (db, _dir) = support::sqlite().await;
+    reports_of_many_hosts_at_once(&db).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_of_many_hosts_at_once_on_postgres() {
+    reports_of_many_hosts_at_once(&support::postgres().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_of_many_hosts_at_once_on_mysql() {
+    reports_of_many_hosts_at_once(&support::mysql().await).await;
+}
+
 /// `sqlite::memory:` is one database however many tasks use the pool at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_memory_sqlite_is_one_database() {

@@ -1,8 +1,8 @@
 //! `accel bench fleet`: a fleet of simulated agents against 1-3 real conductors.
 //!
 //! Each case (a fleet size and a number of conductors) runs on a database of its own
-//! (a new PostgreSQL database on the `--database` server, dropped at the end, or a
-//! SQLite file) and the real broker, under a control exchange of its own:
+//! (a new PostgreSQL or MariaDB database on the `--database` server, dropped at the end,
+//! or a SQLite file) and the real broker, under a control exchange of its own:
 //!
 //! 1. the database is migrated and its version record created at release N's apparent
 //!    version (1) under release N+1's software (2): a deployment inside its upgrade
@@ -73,7 +73,8 @@ pub struct FleetOptions {
     pub agents: Vec<u64>,
     /// Numbers of conductors.
     pub conductors: Vec<u64>,
-    /// A PostgreSQL server URL (a database is created on it per case) or `sqlite`.
+    /// A PostgreSQL or MariaDB server URL (a database is created on it per case) or
+    /// `sqlite`.
     pub database: String,
     /// The broker.
     pub transport_url: String,
@@ -237,8 +238,8 @@ fn agent_endpoint(agent: Arc<SimAgent>) -> Endpoint {
         .into_endpoint()
 }
 
-/// A database for one case: a new PostgreSQL database on the server of `url`, or a
-/// SQLite file in `dir`. Returns its URL and what drops it.
+/// A database for one case: a new PostgreSQL or MariaDB database on the server of
+/// `url`, or a SQLite file in `dir`. Returns its URL and what drops it.
 async fn case_database(
     url: &str,
     dir: &std::path::Path,
@@ -263,7 +264,13 @@ async fn case_database(
 async fn drop_database(admin_url: &str, name: &str) {
     match Db::connect_within(admin_url, Duration::from_secs(10)).await {
         Ok(admin) => {
-            if let Err(e) = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            // PostgreSQL refuses to drop a database with sessions unless forced; MySQL
+            // has no such clause.
+            let force = match admin.backend() {
+                accel_conductor::db::Backend::Postgres => " WITH (FORCE)",
+                _ => "",
+            };
+            if let Err(e) = sqlx::query(&format!("DROP DATABASE IF EXISTS {name}{force}"))
                 .execute(admin.pool())
                 .await
             {
@@ -970,6 +977,8 @@ fn bench_file(options: &FleetOptions, started: String, results: &[CaseResult]) -
     ];
     let database = if options.database.starts_with("sqlite") {
         "SQLite"
+    } else if options.database.starts_with("mysql") || options.database.starts_with("mariadb") {
+        "MariaDB"
     } else {
         "PostgreSQL"
     };

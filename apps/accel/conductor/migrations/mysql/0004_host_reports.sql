@@ -47,17 +47,28 @@ BEGIN
     END IF;
 END;
 
+-- A handle's host is its deployable's, read first: a DELETE whose condition is a subquery
+-- scans host_reports and locks every row it reads, so two reports of different hosts
+-- would wait on each other's rows (and deadlock); a DELETE by the key locks only its row.
 CREATE TRIGGER attach_handles_forget_report_insert AFTER INSERT ON attach_handles FOR EACH ROW
-    DELETE FROM host_reports WHERE hostname IN
-        (SELECT hostname FROM deployables WHERE id = NEW.deployable_id);
+BEGIN
+    DECLARE host VARCHAR(255);
+    SELECT hostname INTO host FROM deployables WHERE id = NEW.deployable_id;
+    DELETE FROM host_reports WHERE hostname = host;
+END;
 CREATE TRIGGER attach_handles_forget_report_delete AFTER DELETE ON attach_handles FOR EACH ROW
-    DELETE FROM host_reports WHERE hostname IN
-        (SELECT hostname FROM deployables WHERE id = OLD.deployable_id);
+BEGIN
+    DECLARE host VARCHAR(255);
+    SELECT hostname INTO host FROM deployables WHERE id = OLD.deployable_id;
+    DELETE FROM host_reports WHERE hostname = host;
+END;
 CREATE TRIGGER attach_handles_forget_report_update AFTER UPDATE ON attach_handles FOR EACH ROW
 BEGIN
+    DECLARE old_host, new_host VARCHAR(255);
     IF NOT (OLD.deployable_id <=> NEW.deployable_id AND OLD.attach_type <=> NEW.attach_type
             AND OLD.attach_info <=> NEW.attach_info) THEN
-        DELETE FROM host_reports WHERE hostname IN
-            (SELECT hostname FROM deployables WHERE id IN (OLD.deployable_id, NEW.deployable_id));
+        SELECT hostname INTO old_host FROM deployables WHERE id = OLD.deployable_id;
+        SELECT hostname INTO new_host FROM deployables WHERE id = NEW.deployable_id;
+        DELETE FROM host_reports WHERE hostname IN (old_host, new_host);
     END IF;
 END;
