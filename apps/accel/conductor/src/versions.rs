@@ -23,6 +23,30 @@ pub struct DbVersionStore {
 }
 
 impl DbVersionStore {
+    /// Replaces the component's row with `state` through `e` (one statement on every
+    /// backend: insert, or replace).
+    async fn write<'c, E>(&self, state: &PersistedState, e: E) -> Result<(), StoreError>
+    where
+        E: sqlx::Executor<'c, Database = sqlx::Any>,
+    {
+        let record = serde_json::to_string(state).map_err(backend)?;
+        let b = self.db.backend();
+        let sql = b
+            .sql(&format!(
+            "INSERT INTO component_versions (component, record, updated_at) VALUES ($1, $2, $3) {}",
+            b.replace_on_conflict("component", &["record", "updated_at"])
+        ))
+            .into_owned();
+        sqlx::query(&sql)
+            .bind(&self.component)
+            .bind(record)
+            .bind(crate::db::now())
+            .execute(e)
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+
     /// The record of `component` (`conductor`) in `db`.
     pub fn new(db: Db, component: &str) -> Self {
         DbVersionStore {
@@ -34,28 +58,6 @@ impl DbVersionStore {
 
 fn backend(e: impl std::error::Error + Send + Sync + 'static) -> StoreError {
     StoreError::Backend(Box::new(e))
-}
-
-/// The statement replacing the component's row (one statement on every backend: insert,
-/// or replace), bound to `state`.
-fn upsert<'q>(
-    db: &Db,
-    component: &'q str,
-    state: &PersistedState,
-) -> Result<sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>, StoreError> {
-    let text = serde_json::to_string(state).map_err(backend)?;
-    let at = crate::db::now();
-    let sql = match db.backend() {
-        Backend::Sqlite | Backend::Postgres => {
-            "INSERT INTO component_versions (component, record, updated_at) VALUES ($1, $2, $3) \
-             ON CONFLICT (component) DO UPDATE SET record = excluded.record, updated_at = excluded.updated_at"
-        }
-        Backend::Mysql => {
-            "INSERT INTO component_versions (component, record, updated_at) VALUES (?, ?, ?) \
-             ON DUPLICATE KEY UPDATE record = VALUES(record), updated_at = VALUES(updated_at)"
-        }
-    };
-    Ok(sqlx::query(sql).bind(component).bind(text).bind(at))
 }
 
 impl DbVersionStore {
@@ -88,10 +90,7 @@ impl VersionStore for DbVersionStore {
     }
 
     async fn save(&self, state: &PersistedState) -> Result<(), StoreError> {
-        upsert(&self.db, &self.component, state)?
-            .execute(self.db.pool())
-            .await
-            .map_err(backend)?;
+        self.write(state, self.db.pool()).await?;
         Ok(())
     }
 }
@@ -145,10 +144,7 @@ impl TransactionalStore for DbVersionStore {
         tx: &mut DbTransaction,
         state: &PersistedState,
     ) -> Result<(), StoreError> {
-        upsert(&self.db, &self.component, state)?
-            .execute(&mut **tx)
-            .await
-            .map_err(backend)?;
+        self.write(state, &mut **tx).await?;
         Ok(())
     }
 

@@ -284,16 +284,9 @@ impl Db {
         let held = !out.lost.is_empty() || !out.unconfirmed.is_empty();
         match digest.filter(|_| !held) {
             Some(digest) => {
-                let upsert = match self.backend {
-                    Backend::Sqlite | Backend::Postgres => {
-                        "ON CONFLICT (hostname) DO UPDATE SET digest = excluded.digest, \
-                         devices = excluded.devices, updated_at = excluded.updated_at"
-                    }
-                    Backend::Mysql => {
-                        "ON DUPLICATE KEY UPDATE digest = VALUES(digest), \
-                         devices = VALUES(devices), updated_at = VALUES(updated_at)"
-                    }
-                };
+                let upsert = self
+                    .backend
+                    .replace_on_conflict("hostname", &["digest", "devices", "updated_at"]);
                 sqlx::query(&self.backend.sql(&format!(
                     "INSERT INTO host_reports (hostname, digest, devices, updated_at) \
                      VALUES ($1, $2, $3, $4) {upsert}"

@@ -24,6 +24,30 @@ impl Backend {
     }
 }
 
+impl Backend {
+    /// The clause after an `INSERT` that replaces `columns` of the row whose unique
+    /// `key` the insert collides with: PostgreSQL's and SQLite's `ON CONFLICT ... DO
+    /// UPDATE`, MySQL's `ON DUPLICATE KEY UPDATE` (which names no key: any unique one).
+    pub(crate) fn replace_on_conflict(self, key: &str, columns: &[&str]) -> String {
+        match self {
+            Backend::Sqlite | Backend::Postgres => {
+                let set: Vec<String> = columns
+                    .iter()
+                    .map(|c| format!("{c} = excluded.{c}"))
+                    .collect();
+                format!("ON CONFLICT ({key}) DO UPDATE SET {}", set.join(", "))
+            }
+            Backend::Mysql => {
+                let set: Vec<String> = columns
+                    .iter()
+                    .map(|c| format!("{c} = VALUES({c})"))
+                    .collect();
+                format!("ON DUPLICATE KEY UPDATE {}", set.join(", "))
+            }
+        }
+    }
+}
+
 /// The placeholders `$N` of `text` outside quotes, in order.
 fn placeholders(text: &str) -> Vec<(std::ops::Range<usize>, Option<usize>)> {
     let bytes = text.as_bytes();
