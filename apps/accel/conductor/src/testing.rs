@@ -11,7 +11,6 @@
 pub mod nova;
 
 use crate::Db;
-use std::time::Duration;
 
 /// A request of one `resource_class` accelerator (its profile, named after the class in
 /// lower case, made on first use) bound to `instance` on `host`, as Nova's bind leaves
@@ -109,40 +108,18 @@ pub fn sqlite_url(dir: &tempfile::TempDir) -> String {
 pub async fn postgres_database() -> String {
     new_database(
         &postgres_url(),
-        "",
         "the PostgreSQL tests need the test cluster: run scripts/start-postgres.sh (scripts/test.sh does) or set VERSO_TEST_POSTGRES_URL",
     )
     .await
 }
 
-/// A new database `accel_test_<uuid>` (`CREATE DATABASE <name><options>`) on the server
-/// `server` reaches; the URL of the new one, `server` with its database replaced (or
-/// added). `missing` says how to start the server when it cannot be reached.
-async fn new_database(server: &str, options: &str, missing: &str) -> String {
-    let admin = Db::connect_within(server, Duration::from_secs(10))
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{missing}"));
+/// A new database `accel_test_<uuid>` on the server `server` reaches; its URL.
+/// `missing` says how to start the server when it cannot be reached.
+async fn new_database(server: &str, missing: &str) -> String {
     let name = format!("accel_test_{}", uuid::Uuid::new_v4().simple());
-    sqlx::query(&format!("CREATE DATABASE {name}{options}"))
-        .execute(admin.pool())
+    Db::create_database(server, &name)
         .await
-        .expect("create database");
-    admin.close().await;
-    let (base, query) = server
-        .split_once('?')
-        .map_or((server, None), |(b, q)| (b, Some(q)));
-    // The part after `scheme://authority` is the database, if any: the new one replaces it.
-    let base = match base.split_once("://") {
-        Some((scheme, rest)) => {
-            let authority = rest.split_once('/').map_or(rest, |(a, _)| a);
-            format!("{scheme}://{authority}")
-        }
-        None => base.to_owned(),
-    };
-    match query {
-        Some(q) => format!("{base}/{name}?{q}"),
-        None => format!("{base}/{name}"),
-    }
+        .unwrap_or_else(|e| panic!("{e}\n{missing}"))
 }
 
 /// A migrated database in a new PostgreSQL database.
@@ -165,7 +142,6 @@ pub fn mysql_url() -> String {
 pub async fn mysql_database() -> String {
     new_database(
         &mysql_url(),
-        " CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
         "the MySQL tests need the test MariaDB: run scripts/start-mariadb.sh (scripts/test.sh does) or set VERSO_TEST_MYSQL_URL",
     )
     .await

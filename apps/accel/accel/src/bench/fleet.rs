@@ -247,38 +247,14 @@ async fn case_database(
     if url == "sqlite" || url.starts_with("sqlite:") {
         return Ok((format!("sqlite://{}", dir.join("fleet.db").display()), None));
     }
-    let admin = Db::connect_within(url, Duration::from_secs(10)).await?;
     let name = format!("accel_fleet_{}", uuid::Uuid::new_v4().simple());
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(admin.pool())
-        .await?;
-    admin.close().await;
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, format!("?{q}")),
-        None => (url, String::new()),
-    };
-    let base = base.rsplit_once('/').map_or(base, |(b, _)| b);
-    Ok((format!("{base}/{name}{query}"), Some(name)))
+    let db_url = Db::create_database(url, &name).await?;
+    Ok((db_url, Some(name)))
 }
 
 async fn drop_database(admin_url: &str, name: &str) {
-    match Db::connect_within(admin_url, Duration::from_secs(10)).await {
-        Ok(admin) => {
-            // PostgreSQL refuses to drop a database with sessions unless forced; MySQL
-            // has no such clause.
-            let force = match admin.backend() {
-                accel_conductor::db::Backend::Postgres => " WITH (FORCE)",
-                _ => "",
-            };
-            if let Err(e) = sqlx::query(&format!("DROP DATABASE IF EXISTS {name}{force}"))
-                .execute(admin.pool())
-                .await
-            {
-                eprintln!("accel bench fleet: could not drop database {name}: {e}");
-            }
-            admin.close().await;
-        }
-        Err(e) => eprintln!("accel bench fleet: could not drop database {name}: {e}"),
+    if let Err(e) = Db::drop_database(admin_url, name).await {
+        eprintln!("accel bench fleet: could not drop database {name}: {e}");
     }
 }
 

@@ -499,6 +499,54 @@ impl Db {
         Ok(Db { pool, backend })
     }
 
+    /// Creates an empty database named `name` on the server `server` reaches (MySQL's
+    /// with `utf8mb4_bin`, as accel's tables are) and returns its URL: `server` with its
+    /// database, if it names one, replaced. For tests and benchmarks that make a database
+    /// per run; `name` must be a plain identifier.
+    pub async fn create_database(server: &str, name: &str) -> Result<String, DbError> {
+        let admin = Db::connect_within(server, Duration::from_secs(10)).await?;
+        let options = match admin.backend {
+            Backend::Mysql => " CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+            Backend::Postgres | Backend::Sqlite => "",
+        };
+        let created = sqlx::query(&format!("CREATE DATABASE {name}{options}"))
+            .execute(admin.pool())
+            .await;
+        admin.close().await;
+        created?;
+        let (base, query) = server
+            .split_once('?')
+            .map_or((server, None), |(b, q)| (b, Some(q)));
+        // What follows `scheme://authority` is the database, if any.
+        let base = match base.split_once("://") {
+            Some((scheme, rest)) => {
+                let authority = rest.split_once('/').map_or(rest, |(a, _)| a);
+                format!("{scheme}://{authority}")
+            }
+            None => base.to_owned(),
+        };
+        Ok(match query {
+            Some(q) => format!("{base}/{name}?{q}"),
+            None => format!("{base}/{name}"),
+        })
+    }
+
+    /// Drops database `name` on the server `server` reaches, if it is there (on
+    /// PostgreSQL whatever sessions it still has).
+    pub async fn drop_database(server: &str, name: &str) -> Result<(), DbError> {
+        let admin = Db::connect_within(server, Duration::from_secs(10)).await?;
+        let force = match admin.backend {
+            Backend::Postgres => " WITH (FORCE)",
+            Backend::Mysql | Backend::Sqlite => "",
+        };
+        let dropped = sqlx::query(&format!("DROP DATABASE IF EXISTS {name}{force}"))
+            .execute(admin.pool())
+            .await;
+        admin.close().await;
+        dropped?;
+        Ok(())
+    }
+
     /// Which database this is.
     pub fn backend(&self) -> Backend {
         self.backend
