@@ -47,28 +47,26 @@ BEGIN
     END IF;
 END;
 
--- A handle's host is its deployable's, read first: a DELETE whose condition is a subquery
--- scans host_reports and locks every row it reads, so two reports of different hosts
--- would wait on each other's rows (and deadlock); a DELETE by the key locks only its row.
+-- A handle's (and an attribute's, migration 6) host is its deployable's: read first, then
+-- its digest deleted by the key. A DELETE whose condition is a subquery scans
+-- host_reports and locks every row it reads, so two reports of different hosts would wait
+-- on each other's rows (and deadlock); a DELETE by the key locks only its row.
+CREATE PROCEDURE accel_forget_report_of_deployable(deployable BIGINT)
+BEGIN
+    DECLARE host VARCHAR(255);
+    SELECT hostname INTO host FROM deployables WHERE id = deployable;
+    DELETE FROM host_reports WHERE hostname = host;
+END;
+
 CREATE TRIGGER attach_handles_forget_report_insert AFTER INSERT ON attach_handles FOR EACH ROW
-BEGIN
-    DECLARE host VARCHAR(255);
-    SELECT hostname INTO host FROM deployables WHERE id = NEW.deployable_id;
-    DELETE FROM host_reports WHERE hostname = host;
-END;
+    CALL accel_forget_report_of_deployable(NEW.deployable_id);
 CREATE TRIGGER attach_handles_forget_report_delete AFTER DELETE ON attach_handles FOR EACH ROW
-BEGIN
-    DECLARE host VARCHAR(255);
-    SELECT hostname INTO host FROM deployables WHERE id = OLD.deployable_id;
-    DELETE FROM host_reports WHERE hostname = host;
-END;
+    CALL accel_forget_report_of_deployable(OLD.deployable_id);
 CREATE TRIGGER attach_handles_forget_report_update AFTER UPDATE ON attach_handles FOR EACH ROW
 BEGIN
-    DECLARE old_host, new_host VARCHAR(255);
     IF NOT (OLD.deployable_id <=> NEW.deployable_id AND OLD.attach_type <=> NEW.attach_type
             AND OLD.attach_info <=> NEW.attach_info) THEN
-        SELECT hostname INTO old_host FROM deployables WHERE id = OLD.deployable_id;
-        SELECT hostname INTO new_host FROM deployables WHERE id = NEW.deployable_id;
-        DELETE FROM host_reports WHERE hostname IN (old_host, new_host);
+        CALL accel_forget_report_of_deployable(OLD.deployable_id);
+        CALL accel_forget_report_of_deployable(NEW.deployable_id);
     END IF;
 END;

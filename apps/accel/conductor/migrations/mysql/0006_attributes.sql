@@ -15,27 +15,16 @@ CREATE TABLE attributes (
         REFERENCES deployables (id) ON DELETE CASCADE
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
--- The host is read first, then its digest deleted by the key (see migration 4: a
--- DELETE with a subquery would lock other hosts' rows).
+-- Through migration 4's procedure: the host read first, its digest deleted by the key.
 CREATE TRIGGER attributes_forget_report_insert AFTER INSERT ON attributes FOR EACH ROW
-BEGIN
-    DECLARE host VARCHAR(255);
-    SELECT hostname INTO host FROM deployables WHERE id = NEW.deployable_id;
-    DELETE FROM host_reports WHERE hostname = host;
-END;
+    CALL accel_forget_report_of_deployable(NEW.deployable_id);
 CREATE TRIGGER attributes_forget_report_delete AFTER DELETE ON attributes FOR EACH ROW
-BEGIN
-    DECLARE host VARCHAR(255);
-    SELECT hostname INTO host FROM deployables WHERE id = OLD.deployable_id;
-    DELETE FROM host_reports WHERE hostname = host;
-END;
+    CALL accel_forget_report_of_deployable(OLD.deployable_id);
 CREATE TRIGGER attributes_forget_report_update AFTER UPDATE ON attributes FOR EACH ROW
 BEGIN
-    DECLARE old_host, new_host VARCHAR(255);
     IF NOT (OLD.deployable_id <=> NEW.deployable_id AND OLD."key" <=> NEW."key"
             AND OLD.value <=> NEW.value) THEN
-        SELECT hostname INTO old_host FROM deployables WHERE id = OLD.deployable_id;
-        SELECT hostname INTO new_host FROM deployables WHERE id = NEW.deployable_id;
-        DELETE FROM host_reports WHERE hostname IN (old_host, new_host);
+        CALL accel_forget_report_of_deployable(OLD.deployable_id);
+        CALL accel_forget_report_of_deployable(NEW.deployable_id);
     END IF;
 END;
