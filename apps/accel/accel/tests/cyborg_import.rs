@@ -39,6 +39,30 @@ fn import(db_url: &str, from: &str, dry_run: bool) -> Output {
     cmd.output().expect("accel db import-cyborg runs")
 }
 
+/// `accel db sync` pointed at Cyborg's own database (`cyborg_url` as accel names it):
+/// refused with exit 2 and what to do, and Cyborg's rows (`dump`, read back through
+/// Cyborg's objects from `conf`) untouched.
+fn db_sync_refuses_cyborgs_database(cyborg_url: &str, conf: &Path, dump: &Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_accel"))
+        .args(["--set", &format!("database.url={cyborg_url}")])
+        .args(["db", "sync"])
+        .output()
+        .expect("accel db sync runs");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains(
+            "this is an OpenStack Cyborg database (alembic revision b47c8f2d1e3a), which accel does not migrate in place"
+        ) && text(&out).contains("accel db import-cyborg"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        &cyborg_dump(conf),
+        dump,
+        "accel db sync wrote to Cyborg's database"
+    );
+}
+
 fn text(out: &Output) -> String {
     format!(
         "{}\n{}\n{}",
@@ -76,6 +100,13 @@ async fn accel_view(db: &Db) -> Value {
     let all = ListFilter::default();
     let deployables = db.deployables(&all).await.expect("deployables");
     let handles = db.attach_handles(None).await.expect("handles");
+    let paths = db.control_paths(None).await.expect("control paths");
+    let path_uuid = |id: Option<i64>| {
+        paths
+            .iter()
+            .find(|c| Some(c.id) == id)
+            .map(|c| c.uuid.clone())
+    };
     let mut devices = Vec::new();
     for d in db.devices(&all).await.expect("devices") {
         let mut deps: Vec<Value> = Vec::new();
@@ -91,6 +122,7 @@ async fn accel_view(db: &Db) -> Value {
                         "attach_type": h.attach_type,
                         "attach_info": h.attach_info,
                         "in_use": h.in_use,
+                        "cpid_uuid": path_uuid(h.cpid_id),
                     })
                 })
                 .collect();
@@ -100,7 +132,7 @@ async fn accel_view(db: &Db) -> Value {
                 "name": dep.name,
                 "num_accelerators": dep.num_accelerators,
                 "driver_name": dep.driver_name,
-                "rp_uuid": dep.rp_uuid,
+                "rp_uuid": stored_rp_uuid(db, &dep.uuid).await,
                 "attributes": dep.attributes,
                 "handles": dep_handles,
             }));
@@ -116,6 +148,8 @@ async fn accel_view(db: &Db) -> Value {
             "vendor_board_info": d.vendor_board_info,
             "status": if d.maintaining { "maintaining" } else { "enabled" },
             "control_path_id": control_path_id.expect("a deployable per device"),
+            "cpid_info": paths.iter().find(|c| c.device_id == d.id).map(|c| c.cpid_info.clone()),
+            "cpid_uuid": paths.iter().find(|c| c.device_id == d.id).map(|c| c.uuid.clone()),
             "deployables": deps,
         }));
     }
@@ -159,7 +193,21 @@ async fn accel_view(db: &Db) -> Value {
     json!({ "devices": sorted(devices), "profiles": sorted(profiles), "arqs": sorted(arqs) })
 }
 
-/// Cyborg's dump as accel holds it: the control path as its PCI address.
+/// A deployable's stored `rp_uuid` (Cyborg's column; the row's `rp_uuid` field is the
+/// name's, computed).
+async fn stored_rp_uuid(db: &Db, uuid: &str) -> Option<String> {
+    sqlx::query_scalar(
+        &db.backend()
+            .sql("SELECT rp_uuid FROM deployables WHERE uuid = $1"),
+    )
+    .bind(uuid)
+    .fetch_one(db.pool())
+    .await
+    .expect("a deployable")
+}
+
+/// Cyborg's dump as accel holds it: the control path also as its deployables' PCI
+/// address (Cyborg's row is kept as it is).
 fn as_accel_holds_it(mut dump: Value) -> Value {
     for d in dump["devices"].as_array_mut().expect("devices") {
         let cpid: Value =
@@ -172,7 +220,6 @@ fn as_accel_holds_it(mut dump: Value) -> Value {
             cpid["function"].as_str().expect("function"),
         );
         let d = d.as_object_mut().expect("a device");
-        d.remove("cpid_info");
         d.insert("control_path_id".into(), Value::String(address));
         if let Some(deps) = d.get_mut("deployables").and_then(Value::as_array_mut) {
             deps.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
@@ -438,6 +485,7 @@ async fn a_cyborg_17_database_on_sqlite_is_taken_over() {
     let dump = cyborg_dump(&conf);
     check_filled(&dump, &hosts);
     let from = format!("sqlite://{}", dir.path().join("cyborg.sqlite").display());
+    db_sync_refuses_cyborgs_database(&from, &conf, &dump);
     let db_url = format!("sqlite://{}", dir.path().join("accel.db").display());
     let db = take_over(&db_url, &from, &dump).await;
     let before = accel_view(&db).await;
@@ -534,6 +582,8 @@ async fn taken_over_from_mariadb(db_url: String) {
     cyborg_fill(&conf, &hosts);
     let dump = cyborg_dump(&conf);
     check_filled(&dump, &hosts);
+
+    db_sync_refuses_cyborgs_database(&format!("mysql://{rest}/{name}"), &conf, &dump);
 
     // Imported as the operator pastes Cyborg's connection.
     let db = take_over(&db_url, &connection, &dump).await;

@@ -11,8 +11,9 @@
 //! the row, and nothing is written.
 //!
 //! What changes shape on the way:
-//! - a device's control path (`controlpath_ids`, Cyborg's `cpid_info` JSON) becomes its
-//!   deployable's PCI address, the key accel's reports are diffed by;
+//! - a device's control path (`controlpath_ids`, Cyborg's `cpid_info` JSON) is kept as
+//!   Cyborg's row (UUID, text, times; its handles' `cpid_id` point at it) and also
+//!   becomes its deployables' PCI address, the key accel's reports are diffed by;
 //! - every deployable of a device is kept, with its UUID, name (so its provider),
 //!   attach handles and attributes (Cyborg's Intel NIC driver makes one per SR-IOV
 //!   virtual function); their names must differ within a device, as accel's report
@@ -28,8 +29,9 @@
 //! Placement is not called: Cyborg named each deployable's provider with the same
 //! name-based UUID accel computes ([`crate::db::rp_uuid`]), so the providers Cyborg
 //! made are the ones accel's reconciler keeps (the import marks every imported host
-//! changed, so the next pass looks at them). A deployable whose stored `rp_uuid` is
-//! another is reported in [`ImportSummary::notes`].
+//! changed, so the next pass looks at them). Cyborg's stored `rp_uuid` is kept until
+//! the reconciler has synced the host and writes its own; one that differs from the
+//! name's is reported in [`ImportSummary::notes`].
 //!
 //! Run it again and it changes nothing: an accel database that already holds exactly
 //! this Cyborg database's rows answers [`Imported::Already`]; one that holds anything
@@ -237,6 +239,10 @@ struct CyControlPath {
     cpid_type: String,
     #[sqlx(try_from = "Text")]
     cpid_info: String,
+    #[sqlx(try_from = "OptText")]
+    created_at: Option<String>,
+    #[sqlx(try_from = "OptText")]
+    updated_at: Option<String>,
 }
 
 #[derive(Debug, FromRow)]
@@ -253,6 +259,8 @@ struct CyDeployable {
     rp_uuid: Option<String>,
     #[sqlx(try_from = "OptText")]
     driver_name: Option<String>,
+    #[sqlx(try_from = "OptText")]
+    bitstream_id: Option<String>,
     #[sqlx(try_from = "OptText")]
     created_at: Option<String>,
     #[sqlx(try_from = "OptText")]
@@ -435,8 +443,11 @@ async fn read_source(pool: &AnyPool) -> Result<Source, ImportError> {
         control_paths: read_table(
             conn,
             "controlpath_ids",
-            "SELECT device_id, CAST(uuid AS CHAR) AS uuid, CAST(cpid_type AS CHAR) AS cpid_type, \
-             CAST(cpid_info AS CHAR) AS cpid_info FROM controlpath_ids ORDER BY id",
+            &format!(
+                "SELECT device_id, CAST(uuid AS CHAR) AS uuid, \
+                 CAST(cpid_type AS CHAR) AS cpid_type, CAST(cpid_info AS CHAR) AS cpid_info, \
+                 {TIMES} FROM controlpath_ids ORDER BY id"
+            ),
         )
         .await?,
         deployables: read_table(
@@ -445,7 +456,8 @@ async fn read_source(pool: &AnyPool) -> Result<Source, ImportError> {
             &format!(
                 "SELECT id, CAST(uuid AS CHAR) AS uuid, parent_id, CAST(name AS CHAR) AS name, \
                  num_accelerators, device_id, CAST(rp_uuid AS CHAR) AS rp_uuid, \
-                 CAST(driver_name AS CHAR) AS driver_name, {TIMES} FROM deployables ORDER BY id"
+                 CAST(driver_name AS CHAR) AS driver_name, \
+                 CAST(bitstream_id AS CHAR) AS bitstream_id, {TIMES} FROM deployables ORDER BY id"
             ),
         )
         .await?,
@@ -593,6 +605,20 @@ async fn write(tx: &mut sqlx::Transaction<'_, sqlx::Any>, plan: &Plan) -> Result
         .fetch_one(&mut **tx)
         .await
         .map_err(q)?;
+        let cp = &d.control_path;
+        let cpid_id: i64 = sqlx::query_scalar(
+            &Backend::of(tx).sql("INSERT INTO controlpath_ids (uuid, device_id, cpid_type, cpid_info, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6) RETURNING id"),
+        )
+        .bind(&cp.uuid)
+        .bind(device_id)
+        .bind(&cp.cpid_type)
+        .bind(&cp.cpid_info)
+        .bind(&cp.created_at)
+        .bind(&cp.updated_at)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(q)?;
         for dep in &d.deployables {
             // Every attribute Cyborg holds counts as its agent's last report (Cyborg's own
             // report diff deletes the keys a report drops), so the agent's next report,
@@ -606,8 +632,8 @@ async fn write(tx: &mut sqlx::Transaction<'_, sqlx::Any>, plan: &Plan) -> Result
                 ImportError::row("attributes", &dep.uuid, format!("do not serialize: {e}"))
             })?;
             let deployable_id: i64 = sqlx::query_scalar(
-            &Backend::of(tx).sql("INSERT INTO deployables (uuid, name, device_id, hostname, control_path_id, num_accelerators, driver_name, attributes, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id"),
+            &Backend::of(tx).sql("INSERT INTO deployables (uuid, name, device_id, hostname, control_path_id, num_accelerators, driver_name, attributes, rp_uuid, bitstream_id, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id"),
         )
         .bind(&dep.uuid)
         .bind(&dep.name)
@@ -617,6 +643,8 @@ async fn write(tx: &mut sqlx::Transaction<'_, sqlx::Any>, plan: &Plan) -> Result
         .bind(dep.num_accelerators)
         .bind(&dep.driver_name)
         .bind(&reported)
+        .bind(&dep.rp_uuid)
+        .bind(&dep.bitstream_id)
         .bind(&dep.created_at)
         .bind(&dep.updated_at)
         .fetch_one(&mut **tx)
@@ -624,11 +652,12 @@ async fn write(tx: &mut sqlx::Transaction<'_, sqlx::Any>, plan: &Plan) -> Result
         .map_err(q)?;
             for h in &dep.handles {
                 let id: i64 = sqlx::query_scalar(
-                &Backend::of(tx).sql("INSERT INTO attach_handles (uuid, deployable_id, in_use, attach_type, attach_info, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id"),
+                &Backend::of(tx).sql("INSERT INTO attach_handles (uuid, deployable_id, cpid_id, in_use, attach_type, attach_info, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id"),
             )
             .bind(&h.uuid)
             .bind(deployable_id)
+            .bind(cpid_id)
             .bind(i64::from(h.in_use))
             .bind(&h.attach_type)
             .bind(&h.attach_info)

@@ -579,6 +579,11 @@ pub async fn reconcile_pass(
         let settled = match placement.sync_host(&host, &providers).await {
             Ok(in_use) => {
                 done += 1;
+                let made: Vec<(&str, &str)> = providers
+                    .iter()
+                    .map(|p| (p.name.as_str(), p.uuid.as_str()))
+                    .collect();
+                db.record_providers(&host, &made).await?;
                 if in_use.is_empty() {
                     tracing::info!(host = %host, providers = providers.len(), "Placement up to date");
                     true

@@ -51,7 +51,10 @@ pub fn to_remote(e: DbError) -> RemoteError {
                 "the conductor's database cannot be reached; retry later",
             );
         }
-        DbError::Connect { .. } | DbError::Migrate(_) | DbError::Query(_) => {
+        DbError::Connect { .. }
+        | DbError::Migrate(_)
+        | DbError::Query(_)
+        | DbError::CyborgDatabase { .. } => {
             tracing::error!(error = %e, "database failure");
             return database_failed();
         }

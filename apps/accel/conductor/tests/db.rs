@@ -580,11 +580,11 @@ async fn migrations_are_reported_and_applied_once() {
         .expect("open");
     assert_eq!(
         db.pending_migrations().await.expect("pending"),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
     );
     assert_eq!(
         db.migrate().await.expect("migrate"),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
     );
     assert!(db.pending_migrations().await.expect("pending").is_empty());
     assert!(db.migrate().await.expect("again").is_empty());
@@ -777,7 +777,7 @@ async fn in_memory_sqlite_is_one_database() {
         let db = Db::connect(url).await.expect("open in memory");
         assert_eq!(
             db.migrate().await.expect("migrate"),
-            vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+            vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
             "{url}"
         );
         let readers: Vec<_> = (0..8)
@@ -1105,4 +1105,126 @@ async fn postgres_attributes_follow_reports() {
 #[tokio::test]
 async fn mysql_attributes_follow_reports() {
     attributes_follow_reports(&support::mysql().await).await;
+}
+
+/// Cyborg's control path rows (migration 11): one per device, written by the database
+/// when the device's first deployable is stored, with `cpid_info` in the text Cyborg's
+/// drivers write (`pci_str_to_json`: keys sorted, Python's separators); every handle
+/// of the device points at it, new ones included; it goes with its device. A device
+/// whose control path is not a PCI address gets none (Cyborg has only `PCI`).
+async fn control_paths_are_cyborgs(db: &Db) {
+    let cyborg_text = |domain: &str, bus: &str, device: &str, function: &str| {
+        format!(
+            "{{\"bus\": \"{bus}\", \"device\": \"{device}\", \"domain\": \"{domain}\", \"function\": \"{function}\"}}"
+        )
+    };
+    db.report(
+        "h1",
+        &[
+            device("0000:3b:00.0", "FPGA", 2),
+            nic(&[1, 2]),
+            device("slot-7", "GPU", 1),
+        ],
+    )
+    .await
+    .expect("report");
+    let devices = db.devices(&ListFilter::default()).await.expect("devices");
+    let deployables = db
+        .deployables(&ListFilter::default())
+        .await
+        .expect("deployables");
+    let device_of = |cp: &str| {
+        deployables
+            .iter()
+            .find(|d| d.control_path_id == cp)
+            .map(|d| d.device_id)
+            .expect("device")
+    };
+    let (fpga, card, odd) = (
+        device_of("0000:3b:00.0"),
+        device_of("0000:5e:00.0"),
+        device_of("slot-7"),
+    );
+    assert_eq!(devices.len(), 3);
+    let paths = db.control_paths(Some("h1")).await.expect("control paths");
+    let info: BTreeMap<i64, (&str, &str)> = paths
+        .iter()
+        .map(|c| (c.device_id, (c.cpid_type.as_str(), c.cpid_info.as_str())))
+        .collect();
+    assert_eq!(
+        info,
+        BTreeMap::from([
+            (fpga, ("PCI", cyborg_text("0000", "3b", "00", "0").as_str())),
+            (card, ("PCI", cyborg_text("0000", "5e", "00", "0").as_str())),
+        ])
+    );
+    for c in &paths {
+        uuid::Uuid::parse_str(&c.uuid).expect("a UUID");
+    }
+    let path_of = |device: i64| paths.iter().find(|c| c.device_id == device).map(|c| c.id);
+    let dep_device: BTreeMap<i64, i64> = deployables.iter().map(|d| (d.id, d.device_id)).collect();
+    let check_handles = |handles: &[accel_conductor::db::AttachHandleRow]| {
+        for h in handles {
+            assert_eq!(
+                h.cpid_id,
+                path_of(dep_device[&h.deployable_id]),
+                "handle {} of deployable {}",
+                h.uuid,
+                h.deployable_id
+            );
+        }
+    };
+    let handles = db.attach_handles(Some("h1")).await.expect("handles");
+    assert_eq!(handles.len(), 5);
+    check_handles(&handles);
+    assert_eq!(
+        handles.iter().filter(|h| h.cpid_id.is_none()).count(),
+        1,
+        "only the GPU's handle has no control path"
+    );
+    assert_eq!(path_of(odd), None);
+
+    // The NIC gains a virtual function and the FPGA goes: the new VF's handle points at
+    // the NIC's control path, which keeps its UUID; the FPGA's goes with it.
+    let before = paths.clone();
+    db.report("h1", &[nic(&[1, 2, 3]), device("slot-7", "GPU", 1)])
+        .await
+        .expect("report");
+    let after = db.control_paths(Some("h1")).await.expect("control paths");
+    assert_eq!(
+        after,
+        before
+            .into_iter()
+            .filter(|c| c.device_id != fpga)
+            .collect::<Vec<_>>()
+    );
+    let deployables = db
+        .deployables(&ListFilter::default())
+        .await
+        .expect("deployables");
+    let dep_device: BTreeMap<i64, i64> = deployables.iter().map(|d| (d.id, d.device_id)).collect();
+    let handles = db.attach_handles(Some("h1")).await.expect("handles");
+    assert_eq!(handles.len(), 4);
+    for h in &handles {
+        let device = dep_device[&h.deployable_id];
+        assert_eq!(h.cpid_id, (device == card).then(|| after[0].id));
+    }
+    db.report("h1", &[]).await.expect("report");
+    assert!(db.control_paths(None).await.expect("paths").is_empty());
+}
+
+#[tokio::test]
+async fn sqlite_control_paths_are_cyborgs() {
+    let (db, _dir) = support::sqlite().await;
+    control_paths_are_cyborgs(&db).await;
+}
+
+#[tokio::test]
+async fn postgres_control_paths_are_cyborgs() {
+    control_paths_are_cyborgs(&support::postgres().await).await;
+}
+
+#[tokio::test]
+async fn mysql_control_paths_are_cyborgs() {
+    control_paths_are_cyborgs(&support::mysql().await).await;
 }

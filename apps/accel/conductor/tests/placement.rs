@@ -305,13 +305,26 @@ async fn each_deployable_of_a_device_is_its_own_provider() {
     let (host, root) = compute_node(&placement, "placement-vfs").await;
     let nic = |vfs: &[u8]| accel_conductor::testing::reported_nic(&host, vfs);
     db.report(&host, &[nic(&[1, 2])]).await.expect("report");
+    let (vf1_name, vf2_name) = (format!("{host}_nic_vf1"), format!("{host}_nic_vf2"));
+    // Cyborg's `rp_uuid` column is null until Placement has the provider.
+    assert_eq!(
+        stored_providers(&db).await,
+        [(vf1_name.clone(), None), (vf2_name.clone(), None)]
+    );
     let mut synced = BTreeMap::new();
     assert_eq!(
         reconcile(&db, &placement, &mut synced).await.expect("pass"),
         (1, 0)
     );
-    let vf1 = rp_uuid(&format!("{host}_nic_vf1"));
-    let vf2 = rp_uuid(&format!("{host}_nic_vf2"));
+    let vf1 = rp_uuid(&vf1_name);
+    let vf2 = rp_uuid(&vf2_name);
+    assert_eq!(
+        stored_providers(&db).await,
+        [
+            (vf1_name, Some(vf1.clone())),
+            (vf2_name.clone(), Some(vf2.clone()))
+        ]
+    );
     for (rp, net) in [(&vf1, "CUSTOM_PHYSNET_NET1"), (&vf2, "CUSTOM_PHYSNET_NET2")] {
         let (status, provider) = call(
             &placement,
@@ -355,7 +368,16 @@ async fn each_deployable_of_a_device_is_its_own_provider() {
     );
     assert_eq!(provider_status(&placement, &vf1).await, 404);
     assert_eq!(provider_status(&placement, &vf2).await, 200);
+    assert_eq!(stored_providers(&db).await, [(vf2_name, Some(vf2.clone()))]);
     delete_providers(&placement, &[&vf2, &root]).await;
+}
+
+/// Every deployable's name and stored `rp_uuid` (Cyborg's column), by name.
+async fn stored_providers(db: &Db) -> Vec<(String, Option<String>)> {
+    sqlx::query_as("SELECT name, rp_uuid FROM deployables ORDER BY name")
+        .fetch_all(db.pool())
+        .await
+        .expect("deployables")
 }
 
 /// A host whose devices went while no conductor ran: the fleet record still knows it,

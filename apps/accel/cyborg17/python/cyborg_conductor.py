@@ -203,6 +203,7 @@ def dump(args):
     ctx = context.get_admin_context()
     handles_by_id = {}
     devices = []
+    cpid_uuids = {c.id: c.uuid for c in ControlpathID.list(ctx)}
     for device in Device.list(ctx):
         cpid = ControlpathID.get_by_device_id(ctx, device.id)
         deployables = []
@@ -216,6 +217,7 @@ def dump(args):
                         "attach_type": h.attach_type,
                         "attach_info": h.attach_info,
                         "in_use": h.in_use,
+                        "cpid_uuid": cpid_uuids.get(h.cpid_id),
                     }
                 )
             deployables.append(
@@ -243,6 +245,7 @@ def dump(args):
                 "vendor_board_info": device.vendor_board_info,
                 "status": device.status,
                 "cpid_info": cpid.cpid_info if cpid is not None else None,
+                "cpid_uuid": cpid.uuid if cpid is not None else None,
                 "deployables": deployables,
             }
         )

@@ -289,7 +289,7 @@ async fn downgrade_window(url: &str, t: Arc<dyn Transport>) {
     let new = accel_conductor::Db::connect(url).await.expect("N+1 opens");
     assert_eq!(
         new.migrate().await.expect("N+1 migrates"),
-        vec![2, 3, 4, 5, 6, 7, 8, 9, 10]
+        vec![2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
     );
     assert_eq!(
         new.profile("kept").await.expect("survived").uuid,
@@ -308,7 +308,7 @@ async fn downgrade_window(url: &str, t: Arc<dyn Transport>) {
             .expect("migrations")
             .into_iter()
             .collect::<Vec<_>>(),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
         "release N leaves N+1's migration in place"
     );
     assert_eq!(
@@ -316,7 +316,7 @@ async fn downgrade_window(url: &str, t: Arc<dyn Transport>) {
             .await
             .expect("allowed")
             .newer,
-        [2, 3, 4, 5, 6, 7, 8, 9, 10]
+        [2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
     );
     let agent = n_agent(dir.path(), 1, t.clone()).await;
     assert_eq!(agent.report_now().await.expect("report"), HOST1_DEVICES);
@@ -329,6 +329,8 @@ async fn downgrade_window(url: &str, t: Arc<dyn Transport>) {
             .all(|h| h.revision == 0 && h.cleanup_state.is_none() && !h.in_use),
         "{handles:?}"
     );
+    // ... and N+1's triggers gave them Cyborg's control paths (migration 11).
+    each_device_has_its_control_path(&new, "host1").await;
     let ctx = RequestContext::new("req-window");
     let client = n_client(t.clone());
     let (arq, bound) = n_create_and_bind(&client, &ctx).await;
@@ -460,6 +462,8 @@ async fn migrating_keeps_release_ns_rows(url: &str, t: Arc<dyn Transport>) {
     assert!(handles
         .iter()
         .all(|h| after.iter().any(|d| d.0 == h.deployable_id)));
+    // Migration 11 gave release N's devices Cyborg's control paths, and their handles.
+    each_device_has_its_control_path(&new, "host1").await;
     let bound = new.arq(&arq).await.expect("the request");
     assert_eq!(bound.state, accel_conductor::ArqState::Bound);
     let held = bound.attach_handle_uuid.clone().expect("its handle");
@@ -491,7 +495,49 @@ async fn migrating_keeps_release_ns_rows(url: &str, t: Arc<dyn Transport>) {
     .await
     .expect("count");
     assert_eq!(orphans, 0, "a deleted device's handles went with it");
+    each_device_has_its_control_path(&new, "host1").await;
     new.close().await;
+}
+
+/// Every device of `host` has one `PCI` control path whose `cpid_info` is its address
+/// in Cyborg's text, and each of its handles points at it; no other path exists.
+async fn each_device_has_its_control_path(db: &accel_conductor::Db, host: &str) {
+    let all = accel_conductor::db::ListFilter::default();
+    let deployables = db.deployables(&all).await.expect("deployables");
+    let paths = db.control_paths(Some(host)).await.expect("control paths");
+    let devices = db.devices(&all).await.expect("devices");
+    assert_eq!(paths.len(), devices.len(), "{paths:?}");
+    for d in &devices {
+        let address = deployables
+            .iter()
+            .find(|dep| dep.device_id == d.id)
+            .map(|dep| dep.control_path_id.clone())
+            .expect("a deployable");
+        let (domain, rest) = address.split_once(':').expect("PCI");
+        let (bus, rest) = rest.split_once(':').expect("PCI");
+        let (slot, function) = rest.split_once('.').expect("PCI");
+        let path = paths
+            .iter()
+            .find(|c| c.device_id == d.id)
+            .expect("the device's control path");
+        assert_eq!(path.cpid_type, "PCI");
+        assert_eq!(
+            path.cpid_info,
+            format!(
+                "{{\"bus\": \"{bus}\", \"device\": \"{slot}\", \"domain\": \"{domain}\", \"function\": \"{function}\"}}"
+            )
+        );
+        let of_device: Vec<i64> = deployables
+            .iter()
+            .filter(|dep| dep.device_id == d.id)
+            .map(|dep| dep.id)
+            .collect();
+        for h in db.attach_handles(Some(host)).await.expect("handles") {
+            if of_device.contains(&h.deployable_id) {
+                assert_eq!(h.cpid_id, Some(path.id), "handle {}", h.uuid);
+            }
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -526,19 +572,20 @@ async fn refuses_a_database_created_by_n_plus_1(url: &str) {
     let new = accel_conductor::Db::connect(url).await.expect("N+1 opens");
     assert_eq!(
         new.migrate().await.expect("N+1 migrates"),
-        vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+        vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
     );
     new.close().await;
     let err = conductor::start(url, memory())
         .await
         .expect_err("no record, newer schema");
     assert!(
-        matches!(&err, StartError::SchemaNewer { newer, known: 1, .. } if newer == &[2, 3, 4, 5, 6, 7, 8, 9, 10]),
+        matches!(&err, StartError::SchemaNewer { newer, known: 1, .. } if newer == &[2, 3, 4, 5, 6, 7, 8, 9, 10, 11]),
         "{err:?}"
     );
     let text = err.to_string();
     assert!(
-        text.contains("[2, 3, 4, 5, 6, 7, 8, 9, 10]") && text.contains("no accel version record"),
+        text.contains("[2, 3, 4, 5, 6, 7, 8, 9, 10, 11]")
+            && text.contains("no accel version record"),
         "{text}"
     );
     assert!(!text.contains(":verso@"), "password masked: {text}");

@@ -329,11 +329,12 @@ fn device(row: &DeviceRow, state: DeviceState) -> Result<Device, CallError> {
     Ok(obj)
 }
 
-/// One stored handle as Cyborg's `AttachHandle`. `cpid_id` is the device's id: accel
-/// keeps a device's control path (its PCI address) in the device's own row, one per
-/// device as Cyborg has one `ControlpathID` per device, so an agent finds a `Device`'s
-/// handles (and through their attach info, its functions) by it. The times (not in the
-/// host's handle query) are left unset.
+/// One stored handle as Cyborg's `AttachHandle`. `cpid_id` is sent as the device's id,
+/// not the handle's stored `controlpath_ids` row (migration 11): the seed spec's classes
+/// give an agent no way from a control path to its device (no `ControlpathID` list, no
+/// deployable on a handle's device), and there is one control path per device, so the
+/// agent finds a `Device`'s handles (and through their attach info, its functions) by
+/// it. The times (not in the host's handle query) are left unset.
 fn handle(h: &HostHandle) -> Result<AttachHandle, CallError> {
     let corrupt = |field: &str, value: &str| corrupt_record("attach handle", &h.uuid, field, value);
     let mut obj = AttachHandle {

@@ -59,8 +59,20 @@ pub(super) struct PlannedDevice {
     pub(super) maintaining: bool,
     pub(super) created_at: String,
     pub(super) updated_at: String,
+    /// Its control path, Cyborg's row as it is (UUID, type, `cpid_info` text, times).
+    pub(super) control_path: PlannedControlPath,
     /// Its deployables, a root one (no parent) first, then by Cyborg's id.
     pub(super) deployables: Vec<PlannedDeployable>,
+}
+
+/// A device's `controlpath_ids` row, kept as Cyborg wrote it.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct PlannedControlPath {
+    pub(super) uuid: String,
+    pub(super) cpid_type: String,
+    pub(super) cpid_info: String,
+    pub(super) created_at: String,
+    pub(super) updated_at: String,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -70,6 +82,10 @@ pub(super) struct PlannedDeployable {
     pub(super) control_path_id: String,
     pub(super) num_accelerators: i64,
     pub(super) driver_name: Option<String>,
+    /// Cyborg's stored provider (null until Cyborg had made it); accel's reconciler
+    /// writes its own once Placement has the provider.
+    pub(super) rp_uuid: Option<String>,
+    pub(super) bitstream_id: Option<String>,
     pub(super) created_at: String,
     pub(super) updated_at: String,
     pub(super) handles: Vec<PlannedHandle>,
@@ -217,6 +233,8 @@ fn plan_deployable(
         control_path_id: control_path_id.to_owned(),
         num_accelerators: dep.num_accelerators,
         driver_name: dep.driver_name.clone(),
+        rp_uuid: dep.rp_uuid.clone(),
+        bitstream_id: dep.bitstream_id.clone(),
         created_at,
         updated_at,
         handles: planned_handles,
@@ -295,6 +313,19 @@ pub(super) fn plan(source: Source) -> Result<Plan, ImportError> {
                 ),
             )
         })?;
+        let (cp_created_at, cp_updated_at) = times(
+            "controlpath_ids",
+            &cp.uuid,
+            cp.created_at.as_deref(),
+            cp.updated_at.as_deref(),
+        )?;
+        let control_path = PlannedControlPath {
+            uuid: cp.uuid.clone(),
+            cpid_type: cp.cpid_type.clone(),
+            cpid_info: cp.cpid_info.clone(),
+            created_at: cp_created_at,
+            updated_at: cp_updated_at,
+        };
         let (created_at, updated_at) = times(
             "devices",
             &d.uuid,
@@ -316,6 +347,8 @@ pub(super) fn plan(source: Source) -> Result<Plan, ImportError> {
                 control_path_id: control_path_id.clone(),
                 num_accelerators: 0,
                 driver_name: None,
+                rp_uuid: None,
+                bitstream_id: None,
                 created_at: created_at.clone(),
                 updated_at: updated_at.clone(),
                 handles: Vec::new(),
@@ -354,6 +387,7 @@ pub(super) fn plan(source: Source) -> Result<Plan, ImportError> {
             maintaining,
             created_at,
             updated_at,
+            control_path,
             deployables,
         });
     }

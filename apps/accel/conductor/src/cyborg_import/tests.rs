@@ -34,6 +34,7 @@ fn deployable(id: i64, device_id: i64, name: &str, parent: Option<i64>) -> CyDep
         device_id,
         rp_uuid: Some(rp_uuid(name)),
         driver_name: Some("fake".into()),
+        bitstream_id: None,
         created_at: None,
         updated_at: None,
     }
@@ -103,6 +104,8 @@ fn one_device() -> Source {
             uuid: "cp-1".into(),
             cpid_type: "PCI".into(),
             cpid_info: CPID.into(),
+            created_at: None,
+            updated_at: None,
         }],
         deployables: vec![deployable(10, 1, "h1_dev", None)],
         handles: vec![handle(100, 10, 1, false), handle(101, 10, 2, false)],

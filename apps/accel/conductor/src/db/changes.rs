@@ -68,6 +68,33 @@ impl Db {
         Ok(())
     }
 
+    /// Records the providers Placement now holds for `host`'s deployables, each as
+    /// `(deployable name, provider UUID)`, in the deployables' `rp_uuid` (Cyborg's
+    /// column, which Cyborg's conductor writes once it made the provider; migration 11).
+    /// Only rows that differ are written, so a host synced again with the same providers
+    /// writes nothing; no trigger watches `rp_uuid`, so this marks nothing changed.
+    pub async fn record_providers(
+        &self,
+        host: &str,
+        providers: &[(&str, &str)],
+    ) -> Result<(), DbError> {
+        let mut tx = self.pool.begin().await?;
+        for (name, uuid) in providers {
+            sqlx::query(&self.backend.sql(
+                "UPDATE deployables SET rp_uuid = $1 \
+                 WHERE hostname = $2 AND name = $3 AND (rp_uuid IS NULL OR rp_uuid <> $4)",
+            ))
+            .bind(*uuid)
+            .bind(host)
+            .bind(*name)
+            .bind(*uuid)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
     /// Marks `host` as changed, as the triggers do: the reconciler's way to have a host
     /// it could not sync tried again by the next pass.
     pub async fn mark_placement_changed(&self, host: &str) -> Result<(), DbError> {

@@ -3,7 +3,7 @@
 
 use super::sql::Sql;
 use super::{now, rp_uuid, shown};
-use super::{AttachHandleRow, Db, DbError, DeployableRow, DeviceRow, ListFilter};
+use super::{AttachHandleRow, ControlPathRow, Db, DbError, DeployableRow, DeviceRow, ListFilter};
 use super::{DEPLOYABLE_COLUMNS, DEVICE_COLUMNS};
 use std::collections::BTreeMap;
 
@@ -119,14 +119,28 @@ impl Db {
     ) -> Result<Vec<AttachHandleRow>, DbError> {
         let mut sql = Sql::new(
             self.backend,
-            "SELECT h.id, h.uuid, h.deployable_id, h.in_use, h.attach_type, h.attach_info \
-             FROM attach_handles h JOIN deployables d ON h.deployable_id = d.id",
+            "SELECT h.id, h.uuid, h.deployable_id, h.cpid_id, h.in_use, h.attach_type, \
+             h.attach_info FROM attach_handles h JOIN deployables d ON h.deployable_id = d.id",
         );
         if let Some(host) = host.filter(|h| !h.is_empty()) {
             sql.push(" WHERE d.hostname = ").bind(host.to_owned());
         }
         sql.push(" ORDER BY h.id");
         sql.fetch_all("attach_handles", &self.pool).await
+    }
+
+    /// The control paths of the devices of `host` (every host's if `None`), by id.
+    pub async fn control_paths(&self, host: Option<&str>) -> Result<Vec<ControlPathRow>, DbError> {
+        let mut sql = Sql::new(
+            self.backend,
+            "SELECT c.id, c.uuid, c.device_id, c.cpid_type, c.cpid_info \
+             FROM controlpath_ids c JOIN devices v ON c.device_id = v.id",
+        );
+        if let Some(host) = host.filter(|h| !h.is_empty()) {
+            sql.push(" WHERE v.hostname = ").bind(host.to_owned());
+        }
+        sql.push(" ORDER BY c.id");
+        sql.fetch_all("controlpath_ids", &self.pool).await
     }
 
     /// Takes a device out of service or puts it back (Cyborg's disable and enable):

@@ -48,9 +48,9 @@ pub(crate) use leases::now_ms;
 pub use arqs::Release;
 pub use changes::ChangeMarks;
 pub use rows::{
-    rp_uuid, ArqRow, AttachHandleRow, AttributeRow, DeployableReport, DeployableRow,
-    DeviceProfileRow, DeviceRow, DeviceStatus, ListFilter, ReportOutcome, ReportedDeployable,
-    ReportedDevice, UnknownDeviceStatus,
+    rp_uuid, ArqRow, AttachHandleRow, AttributeRow, ControlPathRow, DeployableReport,
+    DeployableRow, DeviceProfileRow, DeviceRow, DeviceStatus, ListFilter, ReportOutcome,
+    ReportedDeployable, ReportedDevice, UnknownDeviceStatus,
 };
 pub(crate) use rows::{text_compatible, text_of, IntFlag, ParsedOption};
 
@@ -187,6 +187,18 @@ pub enum DbError {
         column: String,
         /// Why it does not parse.
         why: String,
+    },
+    /// The database is OpenStack Cyborg's (it has alembic's `alembic_version`):
+    /// accel's migrations would fail on its tables half-way, so none is applied.
+    #[error(
+        "this is an OpenStack Cyborg database (alembic revision {revision}), which accel does \
+         not migrate in place: make an empty database for accel and take Cyborg's rows over \
+         with `accel db import-cyborg --from <this database's URL>` (operator guide, \
+         \"Taking over Cyborg's database\")"
+    )]
+    CyborgDatabase {
+        /// Cyborg's schema revision (`b47c8f2d1e3a` for Cyborg 17).
+        revision: String,
     },
     /// Input the database refuses.
     #[error("invalid {what}: {why}")]
@@ -569,7 +581,19 @@ impl Db {
     /// references). sqlx runs each migration in a transaction, where the pragma cannot
     /// change, so it is set before. Every reference is checked afterwards
     /// (`PRAGMA foreign_key_check`) before foreign keys are turned back on.
+    ///
+    /// A database of OpenStack Cyborg's is refused ([`DbError::CyborgDatabase`]) before
+    /// anything is written.
     pub async fn migrate(&self) -> Result<Vec<i64>, DbError> {
+        if self.table_exists("alembic_version").await? {
+            let revision: Option<String> =
+                sqlx::query_scalar("SELECT version_num FROM alembic_version")
+                    .fetch_optional(&self.pool)
+                    .await?;
+            return Err(DbError::CyborgDatabase {
+                revision: revision.unwrap_or_else(|| "none".into()),
+            });
+        }
         let pending = self.pending_migrations().await?;
         match self.backend {
             Backend::Postgres | Backend::Mysql => self.migrator().run(&self.pool).await?,
@@ -621,26 +645,32 @@ impl Db {
             .collect())
     }
 
-    /// Migrations applied to the database (by any build).
-    pub async fn applied_migrations(&self) -> Result<BTreeSet<i64>, DbError> {
-        let table = match self.backend {
+    /// Whether the database has a table `name` (in the connection's schema).
+    async fn table_exists(&self, name: &str) -> Result<bool, DbError> {
+        let sql = match self.backend {
             Backend::Sqlite => {
-                "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'"
+                "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = $1"
             }
             Backend::Postgres => {
-                "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_name = '_sqlx_migrations' AND table_schema = current_schema()"
+                "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_name = $1 AND table_schema = current_schema()"
             }
             Backend::Mysql => {
-                "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_name = '_sqlx_migrations' AND table_schema = DATABASE()"
+                "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_name = $1 AND table_schema = DATABASE()"
             }
         };
+        let n: i64 = sqlx::query_scalar(&self.backend.sql(sql))
+            .bind(name)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(n > 0)
+    }
+
+    /// Migrations applied to the database (by any build).
+    pub async fn applied_migrations(&self) -> Result<BTreeSet<i64>, DbError> {
         // sqlx's `Migrate` reads its table but fails when there is none, and creating it
         // (`ensure_migrations_table`) is a write: `accel api` and `accel upgrade check`
         // ask on databases they must not change. So whether it exists is asked first.
-        let n: i64 = sqlx::query_scalar(&self.backend.sql(table))
-            .fetch_one(&self.pool)
-            .await?;
-        if n == 0 {
+        if !self.table_exists("_sqlx_migrations").await? {
             return Ok(BTreeSet::new());
         }
         let mut conn = self.pool.acquire().await?;

@@ -264,6 +264,10 @@ pub struct AttachHandleRow {
     pub uuid: String,
     /// Its deployable.
     pub deployable_id: i64,
+    /// Its device's control path ([`ControlPathRow::id`], Cyborg's
+    /// `AttachHandle.cpid_id`); `None` for a device whose control path is not a PCI
+    /// address.
+    pub cpid_id: Option<i64>,
     /// Taken by a request.
     #[sqlx(try_from = "IntFlag")]
     pub in_use: bool,
@@ -271,6 +275,24 @@ pub struct AttachHandleRow {
     pub attach_type: String,
     /// JSON text (the PCI address).
     pub attach_info: String,
+}
+
+/// A device's control path, Cyborg's `controlpath_ids` row (migration 11): written by
+/// the database's triggers when a device's first deployable is stored (or kept from
+/// Cyborg's database by `accel db import-cyborg`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+pub struct ControlPathRow {
+    /// Primary key.
+    pub id: i64,
+    /// UUID.
+    pub uuid: String,
+    /// Its device.
+    pub device_id: i64,
+    /// `PCI`.
+    pub cpid_type: String,
+    /// The PCI address as the JSON text Cyborg's drivers write
+    /// (`{"bus": "3b", "device": "00", "domain": "0000", "function": "0"}`).
+    pub cpid_info: String,
 }
 
 /// A device profile row.
