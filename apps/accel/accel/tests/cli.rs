@@ -158,7 +158,7 @@ fn db_sync_and_upgrade_check_say_what_to_do() {
         .expect("runs");
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout)
-        .contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]"));
+        .contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]"));
     check(0, "no component version recorded yet");
     // An unreachable database is a failure; no password form is printed.
     let out = accel()

@@ -103,7 +103,7 @@ fn the_rolling_upgrade_passes_on_the_embedded_defaults() {
     );
     assert_eq!(
         check(&report, "migrations applied")["evidence"],
-        "[2, 3, 4, 5, 6, 7, 8, 9, 10, 11]"
+        "[2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]"
     );
     assert_eq!(
         check(&report, "finalization refused; the blocker")["evidence"],

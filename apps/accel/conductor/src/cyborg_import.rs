@@ -21,7 +21,7 @@
 //! - Cyborg's device `status` (`enabled`/`maintaining`) becomes accel's `maintaining`
 //!   flag; its `device_state` is not kept (accel derives it from the handles);
 //! - a profile's `profile_json` becomes its groups, checked as accel checks a new
-//!   profile ([`crate::groups::normalize`]);
+//!   profile ([`crate::groups::normalize`]), and is kept as Cyborg wrote it;
 //! - a request's `device_profile_id` becomes its profile's name, its attach handle id
 //!   the imported handle's;
 //! - times (Cyborg's UTC `DATETIME`s) become accel's RFC 3339 text.
@@ -687,11 +687,12 @@ async fn write(tx: &mut sqlx::Transaction<'_, sqlx::Any>, plan: &Plan) -> Result
     }
     for p in &plan.profiles {
         sqlx::query(
-            &Backend::of(tx).sql("INSERT INTO device_profiles (uuid, name, \"groups\", description, created_at) VALUES ($1, $2, $3, $4, $5)"),
+            &Backend::of(tx).sql("INSERT INTO device_profiles (uuid, name, \"groups\", profile_json, description, created_at) VALUES ($1, $2, $3, $4, $5, $6)"),
         )
         .bind(&p.uuid)
         .bind(&p.name)
         .bind(&p.groups)
+        .bind(&p.profile_json)
         .bind(&p.description)
         .bind(&p.created_at)
         .execute(&mut **tx)

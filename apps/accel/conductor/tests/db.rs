@@ -5,7 +5,7 @@
 
 use accel_conductor::testing as support;
 
-use accel_conductor::db::{rp_uuid, DeviceStatus, ListFilter, ReportedDevice};
+use accel_conductor::db::{rp_uuid, Backend, DeviceStatus, ListFilter, ReportedDevice};
 use accel_conductor::{ArqState, Db, DbError};
 use std::collections::BTreeMap;
 
@@ -580,11 +580,11 @@ async fn migrations_are_reported_and_applied_once() {
         .expect("open");
     assert_eq!(
         db.pending_migrations().await.expect("pending"),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
     );
     assert_eq!(
         db.migrate().await.expect("migrate"),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
     );
     assert!(db.pending_migrations().await.expect("pending").is_empty());
     assert!(db.migrate().await.expect("again").is_empty());
@@ -777,7 +777,7 @@ async fn in_memory_sqlite_is_one_database() {
         let db = Db::connect(url).await.expect("open in memory");
         assert_eq!(
             db.migrate().await.expect("migrate"),
-            vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
+            vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13],
             "{url}"
         );
         let readers: Vec<_> = (0..8)
@@ -1227,4 +1227,92 @@ async fn postgres_control_paths_are_cyborgs() {
 #[tokio::test]
 async fn mysql_control_paths_are_cyborgs() {
     control_paths_are_cyborgs(&support::mysql().await).await;
+}
+
+/// A profile's stored `profile_json` (Cyborg's column, migration 12), parsed.
+async fn stored_profile_json(db: &Db, name: &str) -> serde_json::Value {
+    // MySQL's TEXT reaches the Any driver as bytes; a VARCHAR cast reads as text.
+    let column = match db.backend() {
+        Backend::Mysql => "CAST(profile_json AS CHAR(4096))",
+        Backend::Sqlite | Backend::Postgres => "profile_json",
+    };
+    let text: String = sqlx::query_scalar(&db.backend().sql(&format!(
+        "SELECT {column} FROM device_profiles WHERE name = $1"
+    )))
+    .bind(name)
+    .fetch_one(db.pool())
+    .await
+    .expect("profile_json");
+    serde_json::from_str(&text).expect("JSON")
+}
+
+/// Device profiles in both forms (migration 12): accel's writes get Cyborg's
+/// `profile_json` (`{"groups": [...]}`), a Cyborg writer's insert of `profile_json`
+/// alone gets accel's groups, and a row with neither is refused.
+async fn profiles_have_cyborgs_form(db: &Db) {
+    let groups = vec![
+        BTreeMap::from([
+            ("resources:FPGA".to_owned(), "1".to_owned()),
+            ("trait:CUSTOM_FPGA_XILINX".to_owned(), "required".to_owned()),
+        ]),
+        BTreeMap::from([("resources:PGPU".to_owned(), "2".to_owned())]),
+    ];
+    db.create_profile("two", groups.clone(), Some("two groups".to_owned()))
+        .await
+        .expect("profile");
+    assert_eq!(
+        stored_profile_json(db, "two").await,
+        serde_json::json!({ "groups": groups })
+    );
+    // As Cyborg 17's `DeviceProfile.create` writes one (`jsonutils.dumps`).
+    sqlx::query(&db.backend().sql(
+        "INSERT INTO device_profiles (uuid, name, profile_json, description, created_at) \
+         VALUES ($1, $2, $3, $4, $5)",
+    ))
+    .bind(uuid::Uuid::new_v4().to_string())
+    .bind("from-cyborg")
+    .bind(r#"{"groups": [{"resources:FPGA": "1", "trait:CUSTOM_FPGA_INTEL": "required"}]}"#)
+    .bind("written by Cyborg")
+    .bind("2026-12-06T06:00:00Z")
+    .execute(db.pool())
+    .await
+    .expect("Cyborg's insert");
+    let cyborgs = db.profile("from-cyborg").await.expect("read by accel");
+    assert_eq!(
+        cyborgs.groups,
+        [BTreeMap::from([
+            ("resources:FPGA".to_owned(), "1".to_owned()),
+            ("trait:CUSTOM_FPGA_INTEL".to_owned(), "required".to_owned()),
+        ])]
+    );
+    let neither = sqlx::query(&db.backend().sql(
+        "INSERT INTO device_profiles (uuid, name, description, created_at) VALUES ($1, $2, $3, $4)",
+    ))
+    .bind(uuid::Uuid::new_v4().to_string())
+    .bind("empty")
+    .bind("no groups in either form")
+    .bind("2026-12-06T06:00:00Z")
+    .execute(db.pool())
+    .await;
+    assert!(neither.is_err(), "a profile without groups was stored");
+    assert!(matches!(
+        db.profile("empty").await,
+        Err(DbError::NotFound { .. })
+    ));
+}
+
+#[tokio::test]
+async fn sqlite_profiles_have_cyborgs_form() {
+    let (db, _dir) = support::sqlite().await;
+    profiles_have_cyborgs_form(&db).await;
+}
+
+#[tokio::test]
+async fn postgres_profiles_have_cyborgs_form() {
+    profiles_have_cyborgs_form(&support::postgres().await).await;
+}
+
+#[tokio::test]
+async fn mysql_profiles_have_cyborgs_form() {
+    profiles_have_cyborgs_form(&support::mysql().await).await;
 }

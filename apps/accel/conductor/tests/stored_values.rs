@@ -307,7 +307,7 @@ async fn asking_for_pending_migrations_writes_nothing(url: &str) {
     let db = Db::connect(url).await.expect("open");
     assert_eq!(
         db.pending_migrations().await.expect("pending"),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
     );
     let schema = match db.backend() {
         accel_conductor::db::Backend::Mysql => "DATABASE()",
@@ -322,7 +322,7 @@ async fn asking_for_pending_migrations_writes_nothing(url: &str) {
     assert_eq!(tables, 0);
     assert_eq!(
         db.migrate().await.expect("migrate"),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
     );
     assert!(db.pending_migrations().await.expect("pending").is_empty());
 }

@@ -35,6 +35,13 @@
         {devices, profiles, arqs}, each list sorted by UUID. Devices carry their
         control path and deployables (with attributes and attach handles); requests
         carry their profile's name and the UUID of their attach handle.
+
+    read --config FILE
+        What Cyborg's own objects read of the tables accel's schema shares with Cyborg's
+        (accel's database, migrations 11 to 13): one JSON line {control_paths,
+        deployables, handles, profiles, arqs}, each sorted by UUID, rows named by UUID where
+        Cyborg refers to them by id (a handle's deployable and control path, a
+        deployable's attributes by key). Times are left out.
 """
 
 import argparse
@@ -283,6 +290,98 @@ def dump(args):
     print(json.dumps(out), flush=True)
 
 
+def read(args):
+    setup(args.config)
+    ctx = context.get_admin_context()
+    by_uuid = lambda x: x["uuid"]  # noqa: E731
+    paths = ControlpathID.list(ctx)
+    path_uuids = {c.id: c.uuid for c in paths}
+    deployables = Deployable.list(ctx)
+    dep_uuids = {d.id: d.uuid for d in deployables}
+    out = {
+        "control_paths": sorted(
+            (
+                {
+                    "uuid": c.uuid,
+                    "device_id": c.device_id,
+                    "cpid_type": c.cpid_type,
+                    "cpid_info": c.cpid_info,
+                }
+                for c in paths
+            ),
+            key=by_uuid,
+        ),
+        "deployables": sorted(
+            (
+                {
+                    "uuid": d.uuid,
+                    "name": d.name,
+                    "device_id": d.device_id,
+                    "num_accelerators": d.num_accelerators,
+                    "driver_name": d.driver_name,
+                    "rp_uuid": d.rp_uuid,
+                    "parent_id": d.parent_id,
+                    "root_id": d.root_id,
+                    "bitstream_id": d.bitstream_id,
+                    "attributes": {
+                        a.key: a.value
+                        for a in Attribute.get_by_deployable_id(ctx, d.id)
+                    },
+                }
+                for d in deployables
+            ),
+            key=by_uuid,
+        ),
+        "handles": sorted(
+            (
+                {
+                    "uuid": h.uuid,
+                    "deployable_uuid": dep_uuids.get(h.deployable_id),
+                    "cpid_uuid": path_uuids.get(h.cpid_id),
+                    "in_use": h.in_use,
+                    "attach_type": h.attach_type,
+                    "attach_info": h.attach_info,
+                }
+                for h in AttachHandle.list(ctx)
+            ),
+            key=by_uuid,
+        ),
+        "profiles": sorted(
+            (
+                {
+                    "uuid": p.uuid,
+                    "name": p.name,
+                    "groups": p.groups,
+                    "description": p.description,
+                }
+                for p in objects.DeviceProfile.list(ctx)
+            ),
+            key=by_uuid,
+        ),
+        "arqs": sorted(
+            (
+                {
+                    "uuid": e.arq.uuid,
+                    "state": e.arq.state,
+                    "device_profile_name": e.arq.device_profile_name,
+                    "device_profile_group_id": e.arq.device_profile_group_id,
+                    "device_profile_group": e.device_profile_group,
+                    "hostname": e.arq.hostname,
+                    "device_rp_uuid": e.arq.device_rp_uuid,
+                    "instance_uuid": e.arq.instance_uuid,
+                    "project_id": e.arq.project_id,
+                    "attach_handle_uuid": e.arq.attach_handle_uuid,
+                    "substate": e.substate,
+                    "deployable_uuid": e.deployable_uuid,
+                }
+                for e in objects.ExtARQ.list(ctx)
+            ),
+            key=by_uuid,
+        ),
+    }
+    print(json.dumps(out), flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="mode", required=True)
@@ -296,8 +395,16 @@ def main():
     p.add_argument("--host", required=True, action="append")
     p = sub.add_parser("dump")
     p.add_argument("--config", required=True)
+    p = sub.add_parser("read")
+    p.add_argument("--config", required=True)
     args = parser.parse_args()
-    modes = {"schema": schema, "inventory": inventory, "fill": fill, "dump": dump}
+    modes = {
+        "schema": schema,
+        "inventory": inventory,
+        "fill": fill,
+        "dump": dump,
+        "read": read,
+    }
     try:
         modes[args.mode](args)
     except Exception:

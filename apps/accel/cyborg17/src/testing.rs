@@ -440,6 +440,29 @@ pub fn cyborg_dump(config: &Path) -> serde_json::Value {
     serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
 }
 
+/// A configuration for Cyborg's own code reading the database at `connection`
+/// (SQLAlchemy's URL: `sqlite:////path`, `mysql+pymysql://...`), logging to `log_file`.
+pub fn cyborg_database_config(connection: &str, log_file: &Path) -> String {
+    format!(
+        "[DEFAULT]\n\
+         log_file = {log}\n\
+         \n\
+         [database]\n\
+         connection = {connection}\n",
+        log = log_file.display(),
+    )
+}
+
+/// What Cyborg 17's own objects read of the tables accel's schema shares with Cyborg's,
+/// from the database of `config` (`python/cyborg_conductor.py read`): `{control_paths,
+/// deployables, handles, profiles}`, each sorted by UUID.
+pub fn cyborg_read(config: &Path) -> serde_json::Value {
+    let config = config.to_str().expect("a UTF-8 path");
+    let out = run_conductor_script(&["read", "--config", config]);
+    let line = out.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
 /// Runs one SQL statement on the MySQL/MariaDB server of `server_url`
 /// (`mysql://user:pass@host:port/`, the test server's `VERSO_TEST_MYSQL_URL`) with the
 /// test venv's PyMySQL.

@@ -179,7 +179,7 @@ async fn release_n_api_in_the_downgrade_window(url: &str) {
     let new = accel_conductor::Db::connect(url).await.expect("open");
     assert_eq!(
         new.migrate().await.expect("N+1 migrates"),
-        vec![2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+        vec![2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
     );
 
     let served = api::start(url, "127.0.0.1:0")

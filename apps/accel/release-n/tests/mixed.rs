@@ -213,7 +213,7 @@ async fn n_agent_against_n_plus_1(
     let probe = accel_conductor::Db::connect(url).await.expect("N+1 opens");
     assert_eq!(
         probe.migrate().await.expect("N+1 migrates"),
-        vec![2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+        vec![2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
     );
     probe.close().await;
     let new = NewConductor::start(url, conductor_transport.clone(), Duration::from_secs(180)).await;
@@ -580,7 +580,7 @@ async fn conductor_rolls_back_before_finalization(url: &str, t: Arc<dyn Transpor
     let probe = accel_conductor::Db::connect(url).await.expect("N+1 opens");
     assert_eq!(
         probe.migrate().await.expect("N+1 migrates"),
-        vec![2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+        vec![2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
     );
     probe.close().await;
     let new = NewConductor::start(url, t.clone(), Duration::from_millis(400)).await;

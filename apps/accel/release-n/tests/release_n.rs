@@ -289,7 +289,7 @@ async fn downgrade_window(url: &str, t: Arc<dyn Transport>) {
     let new = accel_conductor::Db::connect(url).await.expect("N+1 opens");
     assert_eq!(
         new.migrate().await.expect("N+1 migrates"),
-        vec![2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+        vec![2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
     );
     assert_eq!(
         new.profile("kept").await.expect("survived").uuid,
@@ -308,7 +308,7 @@ async fn downgrade_window(url: &str, t: Arc<dyn Transport>) {
             .expect("migrations")
             .into_iter()
             .collect::<Vec<_>>(),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13],
         "release N leaves N+1's migration in place"
     );
     assert_eq!(
@@ -316,7 +316,7 @@ async fn downgrade_window(url: &str, t: Arc<dyn Transport>) {
             .await
             .expect("allowed")
             .newer,
-        [2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+        [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
     );
     let agent = n_agent(dir.path(), 1, t.clone()).await;
     assert_eq!(agent.report_now().await.expect("report"), HOST1_DEVICES);
@@ -572,19 +572,19 @@ async fn refuses_a_database_created_by_n_plus_1(url: &str) {
     let new = accel_conductor::Db::connect(url).await.expect("N+1 opens");
     assert_eq!(
         new.migrate().await.expect("N+1 migrates"),
-        vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+        vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
     );
     new.close().await;
     let err = conductor::start(url, memory())
         .await
         .expect_err("no record, newer schema");
     assert!(
-        matches!(&err, StartError::SchemaNewer { newer, known: 1, .. } if newer == &[2, 3, 4, 5, 6, 7, 8, 9, 10, 11]),
+        matches!(&err, StartError::SchemaNewer { newer, known: 1, .. } if newer == &[2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]),
         "{err:?}"
     );
     let text = err.to_string();
     assert!(
-        text.contains("[2, 3, 4, 5, 6, 7, 8, 9, 10, 11]")
+        text.contains("[2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]")
             && text.contains("no accel version record"),
         "{text}"
     );

@@ -220,7 +220,7 @@ async fn upgrade_conductor(
     t.expect_eq(
         "migrations applied",
         format!("{applied:?}"),
-        "[2, 3, 4, 5, 6, 7, 8, 9, 10, 11]".to_owned(),
+        "[2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]".to_owned(),
     )?;
     d.start_conductor_next(None).await?;
     d.start_api_next().await?;

@@ -109,6 +109,8 @@ pub(super) struct PlannedProfile {
     pub(super) uuid: String,
     pub(super) name: String,
     pub(super) groups: String,
+    /// Cyborg's own text of them, kept as it is (migration 12).
+    pub(super) profile_json: String,
     pub(super) description: Option<String>,
     pub(super) created_at: String,
 }
@@ -442,6 +444,7 @@ pub(super) fn plan(source: Source) -> Result<Plan, ImportError> {
             uuid: p.uuid.clone(),
             name: p.name.clone(),
             groups: serde_json::to_string(&groups).map_err(|e| bad(e.to_string()))?,
+            profile_json: p.profile_json.clone(),
             description: p.description.clone(),
             created_at,
         });
