@@ -463,6 +463,22 @@ pub fn cyborg_read(config: &Path) -> serde_json::Value {
     serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
 }
 
+/// Runs `python/cyborg_schema.py` with `args`; its output (it must succeed).
+pub fn cyborg_schema_script(args: &[&str]) -> String {
+    let out = std::process::Command::new(python())
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("python/cyborg_schema.py"))
+        .args(args)
+        .output()
+        .expect("the test Python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "cyborg_schema.py {args:?} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 /// Runs one SQL statement on the MySQL/MariaDB server of `server_url`
 /// (`mysql://user:pass@host:port/`, the test server's `VERSO_TEST_MYSQL_URL`) with the
 /// test venv's PyMySQL.
