@@ -5,13 +5,16 @@ against the schema Cyborg's own code makes, compared through SQLAlchemy's inspec
         Runs FILE's statements (`;` at a line's end ends one; `--` lines are comments) on
         the database at URL (SQLAlchemy's form) in one transaction. Prints `applied N`.
 
-    compare --reference URL --candidate URL
+    compare --reference URL --candidate URL [--across]
         One JSON line {"missing": [...], "extra": [...]}: the facts of the reference's
         schema the candidate lacks, and the candidate's the reference lacks. A fact is a
         table, a column (type as the dialect reflects it, nullability, default,
         autoincrement), a primary key, a unique key or unique index (by columns), an
         index (by name and columns), a foreign key (columns, referred table and columns,
-        `ON DELETE`), or the alembic revision the database is stamped with.
+        `ON DELETE`), or the alembic revision the database is stamped with. With
+        `--across` the two are of different dialects (SQLite and PostgreSQL): a
+        `TIMESTAMP` (without time zone) is SQLite's `DATETIME`, and how an id is generated
+        (SQLite's row id, PostgreSQL's identity) is not compared.
 """
 
 import argparse
@@ -53,22 +56,26 @@ def ondelete(fk):
     return "RESTRICT" if rule in (None, "NO ACTION") else rule.upper()
 
 
-def facts(url):
+def facts(url, across=False):
     engine = sqlalchemy.create_engine(url)
     insp = sqlalchemy.inspect(engine)
     out = set()
     for t in insp.get_table_names():
         out.add(("table", t))
         for c in insp.get_columns(t):
+            kind = str(c["type"])
+            if across and kind == "TIMESTAMP":
+                kind = "DATETIME"
+            generated = bool(c.get("autoincrement") is True)
             out.add(
                 (
                     "column",
                     t,
                     c["name"],
-                    str(c["type"]),
+                    kind,
                     bool(c["nullable"]),
                     None if c.get("default") is None else str(c["default"]),
-                    bool(c.get("autoincrement") is True),
+                    None if across else generated,
                 )
             )
         pk = insp.get_pk_constraint(t)
@@ -99,7 +106,8 @@ def facts(url):
 
 
 def compare(args):
-    reference, candidate = facts(args.reference), facts(args.candidate)
+    reference = facts(args.reference, args.across)
+    candidate = facts(args.candidate, args.across)
     as_list = lambda s: sorted([list(f) for f in s], key=repr)  # noqa: E731
     print(
         json.dumps(
@@ -122,6 +130,7 @@ def main():
     p = sub.add_parser("compare")
     p.add_argument("--reference", required=True)
     p.add_argument("--candidate", required=True)
+    p.add_argument("--across", action="store_true")
     args = parser.parse_args()
     {"apply": apply, "compare": compare}[args.mode](args)
 
