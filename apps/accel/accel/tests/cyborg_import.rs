@@ -101,6 +101,13 @@ async fn accel_view(db: &Db) -> Value {
     let deployables = db.deployables(&all).await.expect("deployables");
     let handles = db.attach_handles(None).await.expect("handles");
     let paths = db.control_paths(None).await.expect("control paths");
+    // Cyborg's `rp_uuid` column as stored (the rows' `rp_uuid` is the name's, computed).
+    let stored_rp: std::collections::BTreeMap<String, Option<String>> =
+        accel_conductor::testing::stored_providers(db)
+            .await
+            .into_iter()
+            .map(|(_, uuid, rp)| (uuid, rp))
+            .collect();
     let path_uuid = |id: Option<i64>| {
         paths
             .iter()
@@ -132,7 +139,7 @@ async fn accel_view(db: &Db) -> Value {
                 "name": dep.name,
                 "num_accelerators": dep.num_accelerators,
                 "driver_name": dep.driver_name,
-                "rp_uuid": stored_rp_uuid(db, &dep.uuid).await,
+                "rp_uuid": stored_rp[&dep.uuid],
                 "attributes": dep.attributes,
                 "handles": dep_handles,
             }));
@@ -191,19 +198,6 @@ async fn accel_view(db: &Db) -> Value {
         Value::Array(v)
     };
     json!({ "devices": sorted(devices), "profiles": sorted(profiles), "arqs": sorted(arqs) })
-}
-
-/// A deployable's stored `rp_uuid` (Cyborg's column; the row's `rp_uuid` field is the
-/// name's, computed).
-async fn stored_rp_uuid(db: &Db, uuid: &str) -> Option<String> {
-    sqlx::query_scalar(
-        &db.backend()
-            .sql("SELECT rp_uuid FROM deployables WHERE uuid = $1"),
-    )
-    .bind(uuid)
-    .fetch_one(db.pool())
-    .await
-    .expect("a deployable")
 }
 
 /// Cyborg's dump as accel holds it: the control path also as its deployables' PCI

@@ -156,6 +156,18 @@ pub async fn mysql() -> Db {
     db
 }
 
+/// Every deployable's stored provider as `(name, uuid, rp_uuid)`, by name: Cyborg's
+/// `rp_uuid` column (migration 11), which [`DeployableRow::rp_uuid`] does not read (it is
+/// the name's, computed).
+///
+/// [`DeployableRow::rp_uuid`]: crate::db::DeployableRow::rp_uuid
+pub async fn stored_providers(db: &Db) -> Vec<(String, String, Option<String>)> {
+    sqlx::query_as("SELECT name, uuid, rp_uuid FROM deployables ORDER BY name")
+        .fetch_all(db.pool())
+        .await
+        .expect("the deployables' stored providers")
+}
+
 /// The conductor's component versions over `db`'s version record, as a conductor opens
 /// them (a record not there yet starts at the newest release, finalized).
 pub async fn versions(db: &Db) -> verso_upgrade::VersionManager<accel_objects::AccelVersion> {

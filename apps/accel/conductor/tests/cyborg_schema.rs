@@ -11,7 +11,7 @@
 use accel_conductor::db::{ListFilter, ReportedDevice};
 use accel_conductor::testing as support;
 use accel_conductor::Db;
-use accel_cyborg17::testing::{cyborg_database_config, cyborg_read};
+use accel_cyborg17::testing::{cyborg_read, write_cyborg_database_config};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
@@ -27,13 +27,11 @@ async fn accel_rows(db: &Db) -> Value {
     };
     let paths = db.control_paths(None).await.expect("control paths");
     let deployables = db.deployables(&all).await.expect("deployables");
-    let stored_rp: BTreeMap<String, Option<String>> =
-        sqlx::query_as("SELECT uuid, rp_uuid FROM deployables")
-            .fetch_all(db.pool())
-            .await
-            .expect("rp_uuid")
-            .into_iter()
-            .collect();
+    let stored_rp: BTreeMap<String, Option<String>> = support::stored_providers(db)
+        .await
+        .into_iter()
+        .map(|(_, uuid, rp)| (uuid, rp))
+        .collect();
     let handles = db.attach_handles(None).await.expect("handles");
     let profiles = db.profiles().await.expect("profiles");
     json!({
@@ -131,13 +129,7 @@ async fn cyborg_reads_accels_rows(db: &Db, connection: &str) {
         .expect("an unbound request");
 
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("cyborg.conf");
-    std::fs::write(
-        &config,
-        cyborg_database_config(connection, &dir.path().join("cyborg.log")),
-    )
-    .expect("write cyborg.conf");
-    let read = cyborg_read(&config);
+    let read = cyborg_read(&write_cyborg_database_config(dir.path(), connection));
     let want = accel_rows(db).await;
     // The test means something: both devices' paths, every deployable, and a handle in
     // use were read.

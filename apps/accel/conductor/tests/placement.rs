@@ -374,10 +374,11 @@ async fn each_deployable_of_a_device_is_its_own_provider() {
 
 /// Every deployable's name and stored `rp_uuid` (Cyborg's column), by name.
 async fn stored_providers(db: &Db) -> Vec<(String, Option<String>)> {
-    sqlx::query_as("SELECT name, rp_uuid FROM deployables ORDER BY name")
-        .fetch_all(db.pool())
+    accel_conductor::testing::stored_providers(db)
         .await
-        .expect("deployables")
+        .into_iter()
+        .map(|(name, _, rp)| (name, rp))
+        .collect()
 }
 
 /// A host whose devices went while no conductor ran: the fleet record still knows it,

@@ -376,18 +376,30 @@ pub fn conductor_script() -> PathBuf {
 }
 
 fn run_conductor_script(args: &[&str]) -> String {
+    run_script(&conductor_script(), args)
+}
+
+/// Runs the test venv's Python on `script` with `args`; its output (it must succeed).
+fn run_script(script: &Path, args: &[&str]) -> String {
     let out = std::process::Command::new(python())
-        .arg(conductor_script())
+        .arg(script)
         .args(args)
         .output()
         .expect("the test Python runs");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
-        "cyborg_conductor.py {args:?} failed:\n{stdout}\n{}",
+        "{} {args:?} failed:\n{stdout}\n{}",
+        script.display(),
         String::from_utf8_lossy(&out.stderr)
     );
     stdout
+}
+
+/// The JSON line a peer script prints last.
+fn last_json_line(out: &str) -> serde_json::Value {
+    let line = out.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
 }
 
 /// Makes Cyborg's tables in the database of `config` (a [`cyborg_conductor_config`])
@@ -435,22 +447,24 @@ pub fn cyborg_fill(config: &Path, hosts: &[&str]) {
 /// (`python/cyborg_conductor.py dump`): `{devices, profiles, arqs}`.
 pub fn cyborg_dump(config: &Path) -> serde_json::Value {
     let config = config.to_str().expect("a UTF-8 path");
-    let out = run_conductor_script(&["dump", "--config", config]);
-    let line = out.lines().last().unwrap_or_default();
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+    last_json_line(&run_conductor_script(&["dump", "--config", config]))
 }
 
-/// A configuration for Cyborg's own code reading the database at `connection`
-/// (SQLAlchemy's URL: `sqlite:////path`, `mysql+pymysql://...`), logging to `log_file`.
-pub fn cyborg_database_config(connection: &str, log_file: &Path) -> String {
-    format!(
+/// Writes `dir/cyborg.conf`, a configuration for Cyborg's own code reading the database
+/// at `connection` (SQLAlchemy's URL: `sqlite:////path`, `mysql+pymysql://...`) and
+/// logging to `dir/cyborg.log`; returns its path.
+pub fn write_cyborg_database_config(dir: &Path, connection: &str) -> PathBuf {
+    let path = dir.join("cyborg.conf");
+    let conf = format!(
         "[DEFAULT]\n\
          log_file = {log}\n\
          \n\
          [database]\n\
          connection = {connection}\n",
-        log = log_file.display(),
-    )
+        log = dir.join("cyborg.log").display(),
+    );
+    std::fs::write(&path, conf).expect("write cyborg.conf");
+    path
 }
 
 /// What Cyborg 17's own objects read of the tables accel's schema shares with Cyborg's,
@@ -458,39 +472,38 @@ pub fn cyborg_database_config(connection: &str, log_file: &Path) -> String {
 /// deployables, handles, profiles}`, each sorted by UUID.
 pub fn cyborg_read(config: &Path) -> serde_json::Value {
     let config = config.to_str().expect("a UTF-8 path");
-    let out = run_conductor_script(&["read", "--config", config]);
-    let line = out.lines().last().unwrap_or_default();
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+    last_json_line(&run_conductor_script(&["read", "--config", config]))
 }
 
-/// Runs `python/cyborg_schema.py` with `args`; its output (it must succeed).
-pub fn cyborg_schema_script(args: &[&str]) -> String {
-    let out = std::process::Command::new(python())
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("python/cyborg_schema.py"))
-        .args(args)
-        .output()
-        .expect("the test Python runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "cyborg_schema.py {args:?} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+fn schema_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("python/cyborg_schema.py")
 }
 
-/// Runs one SQL statement on the MySQL/MariaDB server of `server_url`
-/// (`mysql://user:pass@host:port/`, the test server's `VERSO_TEST_MYSQL_URL`) with the
-/// test venv's PyMySQL.
-pub fn mysql_execute(server_url: &str, sql: &str) {
-    let script = "import sys, urllib.parse, pymysql\n\
-                  u = urllib.parse.urlsplit(sys.argv[1])\n\
-                  c = pymysql.connect(host=u.hostname, port=u.port or 3306, \
-                  user=urllib.parse.unquote(u.username), password=urllib.parse.unquote(u.password or ''))\n\
-                  c.cursor().execute(sys.argv[2])\n\
-                  c.commit()\n";
+/// Runs the statements of `file` on the database at `url` (SQLAlchemy's form) in one
+/// transaction (`python/cyborg_schema.py apply`).
+pub fn cyborg_schema_apply(url: &str, file: &Path) {
+    let file = file.to_str().expect("a UTF-8 path");
+    let out = run_script(&schema_script(), &["apply", "--url", url, "--file", file]);
+    assert!(out.starts_with("applied "), "{out}");
+}
+
+/// The schema facts of the database at `--reference` that the one at `--candidate` lacks
+/// and the reverse (`python/cyborg_schema.py compare` with `args`): `{missing, extra,
+/// facts}`.
+pub fn cyborg_schema_compare(args: &[&str]) -> serde_json::Value {
+    last_json_line(&run_script(
+        &schema_script(),
+        &[&["compare"], args].concat(),
+    ))
+}
+
+/// Runs one SQL statement with the test venv's Python on the server of `server_url`,
+/// connected by the Python lines `connect` (which read the URL as `sys.argv[1]` and
+/// leave the connection in `c`), and commits.
+fn execute_with(connect: &str, server_url: &str, sql: &str) {
+    let script = format!("import sys\n{connect}\nc.cursor().execute(sys.argv[2])\nc.commit()\n");
     let out = std::process::Command::new(python())
-        .args(["-c", script, server_url, sql])
+        .args(["-c", &script, server_url, sql])
         .output()
         .expect("the test Python runs");
     assert!(
@@ -500,14 +513,43 @@ pub fn mysql_execute(server_url: &str, sql: &str) {
     );
 }
 
+/// Runs one SQL statement on the MySQL/MariaDB server of `server_url`
+/// (`mysql://user:pass@host:port/`, the test server's `VERSO_TEST_MYSQL_URL`) with the
+/// test venv's PyMySQL.
+pub fn mysql_execute(server_url: &str, sql: &str) {
+    execute_with(
+        "import urllib.parse, pymysql\n\
+         u = urllib.parse.urlsplit(sys.argv[1])\n\
+         c = pymysql.connect(host=u.hostname, port=u.port or 3306, \
+         user=urllib.parse.unquote(u.username), password=urllib.parse.unquote(u.password or ''))",
+        server_url,
+        sql,
+    );
+}
+
+/// Runs one SQL statement outside a transaction (`CREATE DATABASE` can run in none) on
+/// the PostgreSQL server of `server_url` (`postgres://user:pass@host:port/db`, the test
+/// cluster's `VERSO_TEST_POSTGRES_URL`) with the test venv's psycopg2.
+pub fn postgres_execute(server_url: &str, sql: &str) {
+    execute_with(
+        "import psycopg2\nc = psycopg2.connect(sys.argv[1])\nc.autocommit = True",
+        server_url,
+        sql,
+    );
+}
+
 /// What the Cyborg conductor of `config` stored of `host`, read through Cyborg's own
 /// objects (`python/cyborg_conductor.py inventory`): its devices in control-path order,
 /// each with its deployables, their attributes and attach handles.
 pub fn cyborg_inventory(config: &Path, host: &str) -> serde_json::Value {
     let config = config.to_str().expect("a UTF-8 path");
-    let out = run_conductor_script(&["inventory", "--config", config, "--host", host]);
-    let line = out.lines().last().unwrap_or_default();
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+    last_json_line(&run_conductor_script(&[
+        "inventory",
+        "--config",
+        config,
+        "--host",
+        host,
+    ]))
 }
 
 /// A running Cyborg 17 service of the test venv (`cyborg-agent`, `cyborg-conductor`:

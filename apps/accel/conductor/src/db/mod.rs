@@ -516,16 +516,14 @@ impl Db {
     /// database, if it names one, replaced. For tests and benchmarks that make a database
     /// per run; `name` must be a plain identifier.
     pub async fn create_database(server: &str, name: &str) -> Result<String, DbError> {
-        let admin = Db::connect_within(server, Duration::from_secs(10)).await?;
-        let options = match admin.backend {
-            Backend::Mysql => " CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
-            Backend::Postgres | Backend::Sqlite => "",
-        };
-        let created = sqlx::query(&format!("CREATE DATABASE {name}{options}"))
-            .execute(admin.pool())
-            .await;
-        admin.close().await;
-        created?;
+        Db::on_server(server, |backend| {
+            let options = match backend {
+                Backend::Mysql => " CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+                Backend::Postgres | Backend::Sqlite => "",
+            };
+            format!("CREATE DATABASE {name}{options}")
+        })
+        .await?;
         let (base, query) = server
             .split_once('?')
             .map_or((server, None), |(b, q)| (b, Some(q)));
@@ -546,16 +544,28 @@ impl Db {
     /// Drops database `name` on the server `server` reaches, if it is there (on
     /// PostgreSQL whatever sessions it still has).
     pub async fn drop_database(server: &str, name: &str) -> Result<(), DbError> {
+        Db::on_server(server, |backend| {
+            let force = match backend {
+                Backend::Postgres => " WITH (FORCE)",
+                Backend::Mysql | Backend::Sqlite => "",
+            };
+            format!("DROP DATABASE IF EXISTS {name}{force}")
+        })
+        .await
+    }
+
+    /// Runs one administrative statement, written by `statement` for the server's
+    /// backend, on a connection of its own to the server `server` reaches, closed after.
+    async fn on_server(
+        server: &str,
+        statement: impl FnOnce(Backend) -> String,
+    ) -> Result<(), DbError> {
         let admin = Db::connect_within(server, Duration::from_secs(10)).await?;
-        let force = match admin.backend {
-            Backend::Postgres => " WITH (FORCE)",
-            Backend::Mysql | Backend::Sqlite => "",
-        };
-        let dropped = sqlx::query(&format!("DROP DATABASE IF EXISTS {name}{force}"))
+        let done = sqlx::query(&statement(admin.backend))
             .execute(admin.pool())
             .await;
         admin.close().await;
-        dropped?;
+        done?;
         Ok(())
     }
 
