@@ -42,6 +42,28 @@
         deployables, handles, profiles, arqs}, each sorted by UUID, rows named by UUID where
         Cyborg refers to them by id (a handle's deployable and control path, a
         deployable's attributes by key). Times are left out.
+
+    reports --host H
+        A sequence of reports of host H, each the list of `DriverDevice` primitives a
+        Cyborg agent sends in `report_data` (built with Cyborg's own driver objects and
+        FakeDriver): one JSON line, a list of {"what": ..., "devices": [...]}. In order: a
+        fake FPGA and an SR-IOV NIC; the same again; board info, accelerators, handles,
+        traits and a resource class changed and a virtual function swapped; the FPGA gone,
+        a GPU new and the NIC a `stub`; a device Placement refuses (no `rc`) and the NIC
+        gone; nothing.
+
+    report --config FILE --host H --file REPORT
+        Cyborg 17's own conductor (`ConductorManager.report_data`, in this process, on
+        FILE's database and Placement) applies the report in REPORT (a JSON list of
+        `DriverDevice` primitives) for host H. Prints `reported`.
+
+    snapshot --config FILE --host H
+        Host H's rows as Cyborg's database API reads them (no healing on read): one JSON
+        line {devices, counts}; devices sorted by control path, each with its status,
+        device_state, control path count, and its deployables (by name) with their
+        provider, attributes (sorted) and handles (by attach info, with whether the
+        handle's control path is its device's), and whether each row was ever updated;
+        counts are the rows of each inventory table, whoever's.
 """
 
 import argparse
@@ -67,6 +89,14 @@ from cyborg.objects.device import Device  # noqa: E402
 from cyborg.objects.driver_objects.driver_device import DriverDevice  # noqa: E402
 
 from cyborg_devices import nic_with_vfs  # noqa: E402
+from cyborg.db import api as cyborg_dbapi  # noqa: E402
+from cyborg.db.sqlalchemy import api as sqlalchemy_api  # noqa: E402
+from cyborg.db.sqlalchemy import models  # noqa: E402
+from cyborg.objects.driver_objects.driver_attach_handle import DriverAttachHandle  # noqa: E402
+from cyborg.objects.driver_objects.driver_attribute import DriverAttribute  # noqa: E402
+from cyborg.objects.driver_objects.driver_controlpath_id import DriverControlPathID  # noqa: E402
+from cyborg.objects.driver_objects.driver_deployable import DriverDeployable  # noqa: E402
+from cyborg.accelerator.common import utils as accel_utils  # noqa: E402
 
 
 def setup(config):
@@ -382,6 +412,174 @@ def read(args):
     print(json.dumps(out), flush=True)
 
 
+def reports(args):
+    # The fake driver names its deployable after CONF.host.
+    CONF.set_override("host", args.host)
+    host = args.host
+
+    def fpga():
+        return FakeDriver().discover()[0]
+
+    def attr(key, value):
+        return DriverAttribute(key=key, value=value)
+
+    def gpu(with_rc=True, address="0000:af:00.0"):
+        attributes = [attr("trait0", "CUSTOM_GPU_NVIDIA")]
+        if with_rc:
+            attributes.append(attr("rc", "PGPU"))
+        return DriverDevice(
+            vendor="10de",
+            model="1eb8",
+            type="GPU",
+            std_board_info=json.dumps({"device_id": "0x1eb8", "class": "Fake GPU"}),
+            vendor_board_info=None,
+            stub=False,
+            controlpath_id=DriverControlPathID(
+                cpid_type="PCI", cpid_info=accel_utils.pci_str_to_json(address)
+            ),
+            deployable_list=[
+                DriverDeployable(
+                    name="%s_gpu_%s" % (host, address.replace(":", "_").replace(".", "_")),
+                    num_accelerators=1,
+                    driver_name="nvidia",
+                    attach_handle_list=[
+                        DriverAttachHandle(
+                            attach_type="PCI",
+                            attach_info=accel_utils.pci_str_to_json(address),
+                            in_use=False,
+                        )
+                    ],
+                    attribute_list=attributes,
+                )
+            ],
+        )
+
+    first = [fpga(), nic_with_vfs(host)]
+
+    changed_fpga = fpga()
+    changed_fpga.vendor_board_info = "fake_vendor_info_2"
+    dep = changed_fpga.deployable_list[0]
+    dep.num_accelerators = 8
+    # Keeps the 8 oldest handles and changes the newest kept one: Cyborg 17 finds a
+    # deployable's handle "by attach_info" through a filter that drops attach_info, so
+    # it deletes and updates the deployable's newest handles whatever the report names;
+    # on these handles that is the one named (tests/differential.rs shows where not).
+    dep.attach_handle_list = dep.attach_handle_list[:8]
+    dep.attach_handle_list[7].attach_type = "PCI"
+    dep.attribute_list = [
+        attr("traits1", "CUSTOM_FAKE_DEVICE_V2"),
+        attr("rc", "FPGA"),
+        attr("traits2", "CUSTOM_FAKE_REGION_A"),
+    ]
+    changed_nic = nic_with_vfs(host)
+    vf1, vf2 = changed_nic.deployable_list
+    vf1.attribute_list = [attr("rc", "CUSTOM_NIC_V2"), attr("trait0", "CUSTOM_PHYSNET_PHYSNET3")]
+    vf3 = nic_with_vfs(host).deployable_list[1]
+    vf3.name = "%s_nic_vf3" % host
+    vf3.attach_handle_list[0].attach_info = accel_utils.pci_str_to_json(
+        "0000:5e:00.3", "physnet3"
+    )
+    changed_nic.deployable_list = [vf1, vf3]
+
+    stub_nic = nic_with_vfs(host)
+    stub_nic.stub = True
+    stub_nic.deployable_list = []
+
+    sequence = [
+        ("a fake FPGA and an SR-IOV NIC", first),
+        ("the same again", [fpga(), nic_with_vfs(host)]),
+        ("fields, accelerators, handles, traits, a class and a VF changed", [changed_fpga, changed_nic]),
+        ("the FPGA gone, a GPU new, the NIC a stub", [gpu(), stub_nic]),
+        ("a device Placement refuses, the NIC gone", [gpu(), gpu(with_rc=False, address="0000:b0:00.0")]),
+        ("nothing", []),
+    ]
+    out = [
+        {"what": what, "devices": [d.obj_to_primitive() for d in devices]}
+        for what, devices in sequence
+    ]
+    print(json.dumps(out), flush=True)
+
+
+def report(args):
+    setup(args.config)
+    ctx = context.get_admin_context()
+    with open(args.file) as f:
+        primitives = json.load(f)
+    devices = [DriverDevice.obj_from_primitive(p) for p in primitives]
+    conductor = manager.ConductorManager("cyborg-conductor", args.host)
+    conductor.report_data(ctx, args.host, devices)
+    print("reported", flush=True)
+
+
+def snapshot(args):
+    setup(args.config)
+    ctx = context.get_admin_context()
+    api = cyborg_dbapi.get_instance()
+    devices = []
+    for d in api.device_list_by_filters(ctx, {"hostname": args.host}):
+        cpids = api.control_path_get_by_filters(ctx, {"device_id": d.id})
+        cpid_ids = {c.id for c in cpids}
+        deployables = []
+        for dep in api.deployable_get_by_filters(ctx, {"device_id": d.id}):
+            attributes = sorted(
+                [a.key, a.value] for a in api.attribute_get_by_deployable_id(ctx, dep.id)
+            )
+            handles = sorted(
+                (
+                    {
+                        "attach_type": h.attach_type,
+                        "attach_info": h.attach_info,
+                        "in_use": h.in_use,
+                        "cpid_is_devices": h.cpid_id in cpid_ids,
+                        "updated": h.updated_at is not None,
+                    }
+                    for h in api.attach_handle_get_by_filters(ctx, {"deployable_id": dep.id})
+                ),
+                key=lambda h: h["attach_info"],
+            )
+            deployables.append(
+                {
+                    "name": dep.name,
+                    "num_accelerators": dep.num_accelerators,
+                    "driver_name": dep.driver_name,
+                    "rp_uuid": dep.rp_uuid,
+                    "parent_id": dep.parent_id,
+                    "root_id": dep.root_id,
+                    "bitstream_id": dep.bitstream_id,
+                    "updated": dep.updated_at is not None,
+                    "attributes": attributes,
+                    "handles": handles,
+                }
+            )
+        deployables.sort(key=lambda x: x["name"])
+        devices.append(
+            {
+                "type": d.type,
+                "vendor": d.vendor,
+                "model": d.model,
+                "std_board_info": d.std_board_info,
+                "vendor_board_info": d.vendor_board_info,
+                "status": d.status,
+                "device_state": d.device_state,
+                "updated": d.updated_at is not None,
+                "control_paths": sorted([c.cpid_type, c.cpid_info] for c in cpids),
+                "deployables": deployables,
+            }
+        )
+    devices.sort(key=lambda x: x["control_paths"])
+    counts = {}
+    with sqlalchemy_api.main_context_manager.reader.using(ctx) as session:
+        for name, model in (
+            ("devices", models.Device),
+            ("controlpath_ids", models.ControlpathID),
+            ("deployables", models.Deployable),
+            ("attributes", models.Attribute),
+            ("attach_handles", models.AttachHandle),
+        ):
+            counts[name] = session.query(model).count()
+    print(json.dumps({"devices": devices, "counts": counts}), flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="mode", required=True)
@@ -397,6 +595,15 @@ def main():
     p.add_argument("--config", required=True)
     p = sub.add_parser("read")
     p.add_argument("--config", required=True)
+    p = sub.add_parser("reports")
+    p.add_argument("--host", required=True)
+    p = sub.add_parser("report")
+    p.add_argument("--config", required=True)
+    p.add_argument("--host", required=True)
+    p.add_argument("--file", required=True)
+    p = sub.add_parser("snapshot")
+    p.add_argument("--config", required=True)
+    p.add_argument("--host", required=True)
     args = parser.parse_args()
     modes = {
         "schema": schema,
@@ -404,6 +611,9 @@ def main():
         "fill": fill,
         "dump": dump,
         "read": read,
+        "reports": reports,
+        "report": report,
+        "snapshot": snapshot,
     }
     try:
         modes[args.mode](args)

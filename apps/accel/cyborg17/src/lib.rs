@@ -26,6 +26,7 @@
 pub mod indirection;
 pub mod objects;
 pub mod rpc;
+pub mod schema;
 #[cfg(feature = "testing")]
 pub mod testing;
 

@@ -538,6 +538,43 @@ pub fn postgres_execute(server_url: &str, sql: &str) {
     );
 }
 
+/// A sequence of reports of `host` built with Cyborg 17's own driver objects
+/// (`python/cyborg_conductor.py reports`): a list of `{what, devices}`, `devices` the
+/// `DriverDevice` primitives an agent's `report_data` carries.
+pub fn cyborg_reports(host: &str) -> serde_json::Value {
+    last_json_line(&run_conductor_script(&["reports", "--host", host]))
+}
+
+/// Cyborg 17's own conductor (`ConductorManager.report_data`) applies the report in
+/// `file` for `host` on the database and Placement of `config`
+/// (`python/cyborg_conductor.py report`): `Err` with Cyborg's traceback when it raised.
+pub fn cyborg_report(config: &Path, host: &str, file: &Path) -> Result<(), String> {
+    let out = std::process::Command::new(python())
+        .arg(conductor_script())
+        .arg("report")
+        .arg("--config")
+        .arg(config)
+        .args(["--host", host, "--file"])
+        .arg(file)
+        .output()
+        .expect("the test Python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if out.status.success() && stdout.contains("reported") {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+/// `host`'s rows in the database of `config`, read by Cyborg 17's database API
+/// (`python/cyborg_conductor.py snapshot`): `{devices, counts}`.
+pub fn cyborg_snapshot(config: &Path, host: &str) -> serde_json::Value {
+    let config = config.to_str().expect("a UTF-8 path");
+    last_json_line(&run_conductor_script(&[
+        "snapshot", "--config", config, "--host", host,
+    ]))
+}
+
 /// What the Cyborg conductor of `config` stored of `host`, read through Cyborg's own
 /// objects (`python/cyborg_conductor.py inventory`): its devices in control-path order,
 /// each with its deployables, their attributes and attach handles.

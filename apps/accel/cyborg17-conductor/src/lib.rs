@@ -1,0 +1,29 @@
+//! OpenStack Cyborg 17's conductor, in Rust, on Cyborg 17's own database schema: what
+//! accel's release N is becoming (issue 25: release N *is* Cyborg 17 on the wire and in
+//! the database, so a Cyborg deployment moves to accel node by node).
+//!
+//! - [`db::Store`]: Cyborg's tables on SQLite or MySQL/MariaDB, made from the schema
+//!   `accel-cyborg17` declares ([`accel_cyborg17::schema`]) and stamped with Cyborg's
+//!   alembic head, so Cyborg's own `cyborg-dbsync` and objects take the database as
+//!   theirs, and this conductor takes over one a real Cyborg 17 made.
+//! - [`report::Reports`]: `report_data`, Cyborg's report diff step for step (devices by
+//!   control path, deployables by name, attributes by key, handles by attach info), with
+//!   its Placement calls ([`placement::Placement`]).
+//! - [`service`]: the conductor API 1.0 on `cyborg-conductor`, exchange `cyborg`.
+//!
+//! `tests/differential.rs` holds it to Cyborg's own conductor: the same reports, one
+//! applied by Cyborg 17's `ConductorManager` (the Python package) and one by this crate,
+//! leave the two databases equal through Cyborg's own objects and Placement the same.
+//!
+//! Not yet: Cyborg's other conductor methods (`device_profile_create`/`delete`,
+//! `arq_create`, `arq_delete_by_uuid`, `arq_delete_by_instance_uuid`,
+//! `arq_apply_patch`); a call of one is answered as an unknown method.
+
+pub mod db;
+pub mod placement;
+pub mod report;
+pub mod service;
+
+pub use db::Store;
+pub use placement::Placement;
+pub use report::Reports;

@@ -1,0 +1,385 @@
+//! This crate against Cyborg 17's own conductor: one sequence of reports (built with
+//! Cyborg's driver objects: `python/cyborg_conductor.py reports`) is applied by
+//! openstack-cyborg 17.0.0's `ConductorManager.report_data` (the Python package, on a
+//! SQLite database Cyborg's `create_schema` made) and by [`Reports`] (on a database
+//! [`Store::sync`] made from the declared schema), each against the real Placement
+//! through the real Keystone. After every report both databases, read by Cyborg's own
+//! database API, and Placement's providers under the host must be the same, and a report
+//! one side refuses the other must refuse too.
+//!
+//! Uses `VERSO_TEST_PYTHON`, `VERSO_TEST_KEYSTONE_URL` and `VERSO_TEST_PLACEMENT_URL`
+//! (scripts/test.sh sets them).
+// A failed set-up step fails the test with its message.
+#![allow(clippy::expect_used)]
+
+use accel_cyborg17::objects::DriverDevice;
+use accel_cyborg17::testing::{
+    cyborg_conductor_config, cyborg_conductor_schema, cyborg_report, cyborg_reports,
+    cyborg_snapshot, write_cyborg_database_config,
+};
+use accel_cyborg17_conductor::{Placement, Reports, Store};
+use accel_keystone::{AuthOptions, Session};
+use reqwest::Method;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use verso::VersionedObject;
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set (scripts/test.sh sets it)"))
+}
+
+fn placement() -> Placement {
+    let session = Session::new(AuthOptions::new(
+        &env("VERSO_TEST_KEYSTONE_URL"),
+        "accel",
+        "verso-accel",
+        "service",
+    ))
+    .expect("a Keystone session");
+    Placement::new(session, Some(env("VERSO_TEST_PLACEMENT_URL")))
+}
+
+async fn get(placement: &Placement, path: &str) -> Value {
+    let (status, body) = placement
+        .call(Method::GET, path, Some("1.14"), None)
+        .await
+        .expect("Placement answers");
+    assert_eq!(status, 200, "{path}: {body}");
+    body
+}
+
+/// The providers under the compute node `root`, by name: UUID, inventories, traits.
+async fn providers(placement: &Placement, root: &str) -> BTreeMap<String, Value> {
+    let tree = get(placement, &format!("/resource_providers?in_tree={root}")).await;
+    let mut out = BTreeMap::new();
+    for p in tree["resource_providers"].as_array().expect("providers") {
+        let uuid = p["uuid"].as_str().expect("uuid");
+        if uuid == root {
+            continue;
+        }
+        let inventories = get(
+            placement,
+            &format!("/resource_providers/{uuid}/inventories"),
+        )
+        .await;
+        let traits = get(placement, &format!("/resource_providers/{uuid}/traits")).await;
+        let mut traits: Vec<String> = traits["traits"]
+            .as_array()
+            .expect("traits")
+            .iter()
+            .filter_map(|t| t.as_str().map(str::to_owned))
+            .collect();
+        traits.sort();
+        out.insert(
+            p["name"].as_str().expect("name").to_owned(),
+            json!({
+                "uuid": uuid,
+                "parent": p["parent_provider_uuid"],
+                "inventories": inventories["inventories"],
+                "traits": traits,
+            }),
+        );
+    }
+    out
+}
+
+/// Deletes every provider under `root` (children before parents).
+async fn clear(placement: &Placement, root: &str) {
+    let tree = get(placement, &format!("/resource_providers?in_tree={root}")).await;
+    for p in tree["resource_providers"]
+        .as_array()
+        .expect("providers")
+        .iter()
+        .rev()
+    {
+        let uuid = p["uuid"].as_str().expect("uuid");
+        if uuid != root {
+            let (status, body) = placement
+                .call(
+                    Method::DELETE,
+                    &format!("/resource_providers/{uuid}"),
+                    None,
+                    None,
+                )
+                .await
+                .expect("Placement answers");
+            assert_eq!(status, 204, "delete {uuid}: {body}");
+        }
+    }
+}
+
+/// One step's outcome: whether the report was taken, the host's rows, its providers.
+#[derive(Debug, PartialEq)]
+struct Step {
+    accepted: bool,
+    rows: Value,
+    providers: BTreeMap<String, Value>,
+}
+
+/// A host of its own with a compute node in Placement, and the two conductors' databases
+/// in a temporary directory.
+struct Bench {
+    dir: tempfile::TempDir,
+    host: String,
+    root: String,
+    placement: Placement,
+    suffix: String,
+}
+
+impl Bench {
+    async fn new() -> Bench {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let suffix = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
+        let host = format!("cyborg17-diff-{suffix}");
+        let placement = placement();
+        let (status, node) = placement
+            .call(
+                Method::POST,
+                "/resource_providers",
+                Some("1.20"),
+                Some(&json!({ "name": host })),
+            )
+            .await
+            .expect("Placement answers");
+        assert_eq!(status, 200, "{node}");
+        let root = node["uuid"]
+            .as_str()
+            .expect("the compute node's uuid")
+            .to_owned();
+        Bench {
+            dir,
+            host,
+            root,
+            placement,
+            suffix,
+        }
+    }
+
+    /// Cyborg 17's own conductor applies `reports` in order on a database of its own;
+    /// each step's outcome. Placement is left empty under the host after.
+    async fn theirs(&self, reports: &[Value]) -> Vec<Step> {
+        let conf = self.dir.path().join("cyborg.conf");
+        std::fs::write(
+            &conf,
+            cyborg_conductor_config(
+                &format!("cyborg-conductor-{}", self.suffix),
+                &self.dir.path().join("cyborg.sqlite"),
+                &env("VERSO_TEST_KEYSTONE_URL"),
+                "accel",
+                "verso-accel",
+                &self.dir.path().join("cyborg.log"),
+            ),
+        )
+        .expect("write cyborg.conf");
+        cyborg_conductor_schema(&conf);
+        let mut steps = Vec::new();
+        for (i, devices) in reports.iter().enumerate() {
+            let file = self.dir.path().join(format!("report-{i}.json"));
+            std::fs::write(&file, devices.to_string()).expect("write the report");
+            let accepted = cyborg_report(&conf, &self.host, &file).is_ok();
+            steps.push(Step {
+                accepted,
+                rows: cyborg_snapshot(&conf, &self.host),
+                providers: providers(&self.placement, &self.root).await,
+            });
+        }
+        clear(&self.placement, &self.root).await;
+        steps
+    }
+
+    /// This crate's conductor, on a database [`Store::sync`] made, and the Cyborg
+    /// configuration that reads it.
+    async fn ours(&self) -> (Reports, std::path::PathBuf) {
+        let dir = self.dir.path().join("ours");
+        std::fs::create_dir(&dir).expect("mkdir");
+        let db = dir.join("ours.sqlite");
+        let store = Store::connect(&format!("sqlite://{}", db.display()))
+            .await
+            .expect("connect");
+        assert!(
+            store.sync().await.expect("sync"),
+            "an empty database gets Cyborg's schema"
+        );
+        let conf = write_cyborg_database_config(&dir, &format!("sqlite:///{}", db.display()));
+        (Reports::new(store, self.placement.clone()), conf)
+    }
+
+    /// Applies one report with `conductor`; the step's outcome.
+    async fn apply(
+        &self,
+        conductor: &Reports,
+        conf: &std::path::Path,
+        devices: &Value,
+    ) -> (Step, String) {
+        let devices: Vec<DriverDevice> = devices
+            .as_array()
+            .expect("devices")
+            .iter()
+            .map(|p| DriverDevice::from_primitive(p).expect("Cyborg's primitive decodes"))
+            .collect();
+        let result = conductor.report(&self.host, &devices).await;
+        let step = Step {
+            accepted: result.is_ok(),
+            rows: cyborg_snapshot(conf, &self.host),
+            providers: providers(&self.placement, &self.root).await,
+        };
+        (step, format!("{result:?}"))
+    }
+
+    async fn finish(self) {
+        clear(&self.placement, &self.root).await;
+        let _ = self
+            .placement
+            .call(
+                Method::DELETE,
+                &format!("/resource_providers/{}", self.root),
+                None,
+                None,
+            )
+            .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_leave_database_and_placement_as_cyborgs_own_conductor_does() {
+    let bench = Bench::new().await;
+    let reports = cyborg_reports(&bench.host);
+    let reports = reports.as_array().expect("a list of reports");
+    assert_eq!(reports.len(), 6);
+    let devices: Vec<Value> = reports.iter().map(|r| r["devices"].clone()).collect();
+    let theirs = bench.theirs(&devices).await;
+
+    // The sequence does what it says on Cyborg's side, or the comparison proves little.
+    let devices = |step: &Step| step.rows["devices"].as_array().expect("devices").len();
+    // Every report is taken; the device without a resource class is taken back out
+    // (Placement cannot offer it), the rest of its report still applied.
+    assert!(theirs.iter().all(|s| s.accepted), "{theirs:#?}");
+    assert_eq!(devices(&theirs[0]), 2);
+    assert_eq!(theirs[0].providers.len(), 3, "{:#?}", theirs[0].providers);
+    assert_eq!(
+        theirs[0].rows, theirs[1].rows,
+        "an unchanged report changed nothing"
+    );
+    assert_ne!(theirs[1].rows, theirs[2].rows);
+    assert_ne!(theirs[1].providers, theirs[2].providers);
+    assert_eq!(
+        devices(&theirs[3]),
+        2,
+        "the GPU added, the FPGA gone, the stub NIC kept"
+    );
+    assert_eq!(
+        devices(&theirs[4]),
+        1,
+        "the GPU kept, the NIC gone, no device without a class"
+    );
+    assert_eq!(theirs[4].providers.len(), 1, "{:#?}", theirs[4].providers);
+    assert_eq!(
+        theirs[5].rows["counts"],
+        json!({"devices": 0, "controlpath_ids": 0, "deployables": 0, "attributes": 0, "attach_handles": 0})
+    );
+    assert!(theirs[5].providers.is_empty());
+
+    // This crate, on a database of the declared schema.
+    let (conductor, conf) = bench.ours().await;
+    for (i, report) in reports.iter().enumerate() {
+        let (ours, result) = bench.apply(&conductor, &conf, &report["devices"]).await;
+        assert_eq!(
+            ours, theirs[i],
+            "after report {i} ({}), ours (left, {result}) differs from Cyborg's",
+            report["what"]
+        );
+    }
+    bench.finish().await;
+}
+
+/// The handle rows of the FPGA in a snapshot: (attach_info, attach_type).
+fn fpga_handles(step: &Step) -> Vec<(String, String)> {
+    let fpga = step.rows["devices"]
+        .as_array()
+        .expect("devices")
+        .iter()
+        .find(|d| d["type"] == "FPGA")
+        .expect("the FPGA");
+    fpga["deployables"][0]["handles"]
+        .as_array()
+        .expect("handles")
+        .iter()
+        .map(|h| {
+            (
+                h["attach_info"].as_str().expect("info").to_owned(),
+                h["attach_type"].as_str().expect("type").to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Where this conductor is not Cyborg 17's, on purpose: Cyborg finds "the handle of a
+/// deployable with this attach_info" through a database filter that ignores
+/// `attach_info` (`attach_handle_get_by_filters` has no such key), so when a report drops
+/// or changes a handle that is not the deployable's newest, Cyborg deletes or changes
+/// the newest one instead (its next report then churns again, and the newest handle may
+/// be in use). This conductor deletes and changes the handle the report names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_or_changed_handle_is_the_one_the_report_names() {
+    let bench = Bench::new().await;
+    let reports = cyborg_reports(&bench.host);
+    let first = reports[0]["devices"].clone();
+    // The FPGA's oldest handle dropped, its second oldest made a PCI handle.
+    let mut second = first.clone();
+    let fpga = second
+        .as_array_mut()
+        .expect("devices")
+        .iter_mut()
+        .find(|d| d["cyborg_object.data"]["type"] == "FPGA")
+        .expect("the FPGA");
+    let handles = fpga["cyborg_object.data"]["deployable_list"][0]["cyborg_object.data"]
+        ["attach_handle_list"]
+        .as_array_mut()
+        .expect("handles");
+    let dropped = handles.remove(0)["cyborg_object.data"]["attach_info"]
+        .as_str()
+        .expect("info")
+        .to_owned();
+    handles[0]["cyborg_object.data"]["attach_type"] = json!("PCI");
+    let changed = handles[0]["cyborg_object.data"]["attach_info"]
+        .as_str()
+        .expect("info")
+        .to_owned();
+    let newest = handles
+        .last()
+        .and_then(|h| h["cyborg_object.data"]["attach_info"].as_str())
+        .expect("info")
+        .to_owned();
+
+    let theirs = bench.theirs(&[first.clone(), second.clone()]).await;
+    let (conductor, conf) = bench.ours().await;
+    let (ours_first, _) = bench.apply(&conductor, &conf, &first).await;
+    assert_eq!(ours_first, theirs[0]);
+    let (ours, result) = bench.apply(&conductor, &conf, &second).await;
+    assert!(ours.accepted && theirs[1].accepted, "{result}");
+
+    let type_of = |handles: &[(String, String)], info: &str| {
+        handles
+            .iter()
+            .find(|(i, _)| i == info)
+            .map(|(_, t)| t.clone())
+    };
+    // Cyborg 17: the dropped handle is still there and the newest is gone, and the PCI
+    // type went to the newest handle left, not the one the report changed.
+    let cyborgs = fpga_handles(&theirs[1]);
+    assert_eq!(type_of(&cyborgs, &dropped).as_deref(), Some("TEST_PCI"));
+    assert_eq!(type_of(&cyborgs, &newest), None);
+    assert_eq!(type_of(&cyborgs, &changed).as_deref(), Some("TEST_PCI"));
+    let pci: Vec<&(String, String)> = cyborgs.iter().filter(|(_, t)| t == "PCI").collect();
+    assert_eq!(pci.len(), 1, "{cyborgs:?}");
+    // Ours: exactly what the report says.
+    let handles = fpga_handles(&ours);
+    assert_eq!(handles.len(), 15);
+    assert_eq!(type_of(&handles, &dropped), None);
+    assert_eq!(type_of(&handles, &newest).as_deref(), Some("TEST_PCI"));
+    assert_eq!(type_of(&handles, &changed).as_deref(), Some("PCI"));
+    // Nothing else differs.
+    assert_eq!(ours.providers, theirs[1].providers);
+    assert_eq!(ours.rows["counts"], theirs[1].rows["counts"]);
+    bench.finish().await;
+}
