@@ -85,6 +85,33 @@ impl Dialect {
     }
 }
 
+/// Text column `i` of `row`: MySQL hands a `TEXT` column (`std_board_info`,
+/// attributes' `key` and `value`) to sqlx's Any driver as bytes, even through a `CAST`.
+fn text(row: &AnyRow, i: usize) -> Result<Option<String>, DbError> {
+    match row.try_get::<Option<String>, _>(i) {
+        Ok(v) => Ok(v),
+        Err(sqlx::Error::ColumnDecode { .. }) => {
+            let bytes: Option<Vec<u8>> = row.try_get(i)?;
+            bytes
+                .map(|b| {
+                    String::from_utf8(b).map_err(|e| DbError::Sql(sqlx::Error::Decode(Box::new(e))))
+                })
+                .transpose()
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Like [`text`], for a `NOT NULL` column.
+fn required_text(row: &AnyRow, i: usize) -> Result<String, DbError> {
+    text(row, i)?.ok_or_else(|| {
+        DbError::Sql(sqlx::Error::ColumnDecode {
+            index: i.to_string(),
+            source: "NULL in a NOT NULL column".into(),
+        })
+    })
+}
+
 /// The time Cyborg's rows record: UTC, without a zone, to the microsecond.
 pub fn now() -> String {
     Utc::now()
@@ -318,11 +345,11 @@ impl Store {
             };
             out.push(StoredDevice {
                 id,
-                r#type: row.try_get(1)?,
-                vendor: row.try_get(2)?,
-                model: row.try_get(3)?,
-                std_board_info: row.try_get(4)?,
-                vendor_board_info: row.try_get(5)?,
+                r#type: required_text(&row, 1)?,
+                vendor: required_text(&row, 2)?,
+                model: required_text(&row, 3)?,
+                std_board_info: text(&row, 4)?,
+                vendor_board_info: text(&row, 5)?,
                 cpid,
                 deployables: self.device_deployables(id).await?,
             });
@@ -348,7 +375,7 @@ impl Store {
         row.map(|r: AnyRow| {
             Ok(StoredControlPath {
                 id: r.try_get(0)?,
-                cpid_info: r.try_get(1)?,
+                cpid_info: required_text(&r, 1)?,
             })
         })
         .transpose()
@@ -372,7 +399,7 @@ impl Store {
             let id: i64 = row.try_get(0)?;
             out.push(StoredDeployable {
                 id,
-                name: row.try_get(1)?,
+                name: required_text(&row, 1)?,
                 num_accelerators: row.try_get(2)?,
                 attributes: self.attributes(id).await?,
                 handles: self.handles(id).await?,
@@ -393,7 +420,7 @@ impl Store {
             .fetch_all(&self.pool)
             .await?;
         rows.iter()
-            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .map(|r| Ok((required_text(r, 0)?, required_text(r, 1)?)))
             .collect()
     }
 
@@ -414,8 +441,8 @@ impl Store {
             .map(|r| {
                 Ok(StoredHandle {
                     id: r.try_get(0)?,
-                    attach_type: r.try_get(1)?,
-                    attach_info: r.try_get(2)?,
+                    attach_type: required_text(r, 1)?,
+                    attach_info: required_text(r, 2)?,
                 })
             })
             .collect()

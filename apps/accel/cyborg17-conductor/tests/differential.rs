@@ -7,15 +7,18 @@
 //! database API, and Placement's providers under the host must be the same, and a report
 //! one side refuses the other must refuse too.
 //!
-//! Uses `VERSO_TEST_PYTHON`, `VERSO_TEST_KEYSTONE_URL` and `VERSO_TEST_PLACEMENT_URL`
-//! (scripts/test.sh sets them).
+//! Each runs on SQLite (Cyborg's schema from its `create_schema`) and on MariaDB
+//! (Cyborg's schema from its own `cyborg-dbsync upgrade`, as a deployment has it).
+//!
+//! Uses `VERSO_TEST_PYTHON`, `VERSO_TEST_KEYSTONE_URL`, `VERSO_TEST_PLACEMENT_URL` and
+//! `VERSO_TEST_MYSQL_URL` (scripts/test.sh sets them).
 // A failed set-up step fails the test with its message.
 #![allow(clippy::expect_used)]
 
 use accel_cyborg17::objects::DriverDevice;
 use accel_cyborg17::testing::{
-    cyborg_conductor_config, cyborg_conductor_schema, cyborg_report, cyborg_reports,
-    cyborg_snapshot, write_cyborg_database_config,
+    cyborg_conductor_config_on, cyborg_conductor_schema, cyborg_dbsync_upgrade, cyborg_report,
+    cyborg_reports, cyborg_snapshot, mysql_execute, write_cyborg_database_config,
 };
 use accel_cyborg17_conductor::{Placement, Reports, Store};
 use accel_keystone::{AuthOptions, Session};
@@ -116,9 +119,17 @@ struct Step {
     providers: BTreeMap<String, Value>,
 }
 
-/// A host of its own with a compute node in Placement, and the two conductors' databases
-/// in a temporary directory.
+/// The database both conductors run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Backend {
+    Sqlite,
+    MariaDb,
+}
+
+/// A host of its own with a compute node in Placement, and the two conductors'
+/// databases (files in a temporary directory, or databases of the test MariaDB).
 struct Bench {
+    backend: Backend,
     dir: tempfile::TempDir,
     host: String,
     root: String,
@@ -127,7 +138,7 @@ struct Bench {
 }
 
 impl Bench {
-    async fn new() -> Bench {
+    async fn new(backend: Backend) -> Bench {
         let dir = tempfile::tempdir().expect("tempdir");
         let suffix = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
         let host = format!("cyborg17-diff-{suffix}");
@@ -146,12 +157,52 @@ impl Bench {
             .as_str()
             .expect("the compute node's uuid")
             .to_owned();
-        Bench {
+        let bench = Bench {
+            backend,
             dir,
             host,
             root,
             placement,
             suffix,
+        };
+        if backend == Backend::MariaDb {
+            for side in ["theirs", "ours"] {
+                mysql_execute(
+                    &env("VERSO_TEST_MYSQL_URL"),
+                    &format!(
+                        "CREATE DATABASE {} CHARACTER SET utf8mb4",
+                        bench.database(side)
+                    ),
+                );
+            }
+        }
+        bench
+    }
+
+    /// The MariaDB database of one side.
+    fn database(&self, side: &str) -> String {
+        format!("cyborg_test_diff_{}_{side}", self.suffix)
+    }
+
+    /// One side's database: (sqlx's URL, SQLAlchemy's URL).
+    fn urls(&self, side: &str) -> (String, String) {
+        match self.backend {
+            Backend::Sqlite => {
+                let file = self.dir.path().join(format!("{side}.sqlite"));
+                (
+                    format!("sqlite://{}", file.display()),
+                    format!("sqlite:///{}", file.display()),
+                )
+            }
+            Backend::MariaDb => {
+                let server = env("VERSO_TEST_MYSQL_URL");
+                let rest = server.trim_start_matches("mysql://").trim_end_matches('/');
+                let db = self.database(side);
+                (
+                    format!("mysql://{rest}/{db}"),
+                    format!("mysql+pymysql://{rest}/{db}?charset=utf8mb4"),
+                )
+            }
         }
     }
 
@@ -161,9 +212,9 @@ impl Bench {
         let conf = self.dir.path().join("cyborg.conf");
         std::fs::write(
             &conf,
-            cyborg_conductor_config(
+            cyborg_conductor_config_on(
                 &format!("cyborg-conductor-{}", self.suffix),
-                &self.dir.path().join("cyborg.sqlite"),
+                &self.urls("theirs").1,
                 &env("VERSO_TEST_KEYSTONE_URL"),
                 "accel",
                 "verso-accel",
@@ -171,7 +222,10 @@ impl Bench {
             ),
         )
         .expect("write cyborg.conf");
-        cyborg_conductor_schema(&conf);
+        match self.backend {
+            Backend::Sqlite => cyborg_conductor_schema(&conf),
+            Backend::MariaDb => cyborg_dbsync_upgrade(&conf),
+        }
         let mut steps = Vec::new();
         for (i, devices) in reports.iter().enumerate() {
             let file = self.dir.path().join(format!("report-{i}.json"));
@@ -192,15 +246,13 @@ impl Bench {
     async fn ours(&self) -> (Reports, std::path::PathBuf) {
         let dir = self.dir.path().join("ours");
         std::fs::create_dir(&dir).expect("mkdir");
-        let db = dir.join("ours.sqlite");
-        let store = Store::connect(&format!("sqlite://{}", db.display()))
-            .await
-            .expect("connect");
+        let (url, sqlalchemy) = self.urls("ours");
+        let store = Store::connect(&url).await.expect("connect");
         assert!(
             store.sync().await.expect("sync"),
             "an empty database gets Cyborg's schema"
         );
-        let conf = write_cyborg_database_config(&dir, &format!("sqlite:///{}", db.display()));
+        let conf = write_cyborg_database_config(&dir, &sqlalchemy);
         (Reports::new(store, self.placement.clone()), conf)
     }
 
@@ -227,6 +279,14 @@ impl Bench {
     }
 
     async fn finish(self) {
+        if self.backend == Backend::MariaDb {
+            for side in ["theirs", "ours"] {
+                mysql_execute(
+                    &env("VERSO_TEST_MYSQL_URL"),
+                    &format!("DROP DATABASE {}", self.database(side)),
+                );
+            }
+        }
         clear(&self.placement, &self.root).await;
         let _ = self
             .placement
@@ -241,8 +301,17 @@ impl Bench {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reports_leave_database_and_placement_as_cyborgs_own_conductor_does() {
-    let bench = Bench::new().await;
+async fn sqlite_reports_leave_database_and_placement_as_cyborgs_own_conductor_does() {
+    reports_leave_database_and_placement_as_cyborgs_own_conductor_does(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_reports_leave_database_and_placement_as_cyborgs_own_conductor_does() {
+    reports_leave_database_and_placement_as_cyborgs_own_conductor_does(Backend::MariaDb).await;
+}
+
+async fn reports_leave_database_and_placement_as_cyborgs_own_conductor_does(backend: Backend) {
+    let bench = Bench::new(backend).await;
     let reports = cyborg_reports(&bench.host);
     let reports = reports.as_array().expect("a list of reports");
     assert_eq!(reports.len(), 6);
@@ -320,8 +389,17 @@ fn fpga_handles(step: &Step) -> Vec<(String, String)> {
 /// the newest one instead (its next report then churns again, and the newest handle may
 /// be in use). This conductor deletes and changes the handle the report names.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dropped_or_changed_handle_is_the_one_the_report_names() {
-    let bench = Bench::new().await;
+async fn sqlite_a_dropped_or_changed_handle_is_the_one_the_report_names() {
+    a_dropped_or_changed_handle_is_the_one_the_report_names(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_a_dropped_or_changed_handle_is_the_one_the_report_names() {
+    a_dropped_or_changed_handle_is_the_one_the_report_names(Backend::MariaDb).await;
+}
+
+async fn a_dropped_or_changed_handle_is_the_one_the_report_names(backend: Backend) {
+    let bench = Bench::new(backend).await;
     let reports = cyborg_reports(&bench.host);
     let first = reports[0]["devices"].clone();
     // The FPGA's oldest handle dropped, its second oldest made a PCI handle.
