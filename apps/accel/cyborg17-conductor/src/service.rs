@@ -48,14 +48,18 @@ pub fn endpoint(reports: Reports) -> Endpoint {
         .into_endpoint()
 }
 
-/// Serves the conductor on Cyborg's topic over `transport` (whose control exchange
-/// must be Cyborg's, `cyborg`).
+/// Serves the conductor on `topic` (Cyborg's is [`CONDUCTOR_TOPIC`]) over `transport`,
+/// whose control exchange must be Cyborg's (`cyborg`).
 pub async fn serve(
     transport: Arc<dyn Transport>,
     reports: Reports,
+    topic: &str,
 ) -> Result<ServerHandle, RpcError> {
-    RpcServer::new(transport, Target::new(CONDUCTOR_TOPIC))
+    RpcServer::new(transport, Target::new(topic))
         .endpoint(endpoint(reports))?
         .start()
         .await
 }
+
+/// The topic [`serve`] takes in a deployment: Cyborg's conductor topic.
+pub const TOPIC: &str = CONDUCTOR_TOPIC;

@@ -84,6 +84,11 @@ def setup(transport_url):
 
 
 def send(args):
+    if args.fpga_named_after_host:
+        # As on the agent's own host: the fake driver names its FPGA after CONF.host.
+        from cyborg.conf import CONF
+
+        CONF.set_override("host", args.host)
     devices = fake.FakeDriver().discover()
     if args.with_nic:
         devices.append(nic_with_vfs(args.host))
@@ -252,6 +257,7 @@ def main():
     parser.add_argument("--type")
     parser.add_argument("--uuid")
     parser.add_argument("--with-nic", action="store_true")
+    parser.add_argument("--fpga-named-after-host", action="store_true")
     parser.add_argument("--device-version")
     parser.add_argument("--handle")
     parser.add_argument("--managed", choices=["yes", "no"])

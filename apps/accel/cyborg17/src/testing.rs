@@ -64,13 +64,22 @@ pub async fn cyborg_agent_reports_devices(
     host: &str,
     with_nic: bool,
 ) -> serde_json::Value {
+    cyborg_agent_sends(topic, host, &[if with_nic { "--with-nic" } else { "" }]).await
+}
+
+/// [`cyborg_agent_reports_devices`] with the NIC, the fake FPGA named after `host`
+/// (`<host>_FakeDevice`) as the agent of that host names it, where the others name it
+/// after the sending process's own host.
+pub async fn cyborg_agent_reports_as_host(topic: &str, host: &str) -> serde_json::Value {
+    cyborg_agent_sends(topic, host, &["--with-nic", "--fpga-named-after-host"]).await
+}
+
+async fn cyborg_agent_sends(topic: &str, host: &str, flags: &[&str]) -> serde_json::Value {
     let mut cmd = tokio::process::Command::new(python());
     cmd.arg(peer_script())
         .args(["send", "--transport-url", &rabbit_url(), "--topic", topic])
-        .args(["--host", host]);
-    if with_nic {
-        cmd.arg("--with-nic");
-    }
+        .args(["--host", host])
+        .args(flags.iter().filter(|f| !f.is_empty()));
     let out = cmd
         .kill_on_drop(true)
         .output()

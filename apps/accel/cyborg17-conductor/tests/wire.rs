@@ -1,0 +1,150 @@
+//! This conductor on RabbitMQ, reached by Cyborg 17's own RPC client: a report sent by
+//! Cyborg's `ConductorAPI.report_data` (`python/cyborg_peer.py send`, the pinned
+//! package's agent-side client with Cyborg's fake driver and an SR-IOV NIC) is stored as
+//! Cyborg's conductor stores it and offered in Placement, and a report of a host
+//! Placement does not know is refused with Cyborg's own exception, nothing stored.
+//!
+//! Uses `VERSO_TEST_RABBIT_URL`, `VERSO_TEST_PYTHON`, `VERSO_TEST_KEYSTONE_URL` and
+//! `VERSO_TEST_PLACEMENT_URL` (scripts/test.sh sets them).
+// A failed set-up step fails the test with its message.
+#![allow(clippy::expect_used)]
+
+use accel_cyborg17::rpc::ReportData;
+use accel_cyborg17::testing::{
+    cyborg_agent_reports_as_host, cyborg_inventory, cyborg_transport, write_cyborg_database_config,
+};
+use accel_cyborg17_conductor::{service, Placement, Reports, Store};
+use accel_keystone::{AuthOptions, Session};
+use reqwest::Method;
+use serde_json::json;
+use std::time::Duration;
+use verso::{RequestContext, VersionedObject};
+use verso_rpc::{RpcClient, RpcError, Target};
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set (scripts/test.sh sets it)"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cyborgs_own_client_reports_over_rabbitmq() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let suffix = &uuid::Uuid::new_v4().simple().to_string()[..8];
+    let host = format!("cyborg17-wire-{suffix}");
+    // A topic of this test's own: other tests' conductors serve Cyborg's.
+    let topic = format!("cyborg-conductor-{suffix}");
+    let session = Session::new(AuthOptions::new(
+        &env("VERSO_TEST_KEYSTONE_URL"),
+        "accel",
+        "verso-accel",
+        "service",
+    ))
+    .expect("a Keystone session");
+    let placement = Placement::new(session, Some(env("VERSO_TEST_PLACEMENT_URL")));
+    let (status, node) = placement
+        .call(
+            Method::POST,
+            "/resource_providers",
+            Some("1.20"),
+            Some(&json!({ "name": host })),
+        )
+        .await
+        .expect("Placement answers");
+    assert_eq!(status, 200, "{node}");
+    let root = node["uuid"].as_str().expect("uuid").to_owned();
+
+    let db = dir.path().join("cyborg.sqlite");
+    let store = Store::connect(&format!("sqlite://{}", db.display()))
+        .await
+        .expect("connect");
+    store.sync().await.expect("sync");
+    let conf = write_cyborg_database_config(dir.path(), &format!("sqlite:///{}", db.display()));
+    let server = service::serve(
+        cyborg_transport().await,
+        Reports::new(store, placement.clone()),
+        &topic,
+    )
+    .await
+    .expect("serving");
+
+    let sent = cyborg_agent_reports_as_host(&topic, &host).await;
+    assert_eq!(sent.as_array().expect("a list").len(), 2, "{sent}");
+    let stored = cyborg_inventory(&conf, &host);
+    let stored = stored.as_array().expect("devices");
+    assert_eq!(stored.len(), 2, "{stored:?}");
+    let mut names: Vec<&str> = stored
+        .iter()
+        .flat_map(|d| d["deployables"].as_array().expect("deployables"))
+        .map(|d| d["name"].as_str().expect("name"))
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            format!("{host}_FakeDevice"),
+            format!("{host}_nic_vf1"),
+            format!("{host}_nic_vf2")
+        ]
+    );
+    let (_, tree) = placement
+        .call(
+            Method::GET,
+            &format!("/resource_providers?in_tree={root}"),
+            Some("1.14"),
+            None,
+        )
+        .await
+        .expect("Placement answers");
+    assert_eq!(
+        tree["resource_providers"]
+            .as_array()
+            .expect("providers")
+            .len(),
+        4,
+        "{tree}"
+    );
+
+    // A host Placement has no compute node for: Cyborg's exception, nothing stored.
+    let stranger = format!("cyborg17-nowhere-{suffix}");
+    let devices = sent
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|p| accel_cyborg17::objects::DriverDevice::from_primitive(p).expect("decodes"))
+        .collect();
+    let err = RpcClient::new(cyborg_transport().await, Target::new(&topic))
+        .timeout(Duration::from_secs(30))
+        .call_method(
+            &RequestContext::new("req-stranger"),
+            ReportData {
+                hostname: stranger.clone(),
+                driver_device_list: devices,
+            },
+        )
+        .await
+        .expect_err("refused");
+    let RpcError::Remote(remote) = &err else {
+        panic!("not a remote error: {err:?}");
+    };
+    assert_eq!(remote.kind, "PlacementResourceProviderNotFound");
+    assert_eq!(remote.module, "cyborg.common.exception");
+    assert!(remote.message.contains(&stranger), "{}", remote.message);
+    assert_eq!(cyborg_inventory(&conf, &stranger), json!([]));
+
+    server.stop().await;
+    for p in tree["resource_providers"]
+        .as_array()
+        .expect("providers")
+        .iter()
+        .rev()
+    {
+        let uuid = p["uuid"].as_str().expect("uuid");
+        let _ = placement
+            .call(
+                Method::DELETE,
+                &format!("/resource_providers/{uuid}"),
+                None,
+                None,
+            )
+            .await;
+    }
+}
