@@ -61,7 +61,7 @@ impl Dialect {
     }
 
     /// `col` read as a 64-bit integer.
-    fn int(self, col: &str) -> String {
+    pub(crate) fn int(self, col: &str) -> String {
         match self {
             Dialect::Sqlite => col.to_owned(),
             Dialect::MySql => format!("CAST({col} AS SIGNED)"),
@@ -69,9 +69,18 @@ impl Dialect {
     }
 
     /// `col` read as text.
-    fn text(self, col: &str) -> String {
+    pub(crate) fn text(self, col: &str) -> String {
         match self {
             Dialect::Sqlite => col.to_owned(),
+            Dialect::MySql => format!("CAST({col} AS CHAR)"),
+        }
+    }
+
+    /// A `DATETIME` column read as its text (`YYYY-MM-DD HH:MM:SS[.ffffff]`): the Any
+    /// driver reads the type on neither backend.
+    pub(crate) fn time(self, col: &str) -> String {
+        match self {
+            Dialect::Sqlite => format!("CAST({col} AS TEXT)"),
             Dialect::MySql => format!("CAST({col} AS CHAR)"),
         }
     }
@@ -87,7 +96,7 @@ impl Dialect {
 
 /// Text column `i` of `row`: MySQL hands a `TEXT` column (`std_board_info`,
 /// attributes' `key` and `value`) to sqlx's Any driver as bytes, even through a `CAST`.
-fn text(row: &AnyRow, i: usize) -> Result<Option<String>, DbError> {
+pub(crate) fn text(row: &AnyRow, i: usize) -> Result<Option<String>, DbError> {
     match row.try_get::<Option<String>, _>(i) {
         Ok(v) => Ok(v),
         Err(sqlx::Error::ColumnDecode { .. }) => {

@@ -9,21 +9,26 @@
 //! - [`report::Reports`]: `report_data`, Cyborg's report diff step for step (devices by
 //!   control path, deployables by name, attributes by key, handles by attach info), with
 //!   its Placement calls ([`placement::Placement`]).
+//! - [`requests::Requests`]: device profiles and accelerator requests for Cyborg's API
+//!   (`device_profile_create`/`delete`, `arq_create`, `arq_delete_by_uuid`,
+//!   `arq_delete_by_instance_uuid`).
 //! - [`service`]: the conductor API 1.0 on `cyborg-conductor`, exchange `cyborg`.
 //!
 //! `tests/differential.rs` holds it to Cyborg's own conductor: the same reports, one
 //! applied by Cyborg 17's `ConductorManager` (the Python package) and one by this crate,
 //! leave the two databases equal through Cyborg's own objects and Placement the same.
 //!
-//! Not yet: Cyborg's other conductor methods (`device_profile_create`/`delete`,
-//! `arq_create`, `arq_delete_by_uuid`, `arq_delete_by_instance_uuid`,
-//! `arq_apply_patch`); a call of one is answered as an unknown method.
+//! Not yet: `arq_apply_patch` (bind and unbind through Cyborg's API); a call is answered
+//! as an unknown method.
 
 pub mod db;
 pub mod placement;
 pub mod report;
+pub mod requests;
 pub mod service;
 
 pub use db::Store;
 pub use placement::Placement;
 pub use report::Reports;
+pub use requests::Requests;
+pub use service::Conductor;

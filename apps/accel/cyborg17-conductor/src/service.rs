@@ -4,7 +4,11 @@
 //! `cyborg.common.exception`), which a Cyborg service's oslo.messaging rebuilds.
 
 use crate::report::{ReportError, Reports};
-use accel_cyborg17::rpc::{ReportData, CONDUCTOR_TOPIC};
+use crate::requests::{RequestError, Requests};
+use accel_cyborg17::rpc::{
+    ArqCreate, ArqDeleteByInstanceUuid, ArqDeleteByUuid, DeviceProfileCreate, DeviceProfileDelete,
+    ReportData, CONDUCTOR_TOPIC,
+};
 use std::sync::Arc;
 use verso::Version;
 use verso_rpc::transport::Transport;
@@ -26,12 +30,34 @@ pub fn to_remote(e: &ReportError) -> RemoteError {
     RemoteError::new(kind, ERROR_MODULE, e.to_string())
 }
 
-/// The conductor's endpoint over `reports`.
-pub fn endpoint(reports: Reports) -> Endpoint {
+/// A profile or request error as the Cyborg exception that stands for it.
+pub fn request_to_remote(e: &RequestError) -> RemoteError {
+    RemoteError::new(e.cyborg_exception(), ERROR_MODULE, e.to_string())
+}
+
+/// What the conductor serves: agents' reports, and the API's profiles and requests.
+#[derive(Clone, Debug)]
+pub struct Conductor {
+    /// `report_data`.
+    pub reports: Reports,
+    /// Profiles and requests.
+    pub requests: Requests,
+}
+
+fn refused(method: &'static str) -> impl Fn(RequestError) -> RemoteError {
+    move |e| {
+        tracing::warn!(method, error = %e, "refused");
+        request_to_remote(&e)
+    }
+}
+
+/// The conductor's endpoint.
+pub fn endpoint(conductor: Conductor) -> Endpoint {
     Endpoint::new(VERSION)
-        .with_state(reports)
-        .handle(|reports, _ctx, call: ReportData| async move {
-            match reports
+        .with_state(conductor)
+        .handle(|c, _ctx, call: ReportData| async move {
+            match c
+                .reports
                 .report(&call.hostname, &call.driver_device_list)
                 .await
             {
@@ -45,6 +71,36 @@ pub fn endpoint(reports: Reports) -> Endpoint {
                 }
             }
         })
+        .handle(|c, _ctx, call: DeviceProfileCreate| async move {
+            c.requests
+                .create_profile(&call.obj_devprof)
+                .await
+                .map_err(refused("device_profile_create"))
+        })
+        .handle(|c, _ctx, call: DeviceProfileDelete| async move {
+            c.requests
+                .delete_profile(&call.obj_devprof)
+                .await
+                .map_err(refused("device_profile_delete"))
+        })
+        .handle(|c, _ctx, call: ArqCreate| async move {
+            c.requests
+                .create_arq(&call.obj_extarq, Some(call.devprof_id))
+                .await
+                .map_err(refused("arq_create"))
+        })
+        .handle(|c, _ctx, call: ArqDeleteByUuid| async move {
+            c.requests
+                .delete_by_uuid(&call.arqs)
+                .await
+                .map_err(refused("arq_delete_by_uuid"))
+        })
+        .handle(|c, _ctx, call: ArqDeleteByInstanceUuid| async move {
+            c.requests
+                .delete_by_instance(&call.instance)
+                .await
+                .map_err(refused("arq_delete_by_instance_uuid"))
+        })
         .into_endpoint()
 }
 
@@ -52,11 +108,11 @@ pub fn endpoint(reports: Reports) -> Endpoint {
 /// whose control exchange must be Cyborg's (`cyborg`).
 pub async fn serve(
     transport: Arc<dyn Transport>,
-    reports: Reports,
+    conductor: Conductor,
     topic: &str,
 ) -> Result<ServerHandle, RpcError> {
     RpcServer::new(transport, Target::new(topic))
-        .endpoint(endpoint(reports))?
+        .endpoint(endpoint(conductor))?
         .start()
         .await
 }

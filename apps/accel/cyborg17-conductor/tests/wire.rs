@@ -13,7 +13,7 @@ use accel_cyborg17::rpc::ReportData;
 use accel_cyborg17::testing::{
     cyborg_agent_reports_as_host, cyborg_inventory, cyborg_transport, write_cyborg_database_config,
 };
-use accel_cyborg17_conductor::{service, Placement, Reports, Store};
+use accel_cyborg17_conductor::{service, Conductor, Placement, Reports, Requests, Store};
 use accel_keystone::{AuthOptions, Session};
 use reqwest::Method;
 use serde_json::json;
@@ -58,13 +58,13 @@ async fn cyborgs_own_client_reports_over_rabbitmq() {
         .expect("connect");
     store.sync().await.expect("sync");
     let conf = write_cyborg_database_config(dir.path(), &format!("sqlite:///{}", db.display()));
-    let server = service::serve(
-        cyborg_transport().await,
-        Reports::new(store, placement.clone()),
-        &topic,
-    )
-    .await
-    .expect("serving");
+    let conductor = Conductor {
+        reports: Reports::new(store.clone(), placement.clone()),
+        requests: Requests::new(store, None),
+    };
+    let server = service::serve(cyborg_transport().await, conductor, &topic)
+        .await
+        .expect("serving");
 
     let sent = cyborg_agent_reports_as_host(&topic, &host).await;
     assert_eq!(sent.as_array().expect("a list").len(), 2, "{sent}");

@@ -64,6 +64,19 @@
         provider, attributes (sorted) and handles (by attach info, with whether the
         handle's control path is its device's), and whether each row was ever updated;
         counts are the rows of each inventory table, whoever's.
+
+    requests --config FILE --host H [--topic T]
+        Cyborg 17's API's calls of its conductor, made as the API makes them: profiles
+        created (one a duplicate name), requests created per unit, one bound through
+        Cyborg's own `start_bind_job` (the FPGA of host H, stored first with Cyborg's
+        `DriverDevice.create`), requests deleted by UUID (a bound one, a missing one) and
+        by instance, a profile deleted (and a missing one). Without --topic the calls go
+        to Cyborg's `ConductorManager` in this process; with it, over RabbitMQ (FILE's
+        transport_url, exchange `cyborg`) through Cyborg's `ConductorAPI` to the
+        conductor serving topic T. Prints one JSON line {calls, profiles, arqs, handles}:
+        each call's reply (objects as Cyborg's client rebuilt them) or exception class,
+        then what the database holds, read by Cyborg's objects; UUIDs, ids and times as
+        whether they are set.
 """
 
 import argparse
@@ -580,6 +593,107 @@ def snapshot(args):
     print(json.dumps({"devices": devices, "counts": counts}), flush=True)
 
 
+def requests(args):
+    setup(args.config)
+    ctx = context.get_admin_context()
+    if args.topic:
+        from cyborg.common import rpc
+        from cyborg.conductor import rpcapi
+
+        rpc.init(CONF)
+        conductor = rpcapi.ConductorAPI(topic=args.topic)
+    else:
+        conductor = manager.ConductorManager.__new__(manager.ConductorManager)
+
+    def shape(value):
+        """An object's fields as Cyborg's client sees them, with what differs run to run
+        (UUIDs, ids, times) only as whether it is set."""
+        if hasattr(value, "fields") and hasattr(value, "obj_attr_is_set"):
+            out = {}
+            for name in sorted(value.fields):
+                if not value.obj_attr_is_set(name):
+                    out[name] = "<unset>"
+                    continue
+                v = getattr(value, name)
+                if name in ("id", "uuid", "created_at", "updated_at", "attach_handle_id",
+                            "deployable_id", "attach_handle_uuid"):
+                    out[name] = v is not None
+                else:
+                    out[name] = shape(v)
+            return {value.obj_name(): out}
+        if isinstance(value, dict):
+            return {k: shape(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [shape(v) for v in value]
+        return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)
+
+    calls = []
+
+    def call(what, fn, *a):
+        try:
+            reply = fn(ctx, *a)
+            calls.append([what, "ok", shape(reply)])
+            return reply
+        except Exception as e:  # noqa: BLE001 (the class is what is compared)
+            # oslo.messaging rebuilds a remote exception as a subclass of Cyborg's own
+            # named `<class>_Remote`.
+            name = type(e).__name__.removesuffix("_Remote")
+            print("call %s raised %s: %s" % (what, name, e), file=sys.stderr, flush=True)
+            calls.append([what, "error", name])
+            return None
+
+    # The host's FPGA, stored as Cyborg's report would store it, offered under a
+    # provider UUID as Cyborg's conductor records it.
+    CONF.set_override("host", args.host)
+    fpga = FakeDriver().discover()[0]
+    fpga.create(ctx, args.host)
+    dep = Deployable.get_list_by_device_id(ctx, Device.get_list_by_hostname(ctx, args.host)[0].id)[0]
+    dep.rp_uuid = "5d2f3e1a-6b7c-4d8e-9f0a-1b2c3d4e5f60"
+    dep.save(ctx)
+
+    project = "b8f4c9a1d2e34f5a8b6c7d8e9f0a1b2c"
+    pair = call("device_profile_create", conductor.device_profile_create, objects.DeviceProfile(
+        ctx, name="fpga-pair",
+        groups=[{"resources:FPGA": "2", "trait:CUSTOM_FAKE_DEVICE": "required"}],
+        description="two fake FPGAs"))
+    nic = call("device_profile_create", conductor.device_profile_create, objects.DeviceProfile(
+        ctx, name="nic-vf", groups=[{"resources:CUSTOM_NIC": "1"}]))
+    call("device_profile_create duplicate", conductor.device_profile_create, objects.DeviceProfile(
+        ctx, name="fpga-pair", groups=[{"resources:FPGA": "1"}]))
+    arqs = []
+    for profile in (pair, nic):
+        for group_id, group in enumerate(profile.groups):
+            units = sum(int(v) for k, v in group.items() if k.startswith("resources"))
+            for _ in range(units):
+                arq = objects.ARQ(ctx, device_profile_name=profile.name,
+                                  device_profile_group_id=group_id, project_id=project)
+                arqs.append(call("arq_create", conductor.arq_create,
+                                 objects.ExtARQ(ctx, arq=arq), profile.id))
+    # Bind the first FPGA request as Cyborg's bind does (no Nova: not its master job).
+    instance = "5f1c7e3a-9b2d-4c6e-8a0f-1d3b5c7e9a20"
+    first = objects.ExtARQ.get_suitable_ext_arq(ctx, arqs[0].arq.uuid)
+    first.start_bind_job(ctx, {first.arq.uuid: {
+        "hostname": args.host, "device_rp_uuid": dep.rp_uuid,
+        "instance_uuid": instance, "project_id": project}})
+    calls.append(["bind", "state", objects.ExtARQ.get(ctx, arqs[0].arq.uuid).arq.state])
+    missing = "0b7e5c1d-2a3f-4e6d-8c9b-0a1f2e3d4c5b"
+    call("arq_delete_by_uuid", conductor.arq_delete_by_uuid,
+         ",".join([arqs[0].arq.uuid, missing]))
+    call("arq_delete_by_instance_uuid", conductor.arq_delete_by_instance_uuid, instance)
+    call("arq_delete_by_uuid nic", conductor.arq_delete_by_uuid, arqs[2].arq.uuid)
+    call("device_profile_delete", conductor.device_profile_delete, nic)
+    gone = objects.DeviceProfile(ctx, uuid=missing, name="gone", groups=[])
+    call("device_profile_delete missing", conductor.device_profile_delete, gone)
+
+    profiles = sorted(
+        ({"name": p.name, "groups": p.groups, "description": p.description}
+         for p in objects.DeviceProfile.list(ctx)), key=lambda p: p["name"])
+    left = sorted((shape(a) for a in objects.ExtARQ.list(ctx)), key=json.dumps)
+    handles = sorted([h.attach_info, h.in_use] for h in AttachHandle.list(ctx))
+    print(json.dumps({"calls": calls, "profiles": profiles, "arqs": left, "handles": handles}),
+          flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="mode", required=True)
@@ -604,6 +718,10 @@ def main():
     p = sub.add_parser("snapshot")
     p.add_argument("--config", required=True)
     p.add_argument("--host", required=True)
+    p = sub.add_parser("requests")
+    p.add_argument("--config", required=True)
+    p.add_argument("--host", required=True)
+    p.add_argument("--topic")
     args = parser.parse_args()
     modes = {
         "schema": schema,
@@ -614,6 +732,7 @@ def main():
         "reports": reports,
         "report": report,
         "snapshot": snapshot,
+        "requests": requests,
     }
     try:
         modes[args.mode](args)

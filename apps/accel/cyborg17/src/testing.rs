@@ -575,6 +575,19 @@ pub fn cyborg_report(config: &Path, host: &str, file: &Path) -> Result<(), Strin
     }
 }
 
+/// Cyborg 17's API's calls of its conductor (`python/cyborg_conductor.py requests`) on
+/// the database of `config`: to Cyborg's own `ConductorManager` in the script's process,
+/// or with `topic` over RabbitMQ through Cyborg's `ConductorAPI` to the conductor serving
+/// it. `{calls, profiles, arqs, handles}`.
+pub fn cyborg_requests(config: &Path, host: &str, topic: Option<&str>) -> serde_json::Value {
+    let config = config.to_str().expect("a UTF-8 path");
+    let mut args = vec!["requests", "--config", config, "--host", host];
+    if let Some(topic) = topic {
+        args.extend(["--topic", topic]);
+    }
+    last_json_line(&run_conductor_script(&args))
+}
+
 /// `host`'s rows in the database of `config`, read by Cyborg 17's database API
 /// (`python/cyborg_conductor.py snapshot`): `{devices, counts}`.
 pub fn cyborg_snapshot(config: &Path, host: &str) -> serde_json::Value {

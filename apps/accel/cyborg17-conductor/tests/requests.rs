@@ -1,0 +1,180 @@
+//! Device profiles and accelerator requests against Cyborg 17's own conductor: the calls
+//! Cyborg's API makes of its conductor (`python/cyborg_conductor.py requests`: profiles
+//! created, one a duplicate; requests created per unit; one bound by Cyborg's own bind
+//! code; requests deleted by UUID, one bound and one missing, and by instance; a profile
+//! deleted, one missing) go once to openstack-cyborg 17.0.0's `ConductorManager` and
+//! once over RabbitMQ, through Cyborg's own `ConductorAPI` client, to this crate's
+//! conductor. Each reply as Cyborg's client rebuilds it, each refusal's exception class,
+//! and what the database holds after, read by Cyborg's objects, must be the same. On
+//! SQLite and on MariaDB.
+//!
+//! Uses `VERSO_TEST_RABBIT_URL`, `VERSO_TEST_PYTHON`, `VERSO_TEST_KEYSTONE_URL`,
+//! `VERSO_TEST_PLACEMENT_URL` and `VERSO_TEST_MYSQL_URL` (scripts/test.sh sets them).
+// A failed set-up step fails the test with its message.
+#![allow(clippy::expect_used)]
+
+use accel_cyborg17::testing::{
+    cyborg_conductor_config_on, cyborg_conductor_schema, cyborg_dbsync_upgrade, cyborg_requests,
+    cyborg_transport, mysql_execute,
+};
+use accel_cyborg17_conductor::requests::Agents;
+use accel_cyborg17_conductor::{service, Conductor, Placement, Reports, Requests, Store};
+use accel_keystone::{AuthOptions, Session};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set (scripts/test.sh sets it)"))
+}
+
+fn config(dir: &Path, side: &str, connection: &str) -> PathBuf {
+    let path = dir.join(format!("{side}.conf"));
+    std::fs::write(
+        &path,
+        cyborg_conductor_config_on(
+            &format!("cyborg-{side}"),
+            connection,
+            &env("VERSO_TEST_KEYSTONE_URL"),
+            "accel",
+            "verso-accel",
+            &dir.join(format!("{side}.log")),
+        ),
+    )
+    .expect("write the config");
+    path
+}
+
+async fn the_api_calls_answer_as_cyborgs_own_conductor(mariadb: bool) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let suffix = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
+    let host = format!("cyborg17-requests-{suffix}");
+    let server = env("VERSO_TEST_MYSQL_URL");
+    let rest = server
+        .trim_start_matches("mysql://")
+        .trim_end_matches('/')
+        .to_owned();
+    let urls = |side: &str| -> (String, String) {
+        if mariadb {
+            let db = format!("cyborg_test_requests_{suffix}_{side}");
+            mysql_execute(
+                &server,
+                &format!("CREATE DATABASE {db} CHARACTER SET utf8mb4"),
+            );
+            (
+                format!("mysql://{rest}/{db}"),
+                format!("mysql+pymysql://{rest}/{db}?charset=utf8mb4"),
+            )
+        } else {
+            let file = dir.path().join(format!("{side}.sqlite"));
+            (
+                format!("sqlite://{}", file.display()),
+                format!("sqlite:///{}", file.display()),
+            )
+        }
+    };
+
+    // Cyborg 17's own conductor, on Cyborg's schema made by Cyborg.
+    let (_, theirs_url) = urls("theirs");
+    let theirs_conf = config(dir.path(), "theirs", &theirs_url);
+    if mariadb {
+        cyborg_dbsync_upgrade(&theirs_conf);
+    } else {
+        cyborg_conductor_schema(&theirs_conf);
+    }
+    let theirs = cyborg_requests(&theirs_conf, &host, None);
+
+    // This crate's, on the declared schema, over RabbitMQ.
+    let (ours_url, ours_sqlalchemy) = urls("ours");
+    let store = Store::connect(&ours_url).await.expect("connect");
+    store.sync().await.expect("sync");
+    let session = Session::new(AuthOptions::new(
+        &env("VERSO_TEST_KEYSTONE_URL"),
+        "accel",
+        "verso-accel",
+        "service",
+    ))
+    .expect("a Keystone session");
+    let transport = cyborg_transport().await;
+    let conductor = Conductor {
+        reports: Reports::new(
+            store.clone(),
+            Placement::new(session, Some(env("VERSO_TEST_PLACEMENT_URL"))),
+        ),
+        requests: Requests::new(
+            store,
+            Some(Agents::new(transport.clone(), Duration::from_secs(30))),
+        ),
+    };
+    let topic = format!("cyborg-conductor-{suffix}");
+    let served = service::serve(transport, conductor, &topic)
+        .await
+        .expect("serving");
+    let ours_conf = config(dir.path(), "ours", &ours_sqlalchemy);
+    let ours = cyborg_requests(&ours_conf, &host, Some(&topic));
+    served.stop().await;
+
+    // What the sequence shows on Cyborg's side, or the comparison proves little.
+    let outcomes: Vec<(String, String)> = theirs["calls"]
+        .as_array()
+        .expect("calls")
+        .iter()
+        .map(|c| {
+            let what = c[0].as_str().expect("what").to_owned();
+            let how = match c[1].as_str() {
+                Some("ok") => "ok".to_owned(),
+                _ => c[2].as_str().unwrap_or_default().to_owned(),
+            };
+            (what, how)
+        })
+        .collect();
+    let expect = [
+        ("device_profile_create", "ok"),
+        ("device_profile_create", "ok"),
+        (
+            "device_profile_create duplicate",
+            "DuplicateDeviceProfileName",
+        ),
+        ("arq_create", "ok"),
+        ("arq_create", "ok"),
+        ("arq_create", "ok"),
+        ("bind", "Bound"),
+        ("arq_delete_by_uuid", "ResourceNotFound"),
+        ("arq_delete_by_instance_uuid", "ok"),
+        ("arq_delete_by_uuid nic", "ok"),
+        ("device_profile_delete", "ok"),
+        ("device_profile_delete missing", "ResourceNotFound"),
+    ];
+    assert_eq!(
+        outcomes,
+        expect.map(|(a, b)| (a.to_owned(), b.to_owned())),
+        "{theirs:#}"
+    );
+    assert_eq!(
+        theirs["arqs"].as_array().expect("arqs").len(),
+        1,
+        "{theirs:#}"
+    );
+
+    assert_eq!(
+        ours, theirs,
+        "ours (left) against Cyborg's own conductor (right)"
+    );
+    if mariadb {
+        for side in ["theirs", "ours"] {
+            mysql_execute(
+                &server,
+                &format!("DROP DATABASE cyborg_test_requests_{suffix}_{side}"),
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_the_api_calls_answer_as_cyborgs_own_conductor() {
+    the_api_calls_answer_as_cyborgs_own_conductor(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_the_api_calls_answer_as_cyborgs_own_conductor() {
+    the_api_calls_answer_as_cyborgs_own_conductor(true).await;
+}
