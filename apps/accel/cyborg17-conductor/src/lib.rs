@@ -11,15 +11,17 @@
 //!   its Placement calls ([`placement::Placement`]).
 //! - [`requests::Requests`]: device profiles and accelerator requests for Cyborg's API
 //!   (`device_profile_create`/`delete`, `arq_create`, `arq_delete_by_uuid`,
-//!   `arq_delete_by_instance_uuid`).
+//!   `arq_delete_by_instance_uuid`, and `arq_apply_patch`: binds and unbinds, mediated
+//!   devices through the host's agent, Nova told as Cyborg tells it).
 //! - [`service`]: the conductor API 1.0 on `cyborg-conductor`, exchange `cyborg`.
 //!
 //! `tests/differential.rs` holds it to Cyborg's own conductor: the same reports, one
 //! applied by Cyborg 17's `ConductorManager` (the Python package) and one by this crate,
 //! leave the two databases equal through Cyborg's own objects and Placement the same.
 //!
-//! Not yet: `arq_apply_patch` (bind and unbind through Cyborg's API); a call is answered
-//! as an unknown method.
+//! Not yet: programming an FPGA at bind (a profile group with `accel:bitstream_id` or
+//! `accel:function_id`: Cyborg 17 fetches the bitstream through a `devstack-admin`
+//! cloud); such a bind is refused before it starts (`InvalidParameterValue`).
 
 pub mod db;
 pub mod placement;

@@ -6,8 +6,8 @@
 use crate::report::{ReportError, Reports};
 use crate::requests::{RequestError, Requests};
 use accel_cyborg17::rpc::{
-    ArqCreate, ArqDeleteByInstanceUuid, ArqDeleteByUuid, DeviceProfileCreate, DeviceProfileDelete,
-    ReportData, CONDUCTOR_TOPIC,
+    ArqApplyPatch, ArqCreate, ArqDeleteByInstanceUuid, ArqDeleteByUuid, DeviceProfileCreate,
+    DeviceProfileDelete, ReportData, CONDUCTOR_TOPIC,
 };
 use std::sync::Arc;
 use verso::Version;
@@ -100,6 +100,12 @@ pub fn endpoint(conductor: Conductor) -> Endpoint {
                 .delete_by_instance(&call.instance)
                 .await
                 .map_err(refused("arq_delete_by_instance_uuid"))
+        })
+        .handle(|c, ctx, call: ArqApplyPatch| async move {
+            c.requests
+                .apply_patch(&call.patch_list, &call.valid_fields, ctx.project.as_deref())
+                .await
+                .map_err(refused("arq_apply_patch"))
         })
         .into_endpoint()
 }

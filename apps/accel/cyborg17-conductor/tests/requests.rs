@@ -2,22 +2,26 @@
 //! Cyborg's API makes of its conductor (`python/cyborg_conductor.py requests`: profiles
 //! created, one a duplicate; requests created per unit; one bound by Cyborg's own bind
 //! code; requests deleted by UUID, one bound and one missing, and by instance; a profile
-//! deleted, one missing) go once to openstack-cyborg 17.0.0's `ConductorManager` and
+//! deleted, one missing; binds and unbinds by JSON patch, one of a request already
+//! bound, one to a provider no deployable has) go once to openstack-cyborg 17.0.0's
+//! `ConductorManager` and
 //! once over RabbitMQ, through Cyborg's own `ConductorAPI` client, to this crate's
 //! conductor. Each reply as Cyborg's client rebuilds it, each refusal's exception class,
-//! and what the database holds after, read by Cyborg's objects, must be the same. On
-//! SQLite and on MariaDB.
+//! what the database holds after, read by Cyborg's objects, and the events Nova is sent
+//! (the test's own Nova, `accel_conductor::testing::nova`) must be the same. On SQLite
+//! and on MariaDB.
 //!
 //! Uses `VERSO_TEST_RABBIT_URL`, `VERSO_TEST_PYTHON`, `VERSO_TEST_KEYSTONE_URL`,
 //! `VERSO_TEST_PLACEMENT_URL` and `VERSO_TEST_MYSQL_URL` (scripts/test.sh sets them).
 // A failed set-up step fails the test with its message.
 #![allow(clippy::expect_used)]
 
+use accel_conductor::testing::nova::{Nova as TestNova, Received};
 use accel_cyborg17::testing::{
     cyborg_conductor_config_on, cyborg_conductor_schema, cyborg_dbsync_upgrade, cyborg_requests,
     cyborg_transport, mysql_execute,
 };
-use accel_cyborg17_conductor::requests::Agents;
+use accel_cyborg17_conductor::requests::{Agents, Nova};
 use accel_cyborg17_conductor::{service, Conductor, Placement, Reports, Requests, Store};
 use accel_keystone::{AuthOptions, Session};
 use std::path::{Path, PathBuf};
@@ -27,21 +31,42 @@ fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set (scripts/test.sh sets it)"))
 }
 
-fn config(dir: &Path, side: &str, connection: &str) -> PathBuf {
+/// A Cyborg configuration on `connection`, telling binds to the Nova at `nova`.
+fn config(dir: &Path, side: &str, connection: &str, nova: &str) -> PathBuf {
     let path = dir.join(format!("{side}.conf"));
+    let keystone = env("VERSO_TEST_KEYSTONE_URL");
     std::fs::write(
         &path,
-        cyborg_conductor_config_on(
-            &format!("cyborg-{side}"),
-            connection,
-            &env("VERSO_TEST_KEYSTONE_URL"),
-            "accel",
-            "verso-accel",
-            &dir.join(format!("{side}.log")),
+        format!(
+            "{}\n[nova]\nauth_type = password\nauth_url = {keystone}\nusername = accel\n\
+             password = verso-accel\nproject_name = service\nuser_domain_name = Default\n\
+             project_domain_name = Default\nendpoint_override = {nova}\n",
+            cyborg_conductor_config_on(
+                &format!("cyborg-{side}"),
+                connection,
+                &keystone,
+                "accel",
+                "verso-accel",
+                &dir.join(format!("{side}.log")),
+            )
         ),
     )
     .expect("write the config");
     path
+}
+
+/// The events Nova took, with the requests' UUIDs (`tag`, new each run) as whether set.
+fn events(received: &[Received]) -> Vec<serde_json::Value> {
+    received
+        .iter()
+        .map(|r| {
+            let mut body = r.body.clone();
+            for e in body["events"].as_array_mut().into_iter().flatten() {
+                e["tag"] = serde_json::json!(e["tag"].is_string());
+            }
+            serde_json::json!({"microversion": r.microversion, "body": body})
+        })
+        .collect()
 }
 
 async fn the_api_calls_answer_as_cyborgs_own_conductor(mariadb: bool) {
@@ -74,8 +99,10 @@ async fn the_api_calls_answer_as_cyborgs_own_conductor(mariadb: bool) {
     };
 
     // Cyborg 17's own conductor, on Cyborg's schema made by Cyborg.
+    let instance = "5f1c7e3a-9b2d-4c6e-8a0f-1d3b5c7e9a20";
+    let theirs_nova = TestNova::builder().server(instance, "vm").start().await;
     let (_, theirs_url) = urls("theirs");
-    let theirs_conf = config(dir.path(), "theirs", &theirs_url);
+    let theirs_conf = config(dir.path(), "theirs", &theirs_url, theirs_nova.url());
     if mariadb {
         cyborg_dbsync_upgrade(&theirs_conf);
     } else {
@@ -95,21 +122,23 @@ async fn the_api_calls_answer_as_cyborgs_own_conductor(mariadb: bool) {
     ))
     .expect("a Keystone session");
     let transport = cyborg_transport().await;
+    let ours_nova = TestNova::builder().server(instance, "vm").start().await;
     let conductor = Conductor {
         reports: Reports::new(
             store.clone(),
-            Placement::new(session, Some(env("VERSO_TEST_PLACEMENT_URL"))),
+            Placement::new(session.clone(), Some(env("VERSO_TEST_PLACEMENT_URL"))),
         ),
         requests: Requests::new(
             store,
             Some(Agents::new(transport.clone(), Duration::from_secs(30))),
-        ),
+        )
+        .with_nova(Nova::new(session, Some(ours_nova.url().to_owned()))),
     };
     let topic = format!("cyborg-conductor-{suffix}");
     let served = service::serve(transport, conductor, &topic)
         .await
         .expect("serving");
-    let ours_conf = config(dir.path(), "ours", &ours_sqlalchemy);
+    let ours_conf = config(dir.path(), "ours", &ours_sqlalchemy, ours_nova.url());
     let ours = cyborg_requests(&ours_conf, &host, Some(&topic));
     served.stop().await;
 
@@ -138,9 +167,18 @@ async fn the_api_calls_answer_as_cyborgs_own_conductor(mariadb: bool) {
         ("arq_create", "ok"),
         ("arq_create", "ok"),
         ("bind", "Bound"),
+        ("arq_apply_patch bind", "ok"),
+        ("state", ""),
+        ("arq_apply_patch bind again", "ARQBadState"),
+        ("arq_apply_patch unbind", "ok"),
+        ("state", ""),
+        ("arq_apply_patch rebind", "ok"),
+        ("state", ""),
+        ("arq_apply_patch nowhere", "ResourceNotFound"),
+        ("state", ""),
         ("arq_delete_by_uuid", "ResourceNotFound"),
         ("arq_delete_by_instance_uuid", "ok"),
-        ("arq_delete_by_uuid nic", "ok"),
+        ("arq_delete_by_uuid nic", "ResourceNotFound"),
         ("device_profile_delete", "ok"),
         ("device_profile_delete missing", "ResourceNotFound"),
     ];
@@ -149,15 +187,38 @@ async fn the_api_calls_answer_as_cyborgs_own_conductor(mariadb: bool) {
         expect.map(|(a, b)| (a.to_owned(), b.to_owned())),
         "{theirs:#}"
     );
+    // Every request ended deleted: by UUID, by instance (the rebound one and the one
+    // whose bind found no deployable) and the NIC's.
+    assert_eq!(theirs["arqs"], serde_json::json!([]), "{theirs:#}");
+    // Two binds finished, each told to Nova as one completed event of the instance.
+    let told = events(&theirs_nova.of(instance));
+    assert_eq!(told.len(), 2, "{told:#?}");
     assert_eq!(
-        theirs["arqs"].as_array().expect("arqs").len(),
-        1,
-        "{theirs:#}"
+        told[0]["body"]["events"],
+        serde_json::json!([{"name": "accelerator-request-bound", "server_uuid": instance,
+            "tag": true, "status": "completed"}])
     );
 
+    for (i, (o, t)) in ours["calls"]
+        .as_array()
+        .expect("calls")
+        .iter()
+        .zip(theirs["calls"].as_array().expect("calls"))
+        .enumerate()
+    {
+        assert_eq!(
+            o, t,
+            "call {i}: ours (left) against Cyborg's own conductor (right)"
+        );
+    }
     assert_eq!(
         ours, theirs,
         "ours (left) against Cyborg's own conductor (right)"
+    );
+    assert_eq!(
+        events(&ours_nova.of(instance)),
+        told,
+        "Nova was told otherwise"
     );
     if mariadb {
         for side in ["theirs", "ours"] {

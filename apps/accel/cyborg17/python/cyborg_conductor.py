@@ -676,6 +676,33 @@ def requests(args):
         "hostname": args.host, "device_rp_uuid": dep.rp_uuid,
         "instance_uuid": instance, "project_id": project}})
     calls.append(["bind", "state", objects.ExtARQ.get(ctx, arqs[0].arq.uuid).arq.state])
+    # Binds and unbinds as Cyborg's API sends them (PATCH /v2/accelerator_requests):
+    # the second FPGA request bound (Nova told), bound again (refused: not Initial),
+    # unbound, bound again; the NIC request to a provider no deployable has.
+    second = arqs[1].arq.uuid
+
+    def bind_patch(uuid, rp):
+        fields = {"hostname": args.host, "device_rp_uuid": rp, "instance_uuid": instance}
+        patch = [{"path": "/" + k, "op": "add", "value": v} for k, v in fields.items()]
+        return {uuid: patch}, {uuid: dict(fields, project_id=project)}
+
+    def unbind_patch(uuid):
+        return {uuid: [{"path": "/" + k, "op": "remove"}
+                       for k in ("hostname", "device_rp_uuid", "instance_uuid")]}, {}
+
+    def state(uuid):
+        calls.append(["state", "of", shape(objects.ExtARQ.get(ctx, uuid).arq)])
+
+    call("arq_apply_patch bind", conductor.arq_apply_patch, *bind_patch(second, dep.rp_uuid))
+    state(second)
+    call("arq_apply_patch bind again", conductor.arq_apply_patch, *bind_patch(second, dep.rp_uuid))
+    call("arq_apply_patch unbind", conductor.arq_apply_patch, *unbind_patch(second))
+    state(second)
+    call("arq_apply_patch rebind", conductor.arq_apply_patch, *bind_patch(second, dep.rp_uuid))
+    state(second)
+    call("arq_apply_patch nowhere", conductor.arq_apply_patch,
+         *bind_patch(arqs[2].arq.uuid, "0c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f"))
+    state(arqs[2].arq.uuid)
     missing = "0b7e5c1d-2a3f-4e6d-8c9b-0a1f2e3d4c5b"
     call("arq_delete_by_uuid", conductor.arq_delete_by_uuid,
          ",".join([arqs[0].arq.uuid, missing]))
