@@ -13,7 +13,9 @@
 //!   (`device_profile_create`/`delete`, `arq_create`, `arq_delete_by_uuid`,
 //!   `arq_delete_by_instance_uuid`, and `arq_apply_patch`: binds and unbinds, mediated
 //!   devices through the host's agent, Nova told as Cyborg tells it).
-//! - [`service`]: the conductor API 1.0 on `cyborg-conductor`, exchange `cyborg`.
+//! - [`service`]: the conductor API 1.0 on `cyborg-conductor`, exchange `cyborg`;
+//!   `accel-cyborg17-conductor --config-file cyborg.conf` runs it from Cyborg's own
+//!   configuration file ([`config`]).
 //!
 //! `tests/differential.rs` holds it to Cyborg's own conductor: the same reports, one
 //! applied by Cyborg 17's `ConductorManager` (the Python package) and one by this crate,
@@ -23,6 +25,7 @@
 //! `accel:function_id`: Cyborg 17 fetches the bitstream through a `devstack-admin`
 //! cloud); such a bind is refused before it starts (`InvalidParameterValue`).
 
+pub mod config;
 pub mod db;
 pub mod placement;
 pub mod report;

@@ -1,0 +1,275 @@
+//! The conductor's configuration, read from Cyborg 17's own `cyborg.conf` (oslo.config's
+//! INI): the file a `cyborg-conductor` runs with runs this conductor unchanged.
+//!
+//! | section | option | used for |
+//! |---|---|---|
+//! | `[DEFAULT]` | `transport_url` | RabbitMQ (`rabbit://user:pass@host:port/vhost`), exchange `cyborg` |
+//! | `[DEFAULT]` | `host` | the conductor's RPC server name (default: the machine's host name) |
+//! | `[database]` | `connection` | SQLAlchemy's URL: `mysql+pymysql://...`, `mysql://...`, `sqlite:////path` |
+//! | `[placement]` | keystoneauth's password options, `endpoint_override` | the deployables' resource providers |
+//! | `[nova]` | the same | `accelerator-request-bound` events at bind |
+//! | `[agent]` | `rpc_timeout` (this conductor's, seconds; default 60) | calls to agents (mediated devices) |
+//!
+//! keystoneauth's options are `auth_url`, `username`, `password`, `project_name`,
+//! `user_domain_name` (or `user_domain_id`), `project_domain_name` (or
+//! `project_domain_id`), `region_name`, `valid_interfaces` (first one), `cafile`.
+
+use accel_keystone::AuthOptions;
+use ini::Ini;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Why the configuration could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read or parsed.
+    #[error("{path}: {reason}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A required option is missing or empty.
+    #[error("[{section}] {option} is required")]
+    Missing {
+        /// Its section.
+        section: &'static str,
+        /// The option.
+        option: &'static str,
+    },
+    /// An option's value cannot be used.
+    #[error("[{section}] {option} = {value:?}: {reason}")]
+    Invalid {
+        /// Its section.
+        section: &'static str,
+        /// The option.
+        option: &'static str,
+        /// The value (a URL with its password hidden).
+        value: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A keystoneauth section (`[placement]`, `[nova]`): the service user and where the
+/// service is.
+#[derive(Clone, Debug)]
+pub struct ServiceAuth {
+    /// The session's options.
+    pub auth: AuthOptions,
+    /// The service's endpoint instead of the catalog's.
+    pub endpoint_override: Option<String>,
+}
+
+/// What the conductor runs with.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// `[DEFAULT] transport_url`.
+    pub transport_url: String,
+    /// `[DEFAULT] host`.
+    pub host: Option<String>,
+    /// `[database] connection`, as sqlx opens it.
+    pub database_url: String,
+    /// `[placement]`.
+    pub placement: ServiceAuth,
+    /// `[nova]`, when the file has a service user there.
+    pub nova: Option<ServiceAuth>,
+    /// How long a call to an agent may take.
+    pub agent_timeout: Duration,
+}
+
+/// SQLAlchemy's `[database] connection` as the URL sqlx opens: the driver suffix
+/// (`mysql+pymysql`) dropped, `sqlite:////abs` (SQLAlchemy's four slashes for an
+/// absolute path) as `sqlite:///abs`. `None` for a backend Cyborg 17 does not run on.
+pub fn sqlx_url(connection: &str) -> Option<String> {
+    let (scheme, rest) = connection.split_once("://")?;
+    let backend = scheme.split('+').next().unwrap_or(scheme);
+    match backend {
+        "mysql" | "mariadb" => Some(format!("mysql://{rest}")),
+        "sqlite" => {
+            let path = rest.strip_prefix('/')?;
+            if path.is_empty() {
+                None
+            } else {
+                Some(format!("sqlite://{path}"))
+            }
+        }
+        _ => None,
+    }
+}
+
+/// A URL with its password replaced by `***`, for messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(start), Some(at)) if at > start => {
+            let auth = &url[start + 3..at];
+            match auth.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..start + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// An option's value (`[DEFAULT]` is a section like the others in the file; options
+/// before any section header count as `[DEFAULT]`'s too).
+fn get<'a>(ini: &'a Ini, section: &str, option: &str) -> Option<&'a str> {
+    let found = ini.get_from(Some(section), option).or_else(|| {
+        (section == "DEFAULT")
+            .then(|| ini.get_from(None::<&str>, option))
+            .flatten()
+    });
+    found.map(str::trim).filter(|v| !v.is_empty())
+}
+
+fn service(ini: &Ini, section: &'static str) -> Result<Option<ServiceAuth>, ConfigError> {
+    let Some(auth_url) = get(ini, section, "auth_url") else {
+        return Ok(None);
+    };
+    let need = |option: &'static str| {
+        get(ini, section, option)
+            .map(str::to_owned)
+            .ok_or(ConfigError::Missing { section, option })
+    };
+    let mut auth = AuthOptions::new(
+        auth_url,
+        &need("username")?,
+        &need("password")?,
+        &need("project_name")?,
+    );
+    if let Some(d) = get(ini, section, "user_domain_name").or(get(ini, section, "user_domain_id")) {
+        auth.user_domain_name = d.to_owned();
+    }
+    if let Some(d) =
+        get(ini, section, "project_domain_name").or(get(ini, section, "project_domain_id"))
+    {
+        auth.project_domain_name = d.to_owned();
+    }
+    auth.region_name = get(ini, section, "region_name").map(str::to_owned);
+    if let Some(i) = get(ini, section, "valid_interfaces") {
+        if let Some(first) = i.split(',').map(str::trim).find(|s| !s.is_empty()) {
+            auth.interface = first.to_owned();
+        }
+    }
+    auth.cafile = get(ini, section, "cafile").map(PathBuf::from);
+    Ok(Some(ServiceAuth {
+        auth,
+        endpoint_override: get(ini, section, "endpoint_override").map(str::to_owned),
+    }))
+}
+
+impl Config {
+    /// Reads `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let ini = Ini::load_from_file(path).map_err(|e| ConfigError::File {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        })?;
+        Config::from_ini(&ini)
+    }
+
+    /// Reads an already parsed file.
+    pub fn from_ini(ini: &Ini) -> Result<Config, ConfigError> {
+        let transport_url = get(ini, "DEFAULT", "transport_url").ok_or(ConfigError::Missing {
+            section: "DEFAULT",
+            option: "transport_url",
+        })?;
+        let connection = get(ini, "database", "connection").ok_or(ConfigError::Missing {
+            section: "database",
+            option: "connection",
+        })?;
+        let database_url = sqlx_url(connection).ok_or_else(|| ConfigError::Invalid {
+            section: "database",
+            option: "connection",
+            value: redact(connection),
+            reason:
+                "Cyborg 17 runs on MySQL/MariaDB (mysql+pymysql://...) or SQLite (sqlite:////path)"
+                    .into(),
+        })?;
+        let placement = service(ini, "placement")?.ok_or(ConfigError::Missing {
+            section: "placement",
+            option: "auth_url",
+        })?;
+        let agent_timeout = match get(ini, "agent", "rpc_timeout") {
+            None => Duration::from_secs(60),
+            Some(v) => Duration::from_secs(v.parse().map_err(|e: std::num::ParseIntError| {
+                ConfigError::Invalid {
+                    section: "agent",
+                    option: "rpc_timeout",
+                    value: v.to_owned(),
+                    reason: e.to_string(),
+                }
+            })?),
+        };
+        Ok(Config {
+            transport_url: transport_url.to_owned(),
+            host: get(ini, "DEFAULT", "host").map(str::to_owned),
+            database_url,
+            placement,
+            nova: service(ini, "nova")?,
+            agent_timeout,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlalchemy_urls_become_sqlx_urls() {
+        assert_eq!(
+            sqlx_url("mysql+pymysql://cyborg:pw@db/cyborg?charset=utf8").as_deref(),
+            Some("mysql://cyborg:pw@db/cyborg?charset=utf8")
+        );
+        assert_eq!(
+            sqlx_url("sqlite:////var/lib/cyborg.sqlite").as_deref(),
+            Some("sqlite:///var/lib/cyborg.sqlite")
+        );
+        assert_eq!(
+            sqlx_url("sqlite:///cyborg.sqlite").as_deref(),
+            Some("sqlite://cyborg.sqlite")
+        );
+        assert_eq!(sqlx_url("postgresql://x@y/z"), None);
+        assert_eq!(sqlx_url("sqlite://"), None);
+    }
+
+    #[test]
+    fn a_cyborg_conf_is_read_and_bad_ones_name_the_option() {
+        let text = "[DEFAULT]\ntransport_url = rabbit://guest:guest@mq:5672/\nhost = c1\n\n\
+                    [database]\nconnection = mysql+pymysql://cyborg:secret@db/cyborg\n\n\
+                    [placement]\nauth_url = http://ks/v3\nusername = cyborg\npassword = p\n\
+                    project_name = service\nuser_domain_name = Default\n\
+                    project_domain_name = Default\nregion_name = RegionOne\n";
+        let config = Config::from_ini(&Ini::load_from_str(text).expect("ini")).expect("config");
+        assert_eq!(config.database_url, "mysql://cyborg:secret@db/cyborg");
+        assert_eq!(config.host.as_deref(), Some("c1"));
+        assert_eq!(
+            config.placement.auth.region_name.as_deref(),
+            Some("RegionOne")
+        );
+        assert!(config.nova.is_none());
+        assert_eq!(config.agent_timeout, Duration::from_secs(60));
+
+        let no_db = text.replace("connection = mysql+pymysql://cyborg:secret@db/cyborg", "");
+        let err = Config::from_ini(&Ini::load_from_str(&no_db).expect("ini")).expect_err("refused");
+        assert_eq!(err.to_string(), "[database] connection is required");
+        let pg = text.replace(
+            "mysql+pymysql://cyborg:secret@db",
+            "postgresql://cyborg:secret@db",
+        );
+        let err = Config::from_ini(&Ini::load_from_str(&pg).expect("ini")).expect_err("refused");
+        assert!(
+            err.to_string()
+                .contains("postgresql://cyborg:***@db/cyborg"),
+            "{err}"
+        );
+        assert!(!err.to_string().contains("secret"), "{err}");
+        let half_nova = format!("{text}\n[nova]\nauth_url = http://ks/v3\nusername = nova\n");
+        let err =
+            Config::from_ini(&Ini::load_from_str(&half_nova).expect("ini")).expect_err("refused");
+        assert_eq!(err.to_string(), "[nova] password is required");
+    }
+}
