@@ -351,25 +351,7 @@ impl Reports {
             }
         };
         for dep in &dev.deployables {
-            let offered = self
-                .placement
-                .report_deployable(
-                    host_rp,
-                    &dep.name,
-                    &dep.attribute_pairs(),
-                    dep.num_accelerators,
-                )
-                .await;
-            let failed = match offered {
-                Ok(uuid) => self
-                    .store
-                    .set_rp_uuid(device_id, &dep.name, &uuid)
-                    .await
-                    .err()
-                    .map(ReportError::from),
-                Err(e) => Some(ReportError::from(e)),
-            };
-            if let Some(e) = failed {
+            if let Err(e) = self.offer(device_id, dep, host_rp).await {
                 tracing::info!(host, cpid_info = %dev.cpid_info, error = %e, "failed to add a device to Placement; taking it back out");
                 let names: Vec<(String, Vec<String>)> = dev
                     .deployables
@@ -391,6 +373,26 @@ impl Reports {
             }
         }
         Ok(true)
+    }
+
+    /// Offers a stored deployable in Placement under `host_rp` and records its provider
+    /// (Cyborg's `get_placement_needed_info_and_report`).
+    async fn offer(
+        &self,
+        device_id: i64,
+        dep: &ReportedDeployable,
+        host_rp: &str,
+    ) -> Result<(), ReportError> {
+        let uuid = self
+            .placement
+            .report_deployable(
+                host_rp,
+                &dep.name,
+                &dep.attribute_pairs(),
+                dep.num_accelerators,
+            )
+            .await?;
+        Ok(self.store.set_rp_uuid(device_id, &dep.name, &uuid).await?)
     }
 
     async fn keep_device(
@@ -463,25 +465,7 @@ impl Reports {
             self.store
                 .create_deployable(device_id, cpid_id, &dep.new_row())
                 .await?;
-            let offered = self
-                .placement
-                .report_deployable(
-                    host_rp,
-                    &dep.name,
-                    &dep.attribute_pairs(),
-                    dep.num_accelerators,
-                )
-                .await;
-            let failed = match offered {
-                Ok(uuid) => self
-                    .store
-                    .set_rp_uuid(device_id, &dep.name, &uuid)
-                    .await
-                    .err()
-                    .map(ReportError::from),
-                Err(e) => Some(ReportError::from(e)),
-            };
-            if let Some(e) = failed {
+            if let Err(e) = self.offer(device_id, dep, host_rp).await {
                 tracing::info!(deployable = %dep.name, error = %e, "failed to add a deployable to Placement; taking it back out");
                 let infos: Vec<String> = dep.handles.iter().map(|h| h.1.clone()).collect();
                 self.store

@@ -184,6 +184,15 @@ fn time(text: Option<String>) -> Result<Option<DateTime>, RequestError> {
     Ok(Some(DateTime::from(parsed.and_utc())))
 }
 
+/// Group `group_id` of a profile's groups.
+fn group_of(profile: &DeviceProfile, group_id: i64) -> Option<BTreeMap<String, Option<String>>> {
+    let groups = profile.groups.get()?;
+    usize::try_from(group_id)
+        .ok()
+        .and_then(|i| groups.get(i))
+        .cloned()
+}
+
 /// Reaches a host's agent (Cyborg's agent API on `cyborg-agent`, server = host).
 #[derive(Clone)]
 pub struct Agents {
@@ -409,6 +418,22 @@ impl Requests {
         self.store.dialect()
     }
 
+    /// The row `sql` selects by the id `id`, or Cyborg's `ResourceNotFound` of
+    /// `resource` `msg`.
+    async fn row_by_id(
+        &self,
+        sql: &str,
+        id: i64,
+        resource: &'static str,
+        msg: String,
+    ) -> Result<AnyRow, RequestError> {
+        sqlx::query(sql)
+            .bind(id)
+            .fetch_optional(self.store.pool())
+            .await?
+            .ok_or(RequestError::NotFound { resource, msg })
+    }
+
     /// `device_profile_create`: stores the profile; the stored profile.
     pub async fn create_profile(&self, obj: &DeviceProfile) -> Result<DeviceProfile, RequestError> {
         let name = obj
@@ -481,14 +506,9 @@ impl Requests {
             d.time("created_at"),
             d.time("updated_at"),
         );
-        let row = sqlx::query(&sql)
-            .bind(id)
-            .fetch_optional(self.store.pool())
-            .await?
-            .ok_or_else(|| RequestError::NotFound {
-                resource: "Device Profile",
-                msg: format!("with id={id}"),
-            })?;
+        let row = self
+            .row_by_id(&sql, id, "Device Profile", format!("with id={id}"))
+            .await?;
         let text = |i| crate::db::text(&row, i).map_err(RequestError::from);
         let profile_json = text(3)?.unwrap_or_default();
         let parsed: Value = serde_json::from_str(&profile_json).map_err(|e| DbError::NotFound {
@@ -648,15 +668,7 @@ impl Requests {
 
     /// The request `uuid` as Cyborg's `ExtARQ.get` builds it.
     pub async fn arq(&self, uuid: &str) -> Result<ExtArq, RequestError> {
-        let row = self
-            .arq_rows("uuid", uuid)
-            .await?
-            .into_iter()
-            .next()
-            .ok_or_else(|| RequestError::NotFound {
-                resource: "ExtArq",
-                msg: format!("with uuid={uuid}"),
-            })?;
+        let row = self.one_arq(uuid).await?;
         self.ext_arq(row).await
     }
 
@@ -684,15 +696,11 @@ impl Requests {
             Some(id) => self.deployable_uuid(id).await?,
             None => Uuid::nil(),
         };
-        let groups = profile.groups.get().cloned().unwrap_or_default();
-        let group = usize::try_from(row.device_profile_group_id)
-            .ok()
-            .and_then(|i| groups.get(i))
-            .map(|g| {
-                g.iter()
-                    .map(|(k, v)| (k.clone(), v.clone().unwrap_or_default()))
-                    .collect::<BTreeMap<String, String>>()
-            });
+        let group = group_of(&profile, row.device_profile_group_id).map(|g| {
+            g.into_iter()
+                .map(|(k, v)| (k, v.unwrap_or_default()))
+                .collect::<BTreeMap<String, String>>()
+        });
         let created_at = time(row.created_at)?;
         let updated_at = time(row.updated_at)?;
         let mut arq = Arq::blank();
@@ -736,14 +744,9 @@ impl Requests {
             d.text("attach_type"),
             d.text("attach_info")
         );
-        let row = sqlx::query(&sql)
-            .bind(id)
-            .fetch_optional(self.store.pool())
-            .await?
-            .ok_or_else(|| RequestError::NotFound {
-                resource: "Attach Handle",
-                msg: format!("with uuid={id}"),
-            })?;
+        let row = self
+            .row_by_id(&sql, id, "Attach Handle", format!("with id={id}"))
+            .await?;
         let text = |i| crate::db::text(&row, i).map(Option::unwrap_or_default);
         Ok((text(0)?, text(1)?, text(2)?))
     }
@@ -975,12 +978,7 @@ impl Requests {
             });
         }
         let profile = self.profile(row.device_profile_id).await?;
-        let groups = profile.groups.get().cloned().unwrap_or_default();
-        let group = usize::try_from(row.device_profile_group_id)
-            .ok()
-            .and_then(|i| groups.get(i))
-            .cloned()
-            .unwrap_or_default();
+        let group = group_of(&profile, row.device_profile_group_id).unwrap_or_default();
         if ["accel:bitstream_id", "accel:function_id"]
             .iter()
             .any(|k| group.get(*k).cloned().flatten().is_some())

@@ -21,26 +21,13 @@ use accel_cyborg17::testing::{
     cyborg_reports, cyborg_snapshot, mysql_execute, write_cyborg_database_config,
 };
 use accel_cyborg17_conductor::{Placement, Reports, Store};
-use accel_keystone::{AuthOptions, Session};
+use support::{compute_node, delete_tree, env, placement};
+
+mod support;
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use verso::VersionedObject;
-
-fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set (scripts/test.sh sets it)"))
-}
-
-fn placement() -> Placement {
-    let session = Session::new(AuthOptions::new(
-        &env("VERSO_TEST_KEYSTONE_URL"),
-        "accel",
-        "verso-accel",
-        "service",
-    ))
-    .expect("a Keystone session");
-    Placement::new(session, Some(env("VERSO_TEST_PLACEMENT_URL")))
-}
 
 async fn get(placement: &Placement, path: &str) -> Value {
     let (status, body) = placement
@@ -86,31 +73,6 @@ async fn providers(placement: &Placement, root: &str) -> BTreeMap<String, Value>
     out
 }
 
-/// Deletes every provider under `root` (children before parents).
-async fn clear(placement: &Placement, root: &str) {
-    let tree = get(placement, &format!("/resource_providers?in_tree={root}")).await;
-    for p in tree["resource_providers"]
-        .as_array()
-        .expect("providers")
-        .iter()
-        .rev()
-    {
-        let uuid = p["uuid"].as_str().expect("uuid");
-        if uuid != root {
-            let (status, body) = placement
-                .call(
-                    Method::DELETE,
-                    &format!("/resource_providers/{uuid}"),
-                    None,
-                    None,
-                )
-                .await
-                .expect("Placement answers");
-            assert_eq!(status, 204, "delete {uuid}: {body}");
-        }
-    }
-}
-
 /// One step's outcome: whether the report was taken, the host's rows, its providers.
 #[derive(Debug, PartialEq)]
 struct Step {
@@ -143,20 +105,7 @@ impl Bench {
         let suffix = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
         let host = format!("cyborg17-diff-{suffix}");
         let placement = placement();
-        let (status, node) = placement
-            .call(
-                Method::POST,
-                "/resource_providers",
-                Some("1.20"),
-                Some(&json!({ "name": host })),
-            )
-            .await
-            .expect("Placement answers");
-        assert_eq!(status, 200, "{node}");
-        let root = node["uuid"]
-            .as_str()
-            .expect("the compute node's uuid")
-            .to_owned();
+        let root = compute_node(&placement, &host).await;
         let bench = Bench {
             backend,
             dir,
@@ -237,7 +186,7 @@ impl Bench {
                 providers: providers(&self.placement, &self.root).await,
             });
         }
-        clear(&self.placement, &self.root).await;
+        delete_tree(&self.placement, &self.root, false).await;
         steps
     }
 
@@ -287,16 +236,7 @@ impl Bench {
                 );
             }
         }
-        clear(&self.placement, &self.root).await;
-        let _ = self
-            .placement
-            .call(
-                Method::DELETE,
-                &format!("/resource_providers/{}", self.root),
-                None,
-                None,
-            )
-            .await;
+        delete_tree(&self.placement, &self.root, true).await;
     }
 }
 

@@ -17,15 +17,16 @@ use accel_cyborg17::testing::{
     cyborg_agent_reports_as_host, cyborg_conductor_config, peer_script, python,
 };
 use accel_cyborg17_conductor::placement::rp_uuid;
-use accel_cyborg17_conductor::Placement;
-use accel_keystone::{AuthOptions, Session};
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
+use support::{compute_node, delete_tree, env, placement};
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
+
+mod support;
 
 /// Cyborg's API pipeline without Keystone's middleware: requests carry what
 /// keystonemiddleware would set (roles, project, Nova's service token's roles).
@@ -33,10 +34,6 @@ const API_PASTE: &str = "[pipeline:main]\npipeline = request_id api_v2\n\n\
     [app:api_v2]\npaste.app_factory = cyborg.api.app:app_factory\n\n\
     [filter:request_id]\npaste.filter_factory = oslo_middleware:RequestId.factory\n";
 const PROJECT: &str = "b1d0c3a2e5f44d6e8a7b9c0d1e2f3a4b";
-
-fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set (scripts/test.sh sets it)"))
-}
 
 /// Reads `lines` until one contains `want` (within a minute); the line.
 async fn wait_for(lines: &mut Lines<BufReader<ChildStdout>>, want: &str, what: &str) -> String {
@@ -124,27 +121,8 @@ async fn cyborgs_own_api_runs_on_the_rust_conductor() {
     let suffix = &uuid::Uuid::new_v4().simple().to_string()[..8];
     let host = format!("cyborg17-process-{suffix}");
     let instance = "3e4f5a6b-7c8d-4e9f-8a0b-1c2d3e4f5a6b";
-    let placement = Placement::new(
-        Session::new(AuthOptions::new(
-            &env("VERSO_TEST_KEYSTONE_URL"),
-            "accel",
-            "verso-accel",
-            "service",
-        ))
-        .expect("a Keystone session"),
-        Some(env("VERSO_TEST_PLACEMENT_URL")),
-    );
-    let (status, node) = placement
-        .call(
-            Method::POST,
-            "/resource_providers",
-            Some("1.20"),
-            Some(&json!({ "name": host })),
-        )
-        .await
-        .expect("Placement answers");
-    assert_eq!(status, 200, "{node}");
-    let root = node["uuid"].as_str().expect("uuid").to_owned();
+    let placement = placement();
+    let root = compute_node(&placement, &host).await;
     let nova = TestNova::builder().server(instance, "vm").start().await;
     let paste = dir.path().join("api-paste.ini");
     std::fs::write(&paste, API_PASTE).expect("write api-paste.ini");
@@ -282,29 +260,5 @@ async fn cyborgs_own_api_runs_on_the_rust_conductor() {
         .expect("its status");
     assert!(status.success(), "{status}");
 
-    let (_, tree) = placement
-        .call(
-            Method::GET,
-            &format!("/resource_providers?in_tree={root}"),
-            Some("1.14"),
-            None,
-        )
-        .await
-        .expect("Placement answers");
-    for p in tree["resource_providers"]
-        .as_array()
-        .expect("providers")
-        .iter()
-        .rev()
-    {
-        let uuid = p["uuid"].as_str().expect("uuid");
-        let _ = placement
-            .call(
-                Method::DELETE,
-                &format!("/resource_providers/{uuid}"),
-                None,
-                None,
-            )
-            .await;
-    }
+    delete_tree(&placement, &root, true).await;
 }

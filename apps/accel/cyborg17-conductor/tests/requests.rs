@@ -23,13 +23,11 @@ use accel_cyborg17::testing::{
 };
 use accel_cyborg17_conductor::requests::{Agents, Nova};
 use accel_cyborg17_conductor::{service, Conductor, Placement, Reports, Requests, Store};
-use accel_keystone::{AuthOptions, Session};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use support::{env, session};
 
-fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set (scripts/test.sh sets it)"))
-}
+mod support;
+use std::time::Duration;
 
 /// A Cyborg configuration on `connection`, telling binds to the Nova at `nova`.
 fn config(dir: &Path, side: &str, connection: &str, nova: &str) -> PathBuf {
@@ -114,13 +112,7 @@ async fn the_api_calls_answer_as_cyborgs_own_conductor(mariadb: bool) {
     let (ours_url, ours_sqlalchemy) = urls("ours");
     let store = Store::connect(&ours_url).await.expect("connect");
     store.sync().await.expect("sync");
-    let session = Session::new(AuthOptions::new(
-        &env("VERSO_TEST_KEYSTONE_URL"),
-        "accel",
-        "verso-accel",
-        "service",
-    ))
-    .expect("a Keystone session");
+    let session = session();
     let transport = cyborg_transport().await;
     let ours_nova = TestNova::builder().server(instance, "vm").start().await;
     let conductor = Conductor {

@@ -13,17 +13,15 @@ use accel_cyborg17::rpc::ReportData;
 use accel_cyborg17::testing::{
     cyborg_agent_reports_as_host, cyborg_inventory, cyborg_transport, write_cyborg_database_config,
 };
-use accel_cyborg17_conductor::{service, Conductor, Placement, Reports, Requests, Store};
-use accel_keystone::{AuthOptions, Session};
+use accel_cyborg17_conductor::{service, Conductor, Reports, Requests, Store};
 use reqwest::Method;
 use serde_json::json;
 use std::time::Duration;
+use support::{compute_node, delete_tree, placement};
 use verso::{RequestContext, VersionedObject};
 use verso_rpc::{RpcClient, RpcError, Target};
 
-fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set (scripts/test.sh sets it)"))
-}
+mod support;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cyborgs_own_client_reports_over_rabbitmq() {
@@ -32,25 +30,8 @@ async fn cyborgs_own_client_reports_over_rabbitmq() {
     let host = format!("cyborg17-wire-{suffix}");
     // A topic of this test's own: other tests' conductors serve Cyborg's.
     let topic = format!("cyborg-conductor-{suffix}");
-    let session = Session::new(AuthOptions::new(
-        &env("VERSO_TEST_KEYSTONE_URL"),
-        "accel",
-        "verso-accel",
-        "service",
-    ))
-    .expect("a Keystone session");
-    let placement = Placement::new(session, Some(env("VERSO_TEST_PLACEMENT_URL")));
-    let (status, node) = placement
-        .call(
-            Method::POST,
-            "/resource_providers",
-            Some("1.20"),
-            Some(&json!({ "name": host })),
-        )
-        .await
-        .expect("Placement answers");
-    assert_eq!(status, 200, "{node}");
-    let root = node["uuid"].as_str().expect("uuid").to_owned();
+    let placement = placement();
+    let root = compute_node(&placement, &host).await;
 
     let db = dir.path().join("cyborg.sqlite");
     let store = Store::connect(&format!("sqlite://{}", db.display()))
@@ -131,20 +112,5 @@ async fn cyborgs_own_client_reports_over_rabbitmq() {
     assert_eq!(cyborg_inventory(&conf, &stranger), json!([]));
 
     server.stop().await;
-    for p in tree["resource_providers"]
-        .as_array()
-        .expect("providers")
-        .iter()
-        .rev()
-    {
-        let uuid = p["uuid"].as_str().expect("uuid");
-        let _ = placement
-            .call(
-                Method::DELETE,
-                &format!("/resource_providers/{uuid}"),
-                None,
-                None,
-            )
-            .await;
-    }
+    delete_tree(&placement, &root, true).await;
 }

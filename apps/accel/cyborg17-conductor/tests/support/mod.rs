@@ -1,0 +1,82 @@
+//! What the tests of this crate share: the test services' settings, Placement as the
+//! tests' service user, a compute node of a host of the test's own.
+// A failed set-up step fails the test with its message.
+#![allow(clippy::expect_used, dead_code)]
+
+use accel_cyborg17_conductor::Placement;
+use accel_keystone::{AuthOptions, Session};
+use reqwest::Method;
+use serde_json::json;
+
+/// A setting scripts/test.sh makes.
+pub fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set (scripts/test.sh sets it)"))
+}
+
+/// The tests' service user's Keystone session (accel: admin in project `service`).
+pub fn session() -> Session {
+    Session::new(AuthOptions::new(
+        &env("VERSO_TEST_KEYSTONE_URL"),
+        "accel",
+        "verso-accel",
+        "service",
+    ))
+    .expect("a Keystone session")
+}
+
+/// The test Placement.
+pub fn placement() -> Placement {
+    Placement::new(session(), Some(env("VERSO_TEST_PLACEMENT_URL")))
+}
+
+/// Makes the compute node provider named `host` (what nova-compute makes); its UUID.
+pub async fn compute_node(placement: &Placement, host: &str) -> String {
+    let (status, node) = placement
+        .call(
+            Method::POST,
+            "/resource_providers",
+            Some("1.20"),
+            Some(&json!({ "name": host })),
+        )
+        .await
+        .expect("Placement answers");
+    assert_eq!(status, 200, "{node}");
+    node["uuid"]
+        .as_str()
+        .expect("the compute node's uuid")
+        .to_owned()
+}
+
+/// Deletes the providers under `root` (children first), and `root` too when `with_root`.
+pub async fn delete_tree(placement: &Placement, root: &str, with_root: bool) {
+    let (status, tree) = placement
+        .call(
+            Method::GET,
+            &format!("/resource_providers?in_tree={root}"),
+            Some("1.14"),
+            None,
+        )
+        .await
+        .expect("Placement answers");
+    assert_eq!(status, 200, "{tree}");
+    for p in tree["resource_providers"]
+        .as_array()
+        .expect("providers")
+        .iter()
+        .rev()
+    {
+        let uuid = p["uuid"].as_str().expect("uuid");
+        if uuid != root || with_root {
+            let (status, body) = placement
+                .call(
+                    Method::DELETE,
+                    &format!("/resource_providers/{uuid}"),
+                    None,
+                    None,
+                )
+                .await
+                .expect("Placement answers");
+            assert_eq!(status, 204, "delete {uuid}: {body}");
+        }
+    }
+}
