@@ -4,6 +4,8 @@
 // A failed set-up step fails the test with its message.
 #![allow(clippy::expect_used)]
 
+use accel_cyborg17::testing::{cyborg_dbsync_upgrade, mysql_execute, write_cyborg_database_config};
+use accel_cyborg17_conductor::config::sqlx_url;
 use accel_cyborg17_conductor::db::{DbError, NewDeployable, NewDevice};
 use accel_cyborg17_conductor::Store;
 
@@ -114,5 +116,57 @@ async fn a_device_is_stored_read_and_deleted_as_cyborg_does() {
             .await
             .expect("count");
         assert_eq!(n, 0, "{table}");
+    }
+}
+
+/// On MariaDB, through the URL a `cyborg.conf` has (`mysql+pymysql://...?charset=utf8`):
+/// an empty database gets the schema once; a database Cyborg's own `cyborg-dbsync
+/// upgrade` made is taken as it is; one at an older Cyborg revision is refused, unchanged.
+#[tokio::test]
+async fn mariadb_databases_made_by_cyborg_are_taken_and_older_ones_refused() {
+    let server = std::env::var("VERSO_TEST_MYSQL_URL")
+        .expect("VERSO_TEST_MYSQL_URL (scripts/test.sh sets it)");
+    let rest = server
+        .trim_start_matches("mysql://")
+        .trim_end_matches('/')
+        .to_owned();
+    let suffix = &uuid::Uuid::new_v4().simple().to_string()[..8];
+    let dir = tempfile::tempdir().expect("tempdir");
+    let names = ["empty", "dbsync"].map(|k| format!("cyborg_test_store_{k}_{suffix}"));
+    for name in &names {
+        mysql_execute(
+            &server,
+            &format!("CREATE DATABASE {name} CHARACTER SET utf8mb4"),
+        );
+    }
+    let url = |name: &str| format!("mysql+pymysql://{rest}/{name}?charset=utf8");
+
+    let empty = Store::connect(&sqlx_url(&url(&names[0])).expect("a MySQL URL"))
+        .await
+        .expect("connect");
+    assert!(empty.sync().await.expect("first sync"));
+    assert!(!empty.sync().await.expect("second sync"));
+
+    let conf = write_cyborg_database_config(dir.path(), &url(&names[1]));
+    cyborg_dbsync_upgrade(&conf);
+    let made = Store::connect(&sqlx_url(&url(&names[1])).expect("a MySQL URL"))
+        .await
+        .expect("connect");
+    assert!(!made
+        .sync()
+        .await
+        .expect("Cyborg's own database is Cyborg 17's"));
+    assert!(made.host_devices("nowhere").await.expect("read").is_empty());
+
+    sqlx::query("UPDATE alembic_version SET version_num = 'c6492ea0ec0a'")
+        .execute(made.pool())
+        .await
+        .expect("an older revision");
+    match made.sync().await {
+        Err(DbError::NotCyborg17 { found, .. }) => assert_eq!(found, "c6492ea0ec0a"),
+        other => panic!("not refused: {other:?}"),
+    }
+    for name in &names {
+        mysql_execute(&server, &format!("DROP DATABASE {name}"));
     }
 }
