@@ -130,7 +130,7 @@ async fn cyborgs_own_api_runs_on_the_rust_conductor() {
 
     // The conductor, on an empty database.
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_accel-cyborg17-conductor"));
-    cmd.arg("--config-file").arg(&conf);
+    cmd.arg("--config-file").arg(&conf).env("RUST_LOG", "warn");
     let (mut conductor, mut out) = spawn(cmd);
     wait_for(&mut out, "made Cyborg 17's schema", "the conductor").await;
     wait_for(&mut out, "serving cyborg-conductor", "the conductor").await;
