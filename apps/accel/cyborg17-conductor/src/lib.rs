@@ -30,6 +30,7 @@ pub mod db;
 pub mod placement;
 pub mod report;
 pub mod requests;
+pub mod run;
 pub mod service;
 
 pub use db::Store;

@@ -8,15 +8,12 @@
 //! 1 when the broker cannot be reached.
 
 use accel_cyborg17::rpc::CONTROL_EXCHANGE;
-use accel_cyborg17_conductor::config::{Config, ServiceAuth};
-use accel_cyborg17_conductor::requests::{Agents, Nova};
-use accel_cyborg17_conductor::{service, Conductor, Placement, Reports, Requests, Store};
-use accel_keystone::Session;
+use accel_cyborg17_conductor::config::Config;
+use accel_cyborg17_conductor::run::start;
+use accel_cyborg17_conductor::service;
 use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
-use verso_rpc::transport::amqp::{AmqpConfig, AmqpTransport};
 
 /// mimalloc, as every accel binary (see `accel`'s main).
 #[global_allocator]
@@ -31,10 +28,6 @@ struct Args {
     config_file: PathBuf,
 }
 
-fn session(of: &ServiceAuth) -> Result<Session, String> {
-    Session::new(of.auth.clone()).map_err(|e| e.to_string())
-}
-
 async fn run(args: Args) -> ExitCode {
     let config = match Config::load(&args.config_file) {
         Ok(c) => c,
@@ -43,75 +36,23 @@ async fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let store = match Store::connect(&config.database_url).await {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("accel-cyborg17-conductor: the database: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    match store.sync().await {
-        Ok(true) => println!("made Cyborg 17's schema in the empty database"),
-        Ok(false) => {}
+    let running = match start(&config).await {
+        Ok(r) => r,
         Err(e) => {
             eprintln!("accel-cyborg17-conductor: {e}");
-            return ExitCode::from(2);
+            return ExitCode::from(e.exit_code());
         }
+    };
+    if running.schema_made {
+        println!("made Cyborg 17's schema in the empty database");
     }
-    let placement = match session(&config.placement) {
-        Ok(s) => Placement::new(s, config.placement.endpoint_override.clone()),
-        Err(e) => {
-            eprintln!("accel-cyborg17-conductor: [placement]: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let mut amqp = match AmqpConfig::from_url(&config.transport_url) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("accel-cyborg17-conductor: [DEFAULT] transport_url: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    amqp.control_exchange = CONTROL_EXCHANGE.to_owned();
-    let transport: Arc<dyn verso_rpc::transport::Transport> =
-        match AmqpTransport::connect_with(amqp).await {
-            Ok(t) => Arc::new(t),
-            Err(e) => {
-                eprintln!("accel-cyborg17-conductor: RabbitMQ: {e}");
-                return ExitCode::from(1);
-            }
-        };
-    let mut requests = Requests::new(
-        store.clone(),
-        Some(Agents::new(transport.clone(), config.agent_timeout)),
-    );
-    if let Some(nova) = &config.nova {
-        match session(nova) {
-            Ok(s) => requests = requests.with_nova(Nova::new(s, nova.endpoint_override.clone())),
-            Err(e) => {
-                eprintln!("accel-cyborg17-conductor: [nova]: {e}");
-                return ExitCode::from(2);
-            }
-        }
-    }
-    let conductor = Conductor {
-        reports: Reports::new(store, placement),
-        requests,
-    };
-    let server = match service::serve(transport, conductor, service::TOPIC).await {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("accel-cyborg17-conductor: serving {}: {e}", service::TOPIC);
-            return ExitCode::from(1);
-        }
-    };
     println!(
         "serving {} (exchange {CONTROL_EXCHANGE}) as {}",
         service::TOPIC,
         config.host.as_deref().unwrap_or("this host")
     );
     wait_for_stop().await;
-    server.stop().await;
+    running.stop().await;
     println!("stopped");
     ExitCode::SUCCESS
 }

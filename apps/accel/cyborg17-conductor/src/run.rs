@@ -1,0 +1,109 @@
+//! The conductor started from its configuration: the database made or checked, the
+//! Keystone sessions, the broker on Cyborg's exchange, the endpoint served. The binary
+//! runs this until a signal; `accel demo --from cyborg` runs it in place of Cyborg's own
+//! conductor.
+
+use crate::config::{Config, ServiceAuth};
+use crate::db::DbError;
+use crate::requests::{Agents, Nova};
+use crate::{service, Conductor, Placement, Reports, Requests, Store};
+use accel_cyborg17::rpc::CONTROL_EXCHANGE;
+use accel_keystone::Session;
+use std::sync::Arc;
+use verso_rpc::transport::amqp::{AmqpConfig, AmqpTransport};
+use verso_rpc::transport::Transport;
+use verso_rpc::{RpcError, ServerHandle};
+
+/// Why the conductor did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The database cannot be used (or is not Cyborg 17's).
+    #[error("the database: {0}")]
+    Database(#[from] DbError),
+    /// A Keystone section cannot make a session.
+    #[error("[{section}]: {reason}")]
+    Session {
+        /// `placement` or `nova`.
+        section: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// `transport_url` is not a RabbitMQ URL.
+    #[error("[DEFAULT] transport_url: {0}")]
+    TransportUrl(String),
+    /// The broker cannot be reached.
+    #[error("RabbitMQ: {0}")]
+    Broker(String),
+    /// The topic could not be served.
+    #[error("serving cyborg-conductor: {0}")]
+    Serve(#[from] RpcError),
+}
+
+impl StartError {
+    /// The binary's exit status for it: 2 when the configuration or the database is
+    /// refused, 1 when a service could not be reached.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            StartError::Broker(_) | StartError::Serve(_) => 1,
+            _ => 2,
+        }
+    }
+}
+
+/// A started conductor.
+pub struct Running {
+    server: ServerHandle,
+    /// Whether the database was empty and got Cyborg 17's schema.
+    pub schema_made: bool,
+}
+
+impl Running {
+    /// Stops serving once the calls in hand are answered.
+    pub async fn stop(self) {
+        self.server.stop().await;
+    }
+}
+
+fn session(of: &ServiceAuth, section: &'static str) -> Result<Session, StartError> {
+    Session::new(of.auth.clone()).map_err(|e| StartError::Session {
+        section,
+        reason: e.to_string(),
+    })
+}
+
+/// Starts the conductor `config` describes.
+pub async fn start(config: &Config) -> Result<Running, StartError> {
+    let store = Store::connect(&config.database_url).await?;
+    let schema_made = store.sync().await?;
+    let placement = Placement::new(
+        session(&config.placement, "placement")?,
+        config.placement.endpoint_override.clone(),
+    );
+    let mut amqp = AmqpConfig::from_url(&config.transport_url)
+        .map_err(|e| StartError::TransportUrl(e.to_string()))?;
+    amqp.control_exchange = CONTROL_EXCHANGE.to_owned();
+    let transport: Arc<dyn Transport> = Arc::new(
+        AmqpTransport::connect_with(amqp)
+            .await
+            .map_err(|e| StartError::Broker(e.to_string()))?,
+    );
+    let mut requests = Requests::new(
+        store.clone(),
+        Some(Agents::new(transport.clone(), config.agent_timeout)),
+    );
+    if let Some(nova) = &config.nova {
+        requests = requests.with_nova(Nova::new(
+            session(nova, "nova")?,
+            nova.endpoint_override.clone(),
+        ));
+    }
+    let conductor = Conductor {
+        reports: Reports::new(store, placement),
+        requests,
+    };
+    let server = service::serve(transport, conductor, service::TOPIC).await?;
+    Ok(Running {
+        server,
+        schema_made,
+    })
+}
