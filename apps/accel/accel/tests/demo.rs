@@ -257,9 +257,9 @@ async fn demo_from_cyborg(extra: &[&str]) -> (Value, String) {
 fn assert_from_cyborg_passed(report: &Value, timeline: &str) {
     assert_eq!(report["passed"], true, "{report:#}");
     assert_eq!(report["release_n"], "cyborg-17");
-    assert_eq!(step_numbers(report), (1..=8).collect::<Vec<_>>());
-    for step in 1..=8 {
-        assert!(timeline.contains(&format!("[{step}/8]")), "{timeline}");
+    assert_eq!(step_numbers(report), (1..=9).collect::<Vec<_>>());
+    for step in 1..=9 {
+        assert!(timeline.contains(&format!("[{step}/9]")), "{timeline}");
     }
     // The figures that prove the steps: Cyborg's own API made and bound the requests,
     // accel holds exactly them after the import, Cyborg's agents report to accel and
@@ -269,6 +269,9 @@ fn assert_from_cyborg_passed(report: &Value, timeline: &str) {
         "2"
     );
     for name in [
+        "Cyborg 17's database taken as it is (no schema made)",
+        "a request made through Cyborg's API by accel's conductor (HTTP status)",
+        "requests Cyborg's API lists, unchanged (the bound ones still Bound)",
         "devices accel's API lists are Cyborg's (same UUIDs)",
         "requests accel's API lists are Cyborg's",
         "their reports found Cyborg's rows as imported",

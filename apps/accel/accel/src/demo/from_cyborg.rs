@@ -245,6 +245,12 @@ impl Cyborg {
         }
     }
 
+    async fn stop_conductor(&mut self) {
+        if let Some(p) = self.conductor.take() {
+            p.stop().await;
+        }
+    }
+
     async fn stop_control_plane(&mut self) {
         if let Some(p) = self.api.take() {
             p.stop().await;
@@ -361,7 +367,7 @@ pub async fn run(
         accel_conductor::db::redact_url(&db_url),
         quiet,
     );
-    t.steps_total(8);
+    t.steps_total(9);
     t.release_n_is_cyborg();
     // Placement outlives the demo: each run's hosts have names of their own.
     let run_id = &uuid::Uuid::new_v4().simple().to_string()[..6];
@@ -447,6 +453,7 @@ async fn steps(
 ) -> Result<(), Error> {
     let base = release_n(d, cy, placement, nodes, t).await?;
     verify_release_n(cy, placement, t, &base).await?;
+    rust_conductor(cy, t, &base).await?;
     control_plane(d, cy, t, &base).await?;
     before_finalization(d, t).await?;
     replace_agents(d, cy, t, &base).await?;
@@ -661,6 +668,101 @@ async fn accel_devices(d: &Deployment) -> Result<BTreeSet<String>, Error> {
 }
 
 /// Step 3.
+async fn rust_conductor(cy: &mut Cyborg, t: &mut Timeline, base: &Baseline) -> Result<(), Error> {
+    t.step(
+        3,
+        "Cyborg's conductor replaced by accel's Cyborg 17 in Rust, on the same cyborg.conf and database; Cyborg's API and agents unchanged",
+    );
+    cy.stop_conductor().await;
+    let conf = cy.conf("cyborg-conductor", "cyborg-conductor", "")?;
+    let config = accel_cyborg17_conductor::config::Config::load(&conf)?;
+    let running = accel_cyborg17_conductor::run::start(&config).await?;
+    t.expect_eq(
+        "Cyborg 17's database taken as it is (no schema made)",
+        running.schema_made,
+        false,
+    )?;
+    let outcome = rust_conductor_checks(cy, t, base).await;
+    running.stop().await;
+    outcome
+}
+
+async fn rust_conductor_checks(
+    cy: &Cyborg,
+    t: &mut Timeline,
+    base: &Baseline,
+) -> Result<(), Error> {
+    let (status, body) = cy.call(reqwest::Method::GET, "/v2/devices", None).await?;
+    t.expect_eq(
+        "devices Cyborg's API lists, unchanged",
+        uuids(list("Cyborg's GET /v2/devices", status, &body, "devices")?) == base.devices,
+        true,
+    )?;
+    let (status, _) = cy
+        .call(
+            reqwest::Method::POST,
+            "/v2/device_profiles",
+            Some(json!([{"name": "demo-rust-conductor", "groups": [{"resources:FPGA": "1"}]}])),
+        )
+        .await?;
+    t.expect_eq(
+        "a profile made through Cyborg's API by accel's conductor (HTTP status)",
+        status,
+        201,
+    )?;
+    let (status, body) = cy
+        .call(
+            reqwest::Method::POST,
+            "/v2/accelerator_requests",
+            Some(json!({"device_profile_name": "demo-rust-conductor"})),
+        )
+        .await?;
+    t.expect_eq(
+        "a request made through Cyborg's API by accel's conductor (HTTP status)",
+        status,
+        201,
+    )?;
+    let made = body["arqs"][0]["uuid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let (status, _) = cy
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/v2/accelerator_requests?arqs={made}"),
+            None,
+        )
+        .await?;
+    let (deleted, _) = cy
+        .call(
+            reqwest::Method::DELETE,
+            "/v2/device_profiles/demo-rust-conductor",
+            None,
+        )
+        .await?;
+    t.expect_eq(
+        "the request and the profile deleted (HTTP statuses)",
+        format!("{status} {deleted}"),
+        "204 204".to_owned(),
+    )?;
+    let (status, body) = cy
+        .call(reqwest::Method::GET, "/v2/accelerator_requests", None)
+        .await?;
+    let arqs = arqs_by_uuid(list(
+        "Cyborg's GET /v2/accelerator_requests",
+        status,
+        &body,
+        "arqs",
+    )?);
+    t.expect_eq(
+        "requests Cyborg's API lists, unchanged (the bound ones still Bound)",
+        arqs == base.arqs,
+        true,
+    )?;
+    Ok(())
+}
+
+/// Step 4.
 async fn control_plane(
     d: &mut Deployment,
     cy: &mut Cyborg,
@@ -668,7 +770,7 @@ async fn control_plane(
     base: &Baseline,
 ) -> Result<(), Error> {
     t.step(
-        3,
+        4,
         "the control plane goes to accel: Cyborg's database imported; Cyborg's agents keep reporting",
     );
     cy.stop_control_plane().await;
@@ -762,10 +864,10 @@ async fn control_plane(
     Ok(())
 }
 
-/// Step 4.
+/// Step 5.
 async fn before_finalization(d: &mut Deployment, t: &mut Timeline) -> Result<(), Error> {
     t.step(
-        4,
+        5,
         "before finalization: the gated feature and finalization are refused while Cyborg agents run",
     );
     let refused = super::scenario::gated_feature(d).await;
@@ -783,14 +885,14 @@ async fn before_finalization(d: &mut Deployment, t: &mut Timeline) -> Result<(),
     .await
 }
 
-/// Step 5.
+/// Step 6.
 async fn replace_agents(
     d: &mut Deployment,
     cy: &mut Cyborg,
     t: &mut Timeline,
     base: &Baseline,
 ) -> Result<(), Error> {
-    t.step(5, "replace Cyborg's agents by accel's, host by host");
+    t.step(6, "replace Cyborg's agents by accel's, host by host");
     let bar = t.bar(d.hosts.len() as u64, "hosts on accel's agent");
     let mut fixture = 0;
     for host in d.hosts.clone() {
@@ -880,7 +982,7 @@ async fn cyborg_agent_api_1_1(transport_url: &str, host: &str) -> Result<String,
 
 /// Step 6.
 async fn finalize(d: &mut Deployment, t: &mut Timeline) -> Result<(), Error> {
-    t.step(6, "finalize: conductor first, then every agent");
+    t.step(7, "finalize: conductor first, then every agent");
     let ctx = RequestContext::new("req-demo-finalize");
     let state = d.upgrade.call_method(&ctx, Finalize {}).await?;
     t.note(format!("finalize answered {state:?}"));
@@ -903,7 +1005,7 @@ async fn after_finalization(
     run_id: &str,
 ) -> Result<(), Error> {
     t.step(
-        7,
+        8,
         "after finalization: the gated feature works; a Cyborg 17 agent on a new host is fenced",
     );
     let done = super::scenario::gated_feature(d).await;
@@ -949,7 +1051,7 @@ async fn after_finalization(
 /// Step 8.
 async fn destroy(d: &mut Deployment, t: &mut Timeline) -> Result<(), Error> {
     t.step(
-        8,
+        9,
         "delete everything made; the fake FPGAs go with their last request",
     );
     let arqs: Vec<String> = accel_arqs(d).await?.into_keys().collect();
