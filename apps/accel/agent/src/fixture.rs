@@ -8,7 +8,7 @@
 //! and `virtfnN`/`physfn` links for SR-IOV, and `nvme/nvmeX/nvmeXnY/size` for NVMe.
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// One PCI function to write.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -232,4 +232,20 @@ pub fn sample_host(index: u32) -> Vec<FixtureFunction> {
             .iommu_group(15),
     );
     f
+}
+
+/// The `mdev_supported_types` directory of mediated-device type `mdev_type` on the GPU
+/// at PCI `address` under `root` (`class/mdev_bus/<address>/mdev_supported_types/<type>`,
+/// with an empty `devices` directory and the `create` attribute, as the kernel has
+/// them); its path. What Cyborg's agent API's `create_vgpu_mdev` and `remove_vgpu_mdev`
+/// write to.
+pub fn write_mdev_type(root: &Path, address: &str, mdev_type: &str) -> io::Result<PathBuf> {
+    let dir = root
+        .join("class/mdev_bus")
+        .join(address)
+        .join("mdev_supported_types")
+        .join(mdev_type);
+    std::fs::create_dir_all(dir.join("devices"))?;
+    std::fs::write(dir.join("create"), "")?;
+    Ok(dir)
 }

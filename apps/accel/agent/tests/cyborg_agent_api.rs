@@ -15,16 +15,9 @@ use std::path::Path;
 const GPU: &str = "0000:3b:00.0";
 const MDEV_TYPE: &str = "nvidia-35";
 
-/// The part of a GPU's sysfs tree the mdev calls use; `create` exists, as the kernel's.
+/// The GPU's `mdev_supported_types` tree of the one type.
 fn fixture(root: &Path) -> std::path::PathBuf {
-    let dir = root
-        .join("class/mdev_bus")
-        .join(GPU)
-        .join("mdev_supported_types")
-        .join(MDEV_TYPE);
-    std::fs::create_dir_all(dir.join("devices")).expect("mdev tree");
-    std::fs::write(dir.join("create"), "").expect("create attribute");
-    dir
+    accel_agent::fixture::write_mdev_type(root, GPU, MDEV_TYPE).expect("mdev tree")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -27,16 +27,9 @@ mod support;
 const GPU: &str = "0000:3b:00.0";
 const MDEV_TYPE: &str = "nvidia-35";
 
-/// The GPU's `mdev_supported_types` tree; `create` exists, as the kernel's.
+/// The GPU's `mdev_supported_types` tree of the one type.
 fn fixture(root: &Path) -> std::path::PathBuf {
-    let dir = root
-        .join("class/mdev_bus")
-        .join(GPU)
-        .join("mdev_supported_types")
-        .join(MDEV_TYPE);
-    std::fs::create_dir_all(dir.join("devices")).expect("mdev tree");
-    std::fs::write(dir.join("create"), "").expect("create attribute");
-    dir
+    accel_agent::fixture::write_mdev_type(root, GPU, MDEV_TYPE).expect("mdev tree")
 }
 
 /// A request bound by JSON patch as Cyborg's API sends it.
@@ -56,6 +49,17 @@ fn bind(
         BTreeMap::from([(arq.to_owned(), patch)]),
         BTreeMap::from([(arq.to_owned(), fields)]),
     )
+}
+
+/// The request's state, as its object says.
+async fn state_of(requests: &Requests, uuid: &str) -> String {
+    let ext = requests.arq(uuid).await.expect("read");
+    let state = ext
+        .arq
+        .get()
+        .and_then(|a| a.state.get().copied())
+        .expect("a state");
+    format!("{state:?}")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -149,10 +153,7 @@ async fn a_vgpu_is_made_at_bind_and_removed_at_unbind_on_its_host() {
         .expect("bound");
     let bound = requests.arq(&uuid).await.expect("read");
     let arq = bound.arq.get().expect("arq");
-    assert_eq!(
-        arq.state.get().map(|s| format!("{s:?}")).as_deref(),
-        Some("Bound")
-    );
+    assert_eq!(state_of(&requests, &uuid).await, "Bound");
     assert_eq!(
         arq.attach_handle_type.get().cloned().flatten().as_deref(),
         Some("MDEV")
@@ -182,15 +183,7 @@ async fn a_vgpu_is_made_at_bind_and_removed_at_unbind_on_its_host() {
         std::fs::read_to_string(device.join("remove")).expect("remove"),
         "1"
     );
-    let arq = requests.arq(&uuid).await.expect("read");
-    assert_eq!(
-        arq.arq
-            .get()
-            .and_then(|a| a.state.get())
-            .map(|s| format!("{s:?}"))
-            .as_deref(),
-        Some("Unbound")
-    );
+    assert_eq!(state_of(&requests, &uuid).await, "Unbound");
 
     // The agent refuses to make the device (the type is gone from the GPU): BindFailed,
     // the handle free for the next bind.
@@ -201,15 +194,7 @@ async fn a_vgpu_is_made_at_bind_and_removed_at_unbind_on_its_host() {
         .await
         .expect_err("refused");
     assert!(matches!(err, RequestError::Agent { .. }), "{err:?}");
-    let arq = requests.arq(&uuid).await.expect("read");
-    assert_eq!(
-        arq.arq
-            .get()
-            .and_then(|a| a.state.get())
-            .map(|s| format!("{s:?}"))
-            .as_deref(),
-        Some("BindFailed")
-    );
+    assert_eq!(state_of(&requests, &uuid).await, "BindFailed");
     let free: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM attach_handles WHERE in_use = 0")
         .fetch_one(store.pool())
         .await

@@ -245,6 +245,19 @@ impl Cyborg {
         }
     }
 
+    /// The requests Cyborg's API lists, by UUID.
+    async fn arqs(&self) -> Result<BTreeMap<String, Value>, Error> {
+        let (status, body) = self
+            .call(reqwest::Method::GET, "/v2/accelerator_requests", None)
+            .await?;
+        Ok(arqs_by_uuid(list(
+            "Cyborg's GET /v2/accelerator_requests",
+            status,
+            &body,
+            "arqs",
+        )?))
+    }
+
     async fn stop_conductor(&mut self) {
         if let Some(p) = self.conductor.take() {
             p.stop().await;
@@ -568,15 +581,7 @@ async fn release_n(
              no Nova, so it answers 500 after the request is Bound",
         );
     }
-    let (status, body) = cy
-        .call(reqwest::Method::GET, "/v2/accelerator_requests", None)
-        .await?;
-    let arqs = arqs_by_uuid(list(
-        "Cyborg's GET /v2/accelerator_requests",
-        status,
-        &body,
-        "arqs",
-    )?);
+    let arqs = cy.arqs().await?;
     let bound = arqs.values().filter(|a| a["state"] == "Bound").count();
     t.expect_eq("requests Bound, one per host (Cyborg's API)", bound, n)?;
     t.expect_eq(
@@ -745,15 +750,7 @@ async fn rust_conductor_checks(
         format!("{status} {deleted}"),
         "204 204".to_owned(),
     )?;
-    let (status, body) = cy
-        .call(reqwest::Method::GET, "/v2/accelerator_requests", None)
-        .await?;
-    let arqs = arqs_by_uuid(list(
-        "Cyborg's GET /v2/accelerator_requests",
-        status,
-        &body,
-        "arqs",
-    )?);
+    let arqs = cy.arqs().await?;
     t.expect_eq(
         "requests Cyborg's API lists, unchanged (the bound ones still Bound)",
         arqs == base.arqs,
