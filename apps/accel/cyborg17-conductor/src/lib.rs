@@ -25,6 +25,7 @@
 //! `accel:function_id`: Cyborg 17 fetches the bitstream through a `devstack-admin`
 //! cloud); such a bind is refused before it starts (`InvalidParameterValue`).
 
+pub mod binds;
 pub mod config;
 pub mod db;
 pub mod placement;

@@ -15,6 +15,7 @@
 //! handle and deployable cleared. A mediated-device handle is removed on its host first
 //! (Cyborg's agent `remove_vgpu_mdev`), through [`Agents`].
 
+use crate::binds::Nova;
 use crate::db::{now, DbError, Dialect, Store};
 use accel_cyborg17::objects::{Arq, ArqState, DeviceProfile, ExtArq};
 use accel_cyborg17::rpc::{CreateVgpuMdev, RemoveVgpuMdev, AGENT_TOPIC};
@@ -185,7 +186,10 @@ fn time(text: Option<String>) -> Result<Option<DateTime>, RequestError> {
 }
 
 /// Group `group_id` of a profile's groups.
-fn group_of(profile: &DeviceProfile, group_id: i64) -> Option<BTreeMap<String, Option<String>>> {
+pub(crate) fn group_of(
+    profile: &DeviceProfile,
+    group_id: i64,
+) -> Option<BTreeMap<String, Option<String>>> {
     let groups = profile.groups.get()?;
     usize::try_from(group_id)
         .ok()
@@ -217,7 +221,7 @@ impl Agents {
 
     /// Cyborg's agent `create_vgpu_mdev` (`create`) or `remove_vgpu_mdev` on `host` for
     /// the mediated-device handle `handle` whose `attach_info` names the GPU and type.
-    async fn mdev(
+    pub(crate) async fn mdev(
         &self,
         create: bool,
         host: &str,
@@ -279,121 +283,30 @@ impl Agents {
     }
 }
 
-/// Nova's external events API, where Cyborg's conductor says a bind finished
-/// (`accelerator-request-bound`, compute microversion 2.82).
-#[derive(Clone, Debug)]
-pub struct Nova {
-    session: accel_keystone::Session,
-    endpoint_override: Option<String>,
-}
-
-impl Nova {
-    /// Nova at `endpoint_override`, or the catalog's `compute`.
-    pub fn new(session: accel_keystone::Session, endpoint_override: Option<String>) -> Nova {
-        Nova {
-            session,
-            endpoint_override: endpoint_override.map(|e| e.trim_end_matches('/').to_owned()),
-        }
-    }
-
-    /// Cyborg's `NovaAPI.notify_binding`: one event per request; 200 is taken, and so is
-    /// a 207 whose every event is 422 (the instance has no host yet: Nova's compute finds
-    /// the bound requests itself).
-    async fn notify_binding(
-        &self,
-        instance: &str,
-        statuses: &[(String, &'static str)],
-    ) -> Result<(), RequestError> {
-        let endpoint = match &self.endpoint_override {
-            Some(e) => e.clone(),
-            None => self
-                .session
-                .endpoint("compute")
-                .await
-                .map_err(|e| RequestError::Nova(e.to_string()))?,
-        };
-        let events: Vec<Value> = statuses
-            .iter()
-            .map(|(uuid, status)| {
-                serde_json::json!({
-                    "name": "accelerator-request-bound",
-                    "server_uuid": instance,
-                    "tag": uuid,
-                    "status": status,
-                })
-            })
-            .collect();
-        let body = serde_json::json!({ "events": events });
-        let url = format!("{endpoint}/os-server-external-events");
-        let http = self.session.http();
-        let response = self
-            .session
-            .send(|token| {
-                http.post(&url)
-                    .header("X-Auth-Token", token)
-                    .header("OpenStack-API-Version", "compute 2.82")
-                    .header("X-OpenStack-Nova-API-Version", "2.82")
-                    .json(&body)
-            })
-            .await
-            .map_err(|e| RequestError::Nova(e.to_string()))?;
-        let status = response.status().as_u16();
-        let answer: Value = response.json().await.unwrap_or(Value::Null);
-        match status {
-            200 => Ok(()),
-            207 => {
-                let codes: std::collections::BTreeSet<i64> = answer["events"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|e| e["code"].as_i64())
-                    .collect();
-                if codes.len() == 1 && codes.contains(&422) {
-                    Ok(())
-                } else {
-                    Err(RequestError::Nova(format!(
-                        "event codes {codes:?} for instance {instance}"
-                    )))
-                }
-            }
-            other => Err(RequestError::Nova(format!("HTTP {other}: {answer}"))),
-        }
-    }
-}
-
 /// One `extended_accelerator_requests` row with what its object needs.
-struct ArqRow {
-    id: i64,
-    uuid: String,
-    project_id: Option<String>,
-    state: String,
-    device_profile_id: i64,
-    device_profile_group_id: i64,
-    hostname: Option<String>,
-    device_rp_uuid: Option<String>,
-    instance_uuid: Option<String>,
-    attach_handle_id: Option<i64>,
-    substate: String,
-    deployable_id: Option<i64>,
-    created_at: Option<String>,
-    updated_at: Option<String>,
-}
-
-/// Where a bind puts a request (Cyborg's `valid_fields` of one request).
-#[derive(Clone, Debug, Default)]
-struct Binding {
-    hostname: Option<String>,
-    device_rp_uuid: Option<String>,
-    instance_uuid: Option<String>,
-    project_id: Option<String>,
+pub(crate) struct ArqRow {
+    pub(crate) id: i64,
+    pub(crate) uuid: String,
+    pub(crate) project_id: Option<String>,
+    pub(crate) state: String,
+    pub(crate) device_profile_id: i64,
+    pub(crate) device_profile_group_id: i64,
+    pub(crate) hostname: Option<String>,
+    pub(crate) device_rp_uuid: Option<String>,
+    pub(crate) instance_uuid: Option<String>,
+    pub(crate) attach_handle_id: Option<i64>,
+    pub(crate) substate: String,
+    pub(crate) deployable_id: Option<i64>,
+    pub(crate) created_at: Option<String>,
+    pub(crate) updated_at: Option<String>,
 }
 
 /// Profiles and requests on a [`Store`].
 #[derive(Clone, Debug)]
 pub struct Requests {
-    store: Store,
-    agents: Option<Agents>,
-    nova: Option<Nova>,
+    pub(crate) store: Store,
+    pub(crate) agents: Option<Agents>,
+    pub(crate) nova: Option<Nova>,
 }
 
 impl Requests {
@@ -414,7 +327,7 @@ impl Requests {
         self
     }
 
-    fn d(&self) -> Dialect {
+    pub(crate) fn d(&self) -> Dialect {
         self.store.dialect()
     }
 
@@ -482,7 +395,7 @@ impl Requests {
         self.profile(id).await
     }
 
-    async fn profile_named(&self, name: &str) -> Result<Option<i64>, RequestError> {
+    pub(crate) async fn profile_named(&self, name: &str) -> Result<Option<i64>, RequestError> {
         let sql = format!(
             "SELECT {} FROM device_profiles WHERE name = ?",
             self.d().int("id")
@@ -654,7 +567,11 @@ impl Requests {
         })
     }
 
-    async fn arq_rows(&self, filter: &str, value: &str) -> Result<Vec<ArqRow>, RequestError> {
+    pub(crate) async fn arq_rows(
+        &self,
+        filter: &str,
+        value: &str,
+    ) -> Result<Vec<ArqRow>, RequestError> {
         let sql = format!(
             "SELECT {} FROM extended_accelerator_requests WHERE {filter} = ? ORDER BY id",
             self.arq_columns()
@@ -736,7 +653,7 @@ impl Requests {
         Ok(ext)
     }
 
-    async fn handle(&self, id: i64) -> Result<(String, String, String), RequestError> {
+    pub(crate) async fn handle(&self, id: i64) -> Result<(String, String, String), RequestError> {
         let d = self.d();
         let sql = format!(
             "SELECT {}, {}, {} FROM attach_handles WHERE id = ?",
@@ -773,7 +690,7 @@ impl Requests {
 
     /// Cyborg's `ExtARQ.unbind`: releases the request's attach handle (removing its
     /// mediated device on the host first) and clears its binding.
-    async fn unbind(&self, row: &ArqRow) -> Result<(), RequestError> {
+    pub(crate) async fn unbind(&self, row: &ArqRow) -> Result<(), RequestError> {
         if let Some(handle_id) = row.attach_handle_id {
             let (uuid, attach_type, attach_info) = self.handle(handle_id).await?;
             if attach_type == "MDEV" {
@@ -803,7 +720,7 @@ impl Requests {
         Ok(())
     }
 
-    async fn delete_row(&self, row: &ArqRow) -> Result<(), RequestError> {
+    pub(crate) async fn delete_row(&self, row: &ArqRow) -> Result<(), RequestError> {
         sqlx::query("DELETE FROM extended_accelerator_requests WHERE id = ?")
             .bind(row.id)
             .execute(self.store.pool())
@@ -844,259 +761,6 @@ impl Requests {
             self.delete_row(&row).await?;
         }
         Ok(())
-    }
-
-    /// The states a request may be moved into `to` from (Cyborg's
-    /// `ARQ_STATES_TRANSFORM_MATRIX`).
-    fn from_states(to: ArqState) -> Vec<&'static str> {
-        use ArqState::*;
-        let from: &[ArqState] = match to {
-            Initial | UnbindFailed => &[],
-            BindStarted => &[Initial, Unbound],
-            Bound => &[BindStarted],
-            Unbound => &[Initial, BindStarted, Bound, BindFailed],
-            BindFailed => &[BindStarted, Bound],
-            Deleting => &[Initial, BindStarted, Bound, Unbound, BindFailed],
-        };
-        from.iter().map(ArqState::as_str).collect()
-    }
-
-    /// Cyborg's `update_check_state`: moves the request to `to` (with `sets`, column and
-    /// value) if its state is one `to` is reached from, then checks it is there.
-    async fn move_to(
-        &self,
-        row: &ArqRow,
-        to: ArqState,
-        sets: &[(&str, Option<String>)],
-    ) -> Result<(), RequestError> {
-        if row.state == to.as_str() {
-            return Ok(());
-        }
-        let from = Self::from_states(to);
-        let mut assignments: Vec<String> = sets.iter().map(|(c, _)| format!("{c} = ?")).collect();
-        assignments.push("state = ?".into());
-        assignments.push("updated_at = ?".into());
-        let placeholders = vec!["?"; from.len().max(1)].join(", ");
-        let sql = format!(
-            "UPDATE extended_accelerator_requests SET {} WHERE id = ? AND state IN ({placeholders})",
-            assignments.join(", ")
-        );
-        let mut q = sqlx::query(&sql);
-        for (_, v) in sets {
-            q = q.bind(v.clone());
-        }
-        q = q.bind(to.as_str()).bind(now()).bind(row.id);
-        if from.is_empty() {
-            q = q.bind("");
-        }
-        for s in &from {
-            q = q.bind(*s);
-        }
-        q.execute(self.store.pool()).await?;
-        let state = self
-            .arq_rows("uuid", &row.uuid)
-            .await?
-            .into_iter()
-            .next()
-            .map(|r| r.state)
-            .unwrap_or_default();
-        if state != to.as_str() {
-            return Err(RequestError::BadState {
-                state,
-                uuid: row.uuid.clone(),
-                expected: vec![to.as_str()],
-            });
-        }
-        Ok(())
-    }
-
-    /// `arq_apply_patch` (Cyborg's `ExtARQ.apply_patch`): per request, a patch whose
-    /// first operation is `add` binds it to the deployable whose provider is its
-    /// `device_rp_uuid` in `valid_fields` (one free attach handle taken, a mediated device
-    /// made on the host for an `MDEV` handle), any other unbinds it; then Nova is told
-    /// the binds finished (`accelerator-request-bound`). `project` is the caller's
-    /// project, for a bind whose fields name none. A request that is neither `Initial`
-    /// nor `Unbound` is not bound (`ARQBadState`); a failed bind leaves it `BindFailed`
-    /// and stops there, as Cyborg's does.
-    pub async fn apply_patch(
-        &self,
-        patch_list: &BTreeMap<String, Value>,
-        valid_fields: &BTreeMap<String, Value>,
-        project: Option<&str>,
-    ) -> Result<(), RequestError> {
-        let mut bound: Vec<(String, &'static str)> = Vec::new();
-        let mut instance = None;
-        for (uuid, patch) in patch_list {
-            let row = self.one_arq(uuid).await?;
-            if patch[0]["op"] == "add" {
-                let fields = valid_fields.get(uuid).cloned().unwrap_or(Value::Null);
-                let field = |k: &str| fields[k].as_str().map(str::to_owned);
-                let binding = Binding {
-                    hostname: field("hostname"),
-                    device_rp_uuid: field("device_rp_uuid"),
-                    instance_uuid: field("instance_uuid"),
-                    project_id: field("project_id").or_else(|| project.map(str::to_owned)),
-                };
-                self.bind(&row, &binding).await?;
-                if instance.is_none() {
-                    instance = binding.instance_uuid.clone();
-                }
-                bound.push((uuid.clone(), "completed"));
-            } else {
-                self.unbind(&row).await?;
-            }
-        }
-        if bound.is_empty() {
-            return Ok(());
-        }
-        let nova = self
-            .nova
-            .as_ref()
-            .ok_or_else(|| RequestError::Nova("this conductor has no Nova to tell".into()))?;
-        nova.notify_binding(&instance.unwrap_or_default(), &bound)
-            .await
-    }
-
-    async fn one_arq(&self, uuid: &str) -> Result<ArqRow, RequestError> {
-        self.arq_rows("uuid", uuid)
-            .await?
-            .into_iter()
-            .next()
-            .ok_or_else(|| RequestError::NotFound {
-                resource: "ExtArq",
-                msg: format!("with uuid={uuid}"),
-            })
-    }
-
-    async fn bind(&self, row: &ArqRow, binding: &Binding) -> Result<(), RequestError> {
-        let expected = Self::from_states(ArqState::BindStarted);
-        if !expected.contains(&row.state.as_str()) {
-            return Err(RequestError::BadState {
-                state: row.state.clone(),
-                uuid: row.uuid.clone(),
-                expected,
-            });
-        }
-        let profile = self.profile(row.device_profile_id).await?;
-        let group = group_of(&profile, row.device_profile_group_id).unwrap_or_default();
-        if ["accel:bitstream_id", "accel:function_id"]
-            .iter()
-            .any(|k| group.get(*k).cloned().flatten().is_some())
-        {
-            return Err(RequestError::Programming(row.uuid.clone()));
-        }
-        if self.nova.is_none() {
-            return Err(RequestError::Nova(
-                "this conductor has no Nova to tell".into(),
-            ));
-        }
-        self.move_to(
-            row,
-            ArqState::BindStarted,
-            &[
-                ("hostname", binding.hostname.clone()),
-                ("device_rp_uuid", binding.device_rp_uuid.clone()),
-                ("instance_uuid", binding.instance_uuid.clone()),
-                ("project_id", binding.project_id.clone()),
-            ],
-        )
-        .await?;
-        let started = self.one_arq(&row.uuid).await?;
-        let rp = binding.device_rp_uuid.clone().unwrap_or_default();
-        let sql = format!(
-            "SELECT {} FROM deployables WHERE rp_uuid = ?",
-            self.d().int("id")
-        );
-        let deps: Vec<i64> = sqlx::query_scalar(&sql)
-            .bind(&rp)
-            .fetch_all(self.store.pool())
-            .await?;
-        let [dep_id] = deps[..] else {
-            return Err(RequestError::NotFound {
-                resource: "Deployable",
-                msg: format!("with resource provider uuid={rp}"),
-            });
-        };
-        let host = binding.hostname.clone().unwrap_or_default();
-        match self.allocate(dep_id, &host).await {
-            Ok(handle_id) => {
-                sqlx::query(
-                    "UPDATE extended_accelerator_requests SET attach_handle_id = ?, \
-                     deployable_id = ?, updated_at = ? WHERE id = ?",
-                )
-                .bind(handle_id)
-                .bind(dep_id)
-                .bind(now())
-                .bind(row.id)
-                .execute(self.store.pool())
-                .await?;
-                self.move_to(&started, ArqState::Bound, &[]).await
-            }
-            Err(e) => {
-                self.move_to(&started, ArqState::BindFailed, &[]).await?;
-                Err(e)
-            }
-        }
-    }
-
-    /// Cyborg's `AttachHandle.allocate` (the deployable's first free handle marked in
-    /// use) and, for an `MDEV` handle, its mediated device made on `host`; a handle whose
-    /// device could not be made is freed again (Cyborg leaves it in use).
-    async fn allocate(&self, deployable_id: i64, host: &str) -> Result<i64, RequestError> {
-        let d = self.d();
-        let sql = format!(
-            "SELECT {}, {}, {}, {} FROM attach_handles WHERE deployable_id = ? AND in_use = 0 \
-             ORDER BY id LIMIT 1",
-            d.int("id"),
-            d.text("uuid"),
-            d.text("attach_type"),
-            d.text("attach_info")
-        );
-        loop {
-            let row = sqlx::query(&sql)
-                .bind(deployable_id)
-                .fetch_optional(self.store.pool())
-                .await?
-                .ok_or_else(|| RequestError::NotFound {
-                    resource: "AttachHandle",
-                    msg: format!("Matching deployable_id {deployable_id}"),
-                })?;
-            let id: i64 = row.try_get(0).map_err(DbError::from)?;
-            let text = |i| crate::db::text(&row, i).map(Option::unwrap_or_default);
-            let (uuid, attach_type, attach_info) = (text(1)?, text(2)?, text(3)?);
-            let taken = sqlx::query(
-                "UPDATE attach_handles SET in_use = 1, updated_at = ? WHERE id = ? AND in_use = 0",
-            )
-            .bind(now())
-            .bind(id)
-            .execute(self.store.pool())
-            .await?;
-            if taken.rows_affected() != 1 {
-                // Another bind took it first: the next free one.
-                continue;
-            }
-            if attach_type == "MDEV" {
-                let made = match &self.agents {
-                    Some(agents) => agents.mdev(true, host, &attach_info, &uuid).await,
-                    None => Err(RequestError::Agent {
-                        host: host.to_owned(),
-                        handle: uuid.clone(),
-                        reason: "this conductor reaches no agents".into(),
-                    }),
-                };
-                if let Err(e) = made {
-                    sqlx::query(
-                        "UPDATE attach_handles SET in_use = 0, updated_at = ? WHERE id = ?",
-                    )
-                    .bind(now())
-                    .bind(id)
-                    .execute(self.store.pool())
-                    .await?;
-                    return Err(e);
-                }
-            }
-            return Ok(id);
-        }
     }
 }
 

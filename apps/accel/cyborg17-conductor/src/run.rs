@@ -3,9 +3,10 @@
 //! runs this until a signal; `accel demo --from cyborg` runs it in place of Cyborg's own
 //! conductor.
 
+use crate::binds::Nova;
 use crate::config::{Config, ServiceAuth};
 use crate::db::DbError;
-use crate::requests::{Agents, Nova};
+use crate::requests::Agents;
 use crate::{service, Conductor, Placement, Reports, Requests, Store};
 use accel_cyborg17::rpc::CONTROL_EXCHANGE;
 use accel_keystone::Session;

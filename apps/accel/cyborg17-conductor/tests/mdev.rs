@@ -12,8 +12,9 @@
 use accel_conductor::testing::nova::Nova as TestNova;
 use accel_cyborg17::objects::{Arq, DeviceProfile, ExtArq};
 use accel_cyborg17::testing::cyborg_transport;
+use accel_cyborg17_conductor::binds::Nova;
 use accel_cyborg17_conductor::db::{NewDeployable, NewDevice};
-use accel_cyborg17_conductor::requests::{Agents, Nova, RequestError};
+use accel_cyborg17_conductor::requests::{Agents, RequestError};
 use accel_cyborg17_conductor::{Requests, Store};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;

@@ -21,7 +21,8 @@ use accel_cyborg17::testing::{
     cyborg_conductor_config_on, cyborg_conductor_schema, cyborg_dbsync_upgrade, cyborg_requests,
     cyborg_transport, mysql_execute,
 };
-use accel_cyborg17_conductor::requests::{Agents, Nova};
+use accel_cyborg17_conductor::binds::Nova;
+use accel_cyborg17_conductor::requests::Agents;
 use accel_cyborg17_conductor::{service, Conductor, Placement, Reports, Requests, Store};
 use std::path::{Path, PathBuf};
 use support::{env, session};
