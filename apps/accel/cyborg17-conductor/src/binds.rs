@@ -3,12 +3,27 @@
 //! handle, the host's agent for mediated devices, Nova told when binds finish.
 
 use crate::db::{now, DbError};
+use crate::fpga::{BITSTREAM_ID, FUNCTION_ID};
 use crate::requests::{group_of, ArqRow, RequestError, Requests};
 use accel_cyborg17::objects::ArqState;
-use serde_json::Value;
+use serde_json::{json, Value};
 use sqlx::Row;
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
 use verso::VersionedEnum;
+
+/// A bind that goes on after `arq_apply_patch` answers (an FPGA being programmed).
+type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// The deployable a bind goes to.
+#[derive(Clone, Debug)]
+struct Target {
+    id: i64,
+    device_id: i64,
+    driver_name: String,
+    bitstream_id: Option<String>,
+}
 
 /// Nova's external events API, where Cyborg's conductor says a bind finished
 /// (`accelerator-request-bound`, compute microversion 2.82).
@@ -180,7 +195,8 @@ impl Requests {
         valid_fields: &BTreeMap<String, Value>,
         project: Option<&str>,
     ) -> Result<(), RequestError> {
-        let mut bound: Vec<(String, &'static str)> = Vec::new();
+        let mut binds: Vec<String> = Vec::new();
+        let mut jobs: Vec<Job> = Vec::new();
         let mut instance = None;
         for (uuid, patch) in patch_list {
             let row = self.one_arq(uuid).await?;
@@ -193,24 +209,62 @@ impl Requests {
                     instance_uuid: field("instance_uuid"),
                     project_id: field("project_id").or_else(|| project.map(str::to_owned)),
                 };
-                self.bind(&row, &binding).await?;
+                if let Some(job) = self.bind(&row, &binding).await? {
+                    jobs.push(job);
+                }
                 if instance.is_none() {
                     instance = binding.instance_uuid.clone();
                 }
-                bound.push((uuid.clone(), "completed"));
+                binds.push(uuid.clone());
             } else {
                 self.unbind(&row).await?;
             }
         }
-        if bound.is_empty() {
+        if binds.is_empty() {
             return Ok(());
         }
         let nova = self
             .nova
-            .as_ref()
+            .clone()
             .ok_or_else(|| RequestError::Nova("this conductor has no Nova to tell".into()))?;
-        nova.notify_binding(&instance.unwrap_or_default(), &bound)
-            .await
+        let instance = instance.unwrap_or_default();
+        if jobs.is_empty() {
+            let statuses = self.bind_statuses(&binds).await?;
+            return nova.notify_binding(&instance, &statuses).await;
+        }
+        // Cyborg's master job: Nova hears of the patch's binds once every job ended.
+        let this = self.clone();
+        tokio::spawn(async move {
+            for job in jobs {
+                job.await;
+            }
+            let told = match this.bind_statuses(&binds).await {
+                Ok(statuses) => nova.notify_binding(&instance, &statuses).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = told {
+                tracing::warn!(%instance, error = %e, "Nova was not told how the binds ended");
+            }
+        });
+        Ok(())
+    }
+
+    /// Each request's bind status for Nova: `completed` when Bound, else `failed`.
+    async fn bind_statuses(
+        &self,
+        uuids: &[String],
+    ) -> Result<Vec<(String, &'static str)>, RequestError> {
+        let mut out = Vec::with_capacity(uuids.len());
+        for uuid in uuids {
+            let state = self.one_arq(uuid).await?.state;
+            let status = if state == ArqState::Bound.as_str() {
+                "completed"
+            } else {
+                "failed"
+            };
+            out.push((uuid.clone(), status));
+        }
+        Ok(out)
     }
 
     pub(crate) async fn one_arq(&self, uuid: &str) -> Result<ArqRow, RequestError> {
@@ -224,7 +278,9 @@ impl Requests {
             })
     }
 
-    async fn bind(&self, row: &ArqRow, binding: &Binding) -> Result<(), RequestError> {
+    /// Starts binding `row` as `binding` says; a bind that needs its FPGA programmed
+    /// first goes on as the returned job.
+    async fn bind(&self, row: &ArqRow, binding: &Binding) -> Result<Option<Job>, RequestError> {
         let expected = Self::from_states(ArqState::BindStarted);
         if !expected.contains(&row.state.as_str()) {
             return Err(RequestError::BadState {
@@ -235,11 +291,14 @@ impl Requests {
         }
         let profile = self.profile(row.device_profile_id).await?;
         let group = group_of(&profile, row.device_profile_group_id).unwrap_or_default();
-        if ["accel:bitstream_id", "accel:function_id"]
-            .iter()
-            .any(|k| group.get(*k).cloned().flatten().is_some())
-        {
-            return Err(RequestError::Programming(row.uuid.clone()));
+        let bitstream = group.get(BITSTREAM_ID).cloned().flatten();
+        let function = group.get(FUNCTION_ID).cloned().flatten();
+        if (bitstream.is_some() || function.is_some()) && self.programming.is_none() {
+            return Err(RequestError::Programming {
+                uuid: row.uuid.clone(),
+                reason: "its profile asks for an FPGA bitstream and this conductor has no Glance"
+                    .into(),
+            });
         }
         if self.nova.is_none() {
             return Err(RequestError::Nova(
@@ -259,22 +318,82 @@ impl Requests {
         .await?;
         let started = self.one_arq(&row.uuid).await?;
         let rp = binding.device_rp_uuid.clone().unwrap_or_default();
+        let target = self.target(&rp).await?;
+        let host = binding.hostname.clone().unwrap_or_default();
+        if bitstream.is_some() && function.is_some() {
+            self.move_to(&started, ArqState::BindFailed, &[]).await?;
+            return Err(RequestError::Programming {
+                uuid: row.uuid.clone(),
+                reason: format!("its profile group sets both {BITSTREAM_ID} and {FUNCTION_ID}; only one may be set"),
+            });
+        }
+        let programmed = bitstream.is_some() && target.bitstream_id == bitstream;
+        if (bitstream.is_none() && function.is_none()) || programmed {
+            self.complete(&started, target.id, &host).await?;
+            return Ok(None);
+        }
+        let this = self.clone();
+        Ok(Some(Box::pin(async move {
+            let uuid = started.uuid.clone();
+            let bound = match this
+                .program(
+                    &target,
+                    &host,
+                    &rp,
+                    bitstream.as_deref(),
+                    function.as_deref(),
+                )
+                .await
+            {
+                Ok(()) => this.complete(&started, target.id, &host).await,
+                Err(e) => match this.move_to(&started, ArqState::BindFailed, &[]).await {
+                    Ok(()) => Err(e),
+                    Err(moved) => Err(moved),
+                },
+            };
+            if let Err(e) = bound {
+                tracing::warn!(arq = %uuid, error = %e, "the bind job failed");
+            }
+        })))
+    }
+
+    /// The one deployable whose provider is `rp`.
+    async fn target(&self, rp: &str) -> Result<Target, RequestError> {
+        let d = self.d();
         let sql = format!(
-            "SELECT {} FROM deployables WHERE rp_uuid = ?",
-            self.d().int("id")
+            "SELECT {}, {}, {}, {} FROM deployables WHERE rp_uuid = ?",
+            d.int("id"),
+            d.int("device_id"),
+            d.text("driver_name"),
+            d.text("bitstream_id")
         );
-        let deps: Vec<i64> = sqlx::query_scalar(&sql)
-            .bind(&rp)
+        let rows = sqlx::query(&sql)
+            .bind(rp)
             .fetch_all(self.store.pool())
             .await?;
-        let [dep_id] = deps[..] else {
+        let [row] = &rows[..] else {
             return Err(RequestError::NotFound {
                 resource: "Deployable",
                 msg: format!("with resource provider uuid={rp}"),
             });
         };
-        let host = binding.hostname.clone().unwrap_or_default();
-        match self.allocate(dep_id, &host).await {
+        Ok(Target {
+            id: row.try_get(0).map_err(DbError::from)?,
+            device_id: row.try_get(1).map_err(DbError::from)?,
+            driver_name: crate::db::text(row, 2)?.unwrap_or_default(),
+            bitstream_id: crate::db::text(row, 3)?,
+        })
+    }
+
+    /// Cyborg's `bind` after the checks: a handle taken and the request Bound, or
+    /// `BindFailed`.
+    async fn complete(
+        &self,
+        started: &ArqRow,
+        dep_id: i64,
+        host: &str,
+    ) -> Result<(), RequestError> {
+        match self.allocate(dep_id, host).await {
             Ok(handle_id) => {
                 sqlx::query(
                     "UPDATE extended_accelerator_requests SET attach_handle_id = ?, \
@@ -283,16 +402,112 @@ impl Requests {
                 .bind(handle_id)
                 .bind(dep_id)
                 .bind(now())
-                .bind(row.id)
+                .bind(started.id)
                 .execute(self.store.pool())
                 .await?;
-                self.move_to(&started, ArqState::Bound, &[]).await
+                self.move_to(started, ArqState::Bound, &[]).await
             }
             Err(e) => {
-                self.move_to(&started, ArqState::BindFailed, &[]).await?;
+                self.move_to(started, ArqState::BindFailed, &[]).await?;
                 Err(e)
             }
         }
+    }
+
+    /// Programs the target's FPGA with the bitstream (or the function's image), gives
+    /// its provider the function's trait and records the bitstream on the deployable.
+    async fn program(
+        &self,
+        target: &Target,
+        host: &str,
+        rp: &str,
+        bitstream: Option<&str>,
+        function: Option<&str>,
+    ) -> Result<(), RequestError> {
+        let programming = self
+            .programming
+            .as_ref()
+            .ok_or_else(|| RequestError::Glance("this conductor has no Glance".into()))?;
+        let image = match (bitstream, function) {
+            (Some(id), _) => {
+                programming
+                    .glance
+                    .image(id)
+                    .await?
+                    .ok_or_else(|| RequestError::NotFound {
+                        resource: "Image",
+                        msg: format!("bitstream {id} in Glance"),
+                    })?
+            }
+            (None, Some(f)) => programming.glance.image_of_function(f).await?,
+            (None, None) => return Ok(()),
+        };
+        let image_id = image["id"]
+            .as_str()
+            .ok_or_else(|| RequestError::Glance(format!("an image without an id: {image}")))?
+            .to_owned();
+        let d = self.d();
+        let sql = format!(
+            "SELECT {}, {}, {}, {}, {}, {}, {} FROM controlpath_ids WHERE device_id = ?",
+            d.int("id"),
+            d.text("uuid"),
+            d.int("device_id"),
+            d.text("cpid_type"),
+            d.text("cpid_info"),
+            d.time("created_at"),
+            d.time("updated_at"),
+        );
+        let rows = sqlx::query(&sql)
+            .bind(target.device_id)
+            .fetch_all(self.store.pool())
+            .await?;
+        let [row] = &rows[..] else {
+            return Err(RequestError::ExpectedOne {
+                what: "controlpath_id",
+                count: rows.len(),
+            });
+        };
+        let text = |i| crate::db::text(row, i);
+        let info = text(4)?.unwrap_or_default();
+        let controlpath = json!({
+            "id": row.try_get::<i64, _>(0).map_err(DbError::from)?,
+            "uuid": text(1)?,
+            "device_id": row.try_get::<i64, _>(2).map_err(DbError::from)?,
+            "cpid_type": text(3)?,
+            "cpid_info": serde_json::from_str::<Value>(&info).unwrap_or(Value::String(info)),
+            "created_at": text(5)?,
+            "updated_at": text(6)?,
+        });
+        let agents = self.agents.as_ref().ok_or_else(|| RequestError::Agent {
+            host: host.to_owned(),
+            handle: image_id.clone(),
+            reason: "this conductor reaches no agents".into(),
+        })?;
+        let answer = agents
+            .fpga_program(host, controlpath, &image_id, &target.driver_name)
+            .await?;
+        if answer != Value::Bool(true) {
+            return Err(RequestError::Agent {
+                host: host.to_owned(),
+                handle: image_id,
+                reason: format!("the agent's programming answered {answer}"),
+            });
+        }
+        let function = function
+            .map(str::to_owned)
+            .or_else(|| image[FUNCTION_ID].as_str().map(str::to_owned));
+        if let Some(f) = function {
+            programming
+                .function_traits(rp, &target.driver_name, &f)
+                .await?;
+        }
+        sqlx::query("UPDATE deployables SET bitstream_id = ?, updated_at = ? WHERE id = ?")
+            .bind(&image_id)
+            .bind(now())
+            .bind(target.id)
+            .execute(self.store.pool())
+            .await?;
+        Ok(())
     }
 
     /// Cyborg's `AttachHandle.allocate` (the deployable's first free handle marked in

@@ -8,7 +8,8 @@
 //! | `[database]` | `connection` | SQLAlchemy's URL: `mysql+pymysql://...`, `mysql://...`, `sqlite:////path` |
 //! | `[placement]` | keystoneauth's password options, `endpoint_override` | the deployables' resource providers |
 //! | `[nova]` | the same | `accelerator-request-bound` events at bind |
-//! | `[agent]` | `rpc_timeout` (this conductor's, seconds; default 60) | calls to agents (mediated devices) |
+//! | `[glance]` | `endpoint_override` (default: the `[placement]` user's catalog's `image`) | bitstreams of FPGAs programmed at bind |
+//! | `[agent]` | `rpc_timeout` (this conductor's, seconds; default 60) | calls to agents (mediated devices, FPGA programming) |
 //!
 //! keystoneauth's options are `auth_url`, `username`, `password`, `project_name`,
 //! `user_domain_name` (or `user_domain_id`), `project_domain_name` (or
@@ -75,6 +76,8 @@ pub struct Config {
     pub placement: ServiceAuth,
     /// `[nova]`, when the file has a service user there.
     pub nova: Option<ServiceAuth>,
+    /// Glance's endpoint instead of the catalog's `image`.
+    pub glance_endpoint: Option<String>,
     /// How long a call to an agent may take.
     pub agent_timeout: Duration,
 }
@@ -209,6 +212,7 @@ impl Config {
             database_url,
             placement,
             nova: service(ini, "nova")?,
+            glance_endpoint: get(ini, "glance", "endpoint_override").map(str::to_owned),
             agent_timeout,
         })
     }

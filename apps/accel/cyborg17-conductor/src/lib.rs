@@ -12,7 +12,8 @@
 //! - [`requests::Requests`]: device profiles and accelerator requests for Cyborg's API
 //!   (`device_profile_create`/`delete`, `arq_create`, `arq_delete_by_uuid`,
 //!   `arq_delete_by_instance_uuid`, and `arq_apply_patch`: binds and unbinds, mediated
-//!   devices through the host's agent, Nova told as Cyborg tells it).
+//!   devices through the host's agent, FPGAs programmed with Glance's bitstreams, Nova
+//!   told as Cyborg tells it).
 //! - [`service`]: the conductor API 1.0 on `cyborg-conductor`, exchange `cyborg`;
 //!   `accel-cyborg17-conductor --config-file cyborg.conf` runs it from Cyborg's own
 //!   configuration file ([`config`]).
@@ -21,13 +22,13 @@
 //! applied by Cyborg 17's `ConductorManager` (the Python package) and one by this crate,
 //! leave the two databases equal through Cyborg's own objects and Placement the same.
 //!
-//! Not yet: programming an FPGA at bind (a profile group with `accel:bitstream_id` or
-//! `accel:function_id`: Cyborg 17 fetches the bitstream through a `devstack-admin`
-//! cloud); such a bind is refused before it starts (`InvalidParameterValue`).
+//! Binds are in [`binds`], FPGA programming at bind in [`fpga`]. Where this conductor
+//! differs from Cyborg 17, on purpose, is listed in docs/cyborg-compatibility.md.
 
 pub mod binds;
 pub mod config;
 pub mod db;
+pub mod fpga;
 pub mod placement;
 pub mod report;
 pub mod requests;

@@ -288,6 +288,22 @@ impl Placement {
         self.put_traits(uuid, &traits).await
     }
 
+    /// Takes every trait whose name starts with `prefix` off a provider (Cyborg's
+    /// `delete_traits_with_prefixes`).
+    pub async fn delete_traits_with_prefix(
+        &self,
+        uuid: &str,
+        prefix: &str,
+    ) -> Result<(), PlacementError> {
+        let traits: Vec<String> = self
+            .traits_of(uuid)
+            .await?
+            .into_iter()
+            .filter(|t| !t.starts_with(prefix))
+            .collect();
+        self.put_traits(uuid, &traits).await
+    }
+
     /// Takes a trait off a provider and deletes the trait itself where nothing else has
     /// it (Cyborg's `delete_trait_by_name`: a refused delete is only logged).
     pub async fn delete_trait(&self, uuid: &str, name: &str) -> Result<(), PlacementError> {

@@ -18,7 +18,7 @@
 use crate::binds::Nova;
 use crate::db::{now, DbError, Dialect, Store};
 use accel_cyborg17::objects::{Arq, ArqState, DeviceProfile, ExtArq};
-use accel_cyborg17::rpc::{CreateVgpuMdev, RemoveVgpuMdev, AGENT_TOPIC};
+use accel_cyborg17::rpc::{CreateVgpuMdev, FpgaProgram, RemoveVgpuMdev, AGENT_TOPIC};
 use serde_json::Value;
 use sqlx::any::AnyRow;
 use sqlx::Row;
@@ -79,9 +79,29 @@ pub enum RequestError {
     /// Nova did not take the bind events (Cyborg's `InvalidAPIResponse`).
     #[error("Nova: os-server-external-events: {0}")]
     Nova(String),
-    /// The bind needs an FPGA programmed first, which this conductor does not do yet.
-    #[error("request {0} asks for an FPGA bitstream at bind; programming at bind is not supported by this conductor")]
-    Programming(String),
+    /// A bind needs an FPGA programmed and this conductor has no Glance, or the profile
+    /// group names both a bitstream and a function.
+    #[error("request {uuid}: {reason}")]
+    Programming {
+        /// The request.
+        uuid: String,
+        /// Why.
+        reason: String,
+    },
+    /// Glance did not answer as asked.
+    #[error("Glance: {0}")]
+    Glance(String),
+    /// Placement refused the function traits.
+    #[error("Placement: {0}")]
+    Placement(String),
+    /// Not exactly one of something (Cyborg's `ExpectedOneObject`).
+    #[error("Expected one object of type {what}, but got {count}.")]
+    ExpectedOne {
+        /// What.
+        what: &'static str,
+        /// How many there are.
+        count: usize,
+    },
     /// The database failed.
     #[error(transparent)]
     Db(#[from] DbError),
@@ -101,7 +121,9 @@ impl RequestError {
             RequestError::NotFound { .. } => "ResourceNotFound",
             RequestError::BadState { .. } => "ARQBadState",
             RequestError::Nova(_) => "InvalidAPIResponse",
-            RequestError::Programming(_) => "InvalidParameterValue",
+            RequestError::Programming { .. } => "InvalidParameterValue",
+            RequestError::ExpectedOne { .. } => "ExpectedOneObject",
+            RequestError::Glance(_) | RequestError::Placement(_) => "CyborgException",
             RequestError::Agent { .. } | RequestError::Db(_) => "CyborgException",
         }
     }
@@ -219,6 +241,37 @@ impl Agents {
         Agents { transport, timeout }
     }
 
+    /// Cyborg's agent `fpga_program` on `host`: the device's control path row (its
+    /// `cpid_info` decoded), the bitstream's image and the deployable's driver; the
+    /// agent's answer (`true` when programmed).
+    pub(crate) async fn fpga_program(
+        &self,
+        host: &str,
+        controlpath_id: Value,
+        bitstream_uuid: &str,
+        driver_name: &str,
+    ) -> Result<Value, RequestError> {
+        RpcClient::new(
+            self.transport.clone(),
+            Target::new(AGENT_TOPIC).with_server(host),
+        )
+        .timeout(self.timeout)
+        .call_method(
+            &RequestContext::new(format!("req-{}", Uuid::new_v4())),
+            FpgaProgram {
+                controlpath_id,
+                bitstream_uuid: bitstream_uuid.to_owned(),
+                driver_name: driver_name.to_owned(),
+            },
+        )
+        .await
+        .map_err(|e| RequestError::Agent {
+            host: host.to_owned(),
+            handle: bitstream_uuid.to_owned(),
+            reason: e.to_string(),
+        })
+    }
+
     /// Cyborg's agent `create_vgpu_mdev` (`create`) or `remove_vgpu_mdev` on `host` for
     /// the mediated-device handle `handle` whose `attach_info` names the GPU and type.
     pub(crate) async fn mdev(
@@ -307,6 +360,7 @@ pub struct Requests {
     pub(crate) store: Store,
     pub(crate) agents: Option<Agents>,
     pub(crate) nova: Option<Nova>,
+    pub(crate) programming: Option<crate::fpga::Programming>,
 }
 
 impl Requests {
@@ -317,6 +371,7 @@ impl Requests {
             store,
             agents,
             nova: None,
+            programming: None,
         }
     }
 
@@ -324,6 +379,13 @@ impl Requests {
     /// before it starts: Nova waits for the event).
     pub fn with_nova(mut self, nova: Nova) -> Requests {
         self.nova = Some(nova);
+        self
+    }
+
+    /// These requests, programming FPGAs at bind with bitstreams from Glance (without
+    /// it such a bind is refused before it starts).
+    pub fn with_programming(mut self, programming: crate::fpga::Programming) -> Requests {
+        self.programming = Some(programming);
         self
     }
 

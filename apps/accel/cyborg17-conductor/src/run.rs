@@ -6,6 +6,7 @@
 use crate::binds::Nova;
 use crate::config::{Config, ServiceAuth};
 use crate::db::DbError;
+use crate::fpga::{Glance, Programming};
 use crate::requests::Agents;
 use crate::{service, Conductor, Placement, Reports, Requests, Store};
 use accel_cyborg17::rpc::CONTROL_EXCHANGE;
@@ -76,8 +77,9 @@ fn session(of: &ServiceAuth, section: &'static str) -> Result<Session, StartErro
 pub async fn start(config: &Config) -> Result<Running, StartError> {
     let store = Store::connect(&config.database_url).await?;
     let schema_made = store.sync().await?;
+    let service_user = session(&config.placement, "placement")?;
     let placement = Placement::new(
-        session(&config.placement, "placement")?,
+        service_user.clone(),
         config.placement.endpoint_override.clone(),
     );
     let mut amqp = AmqpConfig::from_url(&config.transport_url)
@@ -91,7 +93,11 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let mut requests = Requests::new(
         store.clone(),
         Some(Agents::new(transport.clone(), config.agent_timeout)),
-    );
+    )
+    .with_programming(Programming {
+        glance: Glance::new(service_user, config.glance_endpoint.clone()),
+        placement: placement.clone(),
+    });
     if let Some(nova) = &config.nova {
         requests = requests.with_nova(Nova::new(
             session(nova, "nova")?,
