@@ -27,12 +27,11 @@ use accel_cyborg17_conductor::{Reports, Requests, Store};
 use accel_keystone::testing::glance_image;
 use reqwest::Method;
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{compute_node, delete_tree, env, placement, session};
+use support::{bind_patch, compute_node, delete_tree, env, placement, session, state_of};
 use verso::VersionedObject;
 
 mod support;
@@ -97,24 +96,6 @@ fn tool(dir: &Path, record: &Path) -> std::path::PathBuf {
     path
 }
 
-fn bind_patch(
-    arq: &str,
-    host: &str,
-    rp: &str,
-    instance: &str,
-) -> (BTreeMap<String, Value>, BTreeMap<String, Value>) {
-    let patch = json!([
-        {"path": "/hostname", "op": "add", "value": host},
-        {"path": "/device_rp_uuid", "op": "add", "value": rp},
-        {"path": "/instance_uuid", "op": "add", "value": instance},
-    ]);
-    let fields = json!({"hostname": host, "device_rp_uuid": rp, "instance_uuid": instance});
-    (
-        BTreeMap::from([(arq.to_owned(), patch)]),
-        BTreeMap::from([(arq.to_owned(), fields)]),
-    )
-}
-
 async fn profile(requests: &Requests, name: &str, group: &[(&str, &str)]) -> i64 {
     let mut p = DeviceProfile::blank();
     p.name.set(name.to_owned());
@@ -141,16 +122,6 @@ async fn request(requests: &Requests, profile_name: &str, profile_id: i64) -> St
         .and_then(|a| a.uuid.get())
         .expect("its uuid")
         .to_string()
-}
-
-async fn state_of(requests: &Requests, uuid: &str) -> String {
-    let ext = requests.arq(uuid).await.expect("read");
-    let state = ext
-        .arq
-        .get()
-        .and_then(|a| a.state.get().copied())
-        .expect("a state");
-    format!("{state:?}")
 }
 
 /// Waits (30 s at most) until the request is no longer `BindStarted`; its state.

@@ -16,11 +16,11 @@ use accel_cyborg17_conductor::binds::Nova;
 use accel_cyborg17_conductor::db::{NewDeployable, NewDevice};
 use accel_cyborg17_conductor::requests::{Agents, RequestError};
 use accel_cyborg17_conductor::{Requests, Store};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
-use support::session;
+use support::{bind_patch, session, state_of};
 use verso::VersionedObject;
 
 mod support;
@@ -31,36 +31,6 @@ const MDEV_TYPE: &str = "nvidia-35";
 /// The GPU's `mdev_supported_types` tree of the one type.
 fn fixture(root: &Path) -> std::path::PathBuf {
     accel_agent::fixture::write_mdev_type(root, GPU, MDEV_TYPE).expect("mdev tree")
-}
-
-/// A request bound by JSON patch as Cyborg's API sends it.
-fn bind(
-    arq: &str,
-    host: &str,
-    rp: &str,
-    instance: &str,
-) -> (BTreeMap<String, Value>, BTreeMap<String, Value>) {
-    let patch = json!([
-        {"path": "/hostname", "op": "add", "value": host},
-        {"path": "/device_rp_uuid", "op": "add", "value": rp},
-        {"path": "/instance_uuid", "op": "add", "value": instance},
-    ]);
-    let fields = json!({"hostname": host, "device_rp_uuid": rp, "instance_uuid": instance});
-    (
-        BTreeMap::from([(arq.to_owned(), patch)]),
-        BTreeMap::from([(arq.to_owned(), fields)]),
-    )
-}
-
-/// The request's state, as its object says.
-async fn state_of(requests: &Requests, uuid: &str) -> String {
-    let ext = requests.arq(uuid).await.expect("read");
-    let state = ext
-        .arq
-        .get()
-        .and_then(|a| a.state.get().copied())
-        .expect("a state");
-    format!("{state:?}")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -147,7 +117,7 @@ async fn a_vgpu_is_made_at_bind_and_removed_at_unbind_on_its_host() {
         .to_string();
 
     // Bound: the handle's UUID written to the type's `create`, the request Bound.
-    let (patch, fields) = bind(&uuid, &host, rp, instance);
+    let (patch, fields) = bind_patch(&uuid, &host, rp, instance);
     requests
         .apply_patch(&patch, &fields, None)
         .await
@@ -189,7 +159,7 @@ async fn a_vgpu_is_made_at_bind_and_removed_at_unbind_on_its_host() {
     // The agent refuses to make the device (the type is gone from the GPU): BindFailed,
     // the handle free for the next bind.
     std::fs::remove_dir_all(&type_dir).expect("the type gone");
-    let (patch, fields) = bind(&uuid, &host, rp, instance);
+    let (patch, fields) = bind_patch(&uuid, &host, rp, instance);
     let err = requests
         .apply_patch(&patch, &fields, None)
         .await

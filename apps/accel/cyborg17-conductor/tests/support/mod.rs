@@ -3,10 +3,12 @@
 // A failed set-up step fails the test with its message.
 #![allow(clippy::expect_used, dead_code)]
 
-use accel_cyborg17_conductor::Placement;
+use accel_cyborg17_conductor::{Placement, Requests};
 use accel_keystone::{AuthOptions, Session};
 use reqwest::Method;
 use serde_json::json;
+use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// A setting scripts/test.sh makes.
 pub fn env(name: &str) -> String {
@@ -79,4 +81,35 @@ pub async fn delete_tree(placement: &Placement, root: &str, with_root: bool) {
             assert_eq!(status, 204, "delete {uuid}: {body}");
         }
     }
+}
+
+/// A bind of request `arq` by JSON patch, as Cyborg's API sends it: `(patch_list,
+/// valid_fields)`.
+pub fn bind_patch(
+    arq: &str,
+    host: &str,
+    rp: &str,
+    instance: &str,
+) -> (BTreeMap<String, Value>, BTreeMap<String, Value>) {
+    let patch = json!([
+        {"path": "/hostname", "op": "add", "value": host},
+        {"path": "/device_rp_uuid", "op": "add", "value": rp},
+        {"path": "/instance_uuid", "op": "add", "value": instance},
+    ]);
+    let fields = json!({"hostname": host, "device_rp_uuid": rp, "instance_uuid": instance});
+    (
+        BTreeMap::from([(arq.to_owned(), patch)]),
+        BTreeMap::from([(arq.to_owned(), fields)]),
+    )
+}
+
+/// The request's state, as its object says.
+pub async fn state_of(requests: &Requests, uuid: &str) -> String {
+    let ext = requests.arq(uuid).await.expect("read");
+    let state = ext
+        .arq
+        .get()
+        .and_then(|a| a.state.get().copied())
+        .expect("a state");
+    format!("{state:?}")
 }
