@@ -136,14 +136,17 @@ def inventory(args):
     for d in DriverDevice.list(ctx, args.host):
         deployables = []
         for dep in d.deployable_list:
+            # Cyborg's conductor deletes a device row by row, each in a transaction of its
+            # own: read while it does, a deployable can be gone already. It shows with no
+            # stored fields (a reader polling for a settled inventory reads again).
             stored = Deployable.get_by_name(ctx, dep.name)
             deployables.append(
                 {
-                    "uuid": stored.uuid,
+                    "uuid": getattr(stored, "uuid", None),
                     "name": dep.name,
                     "num_accelerators": dep.num_accelerators,
-                    "driver_name": stored.driver_name,
-                    "rp_uuid": stored.rp_uuid,
+                    "driver_name": getattr(stored, "driver_name", None),
+                    "rp_uuid": getattr(stored, "rp_uuid", None),
                     "attributes": {a.key: a.value for a in dep.attribute_list},
                     "handles": sorted(
                         (
