@@ -32,6 +32,12 @@ pub enum DbError {
         /// What to do.
         hint: &'static str,
     },
+    /// A stored value does not parse as what its column holds.
+    #[error("stored {what} does not parse")]
+    Corrupt {
+        /// Which value, and why.
+        what: String,
+    },
     /// A row the operation needs is not there.
     #[error("{what} not found")]
     NotFound {

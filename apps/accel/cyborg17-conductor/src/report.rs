@@ -313,8 +313,7 @@ impl Reports {
             ) else {
                 continue;
             };
-            self.keep_device(hostname, new_dev, old_dev, &host_rp)
-                .await?;
+            self.keep_device(new_dev, old_dev, &host_rp).await?;
             outcome.kept += 1;
         }
         Ok(outcome)
@@ -397,20 +396,13 @@ impl Reports {
 
     async fn keep_device(
         &self,
-        host: &str,
         new: &Reported,
         old: &StoredDevice,
         host_rp: &str,
     ) -> Result<(), ReportError> {
-        let Some(device_id) = self.store.device_of(host, &new.cpid_info).await? else {
-            return Err(DbError::NotFound {
-                what: format!(
-                    "the device of host {host} with control path {}",
-                    new.cpid_info
-                ),
-            }
-            .into());
-        };
+        // `old` is the host's newest device with this control path, the one Cyborg's
+        // `get_device_obj` looks up again.
+        let device_id = old.id;
         let mut changes: Vec<(&'static str, Option<String>)> = Vec::new();
         if new.std_board_info != old.std_board_info {
             changes.push(("std_board_info", new.std_board_info.clone()));

@@ -200,7 +200,7 @@ fn time(text: Option<String>) -> Result<Option<DateTime>, RequestError> {
     let Some(text) = text else { return Ok(None) };
     let parsed =
         chrono::NaiveDateTime::parse_from_str(&text, "%Y-%m-%d %H:%M:%S%.f").map_err(|e| {
-            DbError::NotFound {
+            DbError::Corrupt {
                 what: format!("a time in {text:?} ({e})"),
             }
         })?;
@@ -486,11 +486,11 @@ impl Requests {
             .await?;
         let text = |i| crate::db::text(&row, i).map_err(RequestError::from);
         let profile_json = text(3)?.unwrap_or_default();
-        let parsed: Value = serde_json::from_str(&profile_json).map_err(|e| DbError::NotFound {
+        let parsed: Value = serde_json::from_str(&profile_json).map_err(|e| DbError::Corrupt {
             what: format!("the groups of profile {id} ({e})"),
         })?;
         let groups: Vec<BTreeMap<String, Option<String>>> =
-            serde_json::from_value(parsed["groups"].clone()).map_err(|e| DbError::NotFound {
+            serde_json::from_value(parsed["groups"].clone()).map_err(|e| DbError::Corrupt {
                 what: format!("the groups of profile {id} ({e})"),
             })?;
         let mut p = DeviceProfile::blank();
@@ -653,7 +653,7 @@ impl Requests {
 
     async fn ext_arq(&self, row: ArqRow) -> Result<ExtArq, RequestError> {
         let profile = self.profile(row.device_profile_id).await?;
-        let state = ArqState::from_str(&row.state).ok_or_else(|| DbError::NotFound {
+        let state = ArqState::from_str(&row.state).ok_or_else(|| DbError::Corrupt {
             what: format!("a known state in request {} ({:?})", row.uuid, row.state),
         })?;
         let mut handle_type = String::new();
@@ -667,7 +667,7 @@ impl Requests {
             let (uuid, attach_type, attach_info) = self.handle(id).await?;
             handle_type = attach_type;
             handle_uuid = Some(uuid);
-            handle_info = serde_json::from_str(&attach_info).map_err(|e| DbError::NotFound {
+            handle_info = serde_json::from_str(&attach_info).map_err(|e| DbError::Corrupt {
                 what: format!("the attach info of handle {id} as a dict of strings ({e})"),
             })?;
         }
@@ -685,7 +685,7 @@ impl Requests {
         let mut arq = Arq::blank();
         arq.id.set(row.id);
         arq.uuid
-            .set(Uuid::parse_str(&row.uuid).map_err(|e| DbError::NotFound {
+            .set(Uuid::parse_str(&row.uuid).map_err(|e| DbError::Corrupt {
                 what: format!("a UUID in request {:?} ({e})", row.uuid),
             })?);
         arq.state.set(state);
@@ -744,7 +744,7 @@ impl Requests {
                 msg: format!("with id={id}"),
             })?;
         Uuid::parse_str(&text).map_err(|e| {
-            RequestError::Db(DbError::NotFound {
+            RequestError::Db(DbError::Corrupt {
                 what: format!("a UUID in deployable {id} ({e})"),
             })
         })
