@@ -469,7 +469,8 @@ async fn get_device(
 }
 
 /// `POST /v2/devices/{uuid}/disable` (Cyborg's): the device goes into maintenance and is
-/// given to no new request; 200 with no body, as Cyborg.
+/// given to no new request; 204, as Cyborg 17 answers (its handler declares 200, but
+/// returns no body, which its framework answers with 204).
 async fn disable_device(
     caller: Caller,
     State(service): State<Service>,
@@ -477,7 +478,7 @@ async fn disable_device(
 ) -> Result<StatusCode> {
     caller.may("cyborg:device:disable")?;
     service.set_device_maintaining(&uuid, true).await?;
-    Ok(StatusCode::OK)
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// `POST /v2/devices/{uuid}/enable`: back in service.
@@ -488,7 +489,7 @@ async fn enable_device(
 ) -> Result<StatusCode> {
     caller.may("cyborg:device:enable")?;
     service.set_device_maintaining(&uuid, false).await?;
-    Ok(StatusCode::OK)
+    Ok(StatusCode::NO_CONTENT)
 }
 
 async fn list_deployables(
@@ -722,7 +723,9 @@ async fn get_profile(
 ) -> Result<Json<Value>> {
     caller.may("cyborg:device_profile:get_one")?;
     let p = service.profile(&name_or_uuid).await?;
-    Ok(Json(json!({"device_profile": views::profile(&p, &base)})))
+    Ok(Json(
+        json!({"device_profile": views::profile_one(&p, &base)}),
+    ))
 }
 
 #[derive(Deserialize)]

@@ -44,8 +44,8 @@ pub fn device(d: &DeviceRow, version: ApiVersion, base: &str) -> Value {
         "std_board_info": d.std_board_info,
         "vendor_board_info": d.vendor_board_info,
         "hostname": d.hostname,
-        "created_at": d.created_at,
-        "updated_at": d.updated_at,
+        "created_at": time(&d.created_at),
+        "updated_at": time(&d.updated_at),
         "links": links(base, "devices", &d.uuid),
     });
     if version.at_least(microversion::DEVICE_STATUS) {
@@ -65,11 +65,17 @@ pub fn device(d: &DeviceRow, version: ApiVersion, base: &str) -> Value {
     v
 }
 
-/// A deployable; `attributes_list` is Cyborg's: JSON text of a list of one-key objects,
-/// `"[{\"rc\": \"FPGA\"}, ...]"`. accel keeps no deployable trees and no programmed
-/// bitstream, so `parent_id`, `root_id` and `bitstream_id` are null.
+/// A deployable; `attributes_list` is Cyborg's: JSON text of a list of one-key objects
+/// in Python's `json.dumps` form, `"[{\"rc\": \"FPGA\"}, ...]"` (by key: Cyborg lists
+/// them in the order they were stored). accel keeps no deployable trees and no
+/// programmed bitstream, so `parent_id`, `root_id` and `bitstream_id` are null. Links:
+/// `self` and, as Cyborg, an unversioned `bookmark`.
 pub fn deployable(d: &DeployableRow, base: &str) -> Value {
-    let attributes: Vec<Value> = d.attributes.iter().map(|(k, v)| json!({ k: v })).collect();
+    let attributes: Vec<String> = d
+        .attributes
+        .iter()
+        .map(|(k, v)| format!("{{{}: {}}}", python_str(k), python_str(v)))
+        .collect();
     json!({
         "uuid": d.uuid,
         "name": d.name,
@@ -81,10 +87,13 @@ pub fn deployable(d: &DeployableRow, base: &str) -> Value {
         "parent_id": null,
         "root_id": null,
         "bitstream_id": null,
-        "attributes_list": Value::Array(attributes).to_string(),
+        "attributes_list": format!("[{}]", attributes.join(", ")),
         "created_at": time(&d.created_at),
         "updated_at": time(&d.updated_at),
-        "links": links(base, "deployables", &d.uuid),
+        "links": [
+            {"href": format!("{base}/v2/deployables/{}", d.uuid), "rel": "self"},
+            {"href": format!("{base}/deployables/{}", d.uuid), "rel": "bookmark"},
+        ],
     })
 }
 
@@ -95,13 +104,31 @@ pub fn attribute(a: &AttributeRow, base: &str) -> Value {
         "deployable_id": a.deployable_id,
         "key": a.key,
         "value": a.value,
-        "created_at": a.created_at,
-        "updated_at": a.updated_at,
+        "created_at": time(&a.created_at),
+        "updated_at": time(&a.updated_at),
         "links": links(base, "attributes", &a.uuid),
     })
 }
 
-/// A stored time, or null where the row has none (rows release N wrote).
+/// `s` as Python's `json.dumps` writes a string (`ensure_ascii`: every character
+/// outside ASCII as `\\uXXXX`, UTF-16 pairs beyond the first plane).
+fn python_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    for c in Value::String(s.to_owned()).to_string().chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{u:04x}"));
+            }
+        }
+    }
+    out
+}
+
+/// A stored time, or null where the row has none (rows release N wrote, and a Cyborg
+/// row never updated).
 fn time(t: &str) -> Value {
     if t.is_empty() {
         Value::Null
@@ -118,8 +145,20 @@ pub fn profile(p: &DeviceProfileRow, base: &str) -> Value {
         "groups": p.groups,
         "description": p.description,
         "created_at": p.created_at,
+        // No API changes a profile (Cyborg 17's neither), so none was ever updated.
+        "updated_at": null,
         "links": links(base, "device_profiles", &p.uuid),
     })
+}
+
+/// One device profile as Cyborg 17's `GET /v2/device_profiles/{uuid_or_name}` shows it:
+/// its times as Python's `str()` of them (`2026-12-06 12:00:00.123456+00:00`, and
+/// `"None"` for the unset `updated_at`), not as the lists show them.
+pub fn profile_one(p: &DeviceProfileRow, base: &str) -> Value {
+    let mut v = profile(p, base);
+    v["created_at"] = Value::String(p.created_at.replacen('T', " ", 1));
+    v["updated_at"] = Value::String("None".into());
+    v
 }
 
 /// An accelerator request; `attach_handle_info` is the handle's JSON object when bound.

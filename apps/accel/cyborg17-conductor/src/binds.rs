@@ -267,6 +267,43 @@ impl Requests {
         Ok(out)
     }
 
+    /// The control path of device `device_id` as Cyborg's agent API takes it
+    /// (`fpga_program`'s `controlpath_id`): the row's fields, its `cpid_info` decoded.
+    pub async fn control_path(&self, device_id: i64) -> Result<Value, RequestError> {
+        let d = self.d();
+        let sql = format!(
+            "SELECT {}, {}, {}, {}, {}, {}, {} FROM controlpath_ids WHERE device_id = ?",
+            d.int("id"),
+            d.text("uuid"),
+            d.int("device_id"),
+            d.text("cpid_type"),
+            d.text("cpid_info"),
+            d.time("created_at"),
+            d.time("updated_at"),
+        );
+        let rows = sqlx::query(&sql)
+            .bind(device_id)
+            .fetch_all(self.store.pool())
+            .await?;
+        let [row] = &rows[..] else {
+            return Err(RequestError::ExpectedOne {
+                what: "controlpath_id",
+                count: rows.len(),
+            });
+        };
+        let text = |i| crate::db::text(row, i);
+        let info = text(4)?.unwrap_or_default();
+        Ok(json!({
+            "id": row.try_get::<i64, _>(0).map_err(DbError::from)?,
+            "uuid": text(1)?,
+            "device_id": row.try_get::<i64, _>(2).map_err(DbError::from)?,
+            "cpid_type": text(3)?,
+            "cpid_info": serde_json::from_str::<Value>(&info).unwrap_or(Value::String(info)),
+            "created_at": text(5)?,
+            "updated_at": text(6)?,
+        }))
+    }
+
     pub(crate) async fn one_arq(&self, uuid: &str) -> Result<ArqRow, RequestError> {
         self.arq_rows("uuid", uuid)
             .await?
@@ -446,38 +483,7 @@ impl Requests {
             .as_str()
             .ok_or_else(|| RequestError::Glance(format!("an image without an id: {image}")))?
             .to_owned();
-        let d = self.d();
-        let sql = format!(
-            "SELECT {}, {}, {}, {}, {}, {}, {} FROM controlpath_ids WHERE device_id = ?",
-            d.int("id"),
-            d.text("uuid"),
-            d.int("device_id"),
-            d.text("cpid_type"),
-            d.text("cpid_info"),
-            d.time("created_at"),
-            d.time("updated_at"),
-        );
-        let rows = sqlx::query(&sql)
-            .bind(target.device_id)
-            .fetch_all(self.store.pool())
-            .await?;
-        let [row] = &rows[..] else {
-            return Err(RequestError::ExpectedOne {
-                what: "controlpath_id",
-                count: rows.len(),
-            });
-        };
-        let text = |i| crate::db::text(row, i);
-        let info = text(4)?.unwrap_or_default();
-        let controlpath = json!({
-            "id": row.try_get::<i64, _>(0).map_err(DbError::from)?,
-            "uuid": text(1)?,
-            "device_id": row.try_get::<i64, _>(2).map_err(DbError::from)?,
-            "cpid_type": text(3)?,
-            "cpid_info": serde_json::from_str::<Value>(&info).unwrap_or(Value::String(info)),
-            "created_at": text(5)?,
-            "updated_at": text(6)?,
-        });
+        let controlpath = self.control_path(target.device_id).await?;
         let agents = self.agents.as_ref().ok_or_else(|| RequestError::Agent {
             host: host.to_owned(),
             handle: image_id.clone(),

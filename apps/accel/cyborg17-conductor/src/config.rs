@@ -118,7 +118,7 @@ fn redact(url: &str) -> String {
 
 /// An option's value (`[DEFAULT]` is a section like the others in the file; options
 /// before any section header count as `[DEFAULT]`'s too).
-fn get<'a>(ini: &'a Ini, section: &str, option: &str) -> Option<&'a str> {
+pub fn get<'a>(ini: &'a Ini, section: &str, option: &str) -> Option<&'a str> {
     let found = ini.get_from(Some(section), option).or_else(|| {
         (section == "DEFAULT")
             .then(|| ini.get_from(None::<&str>, option))
@@ -127,7 +127,9 @@ fn get<'a>(ini: &'a Ini, section: &str, option: &str) -> Option<&'a str> {
     found.map(str::trim).filter(|v| !v.is_empty())
 }
 
-fn service(ini: &Ini, section: &'static str) -> Result<Option<ServiceAuth>, ConfigError> {
+/// A keystoneauth section (`[placement]`, `[nova]`, `[keystone_authtoken]`): `None` when it
+/// names no `auth_url`; refused when it does but lacks the user, password or project.
+pub fn service(ini: &Ini, section: &'static str) -> Result<Option<ServiceAuth>, ConfigError> {
     let Some(auth_url) = get(ini, section, "auth_url") else {
         return Ok(None);
     };

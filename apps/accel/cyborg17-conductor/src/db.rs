@@ -67,7 +67,7 @@ impl Dialect {
     }
 
     /// `col` read as a 64-bit integer.
-    pub(crate) fn int(self, col: &str) -> String {
+    pub fn int(self, col: &str) -> String {
         match self {
             Dialect::Sqlite => col.to_owned(),
             Dialect::MySql => format!("CAST({col} AS SIGNED)"),
@@ -75,7 +75,7 @@ impl Dialect {
     }
 
     /// `col` read as text.
-    pub(crate) fn text(self, col: &str) -> String {
+    pub fn text(self, col: &str) -> String {
         match self {
             Dialect::Sqlite => col.to_owned(),
             Dialect::MySql => format!("CAST({col} AS CHAR)"),
@@ -84,7 +84,7 @@ impl Dialect {
 
     /// A `DATETIME` column read as its text (`YYYY-MM-DD HH:MM:SS[.ffffff]`): the Any
     /// driver reads the type on neither backend.
-    pub(crate) fn time(self, col: &str) -> String {
+    pub fn time(self, col: &str) -> String {
         match self {
             Dialect::Sqlite => format!("CAST({col} AS TEXT)"),
             Dialect::MySql => format!("CAST({col} AS CHAR)"),
@@ -92,7 +92,7 @@ impl Dialect {
     }
 
     /// A column named `key` (a reserved word on MySQL).
-    fn key(self) -> &'static str {
+    pub fn key(self) -> &'static str {
         match self {
             Dialect::Sqlite => "key",
             Dialect::MySql => "`key`",
@@ -102,7 +102,7 @@ impl Dialect {
 
 /// Text column `i` of `row`: MySQL hands a `TEXT` column (`std_board_info`,
 /// attributes' `key` and `value`) to sqlx's Any driver as bytes, even through a `CAST`.
-pub(crate) fn text(row: &AnyRow, i: usize) -> Result<Option<String>, DbError> {
+pub fn text(row: &AnyRow, i: usize) -> Result<Option<String>, DbError> {
     match row.try_get::<Option<String>, _>(i) {
         Ok(v) => Ok(v),
         Err(sqlx::Error::ColumnDecode { .. }) => {
@@ -291,6 +291,18 @@ impl Store {
             sqlx::raw_sql(script).execute(&self.pool).await?;
             return Ok(true);
         }
+        self.at_cyborg17(&tables).await?;
+        Ok(false)
+    }
+
+    /// Checks, without writing, that the database holds Cyborg 17's schema (what an API
+    /// process needs: it never makes the schema, as Cyborg's `cyborg-api` does not).
+    pub async fn check(&self) -> Result<(), DbError> {
+        let tables = self.tables().await?;
+        self.at_cyborg17(&tables).await
+    }
+
+    async fn at_cyborg17(&self, tables: &[String]) -> Result<(), DbError> {
         let want = accel_cyborg17::schema::ALEMBIC_HEAD;
         let found = if tables.iter().any(|t| t == "alembic_version") {
             let q = format!(
@@ -305,10 +317,12 @@ impl Store {
             "none".to_owned()
         };
         if found == want {
-            return Ok(false);
+            return Ok(());
         }
         let hint = if tables.iter().any(|t| t == "_sqlx_migrations") {
             "it is accel's own database; `accel db sync` keeps that one"
+        } else if tables.is_empty() {
+            "it is empty; Cyborg 17's conductor makes the schema when it starts"
         } else {
             "upgrade it with Cyborg 17's `cyborg-dbsync upgrade` first, or use an empty database"
         };

@@ -227,6 +227,31 @@ impl Placement {
         Ok(())
     }
 
+    /// Replaces a provider's inventory with `total` units of `resource_class`, `reserved`
+    /// of them held back (Cyborg's `update_rp_inventory_reserved`, Placement 1.26: the
+    /// API's device disable reserves every unit, enable none; `max_unit` left to
+    /// Placement's default, as Cyborg leaves it).
+    pub async fn update_reserved(
+        &self,
+        uuid: &str,
+        resource_class: &str,
+        total: i64,
+        reserved: i64,
+    ) -> Result<(), PlacementError> {
+        let body = json!({
+            "resource_provider_generation": self.generation(uuid).await?,
+            "inventories": { resource_class: { "total": total, "reserved": reserved } },
+        });
+        self.expect(
+            Method::PUT,
+            &format!("/resource_providers/{uuid}/inventories"),
+            Some("1.26"),
+            Some(&body),
+        )
+        .await?;
+        Ok(())
+    }
+
     async fn traits_of(&self, uuid: &str) -> Result<Vec<String>, PlacementError> {
         let found = self
             .expect(

@@ -244,7 +244,7 @@ impl Agents {
     /// Cyborg's agent `fpga_program` on `host`: the device's control path row (its
     /// `cpid_info` decoded), the bitstream's image and the deployable's driver; the
     /// agent's answer (`true` when programmed).
-    pub(crate) async fn fpga_program(
+    pub async fn fpga_program(
         &self,
         host: &str,
         controlpath_id: Value,

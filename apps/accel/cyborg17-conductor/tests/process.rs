@@ -20,11 +20,9 @@ use accel_cyborg17_conductor::placement::rp_uuid;
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::Stdio;
-use std::time::{Duration, Instant};
-use support::{compute_node, delete_tree, env, placement};
-use tokio::io::{AsyncBufReadExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdout, Command};
+use std::time::Duration;
+use support::{compute_node, delete_tree, env, placement, spawn, wait_for};
+use tokio::process::Command;
 
 mod support;
 
@@ -34,31 +32,6 @@ const API_PASTE: &str = "[pipeline:main]\npipeline = request_id api_v2\n\n\
     [app:api_v2]\npaste.app_factory = cyborg.api.app:app_factory\n\n\
     [filter:request_id]\npaste.filter_factory = oslo_middleware:RequestId.factory\n";
 const PROJECT: &str = "b1d0c3a2e5f44d6e8a7b9c0d1e2f3a4b";
-
-/// Reads `lines` until one contains `want` (within a minute); the line.
-async fn wait_for(lines: &mut Lines<BufReader<ChildStdout>>, want: &str, what: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match tokio::time::timeout(left, lines.next_line()).await {
-            Ok(Ok(Some(line))) if line.contains(want) => return line,
-            Ok(Ok(Some(_))) => {}
-            Ok(Ok(None)) => panic!("{what} ended before printing {want:?}"),
-            Ok(Err(e)) => panic!("{what}: {e}"),
-            Err(_) => panic!("{what} did not print {want:?} within 60 s"),
-        }
-    }
-}
-
-fn spawn(mut cmd: Command) -> (Child, Lines<BufReader<ChildStdout>>) {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the process starts");
-    let out = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    (child, out)
-}
 
 struct Api {
     http: reqwest::Client,

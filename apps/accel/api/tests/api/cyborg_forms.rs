@@ -312,8 +312,8 @@ pub(crate) async fn cyborg_forms(api: &Api) {
         let path = format!("/v2/devices/{fpga}/{action}");
         async move { api.send(api.request(Method::POST, &path)).await.0 }
     };
-    assert_eq!(maint("disable").await, 200);
-    assert_eq!(maint("disable").await, 200, "idempotent");
+    assert_eq!(maint("disable").await, 204);
+    assert_eq!(maint("disable").await, 204, "idempotent");
     let status_of = || async {
         let (_, d) = api
             .send(
@@ -333,7 +333,7 @@ pub(crate) async fn cyborg_forms(api: &Api) {
     let c_arq = body["arqs"][0]["uuid"].as_str().expect("uuid").to_owned();
     let got = patch(api, bind_to(&[&c_arq], &instance(6))).await;
     assert_error(&got, 409, "NoFreeHandle");
-    assert_eq!(maint("enable").await, 200);
+    assert_eq!(maint("enable").await, 204);
     assert_eq!(status_of().await, "enabled");
     let (_, body) = post(
         api,

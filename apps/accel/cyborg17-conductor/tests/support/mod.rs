@@ -9,6 +9,10 @@ use reqwest::Method;
 use serde_json::json;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout, Command};
 
 /// A setting scripts/test.sh makes.
 pub fn env(name: &str) -> String {
@@ -112,4 +116,31 @@ pub async fn state_of(requests: &Requests, uuid: &str) -> String {
         .and_then(|a| a.state.get().copied())
         .expect("a state");
     format!("{state:?}")
+}
+
+/// Reads `lines` until one contains `want` (within a minute); the line.
+pub async fn wait_for(lines: &mut Lines<BufReader<ChildStdout>>, want: &str, what: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, lines.next_line()).await {
+            Ok(Ok(Some(line))) if line.contains(want) => return line,
+            Ok(Ok(Some(_))) => {}
+            Ok(Ok(None)) => panic!("{what} ended before printing {want:?}"),
+            Ok(Err(e)) => panic!("{what}: {e}"),
+            Err(_) => panic!("{what} did not print {want:?} within 60 s"),
+        }
+    }
+}
+
+/// Starts `cmd` with its standard output piped, killed when dropped; the child and
+/// the output's lines.
+pub fn spawn(mut cmd: Command) -> (Child, Lines<BufReader<ChildStdout>>) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the process starts");
+    let out = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    (child, out)
 }

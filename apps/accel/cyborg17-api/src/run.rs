@@ -1,0 +1,129 @@
+//! Starting the API from its configuration: the database checked (never migrated: that
+//! is the conductor's), the broker connected on Cyborg's exchange, Keystone's layer
+//! built, the listener bound.
+
+use crate::config::ApiConfig;
+use crate::service::CyborgApi;
+use accel_api::{Authenticator, Limits, Policy, ServeOptions};
+use accel_cyborg17::rpc::CONTROL_EXCHANGE;
+use accel_cyborg17_conductor::db::{DbError, Store};
+use accel_cyborg17_conductor::placement::Placement;
+use accel_keystone::Session;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use verso_rpc::transport::amqp::{AmqpConfig, AmqpTransport};
+use verso_rpc::transport::Transport;
+
+/// Why the API did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The database cannot be used, or is not Cyborg 17's.
+    #[error("the database: {0}")]
+    Database(#[from] DbError),
+    /// A Keystone section cannot make a session or the authentication layer.
+    #[error("[{section}]: {reason}")]
+    Keystone {
+        /// `placement` or `keystone_authtoken`.
+        section: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// `transport_url` is not a RabbitMQ URL.
+    #[error("[DEFAULT] transport_url: {0}")]
+    TransportUrl(String),
+    /// The broker cannot be reached.
+    #[error("RabbitMQ: {0}")]
+    Broker(String),
+    /// The address cannot be listened on.
+    #[error("listening on {addr}: {source}")]
+    Listen {
+        /// `[api] host_ip` and `port`.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl StartError {
+    /// The binary's exit status for it: 2 when the configuration or the database is
+    /// refused, 1 when a service or the address could not be had.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            StartError::Broker(_) | StartError::Listen { .. } => 1,
+            _ => 2,
+        }
+    }
+}
+
+/// A started API.
+pub struct Running {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+impl Running {
+    /// Stops accepting, finishes the requests under way.
+    pub async fn stop(self) -> std::io::Result<()> {
+        let _ = self.stop.send(());
+        match self.task.await {
+            Ok(r) => r,
+            Err(e) => Err(std::io::Error::other(e)),
+        }
+    }
+}
+
+/// Starts the API `config` describes.
+pub async fn start(config: &ApiConfig) -> Result<Running, StartError> {
+    let store = Store::connect(&config.common.database_url).await?;
+    store.check().await?;
+    let session =
+        Session::new(config.common.placement.auth.clone()).map_err(|e| StartError::Keystone {
+            section: "placement",
+            reason: e.to_string(),
+        })?;
+    let placement = Placement::new(session, config.common.placement.endpoint_override.clone());
+    let mut amqp = AmqpConfig::from_url(&config.common.transport_url)
+        .map_err(|e| StartError::TransportUrl(e.to_string()))?;
+    amqp.control_exchange = CONTROL_EXCHANGE.to_owned();
+    let transport: Arc<dyn Transport> = Arc::new(
+        AmqpTransport::connect_with(amqp)
+            .await
+            .map_err(|e| StartError::Broker(e.to_string()))?,
+    );
+    let auth = Authenticator::new(config.auth.clone(), Policy::default()).map_err(|e| {
+        StartError::Keystone {
+            section: "keystone_authtoken",
+            reason: e.to_string(),
+        }
+    })?;
+    let service = CyborgApi::new(
+        store,
+        transport,
+        config.common.agent_timeout,
+        Some(placement),
+    );
+    let router = accel_api::router_with(Arc::new(service), Limits::default(), auth);
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| StartError::Listen {
+            addr: config.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Listen {
+        addr: config.listen,
+        source,
+    })?;
+    let options = ServeOptions {
+        public_endpoint: config.public_endpoint.clone(),
+        ..ServeOptions::default()
+    };
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(accel_api::server::serve(listener, router, options, async {
+        let _ = stopped.await;
+    }));
+    Ok(Running { addr, stop, task })
+}
