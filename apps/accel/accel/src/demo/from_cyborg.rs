@@ -676,7 +676,7 @@ async fn accel_devices(d: &Deployment) -> Result<BTreeSet<String>, Error> {
 async fn rust_conductor(cy: &mut Cyborg, t: &mut Timeline, base: &Baseline) -> Result<(), Error> {
     t.step(
         3,
-        "Cyborg's conductor replaced by accel's Cyborg 17 in Rust, on the same cyborg.conf and database; Cyborg's API and agents unchanged",
+        "Cyborg's conductor, then its API, replaced by accel's Cyborg 17 in Rust, on the same cyborg.conf and database; Cyborg's agents unchanged",
     );
     cy.stop_conductor().await;
     let conf = cy.conf("cyborg-conductor", "cyborg-conductor", "")?;
@@ -687,8 +687,40 @@ async fn rust_conductor(cy: &mut Cyborg, t: &mut Timeline, base: &Baseline) -> R
         running.schema_made,
         false,
     )?;
-    let outcome = rust_conductor_checks(cy, t, base).await;
+    let outcome = match rust_conductor_checks(cy, t, base, "Cyborg's API").await {
+        Ok(()) => rust_api(cy, t, base).await,
+        Err(e) => Err(e),
+    };
     running.stop().await;
+    outcome
+}
+
+/// Cyborg's API process stopped and `accel-cyborg17-api` started in its place, at the
+/// same address on the same file (noauth, as the demo's Cyborg API pipeline has no
+/// Keystone middleware); the same checks through it.
+async fn rust_api(cy: &mut Cyborg, t: &mut Timeline, base: &Baseline) -> Result<(), Error> {
+    if let Some(p) = cy.api.take() {
+        p.stop().await;
+    }
+    let (host, port) = cy
+        .api_base
+        .trim_start_matches("http://")
+        .rsplit_once(':')
+        .map(|(h, p)| (h.to_owned(), p.to_owned()))
+        .ok_or("the API's address has no port")?;
+    let conf = cy.conf(
+        "accel-cyborg17-api",
+        "cyborg-api",
+        &format!("[api]\nhost_ip = {host}\nport = {port}\nauth_strategy = noauth\n"),
+    )?;
+    let config = accel_cyborg17_api::config::ApiConfig::load(&conf)?;
+    let api = accel_cyborg17_api::run::start(&config).await?;
+    t.note(format!(
+        "accel-cyborg17-api serves Cyborg's v2 API on http://{}",
+        api.addr
+    ));
+    let outcome = rust_conductor_checks(cy, t, base, "accel's Cyborg 17 API").await;
+    api.stop().await?;
     outcome
 }
 
@@ -696,10 +728,11 @@ async fn rust_conductor_checks(
     cy: &Cyborg,
     t: &mut Timeline,
     base: &Baseline,
+    api: &str,
 ) -> Result<(), Error> {
     let (status, body) = cy.call(reqwest::Method::GET, "/v2/devices", None).await?;
     t.expect_eq(
-        "devices Cyborg's API lists, unchanged",
+        format!("devices {api} lists, unchanged"),
         uuids(list("Cyborg's GET /v2/devices", status, &body, "devices")?) == base.devices,
         true,
     )?;
@@ -711,7 +744,7 @@ async fn rust_conductor_checks(
         )
         .await?;
     t.expect_eq(
-        "a profile made through Cyborg's API by accel's conductor (HTTP status)",
+        format!("a profile made through {api} by accel's conductor (HTTP status)"),
         status,
         201,
     )?;
@@ -723,7 +756,7 @@ async fn rust_conductor_checks(
         )
         .await?;
     t.expect_eq(
-        "a request made through Cyborg's API by accel's conductor (HTTP status)",
+        format!("a request made through {api} by accel's conductor (HTTP status)"),
         status,
         201,
     )?;
@@ -746,13 +779,13 @@ async fn rust_conductor_checks(
         )
         .await?;
     t.expect_eq(
-        "the request and the profile deleted (HTTP statuses)",
+        format!("the request and the profile deleted through {api} (HTTP statuses)"),
         format!("{status} {deleted}"),
         "204 204".to_owned(),
     )?;
     let arqs = cy.arqs().await?;
     t.expect_eq(
-        "requests Cyborg's API lists, unchanged (the bound ones still Bound)",
+        format!("requests {api} lists, unchanged (the bound ones still Bound)"),
         arqs == base.arqs,
         true,
     )?;
