@@ -1,16 +1,23 @@
-//! Agents never touch the database: the agent crate's dependency tree (normal and build
-//! dependencies) holds no database driver.
+//! Agents never touch the database: the dependency trees (normal and build dependencies)
+//! of accel's agent and of Cyborg 17's agent in Rust (`accel-cyborg17-agent`) hold no
+//! database driver.
 
 use std::process::Command;
 
 #[test]
-fn the_agent_depends_on_no_database_crate() {
+fn the_agents_depend_on_no_database_crate() {
+    for agent in ["accel-agent", "accel-cyborg17-agent"] {
+        no_database_under(agent);
+    }
+}
+
+fn no_database_under(package: &str) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
         .args([
             "tree",
             "-p",
-            "accel-agent",
+            package,
             "-e",
             "normal,build",
             "--prefix",
@@ -29,7 +36,7 @@ fn the_agent_depends_on_no_database_crate() {
     assert!(
         tree.lines()
             .next()
-            .is_some_and(|l| l.starts_with("accel-agent ")),
+            .is_some_and(|l| l.starts_with(&format!("{package} "))),
         "{tree}"
     );
     for forbidden in [
@@ -44,6 +51,6 @@ fn the_agent_depends_on_no_database_crate() {
         let hit = tree
             .lines()
             .find(|l| l.split_whitespace().next() == Some(forbidden));
-        assert!(hit.is_none(), "the agent depends on {forbidden}: {hit:?}");
+        assert!(hit.is_none(), "{package} depends on {forbidden}: {hit:?}");
     }
 }

@@ -8,6 +8,8 @@
 //! `interface`), as a `[placement]`, `[nova]` or `[keystone_authtoken]` section of
 //! Cyborg's configuration has them.
 
+pub mod oslo;
+
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
