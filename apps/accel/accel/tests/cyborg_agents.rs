@@ -70,6 +70,61 @@ async fn a_cyborg_agent_reports_into_accel_conductor() {
     }
 }
 
+/// Release N to be, Cyborg 17's agent in Rust (`accel-cyborg17-agent`), against accel's
+/// N+1 conductor serving Cyborg's agents: its report of a fixture host lands in accel's
+/// database, and the host, which sends no heartbeat, counts as release N: finalization
+/// is refused naming it, as for Cyborg's own agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cyborg_17_agent_in_rust_reports_into_accel_conductor_as_release_n() {
+    let _one = ONE_CONDUCTOR.lock().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db_url = format!("sqlite://{}", dir.path().join("accel.db").display());
+    let _conductor = support::cyborg_conductor(&db_url, true, &[]);
+
+    let sysfs = dir.path().join("sys");
+    accel_agent::fixture::write_tree(&sysfs, &accel_agent::fixture::sample_host(1))
+        .expect("the fixture host");
+    let host = "cyborg17-rust-compute-3";
+    let conf = dir.path().join("cyborg.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[DEFAULT]\ntransport_url = {}\nhost = {host}\n[agent]\nsysfs_root = {}\n",
+            accel_cyborg17::testing::rabbit_url(),
+            sysfs.display()
+        ),
+    )
+    .expect("write cyborg.conf");
+    let config = accel_cyborg17_agent::config::AgentConfig::load(&conf).expect("cyborg.conf");
+    let agent = accel_cyborg17_agent::run::start(&config)
+        .await
+        .expect("the agent starts");
+    let mut reported = agent.reported();
+    let first = tokio::time::timeout(Duration::from_secs(60), reported.wait_for(|(n, _)| *n >= 1))
+        .await
+        .expect("a report within 60 s")
+        .expect("the agent runs")
+        .1
+        .clone();
+    let accel_cyborg17_agent::run::Reported::Devices(n) = first else {
+        panic!("the report failed: {first:?}");
+    };
+
+    let db = Db::connect(&db_url)
+        .await
+        .expect("the conductor's database");
+    let devices = db
+        .devices(&ListFilter {
+            host: Some(host.into()),
+            ..ListFilter::default()
+        })
+        .await
+        .expect("devices");
+    assert_eq!(devices.len(), n, "{devices:?}");
+    support::finalize_refused_naming(host);
+    agent.stop().await;
+}
+
 /// `accel agent` with `[cyborg] serve_conductor = true` answers a Cyborg 17 conductor's
 /// calls on `cyborg-agent` (server = its host): Cyborg's own `AgentAPI` makes a mediated
 /// device through the agent's sysfs tree.

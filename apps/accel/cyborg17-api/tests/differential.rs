@@ -1,5 +1,6 @@
 //! `accel-cyborg17-api` against Cyborg 17's own API: both on one `cyborg.conf`, one
-//! SQLite database in Cyborg's schema and one conductor (`accel-cyborg17-conductor`, on
+//! database in Cyborg's schema (SQLite, and MariaDB with the schema Cyborg's own
+//! `cyborg-dbsync` makes) and one conductor (`accel-cyborg17-conductor`, on
 //! RabbitMQ, with the real Placement and Keystone and the test's Nova). Cyborg's own
 //! agent-side client reports a host (a fake FPGA and an SR-IOV NIC with two virtual
 //! functions); then every call is sent to both APIs, and whatever Cyborg's API answers,
@@ -12,15 +13,16 @@
 //! The Rust API runs as its binary (`accel-cyborg17-api --config-file cyborg.conf`), so
 //! its configuration reading and its stop on SIGTERM are tested too.
 //!
-//! Uses `VERSO_TEST_RABBIT_URL`, `VERSO_TEST_PYTHON`, `VERSO_TEST_KEYSTONE_URL` and
-//! `VERSO_TEST_PLACEMENT_URL` (scripts/test.sh sets them).
+//! Uses `VERSO_TEST_RABBIT_URL`, `VERSO_TEST_PYTHON`, `VERSO_TEST_KEYSTONE_URL`,
+//! `VERSO_TEST_PLACEMENT_URL` and `VERSO_TEST_MYSQL_URL` (scripts/test.sh sets them).
 // A failed set-up step fails the test with its message.
 #![allow(clippy::expect_used)]
 
 use accel_conductor::testing::nova::Nova as TestNova;
 use accel_cyborg17::rpc::CONDUCTOR_TOPIC;
 use accel_cyborg17::testing::{
-    cyborg_agent_reports_as_host, cyborg_conductor_config, peer_script, python,
+    cyborg_agent_reports_as_host, cyborg_conductor_config_on, cyborg_dbsync_upgrade, mysql_execute,
+    peer_script, python,
 };
 use accel_cyborg17_conductor::config::Config;
 use accel_cyborg17_conductor::placement::rp_uuid;
@@ -234,15 +236,16 @@ impl Both {
 fn write_config(
     dir: &Path,
     host: &str,
+    connection: &str,
     nova: &str,
     paste: &Path,
     rust_port: u16,
 ) -> std::path::PathBuf {
     let keystone = env("VERSO_TEST_KEYSTONE_URL");
     let conf = dir.join("cyborg.conf");
-    let base = cyborg_conductor_config(
+    let base = cyborg_conductor_config_on(
         host,
-        &dir.join("cyborg.sqlite"),
+        connection,
         &keystone,
         "accel",
         "verso-accel",
@@ -303,10 +306,37 @@ async fn inventory(
     )
 }
 
+/// One conductor on the test broker at a time: both tests serve `cyborg-conductor`.
+static ONE_CONDUCTOR: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_rust_api_answers_as_cyborgs_own() {
+async fn sqlite_the_rust_api_answers_as_cyborgs_own() {
+    the_rust_api_answers_as_cyborgs_own(false).await;
+}
+
+/// On MariaDB, Cyborg's production database, its schema made by Cyborg's own
+/// `cyborg-dbsync upgrade`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_the_rust_api_answers_as_cyborgs_own() {
+    the_rust_api_answers_as_cyborgs_own(true).await;
+}
+
+async fn the_rust_api_answers_as_cyborgs_own(mariadb: bool) {
+    let _one = ONE_CONDUCTOR.lock().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let suffix = &uuid::Uuid::new_v4().simple().to_string()[..8];
+    let server = env("VERSO_TEST_MYSQL_URL");
+    let database = format!("cyborg_test_api_{suffix}");
+    let connection = if mariadb {
+        mysql_execute(
+            &server,
+            &format!("CREATE DATABASE {database} CHARACTER SET utf8mb4"),
+        );
+        let rest = server.trim_start_matches("mysql://").trim_end_matches('/');
+        format!("mysql+pymysql://{rest}/{database}?charset=utf8mb4")
+    } else {
+        format!("sqlite:///{}", dir.path().join("cyborg.sqlite").display())
+    };
     let host = format!("cyborg17-api-{suffix}");
     let placement = placement();
     let root = compute_node(&placement, &host).await;
@@ -314,7 +344,17 @@ async fn the_rust_api_answers_as_cyborgs_own() {
     let paste = dir.path().join("api-paste.ini");
     std::fs::write(&paste, API_PASTE).expect("write api-paste.ini");
     let rust_port = free_port();
-    let conf = write_config(dir.path(), &host, nova.url(), &paste, rust_port);
+    let conf = write_config(
+        dir.path(),
+        &host,
+        &connection,
+        nova.url(),
+        &paste,
+        rust_port,
+    );
+    if mariadb {
+        cyborg_dbsync_upgrade(&conf);
+    }
 
     // The conductor (in this process), on an empty database; a host reports to it
     // through Cyborg's own agent-side client.
@@ -648,4 +688,7 @@ async fn the_rust_api_answers_as_cyborgs_own() {
     assert!(status.success(), "{status}");
     conductor.stop().await;
     delete_tree(&placement, &root, true).await;
+    if mariadb {
+        mysql_execute(&server, &format!("DROP DATABASE {database}"));
+    }
 }
