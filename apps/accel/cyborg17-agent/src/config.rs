@@ -11,38 +11,11 @@
 //! | `[glance]` | keystoneauth's password options, `endpoint_override` | where bitstreams are downloaded from (needed with `[fpga] program_command`) |
 
 use accel_agent::fpga::FpgaOptions;
-use accel_keystone::oslo::{get, service, MissingOption, ServiceAuth};
+pub use accel_keystone::oslo::ConfigError;
+use accel_keystone::oslo::{get, service, ServiceAuth};
 use ini::Ini;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// Why the configuration could not be used.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// The file could not be read or parsed.
-    #[error("{path}: {reason}")]
-    File {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        reason: String,
-    },
-    /// A required option is missing.
-    #[error(transparent)]
-    Missing(#[from] MissingOption),
-    /// An option's value cannot be used.
-    #[error("[{section}] {option} = {value:?}: {reason}")]
-    Invalid {
-        /// Its section.
-        section: &'static str,
-        /// The option.
-        option: &'static str,
-        /// The value.
-        value: String,
-        /// Why.
-        reason: String,
-    },
-}
 
 /// FPGA programming: Glance's service user and the tool.
 #[derive(Clone, Debug)]
@@ -102,17 +75,14 @@ fn machine_host() -> String {
 impl AgentConfig {
     /// Reads `path`.
     pub fn load(path: &Path) -> Result<AgentConfig, ConfigError> {
-        let ini = Ini::load_from_file(path).map_err(|e| ConfigError::File {
-            path: path.to_owned(),
-            reason: e.to_string(),
-        })?;
+        let ini = accel_keystone::oslo::load(path)?;
         AgentConfig::from_ini(&ini)
     }
 
     /// Reads an already parsed file.
     pub fn from_ini(ini: &Ini) -> Result<AgentConfig, ConfigError> {
         let transport_url = get(ini, "DEFAULT", "transport_url")
-            .ok_or(MissingOption {
+            .ok_or(ConfigError::Missing {
                 section: "DEFAULT",
                 option: "transport_url",
             })?
@@ -125,7 +95,7 @@ impl AgentConfig {
         let fpga = if command.is_empty() {
             None
         } else {
-            let glance = service(ini, "glance")?.ok_or(MissingOption {
+            let glance = service(ini, "glance")?.ok_or(ConfigError::Missing {
                 section: "glance",
                 option: "auth_url",
             })?;
@@ -166,10 +136,7 @@ mod tests {
     use super::*;
 
     fn read(text: &str) -> Result<AgentConfig, ConfigError> {
-        let ini = Ini::load_from_str(text).map_err(|e| ConfigError::File {
-            path: "test".into(),
-            reason: e.to_string(),
-        })?;
+        let ini = accel_keystone::oslo::parse(text, "test")?;
         AgentConfig::from_ini(&ini)
     }
 

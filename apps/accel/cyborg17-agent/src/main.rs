@@ -52,26 +52,11 @@ async fn run(args: Args) -> ExitCode {
             println!("{line}");
         }
     });
-    wait_for_stop().await;
+    accel_cyborg17::service::wait_for_stop().await;
     running.stop().await;
     progress.abort();
     println!("stopped");
     ExitCode::SUCCESS
-}
-
-async fn wait_for_stop() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
-    }
 }
 
 fn main() -> ExitCode {

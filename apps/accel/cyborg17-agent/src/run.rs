@@ -8,12 +8,11 @@
 use crate::config::AgentConfig;
 use accel_agent::cyborg::{serve, CyborgReporter};
 use accel_agent::fpga::{Glance, Programmer};
-use accel_cyborg17::rpc::CONTROL_EXCHANGE;
+use accel_cyborg17::service::{connect, ConnectError};
 use accel_keystone::Session;
 use std::sync::Arc;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
-use verso_rpc::transport::amqp::{AmqpConfig, AmqpTransport};
 use verso_rpc::transport::Transport;
 use verso_rpc::{RpcError, ServerHandle};
 
@@ -23,12 +22,9 @@ pub enum StartError {
     /// `[glance]` cannot make a session.
     #[error("[glance]: {0}")]
     Glance(String),
-    /// `transport_url` is not a RabbitMQ URL.
-    #[error("[DEFAULT] transport_url: {0}")]
-    TransportUrl(String),
-    /// The broker cannot be reached.
-    #[error("RabbitMQ: {0}")]
-    Broker(String),
+    /// The broker cannot be had.
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
     /// The agent's topic could not be served.
     #[error("serving cyborg-agent: {0}")]
     Serve(#[from] RpcError),
@@ -39,7 +35,8 @@ impl StartError {
     /// broker could not be had.
     pub fn exit_code(&self) -> u8 {
         match self {
-            StartError::Broker(_) | StartError::Serve(_) => 1,
+            StartError::Connect(e) => e.exit_code(),
+            StartError::Serve(_) => 1,
             _ => 2,
         }
     }
@@ -80,14 +77,7 @@ impl Running {
 
 /// Starts the agent `config` describes on RabbitMQ (`transport_url`, exchange `cyborg`).
 pub async fn start(config: &AgentConfig) -> Result<Running, StartError> {
-    let mut amqp = AmqpConfig::from_url(&config.transport_url)
-        .map_err(|e| StartError::TransportUrl(e.to_string()))?;
-    amqp.control_exchange = CONTROL_EXCHANGE.to_owned();
-    let transport: Arc<dyn Transport> = Arc::new(
-        AmqpTransport::connect_with(amqp)
-            .await
-            .map_err(|e| StartError::Broker(e.to_string()))?,
-    );
+    let transport = connect(&config.transport_url).await?;
     start_with(config, transport).await
 }
 

@@ -32,10 +32,7 @@ pub struct ApiConfig {
 impl ApiConfig {
     /// Reads `path`.
     pub fn load(path: &Path) -> Result<ApiConfig, ConfigError> {
-        let ini = Ini::load_from_file(path).map_err(|e| ConfigError::File {
-            path: path.to_owned(),
-            reason: e.to_string(),
-        })?;
+        let ini = accel_keystone::oslo::load(path)?;
         ApiConfig::from_ini(&ini)
     }
 
@@ -121,10 +118,7 @@ mod tests {
         project_name = service\n";
 
     fn read(extra: &str) -> Result<ApiConfig, ConfigError> {
-        let ini = Ini::load_from_str(&format!("{BASE}{extra}")).map_err(|e| ConfigError::File {
-            path: "test".into(),
-            reason: e.to_string(),
-        })?;
+        let ini = accel_keystone::oslo::parse(&format!("{BASE}{extra}"), "test")?;
         ApiConfig::from_ini(&ini)
     }
 

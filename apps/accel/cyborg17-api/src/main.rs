@@ -41,28 +41,13 @@ async fn run(args: Args) -> ExitCode {
         }
     };
     println!("serving Cyborg's v2 API on http://{}", running.addr);
-    wait_for_stop().await;
+    accel_cyborg17::service::wait_for_stop().await;
     if let Err(e) = running.stop().await {
         eprintln!("accel-cyborg17-api: {e}");
         return ExitCode::FAILURE;
     }
     println!("stopped");
     ExitCode::SUCCESS
-}
-
-async fn wait_for_stop() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
-    }
 }
 
 fn main() -> ExitCode {

@@ -5,7 +5,7 @@
 use crate::config::ApiConfig;
 use crate::service::CyborgApi;
 use accel_api::{Authenticator, Limits, Policy, ServeOptions};
-use accel_cyborg17::rpc::CONTROL_EXCHANGE;
+use accel_cyborg17::service::{connect, ConnectError};
 use accel_cyborg17_conductor::db::{DbError, Store};
 use accel_cyborg17_conductor::placement::Placement;
 use accel_keystone::Session;
@@ -13,8 +13,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use verso_rpc::transport::amqp::{AmqpConfig, AmqpTransport};
-use verso_rpc::transport::Transport;
 
 /// Why the API did not start.
 #[derive(Debug, thiserror::Error)]
@@ -30,12 +28,9 @@ pub enum StartError {
         /// Why.
         reason: String,
     },
-    /// `transport_url` is not a RabbitMQ URL.
-    #[error("[DEFAULT] transport_url: {0}")]
-    TransportUrl(String),
-    /// The broker cannot be reached.
-    #[error("RabbitMQ: {0}")]
-    Broker(String),
+    /// The broker cannot be had.
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
     /// The address cannot be listened on.
     #[error("listening on {addr}: {source}")]
     Listen {
@@ -51,7 +46,8 @@ impl StartError {
     /// refused, 1 when a service or the address could not be had.
     pub fn exit_code(&self) -> u8 {
         match self {
-            StartError::Broker(_) | StartError::Listen { .. } => 1,
+            StartError::Connect(e) => e.exit_code(),
+            StartError::Listen { .. } => 1,
             _ => 2,
         }
     }
@@ -86,14 +82,7 @@ pub async fn start(config: &ApiConfig) -> Result<Running, StartError> {
             reason: e.to_string(),
         })?;
     let placement = Placement::new(session, config.common.placement.endpoint_override.clone());
-    let mut amqp = AmqpConfig::from_url(&config.common.transport_url)
-        .map_err(|e| StartError::TransportUrl(e.to_string()))?;
-    amqp.control_exchange = CONTROL_EXCHANGE.to_owned();
-    let transport: Arc<dyn Transport> = Arc::new(
-        AmqpTransport::connect_with(amqp)
-            .await
-            .map_err(|e| StartError::Broker(e.to_string()))?,
-    );
+    let transport = connect(&config.common.transport_url).await?;
     let auth = Authenticator::new(config.auth.clone(), Policy::default()).map_err(|e| {
         StartError::Keystone {
             section: "keystone_authtoken",

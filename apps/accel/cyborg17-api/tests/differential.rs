@@ -30,7 +30,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Duration;
-use support::{compute_node, delete_tree, env, placement, spawn, wait_for};
+use support::{compute_node, delete_tree, env, free_port, placement, spawn, wait_for};
 use tokio::process::Command;
 
 #[path = "../../cyborg17-conductor/tests/support/mod.rs"]
@@ -266,14 +266,6 @@ fn write_config(
     )
     .expect("write cyborg.conf");
     conf
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("a port")
-        .local_addr()
-        .expect("addr")
-        .port()
 }
 
 fn uuids(list: &Value) -> Vec<String> {

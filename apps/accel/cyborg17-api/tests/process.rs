@@ -14,7 +14,7 @@ use accel_cyborg17::testing::cyborg_conductor_config;
 use accel_cyborg17_conductor::db::Store;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use support::{env, session, spawn, wait_for};
+use support::{env, free_port, session, spawn, wait_for};
 use tokio::process::Command;
 
 #[path = "../../cyborg17-conductor/tests/support/mod.rs"]
@@ -45,14 +45,6 @@ fn write_config(dir: &Path, database: &Path, port: u16) -> PathBuf {
     )
     .expect("write cyborg.conf");
     conf
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("a port")
-        .local_addr()
-        .expect("addr")
-        .port()
 }
 
 /// The binary on `conf` until it exits (it must, within 30 s): its status and output.

@@ -15,52 +15,10 @@
 //! `user_domain_name` (or `user_domain_id`), `project_domain_name` (or
 //! `project_domain_id`), `region_name`, `valid_interfaces` (first one), `cafile`.
 
-pub use accel_keystone::oslo::{get, service, ServiceAuth};
+pub use accel_keystone::oslo::{get, service, ConfigError, ServiceAuth};
 use ini::Ini;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
-
-/// Why the configuration could not be used.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// The file could not be read or parsed.
-    #[error("{path}: {reason}")]
-    File {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        reason: String,
-    },
-    /// A required option is missing or empty.
-    #[error("[{section}] {option} is required")]
-    Missing {
-        /// Its section.
-        section: &'static str,
-        /// The option.
-        option: &'static str,
-    },
-    /// An option's value cannot be used.
-    #[error("[{section}] {option} = {value:?}: {reason}")]
-    Invalid {
-        /// Its section.
-        section: &'static str,
-        /// The option.
-        option: &'static str,
-        /// The value (a URL with its password hidden).
-        value: String,
-        /// Why.
-        reason: String,
-    },
-}
-
-impl From<accel_keystone::oslo::MissingOption> for ConfigError {
-    fn from(e: accel_keystone::oslo::MissingOption) -> Self {
-        ConfigError::Missing {
-            section: e.section,
-            option: e.option,
-        }
-    }
-}
 
 /// What the conductor runs with.
 #[derive(Clone, Debug)]
@@ -118,10 +76,7 @@ fn redact(url: &str) -> String {
 impl Config {
     /// Reads `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let ini = Ini::load_from_file(path).map_err(|e| ConfigError::File {
-            path: path.to_owned(),
-            reason: e.to_string(),
-        })?;
+        let ini = accel_keystone::oslo::load(path)?;
         Config::from_ini(&ini)
     }
 

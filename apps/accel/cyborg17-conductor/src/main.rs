@@ -51,25 +51,10 @@ async fn run(args: Args) -> ExitCode {
         service::TOPIC,
         config.host.as_deref().unwrap_or("this host")
     );
-    wait_for_stop().await;
+    accel_cyborg17::service::wait_for_stop().await;
     running.stop().await;
     println!("stopped");
     ExitCode::SUCCESS
-}
-
-async fn wait_for_stop() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
-    }
 }
 
 fn main() -> ExitCode {

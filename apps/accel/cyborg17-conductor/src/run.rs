@@ -9,11 +9,8 @@ use crate::db::DbError;
 use crate::fpga::{Glance, Programming};
 use crate::requests::Agents;
 use crate::{service, Conductor, Placement, Reports, Requests, Store};
-use accel_cyborg17::rpc::CONTROL_EXCHANGE;
+use accel_cyborg17::service::{connect, ConnectError};
 use accel_keystone::Session;
-use std::sync::Arc;
-use verso_rpc::transport::amqp::{AmqpConfig, AmqpTransport};
-use verso_rpc::transport::Transport;
 use verso_rpc::{RpcError, ServerHandle};
 
 /// Why the conductor did not start.
@@ -30,12 +27,9 @@ pub enum StartError {
         /// Why.
         reason: String,
     },
-    /// `transport_url` is not a RabbitMQ URL.
-    #[error("[DEFAULT] transport_url: {0}")]
-    TransportUrl(String),
-    /// The broker cannot be reached.
-    #[error("RabbitMQ: {0}")]
-    Broker(String),
+    /// The broker cannot be had.
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
     /// The topic could not be served.
     #[error("serving cyborg-conductor: {0}")]
     Serve(#[from] RpcError),
@@ -46,7 +40,8 @@ impl StartError {
     /// refused, 1 when a service could not be reached.
     pub fn exit_code(&self) -> u8 {
         match self {
-            StartError::Broker(_) | StartError::Serve(_) => 1,
+            StartError::Connect(e) => e.exit_code(),
+            StartError::Serve(_) => 1,
             _ => 2,
         }
     }
@@ -82,14 +77,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         service_user.clone(),
         config.placement.endpoint_override.clone(),
     );
-    let mut amqp = AmqpConfig::from_url(&config.transport_url)
-        .map_err(|e| StartError::TransportUrl(e.to_string()))?;
-    amqp.control_exchange = CONTROL_EXCHANGE.to_owned();
-    let transport: Arc<dyn Transport> = Arc::new(
-        AmqpTransport::connect_with(amqp)
-            .await
-            .map_err(|e| StartError::Broker(e.to_string()))?,
-    );
+    let transport = connect(&config.transport_url).await?;
     let mut requests = Requests::new(
         store.clone(),
         Some(Agents::new(transport.clone(), config.agent_timeout)),

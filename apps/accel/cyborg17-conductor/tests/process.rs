@@ -21,7 +21,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Duration;
-use support::{compute_node, delete_tree, env, placement, spawn, wait_for};
+use support::{compute_node, delete_tree, env, free_port, placement, spawn, wait_for};
 use tokio::process::Command;
 
 mod support;
@@ -112,11 +112,7 @@ async fn cyborgs_own_api_runs_on_the_rust_conductor() {
     cyborg_agent_reports_as_host(CONDUCTOR_TOPIC, &host).await;
 
     // Cyborg's own API on the same file.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("a port")
-        .local_addr()
-        .expect("addr")
-        .port();
+    let port = free_port();
     let mut cmd = Command::new(python());
     cmd.arg(peer_script().with_file_name("cyborg_api.py"))
         .arg("--config")

@@ -27,6 +27,7 @@ pub mod indirection;
 pub mod objects;
 pub mod rpc;
 pub mod schema;
+pub mod service;
 #[cfg(feature = "testing")]
 pub mod testing;
 

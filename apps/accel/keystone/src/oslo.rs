@@ -10,16 +10,55 @@
 
 use crate::AuthOptions;
 use ini::Ini;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-/// A keystoneauth section names a user but lacks an option it needs.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("[{section}] {option} is required")]
-pub struct MissingOption {
-    /// The section.
-    pub section: &'static str,
-    /// The option.
-    pub option: &'static str,
+/// Why a configuration file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read or parsed.
+    #[error("{path}: {reason}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A required option is missing or empty.
+    #[error("[{section}] {option} is required")]
+    Missing {
+        /// Its section.
+        section: &'static str,
+        /// The option.
+        option: &'static str,
+    },
+    /// An option's value cannot be used.
+    #[error("[{section}] {option} = {value:?}: {reason}")]
+    Invalid {
+        /// Its section.
+        section: &'static str,
+        /// The option.
+        option: &'static str,
+        /// The value (a URL with its password hidden).
+        value: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Reads and parses the file at `path`.
+pub fn load(path: &Path) -> Result<Ini, ConfigError> {
+    Ini::load_from_file(path).map_err(|e| ConfigError::File {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+/// Parses `text` (tests, and files read by other means); `origin` names it in errors.
+pub fn parse(text: &str, origin: &str) -> Result<Ini, ConfigError> {
+    Ini::load_from_str(text).map_err(|e| ConfigError::File {
+        path: PathBuf::from(origin),
+        reason: e.to_string(),
+    })
 }
 
 /// A keystoneauth section (`[placement]`, `[nova]`): the service user and where the
@@ -45,14 +84,14 @@ pub fn get<'a>(ini: &'a Ini, section: &str, option: &str) -> Option<&'a str> {
 
 /// A keystoneauth section (`[placement]`, `[nova]`, `[keystone_authtoken]`): `None` when it
 /// names no `auth_url`; refused when it does but lacks the user, password or project.
-pub fn service(ini: &Ini, section: &'static str) -> Result<Option<ServiceAuth>, MissingOption> {
+pub fn service(ini: &Ini, section: &'static str) -> Result<Option<ServiceAuth>, ConfigError> {
     let Some(auth_url) = get(ini, section, "auth_url") else {
         return Ok(None);
     };
     let need = |option: &'static str| {
         get(ini, section, option)
             .map(str::to_owned)
-            .ok_or(MissingOption { section, option })
+            .ok_or(ConfigError::Missing { section, option })
     };
     let mut auth = AuthOptions::new(
         auth_url,

@@ -144,3 +144,12 @@ pub fn spawn(mut cmd: Command) -> (Child, Lines<BufReader<ChildStdout>>) {
     let out = BufReader::new(child.stdout.take().expect("stdout")).lines();
     (child, out)
 }
+
+/// A free TCP port on loopback (for a server the test starts).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("a port")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
