@@ -13,6 +13,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use verso_rpc::transport::Transport;
 
 /// Why the API did not start.
 #[derive(Debug, thiserror::Error)]
@@ -72,8 +73,19 @@ impl Running {
     }
 }
 
-/// Starts the API `config` describes.
+/// Starts the API `config` describes, reaching the conductor and agents on RabbitMQ
+/// (`transport_url`, exchange `cyborg`).
 pub async fn start(config: &ApiConfig) -> Result<Running, StartError> {
+    let transport = connect(&config.common.transport_url).await?;
+    start_with(config, transport).await
+}
+
+/// Starts the API reaching the conductor and agents on `transport`, whose control
+/// exchange must be Cyborg's (an embedding's in-process transport, or RabbitMQ).
+pub async fn start_with(
+    config: &ApiConfig,
+    transport: Arc<dyn Transport>,
+) -> Result<Running, StartError> {
     let store = Store::connect(&config.common.database_url).await?;
     store.check().await?;
     let session =
@@ -82,7 +94,6 @@ pub async fn start(config: &ApiConfig) -> Result<Running, StartError> {
             reason: e.to_string(),
         })?;
     let placement = Placement::new(session, config.common.placement.endpoint_override.clone());
-    let transport = connect(&config.common.transport_url).await?;
     let auth = Authenticator::new(config.auth.clone(), Policy::default()).map_err(|e| {
         StartError::Keystone {
             section: "keystone_authtoken",

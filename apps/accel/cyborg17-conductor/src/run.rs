@@ -11,6 +11,8 @@ use crate::requests::Agents;
 use crate::{service, Conductor, Placement, Reports, Requests, Store};
 use accel_cyborg17::service::{connect, ConnectError};
 use accel_keystone::Session;
+use std::sync::Arc;
+use verso_rpc::transport::Transport;
 use verso_rpc::{RpcError, ServerHandle};
 
 /// Why the conductor did not start.
@@ -68,8 +70,20 @@ fn session(of: &ServiceAuth, section: &'static str) -> Result<Session, StartErro
     })
 }
 
-/// Starts the conductor `config` describes.
+/// Starts the conductor `config` describes, on RabbitMQ (`transport_url`, exchange
+/// `cyborg`).
 pub async fn start(config: &Config) -> Result<Running, StartError> {
+    let transport = connect(&config.transport_url).await?;
+    start_with(config, transport).await
+}
+
+/// Starts the conductor on `transport`, whose control exchange must be Cyborg's (an
+/// embedding's in-process transport, or RabbitMQ); `config`'s `transport_url` is not
+/// read.
+pub async fn start_with(
+    config: &Config,
+    transport: Arc<dyn Transport>,
+) -> Result<Running, StartError> {
     let store = Store::connect(&config.database_url).await?;
     let schema_made = store.sync().await?;
     let service_user = session(&config.placement, "placement")?;
@@ -77,7 +91,6 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         service_user.clone(),
         config.placement.endpoint_override.clone(),
     );
-    let transport = connect(&config.transport_url).await?;
     let mut requests = Requests::new(
         store.clone(),
         Some(Agents::new(transport.clone(), config.agent_timeout)),

@@ -1,0 +1,241 @@
+//! Release N as Cyborg 17, its three services in Rust in one process on the in-process
+//! transport (no broker): `accel-cyborg17-conductor`, `accel-cyborg17-agent` on a fixture
+//! host and `accel-cyborg17-api`, started with `start_with` on one `MemoryTransport`, with
+//! the real Placement and Keystone and the test's Nova. The agent's report is stored and
+//! listed by the API; a profile and a request made through the API bind the host's FPGA
+//! as Nova binds (Nova told), unbind, and are deleted. What an embedded deployment (the
+//! all-in-one, the demo) of release N needs from the three.
+//!
+//! Uses `VERSO_TEST_KEYSTONE_URL` and `VERSO_TEST_PLACEMENT_URL` (scripts/test.sh sets
+//! them); no RabbitMQ.
+// A failed set-up step fails the test with its message.
+#![allow(clippy::expect_used)]
+
+use accel_agent::fixture::{sample_host, write_tree};
+use accel_conductor::testing::nova::Nova as TestNova;
+use accel_cyborg17::testing::cyborg_conductor_config_on;
+use accel_cyborg17_agent::run::Reported;
+use reqwest::Method;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+use support::{compute_node, delete_tree, env, free_port, placement};
+use verso_rpc::transport::memory::MemoryTransport;
+use verso_rpc::transport::Transport;
+
+#[path = "../../cyborg17-conductor/tests/support/mod.rs"]
+mod support;
+
+const INSTANCE: &str = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d";
+/// The fixture host's FPGA (`sample_host(0)`).
+const FPGA: &str = "0000:3d:00.0";
+
+async fn call(base: &str, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
+    let mut r = reqwest::Client::new()
+        .request(method, format!("{base}{path}"))
+        .header("X-Project-Id", "c0ffee00c0ffee00c0ffee00c0ffee00")
+        .header("OpenStack-API-Version", "accelerator 2.3");
+    if let Some(b) = body {
+        r = r.json(&b);
+    }
+    let response = r.send().await.expect("the API answers");
+    let status = response.status().as_u16();
+    let bytes = response.bytes().await.expect("a body");
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_n_as_cyborg_17_runs_in_one_process_on_the_in_process_transport() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let suffix = &uuid::Uuid::new_v4().simple().to_string()[..8];
+    let host = format!("cyborg17-embedded-{suffix}");
+    let placement = placement();
+    let root = compute_node(&placement, &host).await;
+    let nova = TestNova::builder().server(INSTANCE, "vm").start().await;
+    let keystone = env("VERSO_TEST_KEYSTONE_URL");
+    let port = free_port();
+    let sysfs = dir.path().join("sys");
+    write_tree(&sysfs, &sample_host(0)).expect("the fixture host");
+
+    // One cyborg.conf, as an all-in-one host has; its transport_url is not used.
+    let conf = dir.path().join("cyborg.conf");
+    let base = cyborg_conductor_config_on(
+        &host,
+        &format!("sqlite:///{}", dir.path().join("cyborg.sqlite").display()),
+        &keystone,
+        "accel",
+        "verso-accel",
+        &dir.path().join("cyborg.log"),
+    );
+    std::fs::write(
+        &conf,
+        format!(
+            "{base}endpoint_override = {placement}\n\n\
+             [nova]\nauth_type = password\nauth_url = {keystone}\nusername = accel\n\
+             password = verso-accel\nproject_name = service\nuser_domain_name = Default\n\
+             project_domain_name = Default\nendpoint_override = {nova}\n\n\
+             [api]\nauth_strategy = noauth\nhost_ip = 127.0.0.1\nport = {port}\n\n\
+             [agent]\nsysfs_root = {sysfs}\n",
+            placement = env("VERSO_TEST_PLACEMENT_URL"),
+            nova = nova.url(),
+            sysfs = sysfs.display(),
+        ),
+    )
+    .expect("write cyborg.conf");
+
+    let transport: Arc<dyn Transport> = Arc::new(MemoryTransport::new());
+    let conductor = accel_cyborg17_conductor::run::start_with(
+        &accel_cyborg17_conductor::config::Config::load(&conf).expect("the conductor's file"),
+        transport.clone(),
+    )
+    .await
+    .expect("the conductor starts");
+    assert!(
+        conductor.schema_made,
+        "an empty database gets Cyborg 17's schema"
+    );
+    let agent = accel_cyborg17_agent::run::start_with(
+        &accel_cyborg17_agent::config::AgentConfig::load(&conf).expect("the agent's file"),
+        transport.clone(),
+    )
+    .await
+    .expect("the agent starts");
+    let mut reported = agent.reported();
+    let first = tokio::time::timeout(Duration::from_secs(60), reported.wait_for(|(n, _)| *n >= 1))
+        .await
+        .expect("a report within 60 s")
+        .expect("the agent runs")
+        .1
+        .clone();
+    assert_eq!(first, Reported::Devices(5));
+    let api = accel_cyborg17_api::run::start_with(
+        &accel_cyborg17_api::config::ApiConfig::load(&conf).expect("the API's file"),
+        transport,
+    )
+    .await
+    .expect("the API starts");
+    let base = format!("http://{}", api.addr);
+
+    // The agent's devices through the API; the FPGA's deployable and its provider.
+    let (status, devices) = call(
+        &base,
+        Method::GET,
+        &format!("/v2/devices?hostname={host}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{devices}");
+    assert_eq!(
+        devices["devices"].as_array().map(Vec::len),
+        Some(5),
+        "{devices}"
+    );
+    let (_, deployables) = call(&base, Method::GET, "/v2/deployables", None).await;
+    let fpga = deployables["deployables"]
+        .as_array()
+        .expect("deployables")
+        .iter()
+        .find(|d| d["name"] == format!("{host}_{FPGA}"))
+        .expect("the FPGA's deployable")
+        .clone();
+    let rp = fpga["rp_uuid"].as_str().expect("its provider").to_owned();
+    let attributes: Vec<Value> =
+        serde_json::from_str(fpga["attributes_list"].as_str().expect("text")).expect("JSON");
+    let rc = attributes
+        .iter()
+        .find_map(|a| a["rc"].as_str())
+        .expect("a resource class")
+        .to_owned();
+
+    // A profile and a request; bound as Nova binds, Nova told; unbound; deleted.
+    let profile = format!("fpga-embedded-{suffix}");
+    let (status, body) = call(
+        &base,
+        Method::POST,
+        "/v2/device_profiles",
+        Some(json!([{"name": profile, "groups": [{format!("resources:{rc}"): "1"}]}])),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = call(
+        &base,
+        Method::POST,
+        "/v2/accelerator_requests",
+        Some(json!({"device_profile_name": profile})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let arq = body["arqs"][0]["uuid"]
+        .as_str()
+        .expect("a request")
+        .to_owned();
+    let (status, body) = call(
+        &base,
+        Method::PATCH,
+        "/v2/accelerator_requests",
+        Some(json!({ arq.clone(): [
+            {"path": "/hostname", "op": "add", "value": host},
+            {"path": "/device_rp_uuid", "op": "add", "value": rp},
+            {"path": "/instance_uuid", "op": "add", "value": INSTANCE},
+        ]})),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let (_, bound) = call(
+        &base,
+        Method::GET,
+        &format!("/v2/accelerator_requests/{arq}"),
+        None,
+    )
+    .await;
+    assert_eq!(bound["state"], "Bound", "{bound}");
+    assert_eq!(bound["attach_handle_type"], "PCI", "{bound}");
+    assert_eq!(bound["attach_handle_info"]["bus"], "3d", "{bound}");
+    let told = nova.of(INSTANCE);
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0].body["events"][0]["status"], "completed");
+    let (status, body) = call(
+        &base,
+        Method::PATCH,
+        "/v2/accelerator_requests",
+        Some(json!({ arq.clone(): [
+            {"path": "/hostname", "op": "remove"},
+            {"path": "/device_rp_uuid", "op": "remove"},
+            {"path": "/instance_uuid", "op": "remove"},
+        ]})),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let (_, unbound) = call(
+        &base,
+        Method::GET,
+        &format!("/v2/accelerator_requests/{arq}"),
+        None,
+    )
+    .await;
+    assert_eq!(unbound["state"], "Unbound", "{unbound}");
+    let (status, _) = call(
+        &base,
+        Method::DELETE,
+        &format!("/v2/accelerator_requests?arqs={arq}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 204);
+    let (status, _) = call(
+        &base,
+        Method::DELETE,
+        &format!("/v2/device_profiles/{profile}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 204);
+
+    api.stop().await.expect("the API stops");
+    agent.stop().await;
+    conductor.stop().await;
+    delete_tree(&placement, &root, true).await;
+}
