@@ -3,11 +3,13 @@
 //! host and `accel-cyborg17-api`, started with `start_with` on one `MemoryTransport`, with
 //! the real Placement and Keystone and the test's Nova. The agent's report is stored and
 //! listed by the API; a profile and a request made through the API bind the host's FPGA
-//! as Nova binds (Nova told), unbind, and are deleted. What an embedded deployment (the
-//! all-in-one, the demo) of release N needs from the three.
+//! as Nova binds (Nova told), unbind, and are deleted; the FPGA is programmed through the
+//! API (the agent takes the bitstream from the real Glance and runs a recording tool).
+//! What an embedded deployment (the all-in-one, the demo) of release N needs from the
+//! three.
 //!
-//! Uses `VERSO_TEST_KEYSTONE_URL` and `VERSO_TEST_PLACEMENT_URL` (scripts/test.sh sets
-//! them); no RabbitMQ.
+//! Uses `VERSO_TEST_KEYSTONE_URL`, `VERSO_TEST_PLACEMENT_URL` and `VERSO_TEST_GLANCE_URL`
+//! (scripts/test.sh sets them); no RabbitMQ.
 // A failed set-up step fails the test with its message.
 #![allow(clippy::expect_used)]
 
@@ -15,11 +17,14 @@ use accel_agent::fixture::{sample_host, write_tree};
 use accel_conductor::testing::nova::Nova as TestNova;
 use accel_cyborg17::testing::cyborg_conductor_config_on;
 use accel_cyborg17_agent::run::Reported;
+use accel_keystone::testing::glance_image;
 use reqwest::Method;
 use serde_json::{json, Value};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-use support::{compute_node, delete_tree, env, free_port, placement};
+use support::{compute_node, delete_tree, env, free_port, placement, session};
 use verso_rpc::transport::memory::MemoryTransport;
 use verso_rpc::transport::Transport;
 
@@ -29,6 +34,21 @@ mod support;
 const INSTANCE: &str = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d";
 /// The fixture host's FPGA (`sample_host(0)`).
 const FPGA: &str = "0000:3d:00.0";
+
+/// A programming tool recording the FPGA it was given in `record`.
+fn tool(dir: &Path, record: &Path) -> std::path::PathBuf {
+    let path = dir.join("program-fpga");
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\nprintf '%s' \"$1\" >> {}\nexit 0\n",
+            record.display()
+        ),
+    )
+    .expect("write the tool");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
+}
 
 async fn call(base: &str, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
     let mut r = reqwest::Client::new()
@@ -59,6 +79,7 @@ async fn release_n_as_cyborg_17_runs_in_one_process_on_the_in_process_transport(
     let port = free_port();
     let sysfs = dir.path().join("sys");
     write_tree(&sysfs, &sample_host(0)).expect("the fixture host");
+    let record = dir.path().join("programmed");
 
     // One cyborg.conf, as an all-in-one host has; its transport_url is not used.
     let conf = dir.path().join("cyborg.conf");
@@ -78,10 +99,17 @@ async fn release_n_as_cyborg_17_runs_in_one_process_on_the_in_process_transport(
              password = verso-accel\nproject_name = service\nuser_domain_name = Default\n\
              project_domain_name = Default\nendpoint_override = {nova}\n\n\
              [api]\nauth_strategy = noauth\nhost_ip = 127.0.0.1\nport = {port}\n\n\
-             [agent]\nsysfs_root = {sysfs}\n",
+             [agent]\nsysfs_root = {sysfs}\n\n\
+             [fpga]\nprogram_command = {tool}\nwork_dir = {work}\n\n\
+             [glance]\nauth_type = password\nauth_url = {keystone}\nusername = accel\n\
+             password = verso-accel\nproject_name = service\nuser_domain_name = Default\n\
+             project_domain_name = Default\nendpoint_override = {glance}\n",
             placement = env("VERSO_TEST_PLACEMENT_URL"),
             nova = nova.url(),
             sysfs = sysfs.display(),
+            tool = tool(dir.path(), &record).display(),
+            work = dir.path().display(),
+            glance = env("VERSO_TEST_GLANCE_URL"),
         ),
     )
     .expect("write cyborg.conf");
@@ -233,6 +261,29 @@ async fn release_n_as_cyborg_17_runs_in_one_process_on_the_in_process_transport(
     )
     .await;
     assert_eq!(status, 204);
+
+    // The FPGA programmed through the API (Cyborg's `PATCH .../program`): the host's agent
+    // downloads the bitstream from Glance and runs the operator's tool on the FPGA.
+    let bitstream: Vec<u8> = (0..2048u32).map(|i| (i * 7) as u8).collect();
+    let image = glance_image(&session(), &env("VERSO_TEST_GLANCE_URL"), Some(&bitstream))
+        .await
+        .expect("a bitstream image");
+    let (status, body) = call(
+        &base,
+        Method::PATCH,
+        &format!(
+            "/v2/deployables/{}/program",
+            fpga["uuid"].as_str().expect("uuid")
+        ),
+        Some(json!([{"path": "/bitstream_id", "op": "replace", "value": [{"image_uuid": image}]}])),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["uuid"], fpga["uuid"]);
+    assert_eq!(
+        std::fs::read_to_string(&record).expect("the tool ran"),
+        FPGA
+    );
 
     api.stop().await.expect("the API stops");
     agent.stop().await;
