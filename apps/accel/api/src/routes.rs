@@ -425,11 +425,17 @@ async fn root(
     Json(views::root(&base, supported.max))
 }
 
+/// `GET /v2`: the version's document as Cyborg 17 answers it (its fields at the top)
+/// and, beside them, under `version` as keystoneauth's discovery reads a versioned
+/// endpoint's.
 async fn v2(
     Extension(supported): Extension<microversion::Supported>,
     Base(base): Base,
 ) -> Json<Value> {
-    Json(json!({"version": views::v2(&base, supported.max)}))
+    let version = views::v2(&base, supported.max);
+    let mut body = version.clone();
+    body["version"] = version;
+    Json(body)
 }
 
 // ---- devices and deployables ---------------------------------------------------------

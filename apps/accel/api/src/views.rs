@@ -23,13 +23,17 @@ pub fn v2(base: &str, max: ApiVersion) -> Value {
     })
 }
 
-/// The root document: the versions there are.
+/// The root document: the versions there are. Each is named as Cyborg 17's root names
+/// it (`v2`, its link without the trailing slash), where the `/v2` document says `v2.0`.
 pub fn root(base: &str, max: ApiVersion) -> Value {
+    let mut version = v2(base, max);
+    version["id"] = json!("v2");
+    version["links"] = json!([{"href": format!("{base}/v2"), "rel": "self"}]);
     json!({
         "name": "OpenStack Cyborg API",
         "description": "accel: accelerator management in the model of OpenStack Cyborg",
-        "versions": [v2(base, max)],
-        "default_version": v2(base, max),
+        "versions": [version],
+        "default_version": version,
     })
 }
 

@@ -74,7 +74,7 @@ async fn versions(api: &Api) {
             v2["max_version"].as_str(),
             v2["status"].as_str()
         ),
-        (Some("v2.0"), Some("2.0"), Some("2.3"), Some("CURRENT"))
+        (Some("v2"), Some("2.0"), Some("2.3"), Some("CURRENT"))
     );
     assert_eq!(body["default_version"], *v2);
     let (status, body) = api.get("/v2").await;
