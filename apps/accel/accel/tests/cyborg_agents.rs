@@ -99,13 +99,9 @@ async fn cyborg_17_agent_in_rust_reports_into_accel_conductor_as_release_n() {
     let agent = accel_cyborg17_agent::run::start(&config)
         .await
         .expect("the agent starts");
-    let mut reported = agent.reported();
-    let first = tokio::time::timeout(Duration::from_secs(60), reported.wait_for(|(n, _)| *n >= 1))
+    let first = tokio::time::timeout(Duration::from_secs(60), agent.first_report())
         .await
-        .expect("a report within 60 s")
-        .expect("the agent runs")
-        .1
-        .clone();
+        .expect("a report within 60 s");
     let accel_cyborg17_agent::run::Reported::Devices(n) = first else {
         panic!("the report failed: {first:?}");
     };

@@ -67,6 +67,17 @@ impl Running {
         self.reported.clone()
     }
 
+    /// What the first report came to, once it is made.
+    pub async fn first_report(&self) -> Reported {
+        let mut reported = self.reported.clone();
+        let first = match reported.wait_for(|(n, _)| *n >= 1).await {
+            Ok(r) => r.1.clone(),
+            // The report loop ended (the agent stopped) before reporting.
+            Err(_) => Reported::Nothing,
+        };
+        first
+    }
+
     /// Stops reporting, then serving once the calls in hand are answered.
     pub async fn stop(self) {
         let _ = self.stop.send(());

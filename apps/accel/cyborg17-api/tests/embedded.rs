@@ -20,11 +20,9 @@ use accel_cyborg17_agent::run::Reported;
 use accel_keystone::testing::glance_image;
 use reqwest::Method;
 use serde_json::{json, Value};
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-use support::{compute_node, delete_tree, env, free_port, placement, session};
+use support::{compute_node, delete_tree, env, free_port, placement, recording_tool, session};
 use verso_rpc::transport::memory::MemoryTransport;
 use verso_rpc::transport::Transport;
 
@@ -34,21 +32,6 @@ mod support;
 const INSTANCE: &str = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d";
 /// The fixture host's FPGA (`sample_host(0)`).
 const FPGA: &str = "0000:3d:00.0";
-
-/// A programming tool recording the FPGA it was given in `record`.
-fn tool(dir: &Path, record: &Path) -> std::path::PathBuf {
-    let path = dir.join("program-fpga");
-    std::fs::write(
-        &path,
-        format!(
-            "#!/bin/sh\nprintf '%s' \"$1\" >> {}\nexit 0\n",
-            record.display()
-        ),
-    )
-    .expect("write the tool");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    path
-}
 
 async fn call(base: &str, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
     let mut r = reqwest::Client::new()
@@ -107,7 +90,7 @@ async fn release_n_as_cyborg_17_runs_in_one_process_on_the_in_process_transport(
             placement = env("VERSO_TEST_PLACEMENT_URL"),
             nova = nova.url(),
             sysfs = sysfs.display(),
-            tool = tool(dir.path(), &record).display(),
+            tool = recording_tool(dir.path(), &record).display(),
             work = dir.path().display(),
             glance = env("VERSO_TEST_GLANCE_URL"),
         ),
@@ -131,13 +114,9 @@ async fn release_n_as_cyborg_17_runs_in_one_process_on_the_in_process_transport(
     )
     .await
     .expect("the agent starts");
-    let mut reported = agent.reported();
-    let first = tokio::time::timeout(Duration::from_secs(60), reported.wait_for(|(n, _)| *n >= 1))
+    let first = tokio::time::timeout(Duration::from_secs(60), agent.first_report())
         .await
-        .expect("a report within 60 s")
-        .expect("the agent runs")
-        .1
-        .clone();
+        .expect("a report within 60 s");
     assert_eq!(first, Reported::Devices(5));
     let api = accel_cyborg17_api::run::start_with(
         &accel_cyborg17_api::config::ApiConfig::load(&conf).expect("the API's file"),

@@ -27,11 +27,11 @@ use accel_cyborg17_conductor::{Reports, Requests, Store};
 use accel_keystone::testing::glance_image;
 use reqwest::Method;
 use serde_json::{json, Value};
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{bind_patch, compute_node, delete_tree, env, placement, session, state_of};
+use support::{
+    bind_patch, compute_node, delete_tree, env, placement, recording_tool, session, state_of,
+};
 use verso::VersionedObject;
 
 mod support;
@@ -79,21 +79,6 @@ fn fpga_report(host: &str) -> DriverDevice {
         device_state: None.into(),
         ..DriverDevice::blank()
     }
-}
-
-/// A programming tool recording its arguments in `record`.
-fn tool(dir: &Path, record: &Path) -> std::path::PathBuf {
-    let path = dir.join("program-fpga");
-    std::fs::write(
-        &path,
-        format!(
-            "#!/bin/sh\nprintf '%s' \"$1\" >> {}\nexit 0\n",
-            record.display()
-        ),
-    )
-    .expect("write the tool");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    path
 }
 
 async fn profile(requests: &Requests, name: &str, group: &[(&str, &str)]) -> i64 {
@@ -190,7 +175,7 @@ async fn an_fpga_is_programmed_at_bind_with_its_bitstream_from_glance() {
     let programmer = Programmer::new(
         AgentGlance::new(session(), None),
         FpgaOptions {
-            program_command: vec![tool(dir.path(), &record).display().to_string()],
+            program_command: vec![recording_tool(dir.path(), &record).display().to_string()],
             program_timeout: Duration::from_secs(30),
             max_bitstream_bytes: 1 << 20,
             work_dir: dir.path().join("work"),

@@ -153,3 +153,20 @@ pub fn free_port() -> u16 {
         .expect("addr")
         .port()
 }
+
+/// An FPGA programming tool (`[fpga] program_command`) recording the PCI address it was
+/// given in `record`; its path, in `dir`.
+pub fn recording_tool(dir: &std::path::Path, record: &std::path::Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("program-fpga");
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\nprintf '%s' \"$1\" >> {}\nexit 0\n",
+            record.display()
+        ),
+    )
+    .expect("write the tool");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
+}
