@@ -159,11 +159,13 @@ impl CyborgApi {
         &self,
         filter: &str,
         binds: &[Bind<'_>],
+        limit: Option<u32>,
     ) -> Result<Vec<DeployableRow>, ServiceError> {
         let sql = format!(
             "SELECT {} FROM deployables dp JOIN devices dv ON dv.id = dp.device_id \
-             WHERE 1 = 1{filter} ORDER BY dp.id",
-            self.deployable_columns()
+             WHERE 1 = 1{filter} ORDER BY dp.id{}",
+            self.deployable_columns(),
+            limit_clause(limit)
         );
         let mut out = Vec::new();
         for row in self.rows(&sql, binds).await? {
@@ -222,10 +224,12 @@ impl CyborgApi {
         &self,
         filter: &str,
         binds: &[Bind<'_>],
+        limit: Option<u32>,
     ) -> Result<Vec<DeviceProfileRow>, ServiceError> {
         let sql = format!(
-            "SELECT {} FROM device_profiles WHERE 1 = 1{filter} ORDER BY id",
-            self.profile_columns()
+            "SELECT {} FROM device_profiles WHERE 1 = 1{filter} ORDER BY id{}",
+            self.profile_columns(),
+            limit_clause(limit)
         );
         self.rows(&sql, binds)
             .await?
@@ -274,6 +278,11 @@ impl CyborgApi {
             .await
             .map_err(rpc_error)
     }
+}
+
+/// ` LIMIT n` for a page, nothing for all rows.
+fn limit_clause(limit: Option<u32>) -> String {
+    limit.map(|n| format!(" LIMIT {n}")).unwrap_or_default()
 }
 
 /// A bound parameter.
@@ -391,7 +400,7 @@ impl AccelService for CyborgApi {
             .await
             .map_err(db_error)?;
         let deployables = self
-            .deployable_rows(" AND dp.device_id = ?", &[Bind::Int(device.id)])
+            .deployable_rows(" AND dp.device_id = ?", &[Bind::Int(device.id)], None)
             .await?;
         for dep in deployables {
             let rc = dep.attributes.get("rc").ok_or_else(|| {
@@ -427,13 +436,12 @@ impl AccelService for CyborgApi {
             filter.push_str(" AND dp.id > ?");
             binds.push(Bind::Int(id));
         }
-        let mut rows = self.deployable_rows(&filter, &binds).await?;
-        rows.truncate(query.limit as usize);
-        Ok(rows)
+        self.deployable_rows(&filter, &binds, Some(query.limit))
+            .await
     }
 
     async fn deployable(&self, uuid: &str) -> Result<DeployableRow, ServiceError> {
-        self.deployable_rows(" AND dp.uuid = ?", &[Bind::Text(uuid)])
+        self.deployable_rows(" AND dp.uuid = ?", &[Bind::Text(uuid)], None)
             .await?
             .into_iter()
             .next()
@@ -584,15 +592,13 @@ impl AccelService for CyborgApi {
             filter.push_str(" AND id > ?");
             binds.push(Bind::Int(id));
         }
-        let mut rows = self.profile_rows(&filter, &binds).await?;
-        rows.truncate(query.limit as usize);
-        Ok(rows)
+        self.profile_rows(&filter, &binds, Some(query.limit)).await
     }
 
     async fn profile(&self, name_or_uuid: &str) -> Result<DeviceProfileRow, ServiceError> {
         if Uuid::parse_str(name_or_uuid).is_ok() {
             if let Some(p) = self
-                .profile_rows(" AND uuid = ?", &[Bind::Text(name_or_uuid)])
+                .profile_rows(" AND uuid = ?", &[Bind::Text(name_or_uuid)], None)
                 .await?
                 .into_iter()
                 .next()
@@ -600,7 +606,7 @@ impl AccelService for CyborgApi {
                 return Ok(p);
             }
         }
-        self.profile_rows(" AND name = ?", &[Bind::Text(name_or_uuid)])
+        self.profile_rows(" AND name = ?", &[Bind::Text(name_or_uuid)], None)
             .await?
             .into_iter()
             .next()
