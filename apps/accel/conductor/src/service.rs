@@ -54,7 +54,8 @@ pub fn to_remote(e: DbError) -> RemoteError {
         DbError::Connect { .. }
         | DbError::Migrate(_)
         | DbError::Query(_)
-        | DbError::CyborgDatabase { .. } => {
+        | DbError::CyborgDatabase { .. }
+        | DbError::NotOnCyborg17 { .. } => {
             tracing::error!(error = %e, "database failure");
             return database_failed();
         }

@@ -39,6 +39,7 @@ mod attributes;
 mod changes;
 mod inventory;
 mod leases;
+mod on_cyborg17;
 mod profiles;
 mod reports;
 mod rows;
@@ -47,6 +48,7 @@ pub(crate) use leases::now_ms;
 
 pub use arqs::Release;
 pub use changes::ChangeMarks;
+pub use on_cyborg17::{OnCyborg17, FIRST_ADDITION};
 pub use rows::{
     rp_uuid, ArqRow, AttachHandleRow, AttributeRow, ControlPathRow, DeployableReport,
     DeployableRow, DeviceProfileRow, DeviceRow, DeviceStatus, ListFilter, ReportOutcome,
@@ -199,6 +201,15 @@ pub enum DbError {
     CyborgDatabase {
         /// Cyborg's schema revision (`b47c8f2d1e3a` for Cyborg 17).
         revision: String,
+    },
+    /// [`Db::sync_on_cyborg17`] found a database that is neither empty nor at Cyborg
+    /// 17's revision; nothing was written.
+    #[error("not an empty or OpenStack Cyborg 17 database ({found}): {hint}")]
+    NotOnCyborg17 {
+        /// What the database is.
+        found: String,
+        /// What the operator can do.
+        hint: &'static str,
     },
     /// Input the database refuses.
     #[error("invalid {what}: {why}")]

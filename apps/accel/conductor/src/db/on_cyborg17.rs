@@ -1,0 +1,156 @@
+//! Release N+1's schema on OpenStack Cyborg 17's: Cyborg's tables as Cyborg 17 makes
+//! them (alembic revision [`ALEMBIC_HEAD`]), plus accel's additions
+//! (`migrations-cyborg17/{sqlite,postgres,mysql}`, sqlx migrations numbered from 101).
+//!
+//! This is the schema accel's conductor moves onto (docs/cyborg-compatibility.md, "The
+//! plan for what is left", item 1): a database a Cyborg 17 deployment made is taken in
+//! place (the additions only), and Cyborg 17's own services, and accel's release N (which
+//! is Cyborg 17 in Rust), keep running on it, because every addition to a Cyborg table
+//! has a default or may be null and triggers fill accel's columns from what a Cyborg
+//! writer stores. Until accel's queries move onto it, [`Db::migrate`] keeps making
+//! accel's own history (migrations 1-13), and this one is made by
+//! [`Db::sync_on_cyborg17`] only.
+//!
+//! How a database is recognised, before anything is written:
+//! - no table at all: Cyborg 17's schema is made (stamped [`ALEMBIC_HEAD`], so Cyborg's
+//!   own `cyborg-dbsync` sees it as its own), then the additions;
+//! - `alembic_version` at [`ALEMBIC_HEAD`]: Cyborg 17's (or one made here): the additions
+//!   it lacks are applied;
+//! - anything else is refused with [`DbError::NotOnCyborg17`]: another Cyborg revision,
+//!   accel's own history (migrations 1-13, whose rows `accel db import-cyborg` reads the
+//!   other way), tables of something else.
+
+use super::{Backend, Db, DbError};
+use accel_cyborg17::schema::{ALEMBIC_HEAD, MYSQL, POSTGRES, SQLITE};
+use sqlx::migrate::Migrator;
+
+/// What [`Db::sync_on_cyborg17`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OnCyborg17 {
+    /// Whether Cyborg 17's schema was made (the database was empty).
+    pub made_cyborg_schema: bool,
+    /// accel's additions applied now, by version.
+    pub applied: Vec<i64>,
+}
+
+/// The first version of accel's additions to Cyborg's schema; accel's own history
+/// (migrations 1-13) stays below it, so the two are never mistaken for each other.
+pub const FIRST_ADDITION: i64 = 101;
+
+impl Db {
+    fn additions(&self) -> Migrator {
+        match self.backend {
+            Backend::Sqlite => sqlx::migrate!("migrations-cyborg17/sqlite"),
+            Backend::Postgres => sqlx::migrate!("migrations-cyborg17/postgres"),
+            Backend::Mysql => sqlx::migrate!("migrations-cyborg17/mysql"),
+        }
+    }
+
+    /// Makes the database release N+1's schema on Cyborg 17's (see the module's text);
+    /// refuses, writing nothing, a database that is neither empty nor Cyborg 17's.
+    pub async fn sync_on_cyborg17(&self) -> Result<OnCyborg17, DbError> {
+        let made_cyborg_schema = match self.alembic_revision().await? {
+            Some(revision) if revision == ALEMBIC_HEAD => false,
+            Some(revision) => {
+                return Err(DbError::NotOnCyborg17 {
+                    found: format!("alembic revision {revision}"),
+                    hint: "upgrade it to Cyborg 17 with Cyborg's `cyborg-dbsync upgrade` first",
+                })
+            }
+            None if self.table_exists("_sqlx_migrations").await? => {
+                return Err(DbError::NotOnCyborg17 {
+                    found: "accel's own schema (migrations 1-13)".into(),
+                    hint: "keep it with `accel db sync`, or make an empty database and \
+                           copy its rows with `accel db import-cyborg`",
+                })
+            }
+            None if self.has_tables().await? => {
+                return Err(DbError::NotOnCyborg17 {
+                    found: "tables of neither Cyborg nor accel".into(),
+                    hint: "use an empty database",
+                })
+            }
+            None => {
+                self.make_cyborg_schema().await?;
+                true
+            }
+        };
+        let applied_before = self.applied_migrations().await?;
+        let additions = self.additions();
+        if let Some(old) = applied_before.iter().find(|v| **v < FIRST_ADDITION) {
+            return Err(DbError::NotOnCyborg17 {
+                found: format!("Cyborg 17's schema with accel's own migration {old} applied"),
+                hint: "this database mixes the two histories; restore it from a backup",
+            });
+        }
+        additions.run(&self.pool).await?;
+        let applied = additions
+            .iter()
+            .map(|m| m.version)
+            .filter(|v| !applied_before.contains(v))
+            .collect();
+        Ok(OnCyborg17 {
+            made_cyborg_schema,
+            applied,
+        })
+    }
+
+    /// accel's additions to Cyborg's schema not applied to the database yet.
+    pub async fn pending_on_cyborg17(&self) -> Result<Vec<i64>, DbError> {
+        let applied = self.applied_migrations().await?;
+        Ok(self
+            .additions()
+            .iter()
+            .map(|m| m.version)
+            .filter(|v| !applied.contains(v))
+            .collect())
+    }
+
+    /// The revision `alembic_version` holds, if the table exists (`none` if it is
+    /// empty).
+    async fn alembic_revision(&self) -> Result<Option<String>, DbError> {
+        if !self.table_exists("alembic_version").await? {
+            return Ok(None);
+        }
+        // MySQL hands a VARCHAR of a table in a binary-compatible character set over as
+        // bytes through the Any driver: read it as text.
+        let sql = match self.backend {
+            Backend::Mysql => "SELECT CAST(version_num AS CHAR) FROM alembic_version",
+            _ => "SELECT version_num FROM alembic_version",
+        };
+        let revision: Option<String> = sqlx::query_scalar(sql).fetch_optional(&self.pool).await?;
+        Ok(Some(revision.unwrap_or_else(|| "none".into())))
+    }
+
+    async fn has_tables(&self) -> Result<bool, DbError> {
+        let sql = match self.backend {
+            Backend::Sqlite => {
+                "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            }
+            Backend::Postgres => {
+                "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema()"
+            }
+            Backend::Mysql => {
+                "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE()"
+            }
+        };
+        let n: i64 = sqlx::query_scalar(sql).fetch_one(&self.pool).await?;
+        Ok(n > 0)
+    }
+
+    /// Cyborg 17's schema in an empty database, in one transaction where the database
+    /// has transactional DDL (SQLite, PostgreSQL). MySQL commits each `CREATE TABLE`: a
+    /// failure half-way leaves tables without the alembic stamp (written last), which the
+    /// next attempt refuses rather than guess at.
+    async fn make_cyborg_schema(&self) -> Result<(), DbError> {
+        let script = match self.backend {
+            Backend::Sqlite => SQLITE,
+            Backend::Postgres => POSTGRES,
+            Backend::Mysql => MYSQL,
+        };
+        let mut tx = self.pool.begin().await?;
+        sqlx::raw_sql(script).execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
