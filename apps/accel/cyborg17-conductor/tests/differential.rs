@@ -88,10 +88,22 @@ enum Backend {
     MariaDb,
 }
 
+/// The schema both databases hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Schema {
+    /// Cyborg 17's own.
+    Cyborg17,
+    /// accel release N+1's: Cyborg 17's plus accel's additions
+    /// (`accel_conductor::Db::sync_on_cyborg17`), which Cyborg 17's conductors must not
+    /// notice.
+    AccelOnCyborg17,
+}
+
 /// A host of its own with a compute node in Placement, and the two conductors'
 /// databases (files in a temporary directory, or databases of the test MariaDB).
 struct Bench {
     backend: Backend,
+    schema: Schema,
     dir: tempfile::TempDir,
     host: String,
     root: String,
@@ -100,7 +112,7 @@ struct Bench {
 }
 
 impl Bench {
-    async fn new(backend: Backend) -> Bench {
+    async fn new(backend: Backend, schema: Schema) -> Bench {
         let dir = tempfile::tempdir().expect("tempdir");
         let suffix = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
         let host = format!("cyborg17-diff-{suffix}");
@@ -108,6 +120,7 @@ impl Bench {
         let root = compute_node(&placement, &host).await;
         let bench = Bench {
             backend,
+            schema,
             dir,
             host,
             root,
@@ -175,11 +188,24 @@ impl Bench {
             Backend::Sqlite => cyborg_conductor_schema(&conf),
             Backend::MariaDb => cyborg_dbsync_upgrade(&conf),
         }
+        if self.schema == Schema::AccelOnCyborg17 {
+            // Cyborg's database taken in place: the additions only.
+            let db = accel_conductor::Db::connect(&self.urls("theirs").0)
+                .await
+                .expect("open");
+            let synced = db.sync_on_cyborg17().await.expect("accel's additions");
+            assert!(
+                !synced.made_cyborg_schema && synced.applied.len() == 1,
+                "{synced:?}"
+            );
+            db.close().await;
+        }
         let mut steps = Vec::new();
         for (i, devices) in reports.iter().enumerate() {
             let file = self.dir.path().join(format!("report-{i}.json"));
             std::fs::write(&file, devices.to_string()).expect("write the report");
             let accepted = cyborg_report(&conf, &self.host, &file).is_ok();
+            self.check_accels_columns("theirs").await;
             steps.push(Step {
                 accepted,
                 rows: cyborg_snapshot(&conf, &self.host),
@@ -196,10 +222,17 @@ impl Bench {
         let dir = self.dir.path().join("ours");
         std::fs::create_dir(&dir).expect("mkdir");
         let (url, sqlalchemy) = self.urls("ours");
+        if self.schema == Schema::AccelOnCyborg17 {
+            let db = accel_conductor::Db::connect(&url).await.expect("open");
+            let synced = db.sync_on_cyborg17().await.expect("accel's schema");
+            assert!(synced.made_cyborg_schema, "{synced:?}");
+            db.close().await;
+        }
         let store = Store::connect(&url).await.expect("connect");
-        assert!(
+        assert_eq!(
             store.sync().await.expect("sync"),
-            "an empty database gets Cyborg's schema"
+            self.schema == Schema::Cyborg17,
+            "an empty database gets Cyborg's schema; accel's is Cyborg's already"
         );
         let conf = write_cyborg_database_config(&dir, &sqlalchemy);
         (Reports::new(store, self.placement.clone()), conf)
@@ -219,12 +252,56 @@ impl Bench {
             .map(|p| DriverDevice::from_primitive(p).expect("Cyborg's primitive decodes"))
             .collect();
         let result = conductor.report(&self.host, &devices).await;
+        self.check_accels_columns("ours").await;
         let step = Step {
             accepted: result.is_ok(),
             rows: cyborg_snapshot(conf, &self.host),
             providers: providers(&self.placement, &self.root).await,
         };
         (step, format!("{result:?}"))
+    }
+
+    /// On accel's schema, the columns accel adds to `deployables` are filled by its
+    /// triggers from what a Cyborg 17 conductor stored: each deployable's host is its
+    /// device's, its PCI address its device's control path's.
+    async fn check_accels_columns(&self, side: &str) {
+        if self.schema != Schema::AccelOnCyborg17 {
+            return;
+        }
+        let db = accel_conductor::Db::connect(&self.urls(side).0)
+            .await
+            .expect("open");
+        let text = |col: &str| match self.backend {
+            Backend::Sqlite => col.to_owned(),
+            Backend::MariaDb => format!("CAST({col} AS CHAR(255))"),
+        };
+        let sql = format!(
+            "SELECT {}, {}, {}, {} FROM deployables d \
+             JOIN devices v ON v.id = d.device_id \
+             LEFT JOIN controlpath_ids c ON c.device_id = v.id",
+            text("d.hostname"),
+            text("v.hostname"),
+            text("d.control_path_id"),
+            text("c.cpid_info"),
+        );
+        let rows: Vec<(Option<String>, String, Option<String>, Option<String>)> =
+            sqlx::query_as(&sql)
+                .fetch_all(db.pool())
+                .await
+                .expect("deployables");
+        db.close().await;
+        for (host, device_host, path, info) in rows {
+            assert_eq!(host.as_deref(), Some(device_host.as_str()), "{side}");
+            let info: Value = serde_json::from_str(&info.expect("a control path")).expect("JSON");
+            let address = format!(
+                "{}:{}:{}.{}",
+                info["domain"].as_str().expect("domain"),
+                info["bus"].as_str().expect("bus"),
+                info["device"].as_str().expect("device"),
+                info["function"].as_str().expect("function"),
+            );
+            assert_eq!(path, Some(address), "{side}");
+        }
     }
 
     async fn finish(self) {
@@ -242,16 +319,47 @@ impl Bench {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_reports_leave_database_and_placement_as_cyborgs_own_conductor_does() {
-    reports_leave_database_and_placement_as_cyborgs_own_conductor_does(Backend::Sqlite).await;
+    reports_leave_database_and_placement_as_cyborgs_own_conductor_does(
+        Backend::Sqlite,
+        Schema::Cyborg17,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mariadb_reports_leave_database_and_placement_as_cyborgs_own_conductor_does() {
-    reports_leave_database_and_placement_as_cyborgs_own_conductor_does(Backend::MariaDb).await;
+    reports_leave_database_and_placement_as_cyborgs_own_conductor_does(
+        Backend::MariaDb,
+        Schema::Cyborg17,
+    )
+    .await;
 }
 
-async fn reports_leave_database_and_placement_as_cyborgs_own_conductor_does(backend: Backend) {
-    let bench = Bench::new(backend).await;
+/// Both conductors on accel release N+1's schema (Cyborg's taken in place on their side,
+/// made empty on ours): the same outcomes, and accel's columns kept filled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_reports_on_accels_schema_leave_it_as_cyborgs_own_conductor_does() {
+    reports_leave_database_and_placement_as_cyborgs_own_conductor_does(
+        Backend::Sqlite,
+        Schema::AccelOnCyborg17,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_reports_on_accels_schema_leave_it_as_cyborgs_own_conductor_does() {
+    reports_leave_database_and_placement_as_cyborgs_own_conductor_does(
+        Backend::MariaDb,
+        Schema::AccelOnCyborg17,
+    )
+    .await;
+}
+
+async fn reports_leave_database_and_placement_as_cyborgs_own_conductor_does(
+    backend: Backend,
+    schema: Schema,
+) {
+    let bench = Bench::new(backend, schema).await;
     let reports = cyborg_reports(&bench.host);
     let reports = reports.as_array().expect("a list of reports");
     assert_eq!(reports.len(), 6);
@@ -339,7 +447,7 @@ async fn mariadb_a_dropped_or_changed_handle_is_the_one_the_report_names() {
 }
 
 async fn a_dropped_or_changed_handle_is_the_one_the_report_names(backend: Backend) {
-    let bench = Bench::new(backend).await;
+    let bench = Bench::new(backend, Schema::Cyborg17).await;
     let reports = cyborg_reports(&bench.host);
     let first = reports[0]["devices"].clone();
     // The FPGA's oldest handle dropped, its second oldest made a PCI handle.
