@@ -68,7 +68,18 @@ fn events(received: &[Received]) -> Vec<serde_json::Value> {
         .collect()
 }
 
-async fn the_api_calls_answer_as_cyborgs_own_conductor(mariadb: bool) {
+/// Makes the database at `url` accel release N+1's schema (on Cyborg 17's): the additions
+/// only when Cyborg's schema is there, Cyborg's and the additions when it is empty.
+async fn accels_schema(url: &str, empty: bool) {
+    let db = accel_conductor::Db::connect(url).await.expect("open");
+    let synced = db.sync_on_cyborg17().await.expect("accel's schema");
+    assert_eq!(synced.made_cyborg_schema, empty, "{synced:?}");
+    db.close().await;
+}
+
+/// `on_accels`: both conductors on accel release N+1's schema instead of Cyborg's own
+/// (Cyborg's database taken in place on their side), which they must not notice.
+async fn the_api_calls_answer_as_cyborgs_own_conductor(mariadb: bool, on_accels: bool) {
     let dir = tempfile::tempdir().expect("tempdir");
     let suffix = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
     let host = format!("cyborg17-requests-{suffix}");
@@ -100,17 +111,23 @@ async fn the_api_calls_answer_as_cyborgs_own_conductor(mariadb: bool) {
     // Cyborg 17's own conductor, on Cyborg's schema made by Cyborg.
     let instance = "5f1c7e3a-9b2d-4c6e-8a0f-1d3b5c7e9a20";
     let theirs_nova = TestNova::builder().server(instance, "vm").start().await;
-    let (_, theirs_url) = urls("theirs");
+    let (theirs_sqlx, theirs_url) = urls("theirs");
     let theirs_conf = config(dir.path(), "theirs", &theirs_url, theirs_nova.url());
     if mariadb {
         cyborg_dbsync_upgrade(&theirs_conf);
     } else {
         cyborg_conductor_schema(&theirs_conf);
     }
+    if on_accels {
+        accels_schema(&theirs_sqlx, false).await;
+    }
     let theirs = cyborg_requests(&theirs_conf, &host, None);
 
     // This crate's, on the declared schema, over RabbitMQ.
     let (ours_url, ours_sqlalchemy) = urls("ours");
+    if on_accels {
+        accels_schema(&ours_url, true).await;
+    }
     let store = Store::connect(&ours_url).await.expect("connect");
     store.sync().await.expect("sync");
     let session = session();
@@ -225,10 +242,20 @@ async fn the_api_calls_answer_as_cyborgs_own_conductor(mariadb: bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_the_api_calls_answer_as_cyborgs_own_conductor() {
-    the_api_calls_answer_as_cyborgs_own_conductor(false).await;
+    the_api_calls_answer_as_cyborgs_own_conductor(false, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mariadb_the_api_calls_answer_as_cyborgs_own_conductor() {
-    the_api_calls_answer_as_cyborgs_own_conductor(true).await;
+    the_api_calls_answer_as_cyborgs_own_conductor(true, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_the_api_calls_on_accels_schema_answer_as_cyborgs_own_conductor() {
+    the_api_calls_answer_as_cyborgs_own_conductor(false, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_the_api_calls_on_accels_schema_answer_as_cyborgs_own_conductor() {
+    the_api_calls_answer_as_cyborgs_own_conductor(true, true).await;
 }
