@@ -222,6 +222,20 @@ pub(crate) fn cpid_info(address: &str) -> Option<Value> {
     })
 }
 
+/// Cyborg's `cpid_info` text of the PCI address `DDDD:BB:DD.F`, as its drivers write
+/// it (keys sorted, Python's separators), or `None` if `address` is not one.
+pub(crate) fn cpid_info_text(address: &str) -> Option<String> {
+    let info = cpid_info(address)?;
+    let part = |key: &str| info.get(key).and_then(Value::as_str).map(str::to_owned);
+    Some(format!(
+        "{{\"bus\": \"{}\", \"device\": \"{}\", \"domain\": \"{}\", \"function\": \"{}\"}}",
+        part("bus")?,
+        part("device")?,
+        part("domain")?,
+        part("function")?
+    ))
+}
+
 /// `DDDD:BB:DD.F` from Cyborg's `cpid_info`, `{"domain": "0000", "bus": "0c", "device":
 /// "00", "function": "0"}` (the form accel's own agents key devices by).
 pub(crate) fn pci_address(info: &str) -> Option<String> {

@@ -91,11 +91,34 @@ pub fn postgres_url() -> String {
         .unwrap_or_else(|_| "postgres://verso:verso@127.0.0.1:55432/verso".into())
 }
 
+/// The schema the tests' databases get: accel's own history (migrations 1-13), or with
+/// `ACCEL_TEST_SCHEMA=cyborg17` release N+1's on Cyborg 17's
+/// ([`Db::sync_on_cyborg17`]), so one suite runs on either.
+pub fn test_schema() -> crate::db::Schema {
+    match std::env::var("ACCEL_TEST_SCHEMA").as_deref() {
+        Ok("cyborg17") => crate::db::Schema::Cyborg17,
+        Ok("accel") | Err(_) => crate::db::Schema::Accel,
+        Ok(other) => panic!("ACCEL_TEST_SCHEMA={other}: accel or cyborg17"),
+    }
+}
+
+/// Makes the tests' schema ([`test_schema`]) in `db`.
+pub async fn make_schema(db: &mut Db) {
+    match test_schema() {
+        crate::db::Schema::Accel => {
+            db.migrate().await.expect("migrate");
+        }
+        crate::db::Schema::Cyborg17 => {
+            db.sync_on_cyborg17().await.expect("accel's schema on Cyborg 17's");
+        }
+    }
+}
+
 /// A migrated database in a new SQLite file (the directory lives as long as the guard).
 pub async fn sqlite() -> (Db, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let db = Db::connect(&sqlite_url(&dir)).await.expect("open sqlite");
-    db.migrate().await.expect("migrate sqlite");
+    let mut db = Db::connect(&sqlite_url(&dir)).await.expect("open sqlite");
+    make_schema(&mut db).await;
     (db, dir)
 }
 
@@ -124,10 +147,10 @@ async fn new_database(server: &str, missing: &str) -> String {
 
 /// A migrated database in a new PostgreSQL database.
 pub async fn postgres() -> Db {
-    let db = Db::connect(&postgres_database().await)
+    let mut db = Db::connect(&postgres_database().await)
         .await
         .expect("open postgres");
-    db.migrate().await.expect("migrate postgres");
+    make_schema(&mut db).await;
     db
 }
 
@@ -149,10 +172,10 @@ pub async fn mysql_database() -> String {
 
 /// A migrated database in a new database on the test MariaDB server.
 pub async fn mysql() -> Db {
-    let db = Db::connect(&mysql_database().await)
+    let mut db = Db::connect(&mysql_database().await)
         .await
         .expect("open mysql");
-    db.migrate().await.expect("migrate mysql");
+    make_schema(&mut db).await;
     db
 }
 

@@ -76,7 +76,7 @@ async fn empty_database_gets_cyborgs_schema_and_accels_additions(
     backend: &str,
     widened: bool,
 ) {
-    let db = Db::connect(url).await.expect("open");
+    let mut db = Db::connect(url).await.expect("open");
     assert_eq!(
         db.pending_on_cyborg17().await.expect("pending"),
         vec![FIRST_ADDITION]
@@ -123,7 +123,9 @@ async fn empty_database_gets_cyborgs_schema_and_accels_additions(
     // The unique keys accel's report diff relies on.
     let unique = named(extra, "unique");
     assert!(
-        unique.contains("deployables") && unique.contains("attach_handles"),
+        unique.contains("deployables")
+            && unique.contains("attach_handles")
+            && unique.contains("attributes"),
         "{diff}"
     );
 }
@@ -209,7 +211,7 @@ async fn tables(url: &str) -> BTreeSet<String> {
 
 /// What `sync_on_cyborg17` says of the database at `url`; it must refuse.
 async fn refusal(url: &str) -> String {
-    let db = Db::connect(url).await.expect("open");
+    let mut db = Db::connect(url).await.expect("open");
     let err = db.sync_on_cyborg17().await.expect_err("refused");
     db.close().await;
     assert!(matches!(err, DbError::NotOnCyborg17 { .. }), "{err:?}");

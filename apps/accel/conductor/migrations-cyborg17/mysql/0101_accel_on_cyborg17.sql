@@ -57,6 +57,11 @@ ALTER TABLE attach_handles ADD COLUMN revision BIGINT NOT NULL DEFAULT 0,
     ADD COLUMN cleanup_reason TEXT,
     ADD UNIQUE KEY attach_handles_deployable_info (deployable_id, attach_info);
 
+-- attributes: a key once per deployable (the API's create refuses a second). Cyborg's
+-- `key` is TEXT, which MySQL indexes by a prefix: 191 characters of utf8mb4 fit
+-- InnoDB's key length.
+ALTER TABLE attributes ADD UNIQUE KEY attributes_deployable_key (deployable_id, `key`(191));
+
 -- Requests: accel's `UnbindFailed`, which Cyborg 17 declares (`constants.ARQ_UNBIND_FAILED`)
 -- but its column's ENUM lacks. Widening an ENUM at its end keeps every stored value.
 ALTER TABLE extended_accelerator_requests MODIFY state

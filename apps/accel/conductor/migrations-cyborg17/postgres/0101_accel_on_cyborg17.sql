@@ -60,6 +60,9 @@ ALTER TABLE attach_handles
     ADD COLUMN cleanup_reason TEXT;
 CREATE UNIQUE INDEX attach_handles_deployable_info ON attach_handles (deployable_id, attach_info);
 
+-- attributes: a key once per deployable (the API's create refuses a second).
+CREATE UNIQUE INDEX attributes_deployable_key ON attributes (deployable_id, "key");
+
 -- Requests: room for accel's `UnbindFailed` (12 characters; Cyborg 17 declares the state
 -- in `constants.ARQ_UNBIND_FAILED` but its column is one short).
 ALTER TABLE extended_accelerator_requests ALTER COLUMN state TYPE VARCHAR(12);

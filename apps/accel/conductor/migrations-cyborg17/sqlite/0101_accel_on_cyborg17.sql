@@ -58,6 +58,9 @@ ALTER TABLE attach_handles ADD COLUMN cleanup_state VARCHAR(16);
 ALTER TABLE attach_handles ADD COLUMN cleanup_reason TEXT;
 CREATE UNIQUE INDEX attach_handles_deployable_info ON attach_handles (deployable_id, attach_info);
 
+-- attributes: a key once per deployable (the API's create refuses a second).
+CREATE UNIQUE INDEX attributes_deployable_key ON attributes (deployable_id, "key");
+
 -- accel's own tables (verso-upgrade's records, the reconciler's bookkeeping).
 CREATE TABLE component_versions (
     component TEXT PRIMARY KEY,

@@ -5,7 +5,7 @@ use super::profiles::lock_profile;
 use super::sql::Sql;
 use super::{after_marker, check_binding, check_len, new_uuid, now, page_limit, read_error};
 use super::{rp_uuid, shown, timestamp};
-use super::{ArqRow, Backend, Db, DbError, DeviceStatus, ListFilter, ARQ_SELECT};
+use super::{ArqRow, Backend, Db, DbError, DeviceStatus, ListFilter};
 use crate::lifecycle::ArqState;
 use accel_objects::CleanupState;
 use std::collections::BTreeMap;
@@ -97,7 +97,10 @@ impl Db {
 
     /// One request.
     pub async fn arq(&self, uuid: &str) -> Result<ArqRow, DbError> {
-        sqlx::query_as(&self.backend.sql(&format!("{ARQ_SELECT} WHERE r.uuid = $1")))
+        sqlx::query_as(&self.backend.sql(&format!(
+            "{} WHERE r.uuid = $1",
+            self.dialect().arq_select()
+        )))
             .bind(uuid)
             .fetch_optional(&self.pool)
             .await
@@ -128,7 +131,10 @@ impl Db {
         instance: Option<&str>,
         filter: &ListFilter,
     ) -> Result<Vec<ArqRow>, DbError> {
-        let mut sql = Sql::new(self.backend, format!("{ARQ_SELECT} WHERE 1 = 1"));
+        let mut sql = Sql::new(
+            self.backend,
+            format!("{} WHERE 1 = 1", self.dialect().arq_select()),
+        );
         if let Some(instance) = instance.filter(|i| !i.is_empty()) {
             sql.push(" AND r.instance_uuid = ")
                 .bind(instance.to_owned());

@@ -1,9 +1,9 @@
 //! Cyborg's deployable attributes (`/v2/attributes`).
 
 use super::sql::Sql;
-use super::Backend;
-use super::{after_marker, new_uuid, now, page_limit};
-use super::{AttributeRow, Db, DbError, ListFilter, ATTRIBUTE_COLUMNS};
+use super::Dialect;
+use super::{after_marker, new_uuid, page_limit};
+use super::{AttributeRow, Db, DbError, ListFilter};
 
 impl Db {
     /// A page of attributes, oldest first, as Cyborg's `GET /v2/attributes`: only of the
@@ -16,7 +16,7 @@ impl Db {
     ) -> Result<Vec<AttributeRow>, DbError> {
         let mut sql = Sql::new(
             self.backend,
-            format!("SELECT {ATTRIBUTE_COLUMNS} FROM attributes a WHERE 1 = 1"),
+            format!("SELECT {} FROM attributes a WHERE 1 = 1", self.dialect().attribute_columns()),
         );
         if let Some(id) = deployable_id {
             sql.push(" AND a.deployable_id = ").bind(id);
@@ -31,7 +31,7 @@ impl Db {
 
     /// One attribute by UUID.
     pub async fn attribute(&self, uuid: &str) -> Result<AttributeRow, DbError> {
-        self.one("attributes", ATTRIBUTE_COLUMNS, "attribute", uuid)
+        self.one("attributes", &self.dialect().attribute_columns(), "attribute", uuid)
             .await
     }
 
@@ -57,7 +57,8 @@ impl Db {
                 id: deployable_id.to_string(),
             });
         }
-        let row = match insert_attribute(&mut tx, deployable_id, key, value, &now()).await {
+        let d = self.dialect();
+        let row = match insert_attribute(&mut tx, d, deployable_id, key, value, &d.now()).await {
             // The key is taken: `UNIQUE (deployable_id, key)` decides, concurrent
             // creates included.
             Err(DbError::Query(sqlx::Error::Database(e))) if e.is_unique_violation() => {
@@ -91,16 +92,18 @@ impl Db {
 
 pub(super) async fn insert_attribute(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    d: Dialect,
     deployable_id: i64,
     key: &str,
     value: &str,
     at: &str,
 ) -> Result<AttributeRow, DbError> {
     let uuid = new_uuid();
-    let id: i64 = sqlx::query_scalar(&Backend::of(tx).sql(
+    let id: i64 = sqlx::query_scalar(&d.sql(&format!(
         "INSERT INTO attributes (uuid, deployable_id, \"key\", value, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
-    ))
+         VALUES ($1, $2, $3, $4, $5{ts}, $6{ts}) RETURNING id",
+        ts = d.ts()
+    )))
     .bind(&uuid)
     .bind(deployable_id)
     .bind(key)
@@ -115,7 +118,7 @@ pub(super) async fn insert_attribute(
         deployable_id,
         key: key.to_owned(),
         value: value.to_owned(),
-        created_at: at.to_owned(),
-        updated_at: at.to_owned(),
+        created_at: d.shown_time(at),
+        updated_at: d.shown_time(at),
     })
 }

@@ -4,7 +4,6 @@
 use super::sql::Sql;
 use super::{now, rp_uuid, shown};
 use super::{AttachHandleRow, ControlPathRow, Db, DbError, DeployableRow, DeviceRow, ListFilter};
-use super::{DEPLOYABLE_COLUMNS, DEVICE_COLUMNS};
 use std::collections::BTreeMap;
 
 /// One attribute of a deployable, as a deployable shows it.
@@ -18,14 +17,14 @@ struct Attribute {
 impl Db {
     /// Devices, oldest first.
     pub async fn devices(&self, filter: &ListFilter) -> Result<Vec<DeviceRow>, DbError> {
-        self.page("devices", DEVICE_COLUMNS, filter).await
+        self.page("devices", &self.dialect().device_columns(), filter).await
     }
 
     /// Every device of `host`, oldest first, however many.
     pub async fn devices_on(&self, host: &str) -> Result<Vec<DeviceRow>, DbError> {
         let mut sql = Sql::new(
             self.backend,
-            format!("SELECT {DEVICE_COLUMNS} FROM devices t WHERE hostname = "),
+            format!("SELECT {} FROM devices t WHERE hostname = ", self.dialect().device_columns()),
         );
         sql.bind(host.to_owned()).push(" ORDER BY id");
         sql.fetch_all("devices", &self.pool).await
@@ -33,12 +32,12 @@ impl Db {
 
     /// One device by UUID.
     pub async fn device(&self, uuid: &str) -> Result<DeviceRow, DbError> {
-        self.one("devices", DEVICE_COLUMNS, "device", uuid).await
+        self.one("devices", &self.dialect().device_columns(), "device", uuid).await
     }
 
     /// Deployables, oldest first.
     pub async fn deployables(&self, filter: &ListFilter) -> Result<Vec<DeployableRow>, DbError> {
-        let mut page = self.page("deployables", DEPLOYABLE_COLUMNS, filter).await?;
+        let mut page = self.page("deployables", &self.dialect().deployable_columns(), filter).await?;
         self.complete(&mut page).await?;
         Ok(page)
     }
@@ -56,13 +55,13 @@ impl Db {
         for chunk in hosts.chunks(HOSTS_PER_QUERY) {
             let mut sql = Sql::new(
                 self.backend,
-                format!("SELECT {DEVICE_COLUMNS} FROM devices t WHERE hostname IN "),
+                format!("SELECT {} FROM devices t WHERE hostname IN ", self.dialect().device_columns()),
             );
             sql.bind_list(chunk.to_vec()).push(" ORDER BY id");
             devices.extend(sql.fetch_all::<DeviceRow, _>("devices", &self.pool).await?);
             let mut sql = Sql::new(
                 self.backend,
-                format!("SELECT {DEPLOYABLE_COLUMNS} FROM deployables t WHERE hostname IN "),
+                format!("SELECT {} FROM deployables t WHERE hostname IN ", self.dialect().deployable_columns()),
             );
             sql.bind_list(chunk.to_vec()).push(" ORDER BY id");
             let mut page: Vec<DeployableRow> = sql.fetch_all("deployables", &self.pool).await?;
@@ -75,7 +74,7 @@ impl Db {
     /// One deployable by UUID.
     pub async fn deployable(&self, uuid: &str) -> Result<DeployableRow, DbError> {
         let one = self
-            .one("deployables", DEPLOYABLE_COLUMNS, "deployable", uuid)
+            .one("deployables", &self.dialect().deployable_columns(), "deployable", uuid)
             .await?;
         let mut page = vec![one];
         self.complete(&mut page).await?;

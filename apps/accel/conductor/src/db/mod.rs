@@ -37,6 +37,7 @@
 mod arqs;
 mod attributes;
 mod changes;
+mod dialect;
 mod inventory;
 mod leases;
 mod on_cyborg17;
@@ -48,7 +49,9 @@ pub(crate) use leases::now_ms;
 
 pub use arqs::Release;
 pub use changes::ChangeMarks;
+pub use dialect::Dialect;
 pub use on_cyborg17::{OnCyborg17, FIRST_ADDITION};
+
 pub use rows::{
     rp_uuid, ArqRow, AttachHandleRow, AttributeRow, ControlPathRow, DeployableReport,
     DeployableRow, DeviceProfileRow, DeviceRow, DeviceStatus, ListFilter, ReportOutcome,
@@ -391,30 +394,119 @@ fn supported_mysql(version: &str) -> Result<(), String> {
     }
 }
 
+/// Which schema a database holds: accel's own history (migrations 1-13, what
+/// [`Db::migrate`] makes), or release N+1's target, Cyborg 17's tables plus accel's
+/// additions ([`Db::sync_on_cyborg17`]). The queries that differ between the two ask
+/// [`Db::schema`]; the rest are the same text on both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Schema {
+    /// accel's own tables (`accelerator_requests`, `devices.status` as accel's
+    /// inventory state, times as RFC 3339 text).
+    Accel,
+    /// Cyborg 17's tables and column types, plus accel's additions.
+    Cyborg17,
+}
+
 /// The conductor's database.
 #[derive(Clone, Debug)]
 pub struct Db {
     pool: AnyPool,
     backend: Backend,
+    schema: Schema,
 }
 
-const DEVICE_COLUMNS: &str = "id, uuid, type, vendor, model, std_board_info, hostname, \
-     vendor_board_info, status, maintaining, created_at, updated_at";
+impl Dialect {
+    /// The columns of a [`DeviceRow`].
+    pub(crate) fn device_columns(self) -> String {
+        match self.schema {
+            Schema::Accel => "id, uuid, type, vendor, model, std_board_info, hostname, \
+                 vendor_board_info, status, maintaining, created_at, updated_at"
+                .to_owned(),
+            // Cyborg's `status` is the operator's disable; accel's inventory state is
+            // `inventory_status`.
+            Schema::Cyborg17 => format!(
+                "id, uuid, {}, vendor, model, {}, hostname, {}, inventory_status AS status, \
+                 CASE WHEN status = 'maintaining' THEN 1 ELSE 0 END AS maintaining, {}, {}",
+                self.text_as("type"),
+                self.text_as("std_board_info"),
+                self.text_as("vendor_board_info"),
+                self.time_as("created_at"),
+                self.time_as("updated_at"),
+            ),
+        }
+    }
 
-const DEPLOYABLE_COLUMNS: &str =
-    "id, uuid, name, device_id, hostname, control_path_id, num_accelerators, driver_name, enabled, \
-     created_at, updated_at";
+    /// The columns of a [`DeployableRow`].
+    pub(crate) fn deployable_columns(self) -> String {
+        format!(
+            "id, uuid, name, device_id, hostname, control_path_id, num_accelerators, \
+             driver_name, enabled, {}, {}",
+            self.time_as("created_at"),
+            self.time_as("updated_at"),
+        )
+    }
 
-// `key` is quoted: MySQL reserves the word (its connections run with `ANSI_QUOTES`).
-const ATTRIBUTE_COLUMNS: &str = "id, uuid, deployable_id, \"key\", value, created_at, updated_at";
+    /// The columns of an [`AttributeRow`] (`key` is quoted: MySQL reserves the word, and
+    /// its connections run with `ANSI_QUOTES`).
+    pub(crate) fn attribute_columns(self) -> String {
+        format!(
+            "id, uuid, deployable_id, {} AS \"key\", {}, {}, {}",
+            self.text("\"key\""),
+            self.text_as("value"),
+            self.time_as("created_at"),
+            self.time_as("updated_at"),
+        )
+    }
 
-const PROFILE_COLUMNS: &str = "id, uuid, name, \"groups\", description, created_at";
+    /// The columns of a [`DeviceProfileRow`]: accel's `groups`, or the groups of
+    /// Cyborg's `profile_json` (`{"groups": [...]}`).
+    pub(crate) fn profile_columns(self) -> String {
+        match self.schema {
+            Schema::Accel => "id, uuid, name, \"groups\", description, created_at".to_owned(),
+            Schema::Cyborg17 => {
+                let groups = match self.backend {
+                    Backend::Sqlite => "json_extract(profile_json, '$.groups')".to_owned(),
+                    Backend::Postgres => "CAST(profile_json AS json) ->> 'groups'".to_owned(),
+                    Backend::Mysql => {
+                        "CAST(JSON_EXTRACT(profile_json, '$.groups') AS CHAR)".to_owned()
+                    }
+                };
+                format!(
+                    "id, uuid, name, {groups} AS \"groups\", {}, {}",
+                    self.text_as("description"),
+                    self.time_as("created_at"),
+                )
+            }
+        }
+    }
 
-const ARQ_SELECT: &str =
-    "SELECT r.id, r.uuid, r.state, r.device_profile_name, r.device_profile_group_id, \
-     r.hostname, r.device_rp_uuid, r.instance_uuid, r.project_id, r.created_at, r.updated_at, \
-     h.uuid AS handle_uuid, h.attach_type AS handle_type, h.attach_info AS handle_info \
-     FROM accelerator_requests r LEFT JOIN attach_handles h ON r.attach_handle_id = h.id";
+    /// A request with its handle, before a `WHERE` on `r` (the request) and `h` (its
+    /// handle): accel's `accelerator_requests` by profile name, or Cyborg's
+    /// `extended_accelerator_requests` by profile id, the name joined.
+    pub(crate) fn arq_select(self) -> String {
+        match self.schema {
+            Schema::Accel => "SELECT r.id, r.uuid, r.state, r.device_profile_name, \
+                 r.device_profile_group_id, r.hostname, r.device_rp_uuid, r.instance_uuid, \
+                 r.project_id, r.created_at, r.updated_at, \
+                 h.uuid AS handle_uuid, h.attach_type AS handle_type, h.attach_info AS handle_info \
+                 FROM accelerator_requests r LEFT JOIN attach_handles h ON r.attach_handle_id = h.id"
+                .to_owned(),
+            Schema::Cyborg17 => format!(
+                "SELECT r.id, r.uuid, {} AS state, p.name AS device_profile_name, \
+                 r.device_profile_group_id, r.hostname, r.device_rp_uuid, r.instance_uuid, \
+                 r.project_id, {} AS created_at, {} AS updated_at, \
+                 h.uuid AS handle_uuid, {} AS handle_type, h.attach_info AS handle_info \
+                 FROM extended_accelerator_requests r \
+                 JOIN device_profiles p ON p.id = r.device_profile_id \
+                 LEFT JOIN attach_handles h ON r.attach_handle_id = h.id",
+                self.text("r.state"),
+                self.time("r.created_at"),
+                self.time("r.updated_at"),
+                self.text("h.attach_type"),
+            ),
+        }
+    }
+}
 
 impl Db {
     /// Opens the database the URL names (a SQLite file is created if missing), retrying
@@ -519,7 +611,15 @@ impl Db {
                 });
             }
         }
-        Ok(Db { pool, backend })
+        let mut db = Db {
+            pool,
+            backend,
+            schema: Schema::Accel,
+        };
+        if db.table_exists("alembic_version").await? {
+            db.schema = Schema::Cyborg17;
+        }
+        Ok(db)
     }
 
     /// Creates an empty database named `name` on the server `server` reaches (MySQL's
@@ -583,6 +683,19 @@ impl Db {
     /// Which database this is.
     pub fn backend(&self) -> Backend {
         self.backend
+    }
+
+    /// Which schema it holds (as found when connecting, or made since).
+    pub fn schema(&self) -> Schema {
+        self.schema
+    }
+
+    /// The backend and the schema: what a query's text depends on.
+    pub fn dialect(&self) -> Dialect {
+        Dialect {
+            backend: self.backend,
+            schema: self.schema,
+        }
     }
 
     fn migrator(&self) -> sqlx::migrate::Migrator {

@@ -20,7 +20,7 @@
 //!   accel's own history (migrations 1-13, whose rows `accel db import-cyborg` reads the
 //!   other way), tables of something else.
 
-use super::{Backend, Db, DbError};
+use super::{Backend, Db, DbError, Schema};
 use accel_cyborg17::schema::{ALEMBIC_HEAD, MYSQL, POSTGRES, SQLITE};
 use sqlx::migrate::Migrator;
 
@@ -48,7 +48,7 @@ impl Db {
 
     /// Makes the database release N+1's schema on Cyborg 17's (see the module's text);
     /// refuses, writing nothing, a database that is neither empty nor Cyborg 17's.
-    pub async fn sync_on_cyborg17(&self) -> Result<OnCyborg17, DbError> {
+    pub async fn sync_on_cyborg17(&mut self) -> Result<OnCyborg17, DbError> {
         let made_cyborg_schema = match self.alembic_revision().await? {
             Some(revision) if revision == ALEMBIC_HEAD => false,
             Some(revision) => {
@@ -84,6 +84,7 @@ impl Db {
             });
         }
         additions.run(&self.pool).await?;
+        self.schema = Schema::Cyborg17;
         let applied = additions
             .iter()
             .map(|m| m.version)

@@ -2,7 +2,7 @@
 
 use super::sql::Sql;
 use super::{check_len, new_uuid, now, page_limit, read_error, shown};
-use super::{Backend, Db, DbError, DeviceProfileRow, ListFilter, PROFILE_COLUMNS};
+use super::{Backend, Db, DbError, DeviceProfileRow, ListFilter};
 use std::collections::BTreeMap;
 
 impl Db {
@@ -73,7 +73,7 @@ impl Db {
     ) -> Result<Vec<DeviceProfileRow>, DbError> {
         let mut sql = Sql::new(
             self.backend,
-            format!("SELECT {PROFILE_COLUMNS} FROM device_profiles"),
+            format!("SELECT {} FROM device_profiles", self.dialect().profile_columns()),
         );
         // By name, so a marker that names no profile gives an empty page.
         if let Some(marker) = filter.marker.as_ref().filter(|m| !m.is_empty()) {
@@ -94,7 +94,8 @@ impl Db {
         if let Ok(uuid) = uuid::Uuid::parse_str(name_or_uuid) {
             // Stored UUIDs are hyphenated lower case; any spelling that parses reaches them.
             let row = sqlx::query_as(&self.backend.sql(&format!(
-                "SELECT {PROFILE_COLUMNS} FROM device_profiles WHERE uuid = $1"
+                "SELECT {} FROM device_profiles WHERE uuid = $1",
+                self.dialect().profile_columns()
             )))
             .bind(uuid.hyphenated().to_string())
             .fetch_optional(&self.pool)
@@ -109,14 +110,20 @@ impl Db {
 
     /// One profile by its UUID only.
     pub async fn profile_by_uuid(&self, uuid: &str) -> Result<DeviceProfileRow, DbError> {
-        self.one("device_profiles", PROFILE_COLUMNS, "device profile", uuid)
+        self.one(
+            "device_profiles",
+            &self.dialect().profile_columns(),
+            "device profile",
+            uuid,
+        )
             .await
     }
 
     /// One profile by its name only (what a request records, `device_profile_name`).
     pub async fn profile_by_name(&self, name: &str) -> Result<DeviceProfileRow, DbError> {
         sqlx::query_as(&self.backend.sql(&format!(
-            "SELECT {PROFILE_COLUMNS} FROM device_profiles WHERE name = $1"
+            "SELECT {} FROM device_profiles WHERE name = $1",
+            self.dialect().profile_columns()
         )))
         .bind(name)
         .fetch_optional(&self.pool)

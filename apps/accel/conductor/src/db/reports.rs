@@ -3,7 +3,7 @@
 
 use super::attributes::insert_attribute;
 use super::rows::IntFlag;
-use super::{new_uuid, now, read_error, Backend, Db, DbError, DeviceStatus};
+use super::{new_uuid, read_error, Backend, Db, DbError, DeviceStatus, Dialect, Schema};
 use super::{DeployableReport, ReportOutcome, ReportedDevice};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -129,7 +129,8 @@ impl Db {
         digest: Option<&str>,
     ) -> Result<ReportOutcome, DbError> {
         let mut tx = self.pool.begin().await?;
-        let at = now();
+        let d = self.dialect();
+        let at = d.now();
         match self.backend {
             // Released at commit or rollback; see `report`.
             Backend::Postgres => {
@@ -163,70 +164,62 @@ impl Db {
         .bind(host)
         .execute(&mut *tx)
         .await?;
-        let existing: Vec<Existing> = sqlx::query_as(&self.backend.sql(
+        let existing: Vec<Existing> = sqlx::query_as(&d.sql(&format!(
             "SELECT d.id AS dep_id, d.control_path_id, d.driver_name, d.device_id, \
-             d.attributes AS reported_attributes, d.name, d.num_accelerators, \
-             v.type, v.vendor, v.model, v.std_board_info, v.vendor_board_info, v.status \
+             {} AS reported_attributes, d.name, d.num_accelerators, \
+             {}, v.vendor, v.model, {}, {}, {} AS status \
              FROM deployables d JOIN devices v ON d.device_id = v.id WHERE d.hostname = $1 \
              ORDER BY d.id",
-        ))
+            d.text("d.attributes"),
+            d.text_as("v.type"),
+            d.text_as("v.std_board_info"),
+            d.text_as("v.vendor_board_info"),
+            inventory_status(d, "v"),
+        )))
         .bind(host)
         .fetch_all(&mut *tx)
         .await
         .map_err(read_error("devices"))?;
-        let mut attributes = HostAttributes::read(&mut tx, host).await?;
+        let mut attributes = HostAttributes::read(&mut tx, d, host).await?;
         // A device's deployables, by its control path (the first one is the oldest).
         let mut by_cp: BTreeMap<String, Vec<Existing>> = BTreeMap::new();
         for e in existing {
             by_cp.entry(e.control_path_id.clone()).or_default().push(e);
         }
         let mut out = ReportOutcome::default();
-        for d in devices {
-            let first_name = d.deployable_name_on(host);
-            let wanted = d.deployables_on(&first_name);
-            let Some(group) = by_cp.remove(&d.control_path_id) else {
-                let device_id: i64 = sqlx::query_scalar(
-                    &self.backend.sql("INSERT INTO devices (uuid, type, vendor, model, std_board_info, vendor_board_info, hostname, status, created_at, updated_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id"),
-                )
-                .bind(new_uuid())
-                .bind(&d.device_type)
-                .bind(&d.vendor)
-                .bind(&d.model)
-                .bind(&d.std_board_info)
-                .bind(&d.vendor_board_info)
-                .bind(host)
-                .bind(DeviceStatus::Available.as_str())
-                .bind(&at)
-                .bind(&at)
-                .fetch_one(&mut *tx)
-                .await?;
+        for rd in devices {
+            let first_name = rd.deployable_name_on(host);
+            let wanted = rd.deployables_on(&first_name);
+            let Some(group) = by_cp.remove(&rd.control_path_id) else {
+                let device_id = insert_device(&mut tx, d, host, rd, &at).await?;
                 for dep in &wanted {
-                    let cp = &d.control_path_id;
-                    insert_deployable(&mut tx, &mut attributes, host, device_id, cp, dep, &at)
+                    let cp = &rd.control_path_id;
+                    insert_deployable(&mut tx, d, &mut attributes, host, device_id, cp, dep, &at)
                         .await?;
                 }
-                out.added.push(d.control_path_id.clone());
+                out.added.push(rd.control_path_id.clone());
                 continue;
             };
             let (device_id, status) = (group[0].device_id, group[0].status);
             let fields = DeviceFields {
-                device_type: d.device_type.clone(),
-                vendor: d.vendor.clone(),
-                model: d.model.clone(),
-                std_board_info: d.std_board_info.clone(),
-                vendor_board_info: d.vendor_board_info.clone(),
+                device_type: rd.device_type.clone(),
+                vendor: rd.vendor.clone(),
+                model: rd.model.clone(),
+                std_board_info: rd.std_board_info.clone(),
+                vendor_board_info: rd.vendor_board_info.clone(),
             };
             let mut changed = group[0].device != fields || status != DeviceStatus::Available;
             if changed {
-                sqlx::query(
-                    &self.backend.sql("UPDATE devices SET type = $1, vendor = $2, model = $3, std_board_info = $4, vendor_board_info = $5, status = $6, updated_at = $7 WHERE id = $8"),
-                )
-                .bind(&d.device_type)
-                .bind(&d.vendor)
-                .bind(&d.model)
-                .bind(&d.std_board_info)
-                .bind(&d.vendor_board_info)
+                sqlx::query(&d.sql(&format!(
+                    "UPDATE devices SET type = $1, vendor = $2, model = $3, std_board_info = $4, vendor_board_info = $5, {} = $6, updated_at = $7{ts} WHERE id = $8",
+                    inventory_status(d, "devices"),
+                    ts = d.ts(),
+                )))
+                .bind(&rd.device_type)
+                .bind(&rd.vendor)
+                .bind(&rd.model)
+                .bind(&rd.std_board_info)
+                .bind(&rd.vendor_board_info)
                 .bind(DeviceStatus::Available.as_str())
                 .bind(&at)
                 .bind(device_id)
@@ -236,44 +229,39 @@ impl Db {
             let (pairs, added, gone) = pair_deployables(group, &wanted);
             let mut lost_handle = false;
             for (e, dep) in pairs {
-                let diff = sync_deployable(&mut tx, &mut attributes, &e, dep, &at).await?;
+                let diff = sync_deployable(&mut tx, d, &mut attributes, &e, dep, &at).await?;
                 changed |= diff.changed;
                 lost_handle |= diff.lost_handle;
             }
             for dep in added {
-                let cp = &d.control_path_id;
-                insert_deployable(&mut tx, &mut attributes, host, device_id, cp, dep, &at).await?;
+                let cp = &rd.control_path_id;
+                insert_deployable(&mut tx, d, &mut attributes, host, device_id, cp, dep, &at)
+                    .await?;
                 changed = true;
             }
             for e in gone {
-                if in_use_handles(&mut tx, HandlesOf::Deployable(e.dep_id)).await? > 0 {
+                if in_use_handles(&mut tx, d, HandlesOf::Deployable(e.dep_id)).await? > 0 {
                     lost_handle = true;
                 } else {
-                    sqlx::query(&self.backend.sql("DELETE FROM deployables WHERE id = $1"))
-                        .bind(e.dep_id)
-                        .execute(&mut *tx)
-                        .await?;
+                    delete_deployable(&mut tx, d, e.dep_id).await?;
                     changed = true;
                 }
             }
             if lost_handle {
-                let cp = d.control_path_id.clone();
-                drop_in_use(&mut tx, host, status, device_id, cp, &at, &mut out).await?;
+                let cp = rd.control_path_id.clone();
+                drop_in_use(&mut tx, d, host, status, device_id, cp, &at, &mut out).await?;
             } else if changed {
-                out.updated.push(d.control_path_id.clone());
+                out.updated.push(rd.control_path_id.clone());
             } else {
                 out.unchanged += 1;
             }
         }
         for (cp, group) in by_cp {
             let (device_id, status) = (group[0].device_id, group[0].status);
-            if in_use_handles(&mut tx, HandlesOf::Device(device_id)).await? > 0 {
-                drop_in_use(&mut tx, host, status, device_id, cp, &at, &mut out).await?;
+            if in_use_handles(&mut tx, d, HandlesOf::Device(device_id)).await? > 0 {
+                drop_in_use(&mut tx, d, host, status, device_id, cp, &at, &mut out).await?;
             } else {
-                sqlx::query(&self.backend.sql("DELETE FROM devices WHERE id = $1"))
-                    .bind(device_id)
-                    .execute(&mut *tx)
-                    .await?;
+                delete_device(&mut tx, d, device_id).await?;
                 out.removed.push(cp);
             }
         }
@@ -408,6 +396,7 @@ struct DeployableDiff {
 /// reported attributes.
 async fn sync_deployable(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    d: Dialect,
     attributes: &mut HostAttributes,
     e: &Existing,
     dep: &DeployableReport<'_>,
@@ -419,7 +408,7 @@ async fn sync_deployable(
         || e.driver_name.as_deref() != dep.driver_name
         || e.num_accelerators != count
     {
-        sqlx::query(&Backend::of(tx).sql("UPDATE deployables SET driver_name = $1, num_accelerators = $2, name = $3, updated_at = $4 WHERE id = $5"))
+        sqlx::query(&d.sql(&format!("UPDATE deployables SET driver_name = $1, num_accelerators = $2, name = $3, updated_at = $4{} WHERE id = $5", d.ts())))
             .bind(dep.driver_name)
             .bind(count)
             .bind(dep.name)
@@ -429,9 +418,11 @@ async fn sync_deployable(
             .await?;
         changed = true;
     }
-    let handles: Vec<Handle> = sqlx::query_as(&Backend::of(tx).sql(
-        "SELECT id, attach_type, attach_info, in_use FROM attach_handles WHERE deployable_id = $1",
-    ))
+    let handles: Vec<Handle> = sqlx::query_as(&d.sql(&format!(
+        "SELECT id, {}, attach_info, {} FROM attach_handles WHERE deployable_id = $1",
+        d.text_as("attach_type"),
+        d.flag_as("in_use"),
+    )))
     .bind(e.dep_id)
     .fetch_all(&mut **tx)
     .await
@@ -444,12 +435,12 @@ async fn sync_deployable(
         })
         .collect();
     changed |= attributes
-        .sync(tx, e.dep_id, &e.reported_attributes, dep.attributes, at)
+        .sync(tx, d, e.dep_id, &e.reported_attributes, dep.attributes, at)
         .await?;
     for (attach_type, attach_info) in dep.handles {
         let key = (attach_type.clone(), handle_identity(attach_info));
         if have.remove(&key).is_none() {
-            insert_handle(tx, e.dep_id, attach_type, attach_info, at).await?;
+            insert_handle(tx, d, e.dep_id, attach_type, attach_info, at).await?;
             changed = true;
         }
     }
@@ -458,7 +449,7 @@ async fn sync_deployable(
         if in_use {
             lost_handle = true;
         } else {
-            sqlx::query(&Backend::of(tx).sql("DELETE FROM attach_handles WHERE id = $1"))
+            sqlx::query(&d.sql("DELETE FROM attach_handles WHERE id = $1"))
                 .bind(id)
                 .execute(&mut **tx)
                 .await?;
@@ -472,8 +463,10 @@ async fn sync_deployable(
 }
 
 /// Adds a reported deployable of device `device_id`, with its handles and attributes.
+#[allow(clippy::too_many_arguments)]
 async fn insert_deployable(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    d: Dialect,
     attributes: &mut HostAttributes,
     host: &str,
     device_id: i64,
@@ -482,8 +475,8 @@ async fn insert_deployable(
     at: &str,
 ) -> Result<(), DbError> {
     let dep_id: i64 = sqlx::query_scalar(
-        &Backend::of(tx).sql("INSERT INTO deployables (uuid, name, device_id, hostname, control_path_id, num_accelerators, driver_name, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id"),
+        &d.sql(&format!("INSERT INTO deployables (uuid, name, device_id, hostname, control_path_id, num_accelerators, driver_name, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8{ts}, $9{ts}) RETURNING id", ts = d.ts())),
     )
     .bind(new_uuid())
     .bind(dep.name)
@@ -497,10 +490,10 @@ async fn insert_deployable(
     .fetch_one(&mut **tx)
     .await?;
     for (attach_type, attach_info) in dep.handles {
-        insert_handle(tx, dep_id, attach_type, attach_info, at).await?;
+        insert_handle(tx, d, dep_id, attach_type, attach_info, at).await?;
     }
     attributes
-        .sync(tx, dep_id, "{}", dep.attributes, at)
+        .sync(tx, d, dep_id, "{}", dep.attributes, at)
         .await?;
     Ok(())
 }
@@ -515,20 +508,22 @@ enum HandlesOf {
 /// How many handles in use a deployable or a whole device has.
 async fn in_use_handles(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    d: Dialect,
     of: HandlesOf,
 ) -> Result<i64, DbError> {
+    let yes = d.yes();
     let (sql, id) = match of {
         HandlesOf::Deployable(id) => (
-            "SELECT COUNT(*) AS n FROM attach_handles WHERE deployable_id = $1 AND in_use = 1",
+            format!("SELECT COUNT(*) AS n FROM attach_handles WHERE deployable_id = $1 AND in_use = {yes}"),
             id,
         ),
         HandlesOf::Device(id) => (
-            "SELECT COUNT(*) AS n FROM attach_handles h JOIN deployables d ON h.deployable_id = d.id \
-             WHERE d.device_id = $1 AND h.in_use = 1",
+            format!("SELECT COUNT(*) AS n FROM attach_handles h JOIN deployables d ON h.deployable_id = d.id \
+             WHERE d.device_id = $1 AND h.in_use = {yes}"),
             id,
         ),
     };
-    Ok(sqlx::query_scalar(&Backend::of(tx).sql(sql))
+    Ok(sqlx::query_scalar(&d.sql(&sql))
         .bind(id)
         .fetch_one(&mut **tx)
         .await?)
@@ -542,11 +537,17 @@ struct HostAttributes {
 }
 
 impl HostAttributes {
-    async fn read(tx: &mut sqlx::Transaction<'_, sqlx::Any>, host: &str) -> Result<Self, DbError> {
-        let found: Vec<Attribute> = sqlx::query_as(&Backend::of(tx).sql(
-            "SELECT a.id, a.deployable_id, a.key, a.value FROM attributes a \
+    async fn read(
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        d: Dialect,
+        host: &str,
+    ) -> Result<Self, DbError> {
+        let found: Vec<Attribute> = sqlx::query_as(&d.sql(&format!(
+            "SELECT a.id, a.deployable_id, {} AS \"key\", {} AS value FROM attributes a \
              JOIN deployables d ON a.deployable_id = d.id WHERE d.hostname = $1",
-        ))
+            d.text("a.\"key\""),
+            d.text("a.value"),
+        )))
         .bind(host)
         .fetch_all(&mut **tx)
         .await
@@ -566,6 +567,7 @@ impl HostAttributes {
     async fn sync(
         &mut self,
         tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        d: Dialect,
         deployable_id: i64,
         previously: &str,
         reported: &BTreeMap<String, String>,
@@ -581,10 +583,10 @@ impl HostAttributes {
             match rows.get(key) {
                 Some((_, have)) if have == value => {}
                 Some((id, _)) => {
-                    sqlx::query(
-                        &Backend::of(tx)
-                            .sql("UPDATE attributes SET value = $1, updated_at = $2 WHERE id = $3"),
-                    )
+                    sqlx::query(&d.sql(&format!(
+                        "UPDATE attributes SET value = $1, updated_at = $2{} WHERE id = $3",
+                        d.ts()
+                    )))
                     .bind(value)
                     .bind(at)
                     .bind(id)
@@ -593,14 +595,14 @@ impl HostAttributes {
                     changed = true;
                 }
                 None => {
-                    insert_attribute(tx, deployable_id, key, value, at).await?;
+                    insert_attribute(tx, d, deployable_id, key, value, at).await?;
                     changed = true;
                 }
             }
         }
         for key in previously.keys().filter(|k| !reported.contains_key(*k)) {
             if let Some((id, _)) = rows.get(key) {
-                sqlx::query(&Backend::of(tx).sql("DELETE FROM attributes WHERE id = $1"))
+                sqlx::query(&d.sql("DELETE FROM attributes WHERE id = $1"))
                     .bind(id)
                     .execute(&mut **tx)
                     .await?;
@@ -608,9 +610,7 @@ impl HostAttributes {
             }
         }
         if previously != *reported {
-            sqlx::query(
-                &Backend::of(tx).sql("UPDATE deployables SET attributes = $1 WHERE id = $2"),
-            )
+            sqlx::query(&d.sql("UPDATE deployables SET attributes = $1 WHERE id = $2"))
             .bind(
                 serde_json::to_string(reported).map_err(|e| DbError::Invalid {
                     what: "report",
@@ -628,23 +628,167 @@ impl HostAttributes {
 
 async fn insert_handle(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    d: Dialect,
     deployable_id: i64,
     attach_type: &str,
     attach_info: &str,
     at: &str,
 ) -> Result<(), DbError> {
-    sqlx::query(
-        &Backend::of(tx).sql("INSERT INTO attach_handles (uuid, deployable_id, in_use, attach_type, attach_info, created_at, updated_at) \
-         VALUES ($1, $2, 0, $3, $4, $5, $6)"),
-    )
-    .bind(new_uuid())
-    .bind(deployable_id)
-    .bind(attach_type)
-    .bind(attach_info)
-    .bind(at)
-    .bind(at)
-    .execute(&mut **tx)
-    .await?;
+    // On Cyborg's schema a handle names its device's control path (`cpid_id`, NOT NULL);
+    // accel's history fills it by a trigger.
+    let (cpid_column, cpid_value) = match d.schema {
+        Schema::Accel => ("", ""),
+        Schema::Cyborg17 => (
+            ", cpid_id",
+            ", (SELECT MIN(c.id) FROM controlpath_ids c JOIN deployables dd \
+             ON dd.device_id = c.device_id WHERE dd.id = $7)",
+        ),
+    };
+    let query = format!(
+        "INSERT INTO attach_handles (uuid, deployable_id, in_use, attach_type, attach_info, created_at, updated_at{cpid_column}) \
+         VALUES ($1, $2, {no}, $3, $4, $5{ts}, $6{ts}{cpid_value})",
+        no = d.no(),
+        ts = d.ts(),
+    );
+    let query = d.sql(&query);
+    let mut query = sqlx::query(&query)
+        .bind(new_uuid())
+        .bind(deployable_id)
+        .bind(attach_type)
+        .bind(attach_info)
+        .bind(at)
+        .bind(at);
+    if d.schema == Schema::Cyborg17 {
+        query = query.bind(deployable_id);
+    }
+    query.execute(&mut **tx).await?;
+    Ok(())
+}
+
+/// accel's inventory state of the devices aliased `alias` (`devices` for the table
+/// itself): `status` on accel's schema, `inventory_status` on Cyborg's (whose `status`
+/// is the operator's disable).
+pub(super) fn inventory_status(d: Dialect, alias: &str) -> String {
+    let column = match d.schema {
+        Schema::Accel => "status",
+        Schema::Cyborg17 => "inventory_status",
+    };
+    if alias == "devices" {
+        column.to_owned()
+    } else {
+        format!("{alias}.{column}")
+    }
+}
+
+/// Adds a reported device (and, on Cyborg's schema, its control path, which its handles
+/// name); its id. Cyborg's schema keys a device's control path by its PCI address, so
+/// there a control path that is not one (`DDDD:BB:DD.F`) is refused.
+async fn insert_device(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    d: Dialect,
+    host: &str,
+    rd: &ReportedDevice,
+    at: &str,
+) -> Result<i64, DbError> {
+    let query = match d.schema {
+        Schema::Accel => "INSERT INTO devices (uuid, type, vendor, model, std_board_info, vendor_board_info, hostname, status, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id".to_owned(),
+        // Cyborg's own columns as Cyborg 17's conductor fills them for a new device:
+        // enabled, and `available` for its cleaning lifecycle.
+        Schema::Cyborg17 => format!(
+            "INSERT INTO devices (uuid, type, vendor, model, std_board_info, vendor_board_info, hostname, inventory_status, created_at, updated_at, status, device_state) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9{ts}, $10{ts}, 'enabled', 'available') RETURNING id",
+            ts = d.ts()
+        ),
+    };
+    let device_id: i64 = sqlx::query_scalar(&d.sql(&query))
+        .bind(new_uuid())
+        .bind(&rd.device_type)
+        .bind(&rd.vendor)
+        .bind(&rd.model)
+        .bind(&rd.std_board_info)
+        .bind(&rd.vendor_board_info)
+        .bind(host)
+        .bind(DeviceStatus::Available.as_str())
+        .bind(at)
+        .bind(at)
+        .fetch_one(&mut **tx)
+        .await?;
+    if d.schema == Schema::Cyborg17 {
+        let info = crate::cyborg::cpid_info_text(&rd.control_path_id).ok_or_else(|| {
+            DbError::Invalid {
+                what: "report",
+                why: format!(
+                    "device control path {:?} is not a PCI address (DDDD:BB:DD.F)",
+                    super::shown(&rd.control_path_id)
+                ),
+            }
+        })?;
+        sqlx::query(&d.sql(&format!(
+            "INSERT INTO controlpath_ids (uuid, device_id, cpid_type, cpid_info, created_at, updated_at) \
+             VALUES ($1, $2, 'PCI', $3, $4{ts}, $5{ts})",
+            ts = d.ts()
+        )))
+        .bind(new_uuid())
+        .bind(device_id)
+        .bind(info)
+        .bind(at)
+        .bind(at)
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(device_id)
+}
+
+/// Deletes a deployable not in use. accel's schema deletes its handles and attributes
+/// by cascade; Cyborg's does not, so there they go first, each by the deployable's index
+/// (a delete through a subquery locks far more on MySQL, and deadlocked concurrent
+/// reports of other hosts).
+async fn delete_deployable(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    d: Dialect,
+    id: i64,
+) -> Result<(), DbError> {
+    if d.schema == Schema::Cyborg17 {
+        for sql in [
+            "DELETE FROM attributes WHERE deployable_id = $1",
+            "DELETE FROM attach_handles WHERE deployable_id = $1",
+        ] {
+            sqlx::query(&d.sql(sql)).bind(id).execute(&mut **tx).await?;
+        }
+    }
+    sqlx::query(&d.sql("DELETE FROM deployables WHERE id = $1"))
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// Deletes a device not in use with everything under it (children first on Cyborg's
+/// schema, as [`delete_deployable`]).
+async fn delete_device(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    d: Dialect,
+    id: i64,
+) -> Result<(), DbError> {
+    if d.schema == Schema::Cyborg17 {
+        let deployables: Vec<i64> =
+            sqlx::query_scalar(&d.sql("SELECT id FROM deployables WHERE device_id = $1"))
+                .bind(id)
+                .fetch_all(&mut **tx)
+                .await?;
+        for deployable in deployables {
+            delete_deployable(tx, d, deployable).await?;
+        }
+        sqlx::query(&d.sql("DELETE FROM controlpath_ids WHERE device_id = $1"))
+            .bind(id)
+            .execute(&mut **tx)
+            .await?;
+    }
+    sqlx::query(&d.sql("DELETE FROM devices WHERE id = $1"))
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
     Ok(())
 }
 
@@ -652,8 +796,10 @@ async fn insert_handle(
 /// `status` before this report: the first time it is only marked `missing`; a later
 /// report still without it (the device is `missing` or `lost`) confirms the loss:
 /// `lost`. Either way the device and its handles stay, as the instance still has them.
+#[allow(clippy::too_many_arguments)]
 async fn drop_in_use(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    d: Dialect,
     host: &str,
     status: DeviceStatus,
     device_id: i64,
@@ -668,9 +814,11 @@ async fn drop_in_use(
         DeviceStatus::Missing
     };
     if status != to {
-        sqlx::query(
-            &Backend::of(tx).sql("UPDATE devices SET status = $1, updated_at = $2 WHERE id = $3"),
-        )
+        sqlx::query(&d.sql(&format!(
+            "UPDATE devices SET {} = $1, updated_at = $2{} WHERE id = $3",
+            inventory_status(d, "devices"),
+            d.ts(),
+        )))
         .bind(to.as_str())
         .bind(at)
         .bind(device_id)

@@ -1,0 +1,182 @@
+//! What a query's text depends on: the backend (placeholders, upserts) and the schema
+//! ([`Schema::Accel`], accel's own history, or [`Schema::Cyborg17`], Cyborg 17's tables
+//! and column types plus accel's additions).
+//!
+//! On Cyborg's schema the columns have Cyborg's types, which sqlx's Any driver does not
+//! all read or write as accel's own do: times are `DATETIME` (SQLite, MySQL) or
+//! `TIMESTAMP` (PostgreSQL), flags `BOOLEAN` (PostgreSQL's a type of its own), and
+//! MySQL's `ENUM` and `TEXT` columns arrive as bytes. So a query names such a column
+//! through these helpers, which are the column itself on accel's schema. Times are
+//! written in Cyborg's form (`YYYY-MM-DD HH:MM:SS.ffffff`, UTC without a zone, as
+//! oslo.db writes them) and read in Python's `isoformat()` of the aware time
+//! (`2026-12-06T12:00:01.250000+00:00`), what Cyborg 17's API shows and an RFC 3339
+//! parser reads.
+
+use super::{Backend, Schema};
+use std::borrow::Cow;
+
+/// A backend and the schema its database holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dialect {
+    /// The database.
+    pub backend: Backend,
+    /// Its schema.
+    pub schema: Schema,
+}
+
+impl Dialect {
+    /// `text` with this backend's placeholders ([`Backend::sql`]).
+    pub fn sql(self, text: &str) -> Cow<'_, str> {
+        self.backend.sql(text)
+    }
+
+    fn cyborg(self) -> bool {
+        self.schema == Schema::Cyborg17
+    }
+
+    /// The stored form of the time `t`.
+    pub fn time_text(self, t: chrono::DateTime<chrono::Utc>) -> String {
+        if self.cyborg() {
+            t.naive_utc().format("%Y-%m-%d %H:%M:%S%.6f").to_string()
+        } else {
+            super::timestamp(t)
+        }
+    }
+
+    /// The time stored as `stored` (written by [`Dialect::now`] or
+    /// [`Dialect::time_text`]) as a query reads it ([`Dialect::time`]).
+    pub fn shown_time(self, stored: &str) -> String {
+        if !self.cyborg() {
+            return stored.to_owned();
+        }
+        let iso = format!("{}+00:00", stored.replacen(' ', "T", 1));
+        iso.replacen(".000000+", "+", 1)
+    }
+
+    /// Now, in the stored form.
+    pub fn now(self) -> String {
+        self.time_text(chrono::Utc::now())
+    }
+
+    /// What follows the placeholder of a time written or compared (`updated_at =
+    /// $7{ts}`): PostgreSQL's `TIMESTAMP` takes no text argument without a cast. (The
+    /// placeholder stays in the query's literal, so every literal keeps its `$1..$n` in
+    /// order.)
+    pub fn ts(self) -> &'static str {
+        match (self.schema, self.backend) {
+            (Schema::Cyborg17, Backend::Postgres) => "::timestamp",
+            _ => "",
+        }
+    }
+
+    /// The time column `col` read as text (`''` when unset on Cyborg's schema, whose
+    /// times may be null; accel's never are).
+    pub fn time(self, col: &str) -> String {
+        if !self.cyborg() {
+            return col.to_owned();
+        }
+        // Python's isoformat() leaves out a zero fraction.
+        let iso = match self.backend {
+            Backend::Sqlite => format!("replace(CAST({col} AS TEXT), ' ', 'T') || '+00:00'"),
+            Backend::Postgres => {
+                format!("to_char({col}, 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')")
+            }
+            Backend::Mysql => format!("DATE_FORMAT({col}, '%Y-%m-%dT%H:%i:%s.%f+00:00')"),
+        };
+        format!("COALESCE(REPLACE({iso}, '.000000+', '+'), '')")
+    }
+
+    /// The time column `col` read as text, `AS` itself.
+    pub fn time_as(self, col: &str) -> String {
+        let name = col.rsplit('.').next().unwrap_or(col);
+        if self.cyborg() {
+            format!("{} AS {name}", self.time(col))
+        } else {
+            col.to_owned()
+        }
+    }
+
+    /// The flag column `col` read as 0 or 1.
+    pub fn flag(self, col: &str) -> String {
+        match (self.schema, self.backend) {
+            (Schema::Accel, _) => col.to_owned(),
+            (Schema::Cyborg17, Backend::Mysql) => format!("CAST(COALESCE({col}, 0) AS SIGNED)"),
+            (Schema::Cyborg17, Backend::Postgres) => {
+                format!("CAST(COALESCE({col}, FALSE) AS INTEGER)")
+            }
+            (Schema::Cyborg17, Backend::Sqlite) => format!("CAST(COALESCE({col}, 0) AS INTEGER)"),
+        }
+    }
+
+    /// The flag column `col` read as 0 or 1, `AS` itself.
+    pub fn flag_as(self, col: &str) -> String {
+        let name = col.rsplit('.').next().unwrap_or(col);
+        if self.cyborg() {
+            format!("{} AS {name}", self.flag(col))
+        } else {
+            col.to_owned()
+        }
+    }
+
+    /// The literal a flag column is set to or compared with (`in_use = {yes}`):
+    /// PostgreSQL's `BOOLEAN` compares with no integer.
+    pub fn yes(self) -> &'static str {
+        if self.cyborg() {
+            "TRUE"
+        } else {
+            "1"
+        }
+    }
+
+    /// See [`Dialect::yes`].
+    pub fn no(self) -> &'static str {
+        if self.cyborg() {
+            "FALSE"
+        } else {
+            "0"
+        }
+    }
+
+    /// The text column `col` (MySQL's `TEXT` or `ENUM` on Cyborg's schema) read as
+    /// text.
+    pub fn text(self, col: &str) -> String {
+        match (self.schema, self.backend) {
+            (Schema::Cyborg17, Backend::Mysql) => format!("CAST({col} AS CHAR)"),
+            _ => col.to_owned(),
+        }
+    }
+
+    /// The text column `col` read as text, `AS` itself.
+    pub fn text_as(self, col: &str) -> String {
+        let name = col.rsplit('.').next().unwrap_or(col);
+        match (self.schema, self.backend) {
+            (Schema::Cyborg17, Backend::Mysql) => format!("{} AS {name}", self.text(col)),
+            _ => col.to_owned(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_written_in_each_schemas_form() {
+        let t = chrono::DateTime::parse_from_rfc3339("2026-12-06T12:00:01.25Z")
+            .map(|t| t.with_timezone(&chrono::Utc))
+            .ok();
+        let Some(t) = t else {
+            panic!("a time")
+        };
+        let accel = Dialect {
+            backend: Backend::Sqlite,
+            schema: Schema::Accel,
+        };
+        let cyborg = Dialect {
+            schema: Schema::Cyborg17,
+            ..accel
+        };
+        assert_eq!(accel.time_text(t), "2026-12-06T12:00:01Z");
+        assert_eq!(cyborg.time_text(t), "2026-12-06 12:00:01.250000");
+    }
+}
