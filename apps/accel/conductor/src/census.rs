@@ -62,12 +62,21 @@ impl Db {
 
     /// Counts what the database holds.
     pub async fn census(&self) -> Result<Census, DbError> {
-        let cleanup = self.applied_migrations().await?.contains(&2);
+        let d = self.dialect();
+        // The cleanup columns: accel's migration 2, or accel's additions to Cyborg's
+        // schema (which have them from the start).
+        let cleanup = match d.schema {
+            crate::db::Schema::Accel => self.applied_migrations().await?.contains(&2),
+            crate::db::Schema::Cyborg17 => true,
+        };
         let mut arqs = BTreeMap::new();
-        let counted: Vec<(String, i64)> =
-            sqlx::query_as("SELECT state, COUNT(*) AS n FROM accelerator_requests GROUP BY state")
-                .fetch_all(self.pool())
-                .await?;
+        let counted: Vec<(String, i64)> = sqlx::query_as(&format!(
+            "SELECT {} AS state, COUNT(*) AS n FROM {} GROUP BY state",
+            d.text("state"),
+            d.arqs_table()
+        ))
+        .fetch_all(self.pool())
+        .await?;
         arqs.extend(counted);
         Ok(Census {
             devices: self.count("SELECT COUNT(*) AS n FROM devices").await?,
@@ -76,7 +85,10 @@ impl Db {
                 .count("SELECT COUNT(*) AS n FROM attach_handles")
                 .await?,
             handles_in_use: self
-                .count("SELECT COUNT(*) AS n FROM attach_handles WHERE in_use <> 0")
+                .count(&format!(
+                    "SELECT COUNT(*) AS n FROM attach_handles WHERE in_use = {}",
+                    d.yes()
+                ))
                 .await?,
             handles_cleaning: match cleanup {
                 true => Some(self.handles_in(CleanupState::Cleaning).await?),

@@ -9,7 +9,7 @@
 //! attempt already landed (the reply was lost) is recognised by the revision it left
 //! and answers the same result, so a transition lands exactly once.
 
-use crate::db::{now, read_error, Db, DbError, IntFlag, ParsedOption};
+use crate::db::{read_error, Db, DbError, Dialect, IntFlag, ParsedOption};
 use accel_objects::CleanupState;
 use serde::{Deserialize, Serialize};
 
@@ -60,22 +60,30 @@ pub enum CleanupResult {
     Failed(String),
 }
 
-const SELECT: &str =
-    "SELECT h.id, h.deployable_id, h.uuid, h.attach_type, h.attach_info, h.revision, h.in_use, \
-     h.cleanup_state, h.cleanup_reason, v.id AS device_id, v.uuid AS device_uuid, v.type AS device_type, \
-     d.control_path_id, d.hostname, r.instance_uuid \
-     FROM attach_handles h JOIN deployables d ON h.deployable_id = d.id \
-     JOIN devices v ON d.device_id = v.id \
-     LEFT JOIN accelerator_requests r ON r.attach_handle_id = h.id";
+/// A handle with its device and the instance of the request bound to it.
+fn select(d: Dialect) -> String {
+    format!(
+        "SELECT h.id, h.deployable_id, h.uuid, {}, h.attach_info, h.revision, {}, \
+         h.cleanup_state, {}, v.id AS device_id, v.uuid AS device_uuid, {} AS device_type, \
+         d.control_path_id, d.hostname, r.instance_uuid \
+         FROM attach_handles h JOIN deployables d ON h.deployable_id = d.id \
+         JOIN devices v ON d.device_id = v.id \
+         LEFT JOIN {} r ON r.attach_handle_id = h.id",
+        d.text_as("h.attach_type"),
+        d.flag_as("h.in_use"),
+        d.text_as("h.cleanup_reason"),
+        d.text("v.type"),
+        d.arqs_table(),
+    )
+}
 
 impl Db {
     /// Every attach handle of `host`, in one query (one RPC for an agent).
     pub async fn host_handles(&self, host: &str) -> Result<Vec<HostHandle>, DbError> {
-        sqlx::query_as(
-            &self
-                .backend()
-                .sql(&format!("{SELECT} WHERE d.hostname = $1 ORDER BY h.id")),
-        )
+        sqlx::query_as(&self.backend().sql(&format!(
+            "{} WHERE d.hostname = $1 ORDER BY h.id",
+            select(self.dialect())
+        )))
         .bind(host)
         .fetch_all(self.pool())
         .await
@@ -85,7 +93,8 @@ impl Db {
     /// The handles of `host` in `cleaning`: what its agent must (still) clean.
     pub async fn cleaning_handles(&self, host: &str) -> Result<Vec<HostHandle>, DbError> {
         sqlx::query_as(&self.backend().sql(&format!(
-            "{SELECT} WHERE d.hostname = $1 AND h.cleanup_state = $2 ORDER BY h.id"
+            "{} WHERE d.hostname = $1 AND h.cleanup_state = $2 ORDER BY h.id",
+            select(self.dialect())
         )))
         .bind(host)
         .bind(CleanupState::Cleaning.as_str())
@@ -116,12 +125,14 @@ impl Db {
         let mut cleared = Vec::with_capacity(failed.len());
         for h in failed {
             // Each only from `error` at the revision read: a concurrent change wins.
-            let done = sqlx::query(&self.backend().sql(
+            let d = self.dialect();
+            let done = sqlx::query(&d.sql(&format!(
                 "UPDATE attach_handles SET cleanup_state = NULL, cleanup_reason = NULL, \
-                 revision = revision + 1, updated_at = $1 \
+                 revision = revision + 1, updated_at = $1{} \
                  WHERE uuid = $2 AND revision = $3 AND cleanup_state = $4",
-            ))
-            .bind(now())
+                d.ts()
+            )))
+            .bind(d.now())
             .bind(&h.uuid)
             .bind(h.revision)
             .bind(CleanupState::Error.as_str())
@@ -139,15 +150,19 @@ impl Db {
 
     /// One handle.
     pub async fn host_handle(&self, uuid: &str) -> Result<HostHandle, DbError> {
-        sqlx::query_as(&self.backend().sql(&format!("{SELECT} WHERE h.uuid = $1")))
-            .bind(uuid)
-            .fetch_optional(self.pool())
-            .await
-            .map_err(read_error("attach_handles"))?
-            .ok_or_else(|| DbError::NotFound {
-                kind: "attach handle",
-                id: uuid.to_owned(),
-            })
+        sqlx::query_as(
+            &self
+                .backend()
+                .sql(&format!("{} WHERE h.uuid = $1", select(self.dialect()))),
+        )
+        .bind(uuid)
+        .fetch_optional(self.pool())
+        .await
+        .map_err(read_error("attach_handles"))?
+        .ok_or_else(|| DbError::NotFound {
+            kind: "attach handle",
+            id: uuid.to_owned(),
+        })
     }
 
     /// Replaces an unallocated handle's attach info if its revision is still
@@ -159,12 +174,15 @@ impl Db {
         expected_revision: i64,
         attach_info: &str,
     ) -> Result<HostHandle, DbError> {
-        let updated = sqlx::query(&self.backend().sql(
-            "UPDATE attach_handles SET attach_info = $1, revision = revision + 1, updated_at = $2 \
-             WHERE uuid = $3 AND revision = $4 AND in_use = 0",
-        ))
+        let d = self.dialect();
+        let updated = sqlx::query(&d.sql(&format!(
+            "UPDATE attach_handles SET attach_info = $1, revision = revision + 1, updated_at = $2{} \
+             WHERE uuid = $3 AND revision = $4 AND in_use = {}",
+            d.ts(),
+            d.no()
+        )))
         .bind(attach_info)
-        .bind(now())
+        .bind(d.now())
         .bind(uuid)
         .bind(expected_revision)
         .execute(self.pool())
@@ -210,12 +228,14 @@ impl Db {
             });
         }
         let marker = started_marker(expected_revision, claim);
-        let updated = sqlx::query(
-            &self.backend().sql("UPDATE attach_handles SET cleanup_reason = $1, revision = revision + 1, updated_at = $2 \
-             WHERE uuid = $3 AND revision = $4 AND cleanup_state = $5"),
-        )
+        let d = self.dialect();
+        let updated = sqlx::query(&d.sql(&format!(
+            "UPDATE attach_handles SET cleanup_reason = $1, revision = revision + 1, updated_at = $2{} \
+             WHERE uuid = $3 AND revision = $4 AND cleanup_state = $5",
+            d.ts()
+        )))
         .bind(&marker)
-        .bind(now())
+        .bind(d.now())
         .bind(uuid)
         .bind(expected_revision)
         .bind(CleanupState::Cleaning.as_str())
@@ -256,14 +276,16 @@ impl Db {
             CleanupResult::Clean => (None, None),
             CleanupResult::Failed(why) => (Some(CleanupState::Error), Some(stored_reason(why))),
         };
-        let updated = sqlx::query(&self.backend().sql(
+        let d = self.dialect();
+        let updated = sqlx::query(&d.sql(&format!(
             "UPDATE attach_handles SET cleanup_state = $1, cleanup_reason = $2, \
-             revision = revision + 1, updated_at = $3 \
+             revision = revision + 1, updated_at = $3{} \
              WHERE uuid = $4 AND revision = $5 AND cleanup_state = $6",
-        ))
+            d.ts()
+        )))
         .bind(state.map(CleanupState::as_str))
         .bind(reason)
-        .bind(now())
+        .bind(d.now())
         .bind(uuid)
         .bind(expected_revision)
         .bind(CleanupState::Cleaning.as_str())

@@ -109,7 +109,9 @@ pub async fn make_schema(db: &mut Db) {
             db.migrate().await.expect("migrate");
         }
         crate::db::Schema::Cyborg17 => {
-            db.sync_on_cyborg17().await.expect("accel's schema on Cyborg 17's");
+            db.sync_on_cyborg17()
+                .await
+                .expect("accel's schema on Cyborg 17's");
         }
     }
 }

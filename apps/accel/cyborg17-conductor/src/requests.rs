@@ -135,66 +135,6 @@ impl From<sqlx::Error> for RequestError {
     }
 }
 
-/// Python's `json.dumps` of a JSON value with its default separators (`", "`, `": "`)
-/// and `ensure_ascii`: the text Cyborg writes into `profile_json`.
-pub fn python_json(value: &Value) -> String {
-    fn string(s: &str, out: &mut String) {
-        out.push('"');
-        for c in s.chars() {
-            match c {
-                '"' => out.push_str("\\\""),
-                '\\' => out.push_str("\\\\"),
-                '\n' => out.push_str("\\n"),
-                '\r' => out.push_str("\\r"),
-                '\t' => out.push_str("\\t"),
-                '\u{08}' => out.push_str("\\b"),
-                '\u{0c}' => out.push_str("\\f"),
-                c if (c as u32) < 0x20 || (c as u32) > 0x7e => {
-                    let mut buf = [0u16; 2];
-                    for unit in c.encode_utf16(&mut buf) {
-                        out.push_str(&format!("\\u{unit:04x}"));
-                    }
-                }
-                c => out.push(c),
-            }
-        }
-        out.push('"');
-    }
-    fn walk(v: &Value, out: &mut String) {
-        match v {
-            Value::Null => out.push_str("null"),
-            Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-            Value::Number(n) => out.push_str(&n.to_string()),
-            Value::String(s) => string(s, out),
-            Value::Array(items) => {
-                out.push('[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push_str(", ");
-                    }
-                    walk(item, out);
-                }
-                out.push(']');
-            }
-            Value::Object(map) => {
-                out.push('{');
-                for (i, (k, item)) in map.iter().enumerate() {
-                    if i > 0 {
-                        out.push_str(", ");
-                    }
-                    string(k, out);
-                    out.push_str(": ");
-                    walk(item, out);
-                }
-                out.push('}');
-            }
-        }
-    }
-    let mut out = String::new();
-    walk(value, &mut out);
-    out
-}
-
 /// A stored time (`YYYY-MM-DD HH:MM:SS[.ffffff]`, UTC) as an object field.
 fn time(text: Option<String>) -> Result<Option<DateTime>, RequestError> {
     let Some(text) = text else { return Ok(None) };
@@ -424,7 +364,8 @@ impl Requests {
             .get()
             .cloned()
             .unwrap_or_else(|| Uuid::new_v4().to_string());
-        let profile_json = python_json(&serde_json::json!({ "groups": groups }));
+        let profile_json =
+            accel_cyborg17::schema::python_json(&serde_json::json!({ "groups": groups }));
         let sql = format!(
             "INSERT INTO device_profiles (created_at, uuid, name, profile_json, description) \
              VALUES (?, ?, ?, ?, ?) RETURNING {}",
@@ -823,24 +764,5 @@ impl Requests {
             self.delete_row(&row).await?;
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn profile_json_is_pythons_text() {
-        let v = json!({"groups": [{"resources:FPGA": "1", "trait:CUSTOM_X": "required"}]});
-        assert_eq!(
-            python_json(&v),
-            r#"{"groups": [{"resources:FPGA": "1", "trait:CUSTOM_X": "required"}]}"#
-        );
-        assert_eq!(
-            python_json(&json!(["é", null, 2])),
-            r#"["\u00e9", null, 2]"#
-        );
     }
 }

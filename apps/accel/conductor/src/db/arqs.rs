@@ -2,10 +2,11 @@
 //! between requests and devices.
 
 use super::profiles::lock_profile;
+use super::reports::inventory_status;
 use super::sql::Sql;
-use super::{after_marker, check_binding, check_len, new_uuid, now, page_limit, read_error};
-use super::{rp_uuid, shown, timestamp};
-use super::{ArqRow, Backend, Db, DbError, DeviceStatus, ListFilter};
+use super::{after_marker, check_binding, check_len, new_uuid, page_limit, read_error};
+use super::{rp_uuid, shown};
+use super::{ArqRow, Db, DbError, DeviceStatus, Dialect, ListFilter, Schema};
 use crate::lifecycle::ArqState;
 use accel_objects::CleanupState;
 use std::collections::BTreeMap;
@@ -74,23 +75,33 @@ impl Db {
             });
         }
         let uuid = new_uuid();
-        let at = now();
+        let d = self.dialect();
+        let at = d.now();
         let mut tx = self.pool.begin().await?;
         // A profile deleted meanwhile is NotFound here, never an orphan request.
         lock_profile(&mut tx, &p).await?;
-        sqlx::query(
-            &self.backend.sql("INSERT INTO accelerator_requests (uuid, state, device_profile_name, device_profile_group_id, project_id, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)"),
-        )
-        .bind(&uuid)
-        .bind(ArqState::Initial.as_str())
-        .bind(&p.name)
-        .bind(group_id)
-        .bind(project_id)
-        .bind(&at)
-        .bind(&at)
-        .execute(&mut *tx)
-        .await?;
+        let insert = match d.schema {
+            Schema::Accel => "INSERT INTO accelerator_requests (uuid, state, device_profile_name, device_profile_group_id, project_id, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)".to_owned(),
+            // Cyborg's: the profile by id, and the one substate Cyborg 17 has.
+            Schema::Cyborg17 => format!("INSERT INTO extended_accelerator_requests (uuid, state, device_profile_id, device_profile_group_id, project_id, created_at, updated_at, substate) \
+                 VALUES ($1, $2, $3, $4, $5, $6{ts}, $7{ts}, 'Initial')", ts = d.ts()),
+        };
+        let insert = d.sql(&insert);
+        let query = sqlx::query(&insert)
+            .bind(&uuid)
+            .bind(ArqState::Initial.as_str());
+        let query = match d.schema {
+            Schema::Accel => query.bind(p.name.clone()),
+            Schema::Cyborg17 => query.bind(p.id),
+        };
+        query
+            .bind(group_id)
+            .bind(project_id)
+            .bind(&at)
+            .bind(&at)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         self.arq(&uuid).await
     }
@@ -101,14 +112,14 @@ impl Db {
             "{} WHERE r.uuid = $1",
             self.dialect().arq_select()
         )))
-            .bind(uuid)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(read_error("accelerator_requests"))?
-            .ok_or_else(|| DbError::NotFound {
-                kind: "accelerator request",
-                id: shown(uuid),
-            })
+        .bind(uuid)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(read_error("accelerator_requests"))?
+        .ok_or_else(|| DbError::NotFound {
+            kind: "accelerator request",
+            id: shown(uuid),
+        })
     }
 
     /// Requests, optionally of one instance, oldest first.
@@ -142,7 +153,7 @@ impl Db {
         if let Some(project) = filter.project.as_ref().filter(|p| !p.is_empty()) {
             sql.push(" AND r.project_id = ").bind(project.clone());
         }
-        after_marker(&mut sql, "accelerator_requests", "r", filter);
+        after_marker(&mut sql, self.dialect().arqs_table(), "r", filter);
         sql.push(" ORDER BY r.id LIMIT ").bind(page_limit(filter));
         sql.fetch_all("accelerator_requests", &self.pool).await
     }
@@ -155,10 +166,15 @@ impl Db {
         uuid: &str,
         to: ArqState,
     ) -> Result<(), DbError> {
-        let mut sql = Sql::new(self.backend, "UPDATE accelerator_requests SET state = ");
+        let d = self.dialect();
+        let mut sql = Sql::new(
+            self.backend,
+            format!("UPDATE {} SET state = ", d.arqs_table()),
+        );
         sql.bind(to.as_str())
             .push(", updated_at = ")
-            .bind(now())
+            .bind(d.now())
+            .push(d.ts())
             .push(" WHERE uuid = ")
             .bind(uuid.to_owned())
             .push(" AND state IN ")
@@ -170,11 +186,11 @@ impl Db {
         struct Current {
             state: ArqState,
         }
-        let current: Option<Current> = sqlx::query_as(
-            &self
-                .backend
-                .sql("SELECT state FROM accelerator_requests WHERE uuid = $1"),
-        )
+        let current: Option<Current> = sqlx::query_as(&d.sql(&format!(
+            "SELECT {} FROM {} WHERE uuid = $1",
+            d.text_as("state"),
+            d.arqs_table()
+        )))
         .bind(uuid)
         .fetch_optional(&mut **tx)
         .await
@@ -283,10 +299,11 @@ impl Db {
         // find one of its binds in progress and take it for abandoned. The transition
         // is the first statement, a write (see the module docs: SQLite then waits for
         // its write lock here instead of failing when a read would become a write).
+        let d = self.dialect();
         let mut tx = self.pool.begin().await?;
         self.transition(&mut tx, uuid, ArqState::BindStarted)
             .await?;
-        sqlx::query(&self.backend.sql("UPDATE accelerator_requests SET hostname = $1, instance_uuid = $2, device_rp_uuid = $3, project_id = COALESCE($4, project_id) WHERE uuid = $5"))
+        sqlx::query(&d.sql(&format!("UPDATE {} SET hostname = $1, instance_uuid = $2, device_rp_uuid = $3, project_id = COALESCE($4, project_id) WHERE uuid = $5", d.arqs_table())))
             .bind(host)
             .bind(instance_uuid)
             .bind(device_rp_uuid)
@@ -295,12 +312,15 @@ impl Db {
             .execute(&mut *tx)
             .await?;
         let taken = loop {
-            let candidate: Option<i64> = sqlx::query_scalar(
-                &self.backend.sql("SELECT h.id FROM attach_handles h JOIN deployables d ON h.deployable_id = d.id \
+            let candidate: Option<i64> = sqlx::query_scalar(&d.sql(&format!(
+                "SELECT h.id FROM attach_handles h JOIN deployables d ON h.deployable_id = d.id \
                  JOIN devices v ON d.device_id = v.id \
-                 WHERE d.hostname = $1 AND (v.type = $2 OR d.id = $3) AND v.status = $4 AND v.maintaining = 0 AND d.enabled = 1 AND h.in_use = 0 AND h.cleanup_state IS NULL \
-                 ORDER BY h.id LIMIT 1"),
-            )
+                 WHERE d.hostname = $1 AND (v.type = $2 OR d.id = $3) AND {} = $4 AND {} AND d.enabled = 1 AND h.in_use = {} AND h.cleanup_state IS NULL \
+                 ORDER BY h.id LIMIT 1",
+                inventory_status(d, "v"),
+                in_service(d, "v"),
+                d.no(),
+            )))
             .bind(host)
             .bind(&device_type)
             .bind(deployable)
@@ -308,8 +328,13 @@ impl Db {
             .fetch_optional(&mut *tx)
             .await?;
             let Some(id) = candidate else { break None };
-            let won = sqlx::query(&self.backend.sql("UPDATE attach_handles SET in_use = 1, revision = revision + 1, updated_at = $1 WHERE id = $2 AND in_use = 0"))
-                .bind(now())
+            let won = sqlx::query(&d.sql(&format!(
+                "UPDATE attach_handles SET in_use = {yes}, revision = revision + 1, updated_at = $1{ts} WHERE id = $2 AND in_use = {no}",
+                yes = d.yes(),
+                no = d.no(),
+                ts = d.ts(),
+            )))
+                .bind(d.now())
                 .bind(id)
                 .execute(&mut *tx)
                 .await?
@@ -323,15 +348,25 @@ impl Db {
         match taken {
             Some(handle) => {
                 self.transition(&mut tx, uuid, ArqState::Bound).await?;
-                sqlx::query(
-                    &self.backend.sql(
+                // Cyborg's bind also records the handle's deployable.
+                let (sql, with_deployable) = match d.schema {
+                    Schema::Accel => (
                         "UPDATE accelerator_requests SET attach_handle_id = $1 WHERE uuid = $2",
+                        false,
                     ),
-                )
-                .bind(handle)
-                .bind(uuid)
-                .execute(&mut *tx)
-                .await?;
+                    Schema::Cyborg17 => (
+                        "UPDATE extended_accelerator_requests SET attach_handle_id = $1, \
+                         deployable_id = (SELECT h.deployable_id FROM attach_handles h WHERE h.id = $2) \
+                         WHERE uuid = $3",
+                        true,
+                    ),
+                };
+                let sql = d.sql(sql);
+                let mut query = sqlx::query(&sql).bind(handle);
+                if with_deployable {
+                    query = query.bind(handle);
+                }
+                query.bind(uuid).execute(&mut *tx).await?;
                 tx.commit().await?;
                 self.arq(uuid).await
             }
@@ -360,15 +395,17 @@ impl Db {
         if current.state == ArqState::Unbound {
             return Ok(current);
         }
+        let d = self.dialect();
         let mut tx = self.pool.begin().await?;
         self.transition(&mut tx, uuid, ArqState::Unbound).await?;
-        release_handle(&mut tx, uuid, release).await?;
+        release_handle(&mut tx, d, uuid, release).await?;
         // As Cyborg's unbind: the request belongs to no host, instance or provider any
         // more (a failed bind keeps them, for Nova to read it by instance).
-        sqlx::query(&self.backend.sql(
-            "UPDATE accelerator_requests SET hostname = NULL, instance_uuid = NULL, \
+        sqlx::query(&d.sql(&format!(
+            "UPDATE {} SET hostname = NULL, instance_uuid = NULL, \
              device_rp_uuid = NULL WHERE uuid = $1",
-        ))
+            d.arqs_table()
+        )))
         .bind(uuid)
         .execute(&mut *tx)
         .await?;
@@ -401,15 +438,12 @@ impl Db {
             Err(DbError::NotFound { .. }) => return Ok(false),
             Err(e) => return Err(e),
         }
-        release_handle(&mut tx, uuid, release).await?;
-        sqlx::query(
-            &self
-                .backend
-                .sql("DELETE FROM accelerator_requests WHERE uuid = $1"),
-        )
-        .bind(uuid)
-        .execute(&mut *tx)
-        .await?;
+        let d = self.dialect();
+        release_handle(&mut tx, d, uuid, release).await?;
+        sqlx::query(&d.sql(&format!("DELETE FROM {} WHERE uuid = $1", d.arqs_table())))
+            .bind(uuid)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -432,12 +466,14 @@ impl Db {
     /// `Deleting`) for longer than `lease`. The fault campaign (`accel chaos`) checks it
     /// continuously; an operator can run it on a live database.
     pub async fn consistency_violations(&self, lease: Duration) -> Result<Vec<String>, DbError> {
+        let d = self.dialect();
+        let (arqs, yes, no) = (d.arqs_table(), d.yes(), d.no());
         let cutoff =
-            timestamp(chrono::Utc::now() - chrono::Duration::from_std(lease).unwrap_or_default());
+            d.time_text(chrono::Utc::now() - chrono::Duration::from_std(lease).unwrap_or_default());
         let bound = {
             let mut sql = Sql::new(
                 self.backend,
-                "SELECT uuid AS what FROM accelerator_requests WHERE state = ",
+                format!("SELECT uuid AS what FROM {arqs} WHERE state = "),
             );
             sql.bind(ArqState::Bound.as_str())
                 .push(" AND attach_handle_id IS NULL");
@@ -446,43 +482,46 @@ impl Db {
         let stuck = {
             let mut sql = Sql::new(
                 self.backend,
-                "SELECT uuid AS what FROM accelerator_requests WHERE state IN ",
+                format!("SELECT uuid AS what FROM {arqs} WHERE state IN "),
             );
             sql.bind_list([ArqState::BindStarted.as_str(), ArqState::Deleting.as_str()])
                 .push(" AND updated_at < ")
-                .bind(cutoff);
+                .bind(cutoff)
+                .push(d.ts());
             sql
         };
         let checks: [(&str, Sql); 6] = [
             (
                 "handle held by more than one request",
-                Sql::new(self.backend,
-                    "SELECT h.uuid AS what FROM accelerator_requests r \
+                Sql::new(self.backend, format!(
+                    "SELECT h.uuid AS what FROM {arqs} r \
                      JOIN attach_handles h ON r.attach_handle_id = h.id \
                      GROUP BY h.uuid HAVING COUNT(*) > 1",
-                ),
+                )),
             ),
             (
                 "request holding a free handle",
-                Sql::new(self.backend,
-                    "SELECT r.uuid AS what FROM accelerator_requests r \
-                     JOIN attach_handles h ON r.attach_handle_id = h.id WHERE h.in_use = 0",
-                ),
+                Sql::new(self.backend, format!(
+                    "SELECT r.uuid AS what FROM {arqs} r \
+                     JOIN attach_handles h ON r.attach_handle_id = h.id WHERE h.in_use = {no}",
+                )),
             ),
             ("Bound request without a handle", bound),
             (
                 "in-use handle no request holds",
-                Sql::new(self.backend,
-                    "SELECT h.uuid AS what FROM attach_handles h WHERE h.in_use = 1 AND NOT EXISTS \
-                     (SELECT 1 FROM accelerator_requests r WHERE r.attach_handle_id = h.id)",
-                ),
+                Sql::new(self.backend, format!(
+                    "SELECT h.uuid AS what FROM attach_handles h WHERE h.in_use = {yes} AND NOT EXISTS \
+                     (SELECT 1 FROM {arqs} r WHERE r.attach_handle_id = h.id)",
+                )),
             ),
             (
                 "request whose profile is gone",
-                Sql::new(self.backend,
-                    "SELECT r.uuid AS what FROM accelerator_requests r WHERE NOT EXISTS \
+                Sql::new(self.backend, match d.schema {
+                    Schema::Accel => "SELECT r.uuid AS what FROM accelerator_requests r WHERE NOT EXISTS \
                      (SELECT 1 FROM device_profiles p WHERE p.name = r.device_profile_name)",
-                ),
+                    Schema::Cyborg17 => "SELECT r.uuid AS what FROM extended_accelerator_requests r WHERE NOT EXISTS \
+                     (SELECT 1 FROM device_profiles p WHERE p.id = r.device_profile_id)",
+                }),
             ),
             ("request stuck in a transient state past its lease", stuck),
         ];
@@ -514,17 +553,22 @@ impl Db {
     /// a rolling upgrade) or by its crash; a younger one may be a bind still running on
     /// a release N conductor and is left to it.
     pub async fn recover_interrupted_binds(&self, lease: Duration) -> Result<u64, DbError> {
-        let cutoff = timestamp(
+        let d = self.dialect();
+        // The epoch for a lease longer than the clock goes back (MIN_UTC does not fit
+        // a SQL time).
+        let cutoff = d.time_text(
             chrono::Duration::from_std(lease)
                 .ok()
                 .and_then(|lease| chrono::Utc::now().checked_sub_signed(lease))
-                .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC),
+                .unwrap_or(chrono::DateTime::<chrono::Utc>::UNIX_EPOCH),
         );
-        let n = sqlx::query(
-            &self.backend.sql("UPDATE accelerator_requests SET state = $1, updated_at = $2 WHERE state = $3 AND updated_at < $4"),
-        )
+        let n = sqlx::query(&d.sql(&format!(
+            "UPDATE {} SET state = $1, updated_at = $2{ts} WHERE state = $3 AND updated_at < $4{ts}",
+            d.arqs_table(),
+            ts = d.ts()
+        )))
         .bind(ArqState::BindFailed.as_str())
-        .bind(now())
+        .bind(d.now())
         .bind(ArqState::BindStarted.as_str())
         .bind(cutoff)
         .execute(&self.pool)
@@ -547,32 +591,50 @@ pub enum Release {
 
 async fn release_handle(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    d: Dialect,
     uuid: &str,
     release: Release,
 ) -> Result<(), DbError> {
-    sqlx::query(
-        &Backend::of(tx).sql("UPDATE attach_handles SET in_use = 0, updated_at = $1, revision = revision + 1, \
+    sqlx::query(&d.sql(&format!(
+        "UPDATE attach_handles SET in_use = {no}, updated_at = $1{ts}, revision = revision + 1, \
          cleanup_state = CASE WHEN $2 = 1 AND deployable_id IN \
            (SELECT d.id FROM deployables d JOIN devices v ON d.device_id = v.id WHERE v.type = 'SSD') \
            THEN $3 ELSE cleanup_state END, \
          cleanup_reason = CASE WHEN $4 = 1 AND deployable_id IN \
            (SELECT d.id FROM deployables d JOIN devices v ON d.device_id = v.id WHERE v.type = 'SSD') \
            THEN NULL ELSE cleanup_reason END \
-         WHERE id = (SELECT attach_handle_id FROM accelerator_requests WHERE uuid = $5)"),
-    )
-    .bind(now())
+         WHERE id = (SELECT attach_handle_id FROM {arqs} WHERE uuid = $5)",
+        no = d.no(),
+        ts = d.ts(),
+        arqs = d.arqs_table(),
+    )))
+    .bind(d.now())
     .bind(i64::from(release == Release::CleanSsd))
     .bind(CleanupState::Cleaning.as_str())
     .bind(i64::from(release == Release::CleanSsd))
     .bind(uuid)
     .execute(&mut **tx)
     .await?;
-    sqlx::query(
-        &Backend::of(tx)
-            .sql("UPDATE accelerator_requests SET attach_handle_id = NULL WHERE uuid = $1"),
-    )
-    .bind(uuid)
-    .execute(&mut **tx)
-    .await?;
+    // Cyborg's request also names the handle's deployable.
+    let clear = match d.schema {
+        Schema::Accel => "UPDATE accelerator_requests SET attach_handle_id = NULL WHERE uuid = $1",
+        Schema::Cyborg17 => {
+            "UPDATE extended_accelerator_requests SET attach_handle_id = NULL, \
+             deployable_id = NULL WHERE uuid = $1"
+        }
+    };
+    sqlx::query(&d.sql(clear))
+        .bind(uuid)
+        .execute(&mut **tx)
+        .await?;
     Ok(())
+}
+
+/// The condition that the devices aliased `alias` are in service (not taken out by an
+/// operator's disable): accel's `maintaining` flag, or Cyborg's `status`.
+fn in_service(d: Dialect, alias: &str) -> String {
+    match d.schema {
+        Schema::Accel => format!("{alias}.maintaining = 0"),
+        Schema::Cyborg17 => format!("{alias}.status = 'enabled'"),
+    }
 }

@@ -16,7 +16,10 @@ impl Db {
     ) -> Result<Vec<AttributeRow>, DbError> {
         let mut sql = Sql::new(
             self.backend,
-            format!("SELECT {} FROM attributes a WHERE 1 = 1", self.dialect().attribute_columns()),
+            format!(
+                "SELECT {} FROM attributes a WHERE 1 = 1",
+                self.dialect().attribute_columns()
+            ),
         );
         if let Some(id) = deployable_id {
             sql.push(" AND a.deployable_id = ").bind(id);
@@ -31,8 +34,13 @@ impl Db {
 
     /// One attribute by UUID.
     pub async fn attribute(&self, uuid: &str) -> Result<AttributeRow, DbError> {
-        self.one("attributes", &self.dialect().attribute_columns(), "attribute", uuid)
-            .await
+        self.one(
+            "attributes",
+            &self.dialect().attribute_columns(),
+            "attribute",
+            uuid,
+        )
+        .await
     }
 
     /// Creates an attribute of the deployable with this id (Cyborg's `POST

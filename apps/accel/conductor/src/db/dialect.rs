@@ -34,6 +34,15 @@ impl Dialect {
         self.schema == Schema::Cyborg17
     }
 
+    /// The table of accelerator requests: accel's `accelerator_requests` (by profile
+    /// name) or Cyborg's `extended_accelerator_requests` (by profile id).
+    pub fn arqs_table(self) -> &'static str {
+        match self.schema {
+            Schema::Accel => "accelerator_requests",
+            Schema::Cyborg17 => "extended_accelerator_requests",
+        }
+    }
+
     /// The stored form of the time `t`.
     pub fn time_text(self, t: chrono::DateTime<chrono::Utc>) -> String {
         if self.cyborg() {
@@ -165,9 +174,7 @@ mod tests {
         let t = chrono::DateTime::parse_from_rfc3339("2026-12-06T12:00:01.25Z")
             .map(|t| t.with_timezone(&chrono::Utc))
             .ok();
-        let Some(t) = t else {
-            panic!("a time")
-        };
+        let Some(t) = t else { panic!("a time") };
         let accel = Dialect {
             backend: Backend::Sqlite,
             schema: Schema::Accel,

@@ -2,7 +2,7 @@
 //! operator's maintenance switch.
 
 use super::sql::Sql;
-use super::{now, rp_uuid, shown};
+use super::{rp_uuid, shown, Schema};
 use super::{AttachHandleRow, ControlPathRow, Db, DbError, DeployableRow, DeviceRow, ListFilter};
 use std::collections::BTreeMap;
 
@@ -17,14 +17,18 @@ struct Attribute {
 impl Db {
     /// Devices, oldest first.
     pub async fn devices(&self, filter: &ListFilter) -> Result<Vec<DeviceRow>, DbError> {
-        self.page("devices", &self.dialect().device_columns(), filter).await
+        self.page("devices", &self.dialect().device_columns(), filter)
+            .await
     }
 
     /// Every device of `host`, oldest first, however many.
     pub async fn devices_on(&self, host: &str) -> Result<Vec<DeviceRow>, DbError> {
         let mut sql = Sql::new(
             self.backend,
-            format!("SELECT {} FROM devices t WHERE hostname = ", self.dialect().device_columns()),
+            format!(
+                "SELECT {} FROM devices t WHERE hostname = ",
+                self.dialect().device_columns()
+            ),
         );
         sql.bind(host.to_owned()).push(" ORDER BY id");
         sql.fetch_all("devices", &self.pool).await
@@ -32,12 +36,15 @@ impl Db {
 
     /// One device by UUID.
     pub async fn device(&self, uuid: &str) -> Result<DeviceRow, DbError> {
-        self.one("devices", &self.dialect().device_columns(), "device", uuid).await
+        self.one("devices", &self.dialect().device_columns(), "device", uuid)
+            .await
     }
 
     /// Deployables, oldest first.
     pub async fn deployables(&self, filter: &ListFilter) -> Result<Vec<DeployableRow>, DbError> {
-        let mut page = self.page("deployables", &self.dialect().deployable_columns(), filter).await?;
+        let mut page = self
+            .page("deployables", &self.dialect().deployable_columns(), filter)
+            .await?;
         self.complete(&mut page).await?;
         Ok(page)
     }
@@ -55,13 +62,19 @@ impl Db {
         for chunk in hosts.chunks(HOSTS_PER_QUERY) {
             let mut sql = Sql::new(
                 self.backend,
-                format!("SELECT {} FROM devices t WHERE hostname IN ", self.dialect().device_columns()),
+                format!(
+                    "SELECT {} FROM devices t WHERE hostname IN ",
+                    self.dialect().device_columns()
+                ),
             );
             sql.bind_list(chunk.to_vec()).push(" ORDER BY id");
             devices.extend(sql.fetch_all::<DeviceRow, _>("devices", &self.pool).await?);
             let mut sql = Sql::new(
                 self.backend,
-                format!("SELECT {} FROM deployables t WHERE hostname IN ", self.dialect().deployable_columns()),
+                format!(
+                    "SELECT {} FROM deployables t WHERE hostname IN ",
+                    self.dialect().deployable_columns()
+                ),
             );
             sql.bind_list(chunk.to_vec()).push(" ORDER BY id");
             let mut page: Vec<DeployableRow> = sql.fetch_all("deployables", &self.pool).await?;
@@ -74,7 +87,12 @@ impl Db {
     /// One deployable by UUID.
     pub async fn deployable(&self, uuid: &str) -> Result<DeployableRow, DbError> {
         let one = self
-            .one("deployables", &self.dialect().deployable_columns(), "deployable", uuid)
+            .one(
+                "deployables",
+                &self.dialect().deployable_columns(),
+                "deployable",
+                uuid,
+            )
             .await?;
         let mut page = vec![one];
         self.complete(&mut page).await?;
@@ -90,9 +108,14 @@ impl Db {
         if page.is_empty() {
             return Ok(());
         }
+        let d = self.dialect();
         let mut sql = Sql::new(
             self.backend,
-            "SELECT deployable_id, \"key\", value FROM attributes WHERE deployable_id IN ",
+            format!(
+                "SELECT deployable_id, {} AS \"key\", {} FROM attributes WHERE deployable_id IN ",
+                d.text("\"key\""),
+                d.text_as("value"),
+            ),
         );
         sql.bind_list(page.iter().map(|d| d.id).collect::<Vec<_>>());
         let mut by_id: BTreeMap<i64, BTreeMap<String, String>> = BTreeMap::new();
@@ -116,10 +139,15 @@ impl Db {
         &self,
         host: Option<&str>,
     ) -> Result<Vec<AttachHandleRow>, DbError> {
+        let d = self.dialect();
         let mut sql = Sql::new(
             self.backend,
-            "SELECT h.id, h.uuid, h.deployable_id, h.cpid_id, h.in_use, h.attach_type, \
-             h.attach_info FROM attach_handles h JOIN deployables d ON h.deployable_id = d.id",
+            format!(
+                "SELECT h.id, h.uuid, h.deployable_id, h.cpid_id, {}, {}, \
+                 h.attach_info FROM attach_handles h JOIN deployables d ON h.deployable_id = d.id",
+                d.flag_as("h.in_use"),
+                d.text_as("h.attach_type"),
+            ),
         );
         if let Some(host) = host.filter(|h| !h.is_empty()) {
             sql.push(" WHERE d.hostname = ").bind(host.to_owned());
@@ -132,8 +160,11 @@ impl Db {
     pub async fn control_paths(&self, host: Option<&str>) -> Result<Vec<ControlPathRow>, DbError> {
         let mut sql = Sql::new(
             self.backend,
-            "SELECT c.id, c.uuid, c.device_id, c.cpid_type, c.cpid_info \
-             FROM controlpath_ids c JOIN devices v ON c.device_id = v.id",
+            format!(
+                "SELECT c.id, c.uuid, c.device_id, {}, c.cpid_info \
+                 FROM controlpath_ids c JOIN devices v ON c.device_id = v.id",
+                self.dialect().text_as("c.cpid_type"),
+            ),
         );
         if let Some(host) = host.filter(|h| !h.is_empty()) {
             sql.push(" WHERE v.hostname = ").bind(host.to_owned());
@@ -150,16 +181,24 @@ impl Db {
         uuid: &str,
         maintaining: bool,
     ) -> Result<DeviceRow, DbError> {
-        let done = sqlx::query(
-            &self
-                .backend
-                .sql("UPDATE devices SET maintaining = $1, updated_at = $2 WHERE uuid = $3"),
-        )
-        .bind(i64::from(maintaining))
-        .bind(now())
-        .bind(uuid)
-        .execute(&self.pool)
-        .await?;
+        let d = self.dialect();
+        let query = match d.schema {
+            Schema::Accel => {
+                "UPDATE devices SET maintaining = $1, updated_at = $2 WHERE uuid = $3".to_owned()
+            }
+            // Cyborg's disable: its `status`.
+            Schema::Cyborg17 => format!(
+                "UPDATE devices SET status = CASE WHEN $1 = 1 THEN 'maintaining' ELSE 'enabled' END, \
+                 updated_at = $2{} WHERE uuid = $3",
+                d.ts()
+            ),
+        };
+        let done = sqlx::query(&d.sql(&query))
+            .bind(i64::from(maintaining))
+            .bind(d.now())
+            .bind(uuid)
+            .execute(&self.pool)
+            .await?;
         if done.rows_affected() == 0 {
             return Err(DbError::NotFound {
                 kind: "device",

@@ -1,8 +1,8 @@
 //! Device profiles.
 
 use super::sql::Sql;
-use super::{check_len, new_uuid, now, page_limit, read_error, shown};
-use super::{Backend, Db, DbError, DeviceProfileRow, ListFilter};
+use super::{check_len, new_uuid, page_limit, read_error, shown};
+use super::{Backend, Db, DbError, DeviceProfileRow, ListFilter, Schema};
 use std::collections::BTreeMap;
 
 impl Db {
@@ -30,17 +30,30 @@ impl Db {
             .map(crate::groups::normalize)
             .collect::<Result<Vec<_>, _>>()?;
         let uuid = new_uuid();
-        let at = now();
-        let groups_json = serde_json::to_string(&groups).map_err(|e| DbError::Invalid {
-            what: "device profile groups",
-            why: e.to_string(),
-        })?;
-        let id: i64 = sqlx::query_scalar(
-            &self.backend.sql("INSERT INTO device_profiles (uuid, name, \"groups\", description, created_at) VALUES ($1, $2, $3, $4, $5) RETURNING id"),
-        )
+        let d = self.dialect();
+        let at = d.now();
+        // accel's `groups` (the list), or Cyborg's `profile_json` as Cyborg's API writes
+        // it (`{"groups": [...]}`, Python's `json.dumps` text).
+        let (column, stored) = match d.schema {
+            Schema::Accel => (
+                "\"groups\"",
+                serde_json::to_string(&groups).map_err(|e| DbError::Invalid {
+                    what: "device profile groups",
+                    why: e.to_string(),
+                })?,
+            ),
+            Schema::Cyborg17 => (
+                "profile_json",
+                accel_cyborg17::schema::python_json(&serde_json::json!({ "groups": groups })),
+            ),
+        };
+        let id: i64 = sqlx::query_scalar(&d.sql(&format!(
+            "INSERT INTO device_profiles (uuid, name, {column}, description, created_at) VALUES ($1, $2, $3, $4, $5{}) RETURNING id",
+            d.ts()
+        )))
         .bind(&uuid)
         .bind(name)
-        .bind(&groups_json)
+        .bind(&stored)
         .bind(&description)
         .bind(&at)
         .fetch_one(&self.pool)
@@ -52,7 +65,7 @@ impl Db {
             name: name.to_owned(),
             groups,
             description,
-            created_at: at,
+            created_at: d.shown_time(&at),
         })
     }
 
@@ -73,7 +86,10 @@ impl Db {
     ) -> Result<Vec<DeviceProfileRow>, DbError> {
         let mut sql = Sql::new(
             self.backend,
-            format!("SELECT {} FROM device_profiles", self.dialect().profile_columns()),
+            format!(
+                "SELECT {} FROM device_profiles",
+                self.dialect().profile_columns()
+            ),
         );
         // By name, so a marker that names no profile gives an empty page.
         if let Some(marker) = filter.marker.as_ref().filter(|m| !m.is_empty()) {
@@ -116,7 +132,7 @@ impl Db {
             "device profile",
             uuid,
         )
-            .await
+        .await
     }
 
     /// One profile by its name only (what a request records, `device_profile_name`).
@@ -142,15 +158,22 @@ impl Db {
         // The profile's row locked first (`lock_profile`), so a request being created
         // from it either committed before (and is seen below) or waits and finds it gone.
         lock_profile(&mut tx, &profile).await?;
-        let deleted = sqlx::query(&self.backend.sql(
-            "DELETE FROM device_profiles WHERE id = $1 AND NOT EXISTS \
-             (SELECT 1 FROM accelerator_requests WHERE device_profile_name = $2)",
-        ))
-        .bind(profile.id)
-        .bind(&profile.name)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+        let sql = match self.schema {
+            Schema::Accel => self.backend.sql(
+                "DELETE FROM device_profiles WHERE id = $1 AND NOT EXISTS \
+                 (SELECT 1 FROM accelerator_requests WHERE device_profile_name = $2)",
+            ),
+            Schema::Cyborg17 => self.backend.sql(
+                "DELETE FROM device_profiles WHERE id = $1 AND NOT EXISTS \
+                 (SELECT 1 FROM extended_accelerator_requests WHERE device_profile_id = $2)",
+            ),
+        };
+        let query = sqlx::query(&sql).bind(profile.id);
+        let query = match self.schema {
+            Schema::Accel => query.bind(profile.name.clone()),
+            Schema::Cyborg17 => query.bind(profile.id),
+        };
+        let deleted = query.execute(&mut *tx).await?.rows_affected();
         tx.commit().await?;
         if deleted == 0 {
             return Err(DbError::ProfileInUse(profile.name));

@@ -611,15 +611,15 @@ impl HostAttributes {
         }
         if previously != *reported {
             sqlx::query(&d.sql("UPDATE deployables SET attributes = $1 WHERE id = $2"))
-            .bind(
-                serde_json::to_string(reported).map_err(|e| DbError::Invalid {
-                    what: "report",
-                    why: format!("attributes do not serialize: {e}"),
-                })?,
-            )
-            .bind(deployable_id)
-            .execute(&mut **tx)
-            .await?;
+                .bind(
+                    serde_json::to_string(reported).map_err(|e| DbError::Invalid {
+                        what: "report",
+                        why: format!("attributes do not serialize: {e}"),
+                    })?,
+                )
+                .bind(deployable_id)
+                .execute(&mut **tx)
+                .await?;
             changed = true;
         }
         Ok(changed)
@@ -715,15 +715,14 @@ async fn insert_device(
         .fetch_one(&mut **tx)
         .await?;
     if d.schema == Schema::Cyborg17 {
-        let info = crate::cyborg::cpid_info_text(&rd.control_path_id).ok_or_else(|| {
-            DbError::Invalid {
+        let info =
+            crate::cyborg::cpid_info_text(&rd.control_path_id).ok_or_else(|| DbError::Invalid {
                 what: "report",
                 why: format!(
                     "device control path {:?} is not a PCI address (DDDD:BB:DD.F)",
                     super::shown(&rd.control_path_id)
                 ),
-            }
-        })?;
+            })?;
         sqlx::query(&d.sql(&format!(
             "INSERT INTO controlpath_ids (uuid, device_id, cpid_type, cpid_info, created_at, updated_at) \
              VALUES ($1, $2, 'PCI', $3, $4{ts}, $5{ts})",
