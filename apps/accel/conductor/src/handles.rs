@@ -64,14 +64,13 @@ pub enum CleanupResult {
 fn select(d: Dialect) -> String {
     format!(
         "SELECT h.id, h.deployable_id, h.uuid, {}, h.attach_info, h.revision, {}, \
-         h.cleanup_state, {}, v.id AS device_id, v.uuid AS device_uuid, {} AS device_type, \
+         h.cleanup_state, h.cleanup_reason, v.id AS device_id, v.uuid AS device_uuid, {} AS device_type, \
          d.control_path_id, d.hostname, r.instance_uuid \
          FROM attach_handles h JOIN deployables d ON h.deployable_id = d.id \
          JOIN devices v ON d.device_id = v.id \
          LEFT JOIN {} r ON r.attach_handle_id = h.id",
         d.text_as("h.attach_type"),
         d.flag_as("h.in_use"),
-        d.text_as("h.cleanup_reason"),
         d.text("v.type"),
         d.arqs_table(),
     )

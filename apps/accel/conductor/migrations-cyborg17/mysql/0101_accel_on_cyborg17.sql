@@ -6,7 +6,8 @@
 -- services (and accel's release N, which is Cyborg 17 in Rust) keep writing these
 -- tables as they always have, and triggers fill what accel needs from what they write.
 -- accel's own tables take the database's character set, as Cyborg's do, so comparing
--- their host names with Cyborg's needs no conversion.
+-- their host names with Cyborg's needs no conversion. accel's added text columns are
+-- VARCHARs, which sqlx's Any driver reads as text (it hands MySQL's TEXT over as bytes).
 -- docs/cyborg-compatibility.md, "accel's schema on Cyborg 17's", explains each column.
 
 -- devices: accel's inventory state beside Cyborg's `status` and `device_state`.
@@ -17,7 +18,7 @@ ALTER TABLE devices ADD COLUMN inventory_status VARCHAR(16) NOT NULL DEFAULT 'av
 -- applied report's attributes, and whether Placement may allocate it.
 ALTER TABLE deployables ADD COLUMN hostname VARCHAR(255),
     ADD COLUMN control_path_id VARCHAR(255),
-    ADD COLUMN attributes TEXT NOT NULL DEFAULT '{}',
+    ADD COLUMN attributes VARCHAR(8192) NOT NULL DEFAULT '{}',
     ADD COLUMN enabled BIGINT NOT NULL DEFAULT 1;
 
 -- A control path's PCI address (`0000:5e:00.0`) from Cyborg's `cpid_info` JSON; null
@@ -54,7 +55,7 @@ END;
 -- NVMe cleanup's state and failure reason. A handle is one per address of a deployable.
 ALTER TABLE attach_handles ADD COLUMN revision BIGINT NOT NULL DEFAULT 0,
     ADD COLUMN cleanup_state VARCHAR(16),
-    ADD COLUMN cleanup_reason TEXT,
+    ADD COLUMN cleanup_reason VARCHAR(4096),
     ADD UNIQUE KEY attach_handles_deployable_info (deployable_id, attach_info);
 
 -- attributes: a key once per deployable (the API's create refuses a second). Cyborg's
@@ -137,10 +138,13 @@ BEGIN
     END IF;
 END;
 
+-- The host read first, then its digest deleted by the key: a DELETE through a subquery
+-- locks every host's row and deadlocked concurrent reports of other hosts.
 CREATE PROCEDURE accel_forget_report_of_deployable(deployable INT)
 BEGIN
-    DELETE FROM host_reports WHERE hostname IN
-        (SELECT hostname FROM deployables WHERE id = deployable);
+    DECLARE host VARCHAR(255);
+    SELECT hostname INTO host FROM deployables WHERE id = deployable;
+    DELETE FROM host_reports WHERE hostname = host;
 END;
 
 CREATE TRIGGER attach_handles_forget_report_insert AFTER INSERT ON attach_handles FOR EACH ROW

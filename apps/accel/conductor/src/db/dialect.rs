@@ -43,12 +43,16 @@ impl Dialect {
         }
     }
 
-    /// The stored form of the time `t`.
+    /// The stored form of the time `t`. Cyborg's MySQL `DATETIME` holds whole seconds
+    /// (it would round a fraction), so there the fraction is left out, and a time reads
+    /// back as written.
     pub fn time_text(self, t: chrono::DateTime<chrono::Utc>) -> String {
-        if self.cyborg() {
-            t.naive_utc().format("%Y-%m-%d %H:%M:%S%.6f").to_string()
-        } else {
-            super::timestamp(t)
+        match (self.schema, self.backend) {
+            (Schema::Accel, _) => super::timestamp(t),
+            (Schema::Cyborg17, Backend::Mysql) => {
+                t.naive_utc().format("%Y-%m-%d %H:%M:%S").to_string()
+            }
+            (Schema::Cyborg17, _) => t.naive_utc().format("%Y-%m-%d %H:%M:%S%.6f").to_string(),
         }
     }
 
@@ -146,16 +150,19 @@ impl Dialect {
         }
     }
 
-    /// The text column `col` (MySQL's `TEXT` or `ENUM` on Cyborg's schema) read as
-    /// text.
+    /// The `ENUM` column `col` of Cyborg's (a device or handle type, a request state)
+    /// read as text: the Any driver reads no MySQL `ENUM`. Cast to a `VARCHAR` short
+    /// enough to stay one when MariaDB sorts through a temporary table (longer ones
+    /// become `BLOB`s there, which the driver hands over as bytes). Cyborg's `TEXT`
+    /// columns need no cast: their rows read bytes as text (`rows::Text`).
     pub fn text(self, col: &str) -> String {
         match (self.schema, self.backend) {
-            (Schema::Cyborg17, Backend::Mysql) => format!("CAST({col} AS CHAR)"),
+            (Schema::Cyborg17, Backend::Mysql) => format!("CAST({col} AS CHAR(255))"),
             _ => col.to_owned(),
         }
     }
 
-    /// The text column `col` read as text, `AS` itself.
+    /// The `ENUM` column `col` read as text, `AS` itself.
     pub fn text_as(self, col: &str) -> String {
         let name = col.rsplit('.').next().unwrap_or(col);
         match (self.schema, self.backend) {

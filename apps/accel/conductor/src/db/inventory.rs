@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 #[derive(sqlx::FromRow)]
 struct Attribute {
     deployable_id: i64,
+    #[sqlx(try_from = "super::rows::Text")]
     key: String,
+    #[sqlx(try_from = "super::rows::Text")]
     value: String,
 }
 
@@ -108,14 +110,9 @@ impl Db {
         if page.is_empty() {
             return Ok(());
         }
-        let d = self.dialect();
         let mut sql = Sql::new(
             self.backend,
-            format!(
-                "SELECT deployable_id, {} AS \"key\", {} FROM attributes WHERE deployable_id IN ",
-                d.text("\"key\""),
-                d.text_as("value"),
-            ),
+            "SELECT deployable_id, \"key\", value FROM attributes WHERE deployable_id IN ",
         );
         sql.bind_list(page.iter().map(|d| d.id).collect::<Vec<_>>());
         let mut by_id: BTreeMap<i64, BTreeMap<String, String>> = BTreeMap::new();

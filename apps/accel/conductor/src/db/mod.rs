@@ -425,11 +425,10 @@ impl Dialect {
             // Cyborg's `status` is the operator's disable; accel's inventory state is
             // `inventory_status`.
             Schema::Cyborg17 => format!(
-                "id, uuid, {}, vendor, model, {}, hostname, {}, inventory_status AS status, \
+                "id, uuid, {}, vendor, model, std_board_info, hostname, vendor_board_info, \
+                 inventory_status AS status, \
                  CASE WHEN status = 'maintaining' THEN 1 ELSE 0 END AS maintaining, {}, {}",
                 self.text_as("type"),
-                self.text_as("std_board_info"),
-                self.text_as("vendor_board_info"),
                 self.time_as("created_at"),
                 self.time_as("updated_at"),
             ),
@@ -450,9 +449,7 @@ impl Dialect {
     /// its connections run with `ANSI_QUOTES`).
     pub(crate) fn attribute_columns(self) -> String {
         format!(
-            "id, uuid, deployable_id, {} AS \"key\", {}, {}, {}",
-            self.text("\"key\""),
-            self.text_as("value"),
+            "id, uuid, deployable_id, \"key\", value, {}, {}",
             self.time_as("created_at"),
             self.time_as("updated_at"),
         )
@@ -467,13 +464,10 @@ impl Dialect {
                 let groups = match self.backend {
                     Backend::Sqlite => "json_extract(profile_json, '$.groups')".to_owned(),
                     Backend::Postgres => "CAST(profile_json AS json) ->> 'groups'".to_owned(),
-                    Backend::Mysql => {
-                        "CAST(JSON_EXTRACT(profile_json, '$.groups') AS CHAR)".to_owned()
-                    }
+                    Backend::Mysql => "JSON_EXTRACT(profile_json, '$.groups')".to_owned(),
                 };
                 format!(
-                    "id, uuid, name, {groups} AS \"groups\", {}, {}",
-                    self.text_as("description"),
+                    "id, uuid, name, {groups} AS \"groups\", description, {}",
                     self.time_as("created_at"),
                 )
             }

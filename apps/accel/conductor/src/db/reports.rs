@@ -2,7 +2,7 @@
 //! reported attributes against what its previous report left.
 
 use super::attributes::insert_attribute;
-use super::rows::IntFlag;
+use super::rows::{IntFlag, Text, TextOption};
 use super::{new_uuid, read_error, Backend, Db, DbError, DeviceStatus, Dialect, Schema};
 use super::{DeployableReport, ReportOutcome, ReportedDevice};
 use std::collections::{BTreeMap, BTreeSet};
@@ -45,7 +45,9 @@ struct Digest {
 struct Attribute {
     id: i64,
     deployable_id: i64,
+    #[sqlx(try_from = "Text")]
     key: String,
+    #[sqlx(try_from = "Text")]
     value: String,
 }
 
@@ -166,14 +168,11 @@ impl Db {
         .await?;
         let existing: Vec<Existing> = sqlx::query_as(&d.sql(&format!(
             "SELECT d.id AS dep_id, d.control_path_id, d.driver_name, d.device_id, \
-             {} AS reported_attributes, d.name, d.num_accelerators, \
-             {}, v.vendor, v.model, {}, {}, {} AS status \
+             d.attributes AS reported_attributes, d.name, d.num_accelerators, \
+             {}, v.vendor, v.model, v.std_board_info, v.vendor_board_info, {} AS status \
              FROM deployables d JOIN devices v ON d.device_id = v.id WHERE d.hostname = $1 \
              ORDER BY d.id",
-            d.text("d.attributes"),
             d.text_as("v.type"),
-            d.text_as("v.std_board_info"),
-            d.text_as("v.vendor_board_info"),
             inventory_status(d, "v"),
         )))
         .bind(host)
@@ -346,7 +345,9 @@ struct DeviceFields {
     device_type: String,
     vendor: String,
     model: String,
+    #[sqlx(try_from = "TextOption")]
     std_board_info: Option<String>,
+    #[sqlx(try_from = "TextOption")]
     vendor_board_info: Option<String>,
 }
 
@@ -542,12 +543,10 @@ impl HostAttributes {
         d: Dialect,
         host: &str,
     ) -> Result<Self, DbError> {
-        let found: Vec<Attribute> = sqlx::query_as(&d.sql(&format!(
-            "SELECT a.id, a.deployable_id, {} AS \"key\", {} AS value FROM attributes a \
+        let found: Vec<Attribute> = sqlx::query_as(&d.sql(
+            "SELECT a.id, a.deployable_id, a.\"key\", a.value FROM attributes a \
              JOIN deployables d ON a.deployable_id = d.id WHERE d.hostname = $1",
-            d.text("a.\"key\""),
-            d.text("a.value"),
-        )))
+        ))
         .bind(host)
         .fetch_all(&mut **tx)
         .await

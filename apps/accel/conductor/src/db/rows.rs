@@ -168,10 +168,12 @@ pub struct DeviceRow {
     /// Model.
     pub model: String,
     /// Board details.
+    #[sqlx(try_from = "TextOption")]
     pub std_board_info: Option<String>,
     /// Host.
     pub hostname: String,
     /// Vendor board details.
+    #[sqlx(try_from = "TextOption")]
     pub vendor_board_info: Option<String>,
     /// Whether reports still show it ([`DeviceStatus`]).
     pub status: DeviceStatus,
@@ -246,8 +248,10 @@ pub struct AttributeRow {
     /// Its deployable ([`DeployableRow::id`]).
     pub deployable_id: i64,
     /// Key (`rc`, `trait0`, ...), unique per deployable.
+    #[sqlx(try_from = "Text")]
     pub key: String,
     /// Value.
+    #[sqlx(try_from = "Text")]
     pub value: String,
     /// Creation time.
     pub created_at: String,
@@ -308,6 +312,7 @@ pub struct DeviceProfileRow {
     #[sqlx(try_from = "JsonText<Vec<BTreeMap<String, String>>>")]
     pub groups: Vec<BTreeMap<String, String>>,
     /// Description.
+    #[sqlx(try_from = "TextOption")]
     pub description: Option<String>,
     /// Created.
     pub created_at: String,
@@ -515,6 +520,59 @@ pub(crate) fn text_of(value: AnyValueRef<'_>) -> Result<String, BoxDynError> {
 
 impl From<JsonText<Vec<BTreeMap<String, String>>>> for Vec<BTreeMap<String, String>> {
     fn from(v: JsonText<Vec<BTreeMap<String, String>>>) -> Self {
+        v.0
+    }
+}
+
+/// A text column read as text whether the driver hands it over as text or as bytes
+/// (MySQL's `TEXT`, which Cyborg's schema has: [`text_of`]);
+/// `#[sqlx(try_from = "Text")]`.
+pub struct Text(String);
+
+impl sqlx::Type<Any> for Text {
+    fn type_info() -> AnyTypeInfo {
+        <String as sqlx::Type<Any>>::type_info()
+    }
+    fn compatible(ty: &AnyTypeInfo) -> bool {
+        text_compatible(ty)
+    }
+}
+
+impl<'r> sqlx::Decode<'r, Any> for Text {
+    fn decode(value: AnyValueRef<'r>) -> Result<Self, BoxDynError> {
+        Ok(Text(text_of(value)?))
+    }
+}
+
+impl From<Text> for String {
+    fn from(v: Text) -> Self {
+        v.0
+    }
+}
+
+/// A nullable [`Text`]; `#[sqlx(try_from = "TextOption")]`.
+pub struct TextOption(Option<String>);
+
+impl sqlx::Type<Any> for TextOption {
+    fn type_info() -> AnyTypeInfo {
+        <String as sqlx::Type<Any>>::type_info()
+    }
+    fn compatible(ty: &AnyTypeInfo) -> bool {
+        text_compatible(ty)
+    }
+}
+
+impl<'r> sqlx::Decode<'r, Any> for TextOption {
+    fn decode(value: AnyValueRef<'r>) -> Result<Self, BoxDynError> {
+        if sqlx::ValueRef::is_null(&value) {
+            return Ok(TextOption(None));
+        }
+        Ok(TextOption(Some(text_of(value)?)))
+    }
+}
+
+impl From<TextOption> for Option<String> {
+    fn from(v: TextOption) -> Self {
         v.0
     }
 }
