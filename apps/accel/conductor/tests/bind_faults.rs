@@ -88,11 +88,16 @@ async fn a_failed_bind_leaves_the_request_as_it_was(db: Db, fault: &[&str], heal
 async fn only_an_expired_bind_is_recovered(db: Db) {
     let arq = one_request(&db).await;
     // A bind in its first step on another conductor (release N's two-step bind): fresh.
-    let started = |at: &str| {
-        format!("UPDATE accelerator_requests SET state = 'BindStarted', updated_at = '{at}'")
+    let d = db.dialect();
+    let started = |at: chrono::DateTime<chrono::Utc>| {
+        format!(
+            "UPDATE {} SET state = 'BindStarted', updated_at = '{}'{}",
+            d.arqs_table(),
+            d.time_text(at),
+            d.ts()
+        )
     };
-    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    exec(&db, &started(&now)).await;
+    exec(&db, &started(chrono::Utc::now())).await;
     assert_eq!(
         db.recover_interrupted_binds(Db::INTERRUPTED_BIND_LEASE)
             .await
@@ -105,7 +110,10 @@ async fn only_an_expired_bind_is_recovered(db: Db) {
         "a bind that may still run is left to its conductor"
     );
     // Abandoned long ago: recovered.
-    exec(&db, &started("2000-01-01T00:00:00Z")).await;
+    let long_ago = chrono::DateTime::parse_from_rfc3339("2000-01-01T00:00:00Z")
+        .expect("a time")
+        .with_timezone(&chrono::Utc);
+    exec(&db, &started(long_ago)).await;
     assert_eq!(
         db.recover_interrupted_binds(Db::INTERRUPTED_BIND_LEASE)
             .await

@@ -224,8 +224,9 @@ async fn databases_of_other_schemas_are_refused_and_left_as_they_were() {
     let url = |name: &str| format!("sqlite://{}", dir.path().join(name).display());
 
     // accel's own history (migrations 1-13).
-    let (old, old_dir) = support::sqlite().await;
-    let old_url = format!("sqlite://{}", old_dir.path().join("accel.db").display());
+    let old_url = url("accel.db");
+    let old = Db::connect(&old_url).await.expect("open");
+    old.migrate().await.expect("accel's history");
     old.close().await;
     let before = tables(&old_url).await;
     let why = refusal(&old_url).await;

@@ -8,7 +8,7 @@
 
 use accel_conductor::testing as support;
 
-use accel_conductor::db::{ListFilter, ReportedDevice};
+use accel_conductor::db::{ListFilter, ReportedDevice, Schema};
 use accel_conductor::{Db, DbError};
 use std::collections::BTreeMap;
 
@@ -33,6 +33,19 @@ fn one_gpu_group() -> Vec<BTreeMap<String, String>> {
 /// Writes `sql` behind the conductor's back.
 async fn damage(db: &Db, sql: &str) {
     sqlx::query(sql).execute(db.pool()).await.expect(sql);
+}
+
+/// Writes `sql` behind the conductor's back where the column's type can hold the damage
+/// (`true`); on Cyborg's schema some cannot (MySQL's `ENUM`s, PostgreSQL's `BOOLEAN`),
+/// and the database refusing it is checked instead (`false`).
+async fn damage_if_it_fits(db: &Db, sql: &str) -> bool {
+    match sqlx::query(sql).execute(db.pool()).await {
+        Ok(_) => true,
+        Err(e) => {
+            assert_eq!(db.schema(), Schema::Cyborg17, "{sql}: {e}");
+            false
+        }
+    }
 }
 
 /// The error is `Corrupt` naming `table` and `column`, and its message shows `shows`
@@ -79,7 +92,12 @@ async fn unparseable_values_are_refused(db: &Db) {
         .remove(0);
     let handle = db.host_handles("h1").await.expect("handles").remove(0);
 
-    damage(db, "UPDATE devices SET status = 'gone'").await;
+    let d = db.dialect();
+    damage(
+        db,
+        &format!("UPDATE devices SET {} = 'gone'", d.inventory_status()),
+    )
+    .await;
     assert_corrupt(
         db.devices(&ListFilter::default()).await,
         "devices",
@@ -99,13 +117,33 @@ async fn unparseable_values_are_refused(db: &Db) {
         "status",
         "\"gone\"",
     );
+    // The operator's disable: accel's flag, or Cyborg's `status`.
+    let (bad, shows, repair) = match db.schema() {
+        Schema::Accel => (
+            "UPDATE devices SET status = 'available', maintaining = 7",
+            "7",
+            "UPDATE devices SET maintaining = 0",
+        ),
+        Schema::Cyborg17 => (
+            "UPDATE devices SET inventory_status = 'available', status = 'gone'",
+            "\"gone\"",
+            "UPDATE devices SET status = 'enabled'",
+        ),
+    };
+    if damage_if_it_fits(db, bad).await {
+        assert_corrupt(
+            db.device(&device.uuid).await,
+            "devices",
+            "maintaining",
+            shows,
+        );
+    }
     damage(
         db,
-        "UPDATE devices SET status = 'available', maintaining = 7",
+        &format!("UPDATE devices SET {} = 'available'", d.inventory_status()),
     )
     .await;
-    assert_corrupt(db.device(&device.uuid).await, "devices", "maintaining", "7");
-    damage(db, "UPDATE devices SET maintaining = 0").await;
+    damage(db, repair).await;
     db.device(&device.uuid).await.expect("repaired device");
 
     damage(db, "UPDATE deployables SET enabled = 2").await;
@@ -117,14 +155,19 @@ async fn unparseable_values_are_refused(db: &Db) {
     );
     damage(db, "UPDATE deployables SET enabled = 1").await;
 
-    damage(db, "UPDATE attach_handles SET in_use = 5").await;
-    assert_corrupt(
-        db.attach_handles(None).await,
-        "attach_handles",
-        "in_use",
-        "5",
-    );
-    damage(db, "UPDATE attach_handles SET in_use = 0").await;
+    if damage_if_it_fits(db, "UPDATE attach_handles SET in_use = 5").await {
+        assert_corrupt(
+            db.attach_handles(None).await,
+            "attach_handles",
+            "in_use",
+            "5",
+        );
+    }
+    damage(
+        db,
+        &format!("UPDATE attach_handles SET in_use = {}", d.no()),
+    )
+    .await;
     damage(db, "UPDATE attach_handles SET cleanup_state = 'dusty'").await;
     assert_corrupt(
         db.host_handles("h1").await,
@@ -147,7 +190,15 @@ async fn unparseable_values_are_refused(db: &Db) {
         None
     );
 
-    damage(db, "UPDATE device_profiles SET groups = 'not json'").await;
+    let groups = match db.schema() {
+        Schema::Accel => "\"groups\"",
+        Schema::Cyborg17 => "profile_json",
+    };
+    damage(
+        db,
+        &format!("UPDATE device_profiles SET {groups} = 'not json'"),
+    )
+    .await;
     assert_corrupt(
         db.profile("gpu").await,
         "device_profiles",
@@ -155,13 +206,22 @@ async fn unparseable_values_are_refused(db: &Db) {
         "line 1",
     );
     assert_corrupt(db.profiles().await, "device_profiles", "groups", "line 1");
-    damage(
-        db,
-        r#"UPDATE device_profiles SET groups = '[{"resources:PGPU": "1"}]'"#,
-    )
-    .await;
+    let repaired = match db.schema() {
+        Schema::Accel => r#"UPDATE device_profiles SET "groups" = '[{"resources:PGPU": "1"}]'"#,
+        Schema::Cyborg17 => {
+            r#"UPDATE device_profiles SET profile_json = '{"groups": [{"resources:PGPU": "1"}]}'"#
+        }
+    };
+    damage(db, repaired).await;
 
-    damage(db, "UPDATE accelerator_requests SET state = 'Flying'").await;
+    if !damage_if_it_fits(
+        db,
+        &format!("UPDATE {} SET state = 'Flying'", d.arqs_table()),
+    )
+    .await
+    {
+        return;
+    }
     assert_corrupt(
         db.arq(&arq.uuid).await,
         "accelerator_requests",

@@ -72,7 +72,7 @@ ALTER TABLE extended_accelerator_requests MODIFY state
 -- accel's own tables (verso-upgrade's records, the reconciler's bookkeeping).
 CREATE TABLE component_versions (
     component VARCHAR(255) NOT NULL PRIMARY KEY,
-    record TEXT NOT NULL,
+    record VARCHAR(8192) NOT NULL,
     updated_at VARCHAR(64) NOT NULL
 ) ENGINE = InnoDB;
 

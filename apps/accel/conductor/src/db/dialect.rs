@@ -43,6 +43,16 @@ impl Dialect {
         }
     }
 
+    /// The column of accel's inventory state of a device (`available`, `missing`,
+    /// `lost`): `status` on accel's schema, `inventory_status` on Cyborg's (whose
+    /// `status` is the operator's disable).
+    pub fn inventory_status(self) -> &'static str {
+        match self.schema {
+            Schema::Accel => "status",
+            Schema::Cyborg17 => "inventory_status",
+        }
+    }
+
     /// The stored form of the time `t`. Cyborg's MySQL `DATETIME` holds whole seconds
     /// (it would round a fraction), so there the fraction is left out, and a time reads
     /// back as written.

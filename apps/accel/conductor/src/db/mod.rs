@@ -426,9 +426,9 @@ impl Dialect {
             // `inventory_status`.
             Schema::Cyborg17 => format!(
                 "id, uuid, {}, vendor, model, std_board_info, hostname, vendor_board_info, \
-                 inventory_status AS status, \
-                 CASE WHEN status = 'maintaining' THEN 1 ELSE 0 END AS maintaining, {}, {}",
+                 inventory_status AS status, {} AS maintaining, {}, {}",
                 self.text_as("type"),
+                self.text("status"),
                 self.time_as("created_at"),
                 self.time_as("updated_at"),
             ),
@@ -460,17 +460,12 @@ impl Dialect {
     pub(crate) fn profile_columns(self) -> String {
         match self.schema {
             Schema::Accel => "id, uuid, name, \"groups\", description, created_at".to_owned(),
-            Schema::Cyborg17 => {
-                let groups = match self.backend {
-                    Backend::Sqlite => "json_extract(profile_json, '$.groups')".to_owned(),
-                    Backend::Postgres => "CAST(profile_json AS json) ->> 'groups'".to_owned(),
-                    Backend::Mysql => "JSON_EXTRACT(profile_json, '$.groups')".to_owned(),
-                };
-                format!(
-                    "id, uuid, name, {groups} AS \"groups\", description, {}",
-                    self.time_as("created_at"),
-                )
-            }
+            // The whole `profile_json`, parsed by the row (`rows::ProfileGroups`), so text
+            // that is not JSON is reported as such rather than failing the query.
+            Schema::Cyborg17 => format!(
+                "id, uuid, name, profile_json AS \"groups\", description, {}",
+                self.time_as("created_at"),
+            ),
         }
     }
 

@@ -668,10 +668,7 @@ async fn insert_handle(
 /// itself): `status` on accel's schema, `inventory_status` on Cyborg's (whose `status`
 /// is the operator's disable).
 pub(super) fn inventory_status(d: Dialect, alias: &str) -> String {
-    let column = match d.schema {
-        Schema::Accel => "status",
-        Schema::Cyborg17 => "inventory_status",
-    };
+    let column = d.inventory_status();
     if alias == "devices" {
         column.to_owned()
     } else {

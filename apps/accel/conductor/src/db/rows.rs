@@ -180,7 +180,7 @@ pub struct DeviceRow {
     /// Taken out of service by an operator (Cyborg's `maintaining`, after
     /// `POST /v2/devices/{uuid}/disable`): given to no new request.
     #[serde(default)]
-    #[sqlx(try_from = "IntFlag")]
+    #[sqlx(try_from = "Maintaining")]
     pub maintaining: bool,
     /// Created.
     pub created_at: String,
@@ -309,7 +309,7 @@ pub struct DeviceProfileRow {
     /// Unique name.
     pub name: String,
     /// Groups: each a map such as `{"resources:FPGA": "1", "trait:CUSTOM_X": "required"}`.
-    #[sqlx(try_from = "JsonText<Vec<BTreeMap<String, String>>>")]
+    #[sqlx(try_from = "ProfileGroups")]
     pub groups: Vec<BTreeMap<String, String>>,
     /// Description.
     #[sqlx(try_from = "TextOption")]
@@ -473,6 +473,83 @@ impl<'r> sqlx::Decode<'r, Any> for IntFlag {
             1 => Ok(IntFlag(true)),
             n => Err(NotAFlag(n).into()),
         }
+    }
+}
+
+/// Whether a device is taken out of service: accel's `maintaining` flag (0 or 1,
+/// [`IntFlag`]), or Cyborg's `status` (`enabled` or `maintaining`); anything else is
+/// refused.
+pub struct Maintaining(bool);
+
+/// A Cyborg device status that is neither `enabled` nor `maintaining`.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not a Cyborg device status (enabled or maintaining)")]
+pub struct NotADeviceStatus(String);
+
+impl sqlx::Type<Any> for Maintaining {
+    fn type_info() -> AnyTypeInfo {
+        <i64 as sqlx::Type<Any>>::type_info()
+    }
+    fn compatible(ty: &AnyTypeInfo) -> bool {
+        <i64 as sqlx::Type<Any>>::compatible(ty) || text_compatible(ty)
+    }
+}
+
+impl<'r> sqlx::Decode<'r, Any> for Maintaining {
+    fn decode(value: AnyValueRef<'r>) -> Result<Self, BoxDynError> {
+        if <i64 as sqlx::Type<Any>>::compatible(&sqlx::ValueRef::type_info(&value)) {
+            return Ok(Maintaining(
+                <IntFlag as sqlx::Decode<'r, Any>>::decode(value)?.0,
+            ));
+        }
+        match text_of(value)?.as_str() {
+            "enabled" => Ok(Maintaining(false)),
+            "maintaining" => Ok(Maintaining(true)),
+            other => Err(NotADeviceStatus(other.to_owned()).into()),
+        }
+    }
+}
+
+impl From<Maintaining> for bool {
+    fn from(v: Maintaining) -> bool {
+        v.0
+    }
+}
+
+/// A profile's groups: accel's `groups` (the JSON list), or Cyborg's `profile_json`
+/// (`{"groups": [...]}`); text that is neither is refused.
+pub struct ProfileGroups(Vec<BTreeMap<String, String>>);
+
+impl sqlx::Type<Any> for ProfileGroups {
+    fn type_info() -> AnyTypeInfo {
+        <String as sqlx::Type<Any>>::type_info()
+    }
+    fn compatible(ty: &AnyTypeInfo) -> bool {
+        text_compatible(ty)
+    }
+}
+
+impl<'r> sqlx::Decode<'r, Any> for ProfileGroups {
+    fn decode(value: AnyValueRef<'r>) -> Result<Self, BoxDynError> {
+        #[derive(serde::Deserialize)]
+        #[serde(untagged)]
+        enum Stored {
+            Accel(Vec<BTreeMap<String, String>>),
+            Cyborg {
+                groups: Vec<BTreeMap<String, String>>,
+            },
+        }
+        Ok(ProfileGroups(
+            match serde_json::from_str::<Stored>(&text_of(value)?)? {
+                Stored::Accel(groups) | Stored::Cyborg { groups } => groups,
+            },
+        ))
+    }
+}
+
+impl From<ProfileGroups> for Vec<BTreeMap<String, String>> {
+    fn from(v: ProfileGroups) -> Self {
+        v.0
     }
 }
 
