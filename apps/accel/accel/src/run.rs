@@ -448,10 +448,13 @@ pub async fn api(config: AccelConfig) -> Result<ExitCode, Error> {
 pub async fn db_sync(config: AccelConfig) -> Result<ExitCode, Error> {
     let db = Db::connect(&config.database.url).await?;
     let applied = db.migrate().await?;
-    if applied.is_empty() {
-        println!("database is up to date");
-    } else {
-        println!("applied migrations {applied:?}");
+    let cyborg = db.schema() == accel_conductor::db::Schema::Cyborg17;
+    match (applied.is_empty(), cyborg) {
+        (true, _) => println!("database is up to date"),
+        (false, false) => println!("applied migrations {applied:?}"),
+        (false, true) => println!(
+            "took OpenStack Cyborg 17's database in place: applied accel's additions {applied:?}"
+        ),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -39,28 +39,49 @@ fn import(db_url: &str, from: &str, dry_run: bool) -> Output {
     cmd.output().expect("accel db import-cyborg runs")
 }
 
-/// `accel db sync` pointed at Cyborg's own database (`cyborg_url` as accel names it):
-/// refused with exit 2 and what to do, and Cyborg's rows (`dump`, read back through
-/// Cyborg's objects from `conf`) untouched.
-fn db_sync_refuses_cyborgs_database(cyborg_url: &str, conf: &Path, dump: &Value) {
-    let out = Command::new(env!("CARGO_BIN_EXE_accel"))
-        .args(["--set", &format!("database.url={cyborg_url}")])
-        .args(["db", "sync"])
-        .output()
-        .expect("accel db sync runs");
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+/// `accel db sync` pointed at Cyborg 17's own database (`cyborg_url` as accel names it),
+/// as an operator moving a running Cyborg to accel does: the database is taken in place
+/// (accel's additions only), Cyborg's own objects still read every row as before
+/// (`dump`, read back from `conf`), accel reads the same inventory, profiles and requests
+/// an import would have given it, and its reports and binds work on them.
+async fn db_sync_takes_cyborgs_database_in_place(cyborg_url: &str, conf: &Path, dump: &Value) {
+    let sync = || {
+        Command::new(env!("CARGO_BIN_EXE_accel"))
+            .args(["--set", &format!("database.url={cyborg_url}")])
+            .args(["db", "sync"])
+            .output()
+            .expect("accel db sync runs")
+    };
+    let out = sync();
+    assert!(out.status.success(), "{}", text(&out));
     assert!(
         text(&out).contains(
-            "this is an OpenStack Cyborg database (alembic revision b47c8f2d1e3a), which accel does not migrate in place"
-        ) && text(&out).contains("accel db import-cyborg"),
+            "took OpenStack Cyborg 17's database in place: applied accel's additions [101]"
+        ),
         "{}",
         text(&out)
     );
     assert_eq!(
         &cyborg_dump(conf),
         dump,
-        "accel db sync wrote to Cyborg's database"
+        "Cyborg's objects read otherwise after accel db sync"
     );
+    let out = sync();
+    assert!(
+        out.status.success() && text(&out).contains("database is up to date"),
+        "{}",
+        text(&out)
+    );
+    let db = Db::connect(cyborg_url).await.expect("Cyborg's database");
+    assert_eq!(db.schema(), accel_conductor::db::Schema::Cyborg17);
+    let want = as_accel_holds_it(dump.clone());
+    assert_eq!(
+        accel_view(&db).await,
+        want,
+        "accel reads another inventory than Cyborg holds"
+    );
+    works_on(&db, &want, dump).await;
+    db.close().await;
 }
 
 fn text(out: &Output) -> String {
@@ -342,7 +363,14 @@ async fn take_over(db_url: &str, from: &str, dump: &Value) -> Db {
         want,
         "a second import changed something"
     );
+    works_on(&db, &want, dump).await;
+    db
+}
 
+/// accel's conductor works on `db`, which holds what Cyborg held (`want`, the `dump` as
+/// accel holds it): each host's report of that inventory finds every row as it is, a
+/// bound request unbinds, an unbound one binds.
+async fn works_on(db: &Db, want: &Value, dump: &Value) {
     // Each host's Cyborg agent reports next to accel's conductor: the same inventory
     // finds every imported row as it is (nothing updated, no handle replaced).
     let mut reports: std::collections::BTreeMap<String, Vec<ReportedDevice>> =
@@ -399,9 +427,9 @@ async fn take_over(db_url: &str, from: &str, dump: &Value) -> Db {
         );
     }
     assert_eq!(
-        accel_view(&db).await,
-        want,
-        "a report changed what was imported"
+        accel_view(db).await,
+        *want,
+        "a report changed what was taken over"
     );
 
     // accel's lifecycle works on the requests Cyborg made: a bound one unbinds and
@@ -459,7 +487,6 @@ async fn take_over(db_url: &str, from: &str, dump: &Value) -> Db {
         in_use.contains(bound.attach_handle_uuid.as_ref().expect("a handle")),
         "{bound:?} {in_use:?}"
     );
-    db
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -479,7 +506,6 @@ async fn a_cyborg_17_database_on_sqlite_is_taken_over() {
     let dump = cyborg_dump(&conf);
     check_filled(&dump, &hosts);
     let from = format!("sqlite://{}", dir.path().join("cyborg.sqlite").display());
-    db_sync_refuses_cyborgs_database(&from, &conf, &dump);
     let db_url = format!("sqlite://{}", dir.path().join("accel.db").display());
     let db = take_over(&db_url, &from, &dump).await;
     let before = accel_view(&db).await;
@@ -513,6 +539,18 @@ async fn a_cyborg_17_database_on_sqlite_is_taken_over() {
         .await
         .expect("change the revision");
     stale_db.close().await;
+    let out = Command::new(env!("CARGO_BIN_EXE_accel"))
+        .args(["--set", &format!("database.url={other}")])
+        .args(["db", "sync"])
+        .output()
+        .expect("accel db sync runs");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("alembic revision a35b4295a0e5, not Cyborg 17's")
+            && text(&out).contains("cyborg-dbsync upgrade"),
+        "{}",
+        text(&out)
+    );
     let fresh = format!("sqlite://{}", other_dir.path().join("accel.db").display());
     let out = import(&fresh, &other, false);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
@@ -536,6 +574,9 @@ async fn a_cyborg_17_database_on_sqlite_is_taken_over() {
         "{}",
         text(&out)
     );
+
+    // Or no import at all: Cyborg's own database taken in place.
+    db_sync_takes_cyborgs_database_in_place(&from, &conf, &dump).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -577,10 +618,10 @@ async fn taken_over_from_mariadb(db_url: String) {
     let dump = cyborg_dump(&conf);
     check_filled(&dump, &hosts);
 
-    db_sync_refuses_cyborgs_database(&format!("mysql://{rest}/{name}"), &conf, &dump);
-
     // Imported as the operator pastes Cyborg's connection.
     let db = take_over(&db_url, &connection, &dump).await;
     db.close().await;
+    // Or no import at all: Cyborg's own database taken in place.
+    db_sync_takes_cyborgs_database_in_place(&format!("mysql://{rest}/{name}"), &conf, &dump).await;
     mysql_execute(&server, &format!("DROP DATABASE {name}"));
 }

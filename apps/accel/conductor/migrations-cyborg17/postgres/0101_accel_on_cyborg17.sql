@@ -33,6 +33,10 @@ UPDATE deployables SET
     hostname = (SELECT hostname FROM devices WHERE id = deployables.device_id),
     control_path_id = (SELECT accel_pci_address(c.cpid_info) FROM controlpath_ids c
                        WHERE c.device_id = deployables.device_id ORDER BY c.id LIMIT 1);
+-- The attributes already there are what Cyborg's reports made: the report's.
+UPDATE deployables SET attributes = COALESCE(
+    (SELECT CAST(json_object_agg(a."key", a.value) AS TEXT) FROM attributes a
+     WHERE a.deployable_id = deployables.id), '{}');
 CREATE UNIQUE INDEX deployables_host_path_name ON deployables (hostname, control_path_id, name);
 
 -- A writer that leaves them unset (Cyborg 17's conductor, in Rust or Python) gets them

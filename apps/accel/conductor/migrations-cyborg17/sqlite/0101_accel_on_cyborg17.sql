@@ -29,6 +29,10 @@ UPDATE deployables SET
         FROM controlpath_ids c
         WHERE c.device_id = deployables.device_id AND json_valid(c.cpid_info)
         ORDER BY c.id LIMIT 1);
+-- The attributes already there are what Cyborg's reports made: the report's.
+UPDATE deployables SET attributes = COALESCE(
+    (SELECT json_group_object(a."key", a.value) FROM attributes a
+     WHERE a.deployable_id = deployables.id), '{}');
 CREATE UNIQUE INDEX deployables_host_path_name ON deployables (hostname, control_path_id, name);
 
 -- A writer that leaves them unset (Cyborg 17's conductor, in Rust or Python) gets them

@@ -193,13 +193,12 @@ pub enum DbError {
         /// Why it does not parse.
         why: String,
     },
-    /// The database is OpenStack Cyborg's (it has alembic's `alembic_version`):
-    /// accel's migrations would fail on its tables half-way, so none is applied.
+    /// The database is OpenStack Cyborg's at a revision other than Cyborg 17's: accel
+    /// takes only Cyborg 17's in place, so nothing is applied.
     #[error(
-        "this is an OpenStack Cyborg database (alembic revision {revision}), which accel does \
-         not migrate in place: make an empty database for accel and take Cyborg's rows over \
-         with `accel db import-cyborg --from <this database's URL>` (operator guide, \
-         \"Taking over Cyborg's database\")"
+        "this is an OpenStack Cyborg database at alembic revision {revision}, not Cyborg 17's \
+         (b47c8f2d1e3a), which is the one accel takes in place: upgrade it with Cyborg 17's \
+         `cyborg-dbsync upgrade` first (operator guide, \"Taking over Cyborg's database\")"
     )]
     CyborgDatabase {
         /// Cyborg's schema revision (`b47c8f2d1e3a` for Cyborg 17).
@@ -687,11 +686,14 @@ impl Db {
         }
     }
 
+    /// The migrations of the database's schema: accel's own history, or accel's
+    /// additions to Cyborg 17's ([`on_cyborg17`]).
     fn migrator(&self) -> sqlx::migrate::Migrator {
-        match self.backend {
-            Backend::Sqlite => sqlx::migrate!("migrations/sqlite"),
-            Backend::Postgres => sqlx::migrate!("migrations/postgres"),
-            Backend::Mysql => sqlx::migrate!("migrations/mysql"),
+        match (self.schema, self.backend) {
+            (Schema::Accel, Backend::Sqlite) => sqlx::migrate!("migrations/sqlite"),
+            (Schema::Accel, Backend::Postgres) => sqlx::migrate!("migrations/postgres"),
+            (Schema::Accel, Backend::Mysql) => sqlx::migrate!("migrations/mysql"),
+            (Schema::Cyborg17, _) => self.additions(),
         }
     }
 
@@ -705,17 +707,14 @@ impl Db {
     /// change, so it is set before. Every reference is checked afterwards
     /// (`PRAGMA foreign_key_check`) before foreign keys are turned back on.
     ///
-    /// A database of OpenStack Cyborg's is refused ([`DbError::CyborgDatabase`]) before
-    /// anything is written.
+    /// A database of OpenStack Cyborg 17's (alembic's `alembic_version` at
+    /// [`accel_cyborg17::schema::ALEMBIC_HEAD`]) is taken in place: it gets accel's
+    /// additions to Cyborg's schema ([`Db::sync_on_cyborg17`]), its rows kept as they
+    /// are. One of another Cyborg revision is refused ([`DbError::CyborgDatabase`])
+    /// before anything is written. An empty database gets accel's own history.
     pub async fn migrate(&self) -> Result<Vec<i64>, DbError> {
-        if self.table_exists("alembic_version").await? {
-            let revision: Option<String> =
-                sqlx::query_scalar("SELECT version_num FROM alembic_version")
-                    .fetch_optional(&self.pool)
-                    .await?;
-            return Err(DbError::CyborgDatabase {
-                revision: revision.unwrap_or_else(|| "none".into()),
-            });
+        if self.schema == Schema::Cyborg17 {
+            return self.add_to_cyborg17().await;
         }
         let pending = self.pending_migrations().await?;
         match self.backend {

@@ -4,12 +4,16 @@
 //!
 //! This is the schema accel's conductor moves onto (docs/cyborg-compatibility.md, "The
 //! plan for what is left", item 1): a database a Cyborg 17 deployment made is taken in
-//! place (the additions only), and Cyborg 17's own services, and accel's release N (which
-//! is Cyborg 17 in Rust), keep running on it, because every addition to a Cyborg table
+//! place (the additions only), and Cyborg 17's own services, and accel's release N to be
+//! (Cyborg 17 in Rust), keep running on it, because every addition to a Cyborg table
 //! has a default or may be null and triggers fill accel's columns from what a Cyborg
-//! writer stores. Until accel's queries move onto it, [`Db::migrate`] keeps making
-//! accel's own history (migrations 1-13), and this one is made by
-//! [`Db::sync_on_cyborg17`] only.
+//! writer stores. Every query of the conductor runs on both schemas ([`Dialect`]).
+//! [`Db::migrate`] (`accel db sync`, the conductor's start) takes a Cyborg 17 database
+//! in place and makes accel's own history (migrations 1-13) in an empty one, which
+//! accel's own release N (`accel-release-n`) still needs; [`Db::sync_on_cyborg17`]
+//! makes this schema in an empty one too.
+//!
+//! [`Dialect`]: super::Dialect
 //!
 //! How a database is recognised, before anything is written:
 //! - no table at all: Cyborg 17's schema is made (stamped [`ALEMBIC_HEAD`], so Cyborg's
@@ -38,7 +42,7 @@ pub struct OnCyborg17 {
 pub const FIRST_ADDITION: i64 = 101;
 
 impl Db {
-    fn additions(&self) -> Migrator {
+    pub(super) fn additions(&self) -> Migrator {
         match self.backend {
             Backend::Sqlite => sqlx::migrate!("migrations-cyborg17/sqlite"),
             Backend::Postgres => sqlx::migrate!("migrations-cyborg17/postgres"),
@@ -49,7 +53,49 @@ impl Db {
     /// Makes the database release N+1's schema on Cyborg 17's (see the module's text);
     /// refuses, writing nothing, a database that is neither empty nor Cyborg 17's.
     pub async fn sync_on_cyborg17(&mut self) -> Result<OnCyborg17, DbError> {
-        let made_cyborg_schema = match self.alembic_revision().await? {
+        let made_cyborg_schema = self.cyborg17_or_empty().await?;
+        let applied = self.add_to_cyborg17().await?;
+        self.schema = Schema::Cyborg17;
+        Ok(OnCyborg17 {
+            made_cyborg_schema,
+            applied,
+        })
+    }
+
+    /// A database at Cyborg 17's revision gets accel's additions it lacks (their
+    /// versions); refused, unwritten, if it is not at that revision or holds accel's own
+    /// history too.
+    pub(super) async fn add_to_cyborg17(&self) -> Result<Vec<i64>, DbError> {
+        match self.alembic_revision().await? {
+            Some(revision) if revision == ALEMBIC_HEAD => {}
+            Some(revision) => return Err(DbError::CyborgDatabase { revision }),
+            None => {
+                return Err(DbError::NotOnCyborg17 {
+                    found: "no alembic revision".into(),
+                    hint: "use an empty database or one of Cyborg 17",
+                })
+            }
+        }
+        let applied_before = self.applied_migrations().await?;
+        if let Some(old) = applied_before.iter().find(|v| **v < FIRST_ADDITION) {
+            return Err(DbError::NotOnCyborg17 {
+                found: format!("Cyborg 17's schema with accel's own migration {old} applied"),
+                hint: "this database mixes the two histories; restore it from a backup",
+            });
+        }
+        let additions = self.additions();
+        additions.run(&self.pool).await?;
+        Ok(additions
+            .iter()
+            .map(|m| m.version)
+            .filter(|v| !applied_before.contains(v))
+            .collect())
+    }
+
+    /// Whether the database is empty (then Cyborg 17's schema is made in it, and
+    /// `true`) or at Cyborg 17's revision (`false`); anything else is refused, unwritten.
+    async fn cyborg17_or_empty(&self) -> Result<bool, DbError> {
+        Ok(match self.alembic_revision().await? {
             Some(revision) if revision == ALEMBIC_HEAD => false,
             Some(revision) => {
                 return Err(DbError::NotOnCyborg17 {
@@ -74,25 +120,6 @@ impl Db {
                 self.make_cyborg_schema().await?;
                 true
             }
-        };
-        let applied_before = self.applied_migrations().await?;
-        let additions = self.additions();
-        if let Some(old) = applied_before.iter().find(|v| **v < FIRST_ADDITION) {
-            return Err(DbError::NotOnCyborg17 {
-                found: format!("Cyborg 17's schema with accel's own migration {old} applied"),
-                hint: "this database mixes the two histories; restore it from a backup",
-            });
-        }
-        additions.run(&self.pool).await?;
-        self.schema = Schema::Cyborg17;
-        let applied = additions
-            .iter()
-            .map(|m| m.version)
-            .filter(|v| !applied_before.contains(v))
-            .collect();
-        Ok(OnCyborg17 {
-            made_cyborg_schema,
-            applied,
         })
     }
 
