@@ -284,11 +284,12 @@ impl Bench {
             text("d.control_path_id"),
             text("c.cpid_info"),
         );
-        let rows: Vec<(Option<String>, String, Option<String>, Option<String>)> =
-            sqlx::query_as(&sql)
-                .fetch_all(db.pool())
-                .await
-                .expect("deployables");
+        // (the deployable's host, its device's, its PCI address, the control path's info)
+        type Filled = (Option<String>, String, Option<String>, Option<String>);
+        let rows: Vec<Filled> = sqlx::query_as(&sql)
+            .fetch_all(db.pool())
+            .await
+            .expect("deployables");
         db.close().await;
         for (host, device_host, path, info) in rows {
             assert_eq!(host.as_deref(), Some(device_host.as_str()), "{side}");
