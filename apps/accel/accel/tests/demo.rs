@@ -214,16 +214,26 @@ fn a_python_agent_needs_a_broker() {
 
 /// `accel demo --from cyborg`: release N is OpenStack Cyborg 17 itself (the pinned
 /// openstack-cyborg 17.0.0's conductor, API and agents on RabbitMQ and the real
-/// Placement), taken to accel node by node. Uses `VERSO_TEST_PYTHON` and
-/// `VERSO_TEST_KEYSTONE_URL` (the demo's defaults for its Cyborg options).
+/// Placement), taken to accel node by node, accel on Cyborg's own database, taken in
+/// place. Uses `VERSO_TEST_PYTHON` and `VERSO_TEST_KEYSTONE_URL` (the demo's defaults for
+/// its Cyborg options).
 #[tokio::test(flavor = "multi_thread")]
 async fn the_rolling_upgrade_from_cyborg_17_passes() {
     let (report, timeline) = demo_from_cyborg(&[]).await;
     assert_from_cyborg_passed(&report, &timeline);
+    assert_eq!(
+        check(&report, "accel db sync took Cyborg 17's database in place")["passed"],
+        true
+    );
+    assert!(
+        timeline.contains("Cyborg's database taken in place"),
+        "{timeline}"
+    );
 }
 
-/// The same upgrade with accel's database on MariaDB, as a Cyborg deployment's is: the
-/// import, the conductor, the API, the fleet record and finalization all on MySQL.
+/// The same upgrade with accel's database on MariaDB, as a Cyborg deployment's is:
+/// Cyborg's rows imported into it, the conductor, the API, the fleet record and
+/// finalization all on MySQL.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_rolling_upgrade_from_cyborg_17_passes_with_accel_on_mariadb() {
     let database = accel_conductor::testing::mysql_database().await;
@@ -233,6 +243,7 @@ async fn the_rolling_upgrade_from_cyborg_17_passes_with_accel_on_mariadb() {
         .unwrap_or("")
         .starts_with("mysql://"));
     assert_from_cyborg_passed(&report, &timeline);
+    assert!(timeline.contains("accel db import-cyborg: "), "{timeline}");
 }
 
 /// `accel demo --from cyborg --agents 2` on the test broker, with `extra` arguments.
@@ -278,7 +289,7 @@ fn assert_from_cyborg_passed(report: &Value, timeline: &str) {
         "requests accel's Cyborg 17 API lists, unchanged (the bound ones still Bound)",
         "devices accel's API lists are Cyborg's (same UUIDs)",
         "requests accel's API lists are Cyborg's",
-        "their reports found Cyborg's rows as imported",
+        "their reports found Cyborg's rows as taken over",
         "Cyborg's fake FPGAs kept while bound",
         "a host on Cyborg's wire answers Cyborg's agent API 1.1 (cleanup_device)",
     ] {

@@ -6,10 +6,11 @@
 //!    has no accelerators) start; a device profile and requests are made through
 //!    Cyborg's API and bound on every host;
 //! 2. verify: Cyborg's API and Placement agree;
-//! 3. the control plane goes to accel: Cyborg's API and conductor stop, `accel db
-//!    import-cyborg` takes their database over, accel's conductor (serving Cyborg's
-//!    agents) and API start; everything Cyborg held is there with its UUIDs, the Cyborg
-//!    agents keep reporting, and a bind on a Cyborg agent's host works;
+//! 3. the control plane goes to accel: Cyborg's API and conductor stop, `accel db sync`
+//!    takes their database in place (or, with `--database-url`, `accel db import-cyborg`
+//!    copies it into that database), accel's conductor (serving Cyborg's agents) and API
+//!    start; everything Cyborg held is there with its UUIDs, the Cyborg agents keep
+//!    reporting, and a bind on a Cyborg agent's host works;
 //! 4. before finalization the gated feature is refused, and so is finalization, naming
 //!    every host that still runs Cyborg's agent;
 //! 5. the agents are replaced host by host by accel's; the devices Cyborg's fake driver
@@ -113,6 +114,11 @@ impl Cyborg {
     /// `create_schema` (Cyborg's alembic migrations run on MySQL/MariaDB only).
     fn database(&self) -> PathBuf {
         self.dir.join("cyborg.sqlite")
+    }
+
+    /// Its database as accel names it.
+    fn database_url(&self) -> String {
+        format!("sqlite://{}", self.database().display())
     }
 
     /// Writes `<name>.conf`: the broker, `host`, the database, Placement through
@@ -370,10 +376,13 @@ pub async fn run(
         .prefix("accel-demo-cyborg-")
         .tempdir()?;
     let scratch = tmp.path().to_owned();
+    let mut cy = Cyborg::new(&scratch, cyborg.clone(), &transport_url)?;
+    // accel's database: Cyborg's own, taken in place at step 4; or, given
+    // `--database-url`, another one Cyborg's rows are imported into.
     let db_url = options
         .database_url
         .clone()
-        .unwrap_or_else(|| format!("sqlite://{}", scratch.join("accel.db").display()));
+        .unwrap_or_else(|| cy.database_url());
     let mut t = Timeline::new(
         options.agents,
         verso_rpc::transport::amqp::redact(&transport_url),
@@ -409,7 +418,6 @@ pub async fn run(
         "service",
     ))?;
     let placement = Placement::new(session, None);
-    let mut cy = Cyborg::new(&scratch, cyborg.clone(), &transport_url)?;
     let mut nodes = Vec::new();
     // Ctrl-C (or SIGTERM) stops the scenario, not the clean-up below: Cyborg's services
     // and the compute nodes in Placement would outlive the demo otherwise.
@@ -799,26 +807,48 @@ async fn control_plane(
     t: &mut Timeline,
     base: &Baseline,
 ) -> Result<(), Error> {
+    let in_place = d.db_url == cy.database_url();
     t.step(
         4,
-        "the control plane goes to accel: Cyborg's database imported; Cyborg's agents keep reporting",
+        format!(
+            "the control plane goes to accel: Cyborg's database {}; Cyborg's agents keep reporting",
+            if in_place {
+                "taken in place"
+            } else {
+                "imported"
+            }
+        ),
     );
     cy.stop_control_plane().await;
-    let from = format!("sqlite://{}", cy.database().display());
-    let summary = match accel_conductor::cyborg_import::import(&from, &d.db, false).await? {
-        accel_conductor::cyborg_import::Imported::Done(s) => s,
-        accel_conductor::cyborg_import::Imported::Already(_) => {
-            return Err("accel's new database already held Cyborg's rows".into())
-        }
-    };
-    t.note(format!(
-        "accel db import-cyborg: {} devices, {} attach handles, {} attributes, {} profiles, {} requests",
-        summary.devices,
-        summary.attach_handles,
-        summary.attributes,
-        summary.device_profiles,
-        summary.accelerator_requests
-    ));
+    if in_place {
+        // `accel db sync` on Cyborg's own database: accel's additions, every row kept.
+        // The demo's connection is made again: it was opened before Cyborg made its
+        // schema, so it took the file for accel's own.
+        let db = accel_conductor::Db::connect(&d.db_url).await?;
+        let applied = db.migrate().await?;
+        t.expect_eq(
+            "accel db sync took Cyborg 17's database in place (accel's additions applied)",
+            format!("{:?} {applied:?}", db.schema()),
+            format!("Cyborg17 [{}]", accel_conductor::db::FIRST_ADDITION),
+        )?;
+        d.db = db;
+    } else {
+        let from = cy.database_url();
+        let summary = match accel_conductor::cyborg_import::import(&from, &d.db, false).await? {
+            accel_conductor::cyborg_import::Imported::Done(s) => s,
+            accel_conductor::cyborg_import::Imported::Already(_) => {
+                return Err("accel's new database already held Cyborg's rows".into())
+            }
+        };
+        t.note(format!(
+            "accel db import-cyborg: {} devices, {} attach handles, {} attributes, {} profiles, {} requests",
+            summary.devices,
+            summary.attach_handles,
+            summary.attributes,
+            summary.device_profiles,
+            summary.accelerator_requests
+        ));
+    }
     d.start_conductor_next(None).await?;
     d.start_api_next().await?;
     let status = d.status().await?;
@@ -851,7 +881,7 @@ async fn control_plane(
     // Cyborg's agents report every period to accel's conductor now (cyborg-conductor on
     // exchange cyborg): each is in the fleet record as release N. Their period is
     // Cyborg 17's fixed 60 s (its agent's report task takes no interval option).
-    let imported = d.db.deployables(&ListFilter::default()).await?;
+    let taken = d.db.deployables(&ListFilter::default()).await?;
     t.note("waiting for the Cyborg agents' next reports (every 60 s, Cyborg 17's period)");
     let deadline = tokio::time::Instant::now() + CYBORG_PATIENCE;
     let heard = loop {
@@ -877,8 +907,8 @@ async fn control_plane(
         true,
     )?;
     t.expect_eq(
-        "their reports found Cyborg's rows as imported (deployables unchanged)",
-        d.db.deployables(&ListFilter::default()).await? == imported,
+        "their reports found Cyborg's rows as taken over (deployables unchanged)",
+        d.db.deployables(&ListFilter::default()).await? == taken,
         true,
     )?;
     let host = d.hosts[0].clone();

@@ -294,9 +294,14 @@ pub fn device_state<'a>(handles: impl IntoIterator<Item = &'a HostHandle>) -> De
 /// `CorruptRecord` naming it, never an unset field.
 fn device(row: &DeviceRow, state: DeviceState) -> Result<Device, CallError> {
     let corrupt = |field: &str, value: &str| corrupt_record("device", &row.uuid, field, value);
-    let time = |field: &str, text: &str| {
+    // Unset on a row Cyborg's own conductor wrote (its times may be null: `updated_at`
+    // until a change), which the database layer reads as empty.
+    let time = |field: &str, text: &str| -> Result<Option<DateTime>, CallError> {
+        if text.is_empty() {
+            return Ok(None);
+        }
         chrono::DateTime::parse_from_rfc3339(text)
-            .map(DateTime::from_fixed)
+            .map(|t| Some(DateTime::from_fixed(t)))
             .map_err(|_| corrupt(field, text))
     };
     let mut obj = Device {
@@ -321,8 +326,8 @@ fn device(row: &DeviceRow, state: DeviceState) -> Result<Device, CallError> {
         }
         .into(),
         device_state: Some(state).into(),
-        created_at: Some(time("created_at", &row.created_at)?).into(),
-        updated_at: Some(time("updated_at", &row.updated_at)?).into(),
+        created_at: time("created_at", &row.created_at)?.into(),
+        updated_at: time("updated_at", &row.updated_at)?.into(),
         ..Device::blank()
     };
     obj.reset_changes_of(&[], true);
@@ -379,6 +384,34 @@ mod tests {
             hostname: "h1".into(),
             instance_uuid: None,
         }
+    }
+
+    fn row(created_at: &str, updated_at: &str) -> DeviceRow {
+        DeviceRow {
+            id: 1,
+            uuid: "3eeef1f3-5777-4335-b82b-7dd40d79248b".into(),
+            device_type: "GPU".into(),
+            vendor: "10de".into(),
+            model: "1eb8".into(),
+            std_board_info: None,
+            hostname: "h1".into(),
+            vendor_board_info: None,
+            status: crate::db::DeviceStatus::Available,
+            maintaining: false,
+            created_at: created_at.into(),
+            updated_at: updated_at.into(),
+        }
+    }
+
+    /// A device Cyborg's own conductor wrote has no `updated_at` until it changes (read
+    /// as empty): an unset field, not a corrupt record; a time that does not parse is one.
+    #[test]
+    fn a_device_without_an_update_time_is_read_as_cyborg_wrote_it() {
+        let created = "2026-12-06T12:00:01.250000+00:00";
+        let obj = device(&row(created, ""), DeviceState::Available).expect("read");
+        assert!(obj.created_at.get().is_some_and(Option::is_some));
+        assert!(obj.updated_at.get().is_some_and(Option::is_none));
+        assert!(device(&row(created, "yesterday"), DeviceState::Available).is_err());
     }
 
     /// Cyborg's lifecycle from the handles, the most pressing state winning.
