@@ -2,7 +2,6 @@
 //! between requests and devices.
 
 use super::profiles::lock_profile;
-use super::reports::inventory_status;
 use super::sql::Sql;
 use super::{after_marker, check_binding, check_len, new_uuid, page_limit, read_error};
 use super::{rp_uuid, shown};
@@ -315,9 +314,9 @@ impl Db {
             let candidate: Option<i64> = sqlx::query_scalar(&d.sql(&format!(
                 "SELECT h.id FROM attach_handles h JOIN deployables d ON h.deployable_id = d.id \
                  JOIN devices v ON d.device_id = v.id \
-                 WHERE d.hostname = $1 AND (v.type = $2 OR d.id = $3) AND {} = $4 AND {} AND d.enabled = 1 AND h.in_use = {} AND h.cleanup_state IS NULL \
+                 WHERE d.hostname = $1 AND (v.type = $2 OR d.id = $3) AND v.{} = $4 AND {} AND d.enabled = 1 AND h.in_use = {} AND h.cleanup_state IS NULL \
                  ORDER BY h.id LIMIT 1",
-                inventory_status(d, "v"),
+                d.inventory_status(),
                 in_service(d, "v"),
                 d.no(),
             )))

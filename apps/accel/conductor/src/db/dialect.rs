@@ -111,12 +111,7 @@ impl Dialect {
 
     /// The time column `col` read as text, `AS` itself.
     pub fn time_as(self, col: &str) -> String {
-        let name = col.rsplit('.').next().unwrap_or(col);
-        if self.cyborg() {
-            format!("{} AS {name}", self.time(col))
-        } else {
-            col.to_owned()
-        }
+        aliased(col, self.time(col))
     }
 
     /// The flag column `col` read as 0 or 1.
@@ -133,12 +128,7 @@ impl Dialect {
 
     /// The flag column `col` read as 0 or 1, `AS` itself.
     pub fn flag_as(self, col: &str) -> String {
-        let name = col.rsplit('.').next().unwrap_or(col);
-        if self.cyborg() {
-            format!("{} AS {name}", self.flag(col))
-        } else {
-            col.to_owned()
-        }
+        aliased(col, self.flag(col))
     }
 
     /// The literal a flag column is set to or compared with (`in_use = {yes}`):
@@ -174,12 +164,18 @@ impl Dialect {
 
     /// The `ENUM` column `col` read as text, `AS` itself.
     pub fn text_as(self, col: &str) -> String {
-        let name = col.rsplit('.').next().unwrap_or(col);
-        match (self.schema, self.backend) {
-            (Schema::Cyborg17, Backend::Mysql) => format!("{} AS {name}", self.text(col)),
-            _ => col.to_owned(),
-        }
+        aliased(col, self.text(col))
     }
+}
+
+/// `expr`, the column `col` (`t.name`) read through a helper above, named as the column
+/// again; the column itself where the helper left it as it is.
+fn aliased(col: &str, expr: String) -> String {
+    if expr == col {
+        return expr;
+    }
+    let name = col.rsplit('.').next().unwrap_or(col);
+    format!("{expr} AS {name}")
 }
 
 #[cfg(test)]

@@ -54,7 +54,7 @@ impl Db {
     /// refuses, writing nothing, a database that is neither empty nor Cyborg 17's.
     pub async fn sync_on_cyborg17(&mut self) -> Result<OnCyborg17, DbError> {
         let made_cyborg_schema = self.cyborg17_or_empty().await?;
-        let applied = self.add_to_cyborg17().await?;
+        let applied = self.apply_additions().await?;
         self.schema = Schema::Cyborg17;
         Ok(OnCyborg17 {
             made_cyborg_schema,
@@ -76,6 +76,12 @@ impl Db {
                 })
             }
         }
+        self.apply_additions().await
+    }
+
+    /// accel's additions the database (at Cyborg 17's revision) lacks, applied; their
+    /// versions. Refused, unwritten, if it holds accel's own history too.
+    async fn apply_additions(&self) -> Result<Vec<i64>, DbError> {
         let applied_before = self.applied_migrations().await?;
         if let Some(old) = applied_before.iter().find(|v| **v < FIRST_ADDITION) {
             return Err(DbError::NotOnCyborg17 {

@@ -169,11 +169,11 @@ impl Db {
         let existing: Vec<Existing> = sqlx::query_as(&d.sql(&format!(
             "SELECT d.id AS dep_id, d.control_path_id, d.driver_name, d.device_id, \
              d.attributes AS reported_attributes, d.name, d.num_accelerators, \
-             {}, v.vendor, v.model, v.std_board_info, v.vendor_board_info, {} AS status \
+             {}, v.vendor, v.model, v.std_board_info, v.vendor_board_info, v.{} AS status \
              FROM deployables d JOIN devices v ON d.device_id = v.id WHERE d.hostname = $1 \
              ORDER BY d.id",
             d.text_as("v.type"),
-            inventory_status(d, "v"),
+            d.inventory_status(),
         )))
         .bind(host)
         .fetch_all(&mut *tx)
@@ -211,7 +211,7 @@ impl Db {
             if changed {
                 sqlx::query(&d.sql(&format!(
                     "UPDATE devices SET type = $1, vendor = $2, model = $3, std_board_info = $4, vendor_board_info = $5, {} = $6, updated_at = $7{ts} WHERE id = $8",
-                    inventory_status(d, "devices"),
+                    d.inventory_status(),
                     ts = d.ts(),
                 )))
                 .bind(&rd.device_type)
@@ -664,18 +664,6 @@ async fn insert_handle(
     Ok(())
 }
 
-/// accel's inventory state of the devices aliased `alias` (`devices` for the table
-/// itself): `status` on accel's schema, `inventory_status` on Cyborg's (whose `status`
-/// is the operator's disable).
-pub(super) fn inventory_status(d: Dialect, alias: &str) -> String {
-    let column = d.inventory_status();
-    if alias == "devices" {
-        column.to_owned()
-    } else {
-        format!("{alias}.{column}")
-    }
-}
-
 /// Adds a reported device (and, on Cyborg's schema, its control path, which its handles
 /// name); its id. Cyborg's schema keys a device's control path by its PCI address, so
 /// there a control path that is not one (`DDDD:BB:DD.F`) is refused.
@@ -811,7 +799,7 @@ async fn drop_in_use(
     if status != to {
         sqlx::query(&d.sql(&format!(
             "UPDATE devices SET {} = $1, updated_at = $2{} WHERE id = $3",
-            inventory_status(d, "devices"),
+            d.inventory_status(),
             d.ts(),
         )))
         .bind(to.as_str())

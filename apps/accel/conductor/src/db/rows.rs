@@ -2,7 +2,6 @@
 
 use crate::lifecycle::ArqState;
 use accel_objects::CleanupState;
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sqlx::any::{Any, AnyTypeInfo, AnyValueRef};
 use sqlx::error::BoxDynError;
@@ -559,25 +558,6 @@ impl From<IntFlag> for bool {
     }
 }
 
-/// A text column holding JSON, read as `T` (`#[sqlx(try_from = "JsonText<T>")]`;
-/// sqlx's `Json` does not decode through the Any driver).
-pub struct JsonText<T>(T);
-
-impl<T> sqlx::Type<Any> for JsonText<T> {
-    fn type_info() -> AnyTypeInfo {
-        <String as sqlx::Type<Any>>::type_info()
-    }
-    fn compatible(ty: &AnyTypeInfo) -> bool {
-        text_compatible(ty)
-    }
-}
-
-impl<'r, T: DeserializeOwned> sqlx::Decode<'r, Any> for JsonText<T> {
-    fn decode(value: AnyValueRef<'r>) -> Result<Self, BoxDynError> {
-        Ok(JsonText(serde_json::from_str(&text_of(value)?)?))
-    }
-}
-
 /// Whether a column of type `ty` holds text: text, or bytes (sqlx's Any driver hands
 /// MySQL's `TEXT` columns over as its `Blob` kind, as it does every type of MySQL's
 /// BLOB family).
@@ -592,12 +572,6 @@ pub(crate) fn text_of(value: AnyValueRef<'_>) -> Result<String, BoxDynError> {
         Err(_) => Ok(String::from_utf8(
             <Vec<u8> as sqlx::Decode<'_, Any>>::decode(value)?,
         )?),
-    }
-}
-
-impl From<JsonText<Vec<BTreeMap<String, String>>>> for Vec<BTreeMap<String, String>> {
-    fn from(v: JsonText<Vec<BTreeMap<String, String>>>) -> Self {
-        v.0
     }
 }
 
