@@ -80,6 +80,16 @@ async fn db_sync_takes_cyborgs_database_in_place(cyborg_url: &str, conf: &Path, 
         want,
         "accel reads another inventory than Cyborg holds"
     );
+    // A database taken in place is no target for an import (of itself, here): refused
+    // before anything is read, nothing written.
+    let out = import(cyborg_url, cyborg_url, false);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("accel's database holds OpenStack Cyborg 17's schema"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(accel_view(&db).await, want, "a refused import wrote");
     works_on(&db, &want, dump).await;
     db.close().await;
 }

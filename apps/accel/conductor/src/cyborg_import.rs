@@ -33,11 +33,15 @@
 //! the reconciler has synced the host and writes its own; one that differs from the
 //! name's is reported in [`ImportSummary::notes`].
 //!
+//! The target must hold accel's own schema (or be empty): a database on Cyborg 17's
+//! schema, one `accel db sync` took in place, is refused before anything is read
+//! ([`ImportError::TargetOnCyborg17`]).
+//!
 //! Run it again and it changes nothing: an accel database that already holds exactly
 //! this Cyborg database's rows answers [`Imported::Already`]; one that holds anything
 //! else is refused ([`ImportError::TargetNotEmpty`]).
 
-use crate::db::{Backend, Db, DbError};
+use crate::db::{Backend, Db, DbError, Schema};
 use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, FromRow};
 use std::collections::{BTreeMap, BTreeSet};
@@ -99,6 +103,11 @@ pub enum ImportError {
         /// Its UUID.
         uuid: String,
     },
+    /// accel's database is itself a Cyborg 17 database (taken in place by `accel db
+    /// sync`, or Cyborg's own): its rows are already where accel reads them, and this
+    /// import writes accel's own schema only.
+    #[error("accel's database holds OpenStack Cyborg 17's schema (it was taken in place, or is Cyborg's own): there is nothing to import into it; `accel db sync` takes a Cyborg 17 database in place, and `accel db import-cyborg` copies one into an empty database of accel's own")]
+    TargetOnCyborg17,
     /// accel's database failed.
     #[error("accel's database: {0}")]
     Target(#[from] DbError),
@@ -565,6 +574,9 @@ async fn already_imported(db: &Db, plan: &Plan) -> Result<bool, ImportError> {
 /// `dry_run` everything is read, checked and written in the transaction, which is then
 /// rolled back.
 pub async fn import(source: &str, db: &Db, dry_run: bool) -> Result<Imported, ImportError> {
+    if db.schema() == Schema::Cyborg17 {
+        return Err(ImportError::TargetOnCyborg17);
+    }
     let pool = open_source(source).await?;
     let read = read_source(&pool).await;
     pool.close().await;
