@@ -413,9 +413,12 @@ impl<V: ComponentVersion> Coordinator<V> {
 
     /// Takes a sign of life of a client that sends no heartbeat (accel: the inventory
     /// report of an agent of a release without heartbeats, Cyborg 17's): it is recorded
-    /// in the fleet record as running the oldest software unless it heartbeats, so while
-    /// live it blocks finalization; once a finalization started it is refused, as a
-    /// heartbeat on that software would be.
+    /// in the fleet record as running the oldest software unless its heartbeats are live
+    /// (then they stand: [`Heard::heartbeats`]), so while live it blocks finalization;
+    /// once a finalization started it is refused, as a heartbeat on that software would
+    /// be. A client whose heartbeats stopped while its reports go on has gone back to a
+    /// release without heartbeats: once its last heartbeat is older than the liveness,
+    /// it is that release again.
     pub async fn seen(&self, id: &str, host: &str) -> Result<(), HeartbeatError> {
         let oldest = V::oldest().number();
         let report = MemberReport::new(id, host, oldest, oldest);

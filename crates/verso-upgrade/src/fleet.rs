@@ -93,8 +93,12 @@ pub struct Heard<'a> {
     pub heard_by: &'a str,
     /// True for a heartbeat. False for other traffic that shows the member is live but
     /// not its versions (accel: an inventory report): `software` and `apparent` are then
-    /// what is assumed for a member never heard heartbeating, and a member that did
-    /// heartbeat keeps the versions it reported (only when it was seen changes).
+    /// what is assumed of a member that does not heartbeat. A member whose heartbeats
+    /// are live (recorded within `liveness`) keeps what they recorded, untouched (a
+    /// live heartbeat outranks a report, which a member that heartbeats may send too:
+    /// [`Admission::Superseded`]); a member never heard heartbeating, or whose
+    /// heartbeats stopped longer than `liveness` ago while this traffic goes on (it went
+    /// back to a release that sends none), is recorded at the assumed versions.
     pub heartbeats: bool,
     /// The run of the member that sent it, if it says ([`run_order`]).
     pub incarnation: Option<Incarnation>,
@@ -305,22 +309,20 @@ impl FleetStore for MemoryFleet {
                 RunOrder::Earlier(reason) => return Ok(Admission::Refused(reason)),
             }
         }
-        let entry = match known {
-            // Not a heartbeat: the versions a heartbeat reported stay.
-            Some(e) if !heard.heartbeats => Entry {
-                heard_by: heard.heard_by.to_owned(),
-                seen: Instant::now(),
-                ..e
-            },
-            _ => Entry {
-                host: heard.host.to_owned(),
-                software: heard.software,
-                apparent: heard.apparent,
-                heard_by: heard.heard_by.to_owned(),
-                heartbeats: heard.heartbeats,
-                incarnation: heard.incarnation,
-                seen: Instant::now(),
-            },
+        if let (false, Some(k)) = (heard.heartbeats, &known) {
+            // Not a heartbeat: live heartbeats' versions stand, and so does their age.
+            if k.seen.elapsed() <= heard.liveness {
+                return Ok(Admission::Superseded);
+            }
+        }
+        let entry = Entry {
+            host: heard.host.to_owned(),
+            software: heard.software,
+            apparent: heard.apparent,
+            heard_by: heard.heard_by.to_owned(),
+            heartbeats: heard.heartbeats,
+            incarnation: heard.incarnation,
+            seen: Instant::now(),
         };
         if let Some(admit) = admit {
             let record = if self.paired {

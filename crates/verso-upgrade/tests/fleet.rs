@@ -349,6 +349,66 @@ async fn a_member_seen_only_through_reports_blocks_until_it_heartbeats() {
     assert_eq!(status.clients.len(), 1);
 }
 
+/// A member whose heartbeats stopped while its reports go on (a host gone back to a
+/// release that sends none): while its heartbeats are live its reports change nothing;
+/// once they are older than the liveness, it is the oldest software again and blocks.
+#[tokio::test]
+async fn a_member_back_on_reports_alone_counts_as_the_oldest_once_its_heartbeats_age() {
+    let liveness = Duration::from_millis(300);
+    let (store, shared) = MemoryFleet::with_store();
+    store
+        .save(&verso_upgrade::store::PersistedState {
+            format: 1,
+            component: "accel".into(),
+            apparent: 1,
+            finalizing: None,
+        })
+        .await
+        .expect("seed");
+    let m = VersionManager::<Accel>::builder_tx(store.clone())
+        .open()
+        .await
+        .expect("server opens");
+    let c = Coordinator::new(m, "agent", liveness)
+        .with_fleet(Arc::new(shared) as Arc<dyn FleetStore>, "server-0");
+    let upgraded = MemberReport {
+        id: "host-1".into(),
+        host: "host-1".into(),
+        software: 2,
+        apparent: 1,
+        incarnation: None,
+    };
+    c.heartbeat(upgraded).await.expect("accepted");
+    c.seen("host-1", "host-1").await.expect("seen");
+    let status = c.status().await.expect("status");
+    assert_eq!(
+        (status.clients[0].software, status.clients[0].heartbeats),
+        (2, true)
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let member = loop {
+        c.seen("host-1", "host-1").await.expect("seen");
+        let status = c.status().await.expect("status");
+        let member = status.clients.into_iter().find(|m| m.id == "host-1");
+        match member {
+            Some(m) if m.software == 1 => break m,
+            _ if std::time::Instant::now() > deadline => {
+                panic!("still not the oldest software: {member:?}")
+            }
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    };
+    assert!(!member.heartbeats, "{member:?}");
+    let err = c.finalize().await.expect_err("blocked");
+    let UpgradeError::Blocked(blockers) = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(
+        (blockers[0].id.as_str(), blockers[0].software),
+        ("host-1", 1)
+    );
+}
+
 /// Seen with three `accel conductor`s: one finalizes and tells an agent so through its
 /// heartbeat; the agent's next heartbeat reaches another conductor that has not re-read
 /// the version record yet. It must not fence the agent for being ahead of it (the agent

@@ -18,6 +18,14 @@
 //!   before the decision read the members (and is counted) or sees the decision (and is
 //!   refused, then fenced).
 //!
+//! Other traffic than heartbeats (an inventory report, [`Heard::heartbeats`] false) says
+//! a member is live but not what it runs: a member whose heartbeats are live keeps the
+//! row its heartbeats wrote, untouched (so the row's age is its heartbeats'), and a
+//! member never heard heartbeating, or whose heartbeats stopped longer than the
+//! liveness ago while its reports go on (a host gone back to Cyborg 17's agent, which
+//! sends none), is recorded at the assumed (oldest) versions, and so blocks
+//! finalization, or after one is fenced ([`REPORT_RULE`]).
+//!
 //! An agent on the newest software cannot block finalization: its heartbeat is one
 //! upsert, no lock. And with [`DbFleetStore::with_write_interval`] (the conductor's:
 //! a quarter of the agents' liveness), a heartbeat that repeats what this conductor
@@ -136,16 +144,13 @@ impl DbFleetStore {
     /// The upsert of `heard` on PostgreSQL and SQLite, returning the software the row
     /// holds afterwards. A heartbeat replaces the row's versions and run, where
     /// [`verso_upgrade::fleet::run_order`] records it (the `WHERE` is that rule,
-    /// [`RECORD_RULE`]; a heartbeat it drops returns no row); other traffic only
-    /// refreshes when and by whom, except on a row no heartbeat ever wrote.
+    /// [`RECORD_RULE`]; a heartbeat it drops returns no row); other traffic replaces
+    /// them with the assumed ones unless the row's heartbeats are live
+    /// ([`REPORT_RULE`]; then no row).
     fn upsert_sql(&self, heartbeats: bool) -> String {
         let now = now_ms(self.db.backend());
         let set = assignments(heartbeats, "");
-        let rule = if heartbeats {
-            format!(" WHERE {RECORD_RULE}")
-        } else {
-            String::new()
-        };
+        let rule = format!(" WHERE {}", upsert_rule(heartbeats));
         format!(
             "INSERT INTO fleet_members ({MEMBER_COLUMNS}) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, {now}, $8, $9) \
@@ -165,7 +170,7 @@ impl DbFleetStore {
         let b = self.db.backend();
         if b != Backend::Mysql {
             let sql = self.upsert_sql(heard.heartbeats);
-            let row = bind(sqlx::query(&b.sql(&sql)), heard, heard.heartbeats)
+            let row = bind(sqlx::query(&b.sql(&sql)), heard, true)
                 .fetch_optional(&mut *conn)
                 .await
                 .map_err(backend)?;
@@ -177,11 +182,7 @@ impl DbFleetStore {
         // An update where the rule records it; a member with no row yet is inserted; an
         // insert that finds a row another conductor inserted meanwhile updates once more.
         let now = now_ms(b);
-        let rule = if heard.heartbeats {
-            format!(" WHERE {RECORD_RULE}")
-        } else {
-            String::new()
-        };
+        let rule = format!(" WHERE {}", upsert_rule(heard.heartbeats));
         let update = format!(
             "UPDATE fleet_members JOIN (SELECT $1 AS component, $2 AS member_id, $3 AS host, \
              $4 AS software, $5 AS apparent, $6 AS heard_by, $7 AS heartbeats, \
@@ -197,7 +198,7 @@ impl DbFleetStore {
         );
         let mut inserted = false;
         for _ in 0..2 {
-            let updated = bind(sqlx::query(&b.sql(&update)), heard, heard.heartbeats)
+            let updated = bind(sqlx::query(&b.sql(&update)), heard, true)
                 .execute(&mut *conn)
                 .await
                 .map_err(backend)?
@@ -404,6 +405,10 @@ impl DbFleetStore {
         };
         let Some(software) = software else {
             tx.rollback().await.map_err(backend)?;
+            if !heard.heartbeats {
+                // A report of a member whose heartbeats are live: their row stands.
+                return Ok(Admission::Superseded);
+            }
             return self.not_recorded(heard).await;
         };
         let software = u32::try_from(software).unwrap_or(0);
@@ -433,30 +438,40 @@ const RECORD_RULE: &str = "excluded.run_started_ms IS NULL OR fleet_members.run_
      OR (excluded.run_started_ms < fleet_members.run_started_ms \
          AND fleet_members.last_seen_ms < excluded.last_seen_ms - $10)";
 
-/// What a write of a member's row sets from the heartbeat's values (`excluded`), each
-/// column written as `prefix` + its name: everything a heartbeat says, only when and by
-/// whom for other traffic.
-fn assignments(heartbeats: bool, prefix: &str) -> String {
-    let columns: &[&str] = if heartbeats {
-        &[
-            "host",
-            "software",
-            "apparent",
-            "heard_by",
-            "last_seen_ms",
-            "run_started_ms",
-            "run_seq",
-        ]
+/// When other traffic than a heartbeat (a report) rewrites a member's row: unless the
+/// row was written by heartbeats within the liveness (`$10`). A live heartbeat outranks
+/// a report, which an agent that heartbeats may send as well; a row whose heartbeats
+/// stopped while reports go on is a member gone back to a release without heartbeats.
+const REPORT_RULE: &str =
+    "NOT (fleet_members.heartbeats = 1 AND fleet_members.last_seen_ms > excluded.last_seen_ms - $10)";
+
+/// The rule of an upsert: [`RECORD_RULE`] for a heartbeat, [`REPORT_RULE`] for other
+/// traffic.
+fn upsert_rule(heartbeats: bool) -> &'static str {
+    if heartbeats {
+        RECORD_RULE
     } else {
-        &["heard_by", "last_seen_ms"]
-    };
+        REPORT_RULE
+    }
+}
+
+/// What a write of a member's row sets from the heard values (`excluded`), each column
+/// written as `prefix` + its name: everything, and whether heartbeats wrote it.
+fn assignments(heartbeats: bool, prefix: &str) -> String {
+    let columns: &[&str] = &[
+        "host",
+        "software",
+        "apparent",
+        "heard_by",
+        "last_seen_ms",
+        "run_started_ms",
+        "run_seq",
+    ];
     let mut set: Vec<String> = columns
         .iter()
         .map(|c| format!("{prefix}{c} = excluded.{c}"))
         .collect();
-    if heartbeats {
-        set.push(format!("{prefix}heartbeats = 1"));
-    }
+    set.push(format!("{prefix}heartbeats = {}", i64::from(heartbeats)));
     set.join(", ")
 }
 

@@ -258,6 +258,82 @@ async fn mysql_a_host_known_only_from_reports_blocks_finalization() {
     a_host_known_only_from_reports_blocks_finalization(first, second).await;
 }
 
+/// A host whose accel agent heartbeated and then went back to Cyborg 17's agent, which
+/// only reports: while its heartbeats are live its reports leave their row as it is
+/// (an N+1 agent on Cyborg's wire reports as well as heartbeats); once they are older
+/// than the liveness, its reports record it as release N again, and it blocks
+/// finalization, named.
+async fn a_host_back_on_reports_alone_counts_as_release_n_once_its_heartbeats_age(db: Db) {
+    DbVersionStore::new(db.clone(), AccelVersion::COMPONENT)
+        .save(&pre_finalized())
+        .await
+        .expect("seed");
+    let liveness = Duration::from_millis(1500);
+    let c = Coordinator::new(support::versions(&db).await, "agent", liveness).with_fleet(
+        Arc::new(DbFleetStore::new(db.clone(), AccelVersion::COMPONENT)),
+        "a",
+    );
+    let upgraded = MemberReport {
+        software: AccelVersion::DriverFeatures.number(),
+        ..release_n("back-host")
+    };
+    c.heartbeat(upgraded).await.expect("accepted");
+    c.seen("back-host", "back-host")
+        .await
+        .expect("a report of a host heartbeating");
+    assert_eq!(row(&db, "back-host").await, (2, 1, "a".into()));
+    let status = c.status().await.expect("status");
+    assert!(status.clients[0].heartbeats, "{status:?}");
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        c.seen("back-host", "back-host").await.expect("seen");
+        if row(&db, "back-host").await.0 == 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still at software 2 long after its heartbeats stopped"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let status = c.status().await.expect("status");
+    assert!(!status.clients[0].heartbeats, "{status:?}");
+    let err = c.finalize().await.expect_err("blocked");
+    let UpgradeError::Blocked(blockers) = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(
+        (blockers[0].id.as_str(), blockers[0].software),
+        ("back-host", 1),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn sqlite_a_host_back_on_reports_alone_counts_as_release_n_once_its_heartbeats_age() {
+    let (db, _dir) = support::sqlite().await;
+    a_host_back_on_reports_alone_counts_as_release_n_once_its_heartbeats_age(db).await;
+}
+
+#[tokio::test]
+async fn postgres_a_host_back_on_reports_alone_counts_as_release_n_once_its_heartbeats_age() {
+    let db = Db::connect(&support::postgres_database().await)
+        .await
+        .expect("db");
+    db.migrate().await.expect("migrate");
+    a_host_back_on_reports_alone_counts_as_release_n_once_its_heartbeats_age(db).await;
+}
+
+#[tokio::test]
+async fn mysql_a_host_back_on_reports_alone_counts_as_release_n_once_its_heartbeats_age() {
+    let db = Db::connect(&support::mysql_database().await)
+        .await
+        .expect("db");
+    db.migrate().await.expect("migrate");
+    a_host_back_on_reports_alone_counts_as_release_n_once_its_heartbeats_age(db).await;
+}
+
 /// The lock itself, deterministically: while a finalize decision holds the version
 /// record (its transaction open, as between reading the fleet and committing the
 /// marker), a release N heartbeat through another conductor waits, then sees the
