@@ -88,24 +88,24 @@ pub async fn start_with(
 ) -> Result<Running, StartError> {
     let store = Store::connect(&config.common.database_url).await?;
     store.check().await?;
-    let session =
-        Session::new(config.common.placement.auth.clone()).map_err(|e| StartError::Keystone {
-            section: "placement",
-            reason: e.to_string(),
-        })?;
-    let placement = Placement::new(session, config.common.placement.endpoint_override.clone());
+    // Without Placement (an all-in-one) device disable and enable are refused, naming it.
+    let placement = match &config.common.placement {
+        Some(user) => {
+            let session = Session::new(user.auth.clone()).map_err(|e| StartError::Keystone {
+                section: "placement",
+                reason: e.to_string(),
+            })?;
+            Some(Placement::new(session, user.endpoint_override.clone()))
+        }
+        None => None,
+    };
     let auth = Authenticator::new(config.auth.clone(), Policy::default()).map_err(|e| {
         StartError::Keystone {
             section: "keystone_authtoken",
             reason: e.to_string(),
         }
     })?;
-    let service = CyborgApi::new(
-        store,
-        transport,
-        config.common.agent_timeout,
-        Some(placement),
-    );
+    let service = CyborgApi::new(store, transport, config.common.agent_timeout, placement);
     let router = accel_api::router_with(Arc::new(service), Limits::default(), auth);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await

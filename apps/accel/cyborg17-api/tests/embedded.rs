@@ -269,3 +269,158 @@ async fn release_n_as_cyborg_17_runs_in_one_process_on_the_in_process_transport(
     conductor.stop().await;
     delete_tree(&placement, &root, true).await;
 }
+
+/// Release N as an all-in-one without OpenStack (what `accel demo` runs): no `[placement]`
+/// or `[nova]` service user in the file. The agent's report is stored and each deployable
+/// named the provider Cyborg would make for it, but no provider is made; a bind through
+/// the API to that provider binds, with no Nova to tell; the operator's disable, which
+/// is Placement's reserved inventory, is refused naming `[placement]`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_n_as_cyborg_17_runs_without_placement_and_nova() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let suffix = &uuid::Uuid::new_v4().simple().to_string()[..8];
+    let host = format!("cyborg17-alone-{suffix}");
+    let port = free_port();
+    let sysfs = dir.path().join("sys");
+    write_tree(&sysfs, &sample_host(0)).expect("the fixture host");
+    let conf = dir.path().join("cyborg.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[DEFAULT]\ntransport_url = rabbit://unused:unused@127.0.0.1:1/\nhost = {host}\n\n\
+             [database]\nconnection = sqlite:///{db}\n\n\
+             [api]\nauth_strategy = noauth\nhost_ip = 127.0.0.1\nport = {port}\n\n\
+             [agent]\nsysfs_root = {sysfs}\n",
+            db = dir.path().join("cyborg.sqlite").display(),
+            sysfs = sysfs.display(),
+        ),
+    )
+    .expect("write cyborg.conf");
+    let config = accel_cyborg17_conductor::config::Config::load(&conf).expect("the file");
+    assert_eq!(
+        config.without_openstack().len(),
+        2,
+        "{:?}",
+        config.without_openstack()
+    );
+
+    let transport: Arc<dyn Transport> = Arc::new(MemoryTransport::new());
+    let conductor = accel_cyborg17_conductor::run::start_with(&config, transport.clone())
+        .await
+        .expect("the conductor starts without Placement and Nova");
+    let agent = accel_cyborg17_agent::run::start_with(
+        &accel_cyborg17_agent::config::AgentConfig::load(&conf).expect("the agent's file"),
+        transport.clone(),
+    )
+    .await
+    .expect("the agent starts");
+    let first = tokio::time::timeout(Duration::from_secs(60), agent.first_report())
+        .await
+        .expect("a report within 60 s");
+    assert_eq!(first, Reported::Devices(5));
+    let api = accel_cyborg17_api::run::start_with(
+        &accel_cyborg17_api::config::ApiConfig::load(&conf).expect("the API's file"),
+        transport,
+    )
+    .await
+    .expect("the API starts without Placement");
+    let base = format!("http://{}", api.addr);
+
+    // Every deployable named its provider's name-based UUID, none made in Placement.
+    let (_, deployables) = call(&base, Method::GET, "/v2/deployables", None).await;
+    let deployables = deployables["deployables"]
+        .as_array()
+        .expect("deployables")
+        .clone();
+    assert_eq!(deployables.len(), 5, "{deployables:?}");
+    let placement = placement();
+    for d in &deployables {
+        let name = d["name"].as_str().expect("a name");
+        let rp = d["rp_uuid"].as_str().expect("a provider named");
+        assert_eq!(rp, accel_cyborg17_conductor::placement::rp_uuid(name));
+        let (status, _) = placement
+            .call(
+                Method::GET,
+                &format!("/resource_providers/{rp}"),
+                None,
+                None,
+            )
+            .await
+            .expect("Placement answers");
+        assert_eq!(status, 404, "{name}'s provider was made in Placement");
+    }
+    let fpga = deployables
+        .iter()
+        .find(|d| d["name"] == format!("{host}_{FPGA}"))
+        .expect("the FPGA's deployable");
+    let rp = fpga["rp_uuid"].as_str().expect("its provider").to_owned();
+    let attributes: Vec<Value> =
+        serde_json::from_str(fpga["attributes_list"].as_str().expect("text")).expect("JSON");
+    let rc = attributes
+        .iter()
+        .find_map(|a| a["rc"].as_str())
+        .expect("a resource class")
+        .to_owned();
+
+    let profile = format!("fpga-alone-{suffix}");
+    let (status, body) = call(
+        &base,
+        Method::POST,
+        "/v2/device_profiles",
+        Some(json!([{"name": profile, "groups": [{format!("resources:{rc}"): "1"}]}])),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = call(
+        &base,
+        Method::POST,
+        "/v2/accelerator_requests",
+        Some(json!({"device_profile_name": profile})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let arq = body["arqs"][0]["uuid"]
+        .as_str()
+        .expect("a request")
+        .to_owned();
+    let (status, body) = call(
+        &base,
+        Method::PATCH,
+        "/v2/accelerator_requests",
+        Some(json!({ arq.clone(): [
+            {"path": "/hostname", "op": "add", "value": host},
+            {"path": "/device_rp_uuid", "op": "add", "value": rp},
+            {"path": "/instance_uuid", "op": "add", "value": INSTANCE},
+        ]})),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let (_, bound) = call(
+        &base,
+        Method::GET,
+        &format!("/v2/accelerator_requests/{arq}"),
+        None,
+    )
+    .await;
+    assert_eq!(bound["state"], "Bound", "{bound}");
+    assert_eq!(bound["attach_handle_info"]["bus"], "3d", "{bound}");
+
+    let (_, devices) = call(&base, Method::GET, "/v2/devices?type=FPGA", None).await;
+    let uuid = devices["devices"][0]["uuid"]
+        .as_str()
+        .expect("the host's FPGA")
+        .to_owned();
+    let (status, body) = call(
+        &base,
+        Method::POST,
+        &format!("/v2/devices/{uuid}/disable"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 405, "{body}");
+    assert!(body.to_string().contains("[placement]"), "{body}");
+
+    api.stop().await.expect("the API stops");
+    agent.stop().await;
+    conductor.stop().await;
+}

@@ -223,11 +223,14 @@ impl Requests {
         if binds.is_empty() {
             return Ok(());
         }
-        let nova = self
-            .nova
-            .clone()
-            .ok_or_else(|| RequestError::Nova("this conductor has no Nova to tell".into()))?;
         let instance = instance.unwrap_or_default();
+        let Some(nova) = self.nova.clone() else {
+            // Without Nova (an all-in-one) nobody waits for the event; the jobs run on.
+            for job in jobs {
+                tokio::spawn(job);
+            }
+            return Ok(());
+        };
         if jobs.is_empty() {
             let statuses = self.bind_statuses(&binds).await?;
             return nova.notify_binding(&instance, &statuses).await;
@@ -336,11 +339,6 @@ impl Requests {
                 reason: "its profile asks for an FPGA bitstream and this conductor has no Glance"
                     .into(),
             });
-        }
-        if self.nova.is_none() {
-            return Err(RequestError::Nova(
-                "this conductor has no Nova to tell".into(),
-            ));
         }
         self.move_to(
             row,

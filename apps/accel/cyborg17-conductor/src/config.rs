@@ -6,10 +6,17 @@
 //! | `[DEFAULT]` | `transport_url` | RabbitMQ (`rabbit://user:pass@host:port/vhost`), exchange `cyborg` |
 //! | `[DEFAULT]` | `host` | the conductor's RPC server name (default: the machine's host name) |
 //! | `[database]` | `connection` | SQLAlchemy's URL: `mysql+pymysql://...`, `mysql://...`, `sqlite:////path` |
-//! | `[placement]` | keystoneauth's password options, `endpoint_override` | the deployables' resource providers |
-//! | `[nova]` | the same | `accelerator-request-bound` events at bind |
+//! | `[placement]` | keystoneauth's password options, `endpoint_override` | the deployables' resource providers (without a service user there: none made, see below) |
+//! | `[nova]` | the same | `accelerator-request-bound` events at bind (without a service user there: none sent) |
 //! | `[glance]` | `endpoint_override` (default: the `[placement]` user's catalog's `image`) | bitstreams of FPGAs programmed at bind |
 //! | `[agent]` | `rpc_timeout` (this conductor's, seconds; default 60) | calls to agents (mediated devices, FPGA programming) |
+//!
+//! Without Placement and Nova (a file with no `auth_url` in `[placement]` or `[nova]`,
+//! as an all-in-one such as `accel demo` runs) the conductor still works on its
+//! database: each deployable is named its provider's UUID (the name-based one Cyborg
+//! gives the provider it makes) but no provider is made, and binds end without an
+//! event to Nova. Cyborg 17's own conductor needs both; this one says so at start
+//! ([`Config::without_openstack`]), so a deployment that forgot them sees it.
 //!
 //! keystoneauth's options are `auth_url`, `username`, `password`, `project_name`,
 //! `user_domain_name` (or `user_domain_id`), `project_domain_name` (or
@@ -29,8 +36,8 @@ pub struct Config {
     pub host: Option<String>,
     /// `[database] connection`, as sqlx opens it.
     pub database_url: String,
-    /// `[placement]`.
-    pub placement: ServiceAuth,
+    /// `[placement]`, when the file has a service user there.
+    pub placement: Option<ServiceAuth>,
     /// `[nova]`, when the file has a service user there.
     pub nova: Option<ServiceAuth>,
     /// Glance's endpoint instead of the catalog's `image`.
@@ -74,6 +81,20 @@ fn redact(url: &str) -> String {
 }
 
 impl Config {
+    /// What this conductor runs without, one line each, for its start: Placement
+    /// (providers named, not made) and Nova (binds not announced). Empty in an
+    /// OpenStack deployment.
+    pub fn without_openstack(&self) -> Vec<&'static str> {
+        let mut missing = Vec::new();
+        if self.placement.is_none() {
+            missing.push("no [placement] service user: deployables are named their providers' UUIDs, but no provider is made in Placement");
+        }
+        if self.nova.is_none() {
+            missing.push("no [nova] service user: binds end without an accelerator-request-bound event to Nova");
+        }
+        missing
+    }
+
     /// Reads `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let ini = accel_keystone::oslo::load(path)?;
@@ -98,10 +119,7 @@ impl Config {
                 "Cyborg 17 runs on MySQL/MariaDB (mysql+pymysql://...) or SQLite (sqlite:////path)"
                     .into(),
         })?;
-        let placement = service(ini, "placement")?.ok_or(ConfigError::Missing {
-            section: "placement",
-            option: "auth_url",
-        })?;
+        let placement = service(ini, "placement")?;
         let agent_timeout = match get(ini, "agent", "rpc_timeout") {
             None => Duration::from_secs(60),
             Some(v) => Duration::from_secs(v.parse().map_err(|e: std::num::ParseIntError| {
@@ -158,10 +176,15 @@ mod tests {
         assert_eq!(config.database_url, "mysql://cyborg:secret@db/cyborg");
         assert_eq!(config.host.as_deref(), Some("c1"));
         assert_eq!(
-            config.placement.auth.region_name.as_deref(),
+            config
+                .placement
+                .as_ref()
+                .and_then(|p| p.auth.region_name.as_deref()),
             Some("RegionOne")
         );
         assert!(config.nova.is_none());
+        assert_eq!(config.without_openstack().len(), 1);
+        assert!(config.without_openstack()[0].starts_with("no [nova]"));
         assert_eq!(config.agent_timeout, Duration::from_secs(60));
 
         let no_db = text.replace("connection = mysql+pymysql://cyborg:secret@db/cyborg", "");
@@ -178,6 +201,14 @@ mod tests {
             "{err}"
         );
         assert!(!err.to_string().contains("secret"), "{err}");
+        let alone = text
+            .split("[placement]")
+            .next()
+            .expect("the text before [placement]");
+        let config =
+            Config::from_ini(&Ini::load_from_str(alone).expect("ini")).expect("no Placement");
+        assert!(config.placement.is_none());
+        assert_eq!(config.without_openstack().len(), 2);
         let half_nova = format!("{text}\n[nova]\nauth_url = http://ks/v3\nusername = nova\n");
         let err =
             Config::from_ini(&Ini::load_from_str(&half_nova).expect("ini")).expect_err("refused");

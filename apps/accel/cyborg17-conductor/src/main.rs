@@ -46,6 +46,9 @@ async fn run(args: Args) -> ExitCode {
     if running.schema_made {
         println!("made Cyborg 17's schema in the empty database");
     }
+    for missing in config.without_openstack() {
+        println!("warning: {missing}");
+    }
     println!(
         "serving {} (exchange {CONTROL_EXCHANGE}) as {}",
         service::TOPIC,

@@ -233,13 +233,35 @@ pub struct Outcome {
 #[derive(Clone, Debug)]
 pub struct Reports {
     store: Store,
-    placement: Placement,
+    /// `None`: an all-in-one without Placement (providers named, not made).
+    placement: Option<Placement>,
 }
 
 impl Reports {
     /// Reports applied to `store` and `placement`.
     pub fn new(store: Store, placement: Placement) -> Reports {
-        Reports { store, placement }
+        Reports {
+            store,
+            placement: Some(placement),
+        }
+    }
+
+    /// Reports applied to `store` alone, for a deployment without Placement: each
+    /// deployable is named the provider Cyborg would make for it ([`rp_uuid`] of its
+    /// name, what a bind's `device_rp_uuid` names), and no provider is made.
+    pub fn without_placement(store: Store) -> Reports {
+        Reports {
+            store,
+            placement: None,
+        }
+    }
+
+    /// Deletes the provider `uuid` and its children, when there is Placement.
+    async fn delete_tree(&self, uuid: &str) -> Result<(), PlacementError> {
+        match &self.placement {
+            Some(p) => p.delete_tree(uuid).await,
+            None => Ok(()),
+        }
     }
 
     /// Applies `hostname`'s report (Cyborg's `report_data`).
@@ -250,7 +272,10 @@ impl Reports {
     ) -> Result<Outcome, ReportError> {
         let new = checked(devices)?;
         let old = self.store.host_devices(hostname).await?;
-        let host_rp = self.placement.root_provider(hostname).await?;
+        let host_rp = match &self.placement {
+            Some(p) => p.root_provider(hostname).await?,
+            None => String::new(),
+        };
 
         let stub: BTreeSet<&str> = new
             .iter()
@@ -274,7 +299,7 @@ impl Reports {
                 continue;
             };
             for dep in &old_dev.deployables {
-                self.placement.delete_tree(&rp_uuid(&dep.name)).await?;
+                self.delete_tree(&rp_uuid(&dep.name)).await?;
             }
             let deployables: Vec<(String, Vec<String>)> = old_dev
                 .deployables
@@ -366,7 +391,7 @@ impl Reports {
                     .destroy_device(host, &dev.cpid_info, &names)
                     .await?;
                 for d in &dev.deployables {
-                    self.placement.delete_tree(&rp_uuid(&d.name)).await?;
+                    self.delete_tree(&rp_uuid(&d.name)).await?;
                 }
                 return Ok(false);
             }
@@ -382,15 +407,18 @@ impl Reports {
         dep: &ReportedDeployable,
         host_rp: &str,
     ) -> Result<(), ReportError> {
-        let uuid = self
-            .placement
-            .report_deployable(
-                host_rp,
-                &dep.name,
-                &dep.attribute_pairs(),
-                dep.num_accelerators,
-            )
-            .await?;
+        let uuid = match &self.placement {
+            Some(p) => {
+                p.report_deployable(
+                    host_rp,
+                    &dep.name,
+                    &dep.attribute_pairs(),
+                    dep.num_accelerators,
+                )
+                .await?
+            }
+            None => rp_uuid(&dep.name),
+        };
         Ok(self.store.set_rp_uuid(device_id, &dep.name, &uuid).await?)
     }
 
@@ -448,7 +476,7 @@ impl Reports {
             self.store
                 .destroy_deployable(device_id, gone, &infos)
                 .await?;
-            self.placement.delete_tree(&rp_uuid(gone)).await?;
+            self.delete_tree(&rp_uuid(gone)).await?;
         }
         for added in new_names.difference(&old_names) {
             let Some(dep) = first(new, added, |d| &d.name) else {
@@ -463,7 +491,7 @@ impl Reports {
                 self.store
                     .destroy_deployable(device_id, added, &infos)
                     .await?;
-                self.placement.delete_tree(&rp_uuid(added)).await?;
+                self.delete_tree(&rp_uuid(added)).await?;
             }
         }
         for kept in new_names.intersection(&old_names) {
@@ -481,15 +509,17 @@ impl Reports {
             if stored_accelerators != new_dep.num_accelerators {
                 accelerators = new_dep.num_accelerators;
                 self.store.set_accelerators(dep_id, accelerators).await?;
-                let rc = new_dep
-                    .attributes
-                    .iter()
-                    .find(|(k, _)| k == "rc")
-                    .map(|(_, v)| v.as_str())
-                    .ok_or_else(|| PlacementError::NoResourceClass(new_dep.name.clone()))?;
-                self.placement
-                    .update_inventory(&rp_uuid(kept), rc, accelerators)
-                    .await?;
+                if let Some(placement) = &self.placement {
+                    let rc = new_dep
+                        .attributes
+                        .iter()
+                        .find(|(k, _)| k == "rc")
+                        .map(|(_, v)| v.as_str())
+                        .ok_or_else(|| PlacementError::NoResourceClass(new_dep.name.clone()))?;
+                    placement
+                        .update_inventory(&rp_uuid(kept), rc, accelerators)
+                        .await?;
+                }
             }
             self.diff_attributes(
                 dep_id,
@@ -519,7 +549,9 @@ impl Reports {
             let Some((_, value)) = first(old, gone, |(k, _)| k) else {
                 continue;
             };
-            self.placement.delete_trait(&rp, value).await?;
+            if let Some(placement) = &self.placement {
+                placement.delete_trait(&rp, value).await?;
+            }
             self.store.delete_attributes(dep_id, gone).await?;
         }
         for added in new_keys.difference(&old_keys) {
@@ -527,7 +559,9 @@ impl Reports {
                 continue;
             };
             self.store.create_attribute(dep_id, key, value).await?;
-            self.placement.add_traits(&rp, &[value.as_str()]).await?;
+            if let Some(placement) = &self.placement {
+                placement.add_traits(&rp, &[value.as_str()]).await?;
+            }
         }
         for kept in new_keys.intersection(&old_keys) {
             let (Some((key, new_value)), Some((_, old_value))) =
@@ -539,18 +573,19 @@ impl Reports {
                 continue;
             }
             self.store.set_attribute(dep_id, key, new_value).await?;
+            let Some(placement) = &self.placement else {
+                continue;
+            };
             if key.starts_with("trait") {
-                self.placement.delete_trait(&rp, old_value).await?;
-                self.placement
-                    .add_traits(&rp, &[new_value.as_str()])
-                    .await?;
+                placement.delete_trait(&rp, old_value).await?;
+                placement.add_traits(&rp, &[new_value.as_str()]).await?;
             }
             if key.starts_with("rc") {
-                self.placement.ensure_resource_class(new_value).await?;
-                self.placement
+                placement.ensure_resource_class(new_value).await?;
+                placement
                     .update_inventory(&rp, new_value, accelerators)
                     .await?;
-                self.placement.delete_resource_class(old_value).await?;
+                placement.delete_resource_class(old_value).await?;
             }
         }
         Ok(())

@@ -315,8 +315,8 @@ impl Requests {
         }
     }
 
-    /// These requests, telling `nova` when binds finish (without it a bind is refused
-    /// before it starts: Nova waits for the event).
+    /// These requests, telling `nova` when binds finish (without it, in a deployment
+    /// without Nova, binds end without the event).
     pub fn with_nova(mut self, nova: Nova) -> Requests {
         self.nova = Some(nova);
         self

@@ -86,29 +86,32 @@ pub async fn start_with(
 ) -> Result<Running, StartError> {
     let store = Store::connect(&config.database_url).await?;
     let schema_made = store.sync().await?;
-    let service_user = session(&config.placement, "placement")?;
-    let placement = Placement::new(
-        service_user.clone(),
-        config.placement.endpoint_override.clone(),
-    );
+    for missing in config.without_openstack() {
+        tracing::warn!("{missing}");
+    }
     let mut requests = Requests::new(
         store.clone(),
         Some(Agents::new(transport.clone(), config.agent_timeout)),
-    )
-    .with_programming(Programming {
-        glance: Glance::new(service_user, config.glance_endpoint.clone()),
-        placement: placement.clone(),
-    });
+    );
+    let reports = match &config.placement {
+        Some(auth) => {
+            let service_user = session(auth, "placement")?;
+            let placement = Placement::new(service_user.clone(), auth.endpoint_override.clone());
+            requests = requests.with_programming(Programming {
+                glance: Glance::new(service_user, config.glance_endpoint.clone()),
+                placement: placement.clone(),
+            });
+            Reports::new(store, placement)
+        }
+        None => Reports::without_placement(store),
+    };
     if let Some(nova) = &config.nova {
         requests = requests.with_nova(Nova::new(
             session(nova, "nova")?,
             nova.endpoint_override.clone(),
         ));
     }
-    let conductor = Conductor {
-        reports: Reports::new(store, placement),
-        requests,
-    };
+    let conductor = Conductor { reports, requests };
     let server = service::serve(transport, conductor, service::TOPIC).await?;
     Ok(Running {
         server,
