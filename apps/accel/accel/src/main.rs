@@ -57,8 +57,8 @@ enum Command {
         /// transport.
         #[arg(long)]
         transport_url: Option<String>,
-        /// Run on this database (`postgres://...`, empty) instead of a SQLite file in a
-        /// temporary directory.
+        /// Run on this database (`mysql://...`, empty; Cyborg 17 runs on MySQL/MariaDB
+        /// or SQLite) instead of a SQLite file in a temporary directory.
         #[arg(long)]
         database_url: Option<String>,
         /// Write the report as JSON to this file (`-`: to stdout, without the timeline).
@@ -67,16 +67,12 @@ enum Command {
         /// Leave the deployment running at the end, until Ctrl-C.
         #[arg(long)]
         keep: bool,
-        /// Run the last host's release N agent as the project's Python agent
-        /// (oslo.versionedobjects, oslo.messaging) with this interpreter; needs
-        /// --transport-url.
-        #[arg(long, value_name = "PYTHON")]
-        python_agent: Option<PathBuf>,
-        /// Where release N comes from: `accel` (accel-release-n) or `cyborg` (OpenStack
-        /// Cyborg 17's own conductor, API and agents; needs --transport-url, Keystone
-        /// with Placement, and a Python with openstack-cyborg 17.0.0:
+        /// Where release N comes from: `rust` (OpenStack Cyborg 17's conductor, API and
+        /// agents in Rust, accel-cyborg17-*, in this process) or `cyborg` (OpenStack
+        /// Cyborg 17's own, the Python package's; needs --transport-url, Keystone with
+        /// Placement, and a Python with openstack-cyborg 17.0.0:
         /// scripts/demo-from-cyborg.sh sets them all up).
-        #[arg(long, value_enum, default_value_t = ReleaseN::Accel)]
+        #[arg(long, value_enum, default_value_t = ReleaseN::Rust)]
         from: ReleaseN,
         /// With --from cyborg: the Python that has openstack-cyborg 17.0.0 (Cyborg's
         /// console scripts are beside it).
@@ -197,8 +193,8 @@ enum Command {
 /// Where the demo's release N comes from.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 enum ReleaseN {
-    /// accel's own release N (accel-release-n).
-    Accel,
+    /// OpenStack Cyborg 17 in Rust (accel-cyborg17-conductor, -api and -agent).
+    Rust,
     /// OpenStack Cyborg 17 (openstack-cyborg 17.0.0).
     Cyborg,
 }
@@ -353,7 +349,6 @@ fn main() -> ExitCode {
                 database_url,
                 json,
                 keep,
-                python_agent,
                 from,
                 cyborg_python,
                 keystone_url,
@@ -373,7 +368,6 @@ fn main() -> ExitCode {
                     database_url,
                     json,
                     keep,
-                    python_agent,
                     from_cyborg,
                 })
                 .await

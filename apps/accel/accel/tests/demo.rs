@@ -1,7 +1,8 @@
 //! `accel demo`, the README's main job, run as a newcomer runs it: the whole rolling
-//! upgrade from release N to N+1 on the embedded defaults (one process, memory
-//! transport, SQLite), and across RabbitMQ and PostgreSQL with every component its own
-//! process. Each run must pass every check of its JSON report.
+//! upgrade from release N (OpenStack Cyborg 17, in Rust) to N+1 (accel) on the embedded
+//! defaults (one process, memory transport, SQLite), and across RabbitMQ and MariaDB
+//! with accel's components as processes. Each run must pass every check of its JSON
+//! report.
 // A failed set-up step fails the test (or bench) with its message.
 #![allow(clippy::expect_used)]
 
@@ -91,6 +92,7 @@ fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
 fn the_rolling_upgrade_passes_on_the_embedded_defaults() {
     let (report, timeline) = demo(&[]);
     assert_complete(&report, 6);
+    assert_eq!(report["release_n"], "cyborg-17-in-rust");
     assert_eq!(report["transport"], "memory://");
     assert!(report["database"]
         .as_str()
@@ -98,12 +100,23 @@ fn the_rolling_upgrade_passes_on_the_embedded_defaults() {
         .starts_with("sqlite://"));
     // The figures that prove the steps, not only that they ran.
     assert_eq!(
-        check(&report, "devices reported by the agents")["evidence"],
+        check(&report, "devices reported by the Cyborg 17 agents")["evidence"],
         "30"
     );
     assert_eq!(
-        check(&report, "migrations applied")["evidence"],
-        "[2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]"
+        check(&report, "accel db sync took Cyborg 17's database in place")["evidence"],
+        "Cyborg17 [101]"
+    );
+    assert_eq!(
+        check(&report, "host6 back on Cyborg 17's agent")["passed"],
+        true
+    );
+    assert_eq!(
+        check(
+            &report,
+            "host7's Cyborg 17 agent: its report refused (Fenced)"
+        )["passed"],
+        true
     );
     assert_eq!(
         check(&report, "finalization refused; the blocker")["evidence"],
@@ -115,7 +128,7 @@ fn the_rolling_upgrade_passes_on_the_embedded_defaults() {
         assert!(timeline.contains(&format!("[{step}/9]")), "{timeline}");
     }
     assert!(
-        timeline.contains("AttachHandle 1.2"),
+        timeline.contains("backported to Cyborg 17's version: AttachHandle 1.0"),
         "the backport is shown: {timeline}"
     );
     assert!(timeline.contains("every check passed"), "{timeline}");
@@ -143,11 +156,29 @@ fn a_single_agent_is_refused() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("at least 2"));
 }
 
+/// Cyborg 17 has no PostgreSQL: a demo asked to run on it is refused, naming what it
+/// runs on.
+#[test]
+fn a_postgresql_database_is_refused_for_cyborg_17() {
+    let output = Command::new(env!("CARGO_BIN_EXE_accel"))
+        .args([
+            "demo",
+            "--database-url",
+            "postgres://v:secret@127.0.0.1:1/demo",
+        ])
+        .output()
+        .expect("accel demo runs");
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("MySQL/MariaDB or SQLite"), "{stderr}");
+    assert!(!stderr.contains("secret"), "{stderr}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
-async fn the_rolling_upgrade_passes_on_rabbitmq_and_postgresql_as_processes() {
+async fn the_rolling_upgrade_passes_on_rabbitmq_and_mariadb_with_accel_as_processes() {
     let _broker = BROKER.lock().await;
     let rabbit = rabbit_url();
-    let database = accel_conductor::testing::postgres_database().await;
+    let database = accel_conductor::testing::mysql_database().await;
     let (report, timeline) = tokio::task::spawn_blocking(move || {
         demo(&["--transport-url", &rabbit, "--database-url", &database])
     })
@@ -161,55 +192,10 @@ async fn the_rolling_upgrade_passes_on_rabbitmq_and_postgresql_as_processes() {
     assert!(report["database"]
         .as_str()
         .unwrap_or("")
-        .starts_with("postgres://"));
-    // Components ran as processes: the pinned agent and release N's conductor exited 2.
+        .starts_with("mysql://"));
+    // accel's components ran as processes: the pinned agent exited 2.
     assert_eq!(check(&report, "accel agent exit code")["evidence"], "2");
-    assert_eq!(
-        check(&report, "release N conductor exit code")["evidence"],
-        "2"
-    );
     assert!(timeline.contains("every check passed"), "{timeline}");
-}
-
-/// A Python service one release behind in the same rolling upgrade: the last host's
-/// release N agent is the project's oslo.versionedobjects agent, upgraded to the Rust
-/// N+1 agent in the last batch, back to Python for the downgrade, and finalized.
-#[tokio::test(flavor = "multi_thread")]
-async fn the_rolling_upgrade_passes_with_a_python_release_n_agent() {
-    let _broker = BROKER.lock().await;
-    let rabbit = rabbit_url();
-    let python = std::env::var("VERSO_TEST_PYTHON").expect(
-        "VERSO_TEST_PYTHON names a Python with oslo.versionedobjects and oslo.messaging (scripts/test.sh makes .venv)",
-    );
-    let (report, timeline) = tokio::task::spawn_blocking(move || {
-        demo(&["--transport-url", &rabbit, "--python-agent", &python])
-    })
-    .await
-    .expect("demo thread");
-    assert_complete(&report, 6);
-    assert_eq!(report["python_agent"], "host6");
-    assert!(
-        timeline.contains("host6 runs release N's agent in Python"),
-        "{timeline}"
-    );
-    assert_eq!(
-        check(&report, "host6 downgraded to release N (the Python agent)")["passed"],
-        true
-    );
-    assert_eq!(
-        check(&report, "finalization refused; the blocker")["evidence"],
-        "host6"
-    );
-}
-
-#[test]
-fn a_python_agent_needs_a_broker() {
-    let output = Command::new(env!("CARGO_BIN_EXE_accel"))
-        .args(["demo", "--python-agent", "python3"])
-        .output()
-        .expect("accel demo runs");
-    assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("--transport-url"));
 }
 
 /// `accel demo --from cyborg`: release N is OpenStack Cyborg 17 itself (the pinned

@@ -1,6 +1,7 @@
 //! [`Census`]: how many of each thing the database holds, in one read-only pass that
 //! works on every schema release N and N+1 share (the cleanup columns are counted only
-//! once migration 2 has added them). Operators' checks and the rolling-upgrade demo use
+//! once accel's migration 2, or its first addition to Cyborg 17's schema, has added
+//! them: Cyborg 17's schema alone, release N's, has none). Operators' checks and the rolling-upgrade demo use
 //! it to verify side effects in the database, not only API answers.
 
 use crate::db::{Db, DbError};
@@ -19,9 +20,9 @@ pub struct Census {
     pub attach_handles: i64,
     /// Attach handles allocated to a request.
     pub handles_in_use: i64,
-    /// Attach handles in NVMe cleanup (`None` before migration 2).
+    /// Attach handles in NVMe cleanup (`None` before the cleanup columns exist).
     pub handles_cleaning: Option<i64>,
-    /// Attach handles whose cleanup failed (`None` before migration 2).
+    /// Attach handles whose cleanup failed (`None` before the cleanup columns exist).
     pub handles_failed_cleanup: Option<i64>,
     /// Device profiles.
     pub device_profiles: i64,
@@ -63,12 +64,12 @@ impl Db {
     /// Counts what the database holds.
     pub async fn census(&self) -> Result<Census, DbError> {
         let d = self.dialect();
-        // The cleanup columns: accel's migration 2, or accel's additions to Cyborg's
-        // schema (which have them from the start).
-        let cleanup = match d.schema {
-            crate::db::Schema::Accel => self.applied_migrations().await?.contains(&2),
-            crate::db::Schema::Cyborg17 => true,
-        };
+        // The cleanup columns: accel's migration 2, or accel's first addition to
+        // Cyborg's schema.
+        let cleanup = self.applied_migrations().await?.contains(&match d.schema {
+            crate::db::Schema::Accel => 2,
+            crate::db::Schema::Cyborg17 => crate::db::FIRST_ADDITION,
+        });
         let mut arqs = BTreeMap::new();
         let counted: Vec<(String, i64)> = sqlx::query_as(&format!(
             "SELECT {} AS state, COUNT(*) AS n FROM {} GROUP BY state",

@@ -1,7 +1,8 @@
-//! The deployment the demo upgrades: release N and N+1 conductors, APIs and agents in
-//! this process (or as processes of this binary over a real broker), their
-//! configuration, and starting, stopping and replacing them. The steps are in
-//! [`super::scenario`].
+//! The deployment the demo upgrades: release N (OpenStack Cyborg 17 in Rust:
+//! `accel-cyborg17-conductor`, `-api` and `-agent`, always in this process) and release
+//! N+1 (accel's conductor, API and agents: in this process on the memory transport, or
+//! as processes of this binary over a real broker), their configuration, and starting,
+//! stopping and replacing them. The steps are in [`super::scenario`].
 
 use super::process::{Launcher, Process};
 use super::report::Component;
@@ -21,15 +22,17 @@ use verso_upgrade::coordinator::DeploymentStatus;
 
 /// How often in-process agents heartbeat and report (a minute in production; agents
 /// that are processes use a second, the smallest the configuration takes).
-const AGENT_INTERVAL: Duration = Duration::from_millis(300);
+pub(super) const AGENT_INTERVAL: Duration = Duration::from_millis(300);
 /// How often agents scan for handles left in `cleaning`: long, so the NVMe cleanup of
 /// step 8 shows it came by `cleanup_device` (agent RPC 1.1), not by the scan.
 pub(super) const SCAN_INTERVAL: Duration = Duration::from_secs(120);
+/// `[conductor] agent_liveness` of the demo's N+1 conductor (180 s by default): how long
+/// a silent agent still counts, and so how long after a host's N+1 agent stopped
+/// heartbeating its Cyborg 17 agent's reports count it as release N again (a live
+/// heartbeat outranks a report, which an N+1 agent on Cyborg's wire also sends).
+pub(super) const LIVENESS: Duration = Duration::from_secs(3);
 /// How long the demo waits for something the deployment does in the background.
 pub(super) const PATIENCE: Duration = Duration::from_secs(30);
-/// Release N's agent in Python (oslo.versionedobjects and oslo.messaging), the
-/// project's own script: one host runs it with `--python-agent`.
-const PYTHON_AGENT: &str = include_str!("../../../release-n/python/accel_agent_n.py");
 /// accel's control exchange (the binary's default `[transport] control_exchange`).
 pub(super) const CONTROL_EXCHANGE: &str = "accel";
 /// The demo's NVMe cleanup command: it waits a second and succeeds. It never touches a
@@ -38,14 +41,21 @@ pub(super) const CLEANUP_SCRIPT: &str = "#!/bin/sh\n# accel demo: stands in for 
 
 /// A release N or N+1 conductor.
 pub(super) enum ConductorNode {
-    N(accel_release_n::conductor::RunningConductor),
-    Next(accel_conductor::runtime::RunningConductor),
+    /// Cyborg 17's, in Rust.
+    N(accel_cyborg17_conductor::run::Running),
+    /// accel's, with its server of Cyborg's agents' `report_data` (`[cyborg]
+    /// serve_agents`).
+    Next(
+        accel_conductor::runtime::RunningConductor,
+        verso_rpc::ServerHandle,
+    ),
     Process(Process),
 }
 
 /// A release N or N+1 agent.
 pub(super) enum AgentNode {
-    N(accel_release_n::agent::RunningAgent),
+    /// Cyborg 17's, in Rust.
+    N(accel_cyborg17_agent::run::Running),
     Next(accel_agent::service::RunningAgent),
     Process(Process),
 }
@@ -67,7 +77,8 @@ pub(super) struct ApiNode {
 }
 
 pub(super) enum ApiServer {
-    N(accel_release_n::api::RunningApi),
+    /// Cyborg 17's, in Rust.
+    N(accel_cyborg17_api::run::Running),
     Next {
         stop: tokio::sync::oneshot::Sender<()>,
         task: tokio::task::JoinHandle<()>,
@@ -81,7 +92,11 @@ pub(super) struct Deployment {
     pub(super) db_url: String,
     pub(super) transport_url: String,
     pub(super) db: Db,
+    /// On accel's control exchange.
     pub(super) transport: Arc<dyn Transport>,
+    /// On Cyborg's (`cyborg`): release N, and accel's agents on Cyborg's wire. The
+    /// memory transport has no exchanges: there it is `transport` itself.
+    pub(super) cyborg_transport: Arc<dyn Transport>,
     /// `Some`: every component is a process of this binary (a real broker).
     pub(super) launcher: Option<Launcher>,
     pub(super) http: reqwest::Client,
@@ -91,12 +106,8 @@ pub(super) struct Deployment {
     pub(super) hosts: Vec<String>,
     pub(super) upgrade: RpcClient,
     pub(super) cleanup_command: PathBuf,
-    /// The Python interpreter (with oslo.versionedobjects and oslo.messaging) that runs
-    /// release N's agent on `python_host`, when asked for.
-    pub(super) python: Option<PathBuf>,
-    pub(super) python_host: Option<String>,
-    /// `--set SECTION.KEY=VALUE` settings of the release N+1 conductor only.
-    pub(super) conductor_settings: Vec<String>,
+    /// The N+1 conductor's `[conductor] agent_liveness`.
+    pub(super) agent_liveness: Duration,
     /// Hosts whose release N+1 agent speaks Cyborg's wire (Cyborg 17 plus the seed
     /// spec: `[cyborg] report_to_cyborg`, `[upgrade_levels] cyborg_conductor = "1.1"`).
     pub(super) cyborg_wire_hosts: std::collections::BTreeSet<String>,
@@ -126,12 +137,22 @@ impl Deployment {
         db_url: String,
         transport_url: String,
         hosts: Vec<String>,
-        python: Option<PathBuf>,
     ) -> Result<Deployment, Error> {
         let transport =
             verso_rpc::transport::transport_from_url(&transport_url, Some(CONTROL_EXCHANGE))
                 .await?;
-        let launcher = match transport_url.starts_with("memory:") {
+        let in_process = transport_url.starts_with("memory:");
+        let cyborg_transport = match in_process {
+            true => transport.clone(),
+            false => {
+                verso_rpc::transport::transport_from_url(
+                    &transport_url,
+                    Some(accel_cyborg17::rpc::CONTROL_EXCHANGE),
+                )
+                .await?
+            }
+        };
+        let launcher = match in_process {
             true => None,
             false => Some(Launcher::new(
                 std::env::current_exe()?,
@@ -141,7 +162,6 @@ impl Deployment {
         let cleanup_command = scratch.join("demo-cleanup.sh");
         std::fs::write(&cleanup_command, CLEANUP_SCRIPT)?;
         make_executable(&cleanup_command)?;
-        let python_host = python.as_ref().and_then(|_| hosts.last().cloned());
         Ok(Deployment {
             db: Db::connect_within(&db_url, Duration::from_secs(10)).await?,
             scratch,
@@ -149,6 +169,7 @@ impl Deployment {
             transport_url,
             launcher,
             transport: transport.clone(),
+            cyborg_transport,
             http: reqwest::Client::builder().use_rustls_tls().build()?,
             api: None,
             conductor: None,
@@ -160,9 +181,7 @@ impl Deployment {
             )
             .timeout(Duration::from_secs(10)),
             cleanup_command,
-            python,
-            python_host,
-            conductor_settings: Vec::new(),
+            agent_liveness: LIVENESS,
             cyborg_wire_hosts: std::collections::BTreeSet::new(),
         })
     }
@@ -202,25 +221,36 @@ impl Deployment {
         }
     }
 
-    pub(super) async fn start_conductor_n(&mut self) -> Result<(), Error> {
-        let node = match &self.launcher {
-            None => ConductorNode::N(
-                accel_release_n::conductor::start(&self.db_url, self.transport.clone()).await?,
-            ),
-            Some(l) => ConductorNode::Process(l.spawn(
-                "conductor-n",
-                &args(&[
-                    "release-n",
-                    "conductor",
-                    "--database-url",
-                    &self.db_url,
-                    "--transport-url",
-                    &self.transport_url,
-                ]),
-            )?),
-        };
-        self.conductor = Some(node);
-        self.wait_conductor(1).await
+    /// Release N's configuration, as Cyborg's `cyborg.conf` would give it: the broker,
+    /// the database, no Placement and no Nova (the demo runs no OpenStack: the
+    /// conductor names each deployable's provider without making it, and binds end
+    /// without Nova's event; `accel_cyborg17_conductor::config` says more).
+    pub(super) fn cyborg_config(&self) -> accel_cyborg17_conductor::config::Config {
+        accel_cyborg17_conductor::config::Config {
+            transport_url: self.transport_url.clone(),
+            host: Some("cyborg-conductor".into()),
+            database_url: self.db_url.clone(),
+            placement: None,
+            nova: None,
+            glance_endpoint: None,
+            agent_timeout: PATIENCE,
+        }
+    }
+
+    /// Release N's conductor: Cyborg 17's, in Rust (it makes Cyborg 17's schema in the
+    /// empty database).
+    pub(super) async fn start_conductor_n(&mut self) -> Result<bool, Error> {
+        let running = accel_cyborg17_conductor::run::start_with(
+            &self.cyborg_config(),
+            self.cyborg_transport.clone(),
+        )
+        .await?;
+        let made = running.schema_made;
+        self.conductor = Some(ConductorNode::N(running));
+        // Connected again: the demo's connection was made on the empty database, and
+        // a connection knows its schema from when it was made.
+        self.db = Db::connect(&self.db_url).await?;
+        Ok(made)
     }
 
     pub(super) async fn start_conductor_next(
@@ -230,18 +260,45 @@ impl Deployment {
         let node = match &self.launcher {
             None => {
                 let db = Db::connect(&self.db_url).await?;
-                ConductorNode::Next(
-                    accel_conductor::runtime::start(db, self.transport.clone(), agent_cap).await?,
+                // What `accel conductor` does with `[cyborg] serve_agents`: a database
+                // without a version record starts at release N (Cyborg 17), Cyborg's
+                // agents report through accel's inventory diff and count as release N.
+                let options = accel_conductor::runtime::StartOptions {
+                    agent_liveness: self.agent_liveness,
+                    fresh_at: Some(accel_objects::AccelVersion::Initial),
+                    cyborg_agents: Some(accel_conductor::runtime::CyborgAgents {
+                        transport: self.cyborg_transport.clone(),
+                        cap: None,
+                    }),
+                    ..accel_conductor::runtime::StartOptions::default()
+                };
+                let running = accel_conductor::runtime::start_with(
+                    db.clone(),
+                    self.transport.clone(),
+                    agent_cap,
+                    options,
                 )
+                .await?;
+                let cyborg = accel_conductor::cyborg::serve(
+                    self.cyborg_transport.clone(),
+                    db,
+                    accel_conductor::cyborg::TOPIC,
+                    Some(running.coordinator.clone()),
+                )
+                .await?;
+                ConductorNode::Next(running, cyborg)
             }
             Some(l) => {
                 let mut a = vec!["conductor".to_owned()];
                 a.extend(self.next_settings());
+                a.extend([
+                    "--set".to_owned(),
+                    "cyborg.serve_agents=true".to_owned(),
+                    "--set".to_owned(),
+                    format!("conductor.agent_liveness={}", self.agent_liveness.as_secs()),
+                ]);
                 if let Some(cap) = agent_cap {
                     a.extend(["--set".to_owned(), format!("upgrade_levels.agent={cap}")]);
-                }
-                for setting in &self.conductor_settings {
-                    a.extend(["--set".to_owned(), setting.clone()]);
                 }
                 ConductorNode::Process(l.spawn("conductor", &a)?)
             }
@@ -253,7 +310,10 @@ impl Deployment {
     pub(super) async fn stop_conductor(&mut self) {
         match self.conductor.take() {
             Some(ConductorNode::N(c)) => c.stop().await,
-            Some(ConductorNode::Next(c)) => c.stop().await,
+            Some(ConductorNode::Next(c, cyborg)) => {
+                cyborg.stop().await;
+                c.stop().await;
+            }
             Some(ConductorNode::Process(p)) => p.stop().await,
             None => {}
         }
@@ -302,33 +362,19 @@ impl Deployment {
         }
     }
 
+    /// Release N's API: Cyborg 17's v2 API, in Rust, on loopback without Keystone.
     pub(super) async fn start_api_n(&mut self) -> Result<(), Error> {
-        self.api = Some(match &self.launcher {
-            None => {
-                let api = accel_release_n::api::start(&self.db_url, "127.0.0.1:0").await?;
-                ApiNode {
-                    base: api.url(),
-                    server: ApiServer::N(api),
-                }
-            }
-            Some(l) => {
-                let listen = format!("127.0.0.1:{}", free_port()?);
-                let p = l.spawn(
-                    "api-n",
-                    &args(&[
-                        "release-n",
-                        "api",
-                        "--database-url",
-                        &self.db_url,
-                        "--listen",
-                        &listen,
-                    ]),
-                )?;
-                ApiNode {
-                    base: format!("http://{listen}"),
-                    server: ApiServer::Process(p),
-                }
-            }
+        let config = accel_cyborg17_api::config::ApiConfig {
+            common: self.cyborg_config(),
+            listen: "127.0.0.1:0".parse()?,
+            public_endpoint: None,
+            auth: accel_api::AuthStrategy::Noauth,
+        };
+        let api =
+            accel_cyborg17_api::run::start_with(&config, self.cyborg_transport.clone()).await?;
+        self.api = Some(ApiNode {
+            base: format!("http://{}", api.addr),
+            server: ApiServer::N(api),
         });
         self.wait_api().await
     }
@@ -365,7 +411,11 @@ impl Deployment {
 
     pub(super) async fn stop_api(&mut self) {
         match self.api.take().map(|a| a.server) {
-            Some(ApiServer::N(api)) => api.stop().await,
+            Some(ApiServer::N(api)) => {
+                if let Err(e) = api.stop().await {
+                    tracing::warn!(error = %e, "release N's API did not stop cleanly");
+                }
+            }
             Some(ApiServer::Next { stop, task }) => {
                 let _ = stop.send(());
                 let _ = task.await;
@@ -398,65 +448,53 @@ impl Deployment {
         }
     }
 
-    pub(super) async fn start_agent_n(&mut self, host: &str) -> Result<(), Error> {
-        let node = match &self.launcher {
-            None => {
-                let config = accel_release_n::agent::AgentConfig {
-                    host: host.to_owned(),
-                    sysfs_root: self.sysfs(host),
-                    state_dir: self.state_dir(),
-                    report_interval: AGENT_INTERVAL,
-                };
-                AgentNode::N(accel_release_n::agent::start(config, self.transport.clone()).await?)
-            }
-            Some(l) if self.python_host.as_deref() == Some(host) => {
-                let (root, state) = (self.sysfs(host), self.state_dir());
-                let python = self.python.as_ref().ok_or("no Python interpreter")?;
-                let script = self.scratch.join("accel_agent_n.py");
-                std::fs::write(&script, PYTHON_AGENT)?;
-                AgentNode::Process(l.spawn_program(
-                    python,
-                    &format!("agent-n-python-{host}"),
-                    &args(&[
-                        &script.display().to_string(),
-                        "--transport-url",
-                        &self.transport_url,
-                        "--control-exchange",
-                        CONTROL_EXCHANGE,
-                        "--host",
-                        host,
-                        "--sysfs-root",
-                        &root.display().to_string(),
-                        "--state-dir",
-                        &state.display().to_string(),
-                        "--report-interval",
-                        "1",
-                    ]),
-                )?)
-            }
-            Some(l) => {
-                let (root, state) = (self.sysfs(host), self.state_dir());
-                AgentNode::Process(l.spawn(
-                    &format!("agent-n-{host}"),
-                    &args(&[
-                        "release-n",
-                        "agent",
-                        "--host",
-                        host,
-                        "--sysfs-root",
-                        &root.display().to_string(),
-                        "--state-dir",
-                        &state.display().to_string(),
-                        "--report-interval",
-                        "1",
-                        "--transport-url",
-                        &self.transport_url,
-                    ]),
-                )?)
-            }
+    /// Release N's agent on `host`: Cyborg 17's, in Rust, reporting every
+    /// [`AGENT_INTERVAL`] (Cyborg's own reports every minute). It sends no heartbeat: an
+    /// N+1 conductor knows its host from its reports. Returns what its first report
+    /// came to.
+    pub(super) async fn start_agent_n(
+        &mut self,
+        host: &str,
+    ) -> Result<accel_cyborg17_agent::run::Reported, Error> {
+        let config = accel_cyborg17_agent::config::AgentConfig {
+            transport_url: self.transport_url.clone(),
+            host: host.to_owned(),
+            rpc_timeout: PATIENCE,
+            report_interval: AGENT_INTERVAL,
+            sysfs_root: self.sysfs(host),
+            fpga: None,
         };
-        self.agents.insert(host.to_owned(), node);
-        self.wait_agent(host, 1).await
+        let agent =
+            accel_cyborg17_agent::run::start_with(&config, self.cyborg_transport.clone()).await?;
+        let first = tokio::time::timeout(PATIENCE, agent.first_report()).await;
+        self.agents.insert(host.to_owned(), AgentNode::N(agent));
+        first.map_err(|_| {
+            Error::from(format!(
+                "{host}'s Cyborg 17 agent did not report within {PATIENCE:?}"
+            ))
+        })
+    }
+
+    /// Waits until an N+1 conductor counts `host` as release N (from its reports).
+    pub(super) async fn wait_reported_n(&self, host: &str) -> Result<(), Error> {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let status = self.status().await?;
+            if status
+                .clients
+                .iter()
+                .any(|m| m.id == host && m.software == 1)
+            {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(format!(
+                    "{host}'s Cyborg 17 agent was not heard as release N within {PATIENCE:?}"
+                )
+                .into());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     pub(super) fn agent_config_next(&self, host: &str) -> accel_agent::service::AgentConfig {
@@ -473,10 +511,9 @@ impl Deployment {
                 cleanup_timeout: Duration::from_secs(20),
             },
             fpga: None,
-            // In one process every topic shares the memory transport.
             cyborg_wire: self.cyborg_wire_hosts.contains(host).then(|| {
                 accel_agent::service::CyborgWire {
-                    transport: self.transport.clone(),
+                    transport: self.cyborg_transport.clone(),
                     conductor_cap: None,
                     report_timeout: Duration::from_secs(60),
                 }
@@ -592,12 +629,8 @@ impl Deployment {
             .to_owned())
     }
 
-    pub(super) async fn bind(&self, arq: &str, host: &str) -> Result<u16, Error> {
-        self.bind_to(arq, host, None).await
-    }
-
-    /// [`Deployment::bind`], to the deployable whose resource provider is `rp` when
-    /// given (as Nova binds).
+    /// Binds `arq` on `host`, to the deployable whose resource provider is `rp` when
+    /// given (as Nova binds; accel's API also takes a bind without one).
     pub(super) async fn bind_to(
         &self,
         arq: &str,

@@ -65,7 +65,7 @@ const API_PASTE: &str = "[pipeline:main]\npipeline = request_id api_v2\n\n\
     [filter:request_id]\npaste.filter_factory = oslo_middleware:RequestId.factory\n";
 /// `[conductor] agent_liveness` of the demo's conductor: how long a silent agent still
 /// counts (180 s by default).
-const LIVENESS: u64 = 8;
+const LIVENESS: Duration = Duration::from_secs(8);
 /// How long Cyborg's services may take to start (its agents look Placement up first).
 const CYBORG_PATIENCE: Duration = Duration::from_secs(90);
 /// The project the demo's requests are made in.
@@ -402,12 +402,8 @@ pub async fn run(
             &accel_agent::fixture::sample_host(i as u32 + 1),
         )?;
     }
-    let mut d =
-        Deployment::new(scratch.clone(), db_url, transport_url.clone(), hosts, None).await?;
-    d.conductor_settings = vec![
-        "cyborg.serve_agents=true".into(),
-        format!("conductor.agent_liveness={LIVENESS}"),
-    ];
+    let mut d = Deployment::new(scratch.clone(), db_url, transport_url.clone(), hosts).await?;
+    d.agent_liveness = LIVENESS;
     // Every other host keeps Cyborg's wire at release N+1 (Cyborg 17 plus the seed
     // spec); the others move to accel's.
     d.cyborg_wire_hosts = d.hosts.iter().step_by(2).cloned().collect();

@@ -3,20 +3,25 @@
 //! talk to each other through the wire form only, every step checks side effects in the
 //! database as well as API answers, and the run ends with finalization.
 //!
-//! Release N is `accel-release-n` (its own objects, RPC API versions, component versions
-//! and schema); release N+1 is the current code. The steps:
+//! Release N is OpenStack Cyborg 17: its conductor, API and agent as accel has them in
+//! Rust (`accel-cyborg17-conductor`, `-api`, `-agent`, held to Cyborg's own code by their
+//! tests), on Cyborg 17's wire and schema, run without Placement and Nova (the demo runs
+//! no OpenStack); release N+1 is accel, the current code. The steps:
 //!
-//! 1. release N: conductor, API and agents start on a fresh database; profiles and
-//!    requests are created, some bound;
+//! 1. release N: conductor, API and agents start on a fresh database (Cyborg 17's
+//!    schema); profiles and requests are created through Cyborg's API, some bound;
 //! 2. verify: devices, handles in use, requests bound, as the API and the database say;
-//! 3. the database and the conductor (and API) go to N+1; old agents keep working;
+//! 3. `accel db sync` takes the database in place and accel's conductor and API replace
+//!    Cyborg's; Cyborg's agents keep reporting and count as release N;
 //! 4. an N+1 agent that needs indirection but is pinned to conductor 1.0 refuses to start;
-//! 5. the agents are upgraded in batches; the conductor's agent cap is raised;
-//! 6. before finalization the gated feature is refused; one agent goes back to N;
-//! 7. finalization is refused while that agent runs N; it is upgraded; finalization runs,
+//! 5. the agents are replaced by accel's in batches (every other host on Cyborg's wire
+//!    with the seed spec, the others on accel's); the conductor's agent cap is raised;
+//! 6. before finalization the gated feature is refused; one host goes back to Cyborg
+//!    17's agent;
+//! 7. finalization is refused while that host runs N; it is upgraded; finalization runs,
 //!    conductor first, then every agent;
 //! 8. after finalization an NVMe release goes through cleanup on its agent (agent RPC
-//!    1.1); release N's conductor refuses the finalized database;
+//!    1.1); a Cyborg 17 agent on a new host is fenced;
 //! 9. everything created is destroyed and the database is clean.
 //!
 //! With `--from cyborg` ([`from_cyborg`]) release N is OpenStack Cyborg 17 itself (the
@@ -43,18 +48,16 @@ pub struct DemoOptions {
     pub agents: u32,
     /// `rabbit://...` to run over a broker; the memory transport otherwise.
     pub transport_url: Option<String>,
-    /// `postgres://...` (an empty database) to run on PostgreSQL; SQLite in a temporary
-    /// directory otherwise.
+    /// `mysql://...` (an empty database) to run on MySQL/MariaDB, where Cyborg 17 runs;
+    /// SQLite in a temporary directory otherwise. (With `--from cyborg`: the database
+    /// Cyborg's rows are imported into, any accel runs on.)
     pub database_url: Option<String>,
     /// Write the report as JSON here (`-`: stdout, and no timeline).
     pub json: Option<PathBuf>,
     /// Leave the deployment running at the end (until Ctrl-C).
     pub keep: bool,
-    /// Run the last host's release N agent as the project's Python oslo.versionedobjects
-    /// agent with this interpreter (needs a broker: `transport_url`).
-    pub python_agent: Option<PathBuf>,
-    /// Release N is OpenStack Cyborg 17 from here ([`from_cyborg`]) instead of
-    /// `accel-release-n`.
+    /// Release N is OpenStack Cyborg 17's own Python services from here
+    /// ([`from_cyborg`]) instead of Cyborg 17 in Rust.
     pub from_cyborg: Option<from_cyborg::CyborgOptions>,
 }
 
@@ -63,19 +66,6 @@ pub async fn run(options: DemoOptions) -> Result<ExitCode, Error> {
     if options.agents < 2 {
         return Err(
             "--agents must be at least 2 (one of them is downgraded and upgraded again)".into(),
-        );
-    }
-    if options.python_agent.is_some()
-        && options
-            .transport_url
-            .as_deref()
-            .is_none_or(|u| u.starts_with("memory:"))
-    {
-        return Err("--python-agent needs a broker: give --transport-url rabbit://...".into());
-    }
-    if options.python_agent.is_some() && options.from_cyborg.is_some() {
-        return Err(
-            "--python-agent is release N's accel agent; --from cyborg runs Cyborg's".into(),
         );
     }
     let quiet = options.json.as_deref() == Some(std::path::Path::new("-"));

@@ -61,9 +61,8 @@ pub struct Report {
     pub transport: String,
     /// The database (password masked).
     pub database: String,
-    /// The host whose release N agent was the Python oslo.versionedobjects agent.
-    pub python_agent: Option<String>,
-    /// What release N is: `accel` (accel-release-n) or `cyborg-17` (OpenStack Cyborg 17).
+    /// What release N is: `cyborg-17-in-rust` (accel's Cyborg 17 services) or `cyborg-17`
+    /// (OpenStack Cyborg 17's own).
     pub release_n: String,
     /// Seconds from start to end.
     pub seconds: f64,
@@ -111,8 +110,7 @@ impl Timeline {
                 agents,
                 transport,
                 database,
-                python_agent: None,
-                release_n: "accel".into(),
+                release_n: "cyborg-17-in-rust".into(),
                 seconds: 0.0,
                 steps: Vec::new(),
                 checks: Vec::new(),
@@ -132,7 +130,12 @@ impl Timeline {
         }
     }
 
-    /// Release N is OpenStack Cyborg 17 (`accel demo --from cyborg`).
+    /// Release N is OpenStack Cyborg 17 in Rust (`accel demo`).
+    pub fn release_n_is_cyborg_in_rust(&mut self) {
+        self.report.release_n = "cyborg-17-in-rust".into();
+    }
+
+    /// Release N is OpenStack Cyborg 17's own (`accel demo --from cyborg`).
     pub fn release_n_is_cyborg(&mut self) {
         self.report.release_n = "cyborg-17".into();
     }
@@ -245,11 +248,6 @@ impl Timeline {
         }
     }
 
-    /// Records which host runs the Python release N agent.
-    pub fn python_agent(&mut self, host: Option<String>) {
-        self.report.python_agent = host;
-    }
-
     /// Records the components' versions.
     pub fn components(&mut self, components: Vec<Component>) {
         self.report.components = components;
@@ -291,7 +289,7 @@ fn print_tables(r: &Report) {
             "\nrolling upgrade {} with {} agents: every check passed in {:.1}s",
             match r.release_n.as_str() {
                 "cyborg-17" => "OpenStack Cyborg 17 -> accel N+1",
-                _ => "N -> N+1",
+                _ => "N (OpenStack Cyborg 17, in Rust) -> N+1 (accel)",
             },
             r.agents,
             r.seconds

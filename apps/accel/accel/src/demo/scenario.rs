@@ -1,9 +1,8 @@
-//! The nine steps of the rolling upgrade, over a [`Deployment`] of release N and N+1
-//! nodes in this process.
+//! The nine steps of the rolling upgrade, over a [`Deployment`] whose release N is
+//! OpenStack Cyborg 17 in Rust and whose release N+1 is accel, in this process (or with
+//! accel's components as processes over a real broker).
 
-use super::deployment::{
-    args, components, discovered, host_name, Deployment, PATIENCE, SCAN_INTERVAL,
-};
+use super::deployment::{components, discovered, host_name, Deployment, PATIENCE, SCAN_INTERVAL};
 use super::report::Timeline;
 use super::{DemoOptions, Error};
 use accel_conductor::Db;
@@ -16,6 +15,15 @@ use verso_upgrade::admin::Finalize;
 /// Runs the scenario; the report says what passed. An error is returned only when the
 /// demo cannot run at all (no scratch directory, say).
 pub async fn run(options: &DemoOptions, quiet: bool) -> Result<super::Report, Error> {
+    if let Some(url) = &options.database_url {
+        if !(url.starts_with("sqlite:") || url.starts_with("mysql:")) {
+            return Err(format!(
+                "release N is OpenStack Cyborg 17, which runs on MySQL/MariaDB or SQLite: give --database-url mysql://USER:PASS@HOST/DB (an empty database) or none (SQLite), not {}",
+                accel_conductor::db::redact_url(url)
+            )
+            .into());
+        }
+    }
     let tmp = tempfile::Builder::new().prefix("accel-demo-").tempdir()?;
     let scratch = tmp.path().to_owned();
     let db_url = options
@@ -32,6 +40,7 @@ pub async fn run(options: &DemoOptions, quiet: bool) -> Result<super::Report, Er
         accel_conductor::db::redact_url(&db_url),
         quiet,
     );
+    t.release_n_is_cyborg_in_rust();
     let hosts: Vec<String> = (1..=options.agents).map(host_name).collect();
     for (i, h) in hosts.iter().enumerate() {
         accel_agent::fixture::write_tree(
@@ -39,15 +48,10 @@ pub async fn run(options: &DemoOptions, quiet: bool) -> Result<super::Report, Er
             &accel_agent::fixture::sample_host(i as u32 + 1),
         )?;
     }
-    let mut d = Deployment::new(
-        scratch,
-        db_url,
-        transport_url,
-        hosts,
-        options.python_agent.clone(),
-    )
-    .await?;
-    t.python_agent(d.python_host.clone());
+    let mut d = Deployment::new(scratch, db_url, transport_url, hosts).await?;
+    // Every other host keeps Cyborg's wire at release N+1 (Cyborg 17 plus the seed
+    // spec); the others move to accel's.
+    d.cyborg_wire_hosts = d.hosts.iter().step_by(2).cloned().collect();
     let outcome = steps(&mut d, &mut t).await;
     if let Ok(status) = d.status().await {
         t.components(components(&status));
@@ -71,6 +75,10 @@ pub async fn run(options: &DemoOptions, quiet: bool) -> Result<super::Report, Er
     Ok(report)
 }
 
+/// The device profiles the demo makes, by the resource class accel's and Cyborg's
+/// drivers give the fixture hosts' GPUs and NVMe SSDs.
+const PROFILES: [(&str, &str); 2] = [("demo-gpu", "PGPU"), ("demo-ssd", "CUSTOM_SSD")];
+
 /// What step 1 made, checked again later.
 struct Baseline {
     devices: u64,
@@ -91,66 +99,134 @@ async fn steps(d: &mut Deployment, t: &mut Timeline) -> Result<(), Error> {
     Ok(())
 }
 
+/// The resource provider of a deployable of `host` whose resource class is `rc`, as
+/// the API lists it (the `n`th such, in name order): what Nova binds to.
+pub(super) async fn provider(
+    d: &Deployment,
+    host: &str,
+    rc: &str,
+    n: usize,
+) -> Result<String, Error> {
+    let (status, body) = d
+        .http(reqwest::Method::GET, "/v2/deployables", None)
+        .await?;
+    if status != 200 {
+        return Err(format!("GET /v2/deployables: {status} {body}").into());
+    }
+    let prefix = format!("{host}_");
+    let mut found: Vec<(String, String)> = Vec::new();
+    for dep in body["deployables"].as_array().into_iter().flatten() {
+        let name = dep["name"].as_str().unwrap_or_default();
+        let attributes: Vec<Value> =
+            serde_json::from_str(dep["attributes_list"].as_str().unwrap_or("[]"))?;
+        let of_rc = attributes.iter().any(|a| a["rc"] == rc);
+        if name.starts_with(&prefix) && of_rc {
+            let rp = dep["rp_uuid"]
+                .as_str()
+                .ok_or_else(|| format!("deployable {name} has no provider"))?;
+            found.push((name.to_owned(), rp.to_owned()));
+        }
+    }
+    found.sort();
+    found
+        .into_iter()
+        .nth(n)
+        .map(|(_, rp)| rp)
+        .ok_or_else(|| format!("{host} has no deployable of {rc} (the {n}th)").into())
+}
+
+/// Binds `arq` on `host` to its deployable of `rc`, as Nova does (with the provider).
+pub(super) async fn bind_on(d: &Deployment, arq: &str, host: &str, rc: &str) -> Result<u16, Error> {
+    let rp = provider(d, host, rc, 0).await?;
+    d.bind_to(arq, host, Some(&rp)).await
+}
+
 /// Step 1.
 async fn release_n(d: &mut Deployment, t: &mut Timeline) -> Result<Baseline, Error> {
     let n = d.hosts.len();
     t.step(
         1,
-        format!("release N: conductor, API and {n} agents start on a fresh database"),
+        format!(
+            "release N, OpenStack Cyborg 17 (in Rust): conductor, API and {n} agents start on a fresh database"
+        ),
     );
-    d.start_conductor_n().await?;
+    let made = d.start_conductor_n().await?;
+    t.expect_eq(
+        "Cyborg 17's conductor made Cyborg 17's schema in the empty database",
+        made,
+        true,
+    )?;
     d.start_api_n().await?;
-    let bar = t.bar(n as u64, "release N agents");
+    let bar = t.bar(n as u64, "Cyborg 17 agents");
     let mut devices = 0;
+    let mut reported = 0;
     for host in d.hosts.clone() {
         devices += discovered(&d.sysfs(&host))?;
-        d.start_agent_n(&host).await?;
+        match d.start_agent_n(&host).await? {
+            accel_cyborg17_agent::run::Reported::Devices(k) => reported += k as u64,
+            other => return Err(format!("{host}'s first report: {other:?}").into()),
+        }
         bar.inc(1);
     }
-    t.finish_bar(bar, "release N agents started");
-    if let Some(host) = &d.python_host {
-        t.note(format!(
-            "{host} runs release N's agent in Python (oslo.versionedobjects, oslo.messaging)"
-        ));
-    }
-    let census = d
-        .wait_for("every agent's first report", |c| {
-            c.devices as u64 == devices
-        })
-        .await?;
+    t.finish_bar(bar, "Cyborg 17 agents started");
+    t.note(
+        "release N runs without Placement and Nova (this demo runs no OpenStack): each \
+         deployable is named its provider's UUID, none is made, and binds end without \
+         Nova's event",
+    );
     t.expect_eq(
-        "devices reported by the agents",
+        "devices reported by the Cyborg 17 agents (report_data)",
+        reported,
+        devices,
+    )?;
+    let census = d.census().await?;
+    t.expect_eq(
+        "devices in Cyborg 17's database",
         census.devices as u64,
         devices,
     )?;
     let mut created = 0;
-    for (name, rc) in [("demo-gpu", "GPU"), ("demo-ssd", "SSD")] {
+    for (name, rc) in PROFILES {
         let (status, _) = d
             .http(
                 reqwest::Method::POST,
                 "/v2/device_profiles",
-                Some(json!({"name": name, "groups": [{format!("resources:{rc}"): "1"}]})),
+                Some(json!([{"name": name, "groups": [{format!("resources:{rc}"): "1"}]}])),
             )
             .await?;
         created += usize::from(status == 201);
     }
-    t.expect_eq("device profiles created through the API", created, 2)?;
+    t.expect_eq(
+        "device profiles created through Cyborg 17's API",
+        created,
+        2,
+    )?;
     let mut bound = Vec::new();
     for host in d.hosts.clone() {
         let arq = d.create_arq("demo-gpu").await?;
-        if d.bind(&arq, &host).await? == 202 {
+        if bind_on(d, &arq, &host, "PGPU").await? == 202 {
             bound.push(arq);
         }
     }
     let ssd = d.create_arq("demo-ssd").await?;
-    if d.bind(&ssd, &d.hosts[0].clone()).await? == 202 {
+    if bind_on(d, &ssd, &d.hosts[0].clone(), "CUSTOM_SSD").await? == 202 {
         bound.push(ssd);
     }
     let spare_gpu = d.create_arq("demo-gpu").await?;
     t.expect_eq(
-        "requests bound (one GPU per host, one SSD)",
+        "requests bound through Cyborg 17's API (one GPU per host, one SSD), as Nova binds",
         bound.len(),
         n + 1,
+    )?;
+    let census = d
+        .wait_for("the binds to finish", |c| {
+            c.arqs_in("Bound") == (n + 1) as i64
+        })
+        .await?;
+    t.expect_eq(
+        "requests Bound (database)",
+        census.arqs_in("Bound"),
+        (n + 1) as i64,
     )?;
     Ok(Baseline {
         devices,
@@ -197,7 +273,7 @@ async fn verify_release_n(d: &Deployment, t: &mut Timeline, base: &Baseline) -> 
     check_baseline(d, t, base, 0).await?;
     let census = d.census().await?;
     t.expect_eq(
-        "no NVMe cleanup columns in release N's schema",
+        "Cyborg 17's schema alone (none of accel's additions, such as the NVMe cleanup columns)",
         census.handles_cleaning.is_none(),
         true,
     )?;
@@ -212,33 +288,39 @@ async fn upgrade_conductor(
 ) -> Result<(), Error> {
     t.step(
         3,
-        "upgrade the database and the conductor (and API) to N+1; release N agents keep working",
+        "the database, conductor and API go to accel N+1; Cyborg 17's agents keep working",
     );
     d.stop_api().await;
     d.stop_conductor().await;
-    let applied = Db::connect(&d.db_url).await?.migrate().await?;
+    // `accel db sync`: Cyborg 17's database taken in place (accel's additions only).
+    let db = Db::connect(&d.db_url).await?;
+    let applied = db.migrate().await?;
     t.expect_eq(
-        "migrations applied",
-        format!("{applied:?}"),
-        "[2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]".to_owned(),
+        "accel db sync took Cyborg 17's database in place (accel's additions applied)",
+        format!("{:?} {applied:?}", db.schema()),
+        format!("Cyborg17 [{}]", accel_conductor::db::FIRST_ADDITION),
     )?;
+    d.db = db;
     d.start_conductor_next(None).await?;
     d.start_api_next().await?;
     let status = d.status().await?;
     t.expect_eq(
-        "conductor software/apparent version (pre-finalized)",
+        "conductor software/apparent version (pre-finalized: Cyborg 17 is release N)",
         format!("{}/{}", status.server.software, status.server.apparent),
         "2/1".to_owned(),
     )?;
-    let reported = d.report_all().await?;
-    t.expect_eq(
-        "devices release N agents report to the N+1 conductor",
-        reported,
-        base.devices,
+    for host in d.hosts.clone() {
+        d.wait_reported_n(&host).await?;
+    }
+    t.check(
+        "every Cyborg 17 agent reports to accel's conductor and counts as release N",
+        true,
+        format!("{} hosts at software 1, from their reports", d.hosts.len()),
     )?;
-    let status = d.bind(&base.spare_gpu, &d.hosts[1].clone()).await?;
+    let host = d.hosts[1].clone();
+    let status = bind_on(d, &base.spare_gpu, &host, "PGPU").await?;
     t.expect_eq(
-        "a bind on a release N agent's host (HTTP status)",
+        format!("accel binds a request on {host}, a Cyborg 17 agent's host (HTTP status)"),
         status,
         202,
     )?;
@@ -247,62 +329,70 @@ async fn upgrade_conductor(
     Ok(())
 }
 
-/// What a release N peer receives for an object N+1 has moved on from: the host's
-/// attach handles through the conductor's object indirection, at N's manifest.
+/// What a peer one version behind receives for an object N+1 has moved on from: the
+/// host's attach handles through the conductor's object indirection on Cyborg's topic,
+/// once at N+1's manifest and once with `AttachHandle` at Cyborg 17's version (1.0, an
+/// agent that has the seed spec's indirection but not yet its handle fields).
 async fn backport_example(d: &Deployment, t: &mut Timeline) -> Result<(), Error> {
-    let conductor = verso_rpc::conductor::ConductorApi::new(
-        accel_agent::service::conductor_client(d.transport.clone(), None),
-        accel_objects::rpc::INDIRECTION_VERSION,
+    use accel_cyborg17::indirection::INDIRECTION_VERSION;
+    use verso::indirection::IndirectionApi;
+    let client = verso_rpc::RpcClient::for_api::<accel_cyborg17::indirection::ConductorApi>(
+        d.cyborg_transport.clone(),
+        accel_cyborg17::rpc::CONDUCTOR_TOPIC,
     );
+    let conductor = verso_rpc::conductor::ConductorApi::new(client, INDIRECTION_VERSION);
     let ctx = RequestContext::new("req-demo-backport");
     let host = json!(d.hosts[0]);
-    let newest = accel_objects::registry()
+    let newest = accel_cyborg17::indirection::registry()
         .manifest("AttachHandleList")
         .ok_or("AttachHandleList is not registered")?;
-    let n_registry = accel_release_n::objects::registry();
-    let release_n = n_registry
-        .manifest("AttachHandleList")
-        .ok_or("release N has no AttachHandleList")?;
-    use verso::indirection::IndirectionApi;
+    let cyborg_17 = accel_cyborg17::objects::registry();
+    let handle_17 = cyborg_17
+        .schema("AttachHandle")
+        .ok_or("Cyborg 17 has no AttachHandle")?
+        .version;
+    let mut older = newest.clone();
+    older.insert("AttachHandle", handle_17);
     let call = |manifest| {
         conductor.object_class_action_versions(
             &ctx,
             "AttachHandleList",
-            "get_by_host",
+            "get_by_hostname",
             manifest,
             vec![host.clone()],
             serde_json::Map::new(),
         )
     };
     let before = call(&newest).await?;
-    let after = call(&release_n).await?;
-    let first = |v: &Value| v["versioned_object.data"]["objects"][0].clone();
+    let after = call(&older).await?;
+    let first = |v: &Value| v["cyborg_object.data"]["objects"][0].clone();
     let describe = |o: &Value| {
-        let mut fields: Vec<&str> = o["versioned_object.data"]
+        let mut fields: Vec<&str> = o["cyborg_object.data"]
             .as_object()
             .map(|m| m.keys().map(String::as_str).collect())
             .unwrap_or_default();
         fields.sort_unstable();
         format!(
             "AttachHandle {} {{{}}}",
-            o["versioned_object.version"].as_str().unwrap_or("?"),
+            o["cyborg_object.version"].as_str().unwrap_or("?"),
             fields.join(", ")
         )
     };
     t.note(format!(
-        "an attach handle as release N+1 sends it:   {}\nthe same, backported to release N's manifest: {}",
+        "an attach handle as release N+1 sends it:     {}\nthe same, backported to Cyborg 17's version: {}",
         describe(&first(&before)),
         describe(&first(&after))
     ));
-    let loaded = n_registry.from_primitive(&after);
+    let handle = first(&after);
+    let loaded = cyborg_17.from_primitive(&handle);
     t.check(
-        "release N's registry loads the backported list",
-        loaded.is_ok(),
+        "Cyborg 17's registry loads the backported attach handle",
+        loaded.is_ok() && handle["cyborg_object.version"] == handle_17.to_string(),
         match &loaded {
             Ok(_) => format!(
-                "AttachHandleList {} with {} handles",
-                after["versioned_object.version"].as_str().unwrap_or("?"),
-                after["versioned_object.data"]["objects"]
+                "AttachHandle {} of a list of {}",
+                handle["cyborg_object.version"].as_str().unwrap_or("?"),
+                after["cyborg_object.data"]["objects"]
                     .as_array()
                     .map_or(0, Vec::len)
             ),
@@ -327,7 +417,8 @@ async fn pinned_agent_refuses(d: &mut Deployment, t: &mut Timeline) -> Result<()
         4,
         "an N+1 agent with PCI unmanaged mode but [upgrade_levels] conductor = 1.0 refuses to start",
     );
-    let host = d.hosts[0].clone();
+    // A host that moves to accel's wire (the pin is accel's conductor API's).
+    let host = d.hosts[1].clone();
     let probe_state = d.scratch.join("probe");
     let message = match &d.launcher {
         None => {
@@ -379,7 +470,9 @@ async fn upgrade_agents(
     let size = n.div_ceil(3).max(1);
     t.step(
         5,
-        format!("upgrade the agents to N+1 in batches of {size}; then raise the agent cap"),
+        format!(
+            "replace Cyborg 17's agents by accel's N+1 in batches of {size}; then raise the agent cap"
+        ),
     );
     let hosts = d.hosts.clone();
     for (b, batch) in hosts.chunks(size).enumerate() {
@@ -426,7 +519,7 @@ async fn upgrade_agents(
 async fn before_finalization(d: &mut Deployment, t: &mut Timeline) -> Result<(), Error> {
     t.step(
         6,
-        "before finalization: the gated feature is refused; one agent goes back to release N",
+        "before finalization: the gated feature is refused; one host goes back to Cyborg 17's agent",
     );
     let refused = gated_feature(d).await;
     t.check(
@@ -436,20 +529,22 @@ async fn before_finalization(d: &mut Deployment, t: &mut Timeline) -> Result<(),
     )?;
     let last = d.hosts.last().cloned().ok_or("no hosts")?;
     d.stop_agent(&last).await;
-    d.start_agent_n(&last).await?;
-    let status = d.status().await?;
-    let back = status
-        .clients
-        .iter()
-        .any(|m| m.id == last && m.software == 1);
-    let which = match d.python_host.as_deref() == Some(last.as_str()) {
-        true => " (the Python agent)",
-        false => "",
-    };
+    let first = d.start_agent_n(&last).await?;
+    t.note(format!(
+        "{last}'s reports count it as release N once its N+1 agent's last heartbeat is \
+         older than the conductor's [conductor] agent_liveness ({} s here, 180 s by \
+         default): a live heartbeat outranks a report, which N+1's agents on Cyborg's \
+         wire send too",
+        d.agent_liveness.as_secs()
+    ));
+    let back = d.wait_reported_n(&last).await;
     t.check(
-        format!("{last} downgraded to release N{which} and heartbeating"),
-        back,
-        format!("{last}: software 1"),
+        format!("{last} back on Cyborg 17's agent, reporting, counted as release N"),
+        back.is_ok(),
+        match back {
+            Ok(()) => format!("{last}: software 1 (first report: {first:?})"),
+            Err(e) => e.to_string(),
+        },
     )?;
     Ok(())
 }
@@ -558,13 +653,13 @@ pub(super) async fn agents_finalized(d: &Deployment, t: &mut Timeline) -> Result
 async fn after_finalization(d: &mut Deployment, t: &mut Timeline) -> Result<(), Error> {
     t.step(
         8,
-        "after finalization: an NVMe release goes through cleanup on its agent (agent RPC 1.1)",
+        "after finalization: an NVMe release goes through cleanup on its agent (agent RPC 1.1); Cyborg 17 is fenced",
     );
     let host = d.hosts[1].clone();
     let arq = d.create_arq("demo-ssd").await?;
     t.expect_eq(
         format!("an SSD bound on {host} (HTTP status)"),
-        d.bind(&arq, &host).await?,
+        bind_on(d, &arq, &host, "CUSTOM_SSD").await?,
         202,
     )?;
     let released = std::time::Instant::now();
@@ -593,44 +688,32 @@ async fn after_finalization(d: &mut Deployment, t: &mut Timeline) -> Result<(), 
         ),
         "0/0".to_owned(),
     )?;
-    let refusal = match &d.launcher {
-        None => match accel_release_n::conductor::start(&d.db_url, d.transport.clone()).await {
-            Ok(c) => {
-                c.stop().await;
-                None
-            }
-            Err(e) => Some(e.to_string()),
-        },
-        Some(l) => {
-            let a = args(&[
-                "release-n",
-                "conductor",
-                "--database-url",
-                &d.db_url,
-                "--transport-url",
-                &d.transport_url,
-            ]);
-            let done = l.run("conductor-n-after", &a, PATIENCE).await?;
-            t.expect_eq("release N conductor exit code", done.code.unwrap_or(-1), 2)?;
-            Some(done.output)
-        }
-    };
-    match refusal {
-        None => t.check(
-            "release N's conductor refuses the finalized database",
-            false,
-            "it started",
-        )?,
-        Some(message) => {
-            let line = line_with(&message, "finalized");
-            t.note(line.clone());
-            t.check(
-                "release N's conductor refuses the finalized database",
-                line.contains("finalized at accel version 2"),
-                "names the finalized version 2 and what to run",
-            )?;
-        }
-    }
+    // Release N after finalization: a Cyborg 17 agent on a new host is fenced (its
+    // report refused, nothing of it stored), where before it would have been served.
+    let late = host_name(d.hosts.len() as u32 + 1);
+    accel_agent::fixture::write_tree(
+        &d.sysfs(&late),
+        &accel_agent::fixture::sample_host(d.hosts.len() as u32 + 1),
+    )?;
+    let first = d.start_agent_n(&late).await?;
+    d.stop_agent(&late).await;
+    t.note(format!("{late}'s Cyborg 17 agent, first report: {first:?}"));
+    t.check(
+        format!("{late}'s Cyborg 17 agent: its report refused (Fenced)"),
+        matches!(&first, accel_cyborg17_agent::run::Reported::Failed(why) if why.contains("Fenced")),
+        format!("{first:?}"),
+    )?;
+    let stored =
+        d.db.devices(&accel_conductor::db::ListFilter {
+            host: Some(late.clone()),
+            ..accel_conductor::db::ListFilter::default()
+        })
+        .await?;
+    t.expect_eq(
+        format!("devices of {late} in accel's database"),
+        stored.len(),
+        0,
+    )?;
     Ok(())
 }
 
