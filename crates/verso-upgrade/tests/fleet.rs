@@ -44,6 +44,8 @@ struct Deployment {
     store: MemoryStore,
     shared: MemoryFleet,
     fleet: Fleet,
+    /// The servers' liveness ([`LIVE`] unless a test shortens it).
+    liveness: Duration,
     servers: Vec<Coordinator<Accel>>,
 }
 
@@ -64,6 +66,7 @@ impl Deployment {
             store,
             shared,
             fleet,
+            liveness: LIVE,
             servers: Vec::new(),
         };
         for i in 0..servers {
@@ -78,7 +81,7 @@ impl Deployment {
             .open()
             .await
             .expect("server opens");
-        let c = Coordinator::new(m, "agent", LIVE);
+        let c = Coordinator::new(m, "agent", self.liveness);
         match self.fleet {
             Fleet::Shared => c.with_fleet(
                 Arc::new(self.shared.clone()) as Arc<dyn FleetStore>,
@@ -354,23 +357,10 @@ async fn a_member_seen_only_through_reports_blocks_until_it_heartbeats() {
 /// once they are older than the liveness, it is the oldest software again and blocks.
 #[tokio::test]
 async fn a_member_back_on_reports_alone_counts_as_the_oldest_once_its_heartbeats_age() {
-    let liveness = Duration::from_millis(300);
-    let (store, shared) = MemoryFleet::with_store();
-    store
-        .save(&verso_upgrade::store::PersistedState {
-            format: 1,
-            component: "accel".into(),
-            apparent: 1,
-            finalizing: None,
-        })
-        .await
-        .expect("seed");
-    let m = VersionManager::<Accel>::builder_tx(store.clone())
-        .open()
-        .await
-        .expect("server opens");
-    let c = Coordinator::new(m, "agent", liveness)
-        .with_fleet(Arc::new(shared) as Arc<dyn FleetStore>, "server-0");
+    let mut d = Deployment::new(1, Fleet::Shared).await;
+    d.liveness = Duration::from_millis(300);
+    d.restart(0).await;
+    let c = &d.servers[0];
     let upgraded = MemberReport {
         id: "host-1".into(),
         host: "host-1".into(),

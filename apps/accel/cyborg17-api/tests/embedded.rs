@@ -50,6 +50,108 @@ async fn call(base: &str, method: Method, path: &str, body: Option<Value>) -> (u
     )
 }
 
+/// The three services started from `conf` on one in-process transport, the agent's
+/// first report made (the fixture host's five devices); the API's base URL.
+async fn start_three(
+    conf: &std::path::Path,
+) -> (
+    accel_cyborg17_conductor::run::Running,
+    accel_cyborg17_agent::run::Running,
+    accel_cyborg17_api::run::Running,
+    String,
+) {
+    let transport: Arc<dyn Transport> = Arc::new(MemoryTransport::new());
+    let conductor = accel_cyborg17_conductor::run::start_with(
+        &accel_cyborg17_conductor::config::Config::load(conf).expect("the conductor's file"),
+        transport.clone(),
+    )
+    .await
+    .expect("the conductor starts");
+    assert!(
+        conductor.schema_made,
+        "an empty database gets Cyborg 17's schema"
+    );
+    let agent = accel_cyborg17_agent::run::start_with(
+        &accel_cyborg17_agent::config::AgentConfig::load(conf).expect("the agent's file"),
+        transport.clone(),
+    )
+    .await
+    .expect("the agent starts");
+    let first = tokio::time::timeout(Duration::from_secs(60), agent.first_report())
+        .await
+        .expect("a report within 60 s");
+    assert_eq!(first, Reported::Devices(5));
+    let api = accel_cyborg17_api::run::start_with(
+        &accel_cyborg17_api::config::ApiConfig::load(conf).expect("the API's file"),
+        transport,
+    )
+    .await
+    .expect("the API starts");
+    let base = format!("http://{}", api.addr);
+    (conductor, agent, api, base)
+}
+
+/// The resource class of a deployable as the API shows it (its `rc` attribute).
+fn resource_class(deployable: &Value) -> String {
+    let attributes: Vec<Value> =
+        serde_json::from_str(deployable["attributes_list"].as_str().expect("text")).expect("JSON");
+    attributes
+        .iter()
+        .find_map(|a| a["rc"].as_str())
+        .expect("a resource class")
+        .to_owned()
+}
+
+/// A profile `name` of one accelerator of resource class `rc`, and a request of it;
+/// the request's UUID.
+async fn profile_and_request(base: &str, name: &str, rc: &str) -> String {
+    let (status, body) = call(
+        base,
+        Method::POST,
+        "/v2/device_profiles",
+        Some(json!([{"name": name, "groups": [{format!("resources:{rc}"): "1"}]}])),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = call(
+        base,
+        Method::POST,
+        "/v2/accelerator_requests",
+        Some(json!({"device_profile_name": name})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    body["arqs"][0]["uuid"]
+        .as_str()
+        .expect("a request")
+        .to_owned()
+}
+
+/// Binds request `arq` on `host` to the deployable whose provider is `rp`, as Nova
+/// binds; the request as the API then shows it.
+async fn bind(base: &str, arq: &str, host: &str, rp: &str) -> Value {
+    let (status, body) = call(
+        base,
+        Method::PATCH,
+        "/v2/accelerator_requests",
+        Some(json!({ arq: [
+            {"path": "/hostname", "op": "add", "value": host},
+            {"path": "/device_rp_uuid", "op": "add", "value": rp},
+            {"path": "/instance_uuid", "op": "add", "value": INSTANCE},
+        ]})),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    call(
+        base,
+        Method::GET,
+        &format!("/v2/accelerator_requests/{arq}"),
+        None,
+    )
+    .await
+    .1
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_n_as_cyborg_17_runs_in_one_process_on_the_in_process_transport() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -97,34 +199,7 @@ async fn release_n_as_cyborg_17_runs_in_one_process_on_the_in_process_transport(
     )
     .expect("write cyborg.conf");
 
-    let transport: Arc<dyn Transport> = Arc::new(MemoryTransport::new());
-    let conductor = accel_cyborg17_conductor::run::start_with(
-        &accel_cyborg17_conductor::config::Config::load(&conf).expect("the conductor's file"),
-        transport.clone(),
-    )
-    .await
-    .expect("the conductor starts");
-    assert!(
-        conductor.schema_made,
-        "an empty database gets Cyborg 17's schema"
-    );
-    let agent = accel_cyborg17_agent::run::start_with(
-        &accel_cyborg17_agent::config::AgentConfig::load(&conf).expect("the agent's file"),
-        transport.clone(),
-    )
-    .await
-    .expect("the agent starts");
-    let first = tokio::time::timeout(Duration::from_secs(60), agent.first_report())
-        .await
-        .expect("a report within 60 s");
-    assert_eq!(first, Reported::Devices(5));
-    let api = accel_cyborg17_api::run::start_with(
-        &accel_cyborg17_api::config::ApiConfig::load(&conf).expect("the API's file"),
-        transport,
-    )
-    .await
-    .expect("the API starts");
-    let base = format!("http://{}", api.addr);
+    let (conductor, agent, api, base) = start_three(&conf).await;
 
     // The agent's devices through the API; the FPGA's deployable and its provider.
     let (status, devices) = call(
@@ -149,55 +224,12 @@ async fn release_n_as_cyborg_17_runs_in_one_process_on_the_in_process_transport(
         .expect("the FPGA's deployable")
         .clone();
     let rp = fpga["rp_uuid"].as_str().expect("its provider").to_owned();
-    let attributes: Vec<Value> =
-        serde_json::from_str(fpga["attributes_list"].as_str().expect("text")).expect("JSON");
-    let rc = attributes
-        .iter()
-        .find_map(|a| a["rc"].as_str())
-        .expect("a resource class")
-        .to_owned();
+    let rc = resource_class(&fpga);
 
     // A profile and a request; bound as Nova binds, Nova told; unbound; deleted.
     let profile = format!("fpga-embedded-{suffix}");
-    let (status, body) = call(
-        &base,
-        Method::POST,
-        "/v2/device_profiles",
-        Some(json!([{"name": profile, "groups": [{format!("resources:{rc}"): "1"}]}])),
-    )
-    .await;
-    assert_eq!(status, 201, "{body}");
-    let (status, body) = call(
-        &base,
-        Method::POST,
-        "/v2/accelerator_requests",
-        Some(json!({"device_profile_name": profile})),
-    )
-    .await;
-    assert_eq!(status, 201, "{body}");
-    let arq = body["arqs"][0]["uuid"]
-        .as_str()
-        .expect("a request")
-        .to_owned();
-    let (status, body) = call(
-        &base,
-        Method::PATCH,
-        "/v2/accelerator_requests",
-        Some(json!({ arq.clone(): [
-            {"path": "/hostname", "op": "add", "value": host},
-            {"path": "/device_rp_uuid", "op": "add", "value": rp},
-            {"path": "/instance_uuid", "op": "add", "value": INSTANCE},
-        ]})),
-    )
-    .await;
-    assert_eq!(status, 202, "{body}");
-    let (_, bound) = call(
-        &base,
-        Method::GET,
-        &format!("/v2/accelerator_requests/{arq}"),
-        None,
-    )
-    .await;
+    let arq = profile_and_request(&base, &profile, &rc).await;
+    let bound = bind(&base, &arq, &host, &rp).await;
     assert_eq!(bound["state"], "Bound", "{bound}");
     assert_eq!(bound["attach_handle_type"], "PCI", "{bound}");
     assert_eq!(bound["attach_handle_info"]["bus"], "3d", "{bound}");
@@ -304,27 +336,7 @@ async fn release_n_as_cyborg_17_runs_without_placement_and_nova() {
         config.without_openstack()
     );
 
-    let transport: Arc<dyn Transport> = Arc::new(MemoryTransport::new());
-    let conductor = accel_cyborg17_conductor::run::start_with(&config, transport.clone())
-        .await
-        .expect("the conductor starts without Placement and Nova");
-    let agent = accel_cyborg17_agent::run::start_with(
-        &accel_cyborg17_agent::config::AgentConfig::load(&conf).expect("the agent's file"),
-        transport.clone(),
-    )
-    .await
-    .expect("the agent starts");
-    let first = tokio::time::timeout(Duration::from_secs(60), agent.first_report())
-        .await
-        .expect("a report within 60 s");
-    assert_eq!(first, Reported::Devices(5));
-    let api = accel_cyborg17_api::run::start_with(
-        &accel_cyborg17_api::config::ApiConfig::load(&conf).expect("the API's file"),
-        transport,
-    )
-    .await
-    .expect("the API starts without Placement");
-    let base = format!("http://{}", api.addr);
+    let (conductor, agent, api, base) = start_three(&conf).await;
 
     // Every deployable named its provider's name-based UUID, none made in Placement.
     let (_, deployables) = call(&base, Method::GET, "/v2/deployables", None).await;
@@ -354,54 +366,11 @@ async fn release_n_as_cyborg_17_runs_without_placement_and_nova() {
         .find(|d| d["name"] == format!("{host}_{FPGA}"))
         .expect("the FPGA's deployable");
     let rp = fpga["rp_uuid"].as_str().expect("its provider").to_owned();
-    let attributes: Vec<Value> =
-        serde_json::from_str(fpga["attributes_list"].as_str().expect("text")).expect("JSON");
-    let rc = attributes
-        .iter()
-        .find_map(|a| a["rc"].as_str())
-        .expect("a resource class")
-        .to_owned();
+    let rc = resource_class(fpga);
 
     let profile = format!("fpga-alone-{suffix}");
-    let (status, body) = call(
-        &base,
-        Method::POST,
-        "/v2/device_profiles",
-        Some(json!([{"name": profile, "groups": [{format!("resources:{rc}"): "1"}]}])),
-    )
-    .await;
-    assert_eq!(status, 201, "{body}");
-    let (status, body) = call(
-        &base,
-        Method::POST,
-        "/v2/accelerator_requests",
-        Some(json!({"device_profile_name": profile})),
-    )
-    .await;
-    assert_eq!(status, 201, "{body}");
-    let arq = body["arqs"][0]["uuid"]
-        .as_str()
-        .expect("a request")
-        .to_owned();
-    let (status, body) = call(
-        &base,
-        Method::PATCH,
-        "/v2/accelerator_requests",
-        Some(json!({ arq.clone(): [
-            {"path": "/hostname", "op": "add", "value": host},
-            {"path": "/device_rp_uuid", "op": "add", "value": rp},
-            {"path": "/instance_uuid", "op": "add", "value": INSTANCE},
-        ]})),
-    )
-    .await;
-    assert_eq!(status, 202, "{body}");
-    let (_, bound) = call(
-        &base,
-        Method::GET,
-        &format!("/v2/accelerator_requests/{arq}"),
-        None,
-    )
-    .await;
+    let arq = profile_and_request(&base, &profile, &rc).await;
+    let bound = bind(&base, &arq, &host, &rp).await;
     assert_eq!(bound["state"], "Bound", "{bound}");
     assert_eq!(bound["attach_handle_info"]["bus"], "3d", "{bound}");
 
