@@ -185,9 +185,6 @@ enum Command {
     /// Benchmarks of the running service (outside the tests).
     #[command(subcommand)]
     Bench(Bench),
-    /// Release N's components (for mixed-version deployments and `accel demo`).
-    #[command(subcommand, name = "release-n", hide = true)]
-    ReleaseN(accel_release_n::cli::Command),
 }
 
 /// Where the demo's release N comes from.
@@ -402,7 +399,6 @@ fn main() -> ExitCode {
                 })
                 .await
             }
-            Command::ReleaseN(command) => Ok(accel_release_n::cli::run(command).await),
             Command::Bench(Bench::Fleet {
                 agents,
                 conductors,

@@ -530,11 +530,11 @@ fn accel_with(sets: &[String], args: &[&str]) -> (Option<i32>, String, String) {
     )
 }
 
-/// Three `accel conductor` processes on one PostgreSQL database and RabbitMQ, a release N
-/// agent (`accel release-n agent`) that heartbeats once (its interval is 60 s), so one
-/// conductor heard it: `accel upgrade finalize`, whichever conductor takes it, is
-/// refused naming the agent (exit 1), and `accel upgrade status` from any conductor
-/// shows it. Once the host runs release N+1's agent, `finalize --wait` finalizes the
+/// Three `accel conductor` processes (serving Cyborg's agents too) on one PostgreSQL
+/// database and RabbitMQ, a release N agent (Cyborg 17's, in Rust) that reports once (its
+/// interval is 60 s) and sends no heartbeat, so one conductor heard it: `accel upgrade
+/// finalize`, whichever conductor takes it, is refused naming the agent (exit 1), and
+/// `accel upgrade status` from any conductor shows it. Once the host runs release N+1's agent, `finalize --wait` finalizes the
 /// whole deployment (exit 0). Without a broker configured, exit 2.
 #[test]
 fn accel_upgrade_finalize_decides_on_the_agents_every_conductor_heard() {
@@ -547,10 +547,13 @@ fn accel_upgrade_finalize_decides_on_the_agents_every_conductor_heard() {
     let rabbit = std::env::var("VERSO_TEST_RABBIT_URL")
         .unwrap_or_else(|_| "rabbit://guest:guest@127.0.0.1:5672/".into());
     let exchange = format!("accel-test-{}", uuid::Uuid::new_v4().simple());
+    let cyborg_exchange = format!("cyborg-test-{}", uuid::Uuid::new_v4().simple());
     let sets = vec![
         format!("database.url={db_url}"),
         format!("transport.url={rabbit}"),
         format!("transport.control_exchange={exchange}"),
+        "cyborg.serve_agents=true".to_owned(),
+        format!("cyborg.control_exchange={cyborg_exchange}"),
         format!("agent.state_dir={}", dir.path().display()),
         "agent.report_interval=1".to_owned(),
         "conductor.agent_liveness=30".to_owned(),
@@ -589,23 +592,28 @@ fn accel_upgrade_finalize_decides_on_the_agents_every_conductor_heard() {
         env!("CARGO_MANIFEST_DIR"),
         "/../agent/tests/fixtures/sysfs/host1"
     );
-    let state_dir = dir.path().display().to_string();
-    let mut n = accel()
-        .args([
-            "release-n",
-            "agent",
-            "--host",
-            "n-host",
-            "--sysfs-root",
-            fixture,
-        ])
-        .args(["--state-dir", &state_dir, "--report-interval", "60"])
-        .args(["--transport-url", &rabbit, "--exchange", &exchange])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("release N agent starts");
-    ready(&mut n, "release N agent n-host: serving");
-    let n = Killed(n);
+    let n = rt.block_on(async {
+        let transport = verso_rpc::transport::transport_from_url(&rabbit, Some(&cyborg_exchange))
+            .await
+            .expect("the broker");
+        let config = accel_cyborg17_agent::config::AgentConfig {
+            transport_url: rabbit.clone(),
+            host: "n-host".into(),
+            rpc_timeout: std::time::Duration::from_secs(30),
+            report_interval: std::time::Duration::from_secs(60),
+            sysfs_root: fixture.into(),
+            fpga: None,
+        };
+        let agent = accel_cyborg17_agent::run::start_with(&config, transport)
+            .await
+            .expect("Cyborg 17's agent starts");
+        let first = agent.first_report().await;
+        assert!(
+            matches!(first, accel_cyborg17_agent::run::Reported::Devices(_)),
+            "{first:?}"
+        );
+        agent
+    });
 
     // Four finalize calls reach the three conductors in turn: every one refuses.
     for i in 0..4 {
@@ -638,7 +646,7 @@ fn accel_upgrade_finalize_decides_on_the_agents_every_conductor_heard() {
     }
 
     // The host is upgraded: release N+1's agent takes its record over.
-    drop(n);
+    rt.block_on(n.stop());
     let mut next = accel();
     for s in &sets {
         next.args(["--set", s]);

@@ -1,4 +1,4 @@
-//! Components as processes of this binary (`accel conductor`, `accel release-n agent`,
+//! Components as processes of this binary (`accel conductor`, `accel agent`,
 //! ...), for the demo on a real broker: each writes its log to a file in the demo's
 //! directory and is stopped as a service manager stops it (SIGTERM, then SIGKILL).
 
