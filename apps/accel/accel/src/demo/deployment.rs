@@ -249,8 +249,24 @@ impl Deployment {
         self.conductor = Some(ConductorNode::N(running));
         // Connected again: the demo's connection was made on the empty database, and
         // a connection knows its schema from when it was made.
-        self.db = Db::connect(&self.db_url).await?;
+        self.reconnect().await?;
         Ok(made)
+    }
+
+    /// The demo's connection to the database made again (and the old one closed).
+    async fn reconnect(&mut self) -> Result<(), Error> {
+        let old = std::mem::replace(&mut self.db, Db::connect(&self.db_url).await?);
+        old.close().await;
+        Ok(())
+    }
+
+    /// `accel db sync` on release N's database: Cyborg 17's taken in place (accel's
+    /// additions only, every row kept). The demo's connection is made again with it.
+    /// What it applied and the schema it found, as `Cyborg17 [101]`.
+    pub(super) async fn sync_in_place(&mut self) -> Result<String, Error> {
+        self.reconnect().await?;
+        let applied = self.db.migrate().await?;
+        Ok(format!("{:?} {applied:?}", self.db.schema()))
     }
 
     pub(super) async fn start_conductor_next(
@@ -425,8 +441,9 @@ impl Deployment {
         }
     }
 
-    /// Waits until `host`'s agent heartbeats at `software` (its first report is done by
-    /// then: every agent reports before it serves).
+    /// Waits until the N+1 conductor counts `host` at `software`: an N+1 agent from its
+    /// heartbeats (its first report is done by then: every agent reports before it
+    /// serves), a Cyborg 17 agent (software 1) from its reports.
     pub(super) async fn wait_agent(&mut self, host: &str, software: u32) -> Result<(), Error> {
         let deadline = tokio::time::Instant::now() + PATIENCE;
         loop {
@@ -442,7 +459,10 @@ impl Deployment {
                 return Ok(());
             }
             if tokio::time::Instant::now() > deadline {
-                return Err(format!("agent {host} did not heartbeat within {PATIENCE:?}").into());
+                return Err(format!(
+                    "agent {host} was not heard at software {software} within {PATIENCE:?}"
+                )
+                .into());
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -473,28 +493,6 @@ impl Deployment {
                 "{host}'s Cyborg 17 agent did not report within {PATIENCE:?}"
             ))
         })
-    }
-
-    /// Waits until an N+1 conductor counts `host` as release N (from its reports).
-    pub(super) async fn wait_reported_n(&self, host: &str) -> Result<(), Error> {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        loop {
-            let status = self.status().await?;
-            if status
-                .clients
-                .iter()
-                .any(|m| m.id == host && m.software == 1)
-            {
-                return Ok(());
-            }
-            if tokio::time::Instant::now() > deadline {
-                return Err(format!(
-                    "{host}'s Cyborg 17 agent was not heard as release N within {PATIENCE:?}"
-                )
-                .into());
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
     }
 
     pub(super) fn agent_config_next(&self, host: &str) -> accel_agent::service::AgentConfig {

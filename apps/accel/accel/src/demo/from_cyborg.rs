@@ -817,17 +817,8 @@ async fn control_plane(
     );
     cy.stop_control_plane().await;
     if in_place {
-        // `accel db sync` on Cyborg's own database: accel's additions, every row kept.
-        // The demo's connection is made again: it was opened before Cyborg made its
-        // schema, so it took the file for accel's own.
-        let db = accel_conductor::Db::connect(&d.db_url).await?;
-        let applied = db.migrate().await?;
-        t.expect_eq(
-            "accel db sync took Cyborg 17's database in place (accel's additions applied)",
-            format!("{:?} {applied:?}", db.schema()),
-            format!("Cyborg17 [{}]", accel_conductor::db::FIRST_ADDITION),
-        )?;
-        d.db = db;
+        // The demo's connection was opened before Cyborg made its schema.
+        super::scenario::sync_in_place(d, t).await?;
     } else {
         let from = cy.database_url();
         let summary = match accel_conductor::cyborg_import::import(&from, &d.db, false).await? {

@@ -5,7 +5,6 @@
 use super::deployment::{components, discovered, host_name, Deployment, PATIENCE, SCAN_INTERVAL};
 use super::report::Timeline;
 use super::{DemoOptions, Error};
-use accel_conductor::Db;
 use serde_json::{json, Value};
 use std::time::Duration;
 use verso::{RequestContext, Version};
@@ -292,15 +291,7 @@ async fn upgrade_conductor(
     );
     d.stop_api().await;
     d.stop_conductor().await;
-    // `accel db sync`: Cyborg 17's database taken in place (accel's additions only).
-    let db = Db::connect(&d.db_url).await?;
-    let applied = db.migrate().await?;
-    t.expect_eq(
-        "accel db sync took Cyborg 17's database in place (accel's additions applied)",
-        format!("{:?} {applied:?}", db.schema()),
-        format!("Cyborg17 [{}]", accel_conductor::db::FIRST_ADDITION),
-    )?;
-    d.db = db;
+    sync_in_place(d, t).await?;
     d.start_conductor_next(None).await?;
     d.start_api_next().await?;
     let status = d.status().await?;
@@ -310,7 +301,7 @@ async fn upgrade_conductor(
         "2/1".to_owned(),
     )?;
     for host in d.hosts.clone() {
-        d.wait_reported_n(&host).await?;
+        d.wait_agent(&host, 1).await?;
     }
     t.check(
         "every Cyborg 17 agent reports to accel's conductor and counts as release N",
@@ -326,6 +317,18 @@ async fn upgrade_conductor(
     )?;
     backport_example(d, t).await?;
     check_baseline(d, t, base, 1).await?;
+    Ok(())
+}
+
+/// `accel db sync` takes release N's database, Cyborg 17's, in place: checked to add
+/// accel's additions and nothing else.
+pub(super) async fn sync_in_place(d: &mut Deployment, t: &mut Timeline) -> Result<(), Error> {
+    let synced = d.sync_in_place().await?;
+    t.expect_eq(
+        "accel db sync took Cyborg 17's database in place (accel's additions applied)",
+        synced,
+        format!("Cyborg17 [{}]", accel_conductor::db::FIRST_ADDITION),
+    )?;
     Ok(())
 }
 
@@ -537,7 +540,7 @@ async fn before_finalization(d: &mut Deployment, t: &mut Timeline) -> Result<(),
          wire send too",
         d.agent_liveness.as_secs()
     ));
-    let back = d.wait_reported_n(&last).await;
+    let back = d.wait_agent(&last, 1).await;
     t.check(
         format!("{last} back on Cyborg 17's agent, reporting, counted as release N"),
         back.is_ok(),
