@@ -107,6 +107,18 @@ fn the_rolling_upgrade_passes_on_the_embedded_defaults() {
         check(&report, "accel db sync took Cyborg 17's database in place")["evidence"],
         "Cyborg17 [101]"
     );
+    // The rollback before finalization: Cyborg 17 frees the handle accel allocated.
+    assert_eq!(
+        check(&report, "Cyborg 17's API unbinds the request accel bound")["evidence"],
+        "202, 7 in use"
+    );
+    assert_eq!(
+        check(
+            &report,
+            "conductor software/apparent version after the rollback"
+        )["evidence"],
+        "2/1"
+    );
     assert_eq!(
         check(&report, "host6 back on Cyborg 17's agent")["passed"],
         true

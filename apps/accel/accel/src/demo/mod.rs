@@ -12,7 +12,9 @@
 //!    schema); profiles and requests are created through Cyborg's API, some bound;
 //! 2. verify: devices, handles in use, requests bound, as the API and the database say;
 //! 3. `accel db sync` takes the database in place and accel's conductor and API replace
-//!    Cyborg's; Cyborg's agents keep reporting and count as release N;
+//!    Cyborg's; Cyborg's agents keep reporting and count as release N; the conductor
+//!    and API roll back to Cyborg's (which unbinds and binds again a request accel
+//!    bound) and forward to accel's again, as before finalization an operator may;
 //! 4. an N+1 agent that needs indirection but is pinned to conductor 1.0 refuses to start;
 //! 5. the agents are replaced by accel's in batches (every other host on Cyborg's wire
 //!    with the seed spec, the others on accel's); the conductor's agent cap is raised;

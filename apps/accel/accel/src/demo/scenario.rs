@@ -287,7 +287,7 @@ async fn upgrade_conductor(
 ) -> Result<(), Error> {
     t.step(
         3,
-        "the database, conductor and API go to accel N+1; Cyborg 17's agents keep working",
+        "the database, conductor and API go to accel N+1, back to Cyborg 17 and forward again; Cyborg 17's agents keep working",
     );
     d.stop_api().await;
     d.stop_conductor().await;
@@ -316,6 +316,67 @@ async fn upgrade_conductor(
         202,
     )?;
     backport_example(d, t).await?;
+    check_baseline(d, t, base, 1).await?;
+    roll_back_and_forward(d, t, base).await?;
+    Ok(())
+}
+
+/// Before finalization the control plane may go back to release N: Cyborg 17's
+/// conductor and API run on the database accel took in place (accel's additions
+/// default or are filled by triggers, so Cyborg's writes need not know them), read
+/// what accel wrote, and change it; accel's then come back and read Cyborg's changes.
+async fn roll_back_and_forward(
+    d: &mut Deployment,
+    t: &mut Timeline,
+    base: &Baseline,
+) -> Result<(), Error> {
+    t.note("rollback before finalization: Cyborg 17's conductor and API replace accel's again");
+    d.stop_api().await;
+    d.stop_conductor().await;
+    let made = d.start_conductor_n().await?;
+    t.check(
+        "Cyborg 17's conductor runs on the database accel took in place",
+        !made,
+        match made {
+            true => "it made a schema: the database was empty",
+            false => "Cyborg 17's schema with accel's additions, as it was",
+        },
+    )?;
+    d.start_api_n().await?;
+    check_baseline(d, t, base, 1).await?;
+    let host = d.hosts[1].clone();
+    let unbound = d.unbind(&base.spare_gpu).await?;
+    let census = d
+        .wait_for("Cyborg 17 to unbind the request accel bound", |c| {
+            c.arqs_in("Bound") == base.bound.len() as i64
+        })
+        .await?;
+    t.expect_eq(
+        format!("Cyborg 17's API unbinds the request accel bound on {host} (HTTP status, handles in use)"),
+        format!("{unbound}, {} in use", census.handles_in_use),
+        format!("202, {} in use", base.bound.len()),
+    )?;
+    let rebound = bind_on(d, &base.spare_gpu, &host, "PGPU").await?;
+    d.wait_for("Cyborg 17 to bind the request again", |c| {
+        c.arqs_in("Bound") == base.bound.len() as i64 + 1
+    })
+    .await?;
+    t.expect_eq(
+        format!("Cyborg 17's API binds it again on {host} (HTTP status)"),
+        rebound,
+        202,
+    )?;
+    t.note("forward again: accel's conductor and API replace Cyborg 17's");
+    d.stop_api().await;
+    d.stop_conductor().await;
+    d.start_conductor_next(None).await?;
+    d.start_api_next().await?;
+    let status = d.status().await?;
+    t.expect_eq(
+        "conductor software/apparent version after the rollback (still pre-finalized)",
+        format!("{}/{}", status.server.software, status.server.apparent),
+        "2/1".to_owned(),
+    )?;
     check_baseline(d, t, base, 1).await?;
     Ok(())
 }
