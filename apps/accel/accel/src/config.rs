@@ -792,12 +792,12 @@ pub fn apis() -> [ApiCap; 4] {
         ApiCap::for_api::<AgentApi>(Version::new(1, 0)),
         ApiCap::new(
             accel_agent::service::CYBORG_CONDUCTOR_CAP,
-            <accel_cyborg17::indirection::ConductorApi as verso_rpc::RpcApi>::VERSION,
+            <accel_objects::cyborg::ConductorApi as verso_rpc::RpcApi>::VERSION,
             Version::new(1, 0),
         ),
         ApiCap::new(
             accel_conductor::runtime::CYBORG_AGENT_CAP,
-            <accel_cyborg17::indirection::AgentApi as verso_rpc::RpcApi>::VERSION,
+            <accel_objects::cyborg::AgentApi as verso_rpc::RpcApi>::VERSION,
             Version::new(1, 0),
         ),
     ]

@@ -253,7 +253,7 @@ pub async fn agent(
             .layers
             .cap(accel_agent::service::CYBORG_CONDUCTOR_CAP);
         // No cap at all is the newest version, as everywhere in [upgrade_levels].
-        if cap.is_some_and(|c| c < accel_cyborg17::indirection::INDIRECTION_VERSION) {
+        if cap.is_some_and(|c| c < accel_objects::cyborg::INDIRECTION_VERSION) {
             return cyborg_agent(&config, host, sysfs_root, programmer, once).await;
         }
         // Release N+1 on Cyborg's wire: Cyborg's conductor and agent APIs with the seed

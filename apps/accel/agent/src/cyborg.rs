@@ -35,7 +35,6 @@
 
 use crate::discovery::{discover, DiscoveryError};
 use crate::fpga::{ProgramError, Programmer};
-use accel_cyborg17::indirection::{CleanupDevice, AGENT_CLEANUP_VERSION};
 use accel_cyborg17::objects::{
     DeviceType, DriverAttachHandle, DriverAttribute, DriverControlPathID, DriverDeployable,
     DriverDevice,
@@ -44,6 +43,7 @@ use accel_cyborg17::rpc::{
     ConductorApi, CreateVgpuMdev, FpgaProgram, RemoveVgpuMdev, ReportData, AGENT_TOPIC,
     CONDUCTOR_TOPIC,
 };
+use accel_objects::cyborg::{CleanupDevice, AGENT_CLEANUP_VERSION};
 use accel_objects::DriverDeviceList;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -205,7 +205,7 @@ pub fn endpoint(sysfs_root: PathBuf, programmer: Option<Arc<Programmer>>) -> End
 }
 
 /// [`endpoint`], and with `cleanups` the NVMe feature's `cleanup_device` (agent API 1.1,
-/// [`accel_cyborg17::indirection::AgentApi`]).
+/// [`accel_objects::cyborg::AgentApi`]).
 pub fn endpoint_with(
     sysfs_root: PathBuf,
     programmer: Option<Arc<Programmer>>,

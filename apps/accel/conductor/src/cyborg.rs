@@ -11,7 +11,7 @@
 //! devices (Cyborg's "keep what you have" marker). Cyborg's other conductor methods are
 //! called by Cyborg's API service, which accel's API replaces, so they are not served.
 //!
-//! The endpoint is at 1.1, Cyborg 17 with the seed spec ([`accel_cyborg17::indirection`]):
+//! The endpoint is at 1.1, Cyborg 17 with the seed spec ([`accel_objects::cyborg`]):
 //! a Cyborg agent that has the spec's object indirection runs object methods here
 //! ([`DbCyborgStore`]): the spec's `DeviceList.get_by_hostname` answered from accel's
 //! inventory (`device_state` read from the handles), `AttachHandleList.get_by_hostname`,
@@ -25,9 +25,9 @@ pub use store::{device_state, DbCyborgStore};
 
 use crate::db::{Db, ReportedDeployable, ReportedDevice};
 use crate::service::{to_remote, witness_report, ReportWitness};
-use accel_cyborg17::indirection::{self, CyborgStore, INDIRECTION_VERSION};
 use accel_cyborg17::objects::{DeviceType, DriverDevice};
 use accel_cyborg17::rpc::{ReportData, CONDUCTOR_TOPIC};
+use accel_objects::cyborg::{self, CyborgStore, INDIRECTION_VERSION};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -255,8 +255,8 @@ pub(crate) fn pci_address(info: &str) -> Option<String> {
 }
 
 /// The endpoint serving Cyborg's conductor API with the seed spec
-/// ([`indirection::ConductorApi`], 1.1) over `db`: Cyborg 17's `report_data` (1.0), and
-/// object indirection over [`indirection::registry`] (1.1), whose methods run on `db`
+/// ([`cyborg::ConductorApi`], 1.1) over `db`: Cyborg 17's `report_data` (1.0), and
+/// object indirection over [`cyborg::registry`] (1.1), whose methods run on `db`
 /// ([`DbCyborgStore`], gated on the coordinator's versions). With `witness` (the
 /// conductor's coordinator), each reporting host is recorded in the fleet record first:
 /// a Cyborg agent sends no heartbeat, so this is how finalization learns that a host
@@ -306,8 +306,8 @@ pub fn endpoint(db: Db, witness: Option<ReportWitness>) -> Endpoint {
     verso_rpc::conductor::add_object_endpoints(
         endpoint,
         INDIRECTION_VERSION,
-        Arc::new(indirection::registry()),
-        move |ctx| indirection::attach(&store, ctx),
+        Arc::new(cyborg::registry()),
+        move |ctx| cyborg::attach(&store, ctx),
     )
 }
 

@@ -230,7 +230,7 @@ impl AgentNotifier {
     /// no `cleanup_device`).
     pub fn with_cyborg(mut self, transport: Arc<dyn Transport>, cap: Option<Version>) -> Self {
         self.cyborg = Some(
-            RpcClient::for_api::<accel_cyborg17::indirection::AgentApi>(
+            RpcClient::for_api::<accel_objects::cyborg::AgentApi>(
                 transport,
                 accel_cyborg17::rpc::AGENT_TOPIC,
             )
@@ -277,7 +277,7 @@ impl AgentNotifier {
         device_uuid: &str,
     ) -> Option<CleanupNotice> {
         let client = self.cyborg.as_ref()?;
-        let message = accel_cyborg17::indirection::CleanupDevice {
+        let message = accel_objects::cyborg::CleanupDevice {
             device_uuid: device_uuid.to_owned(),
         };
         Some(cast_cleanup(client, "cyborg_agent", host, device_uuid, message).await)

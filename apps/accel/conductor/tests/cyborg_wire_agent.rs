@@ -28,8 +28,8 @@ use accel_conductor::runtime::{self, CyborgAgents, RunningConductor, StartOption
 use accel_conductor::service::{AgentNotifier, CleanupNotice};
 use accel_conductor::testing as support;
 use accel_conductor::{cyborg, Db};
-use accel_cyborg17::indirection::{AgentApi, CleanupDevice};
 use accel_cyborg17::rpc::{AGENT_TOPIC, CONDUCTOR_TOPIC};
+use accel_objects::cyborg::{AgentApi, CleanupDevice};
 use accel_objects::{attach_info_managed, AccelVersion, CleanupState};
 use features::*;
 use std::sync::Arc;

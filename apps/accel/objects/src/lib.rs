@@ -16,11 +16,16 @@
 //! - new: `DeviceProfile`, `AcceleratorRequest`, and the report an agent sends
 //!   (`DriverDevice` with its `DriverAttachHandle`s), each with a list.
 //!
+//! [`cyborg`] is release N+1 on OpenStack Cyborg 17's wire: Cyborg 17's contracts
+//! (`accel-cyborg17`, release N, frozen) with the seed spec's version bumps and object
+//! indirection (conductor RPC 1.1, agent RPC 1.1), pinned by `cyborg.lock`.
+//!
 //! [`rpc`] declares accel's RPC APIs. This crate has no database: the agent depends on
 //! it and must stay free of one; the remotable bodies reach the conductor's database
 //! through the [`store::HandleStore`] its request contexts carry, and fail with the
 //! kinds of [`errors`].
 
+pub mod cyborg;
 pub mod errors;
 pub mod rpc;
 pub mod store;

@@ -998,7 +998,7 @@ async fn replace_agents(
 /// Cyborg's `cleanup_device` (agent API 1.1) of a device `host` does not have, on
 /// Cyborg's exchange: the kind of the remote error it answers.
 async fn cyborg_agent_api_1_1(transport_url: &str, host: &str) -> Result<String, String> {
-    use accel_cyborg17::indirection::{AgentApi, CleanupDevice};
+    use accel_objects::cyborg::{AgentApi, CleanupDevice};
     let transport = verso_rpc::transport::transport_from_url(
         transport_url,
         Some(accel_cyborg17::rpc::CONTROL_EXCHANGE),

@@ -398,16 +398,16 @@ pub(super) async fn sync_in_place(d: &mut Deployment, t: &mut Timeline) -> Resul
 /// once at N+1's manifest and once with `AttachHandle` at Cyborg 17's version (1.0, an
 /// agent that has the seed spec's indirection but not yet its handle fields).
 async fn backport_example(d: &Deployment, t: &mut Timeline) -> Result<(), Error> {
-    use accel_cyborg17::indirection::INDIRECTION_VERSION;
+    use accel_objects::cyborg::INDIRECTION_VERSION;
     use verso::indirection::IndirectionApi;
-    let client = verso_rpc::RpcClient::for_api::<accel_cyborg17::indirection::ConductorApi>(
+    let client = verso_rpc::RpcClient::for_api::<accel_objects::cyborg::ConductorApi>(
         d.cyborg_transport.clone(),
         accel_cyborg17::rpc::CONDUCTOR_TOPIC,
     );
     let conductor = verso_rpc::conductor::ConductorApi::new(client, INDIRECTION_VERSION);
     let ctx = RequestContext::new("req-demo-backport");
     let host = json!(d.hosts[0]);
-    let newest = accel_cyborg17::indirection::registry()
+    let newest = accel_objects::cyborg::registry()
         .manifest("AttachHandleList")
         .ok_or("AttachHandleList is not registered")?;
     let cyborg_17 = accel_cyborg17::objects::registry();

@@ -10,9 +10,9 @@
 
 use super::handles::{pci_address, ManagedHandle, Step};
 use super::{Agent, ERROR_MODULE};
-use accel_cyborg17::indirection::{AttachHandle, AttachHandleList, Device, DeviceList};
 use accel_cyborg17::objects::{AttachHandleType, DeviceState};
 use accel_objects::attach_info_managed;
+use accel_objects::cyborg::{AttachHandle, AttachHandleList, Device, DeviceList};
 use accel_objects::errors::{NOT_CLEANING, NOT_FOUND};
 use std::sync::Arc;
 use verso::indirection::{BoxFuture, CallError};

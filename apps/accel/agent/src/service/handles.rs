@@ -37,7 +37,7 @@ impl Agent {
     /// otherwise it is left as it is (and logged).
     pub(super) async fn reconcile_managed(&self, at_start: bool) -> Result<usize, AgentStartError> {
         if self.cyborg.is_some() {
-            self.reconcile::<accel_cyborg17::indirection::AttachHandle>(at_start)
+            self.reconcile::<accel_objects::cyborg::AttachHandle>(at_start)
                 .await
         } else {
             self.reconcile::<AttachHandle>(at_start).await
@@ -417,7 +417,7 @@ impl CleanupSubject for AttachHandle {
     }
 }
 
-impl CleanupSubject for accel_cyborg17::indirection::Device {
+impl CleanupSubject for accel_objects::cyborg::Device {
     fn record<'a>(&'a mut self, step: &'a Step) -> BoxFuture<'a, Result<(), CallError>> {
         match step {
             Step::Started => Box::pin(self.cleanup_started()),

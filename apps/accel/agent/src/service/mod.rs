@@ -204,7 +204,7 @@ pub async fn start(
             None,
         ),
         Some(wire) => {
-            let client = RpcClient::for_api::<accel_cyborg17::indirection::ConductorApi>(
+            let client = RpcClient::for_api::<accel_objects::cyborg::ConductorApi>(
                 wire.transport.clone(),
                 accel_cyborg17::rpc::CONDUCTOR_TOPIC,
             )
@@ -216,7 +216,7 @@ pub async fn start(
                 wire.report_timeout,
             );
             (
-                Indirection::new(client, accel_cyborg17::indirection::INDIRECTION_VERSION)
+                Indirection::new(client, accel_objects::cyborg::INDIRECTION_VERSION)
                     .cap_option(CYBORG_CONDUCTOR_CAP),
                 Some(reporter),
             )

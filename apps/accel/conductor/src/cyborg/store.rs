@@ -1,5 +1,5 @@
 //! The seed spec's object methods on Cyborg's topic over accel's database
-//! ([`accel_cyborg17::indirection::CyborgStore`]), for Cyborg agents calling through
+//! ([`accel_objects::cyborg::CyborgStore`]), for Cyborg agents calling through
 //! object indirection (conductor RPC 1.1): a host's devices as Cyborg's `Device` and its
 //! handles as Cyborg's `AttachHandle`, the managed-mode update and the device cleanup
 //! transitions.
@@ -15,8 +15,8 @@
 use crate::db::{Db, DeviceRow};
 use crate::handles::{CleanupResult, HostHandle};
 use crate::objects::{corrupt_record, to_call_error};
-use accel_cyborg17::indirection::{AttachHandle, CleanupStep, CyborgStore, Device};
 use accel_cyborg17::objects::{AttachHandleType, DeviceState, DeviceStatus, DeviceType};
+use accel_objects::cyborg::{AttachHandle, CleanupStep, CyborgStore, Device};
 use accel_objects::errors;
 use accel_objects::{AccelVersion, CleanupState, UNMANAGED_FEATURE};
 use std::collections::HashMap;

@@ -9,9 +9,10 @@
 //! has a default or may be null and triggers fill accel's columns from what a Cyborg
 //! writer stores. Every query of the conductor runs on both schemas ([`Dialect`]).
 //! [`Db::migrate`] (`accel db sync`, the conductor's start) takes a Cyborg 17 database
-//! in place and makes accel's own history (migrations 1-13) in an empty one, which
-//! accel's own release N (`accel-release-n`) still needs; [`Db::sync_on_cyborg17`]
-//! makes this schema in an empty one too.
+//! in place and still makes accel's own history (migrations 1-13) in an empty one (the
+//! history of accel's former release N, retired; this schema replaces it there next,
+//! docs/cyborg-compatibility.md's plan item 3); [`Db::sync_on_cyborg17`] makes this
+//! schema in an empty one too.
 //!
 //! [`Dialect`]: super::Dialect
 //!

@@ -13,9 +13,8 @@
 //!   included: an agent whose `Device` is 1.4 (Cyborg 16) gets its devices without
 //!   `device_state`.
 //!
-//! [`registry`] is Cyborg 17's registry with [`DeviceList`]; `indirection.lock` beside
-//! this crate pins both APIs and the new class (`tests/contracts.rs`), and
-//! `tests/cyborg.rs` checks the class's fingerprint against oslo.versionedobjects'
+//! [`registry`] is Cyborg 17's registry with [`DeviceList`]; `cyborg.lock` beside
+//! this crate pins both APIs and the new class (`tests/cyborg.rs`), which also checks the class's fingerprint against oslo.versionedobjects'
 //! fingerprint of the spec's example class declared over Cyborg 17's own registry.
 //!
 //! **Its dependent features** (the spec's two examples, each "a conductor-executed"
@@ -36,10 +35,10 @@
 //! database) to each request context ([`attach`]); a process without one answers
 //! [`NO_DATABASE`].
 
-use crate::objects::{
+use accel_cyborg17::objects::{
     self as n, AttachHandleType, CyborgObject, DeviceState, DeviceStatus, DeviceType,
 };
-use crate::rpc;
+use accel_cyborg17::rpc;
 use std::sync::Arc;
 use uuid::Uuid;
 use verso::indirection::{BoxFuture, CallError};
