@@ -39,7 +39,7 @@ async fn transport_on(config: &AccelConfig, exchange: &str) -> Result<Arc<dyn Tr
 }
 
 async fn open_db(url: &str) -> Result<Db, Error> {
-    let db = Db::connect(url).await?;
+    let mut db = Db::connect(url).await?;
     let applied = db.migrate().await?;
     if !applied.is_empty() {
         tracing::info!(?applied, "database migrated");
@@ -446,15 +446,22 @@ pub async fn api(config: AccelConfig) -> Result<ExitCode, Error> {
 
 /// `accel db sync`.
 pub async fn db_sync(config: AccelConfig) -> Result<ExitCode, Error> {
-    let db = Db::connect(&config.database.url).await?;
+    use accel_conductor::db::Schema;
+    let mut db = Db::connect(&config.database.url).await?;
+    let empty = db.schema() == Schema::Accel
+        && db.pending_migrations().await?.first() == Some(&accel_conductor::db::FIRST_ADDITION);
     let applied = db.migrate().await?;
-    let cyborg = db.schema() == accel_conductor::db::Schema::Cyborg17;
-    match (applied.is_empty(), cyborg) {
-        (true, _) => println!("database is up to date"),
-        (false, false) => println!("applied migrations {applied:?}"),
-        (false, true) => println!(
+    match (applied.is_empty(), db.schema(), empty) {
+        (true, _, _) => println!("database is up to date"),
+        (false, Schema::Cyborg17, true) => println!(
+            "made OpenStack Cyborg 17's schema with accel's additions {applied:?} in the empty database"
+        ),
+        (false, Schema::Cyborg17, false) => println!(
             "took OpenStack Cyborg 17's database in place: applied accel's additions {applied:?}"
         ),
+        (false, Schema::Accel, _) => {
+            println!("applied migrations {applied:?} of accel's own former history")
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -495,8 +502,8 @@ pub async fn db_import_cyborg(
     dry_run: bool,
 ) -> Result<ExitCode, Error> {
     use accel_conductor::cyborg_import::{import, ImportError, Imported};
-    let db = Db::connect(&config.database.url).await?;
-    let outcome = import(from, &db, dry_run).await;
+    let mut db = Db::connect(&config.database.url).await?;
+    let outcome = import(from, &mut db, dry_run).await;
     db.close().await;
     let (summary, verb) = match outcome {
         Ok(Imported::Done(s)) if dry_run => (s, "would import (dry run, nothing kept)"),
@@ -546,7 +553,9 @@ pub async fn upgrade_check(config: AccelConfig) -> Result<ExitCode, Error> {
         println!("WARNING: migrations {pending:?} are not applied: run `accel db sync` (or start the conductor)");
         worst = 1;
     }
-    let record = if pending.contains(&1) {
+    // Before the first migration of either schema (accel's own history's 1, the
+    // additions' 101 to Cyborg's) there is no version record to read.
+    let record = if pending.contains(&1) || pending.contains(&accel_conductor::db::FIRST_ADDITION) {
         None
     } else {
         DbVersionStore::new(db, AccelVersion::COMPONENT)

@@ -80,16 +80,16 @@ async fn db_sync_takes_cyborgs_database_in_place(cyborg_url: &str, conf: &Path, 
         want,
         "accel reads another inventory than Cyborg holds"
     );
-    // A database taken in place is no target for an import (of itself, here): refused
-    // before anything is read, nothing written.
+    // An import into a database taken in place (of itself, here) finds Cyborg's rows
+    // already there, as they are: nothing written.
     let out = import(cyborg_url, cyborg_url, false);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(
-        text(&out).contains("accel's database holds OpenStack Cyborg 17's schema"),
+        text(&out).contains("already imported, nothing written"),
         "{}",
         text(&out)
     );
-    assert_eq!(accel_view(&db).await, want, "a refused import wrote");
+    assert_eq!(accel_view(&db).await, want, "an import of itself wrote");
     works_on(&db, &want, dump).await;
     db.close().await;
 }
@@ -330,11 +330,30 @@ fn check_filled(dump: &Value, hosts: &[&str]) {
     );
 }
 
-/// The import of `from` (whose dump is `dump`) into the empty accel database `db_url`:
-/// dry run, import, second run, and accel's own unbind and bind on what came over.
-async fn take_over(db_url: &str, from: &str, dump: &Value) -> Db {
-    let db = Db::connect(db_url).await.expect("accel's database");
-    db.migrate().await.expect("migrate");
+/// Which schema the import's target holds.
+#[derive(Clone, Copy, PartialEq)]
+enum Target {
+    /// What `accel db sync` makes in an empty database: Cyborg 17's and accel's additions.
+    Cyborg,
+    /// accel's own former history (migrations 1-13), which older databases hold.
+    AccelHistory,
+}
+
+/// The import of `from` (whose dump is `dump`) into the empty accel database `db_url`
+/// (given the `target` schema first): dry run, import, second run, and accel's own
+/// unbind and bind on what came over.
+async fn take_over(db_url: &str, from: &str, dump: &Value, target: Target) -> Db {
+    let mut db = Db::connect(db_url).await.expect("accel's database");
+    match target {
+        Target::Cyborg => {
+            db.migrate().await.expect("migrate");
+        }
+        Target::AccelHistory => {
+            db.migrate_accel_history()
+                .await
+                .expect("accel's former history");
+        }
+    }
 
     let out = import(db_url, from, true);
     assert!(out.status.success(), "{}", text(&out));
@@ -517,7 +536,7 @@ async fn a_cyborg_17_database_on_sqlite_is_taken_over() {
     check_filled(&dump, &hosts);
     let from = format!("sqlite://{}", dir.path().join("cyborg.sqlite").display());
     let db_url = format!("sqlite://{}", dir.path().join("accel.db").display());
-    let db = take_over(&db_url, &from, &dump).await;
+    let db = take_over(&db_url, &from, &dump, Target::Cyborg).await;
     let before = accel_view(&db).await;
 
     // Another Cyborg database (other UUIDs) into the same accel database: refused,
@@ -569,8 +588,16 @@ async fn a_cyborg_17_database_on_sqlite_is_taken_over() {
         "{}",
         text(&out)
     );
-    // A database that is not Cyborg's at all, and a URL of no database it reads.
-    let out = import(&fresh, &db_url, false);
+    // A database that is not Cyborg's at all, and a URL of no database it reads. (accel's
+    // own database is Cyborg 17's schema with accel's additions, so a source it reads.)
+    let foreign = format!("sqlite://{}", other_dir.path().join("foreign.db").display());
+    let foreign_db = Db::connect(&foreign).await.expect("a new SQLite file");
+    sqlx::query("CREATE TABLE inventory (id INTEGER PRIMARY KEY)")
+        .execute(foreign_db.pool())
+        .await
+        .expect("a table of something else");
+    foreign_db.close().await;
+    let out = import(&fresh, &foreign, false);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(
         text(&out).contains("found no alembic_version"),
@@ -591,18 +618,27 @@ async fn a_cyborg_17_database_on_sqlite_is_taken_over() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cyborg_17_database_on_mariadb_is_taken_over_into_postgresql() {
-    taken_over_from_mariadb(accel_conductor::testing::postgres_database().await).await;
+    taken_over_from_mariadb(
+        accel_conductor::testing::postgres_database().await,
+        Target::Cyborg,
+    )
+    .await;
 }
 
-/// accel's own database on MariaDB, the server Cyborg's was on.
+/// accel's own database on MariaDB, the server Cyborg's was on; one of accel's own
+/// former schema history, as a database made before release N became Cyborg 17 holds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cyborg_17_database_on_mariadb_is_taken_over_into_mariadb() {
-    taken_over_from_mariadb(accel_conductor::testing::mysql_database().await).await;
+async fn a_cyborg_17_database_on_mariadb_is_taken_over_into_mariadb_of_accels_former_history() {
+    taken_over_from_mariadb(
+        accel_conductor::testing::mysql_database().await,
+        Target::AccelHistory,
+    )
+    .await;
 }
 
 /// A Cyborg 17 database on MariaDB, made by `cyborg-dbsync` and filled by Cyborg's
-/// conductor code, imported into accel's empty database at `db_url`.
-async fn taken_over_from_mariadb(db_url: String) {
+/// conductor code, imported into accel's empty database at `db_url` (of `target`).
+async fn taken_over_from_mariadb(db_url: String, target: Target) {
     let dir = tempfile::tempdir().expect("tempdir");
     let suffix = &uuid::Uuid::new_v4().simple().to_string()[..8];
     let hosts = [format!("cy-imp-c-{suffix}"), format!("cy-imp-d-{suffix}")];
@@ -629,7 +665,11 @@ async fn taken_over_from_mariadb(db_url: String) {
     check_filled(&dump, &hosts);
 
     // Imported as the operator pastes Cyborg's connection.
-    let db = take_over(&db_url, &connection, &dump).await;
+    let db = take_over(&db_url, &connection, &dump, target).await;
+    assert_eq!(
+        db.schema() == accel_conductor::db::Schema::Cyborg17,
+        target == Target::Cyborg
+    );
     db.close().await;
     // Or no import at all: Cyborg's own database taken in place.
     db_sync_takes_cyborgs_database_in_place(&format!("mysql://{rest}/{name}"), &conf, &dump).await;

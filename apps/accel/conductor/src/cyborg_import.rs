@@ -18,13 +18,14 @@
 //!   attach handles and attributes (Cyborg's Intel NIC driver makes one per SR-IOV
 //!   virtual function); their names must differ within a device, as accel's report
 //!   diff pairs a device's deployables by name;
-//! - Cyborg's device `status` (`enabled`/`maintaining`) becomes accel's `maintaining`
-//!   flag; its `device_state` is not kept (accel derives it from the handles);
+//! - on accel's own former history, Cyborg's device `status` (`enabled`/`maintaining`)
+//!   becomes accel's `maintaining` flag and its `device_state` is not kept;
 //! - a profile's `profile_json` becomes its groups, checked as accel checks a new
 //!   profile ([`crate::groups::normalize`]), and is kept as Cyborg wrote it;
-//! - a request's `device_profile_id` becomes its profile's name, its attach handle id
-//!   the imported handle's;
-//! - times (Cyborg's UTC `DATETIME`s) become accel's RFC 3339 text.
+//! - ids are the target's own: a request's profile and attach handle, a handle's
+//!   deployable and control path, point at the rows imported (on accel's own former
+//!   history a request names its profile);
+//! - times are whole seconds (Cyborg's MySQL `DATETIME`s are), in the target's form.
 //!
 //! Placement is not called: Cyborg named each deployable's provider with the same
 //! name-based UUID accel computes ([`crate::db::rp_uuid`]), so the providers Cyborg
@@ -33,15 +34,18 @@
 //! the reconciler has synced the host and writes its own; one that differs from the
 //! name's is reported in [`ImportSummary::notes`].
 //!
-//! The target must hold accel's own schema (or be empty): a database on Cyborg 17's
-//! schema, one `accel db sync` took in place, is refused before anything is read
-//! ([`ImportError::TargetOnCyborg17`]).
+//! The target is an empty database, which gets the schema `accel db sync` makes there
+//! (Cyborg 17's with accel's additions), or one holding no rows yet; the rows are
+//! written in its schema's form ([`Dialect`]): on Cyborg's schema as Cyborg stores them
+//! (its device `status` and `device_state`, a request's `substate` and profile id, its
+//! times as `DATETIME`s) with accel's additions filled, on accel's own former history
+//! as that history holds them.
 //!
 //! Run it again and it changes nothing: an accel database that already holds exactly
 //! this Cyborg database's rows answers [`Imported::Already`]; one that holds anything
 //! else is refused ([`ImportError::TargetNotEmpty`]).
 
-use crate::db::{Backend, Db, DbError, Schema};
+use crate::db::{Db, DbError, Dialect, Schema};
 use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, FromRow};
 use std::collections::{BTreeMap, BTreeSet};
@@ -96,18 +100,13 @@ pub enum ImportError {
         why: String,
     },
     /// accel's database already holds rows this Cyborg database does not have.
-    #[error("accel's database already holds {what} {uuid}, which the Cyborg database does not: import into a new accel database (accel db sync on an empty one)")]
+    #[error("accel's database already holds {what} {uuid}, which the Cyborg database does not: import into an empty database")]
     TargetNotEmpty {
         /// Which kind of row.
         what: &'static str,
         /// Its UUID.
         uuid: String,
     },
-    /// accel's database is itself a Cyborg 17 database (taken in place by `accel db
-    /// sync`, or Cyborg's own): its rows are already where accel reads them, and this
-    /// import writes accel's own schema only.
-    #[error("accel's database holds OpenStack Cyborg 17's schema (it was taken in place, or is Cyborg's own): there is nothing to import into it; `accel db sync` takes a Cyborg 17 database in place, and `accel db import-cyborg` copies one into an empty database of accel's own")]
-    TargetOnCyborg17,
     /// accel's database failed.
     #[error("accel's database: {0}")]
     Target(#[from] DbError),
@@ -234,6 +233,8 @@ struct CyDevice {
     #[sqlx(try_from = "Text")]
     status: String,
     #[sqlx(try_from = "OptText")]
+    device_state: Option<String>,
+    #[sqlx(try_from = "OptText")]
     created_at: Option<String>,
     #[sqlx(try_from = "OptText")]
     updated_at: Option<String>,
@@ -341,6 +342,8 @@ struct CyArq {
     instance_uuid: Option<String>,
     attach_handle_id: Option<i64>,
     deployable_id: Option<i64>,
+    #[sqlx(try_from = "Text")]
+    substate: String,
     #[sqlx(try_from = "OptText")]
     created_at: Option<String>,
     #[sqlx(try_from = "OptText")]
@@ -444,7 +447,8 @@ async fn read_source(pool: &AnyPool) -> Result<Source, ImportError> {
                  CAST(vendor AS CHAR) AS vendor, CAST(model AS CHAR) AS model, \
                  CAST(std_board_info AS CHAR) AS std_board_info, \
                  CAST(vendor_board_info AS CHAR) AS vendor_board_info, \
-                 CAST(hostname AS CHAR) AS hostname, CAST(status AS CHAR) AS status, {TIMES} \
+                 CAST(hostname AS CHAR) AS hostname, CAST(status AS CHAR) AS status, \
+                 CAST(device_state AS CHAR) AS device_state, {TIMES} \
                  FROM devices ORDER BY id"
             ),
         )
@@ -507,7 +511,8 @@ async fn read_source(pool: &AnyPool) -> Result<Source, ImportError> {
                  CAST(hostname AS CHAR) AS hostname, \
                  CAST(device_rp_uuid AS CHAR) AS device_rp_uuid, \
                  CAST(instance_uuid AS CHAR) AS instance_uuid, attach_handle_id, deployable_id, \
-                 {TIMES} FROM extended_accelerator_requests ORDER BY id"
+                 CAST(substate AS CHAR) AS substate, {TIMES} \
+                 FROM extended_accelerator_requests ORDER BY id"
             ),
         )
         .await?,
@@ -519,10 +524,13 @@ async fn read_source(pool: &AnyPool) -> Result<Source, ImportError> {
 
 /// The UUIDs of a kind of row in accel's database.
 async fn target_uuids(db: &Db, table: &str) -> Result<BTreeSet<String>, ImportError> {
-    let rows: Vec<String> = sqlx::query_scalar(&format!("SELECT uuid FROM {table}"))
-        .fetch_all(db.pool())
-        .await
-        .map_err(DbError::from)?;
+    let rows: Vec<String> = sqlx::query_scalar(&format!(
+        "SELECT {} FROM {table}",
+        db.dialect().text("uuid")
+    ))
+    .fetch_all(db.pool())
+    .await
+    .map_err(DbError::from)?;
     Ok(rows.into_iter().collect())
 }
 
@@ -542,7 +550,7 @@ async fn already_imported(db: &Db, plan: &Plan) -> Result<bool, ImportError> {
         ),
         (
             "accelerator request",
-            "accelerator_requests",
+            db.dialect().arqs_table(),
             plan.arqs.iter().map(|a| a.uuid.as_str()).collect(),
         ),
     ];
@@ -570,13 +578,11 @@ async fn already_imported(db: &Db, plan: &Plan) -> Result<bool, ImportError> {
     }
 }
 
-/// Imports the Cyborg 17 database at `source` into accel's `db` (migrated first). With
-/// `dry_run` everything is read, checked and written in the transaction, which is then
-/// rolled back.
-pub async fn import(source: &str, db: &Db, dry_run: bool) -> Result<Imported, ImportError> {
-    if db.schema() == Schema::Cyborg17 {
-        return Err(ImportError::TargetOnCyborg17);
-    }
+/// Imports the Cyborg 17 database at `source` into accel's `db` (migrated first: an
+/// empty database gets Cyborg 17's schema with accel's additions). With `dry_run`
+/// everything is read, checked and written in the transaction, which is then rolled
+/// back.
+pub async fn import(source: &str, db: &mut Db, dry_run: bool) -> Result<Imported, ImportError> {
     let pool = open_source(source).await?;
     let read = read_source(&pool).await;
     pool.close().await;
@@ -586,7 +592,7 @@ pub async fn import(source: &str, db: &Db, dry_run: bool) -> Result<Imported, Im
         return Ok(Imported::Already(plan.summary()));
     }
     let mut tx = db.pool().begin().await.map_err(DbError::from)?;
-    write(&mut tx, &plan).await?;
+    write(&mut tx, db.dialect(), &plan).await?;
     if dry_run {
         tx.rollback().await.map_err(DbError::from)?;
     } else {
@@ -595,43 +601,84 @@ pub async fn import(source: &str, db: &Db, dry_run: bool) -> Result<Imported, Im
     Ok(Imported::Done(plan.summary()))
 }
 
-async fn write(tx: &mut sqlx::Transaction<'_, sqlx::Any>, plan: &Plan) -> Result<(), ImportError> {
+/// The planned time `rfc3339` (what [`plan::time`] made) in the target's stored form.
+fn stored(d: Dialect, rfc3339: &str) -> Result<String, ImportError> {
+    let t = chrono::DateTime::parse_from_rfc3339(rfc3339).map_err(|e| {
+        ImportError::Target(DbError::Invalid {
+            what: "time",
+            why: format!("{rfc3339:?}: {e}"),
+        })
+    })?;
+    Ok(d.time_text(t.with_timezone(&chrono::Utc)))
+}
+
+async fn write(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    d: Dialect,
+    plan: &Plan,
+) -> Result<(), ImportError> {
     let q = |e: sqlx::Error| ImportError::Target(DbError::from(e));
-    // Cyborg's attach handle id -> accel's.
+    let cyborg = d.schema == Schema::Cyborg17;
+    let ts = d.ts();
+    // Cyborg's attach handle id -> the target's handle id and its deployable's.
     let mut handle_ids = BTreeMap::new();
-    for d in &plan.devices {
-        let device_id: i64 = sqlx::query_scalar(
-            &Backend::of(tx).sql("INSERT INTO devices (uuid, type, vendor, model, std_board_info, vendor_board_info, hostname, status, maintaining, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 'available', $8, $9, $10) RETURNING id"),
-        )
-        .bind(&d.uuid)
-        .bind(&d.device_type)
-        .bind(&d.vendor)
-        .bind(&d.model)
-        .bind(&d.std_board_info)
-        .bind(&d.vendor_board_info)
-        .bind(&d.hostname)
-        .bind(i64::from(d.maintaining))
-        .bind(&d.created_at)
-        .bind(&d.updated_at)
-        .fetch_one(&mut **tx)
-        .await
-        .map_err(q)?;
-        let cp = &d.control_path;
-        let cpid_id: i64 = sqlx::query_scalar(
-            &Backend::of(tx).sql("INSERT INTO controlpath_ids (uuid, device_id, cpid_type, cpid_info, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6) RETURNING id"),
-        )
+    for dev in &plan.devices {
+        let (created, updated) = (stored(d, &dev.created_at)?, stored(d, &dev.updated_at)?);
+        // Cyborg's own columns as Cyborg stored them, accel's inventory state starting
+        // `available` as an agent's report would make it; or accel's former history's.
+        let sql = match cyborg {
+            true => format!(
+                "INSERT INTO devices (uuid, type, vendor, model, std_board_info, \
+                 vendor_board_info, hostname, status, device_state, inventory_status, \
+                 created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'available', $10{ts}, $11{ts}) \
+                 RETURNING id"
+            ),
+            false => "INSERT INTO devices (uuid, type, vendor, model, std_board_info, \
+                 vendor_board_info, hostname, maintaining, status, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'available', $9, $10) RETURNING id"
+                .to_owned(),
+        };
+        let sql = d.sql(&sql);
+        let query = sqlx::query_scalar(&sql)
+            .bind(&dev.uuid)
+            .bind(&dev.device_type)
+            .bind(&dev.vendor)
+            .bind(&dev.model)
+            .bind(&dev.std_board_info)
+            .bind(&dev.vendor_board_info)
+            .bind(&dev.hostname);
+        let query = match cyborg {
+            true => query
+                .bind(if dev.maintaining {
+                    "maintaining"
+                } else {
+                    "enabled"
+                })
+                .bind(&dev.device_state),
+            false => query.bind(i64::from(dev.maintaining)),
+        };
+        let device_id: i64 = query
+            .bind(&created)
+            .bind(&updated)
+            .fetch_one(&mut **tx)
+            .await
+            .map_err(q)?;
+        let cp = &dev.control_path;
+        let cpid_id: i64 = sqlx::query_scalar(&d.sql(&format!(
+            "INSERT INTO controlpath_ids (uuid, device_id, cpid_type, cpid_info, created_at, \
+             updated_at) VALUES ($1, $2, $3, $4, $5{ts}, $6{ts}) RETURNING id"
+        )))
         .bind(&cp.uuid)
         .bind(device_id)
         .bind(&cp.cpid_type)
         .bind(&cp.cpid_info)
-        .bind(&cp.created_at)
-        .bind(&cp.updated_at)
+        .bind(stored(d, &cp.created_at)?)
+        .bind(stored(d, &cp.updated_at)?)
         .fetch_one(&mut **tx)
         .await
         .map_err(q)?;
-        for dep in &d.deployables {
+        for dep in &dev.deployables {
             // Every attribute Cyborg holds counts as its agent's last report (Cyborg's own
             // report diff deletes the keys a report drops), so the agent's next report,
             // now to accel, finds them unchanged.
@@ -643,93 +690,145 @@ async fn write(tx: &mut sqlx::Transaction<'_, sqlx::Any>, plan: &Plan) -> Result
             let reported = serde_json::to_string(&reported).map_err(|e| {
                 ImportError::row("attributes", &dep.uuid, format!("do not serialize: {e}"))
             })?;
-            let deployable_id: i64 = sqlx::query_scalar(
-            &Backend::of(tx).sql("INSERT INTO deployables (uuid, name, device_id, hostname, control_path_id, num_accelerators, driver_name, attributes, rp_uuid, bitstream_id, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id"),
-        )
-        .bind(&dep.uuid)
-        .bind(&dep.name)
-        .bind(device_id)
-        .bind(&d.hostname)
-        .bind(&dep.control_path_id)
-        .bind(dep.num_accelerators)
-        .bind(&dep.driver_name)
-        .bind(&reported)
-        .bind(&dep.rp_uuid)
-        .bind(&dep.bitstream_id)
-        .bind(&dep.created_at)
-        .bind(&dep.updated_at)
-        .fetch_one(&mut **tx)
-        .await
-        .map_err(q)?;
-            for h in &dep.handles {
-                let id: i64 = sqlx::query_scalar(
-                &Backend::of(tx).sql("INSERT INTO attach_handles (uuid, deployable_id, cpid_id, in_use, attach_type, attach_info, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id"),
-            )
-            .bind(&h.uuid)
-            .bind(deployable_id)
-            .bind(cpid_id)
-            .bind(i64::from(h.in_use))
-            .bind(&h.attach_type)
-            .bind(&h.attach_info)
-            .bind(&h.created_at)
-            .bind(&h.updated_at)
+            // The same columns on both schemas: on Cyborg's, `hostname`,
+            // `control_path_id` and `attributes` are accel's additions.
+            let deployable_id: i64 = sqlx::query_scalar(&d.sql(&format!(
+                "INSERT INTO deployables (uuid, name, device_id, hostname, control_path_id, \
+                 num_accelerators, driver_name, attributes, rp_uuid, bitstream_id, created_at, \
+                 updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11{ts}, $12{ts}) RETURNING id"
+            )))
+            .bind(&dep.uuid)
+            .bind(&dep.name)
+            .bind(device_id)
+            .bind(&dev.hostname)
+            .bind(&dep.control_path_id)
+            .bind(dep.num_accelerators)
+            .bind(&dep.driver_name)
+            .bind(&reported)
+            .bind(&dep.rp_uuid)
+            .bind(&dep.bitstream_id)
+            .bind(stored(d, &dep.created_at)?)
+            .bind(stored(d, &dep.updated_at)?)
             .fetch_one(&mut **tx)
             .await
             .map_err(q)?;
-                handle_ids.insert(h.cyborg_id, id);
+            for h in &dep.handles {
+                // A flag literal: PostgreSQL's `BOOLEAN` takes no integer.
+                let in_use = if h.in_use { d.yes() } else { d.no() };
+                let id: i64 = sqlx::query_scalar(&d.sql(&format!(
+                    "INSERT INTO attach_handles (uuid, deployable_id, cpid_id, in_use, \
+                     attach_type, attach_info, created_at, updated_at) \
+                     VALUES ($1, $2, $3, {in_use}, $4, $5, $6{ts}, $7{ts}) RETURNING id"
+                )))
+                .bind(&h.uuid)
+                .bind(deployable_id)
+                .bind(cpid_id)
+                .bind(&h.attach_type)
+                .bind(&h.attach_info)
+                .bind(stored(d, &h.created_at)?)
+                .bind(stored(d, &h.updated_at)?)
+                .fetch_one(&mut **tx)
+                .await
+                .map_err(q)?;
+                handle_ids.insert(h.cyborg_id, (id, deployable_id));
             }
             for (key, (uuid, value, created_at, updated_at)) in &dep.attributes {
-                sqlx::query(
-                &Backend::of(tx).sql("INSERT INTO attributes (uuid, deployable_id, \"key\", value, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6)"),
-            )
-            .bind(uuid)
-            .bind(deployable_id)
-            .bind(key)
-            .bind(value)
-            .bind(created_at)
-            .bind(updated_at)
-            .execute(&mut **tx)
-            .await
-            .map_err(q)?;
+                sqlx::query(&d.sql(&format!(
+                    "INSERT INTO attributes (uuid, deployable_id, \"key\", value, created_at, \
+                     updated_at) VALUES ($1, $2, $3, $4, $5{ts}, $6{ts})"
+                )))
+                .bind(uuid)
+                .bind(deployable_id)
+                .bind(key)
+                .bind(value)
+                .bind(stored(d, created_at)?)
+                .bind(stored(d, updated_at)?)
+                .execute(&mut **tx)
+                .await
+                .map_err(q)?;
             }
         }
     }
+    // A profile's name -> the target's profile id (Cyborg's requests name it by id).
+    let mut profile_ids = BTreeMap::new();
     for p in &plan.profiles {
-        sqlx::query(
-            &Backend::of(tx).sql("INSERT INTO device_profiles (uuid, name, \"groups\", profile_json, description, created_at) VALUES ($1, $2, $3, $4, $5, $6)"),
-        )
-        .bind(&p.uuid)
-        .bind(&p.name)
-        .bind(&p.groups)
-        .bind(&p.profile_json)
-        .bind(&p.description)
-        .bind(&p.created_at)
-        .execute(&mut **tx)
-        .await
-        .map_err(q)?;
+        let created = stored(d, &p.created_at)?;
+        let sql = match cyborg {
+            true => format!(
+                "INSERT INTO device_profiles (uuid, name, profile_json, description, \
+                 created_at) VALUES ($1, $2, $3, $4, $5{ts}) RETURNING id"
+            ),
+            false => "INSERT INTO device_profiles (uuid, name, profile_json, description, \
+                 created_at, \"groups\") VALUES ($1, $2, $3, $4, $5, $6) RETURNING id"
+                .to_owned(),
+        };
+        let sql = d.sql(&sql);
+        let query = sqlx::query_scalar(&sql)
+            .bind(&p.uuid)
+            .bind(&p.name)
+            .bind(&p.profile_json)
+            .bind(&p.description)
+            .bind(&created);
+        let query = match cyborg {
+            true => query,
+            false => query.bind(&p.groups),
+        };
+        let id: i64 = query.fetch_one(&mut **tx).await.map_err(q)?;
+        profile_ids.insert(p.name.as_str(), id);
     }
     for a in &plan.arqs {
-        sqlx::query(
-            &Backend::of(tx).sql("INSERT INTO accelerator_requests (uuid, state, device_profile_name, device_profile_group_id, hostname, device_rp_uuid, instance_uuid, project_id, attach_handle_id, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"),
-        )
-        .bind(&a.uuid)
-        .bind(a.state.as_str())
-        .bind(&a.profile)
-        .bind(a.group_id)
-        .bind(&a.hostname)
-        .bind(&a.device_rp_uuid)
-        .bind(&a.instance_uuid)
-        .bind(&a.project_id)
-        .bind(a.handle.and_then(|h| handle_ids.get(&h).copied()))
-        .bind(&a.created_at)
-        .bind(&a.updated_at)
-        .execute(&mut **tx)
-        .await
-        .map_err(q)?;
+        let handle = a.handle.and_then(|h| handle_ids.get(&h).copied());
+        let (created, updated) = (stored(d, &a.created_at)?, stored(d, &a.updated_at)?);
+        let sql = match cyborg {
+            true => format!(
+                "INSERT INTO extended_accelerator_requests (uuid, project_id, state, \
+                 device_profile_id, device_profile_group_id, hostname, device_rp_uuid, \
+                 instance_uuid, attach_handle_id, deployable_id, substate, created_at, \
+                 updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12{ts}, $13{ts})"
+            ),
+            false => "INSERT INTO accelerator_requests (uuid, project_id, state, \
+                 device_profile_name, device_profile_group_id, hostname, device_rp_uuid, \
+                 instance_uuid, attach_handle_id, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+                .to_owned(),
+        };
+        let sql = d.sql(&sql);
+        let query = sqlx::query(&sql)
+            .bind(&a.uuid)
+            .bind(&a.project_id)
+            .bind(a.state.as_str());
+        // Cyborg's requests name their profile by id, accel's former ones by name.
+        let query =
+            match cyborg {
+                true => query.bind(profile_ids.get(a.profile.as_str()).copied().ok_or_else(
+                    || {
+                        ImportError::row(
+                            "extended_accelerator_requests",
+                            &a.uuid,
+                            format!("its profile {} was not imported", a.profile),
+                        )
+                    },
+                )?),
+                false => query.bind(&a.profile),
+            };
+        let query = query
+            .bind(a.group_id)
+            .bind(&a.hostname)
+            .bind(&a.device_rp_uuid)
+            .bind(&a.instance_uuid)
+            .bind(handle.map(|(h, _)| h));
+        let query = match cyborg {
+            true => query.bind(handle.map(|(_, dep)| dep)).bind(&a.substate),
+            false => query,
+        };
+        query
+            .bind(&created)
+            .bind(&updated)
+            .execute(&mut **tx)
+            .await
+            .map_err(q)?;
     }
     Ok(())
 }

@@ -91,13 +91,14 @@ pub fn postgres_url() -> String {
         .unwrap_or_else(|_| "postgres://verso:verso@127.0.0.1:55432/verso".into())
 }
 
-/// The schema the tests' databases get: accel's own history (migrations 1-13), or with
-/// `ACCEL_TEST_SCHEMA=cyborg17` release N+1's on Cyborg 17's
-/// ([`Db::sync_on_cyborg17`]), so one suite runs on either.
+/// The schema the tests' databases get: release N+1's on Cyborg 17's (what
+/// [`Db::migrate`] makes in an empty database), or with `ACCEL_TEST_SCHEMA=accel`
+/// accel's own former history (migrations 1-13, [`Db::migrate_accel_history`]), which
+/// databases made before release N became Cyborg 17 hold, so one suite runs on either.
 pub fn test_schema() -> crate::db::Schema {
     match std::env::var("ACCEL_TEST_SCHEMA").as_deref() {
-        Ok("cyborg17") => crate::db::Schema::Cyborg17,
-        Ok("accel") | Err(_) => crate::db::Schema::Accel,
+        Ok("cyborg17") | Err(_) => crate::db::Schema::Cyborg17,
+        Ok("accel") => crate::db::Schema::Accel,
         Ok(other) => panic!("ACCEL_TEST_SCHEMA={other}: accel or cyborg17"),
     }
 }
@@ -106,12 +107,12 @@ pub fn test_schema() -> crate::db::Schema {
 pub async fn make_schema(db: &mut Db) {
     match test_schema() {
         crate::db::Schema::Accel => {
-            db.migrate().await.expect("migrate");
+            db.migrate_accel_history()
+                .await
+                .expect("accel's former history");
         }
         crate::db::Schema::Cyborg17 => {
-            db.sync_on_cyborg17()
-                .await
-                .expect("accel's schema on Cyborg 17's");
+            db.migrate().await.expect("accel's schema on Cyborg 17's");
         }
     }
 }

@@ -548,8 +548,8 @@ async fn mysql_lifecycle_and_binding() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_conductors_on_one_postgres_race_for_handles() {
     let url = support::postgres_database().await;
-    let a = Db::connect(&url).await.expect("conductor a");
-    a.migrate().await.expect("migrate");
+    let mut a = Db::connect(&url).await.expect("conductor a");
+    support::make_schema(&mut a).await;
     let b = Db::connect(&url).await.expect("conductor b");
     racing_conductors(&a, &b).await;
 }
@@ -557,8 +557,8 @@ async fn two_conductors_on_one_postgres_race_for_handles() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_conductors_on_one_mysql_race_for_handles() {
     let url = support::mysql_database().await;
-    let a = Db::connect(&url).await.expect("conductor a");
-    a.migrate().await.expect("migrate");
+    let mut a = Db::connect(&url).await.expect("conductor a");
+    support::make_schema(&mut a).await;
     let b = Db::connect(&url).await.expect("conductor b");
     racing_conductors(&a, &b).await;
 }
@@ -575,19 +575,29 @@ async fn two_conductors_on_one_sqlite_file_race_for_handles() {
 #[tokio::test]
 async fn migrations_are_reported_and_applied_once() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let db = Db::connect(&format!("sqlite://{}", dir.path().join("new.db").display()))
+    let mut db = Db::connect(&format!("sqlite://{}", dir.path().join("new.db").display()))
+        .await
+        .expect("open");
+    // An empty database gets Cyborg 17's schema and accel's additions to it.
+    assert_eq!(db.pending_migrations().await.expect("pending"), [101]);
+    assert_eq!(db.migrate().await.expect("migrate"), [101]);
+    assert_eq!(db.schema(), Schema::Cyborg17);
+    assert!(db.pending_migrations().await.expect("pending").is_empty());
+    assert!(db.migrate().await.expect("again").is_empty());
+    // accel's own former history, made on purpose, keeps migrating on that history.
+    let old = Db::connect(&format!("sqlite://{}", dir.path().join("old.db").display()))
         .await
         .expect("open");
     assert_eq!(
-        db.pending_migrations().await.expect("pending"),
+        old.migrate_accel_history().await.expect("migrate"),
         [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
     );
-    assert_eq!(
-        db.migrate().await.expect("migrate"),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
-    );
-    assert!(db.pending_migrations().await.expect("pending").is_empty());
-    assert!(db.migrate().await.expect("again").is_empty());
+    let mut old = Db::connect(&format!("sqlite://{}", dir.path().join("old.db").display()))
+        .await
+        .expect("open again");
+    assert_eq!(old.schema(), Schema::Accel);
+    assert!(old.migrate().await.expect("up to date").is_empty());
+    assert!(db.migrate_accel_history().await.is_err());
     let err = Db::connect("mssql://x@y/z").await.expect_err("unsupported");
     assert!(matches!(err, DbError::UnsupportedUrl(_)), "{err}");
     for scheme in ["sqlite://", "postgres://", "mysql://"] {
@@ -683,10 +693,10 @@ async fn concurrent_reports_of_one_host_on_postgres() {
     let db = support::postgres().await;
     concurrent_reports_of_one_host(&db).await;
     // Across two conductors (two pools) too.
-    let other = Db::connect(&support::postgres_database().await)
+    let mut other = Db::connect(&support::postgres_database().await)
         .await
         .expect("open");
-    other.migrate().await.expect("migrate");
+    support::make_schema(&mut other).await;
     concurrent_reports_of_one_host(&other).await;
 }
 
@@ -695,10 +705,10 @@ async fn concurrent_reports_of_one_host_on_mysql() {
     let db = support::mysql().await;
     concurrent_reports_of_one_host(&db).await;
     // Across two conductors (two pools) too.
-    let other = Db::connect(&support::mysql_database().await)
+    let mut other = Db::connect(&support::mysql_database().await)
         .await
         .expect("open");
-    other.migrate().await.expect("migrate");
+    support::make_schema(&mut other).await;
     concurrent_reports_of_one_host(&other).await;
 }
 
@@ -774,12 +784,8 @@ async fn reports_of_many_hosts_at_once_on_mysql() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_memory_sqlite_is_one_database() {
     for url in ["sqlite::memory:", "sqlite::memory:?cache=private"] {
-        let db = Db::connect(url).await.expect("open in memory");
-        assert_eq!(
-            db.migrate().await.expect("migrate"),
-            vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13],
-            "{url}"
-        );
+        let mut db = Db::connect(url).await.expect("open in memory");
+        assert_eq!(db.migrate().await.expect("migrate"), vec![101], "{url}");
         let readers: Vec<_> = (0..8)
             .map(|i| {
                 let db = db.clone();

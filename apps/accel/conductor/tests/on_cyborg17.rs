@@ -226,7 +226,7 @@ async fn databases_of_other_schemas_are_refused_and_left_as_they_were() {
     // accel's own history (migrations 1-13).
     let old_url = url("accel.db");
     let old = Db::connect(&old_url).await.expect("open");
-    old.migrate().await.expect("accel's history");
+    old.migrate_accel_history().await.expect("accel's history");
     old.close().await;
     let before = tables(&old_url).await;
     let why = refusal(&old_url).await;

@@ -364,11 +364,9 @@ async fn mysql_filters_combine() {
 /// `accel api` and `accel upgrade check` ask which migrations are pending on a database
 /// they must not change: asking creates nothing, not even sqlx's own table.
 async fn asking_for_pending_migrations_writes_nothing(url: &str) {
-    let db = Db::connect(url).await.expect("open");
-    assert_eq!(
-        db.pending_migrations().await.expect("pending"),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
-    );
+    let mut db = Db::connect(url).await.expect("open");
+    // An empty database: Cyborg 17's schema and accel's additions are what it would get.
+    assert_eq!(db.pending_migrations().await.expect("pending"), [101]);
     let schema = match db.backend() {
         accel_conductor::db::Backend::Mysql => "DATABASE()",
         _ => "current_schema()",
@@ -380,10 +378,7 @@ async fn asking_for_pending_migrations_writes_nothing(url: &str) {
     .await
     .expect("tables");
     assert_eq!(tables, 0);
-    assert_eq!(
-        db.migrate().await.expect("migrate"),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
-    );
+    assert_eq!(db.migrate().await.expect("migrate"), [101]);
     assert!(db.pending_migrations().await.expect("pending").is_empty());
 }
 

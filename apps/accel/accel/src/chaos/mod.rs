@@ -405,7 +405,7 @@ pub async fn run(options: ChaosOptions) -> Result<ExitCode, Error> {
     admin.close().await;
     let mut direct = admin_url.clone();
     direct.set_path(&format!("/{name}"));
-    let check_db = Db::connect(direct.as_str()).await?;
+    let mut check_db = Db::connect(direct.as_str()).await?;
     check_db.migrate().await?;
 
     let broker_url = url::Url::parse(&options.transport_url)?;
@@ -653,28 +653,18 @@ async fn check_claims(db: &Db, ledger: &Mutex<Ledger>) -> Result<(), Error> {
     let claims = std::mem::take(&mut lock(ledger).claims);
     for claim in claims {
         let broken = match &claim {
-            Claim::NoProfile(name) => {
-                sqlx::query("SELECT uuid FROM device_profiles WHERE name = $1")
-                    .bind(name)
-                    .fetch_optional(db.pool())
-                    .await?
-                    .is_some()
-            }
-            Claim::NoRequestsOf(profile) => {
-                sqlx::query("SELECT uuid FROM accelerator_requests WHERE device_profile_name = $1")
-                    .bind(profile)
-                    .fetch_optional(db.pool())
-                    .await?
-                    .is_some()
-            }
-            Claim::NotBound { arq, instance } => sqlx::query(
-                "SELECT uuid FROM accelerator_requests WHERE uuid = $1 AND instance_uuid = $2",
-            )
-            .bind(arq)
-            .bind(instance)
-            .fetch_optional(db.pool())
-            .await?
-            .is_some(),
+            // Through the conductor's queries, which read either schema.
+            Claim::NoProfile(name) => db.profiles().await?.iter().any(|p| &p.name == name),
+            Claim::NoRequestsOf(profile) => db
+                .arqs(None)
+                .await?
+                .iter()
+                .any(|r| &r.device_profile_name == profile),
+            Claim::NotBound { arq, instance } => match db.arq(arq).await {
+                Ok(r) => r.instance_uuid.as_deref() == Some(instance.as_str()),
+                Err(accel_conductor::DbError::NotFound { .. }) => false,
+                Err(e) => return Err(e.into()),
+            },
         };
         if broken {
             lock(ledger).violation(format!(

@@ -57,6 +57,8 @@ pub(super) struct PlannedDevice {
     pub(super) vendor_board_info: Option<String>,
     pub(super) hostname: String,
     pub(super) maintaining: bool,
+    /// Cyborg's `device_state` (kept on Cyborg's schema; accel's own has no column).
+    pub(super) device_state: Option<String>,
     pub(super) created_at: String,
     pub(super) updated_at: String,
     /// Its control path, Cyborg's row as it is (UUID, type, `cpid_info` text, times).
@@ -127,6 +129,8 @@ pub(super) struct PlannedArq {
     pub(super) project_id: Option<String>,
     /// Cyborg's attach handle id (the planned handle with this `cyborg_id`).
     pub(super) handle: Option<i64>,
+    /// Cyborg's `substate` (kept on Cyborg's schema; accel's own has no column).
+    pub(super) substate: String,
     pub(super) created_at: String,
     pub(super) updated_at: String,
 }
@@ -387,6 +391,7 @@ pub(super) fn plan(source: Source) -> Result<Plan, ImportError> {
             vendor_board_info: d.vendor_board_info.clone(),
             hostname: d.hostname.clone(),
             maintaining,
+            device_state: d.device_state.clone(),
             created_at,
             updated_at,
             control_path,
@@ -532,6 +537,7 @@ pub(super) fn plan(source: Source) -> Result<Plan, ImportError> {
             instance_uuid: r.instance_uuid.clone(),
             project_id: r.project_id.clone(),
             handle: r.attach_handle_id,
+            substate: r.substate.clone(),
             created_at,
             updated_at,
         });

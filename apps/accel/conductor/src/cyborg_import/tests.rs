@@ -19,6 +19,7 @@ fn device(id: i64, uuid: &str, host: &str) -> CyDevice {
         vendor_board_info: None,
         hostname: host.into(),
         status: "enabled".into(),
+        device_state: None,
         created_at: Some("2026-12-05 09:01:04.269132".into()),
         updated_at: None,
     }
@@ -89,6 +90,7 @@ fn arq(uuid: &str, state: &str) -> CyArq {
         instance_uuid: None,
         attach_handle_id: None,
         deployable_id: None,
+        substate: "Initial".into(),
         created_at: None,
         updated_at: None,
     }

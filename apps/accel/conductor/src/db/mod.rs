@@ -707,16 +707,44 @@ impl Db {
     /// change, so it is set before. Every reference is checked afterwards
     /// (`PRAGMA foreign_key_check`) before foreign keys are turned back on.
     ///
-    /// A database of OpenStack Cyborg 17's (alembic's `alembic_version` at
-    /// [`accel_cyborg17::schema::ALEMBIC_HEAD`]) is taken in place: it gets accel's
-    /// additions to Cyborg's schema ([`Db::sync_on_cyborg17`]), its rows kept as they
-    /// are. One of another Cyborg revision is refused ([`DbError::CyborgDatabase`])
-    /// before anything is written. An empty database gets accel's own history.
-    pub async fn migrate(&self) -> Result<Vec<i64>, DbError> {
+    /// An empty database gets OpenStack Cyborg 17's schema and accel's additions to it
+    /// ([`Db::sync_on_cyborg17`]; the handle's schema is then [`Schema::Cyborg17`]). A
+    /// database of Cyborg 17's (alembic's `alembic_version` at
+    /// [`accel_cyborg17::schema::ALEMBIC_HEAD`]) is taken in place: it gets the additions
+    /// it lacks, its rows kept as they are. One of another Cyborg revision is refused
+    /// ([`DbError::CyborgDatabase`]) before anything is written. A database of accel's
+    /// own former history gets the migrations of that history it lacks
+    /// ([`Db::migrate_accel_history`]).
+    pub async fn migrate(&mut self) -> Result<Vec<i64>, DbError> {
         if self.schema == Schema::Cyborg17 {
             return self.add_to_cyborg17().await;
         }
-        let pending = self.pending_migrations().await?;
+        if !self.has_tables().await? {
+            return Ok(self.sync_on_cyborg17().await?.applied);
+        }
+        self.migrate_accel_history().await
+    }
+
+    /// accel's own former schema history (migrations 1-13, `migrations/`), the one
+    /// databases made before release N became Cyborg 17 hold: the migrations of it not
+    /// applied yet, their versions. Made in an empty database only on purpose (the
+    /// tests' second pass, `ACCEL_TEST_SCHEMA=accel`); [`Db::migrate`] gives an empty
+    /// database Cyborg 17's schema. The history goes once no database needs it
+    /// (docs/cyborg-compatibility.md, plan item 3).
+    pub async fn migrate_accel_history(&self) -> Result<Vec<i64>, DbError> {
+        if self.schema == Schema::Cyborg17 {
+            return Err(DbError::Invalid {
+                what: "schema",
+                why: "the database holds Cyborg 17's schema, not accel's own history".into(),
+            });
+        }
+        let applied = self.applied_migrations().await?;
+        let pending: Vec<i64> = self
+            .migrator()
+            .iter()
+            .map(|m| m.version)
+            .filter(|v| !applied.contains(v))
+            .collect();
         match self.backend {
             Backend::Postgres | Backend::Mysql => self.migrator().run(&self.pool).await?,
             Backend::Sqlite => {
@@ -756,8 +784,12 @@ impl Db {
         Ok(pending)
     }
 
-    /// Migrations of this build not applied to the database yet.
+    /// Migrations of this build not applied to the database yet (for an empty database,
+    /// accel's additions to the Cyborg 17 schema [`Db::migrate`] makes there).
     pub async fn pending_migrations(&self) -> Result<Vec<i64>, DbError> {
+        if self.schema == Schema::Accel && !self.has_tables().await? {
+            return Ok(self.additions().iter().map(|m| m.version).collect());
+        }
         let applied = self.applied_migrations().await?;
         Ok(self
             .migrator()

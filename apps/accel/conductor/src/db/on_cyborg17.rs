@@ -8,11 +8,10 @@
 //! (Cyborg 17 in Rust), keep running on it, because every addition to a Cyborg table
 //! has a default or may be null and triggers fill accel's columns from what a Cyborg
 //! writer stores. Every query of the conductor runs on both schemas ([`Dialect`]).
-//! [`Db::migrate`] (`accel db sync`, the conductor's start) takes a Cyborg 17 database
-//! in place and still makes accel's own history (migrations 1-13) in an empty one (the
-//! history of accel's former release N, retired; this schema replaces it there next,
-//! docs/cyborg-compatibility.md's plan item 3); [`Db::sync_on_cyborg17`] makes this
-//! schema in an empty one too.
+//! [`Db::migrate`] (`accel db sync`, the conductor's start) makes this schema in an
+//! empty database and takes a Cyborg 17 database in place; a database of accel's own
+//! former history (migrations 1-13) keeps migrating on that history until it goes
+//! (docs/cyborg-compatibility.md's plan item 3).
 //!
 //! [`Dialect`]: super::Dialect
 //!
@@ -157,7 +156,7 @@ impl Db {
         Ok(Some(revision.unwrap_or_else(|| "none".into())))
     }
 
-    async fn has_tables(&self) -> Result<bool, DbError> {
+    pub(super) async fn has_tables(&self) -> Result<bool, DbError> {
         let sql = match self.backend {
             Backend::Sqlite => {
                 "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
