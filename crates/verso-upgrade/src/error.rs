@@ -111,13 +111,13 @@ pub enum UpgradeError {
 
 /// A client the server will not work with; the client should exit with this message.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
-#[error("{member} on {host} is refused by the {server}: {reason}")]
+#[error("{member} on {host} is fenced by {server}'s server: {reason}")]
 pub struct Fenced {
     /// The client's id.
     pub member: String,
     /// Its host.
     pub host: String,
-    /// The server component.
+    /// The component whose server fenced it (`accel`, say).
     pub server: String,
     /// Why, and what to do.
     pub reason: String,
