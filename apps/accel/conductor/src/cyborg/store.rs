@@ -411,7 +411,13 @@ mod tests {
         let obj = device(&row(created, ""), DeviceState::Available).expect("read");
         assert!(obj.created_at.get().is_some_and(Option::is_some));
         assert!(obj.updated_at.get().is_some_and(Option::is_none));
-        assert!(device(&row(created, "yesterday"), DeviceState::Available).is_err());
+        match device(&row(created, "yesterday"), DeviceState::Available) {
+            Err(CallError::Method { kind, message, .. }) => {
+                assert_eq!(kind, errors::CORRUPT_RECORD);
+                assert!(message.contains("updated_at"), "{message}");
+            }
+            other => panic!("not refused as a corrupt record: {other:?}"),
+        }
     }
 
     /// Cyborg's lifecycle from the handles, the most pressing state winning.
