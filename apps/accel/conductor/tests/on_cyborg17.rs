@@ -130,6 +130,30 @@ async fn empty_database_gets_cyborgs_schema_and_accels_additions(
     );
 }
 
+/// A handle connected while the database was empty, whose schema another process (here
+/// Cyborg's own, stood in for by a second handle) made since: `migrate` reads the schema
+/// again and takes Cyborg's in place; the former history is refused on it.
+#[tokio::test]
+async fn a_handle_connected_before_cyborgs_schema_was_made_takes_it_in_place() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}", dir.path().join("accel.db").display());
+    let mut early = Db::connect(&url).await.expect("open the empty database");
+    assert_eq!(early.schema(), accel_conductor::db::Schema::Accel);
+    let mut other = Db::connect(&url).await.expect("open it again");
+    assert_eq!(
+        other.migrate().await.expect("the schema made"),
+        [FIRST_ADDITION]
+    );
+    assert!(matches!(
+        early.migrate_accel_history().await,
+        Err(DbError::Invalid { what: "schema", .. })
+    ));
+    assert!(early.migrate().await.expect("taken in place").is_empty());
+    assert_eq!(early.schema(), accel_conductor::db::Schema::Cyborg17);
+    assert!(tables(&url).await.contains("extended_accelerator_requests"));
+    assert!(!tables(&url).await.contains("accelerator_requests"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_empty_sqlite_database_gets_cyborgs_schema_and_accels_additions() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -261,10 +261,10 @@ impl Deployment {
     }
 
     /// `accel db sync` on release N's database: Cyborg 17's taken in place (accel's
-    /// additions only, every row kept). The demo's connection is made again with it.
-    /// What it applied and the schema it found, as `Cyborg17 [101]`.
+    /// additions only, every row kept; `migrate` reads the schema Cyborg made after the
+    /// demo's connection was opened). What it applied and the schema it found, as
+    /// `Cyborg17 [101]`.
     pub(super) async fn sync_in_place(&mut self) -> Result<String, Error> {
-        self.reconnect().await?;
         let applied = self.db.migrate().await?;
         Ok(format!("{:?} {applied:?}", self.db.schema()))
     }

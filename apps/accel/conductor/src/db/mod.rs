@@ -714,8 +714,14 @@ impl Db {
     /// it lacks, its rows kept as they are. One of another Cyborg revision is refused
     /// ([`DbError::CyborgDatabase`]) before anything is written. A database of accel's
     /// own former history gets the migrations of that history it lacks
-    /// ([`Db::migrate_accel_history`]).
+    /// ([`Db::migrate_accel_history`]). The schema is read from the database again, not
+    /// taken from when the handle connected: one connected to an empty database that
+    /// Cyborg 17 (or another accel process) has made its schema in since takes that
+    /// schema in place.
     pub async fn migrate(&mut self) -> Result<Vec<i64>, DbError> {
+        if self.schema == Schema::Accel && self.table_exists("alembic_version").await? {
+            self.schema = Schema::Cyborg17;
+        }
         if self.schema == Schema::Cyborg17 {
             return self.add_to_cyborg17().await;
         }
@@ -732,7 +738,7 @@ impl Db {
     /// database Cyborg 17's schema. The history goes once no database needs it
     /// (docs/cyborg-compatibility.md, plan item 3).
     pub async fn migrate_accel_history(&self) -> Result<Vec<i64>, DbError> {
-        if self.schema == Schema::Cyborg17 {
+        if self.schema == Schema::Cyborg17 || self.table_exists("alembic_version").await? {
             return Err(DbError::Invalid {
                 what: "schema",
                 why: "the database holds Cyborg 17's schema, not accel's own history".into(),
