@@ -448,10 +448,12 @@ pub async fn api(config: AccelConfig) -> Result<ExitCode, Error> {
 pub async fn db_sync(config: AccelConfig) -> Result<ExitCode, Error> {
     use accel_conductor::db::Schema;
     let mut db = Db::connect(&config.database.url).await?;
-    let empty = db.schema() == Schema::Accel
-        && db.pending_migrations().await?.first() == Some(&accel_conductor::db::FIRST_ADDITION);
+    let found = db.schema();
     let applied = db.migrate().await?;
-    match (applied.is_empty(), db.schema(), empty) {
+    // Cyborg's schema where there was none: the database was empty (`migrate` keeps a
+    // database of accel's former history on it, and one of Cyborg's as it is).
+    let made = found == Schema::Accel && db.schema() == Schema::Cyborg17;
+    match (applied.is_empty(), db.schema(), made) {
         (true, _, _) => println!("database is up to date"),
         (false, Schema::Cyborg17, true) => println!(
             "made OpenStack Cyborg 17's schema with accel's additions {applied:?} in the empty database"

@@ -817,7 +817,6 @@ async fn control_plane(
     );
     cy.stop_control_plane().await;
     if in_place {
-        // The demo's connection was opened before Cyborg made its schema.
         super::scenario::sync_in_place(d, t).await?;
     } else {
         let from = cy.database_url();
@@ -836,14 +835,12 @@ async fn control_plane(
             summary.accelerator_requests
         ));
     }
-    d.start_conductor_next(None).await?;
-    d.start_api_next().await?;
-    let status = d.status().await?;
-    t.expect_eq(
+    super::scenario::start_next_control_plane(
+        d,
+        t,
         "accel conductor software/apparent version (pre-finalized: Cyborg 17 is release N)",
-        format!("{}/{}", status.server.software, status.server.apparent),
-        "2/1".to_owned(),
-    )?;
+    )
+    .await?;
     t.expect_eq(
         "devices accel's API lists are Cyborg's (same UUIDs)",
         accel_devices(d).await? == base.devices,

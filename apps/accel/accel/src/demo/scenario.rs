@@ -292,14 +292,12 @@ async fn upgrade_conductor(
     d.stop_api().await;
     d.stop_conductor().await;
     sync_in_place(d, t).await?;
-    d.start_conductor_next(None).await?;
-    d.start_api_next().await?;
-    let status = d.status().await?;
-    t.expect_eq(
+    start_next_control_plane(
+        d,
+        t,
         "conductor software/apparent version (pre-finalized: Cyborg 17 is release N)",
-        format!("{}/{}", status.server.software, status.server.apparent),
-        "2/1".to_owned(),
-    )?;
+    )
+    .await?;
     for host in d.hosts.clone() {
         d.wait_agent(&host, 1).await?;
     }
@@ -369,15 +367,31 @@ async fn roll_back_and_forward(
     t.note("forward again: accel's conductor and API replace Cyborg 17's");
     d.stop_api().await;
     d.stop_conductor().await;
+    start_next_control_plane(
+        d,
+        t,
+        "conductor software/apparent version after the rollback (still pre-finalized)",
+    )
+    .await?;
+    check_baseline(d, t, base, 1).await?;
+    Ok(())
+}
+
+/// accel's conductor and API start (N+1, at release N's apparent version until
+/// finalized: Cyborg 17 is release N); `check` names the check of that version.
+pub(super) async fn start_next_control_plane(
+    d: &mut Deployment,
+    t: &mut Timeline,
+    check: &str,
+) -> Result<(), Error> {
     d.start_conductor_next(None).await?;
     d.start_api_next().await?;
     let status = d.status().await?;
     t.expect_eq(
-        "conductor software/apparent version after the rollback (still pre-finalized)",
+        check,
         format!("{}/{}", status.server.software, status.server.apparent),
         "2/1".to_owned(),
     )?;
-    check_baseline(d, t, base, 1).await?;
     Ok(())
 }
 
