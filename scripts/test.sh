@@ -13,13 +13,3 @@ source scripts/services.sh
 
 say "cargo test --workspace $*"
 cargo test --workspace "$@"
-
-# accel's conductor and API once more on accel's own former schema history (migrations
-# 1-13) instead of Cyborg 17's schema with accel's additions, which an empty database
-# gets: databases made before release N became Cyborg 17 hold that history, and every
-# query runs on both until it goes (docs/cyborg-compatibility.md, "accel's schema on
-# Cyborg 17's"). Only with the whole suite: extra arguments name a part of it.
-if [ "$#" -eq 0 ]; then
-    say "ACCEL_TEST_SCHEMA=accel cargo test -p accel-conductor -p accel-api"
-    ACCEL_TEST_SCHEMA=accel cargo test -p accel-conductor -p accel-api
-fi

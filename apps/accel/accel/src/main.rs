@@ -242,15 +242,18 @@ enum Bench {
 
 #[derive(Subcommand, Debug)]
 enum Db {
-    /// Applies the migrations the database lacks.
+    /// Makes accel's schema: Cyborg 17's with accel's additions in an empty database, the
+    /// additions a Cyborg 17 database lacks in place.
     Sync,
     /// Copies a Cyborg 17 database's devices, deployables, attach handles, attributes,
     /// device profiles and accelerator requests into accel's (`[database] url`), UUIDs
-    /// kept, in one transaction. Exit 0: imported (or already imported); 1: refused,
+    /// kept, in one transaction; also a database of accel's own former schema history
+    /// (migrations 1-13), which accel no longer runs on. Exit 0: imported (or already imported); 1: refused,
     /// nothing written (the row is named); 2: a database could not be read or written.
     ImportCyborg {
         /// Cyborg's database, as its `[database] connection` names it:
-        /// `mysql+pymysql://USER:PASS@HOST/cyborg` (or `mysql://...`), or `sqlite://PATH`.
+        /// `mysql+pymysql://USER:PASS@HOST/cyborg` (or `mysql://...`), or `sqlite://PATH`;
+        /// accel's former schema also `postgres://USER:PASS@HOST/DB`.
         #[arg(long, value_name = "URL")]
         from: String,
         /// Check and write everything, then roll back: nothing is kept.

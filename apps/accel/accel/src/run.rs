@@ -39,7 +39,7 @@ async fn transport_on(config: &AccelConfig, exchange: &str) -> Result<Arc<dyn Tr
 }
 
 async fn open_db(url: &str) -> Result<Db, Error> {
-    let mut db = Db::connect(url).await?;
+    let db = Db::connect(url).await?;
     let applied = db.migrate().await?;
     if !applied.is_empty() {
         tracing::info!(?applied, "database migrated");
@@ -446,24 +446,20 @@ pub async fn api(config: AccelConfig) -> Result<ExitCode, Error> {
 
 /// `accel db sync`.
 pub async fn db_sync(config: AccelConfig) -> Result<ExitCode, Error> {
-    use accel_conductor::db::Schema;
-    let mut db = Db::connect(&config.database.url).await?;
-    let found = db.schema();
-    let applied = db.migrate().await?;
-    // Cyborg's schema where there was none: the database was empty (`migrate` keeps a
-    // database of accel's former history on it, and one of Cyborg's as it is).
-    let made = found == Schema::Accel && db.schema() == Schema::Cyborg17;
-    match (applied.is_empty(), db.schema(), made) {
-        (true, _, _) => println!("database is up to date"),
-        (false, Schema::Cyborg17, true) => println!(
-            "made OpenStack Cyborg 17's schema with accel's additions {applied:?} in the empty database"
+    let db = Db::connect(&config.database.url).await?;
+    let done = db.sync_on_cyborg17().await;
+    db.close().await;
+    let done = done?;
+    match (done.applied.is_empty(), done.made_cyborg_schema) {
+        (true, _) => println!("database is up to date"),
+        (false, true) => println!(
+            "made OpenStack Cyborg 17's schema with accel's additions {:?} in the empty database",
+            done.applied
         ),
-        (false, Schema::Cyborg17, false) => println!(
-            "took OpenStack Cyborg 17's database in place: applied accel's additions {applied:?}"
+        (false, false) => println!(
+            "took OpenStack Cyborg 17's database in place: applied accel's additions {:?}",
+            done.applied
         ),
-        (false, Schema::Accel, _) => {
-            println!("applied migrations {applied:?} of accel's own former history")
-        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -504,8 +500,8 @@ pub async fn db_import_cyborg(
     dry_run: bool,
 ) -> Result<ExitCode, Error> {
     use accel_conductor::cyborg_import::{import, ImportError, Imported};
-    let mut db = Db::connect(&config.database.url).await?;
-    let outcome = import(from, &mut db, dry_run).await;
+    let db = Db::connect(&config.database.url).await?;
+    let outcome = import(from, &db, dry_run).await;
     db.close().await;
     let (summary, verb) = match outcome {
         Ok(Imported::Done(s)) if dry_run => (s, "would import (dry run, nothing kept)"),

@@ -696,7 +696,7 @@ async fn db_clear_cleanup_puts_a_failed_device_back() {
     use accel_conductor::handles::CleanupResult;
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("a.db");
-    let mut db = accel_conductor::Db::connect(&format!("sqlite://{}", path.display()))
+    let db = accel_conductor::Db::connect(&format!("sqlite://{}", path.display()))
         .await
         .expect("database");
     db.migrate().await.expect("migrations");

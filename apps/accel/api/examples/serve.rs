@@ -41,7 +41,7 @@ fn demo_device(cp: &str, device_type: &str) -> ReportedDevice {
 }
 
 async fn run(args: Args) -> Result<(), String> {
-    let mut db = Db::connect(&args.database)
+    let db = Db::connect(&args.database)
         .await
         .map_err(|e| e.to_string())?;
     db.migrate().await.map_err(|e| e.to_string())?;

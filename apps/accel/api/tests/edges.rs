@@ -435,8 +435,8 @@ on_each!(
 /// then 503, reads and writes, directly and through the conductor.
 async fn outage(through_conductor: bool) {
     let url = accel_conductor::testing::postgres_database().await;
-    let mut db = accel_conductor::Db::connect(&url).await.expect("connect");
-    accel_conductor::testing::make_schema(&mut db).await;
+    let db = accel_conductor::Db::connect(&url).await.expect("connect");
+    accel_conductor::testing::make_schema(&db).await;
     let api = if through_conductor {
         Api::start_through_conductor(db).await
     } else {

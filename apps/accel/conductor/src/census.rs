@@ -1,7 +1,7 @@
 //! [`Census`]: how many of each thing the database holds, in one read-only pass that
-//! works on every schema release N and N+1 share (the cleanup columns are counted only
-//! once accel's migration 2, or its first addition to Cyborg 17's schema, has added
-//! them: Cyborg 17's schema alone, release N's, has none). Operators' checks and the rolling-upgrade demo use
+//! works on the schema release N and N+1 share (the cleanup columns are counted only
+//! once accel's additions to Cyborg 17's schema, migration 101, have added them:
+//! Cyborg 17's schema alone, release N's, has none). Operators' checks and the rolling-upgrade demo use
 //! it to verify side effects in the database, not only API answers.
 
 use crate::db::{Db, DbError};
@@ -64,17 +64,16 @@ impl Db {
     /// Counts what the database holds.
     pub async fn census(&self) -> Result<Census, DbError> {
         let d = self.dialect();
-        // The cleanup columns: accel's migration 2, or accel's first addition to
-        // Cyborg's schema.
-        let cleanup = self.applied_migrations().await?.contains(&match d.schema {
-            crate::db::Schema::Accel => 2,
-            crate::db::Schema::Cyborg17 => crate::db::FIRST_ADDITION,
-        });
+        // The cleanup columns: accel's first addition to Cyborg's schema.
+        let cleanup = self
+            .applied_migrations()
+            .await?
+            .contains(&crate::db::FIRST_ADDITION);
         let mut arqs = BTreeMap::new();
         let counted: Vec<(String, i64)> = sqlx::query_as(&format!(
             "SELECT {} AS state, COUNT(*) AS n FROM {} GROUP BY state",
             d.text("state"),
-            d.arqs_table()
+            crate::db::ARQS
         ))
         .fetch_all(self.pool())
         .await?;

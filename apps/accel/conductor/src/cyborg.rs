@@ -278,7 +278,7 @@ pub fn endpoint(db: Db, witness: Option<ReportWitness>) -> Endpoint {
             // digest: the conductor's own digest of the mapped rows lets an unchanged
             // report skip the diff, as an accel agent's `report_unchanged` does. The
             // stored digest is forgotten by every write to the host's devices
-            // (migration 4's triggers), so a match means the rows still say this.
+            // (migration 101's triggers), so a match means the rows still say this.
             let digest = rows_digest(&rows);
             if let Some(digest) = &digest {
                 let stored = db.report_digest(&report.hostname).await.map_err(to_remote)?;

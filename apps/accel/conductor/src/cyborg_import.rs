@@ -5,10 +5,14 @@
 //!
 //! The source is Cyborg's own database (`mysql://` as Cyborg's `[database] connection`
 //! names it, `mysql+pymysql://` accepted; or `sqlite://`), at Cyborg 17's schema
-//! revision ([`CYBORG_17_REVISION`]); it is only read, in one read transaction (a
-//! consistent snapshot). Everything is written to accel's database in one transaction,
-//! checked first: a row accel cannot hold refuses the whole import, naming
-//! the row, and nothing is written.
+//! revision ([`CYBORG_17_REVISION`]); or a database of accel's own former schema history
+//! at its last migration (13; also `postgres://`), which [`Db::migrate`] refuses: it
+//! holds Cyborg's control paths, `profile_json` and (as a view) its
+//! `extended_accelerator_requests`, beside what only accel holds (a device's inventory
+//! state and `maintaining` flag, a handle's cleanup), which is kept too. It is only
+//! read, in one read transaction (a consistent snapshot). Everything is written to
+//! accel's database in one transaction, checked first: a row accel cannot hold refuses
+//! the whole import, naming the row, and nothing is written.
 //!
 //! What changes shape on the way:
 //! - a device's control path (`controlpath_ids`, Cyborg's `cpid_info` JSON) is kept as
@@ -18,13 +22,10 @@
 //!   attach handles and attributes (Cyborg's Intel NIC driver makes one per SR-IOV
 //!   virtual function); their names must differ within a device, as accel's report
 //!   diff pairs a device's deployables by name;
-//! - on accel's own former history, Cyborg's device `status` (`enabled`/`maintaining`)
-//!   becomes accel's `maintaining` flag and its `device_state` is not kept;
 //! - a profile's `profile_json` becomes its groups, checked as accel checks a new
 //!   profile ([`crate::groups::normalize`]), and is kept as Cyborg wrote it;
 //! - ids are the target's own: a request's profile and attach handle, a handle's
-//!   deployable and control path, point at the rows imported (on accel's own former
-//!   history a request names its profile);
+//!   deployable and control path, point at the rows imported;
 //! - times are whole seconds (Cyborg's MySQL `DATETIME`s are), in the target's form.
 //!
 //! Placement is not called: Cyborg named each deployable's provider with the same
@@ -34,18 +35,17 @@
 //! the reconciler has synced the host and writes its own; one that differs from the
 //! name's is reported in [`ImportSummary::notes`].
 //!
-//! The target is an empty database, which gets the schema `accel db sync` makes there
-//! (Cyborg 17's with accel's additions), or one holding no rows yet; the rows are
-//! written in its schema's form ([`Dialect`]): on Cyborg's schema as Cyborg stores them
-//! (its device `status` and `device_state`, a request's `substate` and profile id, its
-//! times as `DATETIME`s) with accel's additions filled, on accel's own former history
-//! as that history holds them.
+//! The target is an empty database, which gets accel's schema (Cyborg 17's with accel's
+//! additions, as `accel db sync` makes it there), or one holding no rows yet; the rows
+//! are written as Cyborg stores them (its device `status` and `device_state`, a
+//! request's `substate` and profile id, its times as `DATETIME`s) with accel's additions
+//! filled.
 //!
 //! Run it again and it changes nothing: an accel database that already holds exactly
 //! this Cyborg database's rows answers [`Imported::Already`]; one that holds anything
 //! else is refused ([`ImportError::TargetNotEmpty`]).
 
-use crate::db::{Db, DbError, Dialect, Schema};
+use crate::db::{Db, DbError, Dialect, ARQS, INVENTORY_STATUS};
 use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, FromRow};
 use std::collections::{BTreeMap, BTreeSet};
@@ -63,7 +63,7 @@ const ACCEL_TYPES: [&str; 6] = ["GPU", "FPGA", "AICHIP", "QAT", "NIC", "SSD"];
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
     /// The source URL is not a database this import reads.
-    #[error("unsupported Cyborg database URL {0:?}: use mysql://USER:PASS@HOST/DB (or Cyborg's mysql+pymysql:// form) or sqlite://PATH")]
+    #[error("unsupported Cyborg database URL {0:?}: use mysql://USER:PASS@HOST/DB (or Cyborg's mysql+pymysql:// form), sqlite://PATH, or for accel's former schema also postgres://USER:PASS@HOST/DB")]
     UnsupportedUrl(String),
     /// Cyborg's database could not be opened.
     #[error("cannot open the Cyborg database {url}: {source}")]
@@ -79,6 +79,13 @@ pub enum ImportError {
     Revision {
         /// The revision found, if any.
         found: Option<String>,
+    },
+    /// The source holds accel's own former schema history, but not all of it: only its
+    /// last migration (13) has the rows in the form this import reads.
+    #[error("the database holds accel's former schema at migration {found} of 13: migrate it to 13 with `accel db sync` of an accel release before this one (one that still ran that history), then import it")]
+    AccelHistoryBehind {
+        /// The newest migration of that history it has.
+        found: i64,
     },
     /// Reading a table of Cyborg's failed.
     #[error("reading Cyborg's {table}: {source}")]
@@ -234,6 +241,10 @@ struct CyDevice {
     status: String,
     #[sqlx(try_from = "OptText")]
     device_state: Option<String>,
+    /// accel's inventory state (`available`, `missing`, `lost`), which only accel's
+    /// former history holds; `available` when unset.
+    #[sqlx(try_from = "OptText")]
+    inventory_status: Option<String>,
     #[sqlx(try_from = "OptText")]
     created_at: Option<String>,
     #[sqlx(try_from = "OptText")]
@@ -303,6 +314,12 @@ struct CyHandle {
     attach_type: String,
     #[sqlx(try_from = "Text")]
     attach_info: String,
+    /// accel's cleanup of the handle (an NVMe SSD being erased), which only accel's
+    /// former history holds.
+    #[sqlx(try_from = "OptText")]
+    cleanup_state: Option<String>,
+    #[sqlx(try_from = "OptText")]
+    cleanup_reason: Option<String>,
     #[sqlx(try_from = "OptText")]
     created_at: Option<String>,
     #[sqlx(try_from = "OptText")]
@@ -362,9 +379,6 @@ struct Source {
     arqs: Vec<CyArq>,
 }
 
-const TIMES: &str =
-    "CAST(created_at AS CHAR) AS created_at, CAST(updated_at AS CHAR) AS updated_at";
-
 /// The URL sqlx opens for Cyborg's `url`, or `None` if it is not one this reads.
 /// Cyborg's `[database] connection` is SQLAlchemy's form: its driver suffix
 /// (`mysql+pymysql://`) is dropped.
@@ -375,6 +389,8 @@ pub fn source_url(url: &str) -> Option<String> {
             Some(format!("mysql://{rest}"))
         }
         "sqlite" => Some(format!("sqlite://{rest}")),
+        // accel's former schema only: Cyborg 17 has no PostgreSQL.
+        "postgres" | "postgresql" | "postgresql+psycopg2" => Some(format!("postgres://{rest}")),
         _ => None,
     }
 }
@@ -412,44 +428,169 @@ where
         .map_err(|source| ImportError::Read { table, source })
 }
 
+/// What the source database is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Origin {
+    /// OpenStack Cyborg 17's (alembic revision [`CYBORG_17_REVISION`]).
+    Cyborg17,
+    /// accel's own former schema history at its last migration (13), which holds
+    /// Cyborg's control paths, `profile_json` and (as a view) its
+    /// `extended_accelerator_requests` beside accel's inventory state and cleanups.
+    AccelHistory,
+}
+
+/// How the source's backend reads a column as text, aliased as itself (MySQL's `CHAR`
+/// is its text; PostgreSQL's `CHAR` is one character).
+#[derive(Clone, Copy)]
+struct Reader(crate::db::Backend);
+
+impl Reader {
+    fn text(self, col: &str) -> String {
+        self.text_as(col, col)
+    }
+
+    /// The column `col` as text, aliased `name`.
+    fn text_as(self, col: &str, name: &str) -> String {
+        match self.0 {
+            crate::db::Backend::Mysql => format!("CAST(`{col}` AS CHAR) AS `{name}`"),
+            _ => format!("CAST(\"{col}\" AS TEXT) AS \"{name}\""),
+        }
+    }
+
+    fn texts(self, cols: &[&str]) -> String {
+        cols.iter()
+            .map(|c| self.text(c))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// A null text column named `name`.
+    fn null(self, name: &str) -> String {
+        match self.0 {
+            crate::db::Backend::Mysql => format!("CAST(NULL AS CHAR) AS `{name}`"),
+            _ => format!("CAST(NULL AS TEXT) AS \"{name}\""),
+        }
+    }
+
+    /// The integer (or flag) column `col` as a 64-bit integer, aliased as itself.
+    fn int(self, col: &str) -> String {
+        match self.0 {
+            crate::db::Backend::Mysql => format!("CAST({col} AS SIGNED) AS {col}"),
+            _ => format!("CAST({col} AS BIGINT) AS {col}"),
+        }
+    }
+}
+
+/// Whether the source has the table `name` (asked of the catalog: a query of a missing
+/// table would abort PostgreSQL's read transaction).
+async fn has_table(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    reader: Reader,
+    name: &'static str,
+) -> Result<bool, ImportError> {
+    use crate::db::Backend;
+    let sql = match reader.0 {
+        Backend::Sqlite => "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
+        Backend::Postgres => {
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = $1 \
+             AND table_schema = current_schema()"
+        }
+        Backend::Mysql => {
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = ? \
+             AND table_schema = DATABASE()"
+        }
+    };
+    let n: i64 = sqlx::query_scalar(sql)
+        .bind(name)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(|source| ImportError::Read {
+            table: name,
+            source,
+        })?;
+    Ok(n > 0)
+}
+
+/// Which the source is: Cyborg 17's, or accel's former history at migration 13; refused
+/// otherwise.
+async fn origin(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    reader: Reader,
+) -> Result<Origin, ImportError> {
+    let read = |table| move |source| ImportError::Read { table, source };
+    let found: Option<String> = if has_table(tx, reader, "alembic_version").await? {
+        let alembic = format!("SELECT {} FROM alembic_version", reader.text("version_num"));
+        sqlx::query_scalar(&alembic)
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(read("alembic_version"))?
+    } else {
+        None
+    };
+    if found.as_deref() == Some(CYBORG_17_REVISION) {
+        return Ok(Origin::Cyborg17);
+    }
+    // No alembic stamp: accel's former history, if its sqlx record is there.
+    if found.is_some() || !has_table(tx, reader, "_sqlx_migrations").await? {
+        return Err(ImportError::Revision { found });
+    }
+    let versions: Vec<i64> = sqlx::query_scalar(
+        "SELECT version FROM _sqlx_migrations WHERE success = TRUE ORDER BY version",
+    )
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(read("_sqlx_migrations"))?;
+    match versions.iter().copied().filter(|v| *v <= 13).max() {
+        Some(13) => Ok(Origin::AccelHistory),
+        Some(found) => Err(ImportError::AccelHistoryBehind { found }),
+        None => Err(ImportError::Revision { found: None }),
+    }
+}
+
 /// Reads every table the import takes, in one read transaction.
-async fn read_source(pool: &AnyPool) -> Result<Source, ImportError> {
+async fn read_source(pool: &AnyPool, backend: crate::db::Backend) -> Result<Source, ImportError> {
     let mut tx = pool.begin().await.map_err(|source| ImportError::Read {
         table: "alembic_version",
         source,
     })?;
-    // A database without the table (not Cyborg's, or never migrated) answers a
-    // database error; anything else (the connection) is a failed read.
-    let found: Option<String> =
-        match sqlx::query_scalar("SELECT CAST(version_num AS CHAR) FROM alembic_version")
-            .fetch_optional(&mut *tx)
-            .await
-        {
-            Ok(found) => found,
-            Err(sqlx::Error::Database(_)) => None,
-            Err(source) => {
-                return Err(ImportError::Read {
-                    table: "alembic_version",
-                    source,
-                })
-            }
-        };
-    if found.as_deref() != Some(CYBORG_17_REVISION) {
-        return Err(ImportError::Revision { found });
-    }
+    let r = Reader(backend);
+    let origin = origin(&mut tx, r).await?;
+    let times = r.texts(&["created_at", "updated_at"]);
+    // Cyborg's device status (the operator's disable) and its cleaning state, with
+    // accel's inventory state; accel's former history keeps the disable as its
+    // `maintaining` flag and has no cleaning state.
+    let device_states = match origin {
+        Origin::Cyborg17 => format!(
+            "{}, {}",
+            r.texts(&["status", "device_state"]),
+            r.null("inventory_status")
+        ),
+        Origin::AccelHistory => format!(
+            "CASE WHEN maintaining = 0 THEN 'enabled' ELSE 'maintaining' END AS status, {}, {}",
+            r.null("device_state"),
+            r.text_as("status", "inventory_status")
+        ),
+    };
+    let cleanups = match origin {
+        Origin::Cyborg17 => format!("{}, {}", r.null("cleanup_state"), r.null("cleanup_reason")),
+        Origin::AccelHistory => r.texts(&["cleanup_state", "cleanup_reason"]),
+    };
     let conn: &mut sqlx::AnyConnection = &mut tx;
     let source = Source {
         devices: read_table(
             conn,
             "devices",
             &format!(
-                "SELECT id, CAST(uuid AS CHAR) AS uuid, CAST(type AS CHAR) AS type, \
-                 CAST(vendor AS CHAR) AS vendor, CAST(model AS CHAR) AS model, \
-                 CAST(std_board_info AS CHAR) AS std_board_info, \
-                 CAST(vendor_board_info AS CHAR) AS vendor_board_info, \
-                 CAST(hostname AS CHAR) AS hostname, CAST(status AS CHAR) AS status, \
-                 CAST(device_state AS CHAR) AS device_state, {TIMES} \
-                 FROM devices ORDER BY id"
+                "SELECT id, {}, {device_states}, {times} FROM devices ORDER BY id",
+                r.texts(&[
+                    "uuid",
+                    "type",
+                    "vendor",
+                    "model",
+                    "std_board_info",
+                    "vendor_board_info",
+                    "hostname"
+                ]),
             ),
         )
         .await?,
@@ -457,9 +598,8 @@ async fn read_source(pool: &AnyPool) -> Result<Source, ImportError> {
             conn,
             "controlpath_ids",
             &format!(
-                "SELECT device_id, CAST(uuid AS CHAR) AS uuid, \
-                 CAST(cpid_type AS CHAR) AS cpid_type, CAST(cpid_info AS CHAR) AS cpid_info, \
-                 {TIMES} FROM controlpath_ids ORDER BY id"
+                "SELECT device_id, {}, {times} FROM controlpath_ids ORDER BY id",
+                r.texts(&["uuid", "cpid_type", "cpid_info"]),
             ),
         )
         .await?,
@@ -467,10 +607,9 @@ async fn read_source(pool: &AnyPool) -> Result<Source, ImportError> {
             conn,
             "deployables",
             &format!(
-                "SELECT id, CAST(uuid AS CHAR) AS uuid, parent_id, CAST(name AS CHAR) AS name, \
-                 num_accelerators, device_id, CAST(rp_uuid AS CHAR) AS rp_uuid, \
-                 CAST(driver_name AS CHAR) AS driver_name, \
-                 CAST(bitstream_id AS CHAR) AS bitstream_id, {TIMES} FROM deployables ORDER BY id"
+                "SELECT id, parent_id, num_accelerators, device_id, {}, {times} \
+                 FROM deployables ORDER BY id",
+                r.texts(&["uuid", "name", "rp_uuid", "driver_name", "bitstream_id"]),
             ),
         )
         .await?,
@@ -478,8 +617,8 @@ async fn read_source(pool: &AnyPool) -> Result<Source, ImportError> {
             conn,
             "attributes",
             &format!(
-                "SELECT CAST(uuid AS CHAR) AS uuid, deployable_id, CAST(`key` AS CHAR) AS `key`, \
-                 CAST(value AS CHAR) AS value, {TIMES} FROM attributes ORDER BY id"
+                "SELECT deployable_id, {}, {times} FROM attributes ORDER BY id",
+                r.texts(&["uuid", "key", "value"]),
             ),
         )
         .await?,
@@ -487,32 +626,37 @@ async fn read_source(pool: &AnyPool) -> Result<Source, ImportError> {
             conn,
             "attach_handles",
             &format!(
-                "SELECT id, CAST(uuid AS CHAR) AS uuid, deployable_id, \
-                 CAST(in_use AS SIGNED) AS in_use, CAST(attach_type AS CHAR) AS attach_type, \
-                 CAST(attach_info AS CHAR) AS attach_info, {TIMES} FROM attach_handles ORDER BY id"
+                "SELECT id, deployable_id, {}, {}, {cleanups}, {times} \
+                 FROM attach_handles ORDER BY id",
+                r.int("in_use"),
+                r.texts(&["uuid", "attach_type", "attach_info"]),
             ),
         )
         .await?,
         profiles: read_table(
             conn,
             "device_profiles",
-            "SELECT id, CAST(uuid AS CHAR) AS uuid, CAST(name AS CHAR) AS name, \
-             CAST(profile_json AS CHAR) AS profile_json, \
-             CAST(description AS CHAR) AS description, \
-             CAST(created_at AS CHAR) AS created_at FROM device_profiles ORDER BY id",
+            &format!(
+                "SELECT id, {} FROM device_profiles ORDER BY id",
+                r.texts(&["uuid", "name", "profile_json", "description", "created_at"]),
+            ),
         )
         .await?,
         arqs: read_table(
             conn,
             "extended_accelerator_requests",
             &format!(
-                "SELECT CAST(uuid AS CHAR) AS uuid, CAST(project_id AS CHAR) AS project_id, \
-                 CAST(state AS CHAR) AS state, device_profile_id, device_profile_group_id, \
-                 CAST(hostname AS CHAR) AS hostname, \
-                 CAST(device_rp_uuid AS CHAR) AS device_rp_uuid, \
-                 CAST(instance_uuid AS CHAR) AS instance_uuid, attach_handle_id, deployable_id, \
-                 CAST(substate AS CHAR) AS substate, {TIMES} \
-                 FROM extended_accelerator_requests ORDER BY id"
+                "SELECT device_profile_id, device_profile_group_id, attach_handle_id, \
+                 deployable_id, {}, {times} FROM extended_accelerator_requests ORDER BY id",
+                r.texts(&[
+                    "uuid",
+                    "project_id",
+                    "state",
+                    "hostname",
+                    "device_rp_uuid",
+                    "instance_uuid",
+                    "substate"
+                ]),
             ),
         )
         .await?,
@@ -550,7 +694,7 @@ async fn already_imported(db: &Db, plan: &Plan) -> Result<bool, ImportError> {
         ),
         (
             "accelerator request",
-            db.dialect().arqs_table(),
+            ARQS,
             plan.arqs.iter().map(|a| a.uuid.as_str()).collect(),
         ),
     ];
@@ -578,13 +722,18 @@ async fn already_imported(db: &Db, plan: &Plan) -> Result<bool, ImportError> {
     }
 }
 
-/// Imports the Cyborg 17 database at `source` into accel's `db` (migrated first: an
-/// empty database gets Cyborg 17's schema with accel's additions). With `dry_run`
-/// everything is read, checked and written in the transaction, which is then rolled
-/// back.
-pub async fn import(source: &str, db: &mut Db, dry_run: bool) -> Result<Imported, ImportError> {
+/// Imports the Cyborg 17 database (or accel's former schema history) at `source` into
+/// accel's `db` (migrated first: an empty database gets Cyborg 17's schema with accel's
+/// additions). With `dry_run` everything is read, checked and written in the
+/// transaction, which is then rolled back.
+pub async fn import(source: &str, db: &Db, dry_run: bool) -> Result<Imported, ImportError> {
     let pool = open_source(source).await?;
-    let read = read_source(&pool).await;
+    let backend = match source_url(source).as_deref() {
+        Some(u) if u.starts_with("mysql:") => crate::db::Backend::Mysql,
+        Some(u) if u.starts_with("postgres:") => crate::db::Backend::Postgres,
+        _ => crate::db::Backend::Sqlite,
+    };
+    let read = read_source(&pool, backend).await;
     pool.close().await;
     let plan = plan(read?)?;
     db.migrate().await?;
@@ -618,52 +767,40 @@ async fn write(
     plan: &Plan,
 ) -> Result<(), ImportError> {
     let q = |e: sqlx::Error| ImportError::Target(DbError::from(e));
-    let cyborg = d.schema == Schema::Cyborg17;
     let ts = d.ts();
     // Cyborg's attach handle id -> the target's handle id and its deployable's.
     let mut handle_ids = BTreeMap::new();
     for dev in &plan.devices {
         let (created, updated) = (stored(d, &dev.created_at)?, stored(d, &dev.updated_at)?);
-        // Cyborg's own columns as Cyborg stored them, accel's inventory state starting
-        // `available` as an agent's report would make it; or accel's former history's.
-        let sql = match cyborg {
-            true => format!(
-                "INSERT INTO devices (uuid, type, vendor, model, std_board_info, \
-                 vendor_board_info, hostname, status, device_state, inventory_status, \
-                 created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'available', $10{ts}, $11{ts}) \
-                 RETURNING id"
-            ),
-            false => "INSERT INTO devices (uuid, type, vendor, model, std_board_info, \
-                 vendor_board_info, hostname, maintaining, status, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'available', $9, $10) RETURNING id"
-                .to_owned(),
-        };
-        let sql = d.sql(&sql);
-        let query = sqlx::query_scalar(&sql)
-            .bind(&dev.uuid)
-            .bind(&dev.device_type)
-            .bind(&dev.vendor)
-            .bind(&dev.model)
-            .bind(&dev.std_board_info)
-            .bind(&dev.vendor_board_info)
-            .bind(&dev.hostname);
-        let query = match cyborg {
-            true => query
-                .bind(if dev.maintaining {
-                    "maintaining"
-                } else {
-                    "enabled"
-                })
-                .bind(&dev.device_state),
-            false => query.bind(i64::from(dev.maintaining)),
-        };
-        let device_id: i64 = query
-            .bind(&created)
-            .bind(&updated)
-            .fetch_one(&mut **tx)
-            .await
-            .map_err(q)?;
+        // Cyborg's own columns as Cyborg stored them; accel's inventory state as the
+        // source had it (a Cyborg source has none: `available`, as an agent's report
+        // would make it).
+        let device_id: i64 = sqlx::query_scalar(&d.sql(&format!(
+            "INSERT INTO devices (uuid, type, vendor, model, std_board_info, \
+             vendor_board_info, hostname, status, device_state, {INVENTORY_STATUS}, \
+             created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11{ts}, $12{ts}) \
+             RETURNING id"
+        )))
+        .bind(&dev.uuid)
+        .bind(&dev.device_type)
+        .bind(&dev.vendor)
+        .bind(&dev.model)
+        .bind(&dev.std_board_info)
+        .bind(&dev.vendor_board_info)
+        .bind(&dev.hostname)
+        .bind(if dev.maintaining {
+            "maintaining"
+        } else {
+            "enabled"
+        })
+        .bind(&dev.device_state)
+        .bind(dev.inventory_status.as_str())
+        .bind(&created)
+        .bind(&updated)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(q)?;
         let cp = &dev.control_path;
         let cpid_id: i64 = sqlx::query_scalar(&d.sql(&format!(
             "INSERT INTO controlpath_ids (uuid, device_id, cpid_type, cpid_info, created_at, \
@@ -718,14 +855,17 @@ async fn write(
                 let in_use = if h.in_use { d.yes() } else { d.no() };
                 let id: i64 = sqlx::query_scalar(&d.sql(&format!(
                     "INSERT INTO attach_handles (uuid, deployable_id, cpid_id, in_use, \
-                     attach_type, attach_info, created_at, updated_at) \
-                     VALUES ($1, $2, $3, {in_use}, $4, $5, $6{ts}, $7{ts}) RETURNING id"
+                     attach_type, attach_info, cleanup_state, cleanup_reason, created_at, \
+                     updated_at) \
+                     VALUES ($1, $2, $3, {in_use}, $4, $5, $6, $7, $8{ts}, $9{ts}) RETURNING id"
                 )))
                 .bind(&h.uuid)
                 .bind(deployable_id)
                 .bind(cpid_id)
                 .bind(&h.attach_type)
                 .bind(&h.attach_info)
+                .bind(h.cleanup_state.map(|c| c.as_str()))
+                .bind(&h.cleanup_reason)
                 .bind(stored(d, &h.created_at)?)
                 .bind(stored(d, &h.updated_at)?)
                 .fetch_one(&mut **tx)
@@ -754,81 +894,55 @@ async fn write(
     let mut profile_ids = BTreeMap::new();
     for p in &plan.profiles {
         let created = stored(d, &p.created_at)?;
-        let sql = match cyborg {
-            true => format!(
-                "INSERT INTO device_profiles (uuid, name, profile_json, description, \
-                 created_at) VALUES ($1, $2, $3, $4, $5{ts}) RETURNING id"
-            ),
-            false => "INSERT INTO device_profiles (uuid, name, profile_json, description, \
-                 created_at, \"groups\") VALUES ($1, $2, $3, $4, $5, $6) RETURNING id"
-                .to_owned(),
-        };
-        let sql = d.sql(&sql);
-        let query = sqlx::query_scalar(&sql)
-            .bind(&p.uuid)
-            .bind(&p.name)
-            .bind(&p.profile_json)
-            .bind(&p.description)
-            .bind(&created);
-        let query = match cyborg {
-            true => query,
-            false => query.bind(&p.groups),
-        };
-        let id: i64 = query.fetch_one(&mut **tx).await.map_err(q)?;
+        let id: i64 = sqlx::query_scalar(&d.sql(&format!(
+            "INSERT INTO device_profiles (uuid, name, profile_json, description, \
+             created_at) VALUES ($1, $2, $3, $4, $5{ts}) RETURNING id"
+        )))
+        .bind(&p.uuid)
+        .bind(&p.name)
+        .bind(&p.profile_json)
+        .bind(&p.description)
+        .bind(&created)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(q)?;
         profile_ids.insert(p.name.as_str(), id);
     }
     for a in &plan.arqs {
         let handle = a.handle.and_then(|h| handle_ids.get(&h).copied());
         let (created, updated) = (stored(d, &a.created_at)?, stored(d, &a.updated_at)?);
-        let sql = match cyborg {
-            true => format!(
-                "INSERT INTO extended_accelerator_requests (uuid, project_id, state, \
-                 device_profile_id, device_profile_group_id, hostname, device_rp_uuid, \
-                 instance_uuid, attach_handle_id, deployable_id, substate, created_at, \
-                 updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12{ts}, $13{ts})"
-            ),
-            false => "INSERT INTO accelerator_requests (uuid, project_id, state, \
-                 device_profile_name, device_profile_group_id, hostname, device_rp_uuid, \
-                 instance_uuid, attach_handle_id, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
-                .to_owned(),
-        };
-        let sql = d.sql(&sql);
-        let query = sqlx::query(&sql)
-            .bind(&a.uuid)
-            .bind(&a.project_id)
-            .bind(a.state.as_str());
-        // Cyborg's requests name their profile by id, accel's former ones by name.
-        let query =
-            match cyborg {
-                true => query.bind(profile_ids.get(a.profile.as_str()).copied().ok_or_else(
-                    || {
-                        ImportError::row(
-                            "extended_accelerator_requests",
-                            &a.uuid,
-                            format!("its profile {} was not imported", a.profile),
-                        )
-                    },
-                )?),
-                false => query.bind(&a.profile),
-            };
-        let query = query
-            .bind(a.group_id)
-            .bind(&a.hostname)
-            .bind(&a.device_rp_uuid)
-            .bind(&a.instance_uuid)
-            .bind(handle.map(|(h, _)| h));
-        let query = match cyborg {
-            true => query.bind(handle.map(|(_, dep)| dep)).bind(&a.substate),
-            false => query,
-        };
-        query
-            .bind(&created)
-            .bind(&updated)
-            .execute(&mut **tx)
-            .await
-            .map_err(q)?;
+        let profile_id = profile_ids
+            .get(a.profile.as_str())
+            .copied()
+            .ok_or_else(|| {
+                ImportError::row(
+                    ARQS,
+                    &a.uuid,
+                    format!("its profile {} was not imported", a.profile),
+                )
+            })?;
+        sqlx::query(&d.sql(&format!(
+            "INSERT INTO {ARQS} (uuid, project_id, state, device_profile_id, \
+             device_profile_group_id, hostname, device_rp_uuid, instance_uuid, \
+             attach_handle_id, deployable_id, substate, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12{ts}, $13{ts})"
+        )))
+        .bind(&a.uuid)
+        .bind(&a.project_id)
+        .bind(a.state.as_str())
+        .bind(profile_id)
+        .bind(a.group_id)
+        .bind(&a.hostname)
+        .bind(&a.device_rp_uuid)
+        .bind(&a.instance_uuid)
+        .bind(handle.map(|(h, _)| h))
+        .bind(handle.map(|(_, dep)| dep))
+        .bind(&a.substate)
+        .bind(&created)
+        .bind(&updated)
+        .execute(&mut **tx)
+        .await
+        .map_err(q)?;
     }
     Ok(())
 }

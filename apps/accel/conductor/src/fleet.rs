@@ -1,4 +1,4 @@
-//! The fleet record in the conductor's database (`fleet_members`, migration 3): every
+//! The fleet record in the conductor's database (`fleet_members`, migration 101): every
 //! agent any conductor of the deployment heard of, with its software and apparent
 //! version, when (the database's clock) and through which conductor, so that
 //! finalization is decided on the whole fleet by whichever conductor the operator's
@@ -24,7 +24,7 @@
 //! member never heard heartbeating, or whose heartbeats stopped longer than the
 //! liveness ago while its reports go on (a host gone back to Cyborg 17's agent, which
 //! sends none), is recorded at the assumed (oldest) versions, and so blocks
-//! finalization, or after one is fenced ([`REPORT_RULE`]).
+//! finalization, or after one is fenced (`REPORT_RULE`).
 //!
 //! An agent on the newest software cannot block finalization: its heartbeat is one
 //! upsert, no lock. And with [`DbFleetStore::with_write_interval`] (the conductor's:

@@ -72,7 +72,7 @@ fn select(d: Dialect) -> String {
         d.text_as("h.attach_type"),
         d.flag_as("h.in_use"),
         d.text("v.type"),
-        d.arqs_table(),
+        crate::db::ARQS,
     )
 }
 

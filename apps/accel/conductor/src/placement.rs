@@ -29,7 +29,7 @@
 //! failed) up to date. Reading the database, not hooking the report path, keeps a
 //! report's answer independent of Placement's health and catches every change (reports,
 //! device disable and enable, a conductor restart) the same way. Which hosts changed
-//! the database itself records (migration 8: triggers mark a host on every write of a
+//! the database itself records (migration 101: triggers mark a host on every write of a
 //! column its providers are made of, by any writer), so a pass reads only those hosts
 //! ([`Pass::Changed`]); the whole inventory is read after the reconciler takes its lease
 //! and every `[placement] full_sync_interval` ([`Pass::Full`]). Every write is
@@ -496,7 +496,7 @@ pub enum Pass {
     /// first pass of a reconciler that (re)gains the lease, then every
     /// [`Schedule::full_interval`]: the safety net for a change no trigger marked.
     Full,
-    /// Only the hosts the database marked as changed (migration 8's triggers, and
+    /// Only the hosts the database marked as changed (migration 101's triggers, and
     /// hosts an earlier pass could not sync).
     Changed,
 }

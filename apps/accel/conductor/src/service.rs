@@ -55,6 +55,7 @@ pub fn to_remote(e: DbError) -> RemoteError {
         | DbError::Migrate(_)
         | DbError::Query(_)
         | DbError::CyborgDatabase { .. }
+        | DbError::AccelHistory { .. }
         | DbError::NotOnCyborg17 { .. } => {
             tracing::error!(error = %e, "database failure");
             return database_failed();

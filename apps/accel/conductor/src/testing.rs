@@ -91,37 +91,51 @@ pub fn postgres_url() -> String {
         .unwrap_or_else(|_| "postgres://verso:verso@127.0.0.1:55432/verso".into())
 }
 
-/// The schema the tests' databases get: release N+1's on Cyborg 17's (what
-/// [`Db::migrate`] makes in an empty database), or with `ACCEL_TEST_SCHEMA=accel`
-/// accel's own former history (migrations 1-13, [`Db::migrate_accel_history`]), which
-/// databases made before release N became Cyborg 17 hold, so one suite runs on either.
-pub fn test_schema() -> crate::db::Schema {
-    match std::env::var("ACCEL_TEST_SCHEMA").as_deref() {
-        Ok("cyborg17") | Err(_) => crate::db::Schema::Cyborg17,
-        Ok("accel") => crate::db::Schema::Accel,
-        Ok(other) => panic!("ACCEL_TEST_SCHEMA={other}: accel or cyborg17"),
-    }
+/// Makes accel's schema (Cyborg 17's with accel's additions, [`Db::migrate`]) in `db`.
+pub async fn make_schema(db: &Db) {
+    db.migrate().await.expect("accel's schema on Cyborg 17's");
 }
 
-/// Makes the tests' schema ([`test_schema`]) in `db`.
-pub async fn make_schema(db: &mut Db) {
-    match test_schema() {
-        crate::db::Schema::Accel => {
-            db.migrate_accel_history()
-                .await
-                .expect("accel's former history");
-        }
-        crate::db::Schema::Cyborg17 => {
-            db.migrate().await.expect("accel's schema on Cyborg 17's");
-        }
+/// Makes accel's own former schema history (sqlx migrations 1-13, which accel ran before
+/// its release N became Cyborg 17 and no longer does) in the empty database `db`, as a
+/// database made by such a release holds it: for the tests of [`Db::migrate`]'s refusal
+/// and of `accel db import-cyborg` reading it. The migrations are kept, as they were
+/// released, in `tests/fixtures/accel-history/{sqlite,postgres,mysql}`.
+pub async fn make_accel_history(db: &Db) {
+    use crate::db::Backend;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/accel-history")
+        .join(match db.backend() {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+            Backend::Mysql => "mysql",
+        });
+    let history = sqlx::migrate::Migrator::new(dir)
+        .await
+        .expect("accel's former history");
+    let mut conn = db.pool().acquire().await.expect("a connection");
+    // Migrations 10 and 12 rebuild tables on SQLite, which SQLite's procedure does with
+    // foreign keys off (as that release ran them).
+    if db.backend() == Backend::Sqlite {
+        sqlx::query("PRAGMA foreign_keys = OFF")
+            .execute(&mut *conn)
+            .await
+            .expect("foreign keys off");
+    }
+    history.run(&mut *conn).await.expect("migrations 1-13");
+    if db.backend() == Backend::Sqlite {
+        sqlx::query("PRAGMA foreign_keys = ON")
+            .execute(&mut *conn)
+            .await
+            .expect("foreign keys on");
     }
 }
 
 /// A migrated database in a new SQLite file (the directory lives as long as the guard).
 pub async fn sqlite() -> (Db, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut db = Db::connect(&sqlite_url(&dir)).await.expect("open sqlite");
-    make_schema(&mut db).await;
+    let db = Db::connect(&sqlite_url(&dir)).await.expect("open sqlite");
+    make_schema(&db).await;
     (db, dir)
 }
 
@@ -150,10 +164,10 @@ async fn new_database(server: &str, missing: &str) -> String {
 
 /// A migrated database in a new PostgreSQL database.
 pub async fn postgres() -> Db {
-    let mut db = Db::connect(&postgres_database().await)
+    let db = Db::connect(&postgres_database().await)
         .await
         .expect("open postgres");
-    make_schema(&mut db).await;
+    make_schema(&db).await;
     db
 }
 
@@ -175,15 +189,15 @@ pub async fn mysql_database() -> String {
 
 /// A migrated database in a new database on the test MariaDB server.
 pub async fn mysql() -> Db {
-    let mut db = Db::connect(&mysql_database().await)
+    let db = Db::connect(&mysql_database().await)
         .await
         .expect("open mysql");
-    make_schema(&mut db).await;
+    make_schema(&db).await;
     db
 }
 
 /// Every deployable's stored provider as `(name, uuid, rp_uuid)`, by name: Cyborg's
-/// `rp_uuid` column (migration 11), which [`DeployableRow::rp_uuid`] does not read (it is
+/// `rp_uuid` column, which [`DeployableRow::rp_uuid`] does not read (it is
 /// the name's, computed).
 ///
 /// [`DeployableRow::rp_uuid`]: crate::db::DeployableRow::rp_uuid

@@ -92,7 +92,7 @@ async fn only_an_expired_bind_is_recovered(db: Db) {
     let started = |at: chrono::DateTime<chrono::Utc>| {
         format!(
             "UPDATE {} SET state = 'BindStarted', updated_at = '{}'{}",
-            d.arqs_table(),
+            accel_conductor::db::ARQS,
             d.time_text(at),
             d.ts()
         )

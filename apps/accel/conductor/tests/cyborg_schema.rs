@@ -162,8 +162,8 @@ async fn cyborgs_objects_read_accels_sqlite_database() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cyborgs_objects_read_accels_mariadb_database() {
     let url = support::mysql_database().await;
-    let mut db = Db::connect(&url).await.expect("open");
-    support::make_schema(&mut db).await;
+    let db = Db::connect(&url).await.expect("open");
+    support::make_schema(&db).await;
     let rest = url.strip_prefix("mysql://").expect("a mysql:// URL");
     cyborg_reads_accels_rows(&db, &format!("mysql+pymysql://{rest}?charset=utf8mb4")).await;
 }

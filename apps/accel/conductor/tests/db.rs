@@ -5,7 +5,7 @@
 
 use accel_conductor::testing as support;
 
-use accel_conductor::db::{rp_uuid, Backend, DeviceStatus, ListFilter, ReportedDevice, Schema};
+use accel_conductor::db::{rp_uuid, Backend, DeviceStatus, ListFilter, ReportedDevice};
 use accel_conductor::{ArqState, Db, DbError};
 use std::collections::BTreeMap;
 
@@ -548,8 +548,8 @@ async fn mysql_lifecycle_and_binding() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_conductors_on_one_postgres_race_for_handles() {
     let url = support::postgres_database().await;
-    let mut a = Db::connect(&url).await.expect("conductor a");
-    support::make_schema(&mut a).await;
+    let a = Db::connect(&url).await.expect("conductor a");
+    support::make_schema(&a).await;
     let b = Db::connect(&url).await.expect("conductor b");
     racing_conductors(&a, &b).await;
 }
@@ -557,8 +557,8 @@ async fn two_conductors_on_one_postgres_race_for_handles() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_conductors_on_one_mysql_race_for_handles() {
     let url = support::mysql_database().await;
-    let mut a = Db::connect(&url).await.expect("conductor a");
-    support::make_schema(&mut a).await;
+    let a = Db::connect(&url).await.expect("conductor a");
+    support::make_schema(&a).await;
     let b = Db::connect(&url).await.expect("conductor b");
     racing_conductors(&a, &b).await;
 }
@@ -572,38 +572,76 @@ async fn two_conductors_on_one_sqlite_file_race_for_handles() {
     racing_conductors(&a, &b).await;
 }
 
+/// A database of accel's own former schema history (migrations 1-13) is refused by
+/// `migrate` (every service's start, `accel db sync`) with the way out, and nothing is
+/// written to it.
+async fn accel_history_is_refused_unwritten(db: &Db) {
+    support::make_accel_history(db).await;
+    let before = db.applied_migrations().await.expect("applied");
+    assert_eq!(before, (1..=13).collect());
+    let refused = db.migrate().await;
+    match &refused {
+        Err(e @ DbError::AccelHistory { applied }) => {
+            assert_eq!(applied, &(1..=13).collect::<Vec<i64>>());
+            assert!(e.to_string().contains("accel db import-cyborg"), "{e}");
+        }
+        other => panic!("not refused as accel's former history: {other:?}"),
+    }
+    assert_eq!(db.applied_migrations().await.expect("applied"), before);
+    let tables: i64 = sqlx::query_scalar(&db.backend().sql(match db.backend() {
+        Backend::Sqlite => "SELECT COUNT(*) FROM sqlite_master WHERE name = $1",
+        Backend::Postgres => {
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = $1 \
+             AND table_schema = current_schema()"
+        }
+        Backend::Mysql => {
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = $1 \
+             AND table_schema = DATABASE()"
+        }
+    }))
+    .bind("alembic_version")
+    .fetch_one(db.pool())
+    .await
+    .expect("tables");
+    assert_eq!(tables, 0, "Cyborg's schema was begun on it");
+}
+
+#[tokio::test]
+async fn sqlite_accel_history_is_refused_unwritten() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::connect(&format!("sqlite://{}", dir.path().join("old.db").display()))
+        .await
+        .expect("open");
+    accel_history_is_refused_unwritten(&db).await;
+}
+
+#[tokio::test]
+async fn postgres_accel_history_is_refused_unwritten() {
+    let db = Db::connect(&support::postgres_database().await)
+        .await
+        .expect("open");
+    accel_history_is_refused_unwritten(&db).await;
+}
+
+#[tokio::test]
+async fn mysql_accel_history_is_refused_unwritten() {
+    let db = Db::connect(&support::mysql_database().await)
+        .await
+        .expect("open");
+    accel_history_is_refused_unwritten(&db).await;
+}
+
 #[tokio::test]
 async fn migrations_are_reported_and_applied_once() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut db = Db::connect(&format!("sqlite://{}", dir.path().join("new.db").display()))
+    let db = Db::connect(&format!("sqlite://{}", dir.path().join("new.db").display()))
         .await
         .expect("open");
     // An empty database gets Cyborg 17's schema and accel's additions to it.
     assert_eq!(db.pending_migrations().await.expect("pending"), [101]);
     assert_eq!(db.migrate().await.expect("migrate"), [101]);
-    assert_eq!(db.schema(), Schema::Cyborg17);
     assert!(db.pending_migrations().await.expect("pending").is_empty());
     assert!(db.migrate().await.expect("again").is_empty());
-    // accel's own former history, made on purpose, keeps migrating on that history.
-    let old = Db::connect(&format!("sqlite://{}", dir.path().join("old.db").display()))
-        .await
-        .expect("open");
-    assert_eq!(
-        old.migrate_accel_history().await.expect("migrate"),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
-    );
-    let mut old = Db::connect(&format!("sqlite://{}", dir.path().join("old.db").display()))
-        .await
-        .expect("open again");
-    assert_eq!(old.schema(), Schema::Accel);
-    assert!(old.migrate().await.expect("up to date").is_empty());
-    assert!(
-        matches!(
-            db.migrate_accel_history().await,
-            Err(DbError::Invalid { what: "schema", .. })
-        ),
-        "accel's former history refused on Cyborg 17's schema"
-    );
     let err = Db::connect("mssql://x@y/z").await.expect_err("unsupported");
     assert!(matches!(err, DbError::UnsupportedUrl(_)), "{err}");
     for scheme in ["sqlite://", "postgres://", "mysql://"] {
@@ -699,10 +737,10 @@ async fn concurrent_reports_of_one_host_on_postgres() {
     let db = support::postgres().await;
     concurrent_reports_of_one_host(&db).await;
     // Across two conductors (two pools) too.
-    let mut other = Db::connect(&support::postgres_database().await)
+    let other = Db::connect(&support::postgres_database().await)
         .await
         .expect("open");
-    support::make_schema(&mut other).await;
+    support::make_schema(&other).await;
     concurrent_reports_of_one_host(&other).await;
 }
 
@@ -711,10 +749,10 @@ async fn concurrent_reports_of_one_host_on_mysql() {
     let db = support::mysql().await;
     concurrent_reports_of_one_host(&db).await;
     // Across two conductors (two pools) too.
-    let mut other = Db::connect(&support::mysql_database().await)
+    let other = Db::connect(&support::mysql_database().await)
         .await
         .expect("open");
-    support::make_schema(&mut other).await;
+    support::make_schema(&other).await;
     concurrent_reports_of_one_host(&other).await;
 }
 
@@ -790,7 +828,7 @@ async fn reports_of_many_hosts_at_once_on_mysql() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_memory_sqlite_is_one_database() {
     for url in ["sqlite::memory:", "sqlite::memory:?cache=private"] {
-        let mut db = Db::connect(url).await.expect("open in memory");
+        let db = Db::connect(url).await.expect("open in memory");
         assert_eq!(db.migrate().await.expect("migrate"), vec![101], "{url}");
         let readers: Vec<_> = (0..8)
             .map(|i| {
@@ -864,7 +902,7 @@ async fn consistency(db: &Db) {
     // Now a free handle in use without a request, and the request left without one.
     sqlx::query(&format!(
         "UPDATE {} SET attach_handle_id = NULL",
-        d.arqs_table()
+        accel_conductor::db::ARQS
     ))
     .execute(db.pool())
     .await
@@ -888,7 +926,7 @@ async fn consistency(db: &Db) {
     // A request stuck in BindStarted: past a lease of zero, not past 120 s.
     sqlx::query(&format!(
         "UPDATE {} SET state = 'BindStarted'",
-        d.arqs_table()
+        accel_conductor::db::ARQS
     ))
     .execute(db.pool())
     .await
@@ -1130,39 +1168,29 @@ async fn mysql_attributes_follow_reports() {
     attributes_follow_reports(&support::mysql().await).await;
 }
 
-/// Cyborg's control path rows (migration 11): one per device, written by the database
-/// when the device's first deployable is stored, with `cpid_info` in the text Cyborg's
-/// drivers write (`pci_str_to_json`: keys sorted, Python's separators); every handle
-/// of the device points at it, new ones included; it goes with its device. A device
-/// whose control path is not a PCI address gets none (Cyborg has only `PCI`).
+/// Cyborg's control path rows: one per device, written with the device, with `cpid_info`
+/// in the text Cyborg's drivers write (`pci_str_to_json`: keys sorted, Python's
+/// separators); every handle of the device points at it, new ones included; it goes
+/// with its device. A device whose control path is not a PCI address is refused (Cyborg
+/// has only `PCI`, and its `attach_handles.cpid_id` is NOT NULL).
 async fn control_paths_are_cyborgs(db: &Db) {
     let cyborg_text = |domain: &str, bus: &str, device: &str, function: &str| {
         format!(
             "{{\"bus\": \"{bus}\", \"device\": \"{device}\", \"domain\": \"{domain}\", \"function\": \"{function}\"}}"
         )
     };
-    // On accel's own schema a device whose control path is no PCI address is kept,
-    // without a control path row; Cyborg's schema keys every device by one
-    // (`attach_handles.cpid_id` is NOT NULL there), so its report is refused whole.
-    let accel = db.schema() == Schema::Accel;
-    if !accel {
-        let refused = db.report("h1", &[device("slot-7", "GPU", 1)]).await;
-        assert!(
-            matches!(&refused, Err(DbError::Invalid { why, .. }) if why.contains("slot-7")),
-            "{refused:?}"
-        );
-        assert!(db
-            .devices(&ListFilter::default())
-            .await
-            .expect("devices")
-            .is_empty());
-    }
-    let odd: Vec<ReportedDevice> = accel
-        .then(|| device("slot-7", "GPU", 1))
-        .into_iter()
-        .collect();
-    let mut first = vec![device("0000:3b:00.0", "FPGA", 2), nic(&[1, 2])];
-    first.extend(odd.iter().cloned());
+    // A report with a device whose control path is no PCI address is refused whole.
+    let refused = db.report("h1", &[device("slot-7", "GPU", 1)]).await;
+    assert!(
+        matches!(&refused, Err(DbError::Invalid { why, .. }) if why.contains("slot-7")),
+        "{refused:?}"
+    );
+    assert!(db
+        .devices(&ListFilter::default())
+        .await
+        .expect("devices")
+        .is_empty());
+    let first = vec![device("0000:3b:00.0", "FPGA", 2), nic(&[1, 2])];
     db.report("h1", &first).await.expect("report");
     let devices = db.devices(&ListFilter::default()).await.expect("devices");
     let deployables = db
@@ -1177,7 +1205,7 @@ async fn control_paths_are_cyborgs(db: &Db) {
             .expect("device")
     };
     let (fpga, card) = (device_of("0000:3b:00.0"), device_of("0000:5e:00.0"));
-    assert_eq!(devices.len(), 2 + odd.len());
+    assert_eq!(devices.len(), 2);
     let paths = db.control_paths(Some("h1")).await.expect("control paths");
     let info: BTreeMap<i64, (&str, &str)> = paths
         .iter()
@@ -1207,23 +1235,14 @@ async fn control_paths_are_cyborgs(db: &Db) {
         }
     };
     let handles = db.attach_handles(Some("h1")).await.expect("handles");
-    assert_eq!(handles.len(), 4 + odd.len());
+    assert_eq!(handles.len(), 4);
     check_handles(&handles);
-    assert_eq!(
-        handles.iter().filter(|h| h.cpid_id.is_none()).count(),
-        odd.len(),
-        "only the odd GPU's handle has no control path"
-    );
-    if accel {
-        assert_eq!(path_of(device_of("slot-7")), None);
-    }
+    assert!(handles.iter().all(|h| h.cpid_id.is_some()), "{handles:?}");
 
     // The NIC gains a virtual function and the FPGA goes: the new VF's handle points at
     // the NIC's control path, which keeps its UUID; the FPGA's goes with it.
     let before = paths.clone();
-    let mut second = vec![nic(&[1, 2, 3])];
-    second.extend(odd.iter().cloned());
-    db.report("h1", &second).await.expect("report");
+    db.report("h1", &[nic(&[1, 2, 3])]).await.expect("report");
     let after = db.control_paths(Some("h1")).await.expect("control paths");
     assert_eq!(
         after,
@@ -1238,7 +1257,7 @@ async fn control_paths_are_cyborgs(db: &Db) {
         .expect("deployables");
     let dep_device: BTreeMap<i64, i64> = deployables.iter().map(|d| (d.id, d.device_id)).collect();
     let handles = db.attach_handles(Some("h1")).await.expect("handles");
-    assert_eq!(handles.len(), 3 + odd.len());
+    assert_eq!(handles.len(), 3);
     for h in &handles {
         let device = dep_device[&h.deployable_id];
         assert_eq!(h.cpid_id, (device == card).then(|| after[0].id));
@@ -1263,7 +1282,7 @@ async fn mysql_control_paths_are_cyborgs() {
     control_paths_are_cyborgs(&support::mysql().await).await;
 }
 
-/// A profile's stored `profile_json` (Cyborg's column, migration 12), parsed.
+/// A profile's stored `profile_json` (Cyborg's column), parsed.
 async fn stored_profile_json(db: &Db, name: &str) -> serde_json::Value {
     // MySQL's TEXT reaches the Any driver as bytes; a VARCHAR cast reads as text.
     let column = match db.backend() {
@@ -1280,9 +1299,9 @@ async fn stored_profile_json(db: &Db, name: &str) -> serde_json::Value {
     serde_json::from_str(&text).expect("JSON")
 }
 
-/// Device profiles in both forms (migration 12): accel's writes get Cyborg's
-/// `profile_json` (`{"groups": [...]}`), a Cyborg writer's insert of `profile_json`
-/// alone gets accel's groups, and a row with neither is refused.
+/// Device profiles in Cyborg's form: accel's writes get Cyborg's `profile_json`
+/// (`{"groups": [...]}`), accel reads a Cyborg writer's insert, and a row without
+/// groups is refused.
 async fn profiles_have_cyborgs_form(db: &Db) {
     let groups = vec![
         BTreeMap::from([

@@ -128,8 +128,8 @@ async fn sqlite_racing_heartbeats_are_counted_or_fenced() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_racing_heartbeats_are_counted_or_fenced() {
     let url = support::postgres_database().await;
-    let mut db = Db::connect(&url).await.expect("db");
-    support::make_schema(&mut db).await;
+    let db = Db::connect(&url).await.expect("db");
+    support::make_schema(&db).await;
     db.close().await;
     racing_heartbeats_are_counted_or_fenced(&url).await;
 }
@@ -137,8 +137,8 @@ async fn postgres_racing_heartbeats_are_counted_or_fenced() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mysql_racing_heartbeats_are_counted_or_fenced() {
     let url = support::mysql_database().await;
-    let mut db = Db::connect(&url).await.expect("db");
-    support::make_schema(&mut db).await;
+    let db = Db::connect(&url).await.expect("db");
+    support::make_schema(&db).await;
     db.close().await;
     racing_heartbeats_are_counted_or_fenced(&url).await;
 }
@@ -243,8 +243,8 @@ async fn sqlite_a_host_known_only_from_reports_blocks_finalization() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_a_host_known_only_from_reports_blocks_finalization() {
     let url = support::postgres_database().await;
-    let mut first = Db::connect(&url).await.expect("first");
-    support::make_schema(&mut first).await;
+    let first = Db::connect(&url).await.expect("first");
+    support::make_schema(&first).await;
     let second = Db::connect(&url).await.expect("second");
     a_host_known_only_from_reports_blocks_finalization(first, second).await;
 }
@@ -252,8 +252,8 @@ async fn postgres_a_host_known_only_from_reports_blocks_finalization() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_a_host_known_only_from_reports_blocks_finalization() {
     let url = support::mysql_database().await;
-    let mut first = Db::connect(&url).await.expect("first");
-    support::make_schema(&mut first).await;
+    let first = Db::connect(&url).await.expect("first");
+    support::make_schema(&first).await;
     let second = Db::connect(&url).await.expect("second");
     a_host_known_only_from_reports_blocks_finalization(first, second).await;
 }
@@ -318,19 +318,19 @@ async fn sqlite_a_host_back_on_reports_alone_counts_as_release_n_once_its_heartb
 
 #[tokio::test]
 async fn postgres_a_host_back_on_reports_alone_counts_as_release_n_once_its_heartbeats_age() {
-    let mut db = Db::connect(&support::postgres_database().await)
+    let db = Db::connect(&support::postgres_database().await)
         .await
         .expect("db");
-    support::make_schema(&mut db).await;
+    support::make_schema(&db).await;
     a_host_back_on_reports_alone_counts_as_release_n_once_its_heartbeats_age(db).await;
 }
 
 #[tokio::test]
 async fn mysql_a_host_back_on_reports_alone_counts_as_release_n_once_its_heartbeats_age() {
-    let mut db = Db::connect(&support::mysql_database().await)
+    let db = Db::connect(&support::mysql_database().await)
         .await
         .expect("db");
-    support::make_schema(&mut db).await;
+    support::make_schema(&db).await;
     a_host_back_on_reports_alone_counts_as_release_n_once_its_heartbeats_age(db).await;
 }
 
@@ -388,8 +388,8 @@ async fn sqlite_a_heartbeat_waits_for_a_finalize_decision() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_a_heartbeat_waits_for_a_finalize_decision() {
     let url = support::postgres_database().await;
-    let mut db = Db::connect(&url).await.expect("db");
-    support::make_schema(&mut db).await;
+    let db = Db::connect(&url).await.expect("db");
+    support::make_schema(&db).await;
     db.close().await;
     a_heartbeat_waits_for_a_finalize_decision(&url).await;
 }
@@ -397,8 +397,8 @@ async fn postgres_a_heartbeat_waits_for_a_finalize_decision() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_a_heartbeat_waits_for_a_finalize_decision() {
     let url = support::mysql_database().await;
-    let mut db = Db::connect(&url).await.expect("db");
-    support::make_schema(&mut db).await;
+    let db = Db::connect(&url).await.expect("db");
+    support::make_schema(&db).await;
     db.close().await;
     a_heartbeat_waits_for_a_finalize_decision(&url).await;
 }

@@ -76,9 +76,9 @@ async fn empty_database_gets_cyborgs_schema_and_accels_additions(
     backend: &str,
     widened: bool,
 ) {
-    let mut db = Db::connect(url).await.expect("open");
+    let db = Db::connect(url).await.expect("open");
     assert_eq!(
-        db.pending_on_cyborg17().await.expect("pending"),
+        db.pending_migrations().await.expect("pending"),
         vec![FIRST_ADDITION]
     );
     let first = db.sync_on_cyborg17().await.expect("sync");
@@ -89,7 +89,7 @@ async fn empty_database_gets_cyborgs_schema_and_accels_additions(
         !again.made_cyborg_schema && again.applied.is_empty(),
         "{again:?}"
     );
-    assert!(db.pending_on_cyborg17().await.expect("pending").is_empty());
+    assert!(db.pending_migrations().await.expect("pending").is_empty());
     db.close().await;
 
     cyborg_schema_apply(reference, &schema_file(backend));
@@ -131,25 +131,19 @@ async fn empty_database_gets_cyborgs_schema_and_accels_additions(
 }
 
 /// A handle connected while the database was empty, whose schema another process (here
-/// Cyborg's own, stood in for by a second handle) made since: `migrate` reads the schema
-/// again and takes Cyborg's in place; the former history is refused on it.
+/// Cyborg's own, stood in for by a second handle) made since: `migrate` reads the
+/// database, not what it was at connect, and takes Cyborg's schema in place.
 #[tokio::test]
 async fn a_handle_connected_before_cyborgs_schema_was_made_takes_it_in_place() {
     let dir = tempfile::tempdir().expect("tempdir");
     let url = format!("sqlite://{}", dir.path().join("accel.db").display());
-    let mut early = Db::connect(&url).await.expect("open the empty database");
-    assert_eq!(early.schema(), accel_conductor::db::Schema::Accel);
-    let mut other = Db::connect(&url).await.expect("open it again");
+    let early = Db::connect(&url).await.expect("open the empty database");
+    let other = Db::connect(&url).await.expect("open it again");
     assert_eq!(
         other.migrate().await.expect("the schema made"),
         [FIRST_ADDITION]
     );
-    assert!(matches!(
-        early.migrate_accel_history().await,
-        Err(DbError::Invalid { what: "schema", .. })
-    ));
     assert!(early.migrate().await.expect("taken in place").is_empty());
-    assert_eq!(early.schema(), accel_conductor::db::Schema::Cyborg17);
     assert!(tables(&url).await.contains("extended_accelerator_requests"));
     assert!(!tables(&url).await.contains("accelerator_requests"));
 }
@@ -233,13 +227,12 @@ async fn tables(url: &str) -> BTreeSet<String> {
     names.into_iter().collect()
 }
 
-/// What `sync_on_cyborg17` says of the database at `url`; it must refuse.
-async fn refusal(url: &str) -> String {
-    let mut db = Db::connect(url).await.expect("open");
+/// Why `sync_on_cyborg17` refuses the database at `url` (it must).
+async fn refusal(url: &str) -> DbError {
+    let db = Db::connect(url).await.expect("open");
     let err = db.sync_on_cyborg17().await.expect_err("refused");
     db.close().await;
-    assert!(matches!(err, DbError::NotOnCyborg17 { .. }), "{err:?}");
-    err.to_string()
+    err
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -247,18 +240,15 @@ async fn databases_of_other_schemas_are_refused_and_left_as_they_were() {
     let dir = tempfile::tempdir().expect("tempdir");
     let url = |name: &str| format!("sqlite://{}", dir.path().join(name).display());
 
-    // accel's own history (migrations 1-13).
+    // accel's own former history (migrations 1-13).
     let old_url = url("accel.db");
     let old = Db::connect(&old_url).await.expect("open");
-    old.migrate_accel_history().await.expect("accel's history");
+    accel_conductor::testing::make_accel_history(&old).await;
     old.close().await;
     let before = tables(&old_url).await;
     let why = refusal(&old_url).await;
-    assert!(
-        why.contains("accel's own schema (migrations 1-13)"),
-        "{why}"
-    );
-    assert!(why.contains("accel db import-cyborg"), "{why}");
+    assert!(matches!(why, DbError::AccelHistory { .. }), "{why:?}");
+    assert!(why.to_string().contains("accel db import-cyborg"), "{why}");
     assert_eq!(tables(&old_url).await, before);
 
     // Cyborg's schema at another alembic revision: nothing of accel's is added.
@@ -275,6 +265,8 @@ async fn databases_of_other_schemas_are_refused_and_left_as_they_were() {
     db.close().await;
     let before = tables(&stale).await;
     let why = refusal(&stale).await;
+    assert!(matches!(why, DbError::CyborgDatabase { .. }), "{why:?}");
+    let why = why.to_string();
     assert!(why.contains("alembic revision a35b4295a0e5"), "{why}");
     assert!(why.contains("cyborg-dbsync upgrade"), "{why}");
     assert_eq!(tables(&stale).await, before);
@@ -289,6 +281,11 @@ async fn databases_of_other_schemas_are_refused_and_left_as_they_were() {
         .expect("a table");
     db.close().await;
     let why = refusal(&other).await;
-    assert!(why.contains("tables of neither Cyborg nor accel"), "{why}");
+    assert!(matches!(why, DbError::NotOnCyborg17 { .. }), "{why:?}");
+    assert!(
+        why.to_string()
+            .contains("tables of neither Cyborg nor accel"),
+        "{why}"
+    );
     assert_eq!(tables(&other).await, BTreeSet::from(["ledger".to_owned()]));
 }

@@ -139,17 +139,14 @@ async fn marks_never_make_writers_wait_and_late_commits_survive(db: Db) {
     let (first, second) = (&devices[0].uuid, &devices[1].uuid);
 
     let mut open = db.pool().begin().await.expect("begin");
-    let set_maintaining = match db.schema() {
-        accel_conductor::db::Schema::Accel => "UPDATE devices SET maintaining = 1 WHERE uuid = $1",
-        accel_conductor::db::Schema::Cyborg17 => {
-            "UPDATE devices SET status = 'maintaining' WHERE uuid = $1"
-        }
-    };
-    sqlx::query(&db.backend().sql(set_maintaining))
-        .bind(first)
-        .execute(&mut *open)
-        .await
-        .expect("update in the open transaction");
+    sqlx::query(
+        &db.backend()
+            .sql("UPDATE devices SET status = 'maintaining' WHERE uuid = $1"),
+    )
+    .bind(first)
+    .execute(&mut *open)
+    .await
+    .expect("update in the open transaction");
     // Another writer of the same host, while the first has not committed.
     tokio::time::timeout(
         Duration::from_secs(5),

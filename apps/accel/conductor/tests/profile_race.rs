@@ -12,16 +12,8 @@ use std::collections::BTreeMap;
 const RACES: usize = 60;
 
 async fn orphans(db: &Db) -> i64 {
-    let sql = match db.schema() {
-        accel_conductor::db::Schema::Accel => {
-            "SELECT COUNT(*) FROM accelerator_requests r WHERE NOT EXISTS \
-             (SELECT 1 FROM device_profiles p WHERE p.name = r.device_profile_name)"
-        }
-        accel_conductor::db::Schema::Cyborg17 => {
-            "SELECT COUNT(*) FROM extended_accelerator_requests r WHERE NOT EXISTS \
-             (SELECT 1 FROM device_profiles p WHERE p.id = r.device_profile_id)"
-        }
-    };
+    let sql = "SELECT COUNT(*) FROM extended_accelerator_requests r WHERE NOT EXISTS \
+               (SELECT 1 FROM device_profiles p WHERE p.id = r.device_profile_id)";
     let row: (i64,) = sqlx::query_as(sql)
         .fetch_one(db.pool())
         .await

@@ -148,8 +148,8 @@ async fn sqlite_a_finalization_through_one_conductor_reaches_the_other() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_a_finalization_through_one_conductor_reaches_the_other() {
     let url = support::postgres_database().await;
-    let mut first = Db::connect(&url).await.expect("first pool");
-    support::make_schema(&mut first).await;
+    let first = Db::connect(&url).await.expect("first pool");
+    support::make_schema(&first).await;
     let second = Db::connect(&url).await.expect("second pool");
     a_finalization_through_one_conductor_reaches_the_other(first, second).await;
 }

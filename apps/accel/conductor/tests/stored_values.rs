@@ -8,7 +8,7 @@
 
 use accel_conductor::testing as support;
 
-use accel_conductor::db::{ListFilter, ReportedDevice, Schema};
+use accel_conductor::db::{ListFilter, ReportedDevice};
 use accel_conductor::{Db, DbError};
 use std::collections::BTreeMap;
 
@@ -36,13 +36,16 @@ async fn damage(db: &Db, sql: &str) {
 }
 
 /// Writes `sql` behind the conductor's back where the column's type can hold the damage
-/// (`true`); on Cyborg's schema some cannot (MySQL's `ENUM`s, PostgreSQL's `BOOLEAN`),
-/// and the database refusing it is checked instead (`false`).
+/// (`true`); some of Cyborg's cannot (MySQL's `ENUM`s, PostgreSQL's `BOOLEAN`), and the
+/// database refusing it is checked instead (`false`).
 async fn damage_if_it_fits(db: &Db, sql: &str) -> bool {
     match sqlx::query(sql).execute(db.pool()).await {
         Ok(_) => true,
         Err(e) => {
-            assert_eq!(db.schema(), Schema::Cyborg17, "{sql}: {e}");
+            assert!(
+                matches!(e, sqlx::Error::Database(_)),
+                "{sql}: not refused by the database: {e}"
+            );
             false
         }
     }
@@ -93,11 +96,7 @@ async fn unparseable_values_are_refused(db: &Db) {
     let handle = db.host_handles("h1").await.expect("handles").remove(0);
 
     let d = db.dialect();
-    damage(
-        db,
-        &format!("UPDATE devices SET {} = 'gone'", d.inventory_status()),
-    )
-    .await;
+    damage(db, "UPDATE devices SET inventory_status = 'gone'").await;
     assert_corrupt(
         db.devices(&ListFilter::default()).await,
         "devices",
@@ -117,33 +116,22 @@ async fn unparseable_values_are_refused(db: &Db) {
         "status",
         "\"gone\"",
     );
-    // The operator's disable: accel's flag, or Cyborg's `status`.
-    let (bad, shows, repair) = match db.schema() {
-        Schema::Accel => (
-            "UPDATE devices SET status = 'available', maintaining = 7",
-            "7",
-            "UPDATE devices SET maintaining = 0",
-        ),
-        Schema::Cyborg17 => (
-            "UPDATE devices SET inventory_status = 'available', status = 'gone'",
-            "\"gone\"",
-            "UPDATE devices SET status = 'enabled'",
-        ),
-    };
-    if damage_if_it_fits(db, bad).await {
+    // The operator's disable: Cyborg's `status`.
+    if damage_if_it_fits(
+        db,
+        "UPDATE devices SET inventory_status = 'available', status = 'gone'",
+    )
+    .await
+    {
         assert_corrupt(
             db.device(&device.uuid).await,
             "devices",
             "maintaining",
-            shows,
+            "\"gone\"",
         );
     }
-    damage(
-        db,
-        &format!("UPDATE devices SET {} = 'available'", d.inventory_status()),
-    )
-    .await;
-    damage(db, repair).await;
+    damage(db, "UPDATE devices SET inventory_status = 'available'").await;
+    damage(db, "UPDATE devices SET status = 'enabled'").await;
     db.device(&device.uuid).await.expect("repaired device");
 
     damage(db, "UPDATE deployables SET enabled = 2").await;
@@ -190,15 +178,7 @@ async fn unparseable_values_are_refused(db: &Db) {
         None
     );
 
-    let groups = match db.schema() {
-        Schema::Accel => "\"groups\"",
-        Schema::Cyborg17 => "profile_json",
-    };
-    damage(
-        db,
-        &format!("UPDATE device_profiles SET {groups} = 'not json'"),
-    )
-    .await;
+    damage(db, "UPDATE device_profiles SET profile_json = 'not json'").await;
     assert_corrupt(
         db.profile("gpu").await,
         "device_profiles",
@@ -206,17 +186,15 @@ async fn unparseable_values_are_refused(db: &Db) {
         "line 1",
     );
     assert_corrupt(db.profiles().await, "device_profiles", "groups", "line 1");
-    let repaired = match db.schema() {
-        Schema::Accel => r#"UPDATE device_profiles SET "groups" = '[{"resources:PGPU": "1"}]'"#,
-        Schema::Cyborg17 => {
-            r#"UPDATE device_profiles SET profile_json = '{"groups": [{"resources:PGPU": "1"}]}'"#
-        }
-    };
-    damage(db, repaired).await;
+    damage(
+        db,
+        r#"UPDATE device_profiles SET profile_json = '{"groups": [{"resources:PGPU": "1"}]}'"#,
+    )
+    .await;
 
     if !damage_if_it_fits(
         db,
-        &format!("UPDATE {} SET state = 'Flying'", d.arqs_table()),
+        "UPDATE extended_accelerator_requests SET state = 'Flying'",
     )
     .await
     {
@@ -364,7 +342,7 @@ async fn mysql_filters_combine() {
 /// `accel api` and `accel upgrade check` ask which migrations are pending on a database
 /// they must not change: asking creates nothing, not even sqlx's own table.
 async fn asking_for_pending_migrations_writes_nothing(url: &str) {
-    let mut db = Db::connect(url).await.expect("open");
+    let db = Db::connect(url).await.expect("open");
     // An empty database: Cyborg 17's schema and accel's additions are what it would get.
     assert_eq!(db.pending_migrations().await.expect("pending"), [101]);
     let schema = match db.backend() {

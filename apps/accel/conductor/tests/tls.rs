@@ -49,13 +49,13 @@ async fn postgres_over_tls() {
         assert!(matches!(got, Ok(true)), "{params}: {got:?}");
     }
     // The schema works over it.
-    let mut db = Db::connect(&with(
+    let db = Db::connect(&with(
         &url,
         &format!("sslmode=verify-full&sslrootcert={}", ca.display()),
     ))
     .await
     .expect("connect over TLS");
-    testing::make_schema(&mut db).await;
+    testing::make_schema(&db).await;
     db.create_profile(
         "fpga",
         vec![[("resources:FPGA".to_owned(), "1".to_owned())].into()],

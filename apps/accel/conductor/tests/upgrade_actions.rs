@@ -384,8 +384,8 @@ async fn sqlite_a_second_conductor_does_not_overwrite_a_step_the_first_committed
 async fn postgres_two_conductors_finalizing_at_once_write_each_row_once() -> Result<(), UpgradeError>
 {
     let url = support::postgres_database().await;
-    let mut db = Db::connect(&url).await.expect("connect");
-    support::make_schema(&mut db).await;
+    let db = Db::connect(&url).await.expect("connect");
+    support::make_schema(&db).await;
     db.close().await;
     two_conductors_finalize_at_once(&url, Second::Together).await
 }
@@ -394,8 +394,8 @@ async fn postgres_two_conductors_finalizing_at_once_write_each_row_once() -> Res
 async fn postgres_a_second_conductor_does_not_overwrite_a_step_the_first_committed(
 ) -> Result<(), UpgradeError> {
     let url = support::postgres_database().await;
-    let mut db = Db::connect(&url).await.expect("connect");
-    support::make_schema(&mut db).await;
+    let db = Db::connect(&url).await.expect("connect");
+    support::make_schema(&db).await;
     db.close().await;
     two_conductors_finalize_at_once(&url, Second::WhileFirstIsInAStep).await
 }
@@ -412,8 +412,8 @@ async fn sqlite_a_crash_before_commit_leaves_neither_row_nor_completion() -> Res
 async fn postgres_a_crash_before_commit_leaves_neither_row_nor_completion(
 ) -> Result<(), UpgradeError> {
     let url = support::postgres_database().await;
-    let mut db = Db::connect(&url).await.expect("connect");
-    support::make_schema(&mut db).await;
+    let db = Db::connect(&url).await.expect("connect");
+    support::make_schema(&db).await;
     db.close().await;
     crash_between_data_and_commit(&url).await
 }

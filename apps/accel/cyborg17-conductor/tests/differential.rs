@@ -190,7 +190,7 @@ impl Bench {
         }
         if self.schema == Schema::AccelOnCyborg17 {
             // Cyborg's database taken in place: the additions only.
-            let mut db = accel_conductor::Db::connect(&self.urls("theirs").0)
+            let db = accel_conductor::Db::connect(&self.urls("theirs").0)
                 .await
                 .expect("open");
             let synced = db.sync_on_cyborg17().await.expect("accel's additions");
@@ -223,7 +223,7 @@ impl Bench {
         std::fs::create_dir(&dir).expect("mkdir");
         let (url, sqlalchemy) = self.urls("ours");
         if self.schema == Schema::AccelOnCyborg17 {
-            let mut db = accel_conductor::Db::connect(&url).await.expect("open");
+            let db = accel_conductor::Db::connect(&url).await.expect("open");
             let synced = db.sync_on_cyborg17().await.expect("accel's schema");
             assert!(synced.made_cyborg_schema, "{synced:?}");
             db.close().await;

@@ -10,7 +10,7 @@
 // A failed set-up step fails the test with its message.
 #![allow(clippy::expect_used)]
 
-use accel_conductor::db::{ListFilter, Schema};
+use accel_conductor::db::ListFilter;
 use accel_conductor::testing::{mysql_database, reported_device};
 use accel_conductor::Db;
 use accel_cyborg17_conductor::db::{NewDeployable, NewDevice};
@@ -24,11 +24,13 @@ fn on(host: &str) -> ListFilter {
 }
 
 async fn release_n_on_accels_schema(url: &str) {
-    let mut db = Db::connect(url).await.expect("accel's connection");
-    db.migrate()
-        .await
-        .expect("accel db sync on an empty database");
-    assert_eq!(db.schema(), Schema::Cyborg17);
+    let db = Db::connect(url).await.expect("accel's connection");
+    assert!(
+        db.sync_on_cyborg17()
+            .await
+            .expect("accel db sync on an empty database")
+            .made_cyborg_schema
+    );
     let n = Store::connect(url).await.expect("release N's connection");
     assert!(
         !n.sync().await.expect("release N checks the database"),

@@ -71,7 +71,7 @@ fn events(received: &[Received]) -> Vec<serde_json::Value> {
 /// Makes the database at `url` accel release N+1's schema (on Cyborg 17's): the additions
 /// only when Cyborg's schema is there, Cyborg's and the additions when it is empty.
 async fn accels_schema(url: &str, empty: bool) {
-    let mut db = accel_conductor::Db::connect(url).await.expect("open");
+    let db = accel_conductor::Db::connect(url).await.expect("open");
     let synced = db.sync_on_cyborg17().await.expect("accel's schema");
     assert_eq!(synced.made_cyborg_schema, empty, "{synced:?}");
     db.close().await;

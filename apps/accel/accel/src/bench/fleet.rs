@@ -476,7 +476,7 @@ async fn run_case_on(
         ..CaseResult::default()
     };
     // 1. Inside the upgrade window: release N's apparent version under N+1's software.
-    let mut db = Db::connect(db_url).await?;
+    let db = Db::connect(db_url).await?;
     db.migrate().await?;
     VersionManager::<AccelVersion>::builder_tx(DbVersionStore::new(
         db.clone(),

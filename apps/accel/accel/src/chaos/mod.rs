@@ -405,7 +405,7 @@ pub async fn run(options: ChaosOptions) -> Result<ExitCode, Error> {
     admin.close().await;
     let mut direct = admin_url.clone();
     direct.set_path(&format!("/{name}"));
-    let mut check_db = Db::connect(direct.as_str()).await?;
+    let check_db = Db::connect(direct.as_str()).await?;
     check_db.migrate().await?;
 
     let broker_url = url::Url::parse(&options.transport_url)?;

@@ -262,11 +262,16 @@ impl Deployment {
 
     /// `accel db sync` on release N's database: Cyborg 17's taken in place (accel's
     /// additions only, every row kept; `migrate` reads the schema Cyborg made after the
-    /// demo's connection was opened). What it applied and the schema it found, as
-    /// `Cyborg17 [101]`.
+    /// demo's connection was opened). What it did, as `Cyborg17 [101]` (`Empty [101]`
+    /// had it made Cyborg's schema: release N's conductor had made none).
     pub(super) async fn sync_in_place(&mut self) -> Result<String, Error> {
-        let applied = self.db.migrate().await?;
-        Ok(format!("{:?} {applied:?}", self.db.schema()))
+        let done = self.db.sync_on_cyborg17().await?;
+        let found = if done.made_cyborg_schema {
+            "Empty"
+        } else {
+            "Cyborg17"
+        };
+        Ok(format!("{found} {:?}", done.applied))
     }
 
     pub(super) async fn start_conductor_next(

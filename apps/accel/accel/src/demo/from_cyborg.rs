@@ -820,7 +820,7 @@ async fn control_plane(
         super::scenario::sync_in_place(d, t).await?;
     } else {
         let from = cy.database_url();
-        let summary = match accel_conductor::cyborg_import::import(&from, &mut d.db, false).await? {
+        let summary = match accel_conductor::cyborg_import::import(&from, &d.db, false).await? {
             accel_conductor::cyborg_import::Imported::Done(s) => s,
             accel_conductor::cyborg_import::Imported::Already(_) => {
                 return Err("accel's new database already held Cyborg's rows".into())

@@ -335,7 +335,7 @@ fn device(row: &DeviceRow, state: DeviceState) -> Result<Device, CallError> {
 }
 
 /// One stored handle as Cyborg's `AttachHandle`. `cpid_id` is sent as the device's id,
-/// not the handle's stored `controlpath_ids` row (migration 11): the seed spec's classes
+/// not the handle's stored `controlpath_ids` row: the seed spec's classes
 /// give an agent no way from a control path to its device (no `ControlpathID` list, no
 /// deployable on a handle's device), and there is one control path per device, so the
 /// agent finds a `Device`'s handles (and through their attach info, its functions) by

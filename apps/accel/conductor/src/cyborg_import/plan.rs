@@ -6,17 +6,20 @@ use super::{
     CyAttribute, CyControlPath, CyDeployable, CyHandle, ImportError, ImportSummary, Source,
     ACCEL_TYPES,
 };
-use crate::db::{now, rp_uuid};
+use crate::db::{now, rp_uuid, DeviceStatus};
 use crate::lifecycle::ArqState;
+use accel_objects::CleanupState;
 use std::collections::{BTreeMap, BTreeSet};
 use std::str::FromStr;
 
 /// A Cyborg time (`2026-12-05 09:01:04.269132` on SQLite, `2026-12-05 09:01:04` on
-/// MySQL; both UTC) as accel's RFC 3339 text.
+/// MySQL; both UTC), or accel's former RFC 3339 text, as RFC 3339 text.
 pub(super) fn time(text: &str) -> Option<String> {
     let text = text.trim();
+    // accel's former history stored RFC 3339 text (`2026-12-05T09:01:04Z`).
     let naive = chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f")
         .or_else(|_| chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f"))
+        .or_else(|_| chrono::DateTime::parse_from_rfc3339(text).map(|t| t.naive_utc()))
         .ok()?;
     Some(crate::db::timestamp(naive.and_utc()))
 }
@@ -57,8 +60,11 @@ pub(super) struct PlannedDevice {
     pub(super) vendor_board_info: Option<String>,
     pub(super) hostname: String,
     pub(super) maintaining: bool,
-    /// Cyborg's `device_state` (kept on Cyborg's schema; accel's own has no column).
+    /// Cyborg's `device_state`, kept.
     pub(super) device_state: Option<String>,
+    /// accel's inventory state (`available` unless accel's former history said
+    /// otherwise).
+    pub(super) inventory_status: DeviceStatus,
     pub(super) created_at: String,
     pub(super) updated_at: String,
     /// Its control path, Cyborg's row as it is (UUID, type, `cpid_info` text, times).
@@ -102,6 +108,9 @@ pub(super) struct PlannedHandle {
     pub(super) in_use: bool,
     pub(super) attach_type: String,
     pub(super) attach_info: String,
+    /// accel's cleanup (only accel's former history holds one).
+    pub(super) cleanup_state: Option<CleanupState>,
+    pub(super) cleanup_reason: Option<String>,
     pub(super) created_at: String,
     pub(super) updated_at: String,
 }
@@ -111,7 +120,7 @@ pub(super) struct PlannedProfile {
     pub(super) uuid: String,
     pub(super) name: String,
     pub(super) groups: String,
-    /// Cyborg's own text of them, kept as it is (migration 12).
+    /// Cyborg's own text of them, kept as it is.
     pub(super) profile_json: String,
     pub(super) description: Option<String>,
     pub(super) created_at: String,
@@ -213,6 +222,13 @@ fn plan_deployable(
             in_use: h.in_use.unwrap_or(0) != 0,
             attach_type: h.attach_type.clone(),
             attach_info: h.attach_info.clone(),
+            cleanup_state: h
+                .cleanup_state
+                .as_deref()
+                .map(CleanupState::from_str)
+                .transpose()
+                .map_err(|e| ImportError::row("attach_handles", &h.uuid, e.to_string()))?,
+            cleanup_reason: h.cleanup_reason.clone(),
             created_at,
             updated_at,
         });
@@ -288,6 +304,11 @@ pub(super) fn plan(source: Source) -> Result<Plan, ImportError> {
                 ),
             ));
         }
+        let inventory_status = match d.inventory_status.as_deref() {
+            None => DeviceStatus::Available,
+            Some(s) => DeviceStatus::from_str(s)
+                .map_err(|e| ImportError::row("devices", &d.uuid, e.to_string()))?,
+        };
         let maintaining = match d.status.as_str() {
             "enabled" => false,
             "maintaining" => true,
@@ -392,6 +413,7 @@ pub(super) fn plan(source: Source) -> Result<Plan, ImportError> {
             hostname: d.hostname.clone(),
             maintaining,
             device_state: d.device_state.clone(),
+            inventory_status,
             created_at,
             updated_at,
             control_path,

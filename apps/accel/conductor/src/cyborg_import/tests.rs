@@ -20,6 +20,7 @@ fn device(id: i64, uuid: &str, host: &str) -> CyDevice {
         hostname: host.into(),
         status: "enabled".into(),
         device_state: None,
+        inventory_status: None,
         created_at: Some("2026-12-05 09:01:04.269132".into()),
         updated_at: None,
     }
@@ -51,6 +52,8 @@ fn handle(id: i64, deployable_id: i64, function: u8, in_use: bool) -> CyHandle {
         attach_info: format!(
             r#"{{"domain":"0000","bus":"0c","device":"0","function":"{function}"}}"#
         ),
+        cleanup_state: None,
+        cleanup_reason: None,
         created_at: None,
         updated_at: None,
     }
@@ -137,12 +140,22 @@ fn cyborg_urls_become_sqlx_urls() {
         source_url("sqlite:///var/lib/c.db").as_deref(),
         Some("sqlite:///var/lib/c.db")
     );
-    assert_eq!(source_url("postgres://u@h/c"), None);
+    // accel's former schema history may be on PostgreSQL (Cyborg 17 never is).
+    assert_eq!(
+        source_url("postgresql://u@h/c").as_deref(),
+        Some("postgres://u@h/c")
+    );
+    assert_eq!(source_url("mssql://u@h/c"), None);
     assert_eq!(source_url("cyborg.db"), None);
 }
 
 #[test]
 fn cyborg_times_become_rfc3339() {
+    assert_eq!(
+        time("2026-12-05T09:01:04Z").as_deref(),
+        Some("2026-12-05T09:01:04Z"),
+        "accel's former history's form"
+    );
     assert_eq!(
         time("2026-12-05 09:01:04.269132").as_deref(),
         Some("2026-12-05T09:01:04Z")

@@ -5,7 +5,7 @@ use super::profiles::lock_profile;
 use super::sql::Sql;
 use super::{after_marker, check_binding, check_len, new_uuid, page_limit, read_error};
 use super::{rp_uuid, shown};
-use super::{ArqRow, Db, DbError, DeviceStatus, Dialect, ListFilter, Schema};
+use super::{ArqRow, Db, DbError, DeviceStatus, Dialect, ListFilter, ARQS, INVENTORY_STATUS};
 use crate::lifecycle::ArqState;
 use accel_objects::CleanupState;
 use std::collections::BTreeMap;
@@ -79,22 +79,12 @@ impl Db {
         let mut tx = self.pool.begin().await?;
         // A profile deleted meanwhile is NotFound here, never an orphan request.
         lock_profile(&mut tx, &p).await?;
-        let insert = match d.schema {
-            Schema::Accel => "INSERT INTO accelerator_requests (uuid, state, device_profile_name, device_profile_group_id, project_id, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)".to_owned(),
-            // Cyborg's: the profile by id, and the one substate Cyborg 17 has.
-            Schema::Cyborg17 => format!("INSERT INTO extended_accelerator_requests (uuid, state, device_profile_id, device_profile_group_id, project_id, created_at, updated_at, substate) \
-                 VALUES ($1, $2, $3, $4, $5, $6{ts}, $7{ts}, 'Initial')", ts = d.ts()),
-        };
-        let insert = d.sql(&insert);
-        let query = sqlx::query(&insert)
+        // Cyborg's: the profile by id, and the one substate Cyborg 17 has.
+        sqlx::query(&d.sql(&format!("INSERT INTO {ARQS} (uuid, state, device_profile_id, device_profile_group_id, project_id, created_at, updated_at, substate) \
+                 VALUES ($1, $2, $3, $4, $5, $6{ts}, $7{ts}, 'Initial')", ts = d.ts())))
             .bind(&uuid)
-            .bind(ArqState::Initial.as_str());
-        let query = match d.schema {
-            Schema::Accel => query.bind(p.name.clone()),
-            Schema::Cyborg17 => query.bind(p.id),
-        };
-        query
+            .bind(ArqState::Initial.as_str())
+            .bind(p.id)
             .bind(group_id)
             .bind(project_id)
             .bind(&at)
@@ -152,7 +142,7 @@ impl Db {
         if let Some(project) = filter.project.as_ref().filter(|p| !p.is_empty()) {
             sql.push(" AND r.project_id = ").bind(project.clone());
         }
-        after_marker(&mut sql, self.dialect().arqs_table(), "r", filter);
+        after_marker(&mut sql, ARQS, "r", filter);
         sql.push(" ORDER BY r.id LIMIT ").bind(page_limit(filter));
         sql.fetch_all("accelerator_requests", &self.pool).await
     }
@@ -166,10 +156,7 @@ impl Db {
         to: ArqState,
     ) -> Result<(), DbError> {
         let d = self.dialect();
-        let mut sql = Sql::new(
-            self.backend,
-            format!("UPDATE {} SET state = ", d.arqs_table()),
-        );
+        let mut sql = Sql::new(self.backend, format!("UPDATE {} SET state = ", ARQS));
         sql.bind(to.as_str())
             .push(", updated_at = ")
             .bind(d.now())
@@ -188,7 +175,7 @@ impl Db {
         let current: Option<Current> = sqlx::query_as(&d.sql(&format!(
             "SELECT {} FROM {} WHERE uuid = $1",
             d.text_as("state"),
-            d.arqs_table()
+            ARQS
         )))
         .bind(uuid)
         .fetch_optional(&mut **tx)
@@ -302,7 +289,7 @@ impl Db {
         let mut tx = self.pool.begin().await?;
         self.transition(&mut tx, uuid, ArqState::BindStarted)
             .await?;
-        sqlx::query(&d.sql(&format!("UPDATE {} SET hostname = $1, instance_uuid = $2, device_rp_uuid = $3, project_id = COALESCE($4, project_id) WHERE uuid = $5", d.arqs_table())))
+        sqlx::query(&d.sql(&format!("UPDATE {} SET hostname = $1, instance_uuid = $2, device_rp_uuid = $3, project_id = COALESCE($4, project_id) WHERE uuid = $5", ARQS)))
             .bind(host)
             .bind(instance_uuid)
             .bind(device_rp_uuid)
@@ -316,8 +303,8 @@ impl Db {
                  JOIN devices v ON d.device_id = v.id \
                  WHERE d.hostname = $1 AND (v.type = $2 OR d.id = $3) AND v.{} = $4 AND {} AND d.enabled = 1 AND h.in_use = {} AND h.cleanup_state IS NULL \
                  ORDER BY h.id LIMIT 1",
-                d.inventory_status(),
-                in_service(d, "v"),
+                INVENTORY_STATUS,
+                in_service("v"),
                 d.no(),
             )))
             .bind(host)
@@ -348,24 +335,16 @@ impl Db {
             Some(handle) => {
                 self.transition(&mut tx, uuid, ArqState::Bound).await?;
                 // Cyborg's bind also records the handle's deployable.
-                let (sql, with_deployable) = match d.schema {
-                    Schema::Accel => (
-                        "UPDATE accelerator_requests SET attach_handle_id = $1 WHERE uuid = $2",
-                        false,
-                    ),
-                    Schema::Cyborg17 => (
-                        "UPDATE extended_accelerator_requests SET attach_handle_id = $1, \
-                         deployable_id = (SELECT h.deployable_id FROM attach_handles h WHERE h.id = $2) \
-                         WHERE uuid = $3",
-                        true,
-                    ),
-                };
-                let sql = d.sql(sql);
-                let mut query = sqlx::query(&sql).bind(handle);
-                if with_deployable {
-                    query = query.bind(handle);
-                }
-                query.bind(uuid).execute(&mut *tx).await?;
+                sqlx::query(&d.sql(&format!(
+                    "UPDATE {ARQS} SET attach_handle_id = $1, \
+                     deployable_id = (SELECT h.deployable_id FROM attach_handles h WHERE h.id = $2) \
+                     WHERE uuid = $3"
+                )))
+                .bind(handle)
+                .bind(handle)
+                .bind(uuid)
+                .execute(&mut *tx)
+                .await?;
                 tx.commit().await?;
                 self.arq(uuid).await
             }
@@ -403,7 +382,7 @@ impl Db {
         sqlx::query(&d.sql(&format!(
             "UPDATE {} SET hostname = NULL, instance_uuid = NULL, \
              device_rp_uuid = NULL WHERE uuid = $1",
-            d.arqs_table()
+            ARQS
         )))
         .bind(uuid)
         .execute(&mut *tx)
@@ -439,7 +418,7 @@ impl Db {
         }
         let d = self.dialect();
         release_handle(&mut tx, d, uuid, release).await?;
-        sqlx::query(&d.sql(&format!("DELETE FROM {} WHERE uuid = $1", d.arqs_table())))
+        sqlx::query(&d.sql(&format!("DELETE FROM {} WHERE uuid = $1", ARQS)))
             .bind(uuid)
             .execute(&mut *tx)
             .await?;
@@ -466,7 +445,7 @@ impl Db {
     /// continuously; an operator can run it on a live database.
     pub async fn consistency_violations(&self, lease: Duration) -> Result<Vec<String>, DbError> {
         let d = self.dialect();
-        let (arqs, yes, no) = (d.arqs_table(), d.yes(), d.no());
+        let (arqs, yes, no) = (ARQS, d.yes(), d.no());
         let cutoff =
             d.time_text(chrono::Utc::now() - chrono::Duration::from_std(lease).unwrap_or_default());
         let bound = {
@@ -515,12 +494,8 @@ impl Db {
             ),
             (
                 "request whose profile is gone",
-                Sql::new(self.backend, match d.schema {
-                    Schema::Accel => "SELECT r.uuid AS what FROM accelerator_requests r WHERE NOT EXISTS \
-                     (SELECT 1 FROM device_profiles p WHERE p.name = r.device_profile_name)",
-                    Schema::Cyborg17 => "SELECT r.uuid AS what FROM extended_accelerator_requests r WHERE NOT EXISTS \
-                     (SELECT 1 FROM device_profiles p WHERE p.id = r.device_profile_id)",
-                }),
+                Sql::new(self.backend, format!("SELECT r.uuid AS what FROM {arqs} r WHERE NOT EXISTS \
+                     (SELECT 1 FROM device_profiles p WHERE p.id = r.device_profile_id)")),
             ),
             ("request stuck in a transient state past its lease", stuck),
         ];
@@ -563,7 +538,7 @@ impl Db {
         );
         let n = sqlx::query(&d.sql(&format!(
             "UPDATE {} SET state = $1, updated_at = $2{ts} WHERE state = $3 AND updated_at < $4{ts}",
-            d.arqs_table(),
+            ARQS,
             ts = d.ts()
         )))
         .bind(ArqState::BindFailed.as_str())
@@ -605,7 +580,7 @@ async fn release_handle(
          WHERE id = (SELECT attach_handle_id FROM {arqs} WHERE uuid = $5)",
         no = d.no(),
         ts = d.ts(),
-        arqs = d.arqs_table(),
+        arqs = ARQS,
     )))
     .bind(d.now())
     .bind(i64::from(release == Release::CleanSsd))
@@ -615,25 +590,17 @@ async fn release_handle(
     .execute(&mut **tx)
     .await?;
     // Cyborg's request also names the handle's deployable.
-    let clear = match d.schema {
-        Schema::Accel => "UPDATE accelerator_requests SET attach_handle_id = NULL WHERE uuid = $1",
-        Schema::Cyborg17 => {
-            "UPDATE extended_accelerator_requests SET attach_handle_id = NULL, \
-             deployable_id = NULL WHERE uuid = $1"
-        }
-    };
-    sqlx::query(&d.sql(clear))
-        .bind(uuid)
-        .execute(&mut **tx)
-        .await?;
+    sqlx::query(&d.sql(&format!(
+        "UPDATE {ARQS} SET attach_handle_id = NULL, deployable_id = NULL WHERE uuid = $1"
+    )))
+    .bind(uuid)
+    .execute(&mut **tx)
+    .await?;
     Ok(())
 }
 
 /// The condition that the devices aliased `alias` are in service (not taken out by an
-/// operator's disable): accel's `maintaining` flag, or Cyborg's `status`.
-fn in_service(d: Dialect, alias: &str) -> String {
-    match d.schema {
-        Schema::Accel => format!("{alias}.maintaining = 0"),
-        Schema::Cyborg17 => format!("{alias}.status = 'enabled'"),
-    }
+/// operator's disable): Cyborg's `status`.
+fn in_service(alias: &str) -> String {
+    format!("{alias}.status = 'enabled'")
 }

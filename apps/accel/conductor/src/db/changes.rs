@@ -1,4 +1,4 @@
-//! Placement changes (migration 8): the hosts whose Placement-relevant rows changed
+//! Placement changes (migration 101): the hosts whose Placement-relevant rows changed
 //! since the reconciler last brought them up to date. The database's triggers write
 //! the marks; the reconciler reads them, syncs those hosts, and deletes exactly the
 //! marks it read ([`Db::forget_placement_changes`]), so a mark made meanwhile stays.
@@ -70,7 +70,7 @@ impl Db {
 
     /// Records the providers Placement now holds for `host`'s deployables, each as
     /// `(deployable name, provider UUID)`, in the deployables' `rp_uuid` (Cyborg's
-    /// column, which Cyborg's conductor writes once it made the provider; migration 11).
+    /// column, which Cyborg's conductor writes once it made the provider).
     /// Only rows that differ are written, so a host synced again with the same providers
     /// writes nothing; no trigger watches `rp_uuid`, so this marks nothing changed.
     pub async fn record_providers(

@@ -1,27 +1,24 @@
-//! What a query's text depends on: the backend (placeholders, upserts) and the schema
-//! ([`Schema::Accel`], accel's own history, or [`Schema::Cyborg17`], Cyborg 17's tables
-//! and column types plus accel's additions).
+//! What a query's text depends on: the backend (placeholders, upserts, and how each
+//! reads and writes Cyborg 17's column types).
 //!
-//! On Cyborg's schema the columns have Cyborg's types, which sqlx's Any driver does not
-//! all read or write as accel's own do: times are `DATETIME` (SQLite, MySQL) or
-//! `TIMESTAMP` (PostgreSQL), flags `BOOLEAN` (PostgreSQL's a type of its own), and
-//! MySQL's `ENUM` and `TEXT` columns arrive as bytes. So a query names such a column
-//! through these helpers, which are the column itself on accel's schema. Times are
+//! accel's database is Cyborg 17's schema plus accel's additions, and Cyborg's columns
+//! have types sqlx's Any driver does not all read or write as plain text and integers:
+//! times are `DATETIME` (SQLite, MySQL) or `TIMESTAMP` (PostgreSQL), flags `BOOLEAN`
+//! (PostgreSQL's a type of its own), and MySQL's `ENUM` and `TEXT` columns arrive as
+//! bytes. So a query names such a column through these helpers. Times are
 //! written in Cyborg's form (`YYYY-MM-DD HH:MM:SS.ffffff`, UTC without a zone, as
 //! oslo.db writes them) and read in Python's `isoformat()` of the aware time
 //! (`2026-12-06T12:00:01.250000+00:00`), what Cyborg 17's API shows and an RFC 3339
 //! parser reads.
 
-use super::{Backend, Schema};
+use super::Backend;
 use std::borrow::Cow;
 
-/// A backend and the schema its database holds.
+/// How queries are written for a backend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Dialect {
     /// The database.
     pub backend: Backend,
-    /// Its schema.
-    pub schema: Schema,
 }
 
 impl Dialect {
@@ -30,48 +27,21 @@ impl Dialect {
         self.backend.sql(text)
     }
 
-    fn cyborg(self) -> bool {
-        self.schema == Schema::Cyborg17
-    }
-
-    /// The table of accelerator requests: accel's `accelerator_requests` (by profile
-    /// name) or Cyborg's `extended_accelerator_requests` (by profile id).
-    pub fn arqs_table(self) -> &'static str {
-        match self.schema {
-            Schema::Accel => "accelerator_requests",
-            Schema::Cyborg17 => "extended_accelerator_requests",
-        }
-    }
-
-    /// The column of accel's inventory state of a device (`available`, `missing`,
-    /// `lost`): `status` on accel's schema, `inventory_status` on Cyborg's (whose
-    /// `status` is the operator's disable).
-    pub fn inventory_status(self) -> &'static str {
-        match self.schema {
-            Schema::Accel => "status",
-            Schema::Cyborg17 => "inventory_status",
-        }
-    }
-
     /// The stored form of the time `t`. Cyborg's MySQL `DATETIME` holds whole seconds
     /// (it would round a fraction), so there the fraction is left out, and a time reads
     /// back as written.
     pub fn time_text(self, t: chrono::DateTime<chrono::Utc>) -> String {
-        match (self.schema, self.backend) {
-            (Schema::Accel, _) => super::timestamp(t),
-            (Schema::Cyborg17, Backend::Mysql) => {
-                t.naive_utc().format("%Y-%m-%d %H:%M:%S").to_string()
+        match self.backend {
+            Backend::Mysql => t.naive_utc().format("%Y-%m-%d %H:%M:%S").to_string(),
+            Backend::Sqlite | Backend::Postgres => {
+                t.naive_utc().format("%Y-%m-%d %H:%M:%S%.6f").to_string()
             }
-            (Schema::Cyborg17, _) => t.naive_utc().format("%Y-%m-%d %H:%M:%S%.6f").to_string(),
         }
     }
 
     /// The time stored as `stored` (written by [`Dialect::now`] or
     /// [`Dialect::time_text`]) as a query reads it ([`Dialect::time`]).
     pub fn shown_time(self, stored: &str) -> String {
-        if !self.cyborg() {
-            return stored.to_owned();
-        }
         let iso = format!("{}+00:00", stored.replacen(' ', "T", 1));
         iso.replacen(".000000+", "+", 1)
     }
@@ -86,18 +56,14 @@ impl Dialect {
     /// placeholder stays in the query's literal, so every literal keeps its `$1..$n` in
     /// order.)
     pub fn ts(self) -> &'static str {
-        match (self.schema, self.backend) {
-            (Schema::Cyborg17, Backend::Postgres) => "::timestamp",
-            _ => "",
+        match self.backend {
+            Backend::Postgres => "::timestamp",
+            Backend::Sqlite | Backend::Mysql => "",
         }
     }
 
-    /// The time column `col` read as text (`''` when unset on Cyborg's schema, whose
-    /// times may be null; accel's never are).
+    /// The time column `col` read as text (`''` when unset: Cyborg's times may be null).
     pub fn time(self, col: &str) -> String {
-        if !self.cyborg() {
-            return col.to_owned();
-        }
         // Python's isoformat() leaves out a zero fraction.
         let iso = match self.backend {
             Backend::Sqlite => format!("replace(CAST({col} AS TEXT), ' ', 'T') || '+00:00'"),
@@ -116,13 +82,10 @@ impl Dialect {
 
     /// The flag column `col` read as 0 or 1.
     pub fn flag(self, col: &str) -> String {
-        match (self.schema, self.backend) {
-            (Schema::Accel, _) => col.to_owned(),
-            (Schema::Cyborg17, Backend::Mysql) => format!("CAST(COALESCE({col}, 0) AS SIGNED)"),
-            (Schema::Cyborg17, Backend::Postgres) => {
-                format!("CAST(COALESCE({col}, FALSE) AS INTEGER)")
-            }
-            (Schema::Cyborg17, Backend::Sqlite) => format!("CAST(COALESCE({col}, 0) AS INTEGER)"),
+        match self.backend {
+            Backend::Mysql => format!("CAST(COALESCE({col}, 0) AS SIGNED)"),
+            Backend::Postgres => format!("CAST(COALESCE({col}, FALSE) AS INTEGER)"),
+            Backend::Sqlite => format!("CAST(COALESCE({col}, 0) AS INTEGER)"),
         }
     }
 
@@ -134,20 +97,12 @@ impl Dialect {
     /// The literal a flag column is set to or compared with (`in_use = {yes}`):
     /// PostgreSQL's `BOOLEAN` compares with no integer.
     pub fn yes(self) -> &'static str {
-        if self.cyborg() {
-            "TRUE"
-        } else {
-            "1"
-        }
+        "TRUE"
     }
 
     /// See [`Dialect::yes`].
     pub fn no(self) -> &'static str {
-        if self.cyborg() {
-            "FALSE"
-        } else {
-            "0"
-        }
+        "FALSE"
     }
 
     /// The `ENUM` column `col` of Cyborg's (a device or handle type, a request state)
@@ -156,9 +111,9 @@ impl Dialect {
     /// become `BLOB`s there, which the driver hands over as bytes). Cyborg's `TEXT`
     /// columns need no cast: their rows read bytes as text (`rows::Text`).
     pub fn text(self, col: &str) -> String {
-        match (self.schema, self.backend) {
-            (Schema::Cyborg17, Backend::Mysql) => format!("CAST({col} AS CHAR(255))"),
-            _ => col.to_owned(),
+        match self.backend {
+            Backend::Mysql => format!("CAST({col} AS CHAR(255))"),
+            Backend::Sqlite | Backend::Postgres => col.to_owned(),
         }
     }
 
@@ -183,20 +138,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn times_are_written_in_each_schemas_form() {
+    fn times_are_written_as_oslo_db_writes_them() {
         let t = chrono::DateTime::parse_from_rfc3339("2026-12-06T12:00:01.25Z")
             .map(|t| t.with_timezone(&chrono::Utc))
             .ok();
         let Some(t) = t else { panic!("a time") };
-        let accel = Dialect {
+        let sqlite = Dialect {
             backend: Backend::Sqlite,
-            schema: Schema::Accel,
         };
-        let cyborg = Dialect {
-            schema: Schema::Cyborg17,
-            ..accel
+        let mysql = Dialect {
+            backend: Backend::Mysql,
         };
-        assert_eq!(accel.time_text(t), "2026-12-06T12:00:01Z");
-        assert_eq!(cyborg.time_text(t), "2026-12-06 12:00:01.250000");
+        assert_eq!(sqlite.time_text(t), "2026-12-06 12:00:01.250000");
+        assert_eq!(mysql.time_text(t), "2026-12-06 12:00:01");
+        assert_eq!(
+            sqlite.shown_time("2026-12-06 12:00:01.000000"),
+            "2026-12-06T12:00:01+00:00"
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! operator's maintenance switch.
 
 use super::sql::Sql;
-use super::{rp_uuid, shown, Schema};
+use super::{rp_uuid, shown};
 use super::{AttachHandleRow, ControlPathRow, Db, DbError, DeployableRow, DeviceRow, ListFilter};
 use std::collections::BTreeMap;
 
@@ -179,17 +179,12 @@ impl Db {
         maintaining: bool,
     ) -> Result<DeviceRow, DbError> {
         let d = self.dialect();
-        let query = match d.schema {
-            Schema::Accel => {
-                "UPDATE devices SET maintaining = $1, updated_at = $2 WHERE uuid = $3".to_owned()
-            }
-            // Cyborg's disable: its `status`.
-            Schema::Cyborg17 => format!(
-                "UPDATE devices SET status = CASE WHEN $1 = 1 THEN 'maintaining' ELSE 'enabled' END, \
-                 updated_at = $2{} WHERE uuid = $3",
-                d.ts()
-            ),
-        };
+        // Cyborg's disable: its `status`.
+        let query = format!(
+            "UPDATE devices SET status = CASE WHEN $1 = 1 THEN 'maintaining' ELSE 'enabled' END, \
+             updated_at = $2{} WHERE uuid = $3",
+            d.ts()
+        );
         let done = sqlx::query(&d.sql(&query))
             .bind(i64::from(maintaining))
             .bind(d.now())

@@ -1,4 +1,4 @@
-//! Leases (migration 7): one holder at a time for a deployment-wide task, by the
+//! Leases (migration 101): one holder at a time for a deployment-wide task, by the
 //! database's clock.
 
 use super::{Backend, Db, DbError};

@@ -15,24 +15,26 @@
 //!   (waiting up to its busy timeout) instead of failing a read-to-write upgrade;
 //! - reports of one host are applied one after the other (see [`Db::report`]).
 //!
-//! # Migrations: expand before finalization, contract after
+//! # The schema: Cyborg 17's, plus accel's additions
 //!
-//! A release's migrations (`migrations/{sqlite,postgres,mysql}`, one set per backend with
-//! the same versions; MySQL's are written as the others' final state allows, see its
-//! migration 1) run before that release is
-//! finalized, while the previous release may still run, or be rolled back to, on the
-//! same database (the downgrade window: release N's conductor starts on a database these
-//! migrations expanded, until the `accel` record is finalized). So they **only add**:
-//! new tables, and new columns that are nullable or have a default, which the previous
-//! release's inserts fill by default and its reads never name. Anything that removes or
-//! rewrites (drop or rename a column or table, `NOT NULL` without a default, change a
-//! type, move or rewrite data, a constraint old rows or old writers may break) waits for
-//! a later release, after this one is finalized; the previous release then can no longer
-//! start. A unique key widened to allow more rows counts as adding when every row the
-//! previous release writes still meets it and it still refuses what that release relies
-//! on it to refuse (migration 10: deployables by host, control path and name). Queries name their columns (no `SELECT *`, no positional `INSERT`). A migration
-//! file is never edited once released (sqlx checks the checksums it recorded), so the
-//! rule lives here and in `docs/architecture.md` (Conventions), not in the SQL.
+//! The database is OpenStack Cyborg 17's (its tables as its alembic revision
+//! `b47c8f2d1e3a` makes them, [`accel_cyborg17::schema`]) with accel's additions, sqlx
+//! migrations numbered from [`FIRST_ADDITION`] (`migrations-cyborg17/{sqlite,postgres,
+//! mysql}`, one set per backend with the same versions); [`Db::migrate`] makes it in an
+//! empty database or takes a Cyborg 17 database in place (the `on_cyborg17` module's text).
+//!
+//! The additions run before release N+1 is finalized, while release N (Cyborg 17, its own
+//! services or accel's in Rust) may still run, or be rolled back to, on the same
+//! database. So they **only add**: new tables, and new columns that are nullable or have
+//! a default, which Cyborg 17's inserts fill by default and its reads never name (a
+//! trigger fills accel's column from what a Cyborg writer stores, where accel needs it).
+//! Anything that removes or rewrites (drop or rename a column or table, `NOT NULL`
+//! without a default, change a type, move or rewrite data, a constraint old rows or old
+//! writers may break) waits for a later release, after this one is finalized; release N
+//! then can no longer start. Queries name their columns (no `SELECT *`, no positional
+//! `INSERT`). A migration file is never edited once released (sqlx checks the checksums
+//! it recorded), so the rule lives here and in `docs/architecture.md` (Conventions), not
+//! in the SQL.
 
 mod arqs;
 mod attributes;
@@ -51,6 +53,13 @@ pub use arqs::Release;
 pub use changes::ChangeMarks;
 pub use dialect::Dialect;
 pub use on_cyborg17::{OnCyborg17, FIRST_ADDITION};
+
+/// Cyborg's table of accelerator requests, which accel's requests are.
+pub const ARQS: &str = "extended_accelerator_requests";
+
+/// The column of accel's inventory state of a device (`available`, `missing`, `lost`),
+/// beside Cyborg's `status` (the operator's disable, `enabled` or `maintaining`).
+pub const INVENTORY_STATUS: &str = "inventory_status";
 
 pub use rows::{
     rp_uuid, ArqRow, AttachHandleRow, AttributeRow, ControlPathRow, DeployableReport,
@@ -193,6 +202,19 @@ pub enum DbError {
         /// Why it does not parse.
         why: String,
     },
+    /// The database holds accel's own former schema history (sqlx migrations 1-13, made
+    /// by accel before its release N became OpenStack Cyborg 17), which this build no
+    /// longer migrates or reads in place; nothing was written.
+    #[error(
+        "this database holds accel's former schema (its migrations {applied:?} of 1-13), \
+         which this accel no longer runs on: copy its rows into an empty database with \
+         `accel db import-cyborg --from URL` (operator guide, \"A database of accel's former \
+         schema\")"
+    )]
+    AccelHistory {
+        /// The versions of that history the database has.
+        applied: Vec<i64>,
+    },
     /// The database is OpenStack Cyborg's at a revision other than Cyborg 17's: accel
     /// takes only Cyborg 17's in place, so nothing is applied.
     #[error(
@@ -204,8 +226,8 @@ pub enum DbError {
         /// Cyborg's schema revision (`b47c8f2d1e3a` for Cyborg 17).
         revision: String,
     },
-    /// [`Db::sync_on_cyborg17`] found a database that is neither empty nor at Cyborg
-    /// 17's revision; nothing was written.
+    /// [`Db::migrate`] found a database that is neither empty, Cyborg 17's nor accel's
+    /// former history; nothing was written.
     #[error("not an empty or OpenStack Cyborg 17 database ({found}): {hint}")]
     NotOnCyborg17 {
         /// What the database is.
@@ -393,45 +415,26 @@ fn supported_mysql(version: &str) -> Result<(), String> {
     }
 }
 
-/// Which schema a database holds: accel's own history (migrations 1-13, what
-/// [`Db::migrate`] makes), or release N+1's target, Cyborg 17's tables plus accel's
-/// additions ([`Db::sync_on_cyborg17`]). The queries that differ between the two ask
-/// [`Db::schema`]; the rest are the same text on both.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Schema {
-    /// accel's own tables (`accelerator_requests`, `devices.status` as accel's
-    /// inventory state, times as RFC 3339 text).
-    Accel,
-    /// Cyborg 17's tables and column types, plus accel's additions.
-    Cyborg17,
-}
-
 /// The conductor's database.
 #[derive(Clone, Debug)]
 pub struct Db {
     pool: AnyPool,
     backend: Backend,
-    schema: Schema,
 }
 
 impl Dialect {
     /// The columns of a [`DeviceRow`].
     pub(crate) fn device_columns(self) -> String {
-        match self.schema {
-            Schema::Accel => "id, uuid, type, vendor, model, std_board_info, hostname, \
-                 vendor_board_info, status, maintaining, created_at, updated_at"
-                .to_owned(),
-            // Cyborg's `status` is the operator's disable; accel's inventory state is
-            // `inventory_status`.
-            Schema::Cyborg17 => format!(
-                "id, uuid, {}, vendor, model, std_board_info, hostname, vendor_board_info, \
-                 inventory_status AS status, {} AS maintaining, {}, {}",
-                self.text_as("type"),
-                self.text("status"),
-                self.time_as("created_at"),
-                self.time_as("updated_at"),
-            ),
-        }
+        // Cyborg's `status` is the operator's disable (`maintaining` when not
+        // `enabled`); accel's inventory state is `inventory_status`.
+        format!(
+            "id, uuid, {}, vendor, model, std_board_info, hostname, vendor_board_info, \
+             {INVENTORY_STATUS} AS status, {} AS maintaining, {}, {}",
+            self.text_as("type"),
+            self.text("status"),
+            self.time_as("created_at"),
+            self.time_as("updated_at"),
+        )
     }
 
     /// The columns of a [`DeployableRow`].
@@ -454,45 +457,32 @@ impl Dialect {
         )
     }
 
-    /// The columns of a [`DeviceProfileRow`]: accel's `groups`, or the groups of
-    /// Cyborg's `profile_json` (`{"groups": [...]}`).
+    /// The columns of a [`DeviceProfileRow`]: the groups are Cyborg's `profile_json`
+    /// (`{"groups": [...]}`) whole, parsed by the row (`rows::ProfileGroups`), so text
+    /// that is not JSON is reported as such rather than failing the query.
     pub(crate) fn profile_columns(self) -> String {
-        match self.schema {
-            Schema::Accel => "id, uuid, name, \"groups\", description, created_at".to_owned(),
-            // The whole `profile_json`, parsed by the row (`rows::ProfileGroups`), so text
-            // that is not JSON is reported as such rather than failing the query.
-            Schema::Cyborg17 => format!(
-                "id, uuid, name, profile_json AS \"groups\", description, {}",
-                self.time_as("created_at"),
-            ),
-        }
+        format!(
+            "id, uuid, name, profile_json AS \"groups\", description, {}",
+            self.time_as("created_at"),
+        )
     }
 
     /// A request with its handle, before a `WHERE` on `r` (the request) and `h` (its
-    /// handle): accel's `accelerator_requests` by profile name, or Cyborg's
-    /// `extended_accelerator_requests` by profile id, the name joined.
+    /// handle): Cyborg's `extended_accelerator_requests` by profile id, the name joined.
     pub(crate) fn arq_select(self) -> String {
-        match self.schema {
-            Schema::Accel => "SELECT r.id, r.uuid, r.state, r.device_profile_name, \
-                 r.device_profile_group_id, r.hostname, r.device_rp_uuid, r.instance_uuid, \
-                 r.project_id, r.created_at, r.updated_at, \
-                 h.uuid AS handle_uuid, h.attach_type AS handle_type, h.attach_info AS handle_info \
-                 FROM accelerator_requests r LEFT JOIN attach_handles h ON r.attach_handle_id = h.id"
-                .to_owned(),
-            Schema::Cyborg17 => format!(
-                "SELECT r.id, r.uuid, {} AS state, p.name AS device_profile_name, \
-                 r.device_profile_group_id, r.hostname, r.device_rp_uuid, r.instance_uuid, \
-                 r.project_id, {} AS created_at, {} AS updated_at, \
-                 h.uuid AS handle_uuid, {} AS handle_type, h.attach_info AS handle_info \
-                 FROM extended_accelerator_requests r \
-                 JOIN device_profiles p ON p.id = r.device_profile_id \
-                 LEFT JOIN attach_handles h ON r.attach_handle_id = h.id",
-                self.text("r.state"),
-                self.time("r.created_at"),
-                self.time("r.updated_at"),
-                self.text("h.attach_type"),
-            ),
-        }
+        format!(
+            "SELECT r.id, r.uuid, {} AS state, p.name AS device_profile_name, \
+             r.device_profile_group_id, r.hostname, r.device_rp_uuid, r.instance_uuid, \
+             r.project_id, {} AS created_at, {} AS updated_at, \
+             h.uuid AS handle_uuid, {} AS handle_type, h.attach_info AS handle_info \
+             FROM {ARQS} r \
+             JOIN device_profiles p ON p.id = r.device_profile_id \
+             LEFT JOIN attach_handles h ON r.attach_handle_id = h.id",
+            self.text("r.state"),
+            self.time("r.created_at"),
+            self.time("r.updated_at"),
+            self.text("h.attach_type"),
+        )
     }
 }
 
@@ -599,15 +589,7 @@ impl Db {
                 });
             }
         }
-        let mut db = Db {
-            pool,
-            backend,
-            schema: Schema::Accel,
-        };
-        if db.table_exists("alembic_version").await? {
-            db.schema = Schema::Cyborg17;
-        }
-        Ok(db)
+        Ok(Db { pool, backend })
     }
 
     /// Creates an empty database named `name` on the server `server` reaches (MySQL's
@@ -673,132 +655,35 @@ impl Db {
         self.backend
     }
 
-    /// Which schema it holds (as found when connecting, or made since).
-    pub fn schema(&self) -> Schema {
-        self.schema
-    }
-
-    /// The backend and the schema: what a query's text depends on.
+    /// How queries are written for it.
     pub fn dialect(&self) -> Dialect {
         Dialect {
             backend: self.backend,
-            schema: self.schema,
         }
     }
 
-    /// The migrations of the database's schema: accel's own history, or accel's
-    /// additions to Cyborg 17's ([`on_cyborg17`]).
-    fn migrator(&self) -> sqlx::migrate::Migrator {
-        match (self.schema, self.backend) {
-            (Schema::Accel, Backend::Sqlite) => sqlx::migrate!("migrations/sqlite"),
-            (Schema::Accel, Backend::Postgres) => sqlx::migrate!("migrations/postgres"),
-            (Schema::Accel, Backend::Mysql) => sqlx::migrate!("migrations/mysql"),
-            (Schema::Cyborg17, _) => self.additions(),
-        }
-    }
-
-    /// Applies the migrations not applied yet; returns their versions.
+    /// Makes the database accel's schema, Cyborg 17's with accel's additions; returns
+    /// the versions of the additions applied now.
     ///
-    /// On SQLite they run on one connection with foreign keys off, as SQLite's own
-    /// procedure for rebuilding a table requires (migration 10 rebuilds `deployables`,
-    /// which other tables reference `ON DELETE CASCADE`: with foreign keys on, dropping
-    /// the old table would delete their rows, and renaming it would repoint their
-    /// references). sqlx runs each migration in a transaction, where the pragma cannot
-    /// change, so it is set before. Every reference is checked afterwards
-    /// (`PRAGMA foreign_key_check`) before foreign keys are turned back on.
-    ///
-    /// An empty database gets OpenStack Cyborg 17's schema and accel's additions to it
-    /// ([`Db::sync_on_cyborg17`]; the handle's schema is then [`Schema::Cyborg17`]). A
-    /// database of Cyborg 17's (alembic's `alembic_version` at
-    /// [`accel_cyborg17::schema::ALEMBIC_HEAD`]) is taken in place: it gets the additions
-    /// it lacks, its rows kept as they are. One of another Cyborg revision is refused
-    /// ([`DbError::CyborgDatabase`]) before anything is written. A database of accel's
-    /// own former history gets the migrations of that history it lacks
-    /// ([`Db::migrate_accel_history`]). The schema is read from the database again, not
-    /// taken from when the handle connected: one connected to an empty database that
-    /// Cyborg 17 (or another accel process) has made its schema in since takes that
-    /// schema in place.
-    pub async fn migrate(&mut self) -> Result<Vec<i64>, DbError> {
-        if self.schema == Schema::Accel && self.table_exists("alembic_version").await? {
-            self.schema = Schema::Cyborg17;
-        }
-        if self.schema == Schema::Cyborg17 {
-            return self.add_to_cyborg17().await;
-        }
-        if !self.has_tables().await? {
-            return Ok(self.sync_on_cyborg17().await?.applied);
-        }
-        self.migrate_accel_history().await
+    /// An empty database gets OpenStack Cyborg 17's schema (stamped with its alembic
+    /// revision [`accel_cyborg17::schema::ALEMBIC_HEAD`], as Cyborg's `cyborg-dbsync`
+    /// would) and the additions. A database of Cyborg 17's is taken in place: it gets
+    /// the additions it lacks, its rows kept as they are. Anything else is refused
+    /// before anything is written: another Cyborg revision ([`DbError::CyborgDatabase`]),
+    /// accel's own former schema history (migrations 1-13, which this build no longer
+    /// migrates: [`DbError::AccelHistory`]), tables of something else
+    /// ([`DbError::NotOnCyborg17`]). [`Db::sync_on_cyborg17`] says also whether it made
+    /// Cyborg's schema.
+    pub async fn migrate(&self) -> Result<Vec<i64>, DbError> {
+        Ok(self.sync_on_cyborg17().await?.applied)
     }
 
-    /// accel's own former schema history (migrations 1-13, `migrations/`), the one
-    /// databases made before release N became Cyborg 17 hold: the migrations of it not
-    /// applied yet, their versions. Made in an empty database only on purpose (the
-    /// tests' second pass, `ACCEL_TEST_SCHEMA=accel`); [`Db::migrate`] gives an empty
-    /// database Cyborg 17's schema. The history goes once no database needs it
-    /// (docs/cyborg-compatibility.md, plan item 3).
-    pub async fn migrate_accel_history(&self) -> Result<Vec<i64>, DbError> {
-        if self.schema == Schema::Cyborg17 || self.table_exists("alembic_version").await? {
-            return Err(DbError::Invalid {
-                what: "schema",
-                why: "the database holds Cyborg 17's schema, not accel's own history".into(),
-            });
-        }
-        let applied = self.applied_migrations().await?;
-        let pending: Vec<i64> = self
-            .migrator()
-            .iter()
-            .map(|m| m.version)
-            .filter(|v| !applied.contains(v))
-            .collect();
-        match self.backend {
-            Backend::Postgres | Backend::Mysql => self.migrator().run(&self.pool).await?,
-            Backend::Sqlite => {
-                let mut conn = self.pool.acquire().await?;
-                sqlx::query("PRAGMA foreign_keys = OFF")
-                    .execute(&mut *conn)
-                    .await?;
-                let ran = self.migrator().run(&mut *conn).await;
-                let broken = match &ran {
-                    Ok(()) => sqlx::query("PRAGMA foreign_key_check")
-                        .fetch_all(&mut *conn)
-                        .await
-                        .map(|rows| rows.len()),
-                    Err(_) => Ok(0),
-                };
-                let on = sqlx::query("PRAGMA foreign_keys = ON")
-                    .execute(&mut *conn)
-                    .await;
-                if on.is_err() {
-                    // Never hand a connection without foreign keys back to the pool.
-                    drop(conn.detach());
-                }
-                ran?;
-                on?;
-                match broken? {
-                    0 => {}
-                    n => {
-                        return Err(DbError::Corrupt {
-                            table: "migrations",
-                            column: "foreign keys".into(),
-                            why: format!("{n} rows reference no row after migrating"),
-                        })
-                    }
-                }
-            }
-        }
-        Ok(pending)
-    }
-
-    /// Migrations of this build not applied to the database yet (for an empty database,
-    /// accel's additions to the Cyborg 17 schema [`Db::migrate`] makes there).
+    /// accel's additions not applied to the database yet (all of them for an empty
+    /// database, which [`Db::migrate`] gives Cyborg 17's schema first).
     pub async fn pending_migrations(&self) -> Result<Vec<i64>, DbError> {
-        if self.schema == Schema::Accel && !self.has_tables().await? {
-            return Ok(self.additions().iter().map(|m| m.version).collect());
-        }
         let applied = self.applied_migrations().await?;
         Ok(self
-            .migrator()
+            .additions()
             .iter()
             .map(|m| m.version)
             .filter(|v| !applied.contains(v))

@@ -2,29 +2,26 @@
 //! them (alembic revision [`ALEMBIC_HEAD`]), plus accel's additions
 //! (`migrations-cyborg17/{sqlite,postgres,mysql}`, sqlx migrations numbered from 101).
 //!
-//! This is the schema accel's conductor moves onto (docs/cyborg-compatibility.md, "The
-//! plan for what is left", item 1): a database a Cyborg 17 deployment made is taken in
-//! place (the additions only), and Cyborg 17's own services, and accel's release N to be
-//! (Cyborg 17 in Rust), keep running on it, because every addition to a Cyborg table
-//! has a default or may be null and triggers fill accel's columns from what a Cyborg
-//! writer stores. Every query of the conductor runs on both schemas ([`Dialect`]).
-//! [`Db::migrate`] (`accel db sync`, the conductor's start) makes this schema in an
-//! empty database and takes a Cyborg 17 database in place; a database of accel's own
-//! former history (migrations 1-13) keeps migrating on that history until it goes
-//! (docs/cyborg-compatibility.md's plan item 3).
-//!
-//! [`Dialect`]: super::Dialect
+//! This is accel's schema (docs/cyborg-compatibility.md, "accel's schema on Cyborg
+//! 17's"): a database a Cyborg 17 deployment made is taken in place (the additions
+//! only), and Cyborg 17's own services, and accel's release N (Cyborg 17 in Rust), keep
+//! running on it, because every addition to a Cyborg table has a default or may be null
+//! and triggers fill accel's columns from what a Cyborg writer stores. [`Db::migrate`]
+//! (`accel db sync`, every accel service's start) makes it in an empty database and
+//! takes a Cyborg 17 database in place.
 //!
 //! How a database is recognised, before anything is written:
 //! - no table at all: Cyborg 17's schema is made (stamped [`ALEMBIC_HEAD`], so Cyborg's
 //!   own `cyborg-dbsync` sees it as its own), then the additions;
 //! - `alembic_version` at [`ALEMBIC_HEAD`]: Cyborg 17's (or one made here): the additions
 //!   it lacks are applied;
-//! - anything else is refused with [`DbError::NotOnCyborg17`]: another Cyborg revision,
-//!   accel's own history (migrations 1-13, whose rows `accel db import-cyborg` reads the
-//!   other way), tables of something else.
+//! - accel's own former history (sqlx migrations 1-13, what accel made before its release
+//!   N became Cyborg 17) is refused with [`DbError::AccelHistory`]: `accel db
+//!   import-cyborg` copies its rows into an empty database;
+//! - anything else is refused with [`DbError::NotOnCyborg17`] or
+//!   [`DbError::CyborgDatabase`]: another Cyborg revision, tables of something else.
 
-use super::{Backend, Db, DbError, Schema};
+use super::{Backend, Db, DbError};
 use accel_cyborg17::schema::{ALEMBIC_HEAD, MYSQL, POSTGRES, SQLITE};
 use sqlx::migrate::Migrator;
 
@@ -37,7 +34,7 @@ pub struct OnCyborg17 {
     pub applied: Vec<i64>,
 }
 
-/// The first version of accel's additions to Cyborg's schema; accel's own history
+/// The first version of accel's additions to Cyborg's schema; accel's own former history
 /// (migrations 1-13) stays below it, so the two are never mistaken for each other.
 pub const FIRST_ADDITION: i64 = 101;
 
@@ -52,31 +49,13 @@ impl Db {
 
     /// Makes the database release N+1's schema on Cyborg 17's (see the module's text);
     /// refuses, writing nothing, a database that is neither empty nor Cyborg 17's.
-    pub async fn sync_on_cyborg17(&mut self) -> Result<OnCyborg17, DbError> {
+    pub async fn sync_on_cyborg17(&self) -> Result<OnCyborg17, DbError> {
         let made_cyborg_schema = self.cyborg17_or_empty().await?;
         let applied = self.apply_additions().await?;
-        self.schema = Schema::Cyborg17;
         Ok(OnCyborg17 {
             made_cyborg_schema,
             applied,
         })
-    }
-
-    /// A database at Cyborg 17's revision gets accel's additions it lacks (their
-    /// versions); refused, unwritten, if it is not at that revision or holds accel's own
-    /// history too.
-    pub(super) async fn add_to_cyborg17(&self) -> Result<Vec<i64>, DbError> {
-        match self.alembic_revision().await? {
-            Some(revision) if revision == ALEMBIC_HEAD => {}
-            Some(revision) => return Err(DbError::CyborgDatabase { revision }),
-            None => {
-                return Err(DbError::NotOnCyborg17 {
-                    found: "no alembic revision".into(),
-                    hint: "use an empty database or one of Cyborg 17",
-                })
-            }
-        }
-        self.apply_additions().await
     }
 
     /// accel's additions the database (at Cyborg 17's revision) lacks, applied; their
@@ -103,17 +82,10 @@ impl Db {
     async fn cyborg17_or_empty(&self) -> Result<bool, DbError> {
         Ok(match self.alembic_revision().await? {
             Some(revision) if revision == ALEMBIC_HEAD => false,
-            Some(revision) => {
-                return Err(DbError::NotOnCyborg17 {
-                    found: format!("alembic revision {revision}"),
-                    hint: "upgrade it to Cyborg 17 with Cyborg's `cyborg-dbsync upgrade` first",
-                })
-            }
+            Some(revision) => return Err(DbError::CyborgDatabase { revision }),
             None if self.table_exists("_sqlx_migrations").await? => {
-                return Err(DbError::NotOnCyborg17 {
-                    found: "accel's own schema (migrations 1-13)".into(),
-                    hint: "keep it with `accel db sync`, or make an empty database and \
-                           copy its rows with `accel db import-cyborg`",
+                return Err(DbError::AccelHistory {
+                    applied: self.applied_migrations().await?.into_iter().collect(),
                 })
             }
             None if self.has_tables().await? => {
@@ -127,17 +99,6 @@ impl Db {
                 true
             }
         })
-    }
-
-    /// accel's additions to Cyborg's schema not applied to the database yet.
-    pub async fn pending_on_cyborg17(&self) -> Result<Vec<i64>, DbError> {
-        let applied = self.applied_migrations().await?;
-        Ok(self
-            .additions()
-            .iter()
-            .map(|m| m.version)
-            .filter(|v| !applied.contains(v))
-            .collect())
     }
 
     /// The revision `alembic_version` holds, if the table exists (`none` if it is

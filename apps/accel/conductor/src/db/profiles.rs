@@ -2,7 +2,7 @@
 
 use super::sql::Sql;
 use super::{check_len, new_uuid, page_limit, read_error, shown};
-use super::{Backend, Db, DbError, DeviceProfileRow, ListFilter, Schema};
+use super::{Backend, Db, DbError, DeviceProfileRow, ListFilter, ARQS};
 use std::collections::BTreeMap;
 
 impl Db {
@@ -32,23 +32,11 @@ impl Db {
         let uuid = new_uuid();
         let d = self.dialect();
         let at = d.now();
-        // accel's `groups` (the list), or Cyborg's `profile_json` as Cyborg's API writes
-        // it (`{"groups": [...]}`, Python's `json.dumps` text).
-        let (column, stored) = match d.schema {
-            Schema::Accel => (
-                "\"groups\"",
-                serde_json::to_string(&groups).map_err(|e| DbError::Invalid {
-                    what: "device profile groups",
-                    why: e.to_string(),
-                })?,
-            ),
-            Schema::Cyborg17 => (
-                "profile_json",
-                accel_cyborg17::schema::python_json(&serde_json::json!({ "groups": groups })),
-            ),
-        };
+        // Cyborg's `profile_json` as Cyborg's API writes it (`{"groups": [...]}`, Python's
+        // `json.dumps` text).
+        let stored = accel_cyborg17::schema::python_json(&serde_json::json!({ "groups": groups }));
         let id: i64 = sqlx::query_scalar(&d.sql(&format!(
-            "INSERT INTO device_profiles (uuid, name, {column}, description, created_at) VALUES ($1, $2, $3, $4, $5{}) RETURNING id",
+            "INSERT INTO device_profiles (uuid, name, profile_json, description, created_at) VALUES ($1, $2, $3, $4, $5{}) RETURNING id",
             d.ts()
         )))
         .bind(&uuid)
@@ -158,22 +146,15 @@ impl Db {
         // The profile's row locked first (`lock_profile`), so a request being created
         // from it either committed before (and is seen below) or waits and finds it gone.
         lock_profile(&mut tx, &profile).await?;
-        let sql = match self.schema {
-            Schema::Accel => self.backend.sql(
-                "DELETE FROM device_profiles WHERE id = $1 AND NOT EXISTS \
-                 (SELECT 1 FROM accelerator_requests WHERE device_profile_name = $2)",
-            ),
-            Schema::Cyborg17 => self.backend.sql(
-                "DELETE FROM device_profiles WHERE id = $1 AND NOT EXISTS \
-                 (SELECT 1 FROM extended_accelerator_requests WHERE device_profile_id = $2)",
-            ),
-        };
-        let query = sqlx::query(&sql).bind(profile.id);
-        let query = match self.schema {
-            Schema::Accel => query.bind(profile.name.clone()),
-            Schema::Cyborg17 => query.bind(profile.id),
-        };
-        let deleted = query.execute(&mut *tx).await?.rows_affected();
+        let deleted = sqlx::query(&self.backend.sql(&format!(
+            "DELETE FROM device_profiles WHERE id = $1 AND NOT EXISTS \
+             (SELECT 1 FROM {ARQS} WHERE device_profile_id = $2)"
+        )))
+        .bind(profile.id)
+        .bind(profile.id)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
         tx.commit().await?;
         if deleted == 0 {
             return Err(DbError::ProfileInUse(profile.name));

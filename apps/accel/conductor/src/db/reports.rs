@@ -3,7 +3,7 @@
 
 use super::attributes::insert_attribute;
 use super::rows::{IntFlag, Text, TextOption};
-use super::{new_uuid, read_error, Backend, Db, DbError, DeviceStatus, Dialect, Schema};
+use super::{new_uuid, read_error, Backend, Db, DbError, DeviceStatus, Dialect, INVENTORY_STATUS};
 use super::{DeployableReport, ReportOutcome, ReportedDevice};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -79,7 +79,7 @@ impl Db {
 
     /// [`Db::report`], and in the same transaction records `digest`
     /// (`accel_objects::rpc::report_digest` of the report) as the host's last applied
-    /// report (`None`: forgets it), for [`Db::report_digest`]. Migration 4's triggers
+    /// report (`None`: forgets it), for [`Db::report_digest`]. Migration 101's triggers
     /// forget a host's digest on every later write of a column the diff compares.
     pub async fn report_with_digest(
         &self,
@@ -144,7 +144,7 @@ impl Db {
                 .await?;
             }
             // MySQL's named locks are the session's, not the transaction's: the host's
-            // row of `report_locks` (MySQL's migration 4), locked until commit or
+            // row of `report_locks` (MySQL's migration 101), locked until commit or
             // rollback, is the same lock.
             Backend::Mysql => {
                 sqlx::query(
@@ -173,7 +173,7 @@ impl Db {
              FROM deployables d JOIN devices v ON d.device_id = v.id WHERE d.hostname = $1 \
              ORDER BY d.id",
             d.text_as("v.type"),
-            d.inventory_status(),
+            INVENTORY_STATUS,
         )))
         .bind(host)
         .fetch_all(&mut *tx)
@@ -211,7 +211,7 @@ impl Db {
             if changed {
                 sqlx::query(&d.sql(&format!(
                     "UPDATE devices SET type = $1, vendor = $2, model = $3, std_board_info = $4, vendor_board_info = $5, {} = $6, updated_at = $7{ts} WHERE id = $8",
-                    d.inventory_status(),
+                    INVENTORY_STATUS,
                     ts = d.ts(),
                 )))
                 .bind(&rd.device_type)
@@ -633,40 +633,30 @@ async fn insert_handle(
     attach_info: &str,
     at: &str,
 ) -> Result<(), DbError> {
-    // On Cyborg's schema a handle names its device's control path (`cpid_id`, NOT NULL);
-    // accel's history fills it by a trigger.
-    let (cpid_column, cpid_value) = match d.schema {
-        Schema::Accel => ("", ""),
-        Schema::Cyborg17 => (
-            ", cpid_id",
-            ", (SELECT MIN(c.id) FROM controlpath_ids c JOIN deployables dd \
-             ON dd.device_id = c.device_id WHERE dd.id = $7)",
-        ),
-    };
+    // A handle names its device's control path (Cyborg's `cpid_id`, NOT NULL).
     let query = format!(
-        "INSERT INTO attach_handles (uuid, deployable_id, in_use, attach_type, attach_info, created_at, updated_at{cpid_column}) \
-         VALUES ($1, $2, {no}, $3, $4, $5{ts}, $6{ts}{cpid_value})",
+        "INSERT INTO attach_handles (uuid, deployable_id, in_use, attach_type, attach_info, created_at, updated_at, cpid_id) \
+         VALUES ($1, $2, {no}, $3, $4, $5{ts}, $6{ts}, (SELECT MIN(c.id) FROM controlpath_ids c \
+         JOIN deployables dd ON dd.device_id = c.device_id WHERE dd.id = $7))",
         no = d.no(),
         ts = d.ts(),
     );
-    let query = d.sql(&query);
-    let mut query = sqlx::query(&query)
+    sqlx::query(&d.sql(&query))
         .bind(new_uuid())
         .bind(deployable_id)
         .bind(attach_type)
         .bind(attach_info)
         .bind(at)
-        .bind(at);
-    if d.schema == Schema::Cyborg17 {
-        query = query.bind(deployable_id);
-    }
-    query.execute(&mut **tx).await?;
+        .bind(at)
+        .bind(deployable_id)
+        .execute(&mut **tx)
+        .await?;
     Ok(())
 }
 
-/// Adds a reported device (and, on Cyborg's schema, its control path, which its handles
-/// name); its id. Cyborg's schema keys a device's control path by its PCI address, so
-/// there a control path that is not one (`DDDD:BB:DD.F`) is refused.
+/// Adds a reported device and its control path, which its handles name; its id.
+/// Cyborg's schema keys a device's control path by its PCI address, so a control path
+/// that is not one (`DDDD:BB:DD.F`) is refused.
 async fn insert_device(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     d: Dialect,
@@ -674,17 +664,13 @@ async fn insert_device(
     rd: &ReportedDevice,
     at: &str,
 ) -> Result<i64, DbError> {
-    let query = match d.schema {
-        Schema::Accel => "INSERT INTO devices (uuid, type, vendor, model, std_board_info, vendor_board_info, hostname, status, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id".to_owned(),
-        // Cyborg's own columns as Cyborg 17's conductor fills them for a new device:
-        // enabled, and `available` for its cleaning lifecycle.
-        Schema::Cyborg17 => format!(
-            "INSERT INTO devices (uuid, type, vendor, model, std_board_info, vendor_board_info, hostname, inventory_status, created_at, updated_at, status, device_state) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9{ts}, $10{ts}, 'enabled', 'available') RETURNING id",
-            ts = d.ts()
-        ),
-    };
+    // Cyborg's own columns as Cyborg 17's conductor fills them for a new device:
+    // enabled, and `available` for its cleaning lifecycle.
+    let query = format!(
+        "INSERT INTO devices (uuid, type, vendor, model, std_board_info, vendor_board_info, hostname, {INVENTORY_STATUS}, created_at, updated_at, status, device_state) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9{ts}, $10{ts}, 'enabled', 'available') RETURNING id",
+        ts = d.ts()
+    );
     let device_id: i64 = sqlx::query_scalar(&d.sql(&query))
         .bind(new_uuid())
         .bind(&rd.device_type)
@@ -698,47 +684,43 @@ async fn insert_device(
         .bind(at)
         .fetch_one(&mut **tx)
         .await?;
-    if d.schema == Schema::Cyborg17 {
-        let info =
-            crate::cyborg::cpid_info_text(&rd.control_path_id).ok_or_else(|| DbError::Invalid {
-                what: "report",
-                why: format!(
-                    "device control path {:?} is not a PCI address (DDDD:BB:DD.F)",
-                    super::shown(&rd.control_path_id)
-                ),
-            })?;
-        sqlx::query(&d.sql(&format!(
-            "INSERT INTO controlpath_ids (uuid, device_id, cpid_type, cpid_info, created_at, updated_at) \
-             VALUES ($1, $2, 'PCI', $3, $4{ts}, $5{ts})",
-            ts = d.ts()
-        )))
-        .bind(new_uuid())
-        .bind(device_id)
-        .bind(info)
-        .bind(at)
-        .bind(at)
-        .execute(&mut **tx)
-        .await?;
-    }
+    let info =
+        crate::cyborg::cpid_info_text(&rd.control_path_id).ok_or_else(|| DbError::Invalid {
+            what: "report",
+            why: format!(
+                "device control path {:?} is not a PCI address (DDDD:BB:DD.F)",
+                super::shown(&rd.control_path_id)
+            ),
+        })?;
+    sqlx::query(&d.sql(&format!(
+        "INSERT INTO controlpath_ids (uuid, device_id, cpid_type, cpid_info, created_at, updated_at) \
+         VALUES ($1, $2, 'PCI', $3, $4{ts}, $5{ts})",
+        ts = d.ts()
+    )))
+    .bind(new_uuid())
+    .bind(device_id)
+    .bind(info)
+    .bind(at)
+    .bind(at)
+    .execute(&mut **tx)
+    .await?;
     Ok(device_id)
 }
 
-/// Deletes a deployable not in use. accel's schema deletes its handles and attributes
-/// by cascade; Cyborg's does not, so there they go first, each by the deployable's index
-/// (a delete through a subquery locks far more on MySQL, and deadlocked concurrent
-/// reports of other hosts).
+/// Deletes a deployable not in use. Cyborg's schema does not delete its handles and
+/// attributes by cascade, so they go first, each by the deployable's index (a delete
+/// through a subquery locks far more on MySQL, and deadlocked concurrent reports of
+/// other hosts).
 async fn delete_deployable(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     d: Dialect,
     id: i64,
 ) -> Result<(), DbError> {
-    if d.schema == Schema::Cyborg17 {
-        for sql in [
-            "DELETE FROM attributes WHERE deployable_id = $1",
-            "DELETE FROM attach_handles WHERE deployable_id = $1",
-        ] {
-            sqlx::query(&d.sql(sql)).bind(id).execute(&mut **tx).await?;
-        }
+    for sql in [
+        "DELETE FROM attributes WHERE deployable_id = $1",
+        "DELETE FROM attach_handles WHERE deployable_id = $1",
+    ] {
+        sqlx::query(&d.sql(sql)).bind(id).execute(&mut **tx).await?;
     }
     sqlx::query(&d.sql("DELETE FROM deployables WHERE id = $1"))
         .bind(id)
@@ -747,27 +729,25 @@ async fn delete_deployable(
     Ok(())
 }
 
-/// Deletes a device not in use with everything under it (children first on Cyborg's
-/// schema, as [`delete_deployable`]).
+/// Deletes a device not in use with everything under it (children first, as
+/// [`delete_deployable`]).
 async fn delete_device(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     d: Dialect,
     id: i64,
 ) -> Result<(), DbError> {
-    if d.schema == Schema::Cyborg17 {
-        let deployables: Vec<i64> =
-            sqlx::query_scalar(&d.sql("SELECT id FROM deployables WHERE device_id = $1"))
-                .bind(id)
-                .fetch_all(&mut **tx)
-                .await?;
-        for deployable in deployables {
-            delete_deployable(tx, d, deployable).await?;
-        }
-        sqlx::query(&d.sql("DELETE FROM controlpath_ids WHERE device_id = $1"))
+    let deployables: Vec<i64> =
+        sqlx::query_scalar(&d.sql("SELECT id FROM deployables WHERE device_id = $1"))
             .bind(id)
-            .execute(&mut **tx)
+            .fetch_all(&mut **tx)
             .await?;
+    for deployable in deployables {
+        delete_deployable(tx, d, deployable).await?;
     }
+    sqlx::query(&d.sql("DELETE FROM controlpath_ids WHERE device_id = $1"))
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
     sqlx::query(&d.sql("DELETE FROM devices WHERE id = $1"))
         .bind(id)
         .execute(&mut **tx)
@@ -799,7 +779,7 @@ async fn drop_in_use(
     if status != to {
         sqlx::query(&d.sql(&format!(
             "UPDATE devices SET {} = $1, updated_at = $2{} WHERE id = $3",
-            d.inventory_status(),
+            INVENTORY_STATUS,
             d.ts(),
         )))
         .bind(to.as_str())

@@ -280,9 +280,9 @@ pub struct AttachHandleRow {
     pub attach_info: String,
 }
 
-/// A device's control path, Cyborg's `controlpath_ids` row (migration 11): written by
-/// the database's triggers when a device's first deployable is stored (or kept from
-/// Cyborg's database by `accel db import-cyborg`).
+/// A device's control path, Cyborg's `controlpath_ids` row: written with the device by a
+/// report (or by Cyborg's conductor, or kept from Cyborg's database by `accel db
+/// import-cyborg`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct ControlPathRow {
     /// Primary key.

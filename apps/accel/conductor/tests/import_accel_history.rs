@@ -1,0 +1,247 @@
+//! The way out for a database of accel's own former schema history (migrations 1-13),
+//! which `Db::migrate` refuses: `accel db import-cyborg` reads it as a source and copies
+//! its rows into an empty database of accel's schema (Cyborg 17's with accel's
+//! additions), UUIDs kept, with what only accel holds (a device's inventory state and
+//! disable, a handle's failed cleanup). On each backend the history ran on.
+
+#![allow(clippy::expect_used)]
+
+use accel_conductor::cyborg_import::{import, ImportError, Imported};
+use accel_conductor::db::{Backend, DeviceStatus};
+use accel_conductor::testing as support;
+use accel_conductor::{ArqState, Db};
+use accel_objects::CleanupState;
+use std::collections::BTreeMap;
+
+const GPU: &str = "6f1c63e2-3d7a-4d51-9a3e-4b8f0c0a0001";
+const SSD: &str = "6f1c63e2-3d7a-4d51-9a3e-4b8f0c0a0002";
+const GPU_HANDLE: &str = "6f1c63e2-3d7a-4d51-9a3e-4b8f0c0a0011";
+const SSD_HANDLE: &str = "6f1c63e2-3d7a-4d51-9a3e-4b8f0c0a0012";
+const PROFILE: &str = "6f1c63e2-3d7a-4d51-9a3e-4b8f0c0a0021";
+const ARQ: &str = "6f1c63e2-3d7a-4d51-9a3e-4b8f0c0a0031";
+const INSTANCE: &str = "6f1c63e2-3d7a-4d51-9a3e-4b8f0c0a0041";
+const AT: &str = "2026-12-01T10:00:00Z";
+
+/// A database of accel's former history, as its release N+1 left it: a disabled GPU
+/// whose handle a bound request holds, missing from the host's last report, and an SSD
+/// whose erase failed.
+async fn fill_history(db: &Db) {
+    support::make_accel_history(db).await;
+    let sql = |text: &str| db.backend().sql(text).into_owned();
+    let device = sql(
+        "INSERT INTO devices (uuid, type, vendor, model, hostname, status, maintaining, \
+         created_at, updated_at) VALUES ($1, $2, '0x10de', 'm', 'h1', $3, $4, $5, $6) \
+         RETURNING id",
+    );
+    let deployable = sql(
+        "INSERT INTO deployables (uuid, name, device_id, hostname, control_path_id, \
+         num_accelerators, driver_name, created_at, updated_at) \
+         VALUES ($1, $2, $3, 'h1', $4, 1, 'sysfs', $5, $6) RETURNING id",
+    );
+    let handle = sql(
+        "INSERT INTO attach_handles (uuid, deployable_id, in_use, attach_type, attach_info, \
+         cleanup_state, cleanup_reason, created_at, updated_at) \
+         VALUES ($1, $2, $3, 'PCI', $4, $5, $6, $7, $8) RETURNING id",
+    );
+    let mut handles = BTreeMap::new();
+    for (uuid, kind, status, maintaining, handle_uuid, bus, in_use, cleanup, reason) in [
+        (GPU, "GPU", "missing", 1, GPU_HANDLE, "3b", 1, None, None),
+        (
+            SSD,
+            "SSD",
+            "available",
+            0,
+            SSD_HANDLE,
+            "5e",
+            0,
+            Some("error"),
+            Some("nvme format failed"),
+        ),
+    ] {
+        let device: i64 = sqlx::query_scalar(&device)
+            .bind(uuid)
+            .bind(kind)
+            .bind(status)
+            .bind(maintaining)
+            .bind(AT)
+            .bind(AT)
+            .fetch_one(db.pool())
+            .await
+            .expect("a device");
+        let dep: i64 = sqlx::query_scalar(&deployable)
+            .bind(format!("dep-{bus}"))
+            .bind(format!("h1_{bus}"))
+            .bind(device)
+            .bind(format!("0000:{bus}:00.0"))
+            .bind(AT)
+            .bind(AT)
+            .fetch_one(db.pool())
+            .await
+            .expect("a deployable");
+        let id: i64 = sqlx::query_scalar(&handle)
+            .bind(handle_uuid)
+            .bind(dep)
+            .bind(in_use)
+            .bind(format!(
+                r#"{{"bus": "{bus}", "device": "00", "domain": "0000", "function": "0"}}"#
+            ))
+            .bind(cleanup)
+            .bind(reason)
+            .bind(AT)
+            .bind(AT)
+            .fetch_one(db.pool())
+            .await
+            .expect("a handle");
+        handles.insert(handle_uuid, id);
+    }
+    sqlx::query(&sql(
+        "INSERT INTO device_profiles (uuid, name, \"groups\", description, created_at) \
+         VALUES ($1, 'gpu', '[{\"resources:PGPU\": \"1\"}]', 'one GPU', $2)",
+    ))
+    .bind(PROFILE)
+    .bind(AT)
+    .execute(db.pool())
+    .await
+    .expect("a profile");
+    sqlx::query(&sql(
+        "INSERT INTO accelerator_requests (uuid, state, device_profile_name, \
+         device_profile_group_id, hostname, device_rp_uuid, instance_uuid, project_id, \
+         attach_handle_id, created_at, updated_at) \
+         VALUES ($1, 'Bound', 'gpu', 0, 'h1', $2, $3, 'p1', $4, $5, $6)",
+    ))
+    .bind(ARQ)
+    .bind(accel_conductor::db::rp_uuid("h1_3b"))
+    .bind(INSTANCE)
+    .bind(handles[GPU_HANDLE])
+    .bind(AT)
+    .bind(AT)
+    .execute(db.pool())
+    .await
+    .expect("a request");
+}
+
+/// `accel db import-cyborg SOURCE` into `target`.
+async fn imported_into_fresh(source_url: &str, target: &Db) -> Imported {
+    import(source_url, target, false).await.expect("imported")
+}
+
+async fn history_is_imported(source_url: &str, target: Db) {
+    let source = Db::connect(source_url).await.expect("the old database");
+    fill_history(&source).await;
+    source.close().await;
+
+    let done = imported_into_fresh(source_url, &target).await;
+    let Imported::Done(summary) = done else {
+        panic!("not imported: {done:?}")
+    };
+    assert_eq!(
+        (
+            summary.devices,
+            summary.attach_handles,
+            summary.device_profiles,
+            summary.accelerator_requests
+        ),
+        (2, 2, 1, 1),
+        "{summary:?}"
+    );
+    let gpu = target.device(GPU).await.expect("the GPU");
+    assert_eq!((gpu.status, gpu.maintaining), (DeviceStatus::Missing, true));
+    let ssd = target.device(SSD).await.expect("the SSD");
+    assert_eq!(
+        (ssd.status, ssd.maintaining),
+        (DeviceStatus::Available, false)
+    );
+    let handles: BTreeMap<String, _> = target
+        .host_handles("h1")
+        .await
+        .expect("handles")
+        .into_iter()
+        .map(|h| (h.uuid.clone(), h))
+        .collect();
+    assert!(handles[GPU_HANDLE].in_use);
+    assert_eq!(handles[GPU_HANDLE].cleanup_state, None);
+    assert_eq!(
+        (
+            handles[SSD_HANDLE].cleanup_state,
+            handles[SSD_HANDLE].cleanup_reason.as_deref()
+        ),
+        (Some(CleanupState::Error), Some("nvme format failed"))
+    );
+    let arq = target.arq(ARQ).await.expect("the request");
+    assert_eq!(arq.state, ArqState::Bound);
+    assert_eq!(arq.device_profile_name, "gpu");
+    assert_eq!(arq.instance_uuid.as_deref(), Some(INSTANCE));
+    assert_eq!(arq.attach_handle_uuid.as_deref(), Some(GPU_HANDLE));
+    let profile = target.profile(PROFILE).await.expect("the profile");
+    assert_eq!(
+        profile.groups,
+        [BTreeMap::from([(
+            "resources:PGPU".to_owned(),
+            "1".to_owned()
+        )])]
+    );
+    assert!(
+        target.migrate().await.expect("accel's schema").is_empty(),
+        "the target holds accel's schema whole"
+    );
+    assert!(matches!(
+        imported_into_fresh(source_url, &target).await,
+        Imported::Already(_)
+    ));
+    target.close().await;
+}
+
+#[tokio::test]
+async fn sqlite_accel_history_is_imported() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let source = format!("sqlite://{}", dir.path().join("old.db").display());
+    let target = Db::connect(&format!("sqlite://{}", dir.path().join("new.db").display()))
+        .await
+        .expect("the new database");
+    history_is_imported(&source, target).await;
+}
+
+#[tokio::test]
+async fn postgres_accel_history_is_imported() {
+    let source = support::postgres_database().await;
+    let target = Db::connect(&support::postgres_database().await)
+        .await
+        .expect("the new database");
+    history_is_imported(&source, target).await;
+}
+
+#[tokio::test]
+async fn mysql_accel_history_is_imported() {
+    let source = support::mysql_database().await;
+    let target = Db::connect(&support::mysql_database().await)
+        .await
+        .expect("the new database");
+    assert_eq!(target.backend(), Backend::Mysql);
+    history_is_imported(&source, target).await;
+}
+
+/// A database of that history not at its last migration is refused, naming it.
+#[tokio::test]
+async fn an_older_accel_history_is_refused_naming_its_migration() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let source = format!("sqlite://{}", dir.path().join("old.db").display());
+    let db = Db::connect(&source).await.expect("the old database");
+    support::make_accel_history(&db).await;
+    sqlx::query("DELETE FROM _sqlx_migrations WHERE version > 11")
+        .execute(db.pool())
+        .await
+        .expect("as if migrated to 11 only");
+    db.close().await;
+    let target = Db::connect(&format!("sqlite://{}", dir.path().join("new.db").display()))
+        .await
+        .expect("the new database");
+    let refused = import(&source, &target, false).await;
+    assert!(
+        matches!(refused, Err(ImportError::AccelHistoryBehind { found: 11 })),
+        "{refused:?}"
+    );
+    assert!(target
+        .devices(&Default::default())
+        .await
+        .map_or(true, |d| d.is_empty()));
+}
