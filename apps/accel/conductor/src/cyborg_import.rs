@@ -750,17 +750,6 @@ pub async fn import(source: &str, db: &Db, dry_run: bool) -> Result<Imported, Im
     Ok(Imported::Done(plan.summary()))
 }
 
-/// The planned time `rfc3339` (what [`plan::time`] made) in the target's stored form.
-fn stored(d: Dialect, rfc3339: &str) -> Result<String, ImportError> {
-    let t = chrono::DateTime::parse_from_rfc3339(rfc3339).map_err(|e| {
-        ImportError::Target(DbError::Invalid {
-            what: "time",
-            why: format!("{rfc3339:?}: {e}"),
-        })
-    })?;
-    Ok(d.time_text(t.with_timezone(&chrono::Utc)))
-}
-
 async fn write(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     d: Dialect,
@@ -771,7 +760,7 @@ async fn write(
     // Cyborg's attach handle id -> the target's handle id and its deployable's.
     let mut handle_ids = BTreeMap::new();
     for dev in &plan.devices {
-        let (created, updated) = (stored(d, &dev.created_at)?, stored(d, &dev.updated_at)?);
+        let (created, updated) = (d.time_text(dev.created_at), d.time_text(dev.updated_at));
         // Cyborg's own columns as Cyborg stored them; accel's inventory state as the
         // source had it (a Cyborg source has none: `available`, as an agent's report
         // would make it).
@@ -810,8 +799,8 @@ async fn write(
         .bind(device_id)
         .bind(&cp.cpid_type)
         .bind(&cp.cpid_info)
-        .bind(stored(d, &cp.created_at)?)
-        .bind(stored(d, &cp.updated_at)?)
+        .bind(d.time_text(cp.created_at))
+        .bind(d.time_text(cp.updated_at))
         .fetch_one(&mut **tx)
         .await
         .map_err(q)?;
@@ -845,8 +834,8 @@ async fn write(
             .bind(&reported)
             .bind(&dep.rp_uuid)
             .bind(&dep.bitstream_id)
-            .bind(stored(d, &dep.created_at)?)
-            .bind(stored(d, &dep.updated_at)?)
+            .bind(d.time_text(dep.created_at))
+            .bind(d.time_text(dep.updated_at))
             .fetch_one(&mut **tx)
             .await
             .map_err(q)?;
@@ -866,8 +855,8 @@ async fn write(
                 .bind(&h.attach_info)
                 .bind(h.cleanup_state.map(|c| c.as_str()))
                 .bind(&h.cleanup_reason)
-                .bind(stored(d, &h.created_at)?)
-                .bind(stored(d, &h.updated_at)?)
+                .bind(d.time_text(h.created_at))
+                .bind(d.time_text(h.updated_at))
                 .fetch_one(&mut **tx)
                 .await
                 .map_err(q)?;
@@ -882,8 +871,8 @@ async fn write(
                 .bind(deployable_id)
                 .bind(key)
                 .bind(value)
-                .bind(stored(d, created_at)?)
-                .bind(stored(d, updated_at)?)
+                .bind(d.time_text(*created_at))
+                .bind(d.time_text(*updated_at))
                 .execute(&mut **tx)
                 .await
                 .map_err(q)?;
@@ -893,7 +882,7 @@ async fn write(
     // A profile's name -> the target's profile id (Cyborg's requests name it by id).
     let mut profile_ids = BTreeMap::new();
     for p in &plan.profiles {
-        let created = stored(d, &p.created_at)?;
+        let created = d.time_text(p.created_at);
         let id: i64 = sqlx::query_scalar(&d.sql(&format!(
             "INSERT INTO device_profiles (uuid, name, profile_json, description, \
              created_at) VALUES ($1, $2, $3, $4, $5{ts}) RETURNING id"
@@ -910,7 +899,7 @@ async fn write(
     }
     for a in &plan.arqs {
         let handle = a.handle.and_then(|h| handle_ids.get(&h).copied());
-        let (created, updated) = (stored(d, &a.created_at)?, stored(d, &a.updated_at)?);
+        let (created, updated) = (d.time_text(a.created_at), d.time_text(a.updated_at));
         let profile_id = profile_ids
             .get(a.profile.as_str())
             .copied()

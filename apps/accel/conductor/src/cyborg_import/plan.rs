@@ -6,22 +6,26 @@ use super::{
     CyAttribute, CyControlPath, CyDeployable, CyHandle, ImportError, ImportSummary, Source,
     ACCEL_TYPES,
 };
-use crate::db::{now, rp_uuid, DeviceStatus};
+use crate::db::{rp_uuid, DeviceStatus};
 use crate::lifecycle::ArqState;
 use accel_objects::CleanupState;
+use chrono::SubsecRound;
 use std::collections::{BTreeMap, BTreeSet};
 use std::str::FromStr;
 
+/// A time as the import writes it: UTC, whole seconds (Cyborg's MySQL `DATETIME`s are).
+pub(super) type Time = chrono::DateTime<chrono::Utc>;
+
 /// A Cyborg time (`2026-12-05 09:01:04.269132` on SQLite, `2026-12-05 09:01:04` on
-/// MySQL; both UTC), or accel's former RFC 3339 text, as RFC 3339 text.
-pub(super) fn time(text: &str) -> Option<String> {
+/// MySQL; both UTC), or accel's former RFC 3339 text, to the second.
+pub(super) fn time(text: &str) -> Option<Time> {
     let text = text.trim();
     // accel's former history stored RFC 3339 text (`2026-12-05T09:01:04Z`).
     let naive = chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f")
         .or_else(|_| chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f"))
         .or_else(|_| chrono::DateTime::parse_from_rfc3339(text).map(|t| t.naive_utc()))
         .ok()?;
-    Some(crate::db::timestamp(naive.and_utc()))
+    Some(naive.and_utc().trunc_subsecs(0))
 }
 
 /// A row's created and updated times: unset or unreadable ones become now (an updated
@@ -31,8 +35,8 @@ pub(super) fn times(
     uuid: &str,
     created: Option<&str>,
     updated: Option<&str>,
-) -> Result<(String, String), ImportError> {
-    let parse = |t: Option<&str>| -> Result<Option<String>, ImportError> {
+) -> Result<(Time, Time), ImportError> {
+    let parse = |t: Option<&str>| -> Result<Option<Time>, ImportError> {
         match t {
             None => Ok(None),
             Some(t) => time(t).map(Some).ok_or_else(|| {
@@ -44,8 +48,8 @@ pub(super) fn times(
             }),
         }
     };
-    let created = parse(created)?.unwrap_or_else(now);
-    let updated = parse(updated)?.unwrap_or_else(|| created.clone());
+    let created = parse(created)?.unwrap_or_else(|| chrono::Utc::now().trunc_subsecs(0));
+    let updated = parse(updated)?.unwrap_or(created);
     Ok((created, updated))
 }
 
@@ -65,8 +69,8 @@ pub(super) struct PlannedDevice {
     /// accel's inventory state (`available` unless accel's former history said
     /// otherwise).
     pub(super) inventory_status: DeviceStatus,
-    pub(super) created_at: String,
-    pub(super) updated_at: String,
+    pub(super) created_at: Time,
+    pub(super) updated_at: Time,
     /// Its control path, Cyborg's row as it is (UUID, type, `cpid_info` text, times).
     pub(super) control_path: PlannedControlPath,
     /// Its deployables, a root one (no parent) first, then by Cyborg's id.
@@ -79,8 +83,8 @@ pub(super) struct PlannedControlPath {
     pub(super) uuid: String,
     pub(super) cpid_type: String,
     pub(super) cpid_info: String,
-    pub(super) created_at: String,
-    pub(super) updated_at: String,
+    pub(super) created_at: Time,
+    pub(super) updated_at: Time,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -94,11 +98,11 @@ pub(super) struct PlannedDeployable {
     /// writes its own once Placement has the provider.
     pub(super) rp_uuid: Option<String>,
     pub(super) bitstream_id: Option<String>,
-    pub(super) created_at: String,
-    pub(super) updated_at: String,
+    pub(super) created_at: Time,
+    pub(super) updated_at: Time,
     pub(super) handles: Vec<PlannedHandle>,
     /// By key: (uuid, value, created, updated).
-    pub(super) attributes: BTreeMap<String, (String, String, String, String)>,
+    pub(super) attributes: BTreeMap<String, (String, String, Time, Time)>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -111,8 +115,8 @@ pub(super) struct PlannedHandle {
     /// accel's cleanup (only accel's former history holds one).
     pub(super) cleanup_state: Option<CleanupState>,
     pub(super) cleanup_reason: Option<String>,
-    pub(super) created_at: String,
-    pub(super) updated_at: String,
+    pub(super) created_at: Time,
+    pub(super) updated_at: Time,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -123,7 +127,7 @@ pub(super) struct PlannedProfile {
     /// Cyborg's own text of them, kept as it is.
     pub(super) profile_json: String,
     pub(super) description: Option<String>,
-    pub(super) created_at: String,
+    pub(super) created_at: Time,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -140,8 +144,8 @@ pub(super) struct PlannedArq {
     pub(super) handle: Option<i64>,
     /// Cyborg's `substate` (kept on Cyborg's schema; accel's own has no column).
     pub(super) substate: String,
-    pub(super) created_at: String,
-    pub(super) updated_at: String,
+    pub(super) created_at: Time,
+    pub(super) updated_at: Time,
 }
 
 /// What the import writes, checked.
@@ -376,8 +380,8 @@ pub(super) fn plan(source: Source) -> Result<Plan, ImportError> {
                 driver_name: None,
                 rp_uuid: None,
                 bitstream_id: None,
-                created_at: created_at.clone(),
-                updated_at: updated_at.clone(),
+                created_at,
+                updated_at,
                 handles: Vec::new(),
                 attributes: BTreeMap::new(),
             });

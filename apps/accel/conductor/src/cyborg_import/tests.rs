@@ -1,7 +1,7 @@
 //! The import's checks and shaping, on Cyborg rows made here (the import of a real
 //! Cyborg 17 database is `apps/accel/accel/tests/cyborg_import.rs`).
 
-use super::plan::{time, times};
+use super::plan::{self, time, times};
 use super::*;
 use crate::db::rp_uuid;
 use crate::lifecycle::ArqState;
@@ -149,27 +149,34 @@ fn cyborg_urls_become_sqlx_urls() {
     assert_eq!(source_url("cyborg.db"), None);
 }
 
+/// `text` as RFC 3339, to the second.
+fn at(text: &str) -> plan::Time {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .expect("a time")
+}
+
 #[test]
-fn cyborg_times_become_rfc3339() {
+fn cyborg_times_are_read_to_the_second() {
     assert_eq!(
-        time("2026-12-05T09:01:04Z").as_deref(),
-        Some("2026-12-05T09:01:04Z"),
+        time("2026-12-05T09:01:04Z"),
+        Some(at("2026-12-05T09:01:04Z")),
         "accel's former history's form"
     );
     assert_eq!(
-        time("2026-12-05 09:01:04.269132").as_deref(),
-        Some("2026-12-05T09:01:04Z")
+        time("2026-12-05 09:01:04.269132"),
+        Some(at("2026-12-05T09:01:04Z"))
     );
     assert_eq!(
-        time("2026-12-05 09:01:04").as_deref(),
-        Some("2026-12-05T09:01:04Z")
+        time("2026-12-05 09:01:04"),
+        Some(at("2026-12-05T09:01:04Z"))
     );
     assert_eq!(time("yesterday"), None);
     let (created, updated) =
         times("devices", "d", Some("2026-12-05 09:01:04"), None).expect("times");
     assert_eq!(
-        (created.as_str(), updated.as_str()),
-        ("2026-12-05T09:01:04Z", "2026-12-05T09:01:04Z")
+        (created, updated),
+        (at("2026-12-05T09:01:04Z"), at("2026-12-05T09:01:04Z"))
     );
     let e = times("devices", "d", Some("05/12/2026"), None).expect_err("refused");
     assert!(
@@ -187,7 +194,7 @@ fn a_device_becomes_one_deployable_keyed_by_its_pci_address() {
         (d.uuid.as_str(), d.hostname.as_str(), d.maintaining),
         ("dev-1", "h1", false)
     );
-    assert_eq!(d.created_at, "2026-12-05T09:01:04Z");
+    assert_eq!(d.created_at, at("2026-12-05T09:01:04Z"));
     assert_eq!(d.deployables.len(), 1);
     assert_eq!(d.deployables[0].control_path_id, "0000:0c:00.0");
     assert_eq!(d.deployables[0].uuid, "dep-10");
