@@ -17,7 +17,9 @@
 //!
 //! which rewrites `FROZEN.sha256`; the commit says why release N changed. What the test
 //! cannot see: the N+1 crates release N still depends on (`accel-agent`, `accel-api`,
-//! `accel-conductor`'s row types; issue 29 item 2 removes them).
+//! `accel-conductor`'s row types, `accel-keystone`); the differential tests against
+//! openstack-cyborg 17.0.0 hold what they do for release N (docs/architecture.md,
+//! "Release N: Cyborg 17 in Rust, frozen").
 
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
