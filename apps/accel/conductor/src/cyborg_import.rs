@@ -5,12 +5,13 @@
 //!
 //! The source is Cyborg's own database (`mysql://` as Cyborg's `[database] connection`
 //! names it, `mysql+pymysql://` accepted; or `sqlite://`), at Cyborg 17's schema
-//! revision ([`CYBORG_17_REVISION`]); or a database of accel's own former schema history
-//! at its last migration (13; also `postgres://`), which [`Db::migrate`] refuses: it
-//! holds Cyborg's control paths, `profile_json` and (as a view) its
-//! `extended_accelerator_requests`, beside what only accel holds (a device's inventory
-//! state and `maintaining` flag, a handle's cleanup), which is kept too. It is only
-//! read, in one read transaction (a consistent snapshot). Everything is written to
+//! revision ([`CYBORG_17_REVISION`]); or accel's own database (that schema with accel's
+//! additions; also `postgres://`), moved to another server; or a database of accel's own
+//! former schema history at its last migration (13; also `postgres://`), which
+//! [`Db::migrate`] refuses: it holds Cyborg's control paths, `profile_json` and (as a
+//! view) its `extended_accelerator_requests`. From accel's databases what only accel
+//! holds (a device's inventory state and disable, a handle's cleanup) is kept too. It is
+//! only read, in one read transaction (a consistent snapshot). Everything is written to
 //! accel's database in one transaction, checked first: a row accel cannot hold refuses
 //! the whole import, naming the row, and nothing is written.
 //!
@@ -433,6 +434,10 @@ where
 enum Origin {
     /// OpenStack Cyborg 17's (alembic revision [`CYBORG_17_REVISION`]).
     Cyborg17,
+    /// accel's own: Cyborg 17's with accel's additions (migration
+    /// [`crate::db::FIRST_ADDITION`] applied), whose inventory state, disable and
+    /// cleanups are kept too (moving accel's database to another server).
+    Accel,
     /// accel's own former schema history at its last migration (13), which holds
     /// Cyborg's control paths, `profile_json` and (as a view) its
     /// `extended_accelerator_requests` beside accel's inventory state and cleanups.
@@ -528,7 +533,21 @@ async fn origin(
         None
     };
     if found.as_deref() == Some(CYBORG_17_REVISION) {
-        return Ok(Origin::Cyborg17);
+        // accel's additions applied (not failed half-way): accel's own database.
+        let accel = has_table(tx, reader, "_sqlx_migrations").await?
+            && sqlx::query_scalar::<_, i64>(&reader.0.sql(
+                "SELECT COUNT(*) FROM _sqlx_migrations WHERE version = $1 AND success = TRUE",
+            ))
+            .bind(crate::db::FIRST_ADDITION)
+            .fetch_one(&mut **tx)
+            .await
+            .map_err(read("_sqlx_migrations"))?
+                > 0;
+        return Ok(if accel {
+            Origin::Accel
+        } else {
+            Origin::Cyborg17
+        });
     }
     // No alembic stamp: accel's former history, if its sqlx record is there.
     if found.is_some() || !has_table(tx, reader, "_sqlx_migrations").await? {
@@ -560,6 +579,7 @@ async fn read_source(pool: &AnyPool, backend: crate::db::Backend) -> Result<Sour
     // accel's inventory state; accel's former history keeps the disable as its
     // `maintaining` flag and has no cleaning state.
     let device_states = match origin {
+        Origin::Accel => r.texts(&["status", "device_state", "inventory_status"]),
         Origin::Cyborg17 => format!(
             "{}, {}",
             r.texts(&["status", "device_state"]),
@@ -573,7 +593,7 @@ async fn read_source(pool: &AnyPool, backend: crate::db::Backend) -> Result<Sour
     };
     let cleanups = match origin {
         Origin::Cyborg17 => format!("{}, {}", r.null("cleanup_state"), r.null("cleanup_reason")),
-        Origin::AccelHistory => r.texts(&["cleanup_state", "cleanup_reason"]),
+        Origin::Accel | Origin::AccelHistory => r.texts(&["cleanup_state", "cleanup_reason"]),
     };
     let conn: &mut sqlx::AnyConnection = &mut tx;
     let source = Source {

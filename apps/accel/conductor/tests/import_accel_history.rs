@@ -1,8 +1,10 @@
-//! The way out for a database of accel's own former schema history (migrations 1-13),
-//! which `Db::migrate` refuses: `accel db import-cyborg` reads it as a source and copies
-//! its rows into an empty database of accel's schema (Cyborg 17's with accel's
-//! additions), UUIDs kept, with what only accel holds (a device's inventory state and
-//! disable, a handle's failed cleanup). On each backend the history ran on.
+//! `accel db import-cyborg` from accel's own databases, keeping what only accel holds (a
+//! device's inventory state and disable, a handle's failed cleanup), UUIDs kept:
+//! - the way out for a database of accel's own former schema history (migrations 1-13),
+//!   which `Db::migrate` refuses: read as a source and copied into an empty database of
+//!   accel's schema (Cyborg 17's with accel's additions), on each backend the history ran
+//!   on;
+//! - accel's database of today moved to another server (SQLite to PostgreSQL).
 
 #![allow(clippy::expect_used)]
 
@@ -244,4 +246,86 @@ async fn an_older_accel_history_is_refused_naming_its_migration() {
         .devices(&Default::default())
         .await
         .map_or(true, |d| d.is_empty()));
+}
+
+/// accel's own database (Cyborg 17's schema with accel's additions) moved from SQLite to
+/// PostgreSQL: the import reads accel's additions too, so a lost device, a disabled one
+/// and a failed erase arrive as they were (a Cyborg 17 source has none of them).
+#[tokio::test]
+async fn accels_database_moves_to_another_server_with_what_only_accel_holds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let source_url = format!("sqlite://{}", dir.path().join("accel.db").display());
+    let source = Db::connect(&source_url).await.expect("accel's database");
+    source.migrate().await.expect("accel's schema");
+    source
+        .report(
+            "h1",
+            &[
+                support::reported_device("0000:3b:00.0", "GPU", "10de", "1eb8", 1),
+                support::reported_device("0000:5e:00.0", "SSD", "8086", "0a54", 1),
+            ],
+        )
+        .await
+        .expect("a report");
+    let devices = source.devices(&Default::default()).await.expect("devices");
+    let handles = source.host_handles("h1").await.expect("handles");
+    let of = |kind: &str| {
+        let h = handles
+            .iter()
+            .find(|h| h.device_type == kind)
+            .expect("a handle");
+        (h.device_uuid.clone(), h.uuid.clone())
+    };
+    let ((gpu, _), (ssd, ssd_handle)) = (of("GPU"), of("SSD"));
+    assert_eq!(devices.len(), 2);
+    source
+        .set_device_maintaining(&gpu, true)
+        .await
+        .expect("disabled");
+    for (sql, arg) in [
+        (
+            "UPDATE devices SET inventory_status = 'lost' WHERE uuid = $1",
+            gpu.as_str(),
+        ),
+        (
+            "UPDATE attach_handles SET cleanup_state = 'error', \
+             cleanup_reason = 'nvme format failed' WHERE uuid = $1",
+            ssd_handle.as_str(),
+        ),
+    ] {
+        sqlx::query(sql)
+            .bind(arg)
+            .execute(source.pool())
+            .await
+            .expect("as accel left it");
+    }
+    source.close().await;
+
+    let target = Db::connect(&support::postgres_database().await)
+        .await
+        .expect("the new database");
+    let done = imported_into_fresh(&source_url, &target).await;
+    assert!(matches!(done, Imported::Done(_)), "{done:?}");
+    let moved = target.device(&gpu).await.expect("the GPU");
+    assert_eq!(
+        (moved.status, moved.maintaining),
+        (DeviceStatus::Lost, true)
+    );
+    let moved = target.device(&ssd).await.expect("the SSD");
+    assert_eq!(
+        (moved.status, moved.maintaining),
+        (DeviceStatus::Available, false)
+    );
+    let handle = target
+        .host_handles("h1")
+        .await
+        .expect("handles")
+        .into_iter()
+        .find(|h| h.uuid == ssd_handle)
+        .expect("the SSD's handle");
+    assert_eq!(
+        (handle.cleanup_state, handle.cleanup_reason.as_deref()),
+        (Some(CleanupState::Error), Some("nvme format failed"))
+    );
+    target.close().await;
 }
