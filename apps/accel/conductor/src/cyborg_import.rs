@@ -368,6 +368,47 @@ struct CyArq {
     updated_at: Option<String>,
 }
 
+/// A `component_versions` row of accel's database: a component's version record.
+#[derive(Debug, FromRow)]
+struct VersionRecordRow {
+    #[sqlx(try_from = "Text")]
+    component: String,
+    /// The record, JSON text, copied as it is.
+    #[sqlx(try_from = "Text")]
+    record: String,
+    #[sqlx(try_from = "Text")]
+    updated_at: String,
+}
+
+/// A `fleet_members` row of accel's database: an agent some conductor heard.
+#[derive(Debug, FromRow)]
+struct FleetRow {
+    #[sqlx(try_from = "Text")]
+    component: String,
+    #[sqlx(try_from = "Text")]
+    member_id: String,
+    #[sqlx(try_from = "Text")]
+    host: String,
+    software: i64,
+    apparent: i64,
+    #[sqlx(try_from = "Text")]
+    heard_by: String,
+    heartbeats: i64,
+    last_seen_ms: i64,
+    run_started_ms: Option<i64>,
+    run_seq: Option<i64>,
+}
+
+/// accel's upgrade state, read from accel's own database only (empty from any other
+/// source): copied as it is, so a deployment moved to another server stays as finalized
+/// (or not) as it was, and an agent it heard on older software keeps blocking a
+/// finalize until it heartbeats again or its liveness runs out.
+#[derive(Debug, Default)]
+struct UpgradeState {
+    versions: Vec<VersionRecordRow>,
+    fleet: Vec<FleetRow>,
+}
+
 /// Everything read from Cyborg's database.
 #[derive(Debug, Default)]
 struct Source {
@@ -378,6 +419,7 @@ struct Source {
     handles: Vec<CyHandle>,
     profiles: Vec<CyProfile>,
     arqs: Vec<CyArq>,
+    upgrade: UpgradeState,
 }
 
 /// The URL sqlx opens for Cyborg's `url`, or `None` if it is not one this reads.
@@ -680,6 +722,34 @@ async fn read_source(pool: &AnyPool, backend: crate::db::Backend) -> Result<Sour
             ),
         )
         .await?,
+        upgrade: UpgradeState::default(),
+    };
+    let source = match origin {
+        Origin::Accel => Source {
+            upgrade: UpgradeState {
+                versions: read_table(
+                    conn,
+                    "component_versions",
+                    &format!(
+                        "SELECT {} FROM component_versions ORDER BY component",
+                        r.texts(&["component", "record", "updated_at"]),
+                    ),
+                )
+                .await?,
+                fleet: read_table(
+                    conn,
+                    "fleet_members",
+                    &format!(
+                        "SELECT software, apparent, heartbeats, last_seen_ms, run_started_ms, \
+                         run_seq, {} FROM fleet_members ORDER BY component, member_id",
+                        r.texts(&["component", "member_id", "host", "heard_by"]),
+                    ),
+                )
+                .await?,
+            },
+            ..source
+        },
+        Origin::Cyborg17 | Origin::AccelHistory => source,
     };
     // Read only: nothing to keep.
     let _ = tx.rollback().await;
@@ -949,6 +1019,80 @@ async fn write(
         .bind(&a.substate)
         .bind(&created)
         .bind(&updated)
+        .execute(&mut **tx)
+        .await
+        .map_err(q)?;
+    }
+    write_upgrade_state(tx, d, &plan.upgrade).await
+}
+
+/// accel's version record and fleet record as the source held them. A version record
+/// the target already holds must be the same (the target's own conductor may have made
+/// one: an import then changes nothing of it); a differing one is refused. Fleet rows
+/// the target has already are kept.
+async fn write_upgrade_state(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    d: Dialect,
+    upgrade: &UpgradeState,
+) -> Result<(), ImportError> {
+    let q = |e: sqlx::Error| ImportError::Target(DbError::from(e));
+    for v in &upgrade.versions {
+        let held: Option<String> = sqlx::query_scalar(
+            &d.sql("SELECT record FROM component_versions WHERE component = $1"),
+        )
+        .bind(&v.component)
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(q)?;
+        match held {
+            Some(held) if held == v.record => {}
+            Some(_) => {
+                return Err(ImportError::TargetNotEmpty {
+                    what: "version record of component",
+                    uuid: v.component.clone(),
+                })
+            }
+            None => {
+                sqlx::query(&d.sql(
+                    "INSERT INTO component_versions (component, record, updated_at) \
+                     VALUES ($1, $2, $3)",
+                ))
+                .bind(&v.component)
+                .bind(&v.record)
+                .bind(&v.updated_at)
+                .execute(&mut **tx)
+                .await
+                .map_err(q)?;
+            }
+        }
+    }
+    for f in &upgrade.fleet {
+        let held: i64 = sqlx::query_scalar(
+            &d.sql("SELECT COUNT(*) FROM fleet_members WHERE component = $1 AND member_id = $2"),
+        )
+        .bind(&f.component)
+        .bind(&f.member_id)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(q)?;
+        if held > 0 {
+            continue;
+        }
+        sqlx::query(&d.sql(
+            "INSERT INTO fleet_members (component, member_id, host, software, apparent, \
+             heard_by, heartbeats, last_seen_ms, run_started_ms, run_seq) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        ))
+        .bind(&f.component)
+        .bind(&f.member_id)
+        .bind(&f.host)
+        .bind(f.software)
+        .bind(f.apparent)
+        .bind(&f.heard_by)
+        .bind(f.heartbeats)
+        .bind(f.last_seen_ms)
+        .bind(f.run_started_ms)
+        .bind(f.run_seq)
         .execute(&mut **tx)
         .await
         .map_err(q)?;

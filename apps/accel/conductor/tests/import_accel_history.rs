@@ -250,7 +250,10 @@ async fn an_older_accel_history_is_refused_naming_its_migration() {
 
 /// accel's own database (Cyborg 17's schema with accel's additions) moved from SQLite to
 /// PostgreSQL: the import reads accel's additions too, so a lost device, a disabled one
-/// and a failed erase arrive as they were (a Cyborg 17 source has none of them).
+/// and a failed erase arrive as they were (a Cyborg 17 source has none of them), and so
+/// do the version record (finalized or not) and the fleet record (an agent on older
+/// software still blocks a finalize); a target whose version record says otherwise is
+/// refused.
 #[tokio::test]
 async fn accels_database_moves_to_another_server_with_what_only_accel_holds() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -299,7 +302,49 @@ async fn accels_database_moves_to_another_server_with_what_only_accel_holds() {
             .await
             .expect("as accel left it");
     }
+    // The version record as accel's conductor keeps it (JSON text, copied as it is) and
+    // an agent heard on release N.
+    let record = r#"{"software":2,"apparent":1,"state":"pre_finalized"}"#;
+    sqlx::query(
+        "INSERT INTO component_versions (component, record, updated_at) VALUES ('accel', $1, $2)",
+    )
+    .bind(record)
+    .bind(AT)
+    .execute(source.pool())
+    .await
+    .expect("a version record");
+    sqlx::query(
+        "INSERT INTO fleet_members (component, member_id, host, software, apparent, heard_by, \
+         heartbeats, last_seen_ms) VALUES ('accel', 'agent@h2', 'h2', 1, 1, 'c1', 1, 1765000000000)",
+    )
+    .execute(source.pool())
+    .await
+    .expect("a fleet member");
     source.close().await;
+
+    let other = Db::connect(&support::postgres_database().await)
+        .await
+        .expect("a database with another record");
+    other.migrate().await.expect("accel's schema");
+    sqlx::query(
+        "INSERT INTO component_versions (component, record, updated_at) VALUES ('accel', $1, $2)",
+    )
+    .bind(r#"{"software":2,"apparent":2,"state":"finalized"}"#)
+    .bind(AT)
+    .execute(other.pool())
+    .await
+    .expect("another record");
+    let refused = import(&source_url, &other, false).await;
+    assert!(
+        matches!(&refused, Err(ImportError::TargetNotEmpty { uuid, .. }) if uuid == "accel"),
+        "{refused:?}"
+    );
+    assert!(other
+        .devices(&Default::default())
+        .await
+        .expect("devices")
+        .is_empty());
+    other.close().await;
 
     let target = Db::connect(&support::postgres_database().await)
         .await
@@ -327,5 +372,21 @@ async fn accels_database_moves_to_another_server_with_what_only_accel_holds() {
         (handle.cleanup_state, handle.cleanup_reason.as_deref()),
         (Some(CleanupState::Error), Some("nvme format failed"))
     );
+    let moved: String =
+        sqlx::query_scalar("SELECT record FROM component_versions WHERE component = 'accel'")
+            .fetch_one(target.pool())
+            .await
+            .expect("the version record");
+    assert_eq!(moved, record);
+    let fleet: Vec<(String, i64, i64)> =
+        sqlx::query_as("SELECT member_id, software, last_seen_ms FROM fleet_members")
+            .fetch_all(target.pool())
+            .await
+            .expect("the fleet record");
+    assert_eq!(fleet, [("agent@h2".to_owned(), 1, 1_765_000_000_000)]);
+    assert!(matches!(
+        imported_into_fresh(&source_url, &target).await,
+        Imported::Already(_)
+    ));
     target.close().await;
 }

@@ -4,7 +4,7 @@
 
 use super::{
     CyAttribute, CyControlPath, CyDeployable, CyHandle, ImportError, ImportSummary, Source,
-    ACCEL_TYPES,
+    UpgradeState, ACCEL_TYPES,
 };
 use crate::db::{rp_uuid, DeviceStatus};
 use crate::lifecycle::ArqState;
@@ -155,6 +155,8 @@ pub(super) struct Plan {
     pub(super) profiles: Vec<PlannedProfile>,
     pub(super) arqs: Vec<PlannedArq>,
     pub(super) notes: Vec<String>,
+    /// accel's version and fleet records (accel's own database only), copied as they are.
+    pub(super) upgrade: UpgradeState,
 }
 
 impl Plan {
@@ -577,10 +579,24 @@ pub(super) fn plan(source: Source) -> Result<Plan, ImportError> {
             ));
         }
     }
+    if !source.upgrade.versions.is_empty() {
+        notes.push(format!(
+            "accel's version record ({}) and fleet record ({} agents) kept as they are",
+            source
+                .upgrade
+                .versions
+                .iter()
+                .map(|v| v.component.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            source.upgrade.fleet.len()
+        ));
+    }
     Ok(Plan {
         devices,
         profiles,
         arqs,
         notes,
+        upgrade: source.upgrade,
     })
 }
