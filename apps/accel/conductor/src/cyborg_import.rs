@@ -519,11 +519,15 @@ impl Reader {
         }
     }
 
-    /// The integer (or flag) column `col` as a 64-bit integer, aliased as itself.
+    /// The integer (or flag) column `col` as a 64-bit integer, aliased as itself
+    /// (PostgreSQL casts a `BOOLEAN`, Cyborg's flags there, to `INTEGER` only).
     fn int(self, col: &str) -> String {
         match self.0 {
             crate::db::Backend::Mysql => format!("CAST({col} AS SIGNED) AS {col}"),
-            _ => format!("CAST({col} AS BIGINT) AS {col}"),
+            crate::db::Backend::Postgres => {
+                format!("CAST(CAST({col} AS INTEGER) AS BIGINT) AS {col}")
+            }
+            crate::db::Backend::Sqlite => format!("CAST({col} AS BIGINT) AS {col}"),
         }
     }
 }

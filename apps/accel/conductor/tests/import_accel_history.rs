@@ -254,10 +254,8 @@ async fn an_older_accel_history_is_refused_naming_its_migration() {
 /// do the version record (finalized or not) and the fleet record (an agent on older
 /// software still blocks a finalize); a target whose version record says otherwise is
 /// refused.
-#[tokio::test]
-async fn accels_database_moves_to_another_server_with_what_only_accel_holds() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let source_url = format!("sqlite://{}", dir.path().join("accel.db").display());
+async fn accels_database_moves_with_what_only_accel_holds(source_url: &str, target_url: &str) {
+    let source_url = source_url.to_owned();
     let source = Db::connect(&source_url).await.expect("accel's database");
     source.migrate().await.expect("accel's schema");
     source
@@ -346,9 +344,7 @@ async fn accels_database_moves_to_another_server_with_what_only_accel_holds() {
         .is_empty());
     other.close().await;
 
-    let target = Db::connect(&support::postgres_database().await)
-        .await
-        .expect("the new database");
+    let target = Db::connect(target_url).await.expect("the new database");
     let done = imported_into_fresh(&source_url, &target).await;
     assert!(matches!(done, Imported::Done(_)), "{done:?}");
     let moved = target.device(&gpu).await.expect("the GPU");
@@ -389,4 +385,22 @@ async fn accels_database_moves_to_another_server_with_what_only_accel_holds() {
         Imported::Already(_)
     ));
     target.close().await;
+}
+
+#[tokio::test]
+async fn accels_sqlite_database_moves_to_postgresql() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let source = format!("sqlite://{}", dir.path().join("accel.db").display());
+    accels_database_moves_with_what_only_accel_holds(&source, &support::postgres_database().await)
+        .await;
+}
+
+/// Cyborg's flags are PostgreSQL `BOOLEAN`s there, which the import reads as integers.
+#[tokio::test]
+async fn accels_postgresql_database_moves_to_mariadb() {
+    accels_database_moves_with_what_only_accel_holds(
+        &support::postgres_database().await,
+        &support::mysql_database().await,
+    )
+    .await;
 }
