@@ -438,10 +438,19 @@ pub fn source_url(url: &str) -> Option<String> {
     }
 }
 
-async fn open_source(url: &str) -> Result<AnyPool, ImportError> {
+/// The source opened for reading, and its backend.
+async fn open_source(url: &str) -> Result<(AnyPool, crate::db::Backend), ImportError> {
+    use crate::db::Backend;
     sqlx::any::install_default_drivers();
     let shown = crate::db::redact_url(url);
     let sqlx_url = source_url(url).ok_or_else(|| ImportError::UnsupportedUrl(shown.clone()))?;
+    let backend = if sqlx_url.starts_with("mysql:") {
+        Backend::Mysql
+    } else if sqlx_url.starts_with("postgres:") {
+        Backend::Postgres
+    } else {
+        Backend::Sqlite
+    };
     // Only read: a SQLite source is opened read-only, never created.
     let sqlx_url = if sqlx_url.starts_with("sqlite:") && !sqlx_url.contains("mode=") {
         let sep = if sqlx_url.contains('?') { '&' } else { '?' };
@@ -449,12 +458,13 @@ async fn open_source(url: &str) -> Result<AnyPool, ImportError> {
     } else {
         sqlx_url
     };
-    AnyPoolOptions::new()
+    let pool = AnyPoolOptions::new()
         .max_connections(1)
         .acquire_timeout(Duration::from_secs(30))
         .connect(&sqlx_url)
         .await
-        .map_err(|source| ImportError::Connect { url: shown, source })
+        .map_err(|source| ImportError::Connect { url: shown, source })?;
+    Ok((pool, backend))
 }
 
 async fn read_table<T>(
@@ -532,26 +542,13 @@ impl Reader {
     }
 }
 
-/// Whether the source has the table `name` (asked of the catalog: a query of a missing
-/// table would abort PostgreSQL's read transaction).
+/// Whether the source has the table `name` ([`crate::db::tables_named`]).
 async fn has_table(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     reader: Reader,
     name: &'static str,
 ) -> Result<bool, ImportError> {
-    use crate::db::Backend;
-    let sql = match reader.0 {
-        Backend::Sqlite => "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
-        Backend::Postgres => {
-            "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = $1 \
-             AND table_schema = current_schema()"
-        }
-        Backend::Mysql => {
-            "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = ? \
-             AND table_schema = DATABASE()"
-        }
-    };
-    let n: i64 = sqlx::query_scalar(sql)
+    let n: i64 = sqlx::query_scalar(&crate::db::tables_named(reader.0))
         .bind(name)
         .fetch_one(&mut **tx)
         .await
@@ -610,6 +607,34 @@ async fn origin(
         Some(found) => Err(ImportError::AccelHistoryBehind { found }),
         None => Err(ImportError::Revision { found: None }),
     }
+}
+
+/// accel's version and fleet records, from accel's own database.
+async fn read_upgrade_state(
+    conn: &mut sqlx::AnyConnection,
+    r: Reader,
+) -> Result<UpgradeState, ImportError> {
+    Ok(UpgradeState {
+        versions: read_table(
+            conn,
+            "component_versions",
+            &format!(
+                "SELECT {} FROM component_versions ORDER BY component",
+                r.texts(&["component", "record", "updated_at"]),
+            ),
+        )
+        .await?,
+        fleet: read_table(
+            conn,
+            "fleet_members",
+            &format!(
+                "SELECT software, apparent, heartbeats, last_seen_ms, run_started_ms, \
+                 run_seq, {} FROM fleet_members ORDER BY component, member_id",
+                r.texts(&["component", "member_id", "host", "heard_by"]),
+            ),
+        )
+        .await?,
+    })
 }
 
 /// Reads every table the import takes, in one read transaction.
@@ -726,34 +751,10 @@ async fn read_source(pool: &AnyPool, backend: crate::db::Backend) -> Result<Sour
             ),
         )
         .await?,
-        upgrade: UpgradeState::default(),
-    };
-    let source = match origin {
-        Origin::Accel => Source {
-            upgrade: UpgradeState {
-                versions: read_table(
-                    conn,
-                    "component_versions",
-                    &format!(
-                        "SELECT {} FROM component_versions ORDER BY component",
-                        r.texts(&["component", "record", "updated_at"]),
-                    ),
-                )
-                .await?,
-                fleet: read_table(
-                    conn,
-                    "fleet_members",
-                    &format!(
-                        "SELECT software, apparent, heartbeats, last_seen_ms, run_started_ms, \
-                         run_seq, {} FROM fleet_members ORDER BY component, member_id",
-                        r.texts(&["component", "member_id", "host", "heard_by"]),
-                    ),
-                )
-                .await?,
-            },
-            ..source
+        upgrade: match origin {
+            Origin::Accel => read_upgrade_state(conn, r).await?,
+            Origin::Cyborg17 | Origin::AccelHistory => UpgradeState::default(),
         },
-        Origin::Cyborg17 | Origin::AccelHistory => source,
     };
     // Read only: nothing to keep.
     let _ = tx.rollback().await;
@@ -821,12 +822,7 @@ async fn already_imported(db: &Db, plan: &Plan) -> Result<bool, ImportError> {
 /// additions). With `dry_run` everything is read, checked and written in the
 /// transaction, which is then rolled back.
 pub async fn import(source: &str, db: &Db, dry_run: bool) -> Result<Imported, ImportError> {
-    let pool = open_source(source).await?;
-    let backend = match source_url(source).as_deref() {
-        Some(u) if u.starts_with("mysql:") => crate::db::Backend::Mysql,
-        Some(u) if u.starts_with("postgres:") => crate::db::Backend::Postgres,
-        _ => crate::db::Backend::Sqlite,
-    };
+    let (pool, backend) = open_source(source).await?;
     let read = read_source(&pool, backend).await;
     pool.close().await;
     let plan = plan(read?)?;

@@ -692,18 +692,7 @@ impl Db {
 
     /// Whether the database has a table `name` (in the connection's schema).
     async fn table_exists(&self, name: &str) -> Result<bool, DbError> {
-        let sql = match self.backend {
-            Backend::Sqlite => {
-                "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = $1"
-            }
-            Backend::Postgres => {
-                "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_name = $1 AND table_schema = current_schema()"
-            }
-            Backend::Mysql => {
-                "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_name = $1 AND table_schema = DATABASE()"
-            }
-        };
-        let n: i64 = sqlx::query_scalar(&self.backend.sql(sql))
+        let n: i64 = sqlx::query_scalar(&tables_named(self.backend))
             .bind(name)
             .fetch_one(&self.pool)
             .await?;
@@ -787,6 +776,23 @@ impl Db {
             id: shown(uuid),
         })
     }
+}
+
+/// The query counting the tables named `$1` in the connection's schema, on `backend`:
+/// asked of the catalog, so a missing table is no error (which would abort a PostgreSQL
+/// transaction).
+pub(crate) fn tables_named(backend: Backend) -> std::borrow::Cow<'static, str> {
+    backend.sql(match backend {
+        Backend::Sqlite => {
+            "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = $1"
+        }
+        Backend::Postgres => {
+            "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_name = $1 AND table_schema = current_schema()"
+        }
+        Backend::Mysql => {
+            "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_name = $1 AND table_schema = DATABASE()"
+        }
+    })
 }
 
 /// At most this many rows in a page without a limit.
