@@ -701,27 +701,30 @@ impl AccelConfig {
     }
 }
 
-/// `[cyborg]`: serving real OpenStack Cyborg 17 agents during a migration from Cyborg.
+/// `[cyborg]`: OpenStack Cyborg's wire, which accel's agents and conductor speak by
+/// default (docs/cyborg-compatibility.md, "Cyborg's wire by default").
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Cyborg {
-    /// Whether `accel conductor` also serves Cyborg's `report_data` (topic
-    /// `cyborg-conductor`) so Cyborg 17 agents not yet replaced report into accel.
+    /// Whether `accel conductor` serves Cyborg's conductor API (topic
+    /// `cyborg-conductor`: Cyborg 17's `report_data` and the seed spec's object
+    /// indirection, 1.1), which accel's agents and Cyborg 17's agents report on. Default
+    /// true; false serves accel's own agent wire only.
     pub serve_agents: bool,
     /// Whether `accel agent` also serves Cyborg's agent API (topic `cyborg-agent`,
     /// server = the host name: mdev creation and removal) for a Cyborg 17 conductor
     /// still running during a migration.
     pub serve_conductor: bool,
-    /// Whether `accel agent` speaks Cyborg's wire instead of accel's. With
-    /// `[upgrade_levels] cyborg_conductor` at its default 1.0 (a Cyborg 17 conductor:
-    /// the host's agent is replaced while Cyborg's conductor still runs), the agent
-    /// sends Cyborg's `report_data` on `cyborg-conductor` every `[agent]
-    /// report_interval`, serves Cyborg's agent API, and does not talk to accel's
-    /// conductor at all (no heartbeat, no version record: Cyborg has neither). At 1.1
-    /// (accel's conductor with `[cyborg] serve_agents`), it is release N+1 on Cyborg's
-    /// wire: the same reports, the PCI managed mode and NVMe cleanups through the seed
-    /// spec's object indirection, `cleanup_device` served, and heartbeats on accel's
-    /// upgrade API.
+    /// Whether `accel agent` speaks Cyborg's wire (default true) rather than accel's
+    /// own. With `[upgrade_levels] cyborg_conductor` unset or 1.1 (accel's conductor),
+    /// it is release N+1 on Cyborg's wire: Cyborg's `report_data` on
+    /// `cyborg-conductor`, the PCI managed mode and NVMe cleanups through the seed
+    /// spec's object indirection, Cyborg's agent API with `cleanup_device` served, and
+    /// heartbeats on accel's upgrade API. At 1.0 (a Cyborg 17 conductor: the host's
+    /// agent is replaced while Cyborg's conductor still runs) it only reports and
+    /// serves Cyborg 17's agent API, and does not talk to accel's conductor at all (no
+    /// heartbeat, no version record: Cyborg has neither). False: accel's own wire
+    /// (`accel-conductor`, `accel-agent`, exchange `[transport] control_exchange`).
     pub report_to_cyborg: bool,
     /// The control exchange Cyborg's services use, on `[transport] url`'s broker.
     pub control_exchange: String,
@@ -730,9 +733,9 @@ pub struct Cyborg {
 impl Default for Cyborg {
     fn default() -> Self {
         Cyborg {
-            serve_agents: false,
+            serve_agents: true,
             serve_conductor: false,
-            report_to_cyborg: false,
+            report_to_cyborg: true,
             control_exchange: accel_cyborg17::rpc::CONTROL_EXCHANGE.into(),
         }
     }
@@ -780,10 +783,11 @@ pub struct AccelConfig {
 /// the conductor calls agents at 1.0 until the operator raises `[upgrade_levels] agent`
 /// once every agent runs release N+1 (1.1 `cleanup_device`, 1.2 `program_fpga`).
 ///
-/// An agent on Cyborg's wire (`[cyborg] report_to_cyborg`) calls Cyborg's conductor API
-/// under `[upgrade_levels] cyborg_conductor`, 1.0 by default (Cyborg 17's conductor
-/// serves only 1.0); at 1.1 (the seed spec, served by accel's conductor with `[cyborg]
-/// serve_agents`) it is release N+1 on that wire. The conductor casts Cyborg's agent
+/// An agent on Cyborg's wire (`[cyborg] report_to_cyborg`, the default) calls Cyborg's
+/// conductor API under `[upgrade_levels] cyborg_conductor`, at its newest (1.1, the seed
+/// spec, served by accel's conductor) by default as every conductor API is (conductors
+/// are upgraded first); 1.0 when the host's agent is replaced while a Cyborg 17
+/// conductor still runs (it serves only 1.0). The conductor casts Cyborg's agent
 /// API 1.1 `cleanup_device` to such agents under `[upgrade_levels] cyborg_agent`, 1.0 by
 /// default (a Cyborg 17 agent serves only 1.0; the agents' scan finds the device).
 pub fn apis() -> [ApiCap; 4] {
@@ -793,7 +797,7 @@ pub fn apis() -> [ApiCap; 4] {
         ApiCap::new(
             accel_agent::service::CYBORG_CONDUCTOR_CAP,
             <accel_objects::cyborg::ConductorApi as verso_rpc::RpcApi>::VERSION,
-            Version::new(1, 0),
+            <accel_objects::cyborg::ConductorApi as verso_rpc::RpcApi>::VERSION,
         ),
         ApiCap::new(
             accel_conductor::runtime::CYBORG_AGENT_CAP,

@@ -66,11 +66,11 @@ async fn start_conductor(
     if config.conductor.agent_liveness == 0 {
         return Err("[conductor] agent_liveness must be at least 1 (seconds)".into());
     }
+    // A database Cyborg 17 made starts at release N: its record was written when `db
+    // sync` took it in place (or `db import-cyborg` copied it); one accel made starts at
+    // the newest release.
     let options = StartOptions {
         agent_liveness: Duration::from_secs(config.conductor.agent_liveness),
-        // Serving Cyborg 17 agents means migrating from Cyborg: a new database starts at
-        // release N (Cyborg 17), and finalizes once the last Cyborg host is replaced.
-        fresh_at: config.cyborg.serve_agents.then_some(AccelVersion::Initial),
         // Nova's build waits for accelerator-request-bound events when it is told.
         nova: nova
             .map(|(session, options)| accel_conductor::nova::Notifier::start(session, options)),
@@ -135,19 +135,13 @@ pub async fn conductor(config: AccelConfig) -> Result<ExitCode, Error> {
             accel_conductor::runtime::conductor_id(),
         )));
     }
-    // Cyborg 17 agents left during a migration: their reports go through the same
-    // inventory diff and tell the fleet record that their hosts still run release N.
+    // Cyborg's conductor API: accel's agents report there (and call the seed spec's
+    // object methods), and so do Cyborg 17's agents left during a migration, whose
+    // reports tell the fleet record that their hosts still run release N.
     if let Some(cyborg_transport) = cyborg_transport {
-        let server = accel_conductor::cyborg::serve(
-            cyborg_transport,
-            db,
-            accel_conductor::cyborg::TOPIC,
-            Some(coordinator),
-        )
-        .await?;
-        parts.push(Part::Server(server));
+        parts.push(cyborg_conductor_api(cyborg_transport, db, coordinator).await?);
         println!(
-            "conductor: serving Cyborg 17 agents' report_data on {} (exchange {})",
+            "conductor: serving Cyborg's conductor API on {} (exchange {}) for accel's agents and Cyborg 17's",
             accel_conductor::cyborg::TOPIC,
             config.cyborg.control_exchange
         );
@@ -168,6 +162,38 @@ pub async fn conductor(config: AccelConfig) -> Result<ExitCode, Error> {
         }
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Cyborg's conductor API (1.1: Cyborg 17's methods and the seed spec's object
+/// indirection) on `transport`, over `db`, its reports counted by `coordinator`.
+async fn cyborg_conductor_api(
+    transport: Arc<dyn Transport>,
+    db: Db,
+    coordinator: Arc<verso_upgrade::Coordinator<AccelVersion>>,
+) -> Result<Part, Error> {
+    let server = accel_conductor::cyborg::serve(
+        transport,
+        db,
+        accel_conductor::cyborg::TOPIC,
+        Some(coordinator),
+    )
+    .await?;
+    Ok(Part::Server(server))
+}
+
+/// How an agent speaks Cyborg's wire on `transport` (`[cyborg] control_exchange`),
+/// capped by `[upgrade_levels] cyborg_conductor`.
+fn cyborg_wire(
+    config: &AccelConfig,
+    transport: Arc<dyn Transport>,
+) -> accel_agent::service::CyborgWire {
+    accel_agent::service::CyborgWire {
+        transport,
+        conductor_cap: config
+            .layers
+            .cap(accel_agent::service::CYBORG_CONDUCTOR_CAP),
+        report_timeout: CYBORG_REPORT_TIMEOUT,
+    }
 }
 
 fn default_host() -> String {
@@ -248,6 +274,7 @@ pub async fn agent(
         programmer.clone(),
     );
     let mut cyborg_transport = None;
+    // Cyborg's wire by default.
     if config.cyborg.report_to_cyborg {
         let cap = config
             .layers
@@ -259,17 +286,20 @@ pub async fn agent(
         // Release N+1 on Cyborg's wire: Cyborg's conductor and agent APIs with the seed
         // spec, accel's heartbeats.
         let wire = transport_on(&config, &config.cyborg.control_exchange).await?;
-        library_config.cyborg_wire = Some(accel_agent::service::CyborgWire {
-            transport: wire.clone(),
-            conductor_cap: cap,
-            report_timeout: CYBORG_REPORT_TIMEOUT,
-        });
+        library_config.cyborg_wire = Some(cyborg_wire(&config, wire.clone()));
         cyborg_transport = Some(wire);
     }
     let transport = transport(&config).await?;
     let running = match accel_agent::service::start(library_config, transport.clone()).await {
         Ok(r) => r,
-        Err(e) => return Ok(not_started(&host, &e)),
+        Err(e) => {
+            if cyborg_transport.is_some() && matches!(e, AgentStartError::Conductor { .. }) {
+                eprintln!(
+                    "accel agent {host}: on Cyborg's wire at [upgrade_levels] cyborg_conductor 1.1 the agent needs accel's conductor; while this host's conductor is still Cyborg 17's, set cyborg_conductor = \"1.0\""
+                );
+            }
+            return Ok(not_started(&host, &e));
+        }
     };
     if once {
         let n = running.devices_reported();
@@ -287,10 +317,13 @@ pub async fn agent(
     if let Some(wire) = cyborg_transport {
         parts.close_at_end(wire);
         println!(
-            "agent {host}: release N+1 on Cyborg's wire: reporting on {} and serving Cyborg's agent API with cleanup_device on {} (exchange {})",
+            "agent {host}: release N+1 on Cyborg's wire as {}: reporting on {} and serving Cyborg's agent API with cleanup_device on {} (exchange {}), accel's on {} (exchange {})",
+            running.apparent().label(),
             accel_cyborg17::rpc::CONDUCTOR_TOPIC,
             accel_cyborg17::rpc::AGENT_TOPIC,
-            config.cyborg.control_exchange
+            config.cyborg.control_exchange,
+            accel_objects::rpc::AGENT_TOPIC,
+            config.transport.control_exchange
         );
     } else {
         println!(
@@ -457,8 +490,13 @@ pub async fn db_sync(config: AccelConfig) -> Result<ExitCode, Error> {
             done.applied
         ),
         (false, false) => println!(
-            "took OpenStack Cyborg 17's database in place: applied accel's additions {:?}",
-            done.applied
+            "took OpenStack Cyborg 17's database in place: applied accel's additions {:?}{}",
+            done.applied,
+            if done.started_at_release_n {
+                "; the deployment is at release N (Cyborg 17) until `accel upgrade finalize`"
+            } else {
+                ""
+            }
         ),
     }
     Ok(ExitCode::SUCCESS)
@@ -593,13 +631,43 @@ pub async fn all_in_one(config: AccelConfig, agents: u32) -> Result<ExitCode, Er
     };
     let placement = config.placement.client()?;
     let nova = config.nova.options()?;
+    if config.cyborg.report_to_cyborg && !config.cyborg.serve_agents {
+        return Err("all-in-one: [cyborg] report_to_cyborg (its agents on Cyborg's wire) needs [cyborg] serve_agents (its conductor serving them)".into());
+    }
+    if config.cyborg.report_to_cyborg
+        && config
+            .layers
+            .cap(accel_agent::service::CYBORG_CONDUCTOR_CAP)
+            .is_some_and(|c| c < accel_objects::cyborg::INDIRECTION_VERSION)
+    {
+        return Err("all-in-one: [upgrade_levels] cyborg_conductor below 1.1 names a Cyborg 17 conductor; all-in-one's conductor is accel's".into());
+    }
     let db = open_db(&url).await?;
     let transport = transport(&config).await?;
     let mut parts = Lifecycle::new(Duration::from_secs(config.conductor.stop_timeout));
     parts.close_at_end(transport.clone());
-    parts.push(Part::Conductor(
-        start_conductor(db.clone(), transport.clone(), &config, nova, None).await?,
-    ));
+    // One transport on Cyborg's exchange for the conductor and its agents (the embedded
+    // transport is one bus per transport).
+    let cyborg_transport = if config.cyborg.serve_agents {
+        let t = transport_on(&config, &config.cyborg.control_exchange).await?;
+        parts.close_at_end(t.clone());
+        Some(t)
+    } else {
+        None
+    };
+    let conductor = start_conductor(
+        db.clone(),
+        transport.clone(),
+        &config,
+        nova,
+        cyborg_transport.clone(),
+    )
+    .await?;
+    let coordinator = conductor.coordinator.clone();
+    parts.push(Part::Conductor(conductor));
+    if let Some(t) = &cyborg_transport {
+        parts.push(cyborg_conductor_api(t.clone(), db.clone(), coordinator).await?);
+    }
     if let Some((client, schedule)) = placement {
         parts.push(Part::Task(accel_conductor::placement::spawn_reconciler(
             db.clone(),
@@ -621,6 +689,9 @@ pub async fn all_in_one(config: AccelConfig, agents: u32) -> Result<ExitCode, Er
         accel_agent::fixture::write_tree(&root, &accel_agent::fixture::sample_host(i))?;
         let mut agent_cfg = agent_config(&config, host.clone(), root, programmer.clone());
         agent_cfg.state_dir = scratch.path().to_owned();
+        if config.cyborg.report_to_cyborg {
+            agent_cfg.cyborg_wire = cyborg_transport.clone().map(|t| cyborg_wire(&config, t));
+        }
         match accel_agent::service::start(agent_cfg, transport.clone()).await {
             Ok(agent) => {
                 reported += agent.devices_reported();

@@ -3,8 +3,9 @@
 //! component kind, read from that page and set on a RabbitMQ vhost of this test's own,
 //! are enough for a conductor, an agent and an API to serve a request's whole life (a
 //! report, a profile, a request created, bound, unbound and its NVMe handle cleaned by
-//! the agent on the conductor's `cleanup_device` cast, deleted), and they refuse what
-//! the page says they refuse.
+//! the agent on the conductor's `cleanup_device` cast, deleted), with the agent on
+//! Cyborg's wire (its default: two control exchanges), and they refuse what the page
+//! says they refuse.
 // A failed set-up step fails the test (or bench) with its message.
 #![allow(clippy::expect_used)]
 
@@ -19,8 +20,10 @@ use verso_rpc::transport::amqp::{AmqpConfig, AmqpTransport};
 use verso_rpc::transport::Transport;
 use verso_rpc::Target;
 
-/// The control exchange the page's topic permissions name.
+/// accel's control exchange, one of the two the page's topic permissions name.
 const EXCHANGE: &str = "accel";
+/// Cyborg's control exchange, the other.
+const CYBORG_EXCHANGE: &str = "cyborg";
 
 fn rabbitmqctl(args: &[&str]) -> Output {
     let node = std::env::var("RABBITMQ_NODENAME").unwrap_or_else(|_| "rabbit@localhost".into());
@@ -42,8 +45,8 @@ fn rabbitmqctl(args: &[&str]) -> Output {
 struct Documented {
     /// configure, write, read.
     resources: Option<[String; 3]>,
-    /// topic write, topic read (on [`EXCHANGE`]).
-    topics: Option<[String; 2]>,
+    /// (exchange, topic write, topic read), one per exchange the page names.
+    topics: Vec<(String, [String; 2])>,
 }
 
 /// The rows of the guide's two tables for `user`: `| `user` | `re` | ... |`, with `\|`
@@ -55,7 +58,12 @@ fn documented(user: &str) -> Documented {
     .expect("the operator guide");
     let mut found = Documented::default();
     let head = format!("| `{user}` |");
+    // The exchange of the topic table below: "Topic permissions on the control exchange `x`".
+    let mut exchange = None;
     for line in guide.lines().map(str::trim) {
+        if let Some(rest) = line.strip_prefix("Topic permissions on the control exchange `") {
+            exchange = rest.split('`').next().map(str::to_owned);
+        }
         let Some(rest) = line.strip_prefix(&head) else {
             continue;
         };
@@ -67,7 +75,10 @@ fn documented(user: &str) -> Documented {
             .collect();
         match cells.as_slice() {
             [c, w, r] => found.resources = Some([c.clone(), w.clone(), r.clone()]),
-            [w, r] => found.topics = Some([w.clone(), r.clone()]),
+            [w, r] => found.topics.push((
+                exchange.clone().expect("a topic table under its exchange"),
+                [w.clone(), r.clone()],
+            )),
             other => panic!("a row of {user} with {} cells: {line}", other.len()),
         }
     }
@@ -107,7 +118,7 @@ impl Broker {
         for kind in ["accel-conductor", "accel-agent", "accel-api"] {
             let doc = documented(kind);
             let [configure, write, read] = doc.resources.expect("its permissions row");
-            let [topic_write, topic_read] = doc.topics.expect("its topic permissions row");
+            assert!(!doc.topics.is_empty(), "{kind}: its topic permissions rows");
             let user = format!("{kind}-{id}");
             rabbitmqctl(&["add_user", &user, &password(&user)]);
             broker.users.push((kind, user.clone()));
@@ -120,15 +131,17 @@ impl Broker {
                 &write,
                 &read,
             ]);
-            rabbitmqctl(&[
-                "set_topic_permissions",
-                "-p",
-                &broker.vhost,
-                &user,
-                EXCHANGE,
-                &topic_write,
-                &topic_read,
-            ]);
+            for (exchange, [topic_write, topic_read]) in &doc.topics {
+                rabbitmqctl(&[
+                    "set_topic_permissions",
+                    "-p",
+                    &broker.vhost,
+                    &user,
+                    exchange,
+                    topic_write,
+                    topic_read,
+                ]);
+            }
         }
         broker
     }
@@ -319,15 +332,34 @@ fn the_documented_broker_users_run_a_deployment_and_refuse_the_rest() {
         assert_eq!(r.status().as_u16(), 204);
 
         // What the permissions refuse: the agent's user cannot serve the conductor's
-        // topic, the API's user cannot serve anything.
-        for (kind, target) in [
-            ("accel-agent", Target::new("accel-conductor")),
-            ("accel-agent", Target::new("accel-agent").with_server("h1")),
-            ("accel-api", Target::new("accel-conductor")),
+        // topics on either exchange, the API's user cannot serve anything.
+        for (kind, exchange, target) in [
+            ("accel-agent", EXCHANGE, Target::new("accel-conductor")),
+            (
+                "accel-agent",
+                CYBORG_EXCHANGE,
+                Target::new("cyborg-conductor"),
+            ),
+            (
+                "accel-agent",
+                EXCHANGE,
+                Target::new("accel-agent").with_server("h1"),
+            ),
+            (
+                "accel-agent",
+                CYBORG_EXCHANGE,
+                Target::new("cyborg-agent").with_server("h1"),
+            ),
+            ("accel-api", EXCHANGE, Target::new("accel-conductor")),
+            (
+                "accel-api",
+                CYBORG_EXCHANGE,
+                Target::new("cyborg-conductor"),
+            ),
         ] {
             let config = AmqpConfig::from_url(&broker.url(kind))
                 .expect("URL")
-                .with_control_exchange(EXCHANGE);
+                .with_control_exchange(exchange);
             let transport: Arc<dyn Transport> =
                 Arc::new(AmqpTransport::connect_with(config).await.expect("RabbitMQ"));
             let refused = transport.listen(&target).await;

@@ -47,10 +47,12 @@
 //! else is refused ([`ImportError::TargetNotEmpty`]).
 
 use crate::db::{Db, DbError, Dialect, ARQS, INVENTORY_STATUS};
+use accel_objects::AccelVersion;
 use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, FromRow};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
+use verso_upgrade::ComponentVersion;
 
 /// The alembic revision of Cyborg 17's schema (`add_device_state`, the head of
 /// openstack-cyborg 17.0.0's migrations): the only one this import reads.
@@ -407,6 +409,10 @@ struct FleetRow {
 struct UpgradeState {
     versions: Vec<VersionRecordRow>,
     fleet: Vec<FleetRow>,
+    /// A Cyborg 17 source: its hosts run release N, so accel's version record starts
+    /// there unless the target holds one (as `accel db sync` does when it takes such a
+    /// database in place).
+    at_release_n: bool,
 }
 
 /// Everything read from Cyborg's database.
@@ -634,6 +640,7 @@ async fn read_upgrade_state(
             ),
         )
         .await?,
+        at_release_n: false,
     })
 }
 
@@ -753,7 +760,11 @@ async fn read_source(pool: &AnyPool, backend: crate::db::Backend) -> Result<Sour
         .await?,
         upgrade: match origin {
             Origin::Accel => read_upgrade_state(conn, r).await?,
-            Origin::Cyborg17 | Origin::AccelHistory => UpgradeState::default(),
+            Origin::Cyborg17 => UpgradeState {
+                at_release_n: true,
+                ..UpgradeState::default()
+            },
+            Origin::AccelHistory => UpgradeState::default(),
         },
     };
     // Read only: nothing to keep.
@@ -1036,6 +1047,26 @@ async fn write_upgrade_state(
     upgrade: &UpgradeState,
 ) -> Result<(), ImportError> {
     let q = |e: sqlx::Error| ImportError::Target(DbError::from(e));
+    if upgrade.at_release_n {
+        let held: i64 = sqlx::query_scalar(
+            &d.sql("SELECT COUNT(*) FROM component_versions WHERE component = $1"),
+        )
+        .bind(AccelVersion::COMPONENT)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(q)?;
+        if held == 0 {
+            sqlx::query(&d.sql(
+                "INSERT INTO component_versions (component, record, updated_at) VALUES ($1, $2, $3)",
+            ))
+            .bind(AccelVersion::COMPONENT)
+            .bind(crate::db::release_n_record())
+            .bind(crate::db::now())
+            .execute(&mut **tx)
+            .await
+            .map_err(q)?;
+        }
+    }
     for v in &upgrade.versions {
         let held: Option<String> = sqlx::query_scalar(
             &d.sql("SELECT record FROM component_versions WHERE component = $1"),

@@ -109,7 +109,8 @@ pub(super) struct Deployment {
     /// The N+1 conductor's `[conductor] agent_liveness`.
     pub(super) agent_liveness: Duration,
     /// Hosts whose release N+1 agent speaks Cyborg's wire (Cyborg 17 plus the seed
-    /// spec: `[cyborg] report_to_cyborg`, `[upgrade_levels] cyborg_conductor = "1.1"`).
+    /// spec, the agent's default); the others speak accel's own (`[cyborg]
+    /// report_to_cyborg = false`).
     pub(super) cyborg_wire_hosts: std::collections::BTreeSet<String>,
 }
 
@@ -271,7 +272,12 @@ impl Deployment {
         } else {
             "Cyborg17"
         };
-        Ok(format!("{found} {:?}", done.applied))
+        let at = if done.started_at_release_n {
+            ", at release N"
+        } else {
+            ""
+        };
+        Ok(format!("{found} {:?}{at}", done.applied))
     }
 
     pub(super) async fn start_conductor_next(
@@ -281,12 +287,12 @@ impl Deployment {
         let node = match &self.launcher {
             None => {
                 let db = Db::connect(&self.db_url).await?;
-                // What `accel conductor` does with `[cyborg] serve_agents`: a database
-                // without a version record starts at release N (Cyborg 17), Cyborg's
-                // agents report through accel's inventory diff and count as release N.
+                // What `accel conductor` does: the database `db sync` took from Cyborg 17
+                // is at release N (its version record says so), Cyborg's agents report
+                // through accel's inventory diff on Cyborg's conductor API and count as
+                // release N.
                 let options = accel_conductor::runtime::StartOptions {
                     agent_liveness: self.agent_liveness,
-                    fresh_at: Some(accel_objects::AccelVersion::Initial),
                     cyborg_agents: Some(accel_conductor::runtime::CyborgAgents {
                         transport: self.cyborg_transport.clone(),
                         cap: None,
@@ -313,8 +319,6 @@ impl Deployment {
                 let mut a = vec!["conductor".to_owned()];
                 a.extend(self.next_settings());
                 a.extend([
-                    "--set".to_owned(),
-                    "cyborg.serve_agents=true".to_owned(),
                     "--set".to_owned(),
                     format!("conductor.agent_liveness={}", self.agent_liveness.as_secs()),
                 ]);
@@ -543,13 +547,12 @@ impl Deployment {
         ] {
             a.extend(["--set".to_owned(), setting]);
         }
-        if self.cyborg_wire_hosts.contains(host) {
-            for setting in [
-                "cyborg.report_to_cyborg=true",
-                "upgrade_levels.cyborg_conductor=1.1",
-            ] {
-                a.extend(["--set".to_owned(), setting.to_owned()]);
-            }
+        // Cyborg's wire is the agent's default; the other hosts take accel's own.
+        if !self.cyborg_wire_hosts.contains(host) {
+            a.extend([
+                "--set".to_owned(),
+                "cyborg.report_to_cyborg=false".to_owned(),
+            ]);
         }
         a
     }

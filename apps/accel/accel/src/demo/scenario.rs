@@ -400,9 +400,12 @@ pub(super) async fn start_next_control_plane(
 pub(super) async fn sync_in_place(d: &mut Deployment, t: &mut Timeline) -> Result<(), Error> {
     let synced = d.sync_in_place().await?;
     t.expect_eq(
-        "accel db sync took Cyborg 17's database in place (accel's additions applied)",
+        "accel db sync took Cyborg 17's database in place (accel's additions applied, the deployment at release N)",
         synced,
-        format!("Cyborg17 [{}]", accel_conductor::db::FIRST_ADDITION),
+        format!(
+            "Cyborg17 [{}], at release N",
+            accel_conductor::db::FIRST_ADDITION
+        ),
     )?;
     Ok(())
 }

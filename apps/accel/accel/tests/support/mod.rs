@@ -188,13 +188,31 @@ pub fn all_in_one_with_keystone_and(
     (aio, base)
 }
 
-/// `accel conductor` on `db_url` serving Cyborg 17's agents (`ACCEL_CYBORG_SERVE_AGENTS`
+/// `accel conductor` on `db_url` serving Cyborg's conductor API (`ACCEL_CYBORG_SERVE_AGENTS`
 /// = `serve_agents`) on the test broker, with more configuration in `env` (`ACCEL_...`
-/// variables), once it is ready: it has said it serves Cyborg's agents (it has bound
-/// `cyborg-conductor` then), or, not serving them, accel's own topics.
+/// variables), once it is ready: it has said it serves Cyborg's conductor API (it has
+/// bound `cyborg-conductor` then), or, not serving it, accel's own topics. Serving it,
+/// the conductor runs as an operator migrating from Cyborg 17 runs it: on a database
+/// Cyborg 17 made (release N's `db sync` makes it here when `db_url` is empty), which it
+/// takes in place at release N.
 pub fn cyborg_conductor(db_url: &str, serve_agents: bool, env: &[(&str, String)]) -> Killed {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
+    if serve_agents {
+        let url = db_url.to_owned();
+        std::thread::spawn(move || {
+            tokio::runtime::Runtime::new()
+                .expect("runtime")
+                .block_on(async {
+                    let store = accel_cyborg17_conductor::db::Store::connect(&url)
+                        .await
+                        .expect("the database");
+                    store.sync().await.expect("Cyborg 17's schema");
+                })
+        })
+        .join()
+        .expect("Cyborg 17's database made");
+    }
     let mut child = Command::new(env!("CARGO_BIN_EXE_accel"))
         .arg("conductor")
         .env("ACCEL_TRANSPORT_URL", accel_cyborg17::testing::rabbit_url())
@@ -208,7 +226,7 @@ pub fn cyborg_conductor(db_url: &str, serve_agents: bool, env: &[(&str, String)]
     let stdout = child.stdout.take().expect("piped");
     let conductor = Killed(child);
     let wanted = if serve_agents {
-        "conductor: serving Cyborg 17 agents' report_data on cyborg-conductor"
+        "conductor: serving Cyborg's conductor API on cyborg-conductor"
     } else {
         "conductor: serving accel-conductor"
     };
