@@ -19,6 +19,14 @@ use verso_upgrade::{ComponentVersion, Observed};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
+/// A line on stdout, where a service says what it serves; a closed stdout (a supervisor
+/// that stopped reading) is ignored: it must not turn a running service into a panic.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 async fn transport(config: &AccelConfig) -> Result<Arc<dyn Transport>, Error> {
     transport_on(config, &config.transport.control_exchange).await
 }
@@ -118,13 +126,13 @@ pub async fn conductor(config: AccelConfig) -> Result<ExitCode, Error> {
     .await?;
     let coordinator = running.coordinator.clone();
     parts.push(Part::Conductor(running));
-    println!(
+    say!(
         "conductor: serving {CONDUCTOR_TOPIC} and {UPGRADE_TOPIC} on {}",
         verso_rpc::transport::amqp::redact(&config.transport.url)
     );
     // Each deployable a resource provider in Placement, reconciled from the database.
     if let Some((client, schedule)) = placement {
-        println!(
+        say!(
             "conductor: keeping resource providers in Placement every {} s",
             schedule.interval.as_secs()
         );
@@ -140,7 +148,7 @@ pub async fn conductor(config: AccelConfig) -> Result<ExitCode, Error> {
     // reports tell the fleet record that their hosts still run release N.
     if let Some(cyborg_transport) = cyborg_transport {
         parts.push(cyborg_conductor_api(cyborg_transport, db, coordinator).await?);
-        println!(
+        say!(
             "conductor: serving Cyborg's conductor API on {} (exchange {}) for accel's agents and Cyborg 17's",
             accel_conductor::cyborg::TOPIC,
             config.cyborg.control_exchange
@@ -150,10 +158,7 @@ pub async fn conductor(config: AccelConfig) -> Result<ExitCode, Error> {
     // Stop taking calls everywhere, answer the ones taken, then flush the answers out:
     // an answer still in this process when it exits is a caller left waiting.
     let finished = parts.stop().await;
-    // Not println!: a closed stdout (a supervisor that stopped reading) must not turn a
-    // clean stop into a panic.
-    let _ = writeln!(
-        std::io::stdout().lock(),
+    say!(
         "conductor: stopped{}",
         if finished {
             ""
@@ -280,7 +285,19 @@ pub async fn agent(
             .layers
             .cap(accel_agent::service::CYBORG_CONDUCTOR_CAP);
         // No cap at all is the newest version, as everywhere in [upgrade_levels].
-        if cap.is_some_and(|c| c < accel_objects::cyborg::INDIRECTION_VERSION) {
+        if let Some(c) = cap.filter(|c| *c < accel_objects::cyborg::INDIRECTION_VERSION) {
+            // A Cyborg 17 conductor has no object indirection: the handles' mode cannot
+            // be set through it.
+            if !config.pci.managed {
+                let why = verso_rpc::conductor::IndirectionUnavailable {
+                    feature: accel_agent::service::UNMANAGED_PCI_FEATURE.to_owned(),
+                    option: accel_agent::service::CYBORG_CONDUCTOR_CAP.to_owned(),
+                    required: accel_objects::cyborg::INDIRECTION_VERSION,
+                    configured: c.to_string(),
+                };
+                eprintln!("accel agent {host}: {why}");
+                return Ok(ExitCode::from(2));
+            }
             return cyborg_agent(&config, host, sysfs_root, programmer, once).await;
         }
         // Release N+1 on Cyborg's wire: Cyborg's conductor and agent APIs with the seed
@@ -308,7 +325,7 @@ pub async fn agent(
         if let Some(wire) = cyborg_transport {
             wire.close().await;
         }
-        println!("agent {host}: reported {n} devices");
+        say!("agent {host}: reported {n} devices");
         return Ok(ExitCode::SUCCESS);
     }
     let mut parts = Lifecycle::new(Duration::from_secs(config.conductor.stop_timeout));
@@ -316,7 +333,7 @@ pub async fn agent(
     parts.close_at_end(transport);
     if let Some(wire) = cyborg_transport {
         parts.close_at_end(wire);
-        println!(
+        say!(
             "agent {host}: release N+1 on Cyborg's wire as {}: reporting on {} and serving Cyborg's agent API with cleanup_device on {} (exchange {}), accel's on {} (exchange {})",
             running.apparent().label(),
             accel_cyborg17::rpc::CONDUCTOR_TOPIC,
@@ -326,7 +343,7 @@ pub async fn agent(
             config.transport.control_exchange
         );
     } else {
-        println!(
+        say!(
             "agent {host}: serving {} and reporting to {} (exchange {}) as {}",
             accel_objects::rpc::AGENT_TOPIC,
             accel_objects::rpc::CONDUCTOR_TOPIC,
@@ -347,7 +364,7 @@ pub async fn agent(
         let server =
             accel_agent::cyborg::serve(cyborg_transport, &host, sysfs_root, programmer).await?;
         parts.push(Part::Server(server));
-        println!(
+        say!(
             "agent {host}: serving Cyborg 17's agent API on {} (exchange {})",
             accel_cyborg17::rpc::AGENT_TOPIC,
             config.cyborg.control_exchange
@@ -383,7 +400,7 @@ async fn cyborg_agent(
     if once {
         let exit = match reporter.report().await {
             Ok(n) => {
-                println!("agent {host}: reported {n} devices to Cyborg's conductor");
+                say!("agent {host}: reported {n} devices to Cyborg's conductor");
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -398,7 +415,7 @@ async fn cyborg_agent(
     parts.close_at_end(transport.clone());
     let server = accel_agent::cyborg::serve(transport, &host, sysfs_root, programmer).await?;
     parts.push(Part::Server(server));
-    println!(
+    say!(
         "agent {host}: reporting to Cyborg's conductor on {} and serving Cyborg 17's agent API on {} (exchange {exchange})",
         accel_cyborg17::rpc::CONDUCTOR_TOPIC,
         accel_cyborg17::rpc::AGENT_TOPIC,
@@ -471,7 +488,7 @@ pub async fn api(config: AccelConfig) -> Result<ExitCode, Error> {
     // bounded by [api] request_timeout) before the process exits.
     let (url, api) = serve_api(db, conductor, &config.api.listen, options, auth).await?;
     parts.push(api);
-    println!("api: listening on {url}");
+    say!("api: listening on {url}");
     parts.ended().await;
     parts.stop().await;
     Ok(ExitCode::SUCCESS)
@@ -484,12 +501,12 @@ pub async fn db_sync(config: AccelConfig) -> Result<ExitCode, Error> {
     db.close().await;
     let done = done?;
     match (done.applied.is_empty(), done.made_cyborg_schema) {
-        (true, _) => println!("database is up to date"),
-        (false, true) => println!(
+        (true, _) => say!("database is up to date"),
+        (false, true) => say!(
             "made OpenStack Cyborg 17's schema with accel's additions {:?} in the empty database",
             done.applied
         ),
-        (false, false) => println!(
+        (false, false) => say!(
             "took OpenStack Cyborg 17's database in place: applied accel's additions {:?}{}",
             done.applied,
             if done.started_at_release_n {
@@ -510,20 +527,21 @@ pub async fn db_clear_cleanup(config: AccelConfig, device: &str) -> Result<ExitC
     db.close().await;
     match outcome {
         Ok(cleared) if cleared.is_empty() => {
-            println!("device {device} has no failed cleanup: nothing cleared");
+            say!("device {device} has no failed cleanup: nothing cleared");
             Ok(ExitCode::from(1))
         }
         Ok(cleared) => {
             for h in &cleared {
-                println!(
+                say!(
                     "cleared attach handle {} ({}): allocatable again",
-                    h.uuid, h.control_path_id
+                    h.uuid,
+                    h.control_path_id
                 );
             }
             Ok(ExitCode::SUCCESS)
         }
         Err(accel_conductor::DbError::NotFound { .. }) => {
-            println!("no device {device}");
+            say!("no device {device}");
             Ok(ExitCode::from(1))
         }
         Err(e) => Err(e.into()),
@@ -556,7 +574,7 @@ pub async fn db_import_cyborg(
             return Ok(ExitCode::from(code));
         }
     };
-    println!(
+    say!(
         "{verb} {} devices on {} hosts ({} attach handles, {} attributes), {} device profiles, {} accelerator requests",
         summary.devices,
         summary.hosts,
@@ -566,7 +584,7 @@ pub async fn db_import_cyborg(
         summary.accelerator_requests
     );
     for note in &summary.notes {
-        println!("note: {note}");
+        say!("note: {note}");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -577,16 +595,16 @@ pub async fn upgrade_check(config: AccelConfig) -> Result<ExitCode, Error> {
     let db = match Db::connect_within(&config.database.url, Duration::from_secs(10)).await {
         Ok(db) => db,
         Err(e) => {
-            println!("FAILURE: {e}");
+            say!("FAILURE: {e}");
             return Ok(ExitCode::from(2));
         }
     };
     let mut worst = 0u8;
     let pending = db.pending_migrations().await?;
     if pending.is_empty() {
-        println!("ok: the database schema is current");
+        say!("ok: the database schema is current");
     } else {
-        println!("WARNING: migrations {pending:?} are not applied: run `accel db sync` (or start the conductor)");
+        say!("WARNING: migrations {pending:?} are not applied: run `accel db sync` (or start the conductor)");
         worst = 1;
     }
     // Before the first migration of either schema (accel's own history's 1, the
@@ -600,18 +618,18 @@ pub async fn upgrade_check(config: AccelConfig) -> Result<ExitCode, Error> {
     };
     let software = AccelVersion::software();
     match record.map(|r| AccelVersion::observe(r.apparent)) {
-        None => println!("ok: no component version recorded yet (a fresh install)"),
-        Some(Ok(Observed::Known(v))) if v == software => println!("ok: finalized at {}", v.label()),
+        None => say!("ok: no component version recorded yet (a fresh install)"),
+        Some(Ok(Observed::Known(v))) if v == software => say!("ok: finalized at {}", v.label()),
         Some(Ok(Observed::Known(v))) => {
-            println!("WARNING: pre-finalized at {} (this build: {}): finalize once every agent runs it (`accel upgrade finalize`)", v.label(), software.label());
+            say!("WARNING: pre-finalized at {} (this build: {}): finalize once every agent runs it (`accel upgrade finalize`)", v.label(), software.label());
             worst = worst.max(1);
         }
         Some(Ok(Observed::Future(n))) => {
-            println!("FAILURE: the database was finalized at version {n}, newer than this build ({}): install that release", software.number());
+            say!("FAILURE: the database was finalized at version {n}, newer than this build ({}): install that release", software.number());
             worst = 2;
         }
         Some(Err(e)) => {
-            println!("FAILURE: {e}");
+            say!("FAILURE: {e}");
             worst = 2;
         }
     }
@@ -707,8 +725,8 @@ pub async fn all_in_one(config: AccelConfig, agents: u32) -> Result<ExitCode, Er
             }
         }
     }
-    println!("all-in-one: {agents} agents reported {reported} devices");
-    println!("api: listening on {url}");
+    say!("all-in-one: {agents} agents reported {reported} devices");
+    say!("api: listening on {url}");
     let exit = match parts.ended().await {
         Ended::Agent { host, stop } => stopped(&host, stop),
         Ended::Signal | Ended::Api => ExitCode::SUCCESS,
@@ -758,7 +776,7 @@ fn unreachable(config: &AccelConfig, e: &verso_rpc::RpcError) -> ExitCode {
 
 fn print_status(status: &verso_upgrade::DeploymentStatus, json: bool) -> Result<(), Error> {
     if json {
-        println!("{}", serde_json::to_string_pretty(status)?);
+        say!("{}", serde_json::to_string_pretty(status)?);
     } else {
         print!("{status}");
     }
@@ -820,7 +838,7 @@ pub async fn upgrade_finalize(
         WaitOutcome::Finalized(status) => print_status(&status, json)?,
         WaitOutcome::TimedOut(status) if !wait => {
             if !json {
-                println!("finalization started; `accel upgrade status` shows its progress");
+                say!("finalization started; `accel upgrade status` shows its progress");
             }
             print_status(&status, json)?;
             return Ok(ExitCode::SUCCESS);
@@ -831,11 +849,11 @@ pub async fn upgrade_finalize(
         }
         WaitOutcome::Refused(refused) => {
             if json {
-                println!("{}", serde_json::to_string_pretty(&refused)?);
+                say!("{}", serde_json::to_string_pretty(&refused)?);
             } else {
-                println!("finalization refused: {refused}");
+                say!("finalization refused: {refused}");
                 for b in &refused.blockers {
-                    println!("blocker: {b}");
+                    say!("blocker: {b}");
                 }
             }
         }

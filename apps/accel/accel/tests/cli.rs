@@ -403,8 +403,9 @@ fn agents_heartbeat_and_one_ahead_of_its_conductor_exits_with_the_reason() {
     use verso_upgrade::store::{PersistedState, VersionStore};
     let dir = tempfile::tempdir().expect("tempdir");
     let db_url = format!("sqlite://{}", dir.path().join("accel.db").display());
-    let rabbit = std::env::var("VERSO_TEST_RABBIT_URL")
-        .unwrap_or_else(|_| "rabbit://guest:guest@127.0.0.1:5672/".into());
+    // A vhost of its own: no late message of another test reaches its conductors.
+    let vhost = support::Vhost::new();
+    let rabbit = vhost.url.clone();
     let sets = [
         format!("database.url={db_url}"),
         format!("transport.url={rabbit}"),
@@ -502,23 +503,29 @@ fn agents_heartbeat_and_one_ahead_of_its_conductor_exits_with_the_reason() {
         "{stderr}"
     );
 
-    // A feature that needs object indirection, with the conductor pinned to 1.0: the
-    // agent refuses to start with the configuration error naming what to change.
-    let mut pinned = accel();
-    with_sets(&mut pinned);
-    let out = pinned
-        .args(["--set", "pci.managed=false"])
-        .args(["--set", "upgrade_levels.conductor=1.0"])
-        .args(["agent", "--once", "--host", "h3", "--sysfs-root", fixture])
-        .output()
-        .expect("agent runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("PCI unmanaged mode ([pci] managed = false) needs object indirection (conductor RPC 1.1)")
-            && stderr.contains("[upgrade_levels] conductor is 1.0"),
-        "{stderr}"
-    );
+    // A feature that needs object indirection, with the conductor's API pinned to 1.0
+    // (on either wire): the agent refuses to start with the configuration error naming
+    // what to change.
+    for (wire, option) in [
+        ("cyborg.report_to_cyborg=false", "conductor"),
+        ("cyborg.report_to_cyborg=true", "cyborg_conductor"),
+    ] {
+        let mut pinned = accel();
+        with_sets(&mut pinned);
+        let out = pinned
+            .args(["--set", "pci.managed=false", "--set", wire])
+            .args(["--set", &format!("upgrade_levels.{option}=1.0")])
+            .args(["agent", "--once", "--host", "h3", "--sysfs-root", fixture])
+            .output()
+            .expect("agent runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{wire}: {stderr}");
+        assert!(
+            stderr.contains("PCI unmanaged mode ([pci] managed = false) needs object indirection (conductor RPC 1.1)")
+                && stderr.contains(&format!("[upgrade_levels] {option} is 1.0")),
+            "{wire}: {stderr}"
+        );
+    }
 }
 
 /// Runs `accel` with `sets` and `args`; (exit code, stdout, stderr).
@@ -549,8 +556,9 @@ fn accel_upgrade_finalize_decides_on_the_agents_every_conductor_heard() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let db_url = rt.block_on(accel_conductor::testing::postgres_database());
     let dir = tempfile::tempdir().expect("tempdir");
-    let rabbit = std::env::var("VERSO_TEST_RABBIT_URL")
-        .unwrap_or_else(|_| "rabbit://guest:guest@127.0.0.1:5672/".into());
+    // A vhost of its own: no late message of another test reaches its conductors.
+    let vhost = support::Vhost::new();
+    let rabbit = vhost.url.clone();
     let exchange = format!("accel-test-{}", uuid::Uuid::new_v4().simple());
     let cyborg_exchange = format!("cyborg-test-{}", uuid::Uuid::new_v4().simple());
     let sets = vec![

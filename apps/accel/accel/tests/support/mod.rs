@@ -357,3 +357,50 @@ impl Drop for ComputeNode {
         .join();
     }
 }
+
+/// A RabbitMQ vhost of one test, the test broker's `guest` allowed everything on it,
+/// deleted when dropped. Queues are named by topic whatever the control exchange
+/// (`cyborg-conductor` is one queue for every exchange bound to it), so only a vhost of
+/// its own keeps another test's late messages (a report a killed conductor left
+/// unacknowledged) out of a test that counts what its conductors heard.
+pub struct Vhost {
+    name: String,
+    /// `VERSO_TEST_RABBIT_URL` on this vhost.
+    pub url: String,
+}
+
+fn rabbitmqctl(args: &[&str]) -> std::process::Output {
+    let node = std::env::var("RABBITMQ_NODENAME").unwrap_or_else(|_| "rabbit@localhost".into());
+    std::process::Command::new("rabbitmqctl")
+        .args(["-q", "-n", &node])
+        .args(args)
+        .output()
+        .expect("rabbitmqctl runs (scripts/test.sh installs RabbitMQ)")
+}
+
+impl Vhost {
+    pub fn new() -> Vhost {
+        let name = format!("accel-test-{}", uuid::Uuid::new_v4().simple());
+        for args in [
+            vec!["add_vhost", &name],
+            vec!["set_permissions", "-p", &name, "guest", ".*", ".*", ".*"],
+        ] {
+            let out = rabbitmqctl(&args);
+            assert!(
+                out.status.success(),
+                "rabbitmqctl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let base = std::env::var("VERSO_TEST_RABBIT_URL")
+            .unwrap_or_else(|_| "rabbit://guest:guest@127.0.0.1:5672/".into());
+        let url = format!("{}/{name}", base.trim_end_matches('/'));
+        Vhost { name, url }
+    }
+}
+
+impl Drop for Vhost {
+    fn drop(&mut self) {
+        let _ = rabbitmqctl(&["delete_vhost", &self.name]);
+    }
+}
