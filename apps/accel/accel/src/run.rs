@@ -331,43 +331,45 @@ pub async fn agent(
     let mut parts = Lifecycle::new(Duration::from_secs(config.conductor.stop_timeout));
     // The agent's last answers and report reach the broker before the process goes.
     parts.close_at_end(transport);
-    if let Some(wire) = cyborg_transport {
-        parts.close_at_end(wire);
-        say!(
-            "agent {host}: release N+1 on Cyborg's wire as {}: reporting on {} and serving Cyborg's agent API with cleanup_device on {} (exchange {}), accel's on {} (exchange {})",
-            running.apparent().label(),
-            accel_cyborg17::rpc::CONDUCTOR_TOPIC,
-            accel_cyborg17::rpc::AGENT_TOPIC,
-            config.cyborg.control_exchange,
-            accel_objects::rpc::AGENT_TOPIC,
-            config.transport.control_exchange
-        );
-    } else {
-        say!(
-            "agent {host}: serving {} and reporting to {} (exchange {}) as {}",
-            accel_objects::rpc::AGENT_TOPIC,
-            accel_objects::rpc::CONDUCTOR_TOPIC,
-            config.transport.control_exchange,
-            running.apparent().label()
-        );
-    }
+    let apparent = running.apparent().label();
     parts.push(Part::Agent {
         host: host.clone(),
         running,
     });
     // A Cyborg 17 conductor still running during a migration calls this host's agent
-    // on Cyborg's exchange (mdev creation and removal); on Cyborg's wire the agent
-    // serves that API already.
-    if config.cyborg.serve_conductor && !config.cyborg.report_to_cyborg {
-        let cyborg_transport = transport_on(&config, &config.cyborg.control_exchange).await?;
-        parts.close_at_end(cyborg_transport.clone());
-        let server =
-            accel_agent::cyborg::serve(cyborg_transport, &host, sysfs_root, programmer).await?;
+    // on Cyborg's exchange (mdev creation and removal, FPGA programming); on Cyborg's
+    // wire the agent serves that API already. Started before the agent says it serves.
+    let also_cyborg = if config.cyborg.serve_conductor && cyborg_transport.is_none() {
+        let t = transport_on(&config, &config.cyborg.control_exchange).await?;
+        parts.close_at_end(t.clone());
+        let server = accel_agent::cyborg::serve(t, &host, sysfs_root, programmer).await?;
         parts.push(Part::Server(server));
-        say!(
-            "agent {host}: serving Cyborg 17's agent API on {} (exchange {})",
+        format!(
+            "; Cyborg 17's agent API on {} (exchange {})",
             accel_cyborg17::rpc::AGENT_TOPIC,
             config.cyborg.control_exchange
+        )
+    } else {
+        String::new()
+    };
+    if let Some(wire) = cyborg_transport {
+        parts.close_at_end(wire);
+        say!(
+            "agent {host}: serving {} with cleanup_device (exchange {}) and {} (exchange {}), reporting to {} as {}: release N+1 on Cyborg's wire",
+            accel_cyborg17::rpc::AGENT_TOPIC,
+            config.cyborg.control_exchange,
+            accel_objects::rpc::AGENT_TOPIC,
+            config.transport.control_exchange,
+            accel_cyborg17::rpc::CONDUCTOR_TOPIC,
+            apparent
+        );
+    } else {
+        say!(
+            "agent {host}: serving {} and reporting to {} (exchange {}) as {}{also_cyborg}",
+            accel_objects::rpc::AGENT_TOPIC,
+            accel_objects::rpc::CONDUCTOR_TOPIC,
+            config.transport.control_exchange,
+            apparent
         );
     }
     let exit = match parts.ended().await {

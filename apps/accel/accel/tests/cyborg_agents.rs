@@ -146,10 +146,17 @@ async fn accel_agent_serves_a_cyborg_conductor() {
         dir.path(),
         &host,
         &sysfs,
-        &[("ACCEL_CYBORG_SERVE_CONDUCTOR", "true".into())],
-        "serving Cyborg 17's agent API",
+        &[
+            // accel's own wire, serving Cyborg's agent API beside it.
+            ("ACCEL_CYBORG_REPORT_TO_CYBORG", "false".into()),
+            ("ACCEL_CYBORG_SERVE_CONDUCTOR", "true".into()),
+        ],
+        "serving accel-agent",
     );
-    assert!(line.contains("cyborg-agent (exchange cyborg)"), "{line}");
+    assert!(
+        line.contains("Cyborg 17's agent API on cyborg-agent (exchange cyborg)"),
+        "{line}"
+    );
 
     let mdev = uuid::Uuid::new_v4().to_string();
     let reply = accel_cyborg17::testing::cyborg_calls_agent(
@@ -225,8 +232,9 @@ async fn accel_n_plus_1_agent_on_cyborgs_wire() {
             ("ACCEL_AGENT_SCAN_INTERVAL", "3600".into()),
             ("ACCEL_NVME_CLEANUP_COMMAND", erase.display().to_string()),
         ],
-        "release N+1 on Cyborg's wire",
+        "serving cyborg-agent",
     );
+    assert!(line.ends_with("release N+1 on Cyborg's wire"), "{line}");
     assert!(
         line.contains("cyborg-conductor") && line.contains("cyborg-agent"),
         "{line}"
@@ -340,7 +348,7 @@ async fn accel_n_plus_1_agent_on_cyborgs_wire() {
 
 /// FPGA programming through accel's API reaches a host whose agent serves only
 /// Cyborg's agent API (here accel's agent reporting as a Cyborg 17 agent does:
-/// `[cyborg] report_to_cyborg`, no heartbeat): the conductor, knowing the host only from
+/// `[upgrade_levels] cyborg_conductor = "1.0"`, no heartbeat): the conductor, knowing the host only from
 /// Cyborg's reports, calls Cyborg's `fpga_program` (control path, Glance image, driver)
 /// on `cyborg-agent`, which downloads the bitstream from the real Glance and runs the
 /// operator's tool on the card.
@@ -384,6 +392,7 @@ async fn accels_api_programs_an_fpga_through_cyborgs_agent_api() {
         &fixture,
         &[
             ("ACCEL_CYBORG_REPORT_TO_CYBORG", "true".into()),
+            ("ACCEL_UPGRADE_LEVELS_CYBORG_CONDUCTOR", "1.0".into()),
             ("ACCEL_FPGA_PROGRAM_COMMAND", tool.display().to_string()),
             ("ACCEL_GLANCE_AUTH_URL", keystone.clone()),
             ("ACCEL_GLANCE_USERNAME", "accel".into()),

@@ -31,14 +31,16 @@ use std::time::{Duration, Instant};
 use verso::{ObjectList, VersionedEnum};
 use verso_rpc::RpcError;
 
-/// The accel configuration of an agent reporting to Cyborg's conductor.
+/// The accel configuration of an agent reporting to Cyborg's conductor (on Cyborg's
+/// wire, its default, capped at Cyborg 17's conductor API).
 fn agent_config(dir: &Path, report_interval: u64) -> std::path::PathBuf {
     let path = dir.join("accel.toml");
     std::fs::write(
         &path,
         format!(
             "[transport]\nurl = \"{}\"\n\n[agent]\nreport_interval = {report_interval}\n\n\
-             [cyborg]\nreport_to_cyborg = true\n",
+             [cyborg]\nreport_to_cyborg = true\n\n\
+             [upgrade_levels]\ncyborg_conductor = \"1.0\"\n",
             rabbit_url()
         ),
     )

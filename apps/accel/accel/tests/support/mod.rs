@@ -34,8 +34,9 @@ pub fn ready(child: &mut Child, prefix: &str) -> String {
 
 /// Starts `accel agent --host host --sysfs-root sysfs` on the test broker with `env`
 /// (`ACCEL_...` variables), its state in `dir/state` and its log in `dir/agent.log`, and
-/// waits for its stdout line that starts with `agent <host>: <said>`, which it returns;
-/// the agent's log is the failure's message if it ends first.
+/// waits for its first stdout line (the one it says once serving), which must start with
+/// `agent <host>: <said>`, and returns it; the agent's log is the failure's message
+/// otherwise.
 pub fn accel_agent(
     dir: &std::path::Path,
     host: &str,
@@ -58,12 +59,15 @@ pub fn accel_agent(
     let agent = Killed(child);
     let wanted = format!("agent {host}: {said}");
     let mut lines = BufReader::new(stdout).lines().map_while(Result::ok);
-    let line = lines.find(|l| l.starts_with(&wanted)).unwrap_or_else(|| {
-        panic!(
-            "the agent ended without saying {wanted:?}:\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        )
-    });
+    let line = lines
+        .next()
+        .filter(|l| l.starts_with(&wanted))
+        .unwrap_or_else(|| {
+            panic!(
+                "the agent did not say {wanted:?} first:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            )
+        });
     std::thread::spawn(move || for _ in lines {});
     (agent, line)
 }
