@@ -56,7 +56,7 @@ async fn db_sync_takes_cyborgs_database_in_place(cyborg_url: &str, conf: &Path, 
     assert!(out.status.success(), "{}", text(&out));
     assert!(
         text(&out).contains(
-            "took OpenStack Cyborg 17's database in place: applied accel's additions [101]"
+            "took OpenStack Cyborg 17's database in place: applied accel's additions [101]; the deployment is at release N (Cyborg 17)"
         ),
         "{}",
         text(&out)
@@ -332,6 +332,16 @@ fn check_filled(dump: &Value, hosts: &[&str]) {
 /// The import of `from` (whose dump is `dump`) into the empty accel database `db_url`
 /// (given accel's schema first): dry run, import, second run, and accel's own unbind and
 /// bind on what came over.
+/// The apparent version accel's version record in `db` holds, if there is one.
+async fn apparent(db: &Db) -> Option<u32> {
+    use verso_upgrade::store::VersionStore;
+    accel_conductor::DbVersionStore::new(db.clone(), "accel")
+        .load()
+        .await
+        .expect("the version record reads")
+        .map(|r| r.apparent)
+}
+
 async fn take_over(db_url: &str, from: &str, dump: &Value) -> Db {
     let db = Db::connect(db_url).await.expect("accel's database");
     db.migrate().await.expect("migrate");
@@ -346,6 +356,11 @@ async fn take_over(db_url: &str, from: &str, dump: &Value) -> Db {
     let empty = accel_view(&db).await;
     assert_eq!(empty["devices"], json!([]), "a dry run wrote");
     assert_eq!(empty["arqs"], json!([]), "a dry run wrote");
+    assert_eq!(
+        apparent(&db).await,
+        None,
+        "a dry run wrote the version record"
+    );
 
     let out = import(db_url, from, false);
     assert!(out.status.success(), "{}", text(&out));
@@ -354,6 +369,9 @@ async fn take_over(db_url: &str, from: &str, dump: &Value) -> Db {
         "{}",
         text(&out)
     );
+    // Cyborg's hosts run release N: the deployment starts there, though accel made
+    // this database.
+    assert_eq!(apparent(&db).await, Some(1));
     let want = as_accel_holds_it(dump.clone());
     assert_eq!(
         accel_view(&db).await,

@@ -84,6 +84,9 @@ async fn empty_database_gets_cyborgs_schema_and_accels_additions(
     let first = db.sync_on_cyborg17().await.expect("sync");
     assert!(first.made_cyborg_schema, "{first:?}");
     assert_eq!(first.applied, vec![FIRST_ADDITION]);
+    // accel made it: no version record, so the deployment starts at the newest release.
+    assert!(!first.started_at_release_n, "{first:?}");
+    assert_eq!(record(&db).await, None);
     let again = db.sync_on_cyborg17().await.expect("sync again");
     assert!(
         !again.made_cyborg_schema && again.applied.is_empty(),
@@ -128,6 +131,79 @@ async fn empty_database_gets_cyborgs_schema_and_accels_additions(
             && unique.contains("attributes"),
         "{diff}"
     );
+}
+
+/// accel's version record in `db`, as JSON.
+async fn record(db: &Db) -> Option<Value> {
+    use verso_upgrade::store::VersionStore;
+    accel_conductor::DbVersionStore::new(db.clone(), "accel")
+        .load()
+        .await
+        .expect("the version record reads")
+        .map(|r| serde_json::to_value(r).expect("json"))
+}
+
+/// A database Cyborg 17 made (its schema alone, as `cyborg-dbsync` leaves it) is at
+/// release N: the sync that takes it in place writes accel's version record at release N
+/// (once: a later sync changes nothing), and a conductor started on it is pre-finalized,
+/// whatever its options; a database accel made starts at the newest release.
+async fn a_database_cyborg_made_starts_at_release_n(url: &str, sqlalchemy: &str, backend: &str) {
+    cyborg_schema_apply(sqlalchemy, &schema_file(backend));
+    let db = Db::connect(url).await.expect("open");
+    let taken = db.sync_on_cyborg17().await.expect("taken in place");
+    assert!(
+        !taken.made_cyborg_schema && taken.started_at_release_n,
+        "{taken:?}"
+    );
+    assert_eq!(
+        record(&db).await,
+        Some(serde_json::json!({"format": 1, "component": "accel", "apparent": 1}))
+    );
+    let again = db.sync_on_cyborg17().await.expect("sync again");
+    assert!(!again.started_at_release_n, "{again:?}");
+    let transport: std::sync::Arc<dyn verso_rpc::transport::Transport> =
+        std::sync::Arc::new(verso_rpc::transport::memory::MemoryTransport::new());
+    let running = accel_conductor::runtime::start_with(
+        db.clone(),
+        transport,
+        None,
+        accel_conductor::runtime::StartOptions::default(),
+    )
+    .await
+    .expect("the conductor starts");
+    assert_eq!(
+        running.versions.apparent(),
+        accel_objects::AccelVersion::Initial
+    );
+    running.stop().await;
+    db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sqlite_database_cyborg_made_starts_at_release_n() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("cyborg.db");
+    a_database_cyborg_made_starts_at_release_n(
+        &format!("sqlite://{}", path.display()),
+        &format!("sqlite:///{}", path.display()),
+        "sqlite",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgresql_database_cyborg_made_starts_at_release_n() {
+    let url = support::postgres_database().await;
+    let rest = url
+        .strip_prefix("postgres://")
+        .or_else(|| url.strip_prefix("postgresql://"))
+        .expect("a postgres:// URL");
+    a_database_cyborg_made_starts_at_release_n(
+        &url,
+        &format!("postgresql+psycopg2://{rest}"),
+        "postgres",
+    )
+    .await;
 }
 
 /// A handle connected while the database was empty, whose schema another process (here
