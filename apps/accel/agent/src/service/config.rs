@@ -66,8 +66,8 @@ pub struct AgentConfig {
     pub cyborg_wire: Option<CyborgWire>,
 }
 
-/// Release N+1 on Cyborg's wire (`[cyborg] report_to_cyborg` with `[upgrade_levels]
-/// cyborg_conductor = "1.1"`): the agent reports with Cyborg 17's `report_data` on
+/// Release N+1 on Cyborg's wire (`accel agent`'s default: `[cyborg] report_to_cyborg`
+/// with `[upgrade_levels] cyborg_conductor` at 1.1): the agent reports with Cyborg 17's `report_data` on
 /// `cyborg-conductor`, runs the PCI managed-mode check and NVMe cleanups through the seed
 /// spec's object indirection there (`AttachHandleList`, `AttachHandle` 1.1,
 /// `DeviceList`, `Device` 1.6), and serves Cyborg's agent API with `cleanup_device`
