@@ -106,26 +106,8 @@ pub async fn conductor(config: AccelConfig) -> Result<ExitCode, Error> {
     let placement = config.placement.client()?;
     let nova = config.nova.options()?;
     let db = open_db(&config.database.url).await?;
-    let transport = transport(&config).await?;
     let mut parts = Lifecycle::new(Duration::from_secs(config.conductor.stop_timeout));
-    parts.close_at_end(transport.clone());
-    let cyborg_transport = if config.cyborg.serve_agents {
-        let t = transport_on(&config, &config.cyborg.control_exchange).await?;
-        parts.close_at_end(t.clone());
-        Some(t)
-    } else {
-        None
-    };
-    let running = start_conductor(
-        db.clone(),
-        transport.clone(),
-        &config,
-        nova,
-        cyborg_transport.clone(),
-    )
-    .await?;
-    let coordinator = running.coordinator.clone();
-    parts.push(Part::Conductor(running));
+    let (_, cyborg) = conductor_parts(&db, &config, nova, &mut parts).await?;
     say!(
         "conductor: serving {CONDUCTOR_TOPIC} and {UPGRADE_TOPIC} on {}",
         verso_rpc::transport::amqp::redact(&config.transport.url)
@@ -143,11 +125,7 @@ pub async fn conductor(config: AccelConfig) -> Result<ExitCode, Error> {
             accel_conductor::runtime::conductor_id(),
         )));
     }
-    // Cyborg's conductor API: accel's agents report there (and call the seed spec's
-    // object methods), and so do Cyborg 17's agents left during a migration, whose
-    // reports tell the fleet record that their hosts still run release N.
-    if let Some(cyborg_transport) = cyborg_transport {
-        parts.push(cyborg_conductor_api(cyborg_transport, db, coordinator).await?);
+    if cyborg.is_some() {
         say!(
             "conductor: serving Cyborg's conductor API on {} (exchange {}) for accel's agents and Cyborg 17's",
             accel_conductor::cyborg::TOPIC,
@@ -169,21 +147,44 @@ pub async fn conductor(config: AccelConfig) -> Result<ExitCode, Error> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The conductor over `db`, its parts in `parts`: accel's conductor and upgrade APIs on
+/// `[transport] control_exchange`, and, unless `[cyborg] serve_agents = false`,
 /// Cyborg's conductor API (1.1: Cyborg 17's methods and the seed spec's object
-/// indirection) on `transport`, over `db`, its reports counted by `coordinator`.
-async fn cyborg_conductor_api(
-    transport: Arc<dyn Transport>,
-    db: Db,
-    coordinator: Arc<verso_upgrade::Coordinator<AccelVersion>>,
-) -> Result<Part, Error> {
-    let server = accel_conductor::cyborg::serve(
-        transport,
-        db,
-        accel_conductor::cyborg::TOPIC,
-        Some(coordinator),
-    )
-    .await?;
-    Ok(Part::Server(server))
+/// indirection) on `[cyborg] control_exchange`, where accel's agents report and Cyborg
+/// 17's agents left during a migration too (their reports tell the fleet record that
+/// their hosts still run release N). Every server is up when it returns. Returns the
+/// transports (accel's, Cyborg's if served), for the agents of an all-in-one: the
+/// embedded transport is one bus per transport.
+async fn conductor_parts(
+    db: &Db,
+    config: &AccelConfig,
+    nova: NovaOptions,
+    parts: &mut Lifecycle,
+) -> Result<(Arc<dyn Transport>, Option<Arc<dyn Transport>>), Error> {
+    let transport = transport(config).await?;
+    parts.close_at_end(transport.clone());
+    let cyborg = if config.cyborg.serve_agents {
+        let t = transport_on(config, &config.cyborg.control_exchange).await?;
+        parts.close_at_end(t.clone());
+        Some(t)
+    } else {
+        None
+    };
+    let running =
+        start_conductor(db.clone(), transport.clone(), config, nova, cyborg.clone()).await?;
+    let coordinator = running.coordinator.clone();
+    parts.push(Part::Conductor(running));
+    if let Some(t) = &cyborg {
+        let server = accel_conductor::cyborg::serve(
+            t.clone(),
+            db.clone(),
+            accel_conductor::cyborg::TOPIC,
+            Some(coordinator),
+        )
+        .await?;
+        parts.push(Part::Server(server));
+    }
+    Ok((transport, cyborg))
 }
 
 /// How an agent speaks Cyborg's wire on `transport` (`[cyborg] control_exchange`),
@@ -663,31 +664,8 @@ pub async fn all_in_one(config: AccelConfig, agents: u32) -> Result<ExitCode, Er
         return Err("all-in-one: [upgrade_levels] cyborg_conductor below 1.1 names a Cyborg 17 conductor; all-in-one's conductor is accel's".into());
     }
     let db = open_db(&url).await?;
-    let transport = transport(&config).await?;
     let mut parts = Lifecycle::new(Duration::from_secs(config.conductor.stop_timeout));
-    parts.close_at_end(transport.clone());
-    // One transport on Cyborg's exchange for the conductor and its agents (the embedded
-    // transport is one bus per transport).
-    let cyborg_transport = if config.cyborg.serve_agents {
-        let t = transport_on(&config, &config.cyborg.control_exchange).await?;
-        parts.close_at_end(t.clone());
-        Some(t)
-    } else {
-        None
-    };
-    let conductor = start_conductor(
-        db.clone(),
-        transport.clone(),
-        &config,
-        nova,
-        cyborg_transport.clone(),
-    )
-    .await?;
-    let coordinator = conductor.coordinator.clone();
-    parts.push(Part::Conductor(conductor));
-    if let Some(t) = &cyborg_transport {
-        parts.push(cyborg_conductor_api(t.clone(), db.clone(), coordinator).await?);
-    }
+    let (transport, cyborg_transport) = conductor_parts(&db, &config, nova, &mut parts).await?;
     if let Some((client, schedule)) = placement {
         parts.push(Part::Task(accel_conductor::placement::spawn_reconciler(
             db.clone(),
