@@ -187,6 +187,16 @@ async fn conductor_parts(
     Ok((transport, cyborg))
 }
 
+/// What to check when an agent on Cyborg's wire (release N+1 there) found no accel
+/// conductor at `what` (a first heartbeat, or a first report).
+fn cyborg_wire_hint(what: &str) -> &'static str {
+    if what.contains("heartbeat") {
+        "on Cyborg's wire at [upgrade_levels] cyborg_conductor 1.1 the agent needs accel's conductor (its upgrade API); while this host's conductor is still Cyborg 17's, set cyborg_conductor = \"1.0\""
+    } else {
+        "on Cyborg's wire the agent reports to accel's conductor on cyborg-conductor: check that it serves Cyborg's conductor API ([cyborg] serve_agents, on by default) on the same [cyborg] control_exchange"
+    }
+}
+
 /// How an agent speaks Cyborg's wire on `transport` (`[cyborg] control_exchange`),
 /// capped by `[upgrade_levels] cyborg_conductor`.
 fn cyborg_wire(
@@ -311,10 +321,8 @@ pub async fn agent(
     let running = match accel_agent::service::start(library_config, transport.clone()).await {
         Ok(r) => r,
         Err(e) => {
-            if cyborg_transport.is_some() && matches!(e, AgentStartError::Conductor { .. }) {
-                eprintln!(
-                    "accel agent {host}: on Cyborg's wire at [upgrade_levels] cyborg_conductor 1.1 the agent needs accel's conductor; while this host's conductor is still Cyborg 17's, set cyborg_conductor = \"1.0\""
-                );
+            if let (Some(_), AgentStartError::Conductor { what, .. }) = (&cyborg_transport, &e) {
+                eprintln!("accel agent {host}: {}", cyborg_wire_hint(what));
             }
             return Ok(not_started(&host, &e));
         }
@@ -381,8 +389,8 @@ pub async fn agent(
     Ok(exit)
 }
 
-/// `accel agent` with `[cyborg] report_to_cyborg`: the host's devices reported to a
-/// Cyborg 17 conductor every `[agent] report_interval` (a failed report is logged and
+/// `accel agent` on Cyborg's wire with `[upgrade_levels] cyborg_conductor` below 1.1:
+/// the host's devices reported to a Cyborg 17 conductor every `[agent] report_interval` (a failed report is logged and
 /// tried again at the next), Cyborg's agent API served for that conductor's calls.
 /// With `once`, one report, whose failure is the exit code 2.
 async fn cyborg_agent(
@@ -512,7 +520,7 @@ pub async fn db_sync(config: AccelConfig) -> Result<ExitCode, Error> {
         (false, false) => say!(
             "took OpenStack Cyborg 17's database in place: applied accel's additions {:?}{}",
             done.applied,
-            if done.started_at_release_n {
+            if done.at_release_n {
                 "; the deployment is at release N (Cyborg 17) until `accel upgrade finalize`"
             } else {
                 ""

@@ -319,6 +319,30 @@ fn api_options_are_checked_at_start() {
     }
 }
 
+/// `accel all-in-one`'s agents speak Cyborg's wire to its own conductor: a configuration
+/// that leaves them no such conductor is refused at start (exit 2), naming why.
+#[test]
+fn all_in_one_refuses_a_cyborg_wire_it_cannot_serve() {
+    for (set, says) in [
+        (
+            "cyborg.serve_agents=false",
+            "[cyborg] report_to_cyborg (its agents on Cyborg's wire) needs [cyborg] serve_agents",
+        ),
+        (
+            "upgrade_levels.cyborg_conductor=1.0",
+            "cyborg_conductor below 1.1 names a Cyborg 17 conductor",
+        ),
+    ] {
+        let out = accel()
+            .args(["--set", set, "all-in-one"])
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{set}: {stderr}");
+        assert!(stderr.contains(says), "{set}: {stderr}");
+    }
+}
+
 #[test]
 fn fpga_programming_options_are_checked_when_the_agent_starts() {
     for (sets, says) in [

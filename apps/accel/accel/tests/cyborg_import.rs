@@ -356,11 +356,7 @@ async fn take_over(db_url: &str, from: &str, dump: &Value) -> Db {
     let empty = accel_view(&db).await;
     assert_eq!(empty["devices"], json!([]), "a dry run wrote");
     assert_eq!(empty["arqs"], json!([]), "a dry run wrote");
-    assert_eq!(
-        apparent(&db).await,
-        None,
-        "a dry run wrote the version record"
-    );
+    assert!(!db.starts_at_release_n().await.expect("reads"));
 
     let out = import(db_url, from, false);
     assert!(out.status.success(), "{}", text(&out));
@@ -369,9 +365,10 @@ async fn take_over(db_url: &str, from: &str, dump: &Value) -> Db {
         "{}",
         text(&out)
     );
-    // Cyborg's hosts run release N: the deployment starts there, though accel made
-    // this database.
-    assert_eq!(apparent(&db).await, Some(1));
+    // Cyborg's hosts run release N: the deployment starts there (Cyborg's rows, no
+    // accel version record), though accel made this database.
+    assert_eq!(apparent(&db).await, None);
+    assert!(db.starts_at_release_n().await.expect("reads"));
     let want = as_accel_holds_it(dump.clone());
     assert_eq!(
         accel_view(&db).await,
@@ -610,6 +607,38 @@ async fn a_cyborg_17_database_on_sqlite_is_taken_over() {
         "{}",
         text(&out)
     );
+
+    // A target an accel conductor started on at release N+1 (its version record says
+    // so): Cyborg's hosts would be refused as older, so the import is, writing nothing.
+    let started = format!("sqlite://{}", other_dir.path().join("started.db").display());
+    let started_db = Db::connect(&started).await.expect("a new SQLite file");
+    started_db.migrate().await.expect("accel's schema");
+    {
+        use verso_upgrade::store::{PersistedState, VersionStore};
+        accel_conductor::DbVersionStore::new(started_db.clone(), "accel")
+            .save(&PersistedState {
+                format: 1,
+                component: "accel".into(),
+                apparent: 2,
+                finalizing: None,
+            })
+            .await
+            .expect("the record of a conductor at release N+1");
+    }
+    let out = import(&started, &from, false);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("at apparent version 2 (finalizing: false), past release N"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        accel_view(&started_db).await["devices"],
+        json!([]),
+        "a refused import wrote"
+    );
+    assert_eq!(apparent(&started_db).await, Some(2));
+    started_db.close().await;
 
     // Or no import at all: Cyborg's own database taken in place.
     db_sync_takes_cyborgs_database_in_place(&from, &conf, &dump).await;

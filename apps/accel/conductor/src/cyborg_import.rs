@@ -40,7 +40,11 @@
 //! additions, as `accel db sync` makes it there), or one holding no rows yet; the rows
 //! are written as Cyborg stores them (its device `status` and `device_state`, a
 //! request's `substate` and profile id, its times as `DATETIME`s) with accel's additions
-//! filled.
+//! filled. A Cyborg 17 source puts the deployment at release N (its rows without an accel
+//! version record: [`Db::starts_at_release_n`]): its hosts run Cyborg 17 until accel's
+//! agents replace them. A target an
+//! accel conductor has already started on at a later release is refused
+//! ([`ImportError::TargetPastReleaseN`]): Cyborg's hosts would be refused as older.
 //!
 //! Run it again and it changes nothing: an accel database that already holds exactly
 //! this Cyborg database's rows answers [`Imported::Already`]; one that holds anything
@@ -52,6 +56,7 @@ use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, FromRow};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
+use verso_upgrade::store::PersistedState;
 use verso_upgrade::ComponentVersion;
 
 /// The alembic revision of Cyborg 17's schema (`add_device_state`, the head of
@@ -116,6 +121,15 @@ pub enum ImportError {
         what: &'static str,
         /// Its UUID.
         uuid: String,
+    },
+    /// accel's database holds a deployment past release N: a Cyborg 17 source's hosts,
+    /// which run release N, would be refused as older than it.
+    #[error("accel's database holds a deployment at apparent version {apparent} (finalizing: {finalizing}), past release N (1, not finalizing), where Cyborg 17's hosts are: they would be refused; import into a database no accel conductor has started on")]
+    TargetPastReleaseN {
+        /// The target's apparent version.
+        apparent: u32,
+        /// Whether a finalization is under way there.
+        finalizing: bool,
     },
     /// accel's database failed.
     #[error("accel's database: {0}")]
@@ -409,9 +423,10 @@ struct FleetRow {
 struct UpgradeState {
     versions: Vec<VersionRecordRow>,
     fleet: Vec<FleetRow>,
-    /// A Cyborg 17 source: its hosts run release N, so accel's version record starts
-    /// there unless the target holds one (as `accel db sync` does when it takes such a
-    /// database in place).
+    /// A Cyborg 17 source: its hosts run release N, where the deployment then starts
+    /// (no accel version record and Cyborg's rows: [`Db::starts_at_release_n`]); a
+    /// target an accel conductor started on past release N, or finalizing, is refused
+    /// ([`ImportError::TargetPastReleaseN`]).
     at_release_n: bool,
 }
 
@@ -1048,23 +1063,27 @@ async fn write_upgrade_state(
 ) -> Result<(), ImportError> {
     let q = |e: sqlx::Error| ImportError::Target(DbError::from(e));
     if upgrade.at_release_n {
-        let held: i64 = sqlx::query_scalar(
-            &d.sql("SELECT COUNT(*) FROM component_versions WHERE component = $1"),
+        let held: Option<String> = sqlx::query_scalar(
+            &d.sql("SELECT record FROM component_versions WHERE component = $1"),
         )
         .bind(AccelVersion::COMPONENT)
-        .fetch_one(&mut **tx)
+        .fetch_optional(&mut **tx)
         .await
         .map_err(q)?;
-        if held == 0 {
-            sqlx::query(&d.sql(
-                "INSERT INTO component_versions (component, record, updated_at) VALUES ($1, $2, $3)",
-            ))
-            .bind(AccelVersion::COMPONENT)
-            .bind(crate::db::release_n_record())
-            .bind(crate::db::now())
-            .execute(&mut **tx)
-            .await
-            .map_err(q)?;
+        if let Some(held) = held {
+            let state: PersistedState =
+                serde_json::from_str(&held).map_err(|e| DbError::Corrupt {
+                    table: "component_versions",
+                    column: "record".into(),
+                    why: e.to_string(),
+                })?;
+            // At release N and not finalizing, or the hosts would be refused.
+            if state.apparent > AccelVersion::Initial.number() || state.finalizing.is_some() {
+                return Err(ImportError::TargetPastReleaseN {
+                    apparent: state.apparent,
+                    finalizing: state.finalizing.is_some(),
+                });
+            }
         }
     }
     for v in &upgrade.versions {

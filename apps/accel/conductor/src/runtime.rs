@@ -41,9 +41,11 @@ pub struct StartOptions {
     /// This conductor's name in the fleet record's `heard_by` (default: host name and
     /// process id, [`conductor_id`]).
     pub conductor_id: Option<String>,
-    /// The apparent version a database without a version record starts at (default:
-    /// this build's, a fresh install). A deployment migrating from Cyborg 17 starts at
-    /// [`AccelVersion::Initial`]: its Cyborg hosts are release N until replaced.
+    /// The apparent version a database without a version record starts at. Default:
+    /// decided by the database ([`Db::starts_at_release_n`]): release N
+    /// ([`AccelVersion::Initial`]) on one holding Cyborg's rows (a Cyborg deployment
+    /// taken over: its hosts are release N until replaced), this build's (a fresh
+    /// install) otherwise.
     pub fresh_at: Option<AccelVersion>,
     /// Nova's `accelerator-request-bound` events (`[nova]`); unset: Nova is not told.
     pub nova: Option<crate::nova::Notifier>,
@@ -263,7 +265,14 @@ pub async fn start_with(
         db.clone(),
         AccelVersion::COMPONENT,
     ));
-    if let Some(v) = options.fresh_at {
+    let fresh_at = match options.fresh_at {
+        Some(v) => Some(v),
+        None => db
+            .starts_at_release_n()
+            .await?
+            .then_some(AccelVersion::Initial),
+    };
+    if let Some(v) = fresh_at {
         builder = builder.fresh_at(v);
     }
     let versions = builder.open().await?;

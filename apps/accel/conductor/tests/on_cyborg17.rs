@@ -84,9 +84,9 @@ async fn empty_database_gets_cyborgs_schema_and_accels_additions(
     let first = db.sync_on_cyborg17().await.expect("sync");
     assert!(first.made_cyborg_schema, "{first:?}");
     assert_eq!(first.applied, vec![FIRST_ADDITION]);
-    // accel made it: no version record, so the deployment starts at the newest release.
-    assert!(!first.started_at_release_n, "{first:?}");
-    assert_eq!(record(&db).await, None);
+    // accel made it, empty: the deployment will start at the newest release.
+    assert!(!first.at_release_n, "{first:?}");
+    assert!(!db.starts_at_release_n().await.expect("reads"));
     let again = db.sync_on_cyborg17().await.expect("sync again");
     assert!(
         !again.made_cyborg_schema && again.applied.is_empty(),
@@ -143,24 +143,13 @@ async fn record(db: &Db) -> Option<Value> {
         .map(|r| serde_json::to_value(r).expect("json"))
 }
 
-/// A database Cyborg 17 made (its schema alone, as `cyborg-dbsync` leaves it) is at
-/// release N: the sync that takes it in place writes accel's version record at release N
-/// (once: a later sync changes nothing), and a conductor started on it is pre-finalized,
-/// whatever its options; a database accel made starts at the newest release.
-async fn a_database_cyborg_made_starts_at_release_n(url: &str, sqlalchemy: &str, backend: &str) {
-    cyborg_schema_apply(sqlalchemy, &schema_file(backend));
-    let db = Db::connect(url).await.expect("open");
-    let taken = db.sync_on_cyborg17().await.expect("taken in place");
-    assert!(
-        !taken.made_cyborg_schema && taken.started_at_release_n,
-        "{taken:?}"
-    );
-    assert_eq!(
-        record(&db).await,
-        Some(serde_json::json!({"format": 1, "component": "accel", "apparent": 1}))
-    );
-    let again = db.sync_on_cyborg17().await.expect("sync again");
-    assert!(!again.started_at_release_n, "{again:?}");
+/// The row a Cyborg deployment's API would have written: a device profile.
+const CYBORG_PROFILE: &str = "INSERT INTO device_profiles (uuid, name, profile_json, created_at) \
+     VALUES ('9a5e3e8b-0d4c-4a53-9a8e-2f0c1e7a6b11', 'migrated', '{\"groups\": []}', \
+     '2026-12-07 05:00:00')";
+
+/// A conductor on `db` with its default options, and its apparent version.
+async fn started_at(db: &Db) -> accel_objects::AccelVersion {
     let transport: std::sync::Arc<dyn verso_rpc::transport::Transport> =
         std::sync::Arc::new(verso_rpc::transport::memory::MemoryTransport::new());
     let running = accel_conductor::runtime::start_with(
@@ -171,11 +160,59 @@ async fn a_database_cyborg_made_starts_at_release_n(url: &str, sqlalchemy: &str,
     )
     .await
     .expect("the conductor starts");
-    assert_eq!(
-        running.versions.apparent(),
-        accel_objects::AccelVersion::Initial
-    );
+    let apparent = running.versions.apparent();
     running.stop().await;
+    apparent
+}
+
+/// A database of a Cyborg deployment (Cyborg 17's schema, as `cyborg-dbsync` leaves it,
+/// with Cyborg's rows), taken in place, is at release N: `db sync` says so and a
+/// conductor started on it, whatever its options, opens it at release N (its record
+/// written then, so the database no longer says release N by its rows); a Cyborg
+/// database without rows has nothing to migrate and starts at the newest release, as a
+/// database accel made does.
+async fn a_database_cyborg_made_starts_at_release_n(url: &str, sqlalchemy: &str, backend: &str) {
+    cyborg_schema_apply(sqlalchemy, &schema_file(backend));
+    let db = Db::connect(url).await.expect("open");
+    sqlx::query(CYBORG_PROFILE)
+        .execute(db.pool())
+        .await
+        .expect("a Cyborg row");
+    let taken = db.sync_on_cyborg17().await.expect("taken in place");
+    assert!(!taken.made_cyborg_schema && taken.at_release_n, "{taken:?}");
+    assert_eq!(record(&db).await, None, "db sync writes no version record");
+    assert_eq!(started_at(&db).await, accel_objects::AccelVersion::Initial);
+    assert_eq!(
+        record(&db).await,
+        Some(serde_json::json!({"format": 1, "component": "accel", "apparent": 1}))
+    );
+    let again = db.sync_on_cyborg17().await.expect("sync again");
+    assert!(!again.at_release_n, "{again:?}");
+    assert_eq!(started_at(&db).await, accel_objects::AccelVersion::Initial);
+    db.close().await;
+}
+
+/// Cyborg's schema without rows: nothing to migrate, the newest release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cyborg_database_without_rows_starts_at_the_newest_release() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("cyborg.db");
+    cyborg_schema_apply(
+        &format!("sqlite:///{}", path.display()),
+        &schema_file("sqlite"),
+    );
+    let db = Db::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .expect("open");
+    let taken = db.sync_on_cyborg17().await.expect("taken in place");
+    assert!(
+        !taken.made_cyborg_schema && !taken.at_release_n,
+        "{taken:?}"
+    );
+    assert_eq!(
+        started_at(&db).await,
+        <accel_objects::AccelVersion as verso_upgrade::ComponentVersion>::software()
+    );
     db.close().await;
 }
 

@@ -272,7 +272,7 @@ impl Deployment {
         } else {
             "Cyborg17"
         };
-        let at = if done.started_at_release_n {
+        let at = if done.at_release_n {
             ", at release N"
         } else {
             ""

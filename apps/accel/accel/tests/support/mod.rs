@@ -197,8 +197,8 @@ pub fn all_in_one_with_keystone_and(
 /// variables), once it is ready: it has said it serves Cyborg's conductor API (it has
 /// bound `cyborg-conductor` then), or, not serving it, accel's own topics. Serving it,
 /// the conductor runs as an operator migrating from Cyborg 17 runs it: on a database
-/// Cyborg 17 made (release N's `db sync` makes it here when `db_url` is empty), which it
-/// takes in place at release N.
+/// Cyborg 17 made, with Cyborg's rows (here release N's `db sync` makes it when `db_url`
+/// is empty, and a device profile is its row), which it takes in place at release N.
 pub fn cyborg_conductor(db_url: &str, serve_agents: bool, env: &[(&str, String)]) -> Killed {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
@@ -211,7 +211,21 @@ pub fn cyborg_conductor(db_url: &str, serve_agents: bool, env: &[(&str, String)]
                     let store = accel_cyborg17_conductor::db::Store::connect(&url)
                         .await
                         .expect("the database");
-                    store.sync().await.expect("Cyborg 17's schema");
+                    if store.sync().await.expect("Cyborg 17's schema") {
+                        let db = accel_conductor::Db::connect(&url)
+                            .await
+                            .expect("the database");
+                        sqlx::query(
+                            "INSERT INTO device_profiles (uuid, name, profile_json, created_at) \
+                             VALUES ($1, 'migrated-from-cyborg', '{\"groups\": []}', \
+                             '2026-12-07 05:00:00')",
+                        )
+                        .bind(uuid::Uuid::new_v4().to_string())
+                        .execute(db.pool())
+                        .await
+                        .expect("a row of Cyborg's");
+                        db.close().await;
+                    }
                 })
         })
         .join()

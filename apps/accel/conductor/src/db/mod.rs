@@ -52,7 +52,7 @@ pub(crate) use leases::now_ms;
 pub use arqs::Release;
 pub use changes::ChangeMarks;
 pub use dialect::Dialect;
-pub use on_cyborg17::{release_n_record, OnCyborg17, FIRST_ADDITION};
+pub use on_cyborg17::{OnCyborg17, FIRST_ADDITION};
 
 /// Cyborg's table of accelerator requests, which accel's requests are.
 pub const ARQS: &str = "extended_accelerator_requests";

@@ -21,11 +21,11 @@
 //! - anything else is refused with [`DbError::NotOnCyborg17`] or
 //!   [`DbError::CyborgDatabase`]: another Cyborg revision, tables of something else.
 
+use super::ARQS;
 use super::{Backend, Db, DbError};
 use accel_cyborg17::schema::{ALEMBIC_HEAD, MYSQL, POSTGRES, SQLITE};
 use accel_objects::AccelVersion;
 use sqlx::migrate::Migrator;
-use verso_upgrade::store::PersistedState;
 use verso_upgrade::ComponentVersion;
 
 /// What [`Db::sync_on_cyborg17`] did.
@@ -35,22 +35,10 @@ pub struct OnCyborg17 {
     pub made_cyborg_schema: bool,
     /// accel's additions applied now, by version.
     pub applied: Vec<i64>,
-    /// Whether this sync took a database Cyborg 17 made in place and so wrote accel's
-    /// version record at release N ([`AccelVersion::Initial`]): the deployment is
-    /// mid-migration from Cyborg, and finalizes once no host runs Cyborg 17 any more.
-    pub started_at_release_n: bool,
-}
-
-/// accel's version record at release N (Cyborg 17), as the version manager writes it.
-pub fn release_n_record() -> String {
-    let state = PersistedState {
-        format: 1,
-        component: AccelVersion::COMPONENT.to_owned(),
-        apparent: AccelVersion::Initial.number(),
-        finalizing: None,
-    };
-    // Plain fields, string keys: serialising cannot fail.
-    serde_json::to_string(&state).unwrap_or_default()
+    /// Whether a conductor starting on this database opens the deployment at release N
+    /// ([`Db::starts_at_release_n`]: Cyborg's rows and no accel version record): a
+    /// deployment taken over from Cyborg, which finalizes once no host runs Cyborg 17.
+    pub at_release_n: bool,
 }
 
 /// The first version of accel's additions to Cyborg's schema; accel's own former history
@@ -71,42 +59,41 @@ impl Db {
     pub async fn sync_on_cyborg17(&self) -> Result<OnCyborg17, DbError> {
         let made_cyborg_schema = self.cyborg17_or_empty().await?;
         let applied = self.apply_additions().await?;
-        // Taken in place now: the additions' first step applied to Cyborg's own tables.
-        let started_at_release_n = !made_cyborg_schema
-            && applied.contains(&FIRST_ADDITION)
-            && self.start_at_release_n().await?;
+        let at_release_n = !made_cyborg_schema && self.starts_at_release_n().await?;
         Ok(OnCyborg17 {
             made_cyborg_schema,
             applied,
-            started_at_release_n,
+            at_release_n,
         })
     }
 
-    /// Writes accel's version record at release N unless the database holds one; whether
-    /// it wrote it. A deployment whose database Cyborg 17 made is at release N however
-    /// accel's services are configured: its agents, Cyborg's, still run it. One accel
-    /// made itself starts at the newest release (the version manager's fresh install).
-    pub async fn start_at_release_n(&self) -> Result<bool, DbError> {
+    /// Whether a conductor starting on this database opens the deployment at release N
+    /// (Cyborg 17): it holds no accel version record (no accel conductor has started
+    /// on it) and Cyborg's rows (devices, device profiles or accelerator requests), so
+    /// it is a Cyborg deployment's database, taken in place or imported, whose hosts run
+    /// Cyborg 17 until accel's agents replace them. A database without Cyborg's rows
+    /// starts at the newest release (a fresh install: nothing to migrate). Decided from
+    /// what the database holds, not from what one run of `db sync` saw, so a crash
+    /// between steps or conductors starting together cannot lose it: each decides the
+    /// same.
+    pub async fn starts_at_release_n(&self) -> Result<bool, DbError> {
         let d = self.backend();
-        let held: i64 = sqlx::query_scalar(
+        let record: i64 = sqlx::query_scalar(
             &d.sql("SELECT COUNT(*) FROM component_versions WHERE component = $1"),
         )
         .bind(AccelVersion::COMPONENT)
         .fetch_one(&self.pool)
         .await?;
-        if held > 0 {
+        if record > 0 {
             return Ok(false);
         }
-        sqlx::query(&d.sql(
-            "INSERT INTO component_versions (component, record, updated_at) VALUES ($1, $2, $3)",
+        let rows: i64 = sqlx::query_scalar(&format!(
+            "SELECT (SELECT COUNT(*) FROM devices) + (SELECT COUNT(*) FROM device_profiles) \
+             + (SELECT COUNT(*) FROM {ARQS})"
         ))
-        .bind(AccelVersion::COMPONENT)
-        .bind(release_n_record())
-        .bind(super::now())
-        .execute(&self.pool)
+        .fetch_one(&self.pool)
         .await?;
-        tracing::info!("a database Cyborg 17 made, taken in place: the deployment starts at release N (Cyborg 17) and finalizes once every host runs accel");
-        Ok(true)
+        Ok(rows > 0)
     }
 
     /// accel's additions the database (at Cyborg 17's revision) lacks, applied; their
