@@ -74,9 +74,8 @@ async fn start_conductor(
     if config.conductor.agent_liveness == 0 {
         return Err("[conductor] agent_liveness must be at least 1 (seconds)".into());
     }
-    // A database Cyborg 17 made starts at release N: its record was written when `db
-    // sync` took it in place (or `db import-cyborg` copied it); one accel made starts at
-    // the newest release.
+    // Where a database without a version record starts is the database's to say
+    // (`Db::starts_at_release_n`: release N when it holds Cyborg's rows).
     let options = StartOptions {
         agent_liveness: Duration::from_secs(config.conductor.agent_liveness),
         // Nova's build waits for accelerator-request-bound events when it is told.
@@ -197,6 +196,16 @@ fn cyborg_wire_hint(what: &str) -> &'static str {
     }
 }
 
+/// `[upgrade_levels] cyborg_conductor` when it is below the seed spec's 1.1, i.e. names a
+/// Cyborg 17 conductor (no object indirection); `None` at 1.1 or unset (no cap is the
+/// newest version, as everywhere in `[upgrade_levels]`).
+fn cyborg_17_conductor_cap(config: &AccelConfig) -> Option<verso::Version> {
+    config
+        .layers
+        .cap(accel_agent::service::CYBORG_CONDUCTOR_CAP)
+        .filter(|c| *c < accel_objects::cyborg::INDIRECTION_VERSION)
+}
+
 /// How an agent speaks Cyborg's wire on `transport` (`[cyborg] control_exchange`),
 /// capped by `[upgrade_levels] cyborg_conductor`.
 fn cyborg_wire(
@@ -292,11 +301,7 @@ pub async fn agent(
     let mut cyborg_transport = None;
     // Cyborg's wire by default.
     if config.cyborg.report_to_cyborg {
-        let cap = config
-            .layers
-            .cap(accel_agent::service::CYBORG_CONDUCTOR_CAP);
-        // No cap at all is the newest version, as everywhere in [upgrade_levels].
-        if let Some(c) = cap.filter(|c| *c < accel_objects::cyborg::INDIRECTION_VERSION) {
+        if let Some(c) = cyborg_17_conductor_cap(&config) {
             // A Cyborg 17 conductor has no object indirection: the handles' mode cannot
             // be set through it.
             if !config.pci.managed {
@@ -390,8 +395,9 @@ pub async fn agent(
 }
 
 /// `accel agent` on Cyborg's wire with `[upgrade_levels] cyborg_conductor` below 1.1:
-/// the host's devices reported to a Cyborg 17 conductor every `[agent] report_interval` (a failed report is logged and
-/// tried again at the next), Cyborg's agent API served for that conductor's calls.
+/// the host's devices reported to a Cyborg 17 conductor every `[agent] report_interval`
+/// (a failed report is logged and tried again at the next), Cyborg's agent API served
+/// for that conductor's calls.
 /// With `once`, one report, whose failure is the exit code 2.
 async fn cyborg_agent(
     config: &AccelConfig,
@@ -663,12 +669,7 @@ pub async fn all_in_one(config: AccelConfig, agents: u32) -> Result<ExitCode, Er
     if config.cyborg.report_to_cyborg && !config.cyborg.serve_agents {
         return Err("all-in-one: [cyborg] report_to_cyborg (its agents on Cyborg's wire) needs [cyborg] serve_agents (its conductor serving them)".into());
     }
-    if config.cyborg.report_to_cyborg
-        && config
-            .layers
-            .cap(accel_agent::service::CYBORG_CONDUCTOR_CAP)
-            .is_some_and(|c| c < accel_objects::cyborg::INDIRECTION_VERSION)
-    {
+    if config.cyborg.report_to_cyborg && cyborg_17_conductor_cap(&config).is_some() {
         return Err("all-in-one: [upgrade_levels] cyborg_conductor below 1.1 names a Cyborg 17 conductor; all-in-one's conductor is accel's".into());
     }
     let db = open_db(&url).await?;

@@ -12,10 +12,10 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{ready, Killed};
+use support::{rabbitmqctl, rabbitmqctl_output, ready, Killed};
 use verso_rpc::transport::amqp::{AmqpConfig, AmqpTransport};
 use verso_rpc::transport::Transport;
 use verso_rpc::Target;
@@ -24,21 +24,6 @@ use verso_rpc::Target;
 const EXCHANGE: &str = "accel";
 /// Cyborg's control exchange, the other.
 const CYBORG_EXCHANGE: &str = "cyborg";
-
-fn rabbitmqctl(args: &[&str]) -> Output {
-    let node = std::env::var("RABBITMQ_NODENAME").unwrap_or_else(|_| "rabbit@localhost".into());
-    let out = Command::new("rabbitmqctl")
-        .args(["-q", "-n", &node])
-        .args(args)
-        .output()
-        .expect("rabbitmqctl runs (scripts/test.sh installs RabbitMQ)");
-    assert!(
-        out.status.success(),
-        "rabbitmqctl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
 
 /// A component kind's permissions as the operator guide gives them.
 #[derive(Debug, Default)]
@@ -94,14 +79,9 @@ struct Broker {
 
 impl Drop for Broker {
     fn drop(&mut self) {
-        let node = std::env::var("RABBITMQ_NODENAME").unwrap_or_else(|_| "rabbit@localhost".into());
-        let _ = Command::new("rabbitmqctl")
-            .args(["-q", "-n", &node, "delete_vhost", &self.vhost])
-            .output();
+        let _ = rabbitmqctl_output(&["delete_vhost", &self.vhost]);
         for (_, u) in &self.users {
-            let _ = Command::new("rabbitmqctl")
-                .args(["-q", "-n", &node, "delete_user", u])
-                .output();
+            let _ = rabbitmqctl_output(&["delete_user", u]);
         }
     }
 }

@@ -1055,7 +1055,8 @@ async fn write(
 /// accel's version record and fleet record as the source held them. A version record
 /// the target already holds must be the same (the target's own conductor may have made
 /// one: an import then changes nothing of it); a differing one is refused. Fleet rows
-/// the target has already are kept.
+/// the target has already are kept. From a Cyborg 17 source (`at_release_n`), nothing
+/// is written, and a target whose record is past release N or finalizing is refused.
 async fn write_upgrade_state(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     d: Dialect,

@@ -288,9 +288,9 @@ impl Deployment {
             None => {
                 let db = Db::connect(&self.db_url).await?;
                 // What `accel conductor` does: the database `db sync` took from Cyborg 17
-                // is at release N (its version record says so), Cyborg's agents report
-                // through accel's inventory diff on Cyborg's conductor API and count as
-                // release N.
+                // opens at release N (Cyborg's rows, no accel version record), Cyborg's
+                // agents report through accel's inventory diff on Cyborg's conductor API
+                // and count as release N.
                 let options = accel_conductor::runtime::StartOptions {
                     agent_liveness: self.agent_liveness,
                     cyborg_agents: Some(accel_conductor::runtime::CyborgAgents {

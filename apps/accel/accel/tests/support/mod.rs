@@ -387,7 +387,8 @@ pub struct Vhost {
     pub url: String,
 }
 
-fn rabbitmqctl(args: &[&str]) -> std::process::Output {
+/// `rabbitmqctl args` on the test broker's node, whatever its outcome (for clean-ups).
+pub fn rabbitmqctl_output(args: &[&str]) -> std::process::Output {
     let node = std::env::var("RABBITMQ_NODENAME").unwrap_or_else(|_| "rabbit@localhost".into());
     std::process::Command::new("rabbitmqctl")
         .args(["-q", "-n", &node])
@@ -396,20 +397,22 @@ fn rabbitmqctl(args: &[&str]) -> std::process::Output {
         .expect("rabbitmqctl runs (scripts/test.sh installs RabbitMQ)")
 }
 
+/// `rabbitmqctl args` on the test broker's node, which must succeed.
+pub fn rabbitmqctl(args: &[&str]) -> std::process::Output {
+    let out = rabbitmqctl_output(args);
+    assert!(
+        out.status.success(),
+        "rabbitmqctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 impl Vhost {
     pub fn new() -> Vhost {
         let name = format!("accel-test-{}", uuid::Uuid::new_v4().simple());
-        for args in [
-            vec!["add_vhost", &name],
-            vec!["set_permissions", "-p", &name, "guest", ".*", ".*", ".*"],
-        ] {
-            let out = rabbitmqctl(&args);
-            assert!(
-                out.status.success(),
-                "rabbitmqctl {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
+        rabbitmqctl(&["add_vhost", &name]);
+        rabbitmqctl(&["set_permissions", "-p", &name, "guest", ".*", ".*", ".*"]);
         let base = std::env::var("VERSO_TEST_RABBIT_URL")
             .unwrap_or_else(|_| "rabbit://guest:guest@127.0.0.1:5672/".into());
         let url = format!("{}/{name}", base.trim_end_matches('/'));
@@ -419,6 +422,6 @@ impl Vhost {
 
 impl Drop for Vhost {
     fn drop(&mut self) {
-        let _ = rabbitmqctl(&["delete_vhost", &self.name]);
+        let _ = rabbitmqctl_output(&["delete_vhost", &self.name]);
     }
 }
