@@ -171,16 +171,12 @@ async fn conductor_parts(
     };
     let running =
         start_conductor(db.clone(), transport.clone(), config, nova, cyborg.clone()).await?;
-    let coordinator = running.coordinator.clone();
+    let shared = running.shared();
     parts.push(Part::Conductor(running));
     if let Some(t) = &cyborg {
-        let server = accel_conductor::cyborg::serve(
-            t.clone(),
-            db.clone(),
-            accel_conductor::cyborg::TOPIC,
-            Some(coordinator),
-        )
-        .await?;
+        let server =
+            accel_conductor::cyborg::serve_with(t.clone(), accel_conductor::cyborg::TOPIC, shared)
+                .await?;
         parts.push(Part::Server(server));
     }
     Ok((transport, cyborg))

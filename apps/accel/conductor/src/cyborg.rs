@@ -9,7 +9,8 @@
 //! device, so a host's inventory never changes by half (the agent reports again on its
 //! next period): device types beyond accel's six (`MDEV`, `PCI`, `NVME`) and `stub`
 //! devices (Cyborg's "keep what you have" marker). Cyborg's other conductor methods are
-//! called by Cyborg's API service, which accel's API replaces, so they are not served.
+//! called by Cyborg's API service: served too ([`api`]), so Cyborg's API keeps working
+//! on accel's conductor until accel's API replaces it.
 //!
 //! The endpoint is at 1.1, Cyborg 17 with the seed spec ([`accel_objects::cyborg`]):
 //! a Cyborg agent that has the spec's object indirection runs object methods here
@@ -19,12 +20,13 @@
 //! reply backported to the agent's manifest. Cyborg 17's own agents send only 1.0, which
 //! a 1.1 server accepts.
 
+pub mod api;
 mod store;
 
 pub use store::{device_state, DbCyborgStore};
 
 use crate::db::{Db, ReportedDeployable, ReportedDevice};
-use crate::service::{to_remote, witness_report, ReportWitness};
+use crate::service::{to_remote, witness_report, ReportWitness, Shared};
 use accel_cyborg17::objects::{DeviceType, DriverDevice};
 use accel_cyborg17::rpc::{ReportData, CONDUCTOR_TOPIC};
 use accel_objects::cyborg::{self, CyborgStore, INDIRECTION_VERSION};
@@ -255,7 +257,8 @@ pub(crate) fn pci_address(info: &str) -> Option<String> {
 }
 
 /// The endpoint serving Cyborg's conductor API with the seed spec
-/// ([`cyborg::ConductorApi`], 1.1) over `db`: Cyborg 17's `report_data` (1.0), and
+/// ([`cyborg::ConductorApi`], 1.1) over `db`: Cyborg 17's `report_data` and its API's
+/// methods ([`api`]) (1.0), and
 /// object indirection over [`cyborg::registry`] (1.1), whose methods run on `db`
 /// ([`DbCyborgStore`], gated on the coordinator's versions). With `witness` (the
 /// conductor's coordinator), each reporting host is recorded in the fleet record first:
@@ -263,12 +266,23 @@ pub(crate) fn pci_address(info: &str) -> Option<String> {
 /// still runs Cyborg 17, i.e. release N, and refuses while it is live; a report the
 /// coordinator refuses (a host never heard before, after a finalization started) is
 /// not applied and answers `Fenced`.
+///
+/// Cyborg's API methods here release devices at once and reach neither agents nor Nova:
+/// a conductor's own parts are [`endpoint_with`]'s.
 pub fn endpoint(db: Db, witness: Option<ReportWitness>) -> Endpoint {
-    let versions = witness.as_ref().map(|w| w.manager().clone());
-    let store: Arc<dyn CyborgStore> = Arc::new(DbCyborgStore::new(db.clone(), versions));
+    endpoint_with(Shared::new(db).with_witness(witness))
+}
+
+/// [`endpoint`] over the parts a running conductor's own API has
+/// ([`crate::runtime::RunningConductor::shared`]): Cyborg's API methods release devices
+/// by its release policy (NVMe cleanup once finalized), make and remove mediated devices
+/// through its agents, tell its Nova.
+pub fn endpoint_with(shared: Shared) -> Endpoint {
+    let versions = shared.witness.as_ref().map(|w| w.manager().clone());
+    let store: Arc<dyn CyborgStore> = Arc::new(DbCyborgStore::new(shared.db.clone(), versions));
     let endpoint = Endpoint::new(INDIRECTION_VERSION)
-        .with_state((db, witness))
-        .handle(|(db, witness), _ctx, report: ReportData| async move {
+        .with_state(shared)
+        .handle(|Shared { db, witness, .. }, _ctx, report: ReportData| async move {
             let rows = reported(&report.driver_device_list).map_err(|e| {
                 tracing::warn!(host = %report.hostname, error = %e, "a Cyborg agent's report was refused");
                 e.to_remote()
@@ -301,8 +315,8 @@ pub fn endpoint(db: Db, witness: Option<ReportWitness>) -> Endpoint {
             );
             // Cyborg's conductor replies None.
             Ok(())
-        })
-        .into_endpoint();
+        });
+    let endpoint = api::methods(endpoint).into_endpoint();
     verso_rpc::conductor::add_object_endpoints(
         endpoint,
         INDIRECTION_VERSION,
@@ -320,8 +334,17 @@ pub async fn serve(
     topic: &str,
     witness: Option<ReportWitness>,
 ) -> Result<ServerHandle, RpcError> {
+    serve_with(transport, topic, Shared::new(db).with_witness(witness)).await
+}
+
+/// [`serve`] over a running conductor's parts ([`endpoint_with`]).
+pub async fn serve_with(
+    transport: Arc<dyn Transport>,
+    topic: &str,
+    shared: Shared,
+) -> Result<ServerHandle, RpcError> {
     RpcServer::new(transport, Target::new(topic))
-        .endpoint(endpoint(db, witness))?
+        .endpoint(endpoint_with(shared))?
         .start()
         .await
 }

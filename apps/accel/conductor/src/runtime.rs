@@ -4,7 +4,7 @@
 
 use crate::db::{Db, DbError, Release};
 use crate::objects;
-use crate::service::{endpoint_with_agents, AgentNotifier, ReleasePolicy};
+use crate::service::{endpoint_over, AgentNotifier, ReleasePolicy, Shared};
 use crate::{DbFleetStore, DbVersionStore};
 use accel_objects::rpc::{CONDUCTOR_TOPIC, UPGRADE_TOPIC};
 use accel_objects::AccelVersion;
@@ -121,9 +121,18 @@ pub struct RunningConductor {
     pub coordinator: Arc<Coordinator<AccelVersion>>,
     servers: Vec<ServerHandle>,
     refresher: Refresher,
+    // Behind an `Arc`: the handle is moved around whole, the parts are read once.
+    shared: Arc<Shared>,
 }
 
 impl RunningConductor {
+    /// What its conductor API's methods run on (database, release policy, agents, fleet
+    /// record, Nova), for Cyborg's conductor API beside it
+    /// ([`crate::cyborg::serve_with`]).
+    pub fn shared(&self) -> Shared {
+        Shared::clone(&self.shared)
+    }
+
     /// Stops the version-record refresh and both servers, waiting as long as the calls
     /// they took need.
     pub async fn stop(self) {
@@ -309,14 +318,17 @@ pub async fn start_with(
     if let Some(cyborg) = options.cyborg_agents.clone() {
         agents = agents.with_cyborg(cyborg.transport, cyborg.cap);
     }
+    let shared = Shared {
+        db,
+        release,
+        agents: Some(agents),
+        witness: Some(coordinator.clone()),
+        nova: options.nova.clone(),
+    };
     let conductor = RpcServer::new(transport.clone(), Target::new(CONDUCTOR_TOPIC))
-        .endpoint(endpoint_with_agents(
-            db,
+        .endpoint(endpoint_over(
+            shared.clone(),
             accel_objects::registry(),
-            release,
-            Some(agents),
-            Some(coordinator.clone()),
-            options.nova.clone(),
             move |ctx| state.attach(ctx),
         ))?
         .start()
@@ -331,5 +343,6 @@ pub async fn start_with(
         coordinator,
         servers: vec![conductor, upgrade],
         refresher,
+        shared: Arc::new(shared),
     })
 }

@@ -707,14 +707,107 @@ pub async fn witness_report(
     })
 }
 
-/// What every conductor method's handler shares (a clone per call: each is a handle).
+/// What every conductor method's handler shares, on accel's conductor API and on
+/// Cyborg's ([`crate::cyborg::endpoint_with`]): the database, how devices are released,
+/// the agents, the fleet record, Nova. A clone per call: each part is a handle.
 #[derive(Clone)]
-struct Shared {
-    db: Db,
-    release: ReleasePolicy,
-    agents: Option<AgentNotifier>,
-    witness: Option<ReportWitness>,
-    nova: Option<Notifier>,
+pub struct Shared {
+    pub(crate) db: Db,
+    pub(crate) release: ReleasePolicy,
+    pub(crate) agents: Option<AgentNotifier>,
+    pub(crate) witness: Option<ReportWitness>,
+    pub(crate) nova: Option<Notifier>,
+}
+
+impl Shared {
+    /// `db` alone: devices released at once, no agents, no fleet record, no Nova.
+    pub fn new(db: Db) -> Shared {
+        Shared {
+            db,
+            release: Arc::new(|| Release::Immediate),
+            agents: None,
+            witness: None,
+            nova: None,
+        }
+    }
+
+    /// These parts, each report's host recorded in the fleet record through `witness`.
+    pub fn with_witness(mut self, witness: Option<ReportWitness>) -> Shared {
+        self.witness = witness;
+        self
+    }
+
+    /// The database.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// Binds request `uuid` (as [`Db::bind_for`]), then makes its mediated device on the
+    /// host when its handle is one (a failure releases the request: `MdevFailed`), then
+    /// tells Nova when this bind resolved the instance's last request. A bind that found
+    /// no free device (`NoFreeHandle`) has ended too, `BindFailed`: Nova is told.
+    pub(crate) async fn bind(
+        &self,
+        uuid: &str,
+        hostname: &str,
+        instance_uuid: &str,
+        device_rp_uuid: Option<&str>,
+        project_id: Option<&str>,
+    ) -> Result<ArqRow, RemoteError> {
+        let bound = self
+            .db
+            .bind_for(uuid, hostname, instance_uuid, device_rp_uuid, project_id)
+            .await;
+        // A mediated device (a vGPU) is made on its host before the bind counts, as
+        // Cyborg's conductor makes it; failing that, the request is released.
+        if let Ok(row) = &bound {
+            make_mdev(&self.db, self.agents.as_ref(), row).await?;
+        }
+        // Both end the bind (Bound or BindFailed): Nova may be waiting for either.
+        if matches!(bound, Ok(_) | Err(DbError::NoFreeHandle { .. })) {
+            notify_nova(&self.db, self.nova.as_ref(), instance_uuid).await;
+        }
+        bound.map_err(to_remote)
+    }
+
+    /// Unbinds request `uuid`: its mediated device removed on the host first (when it
+    /// holds one; a failure leaves it `UnbindFailed`, `MdevFailed`), its device released
+    /// by the release policy, the host's agent told of a device put in `cleaning`.
+    pub(crate) async fn unbind(&self, uuid: &str) -> Result<ArqRow, RemoteError> {
+        let before = self.db.arq(uuid).await.map_err(to_remote)?;
+        remove_mdev(&self.db, self.agents.as_ref(), &before).await?;
+        let row = self
+            .db
+            .unbind_with(uuid, (self.release)())
+            .await
+            .map_err(to_remote)?;
+        notify_released(&self.db, self.agents.as_ref(), before.attach_handle_uuid).await;
+        Ok(row)
+    }
+
+    /// Deletes request `uuid` as [`Shared::unbind`] releases it; `false` when there is no
+    /// such request.
+    pub(crate) async fn delete(&self, uuid: &str) -> Result<bool, RemoteError> {
+        let before = match self.db.arq(uuid).await {
+            Ok(arq) => Some(arq),
+            Err(DbError::NotFound { .. }) => None,
+            Err(e) => return Err(to_remote(e)),
+        };
+        if let Some(before) = &before {
+            remove_mdev(&self.db, self.agents.as_ref(), before).await?;
+        }
+        let deleted = self
+            .db
+            .delete_arq_with(uuid, (self.release)())
+            .await
+            .map_err(to_remote)?;
+        if deleted {
+            if let Some(before) = before {
+                notify_released(&self.db, self.agents.as_ref(), before.attach_handle_uuid).await;
+            }
+        }
+        Ok(deleted)
+    }
 }
 
 /// [`endpoint`], and each NVMe device a release puts in `cleaning` is announced to its
@@ -733,15 +826,24 @@ pub fn endpoint_with_agents(
     nova: Option<Notifier>,
     prepare: impl Fn(RequestContext) -> RequestContext + Send + Sync + 'static,
 ) -> Endpoint {
-    let state = Shared {
+    let shared = Shared {
         db,
         release,
         agents,
         witness,
         nova,
     };
+    endpoint_over(shared, registry, prepare)
+}
+
+/// [`endpoint_with_agents`] over its parts gathered in `shared`.
+pub fn endpoint_over(
+    shared: Shared,
+    registry: Registry,
+    prepare: impl Fn(RequestContext) -> RequestContext + Send + Sync + 'static,
+) -> Endpoint {
     let endpoint = Endpoint::for_api::<ConductorApi>()
-        .with_state(state)
+        .with_state(shared)
         .handle(|Shared { db, witness, .. }, _ctx, m: ReportData| async move {
             // Refused before anything is recorded: a bad report changes nothing.
             let devices = reported(&m.devices).map_err(to_remote)?;
@@ -882,54 +984,30 @@ pub fn endpoint_with_agents(
                 ..AcceleratorRequestList::blank()
             })
         })
-        .handle(|Shared { db, nova, agents, .. }, _ctx, m: BindArq| async move {
-            let bound = db
-                .bind_for(
+        .handle(|shared: Shared, _ctx, m: BindArq| async move {
+            let row = shared
+                .bind(
                     &m.uuid,
                     &m.hostname,
                     &m.instance_uuid,
                     m.device_rp_uuid.as_deref(),
                     m.project_id.as_deref(),
                 )
-                .await;
-            // A mediated device (a vGPU) is made on its host before the bind counts, as
-            // Cyborg's conductor makes it; failing that, the request is released.
-            if let Ok(row) = &bound {
-                make_mdev(&db, agents.as_ref(), row).await?;
-            }
-            // Both end the bind (Bound or BindFailed): Nova may be waiting for either.
-            if matches!(bound, Ok(_) | Err(DbError::NoFreeHandle { .. })) {
-                notify_nova(&db, nova.as_ref(), &m.instance_uuid).await;
-            }
-            arq_object(&bound.map_err(to_remote)?).map_err(to_remote)
-        })
-        .handle(|Shared { db, release, agents, .. }, _ctx, m: UnbindArq| async move {
-            let before = db.arq(&m.uuid).await.map_err(to_remote)?;
-            remove_mdev(&db, agents.as_ref(), &before).await?;
-            let row = db.unbind_with(&m.uuid, release()).await.map_err(to_remote)?;
-            notify_released(&db, agents.as_ref(), before.attach_handle_uuid).await;
+                .await?;
             arq_object(&row).map_err(to_remote)
         })
-        .handle(|Shared { db, release, agents, .. }, _ctx, m: DeleteArqs| async move {
+        .handle(|shared: Shared, _ctx, m: UnbindArq| async move {
+            arq_object(&shared.unbind(&m.uuid).await?).map_err(to_remote)
+        })
+        .handle(|shared: Shared, _ctx, m: DeleteArqs| async move {
             let mut uuids = m.uuids;
             if let Some(instance) = &m.instance_uuid {
-                uuids.extend(db.arqs(Some(instance)).await.map_err(to_remote)?.into_iter().map(|a| a.uuid));
+                uuids.extend(shared.db.arqs(Some(instance)).await.map_err(to_remote)?.into_iter().map(|a| a.uuid));
             }
             let mut n = 0;
             for uuid in uuids {
-                let before = match db.arq(&uuid).await {
-                    Ok(arq) => Some(arq),
-                    Err(DbError::NotFound { .. }) => None,
-                    Err(e) => return Err(to_remote(e)),
-                };
-                if let Some(before) = &before {
-                    remove_mdev(&db, agents.as_ref(), before).await?;
-                }
-                if db.delete_arq_with(&uuid, release()).await.map_err(to_remote)? {
+                if shared.delete(&uuid).await? {
                     n += 1;
-                    if let Some(before) = before {
-                        notify_released(&db, agents.as_ref(), before.attach_handle_uuid).await;
-                    }
                 }
             }
             Ok(n)

@@ -306,11 +306,10 @@ impl Deployment {
                     options,
                 )
                 .await?;
-                let cyborg = accel_conductor::cyborg::serve(
+                let cyborg = accel_conductor::cyborg::serve_with(
                     self.cyborg_transport.clone(),
-                    db,
                     accel_conductor::cyborg::TOPIC,
-                    Some(running.coordinator.clone()),
+                    running.shared(),
                 )
                 .await?;
                 ConductorNode::Next(running, cyborg)
