@@ -227,6 +227,16 @@ async fn the_rolling_upgrade_from_cyborg_17_passes() {
         timeline.contains("Cyborg's database taken in place"),
         "{timeline}"
     );
+    // The control plane a service at a time: Cyborg 17's own API on accel's conductor.
+    for name in [
+        "devices Cyborg's own API lists, unchanged",
+        "a profile made through Cyborg's own API by accel's conductor (HTTP status)",
+        "a request made through Cyborg's own API by accel's conductor (HTTP status)",
+        "the request and the profile deleted through Cyborg's own API (HTTP statuses)",
+        "requests Cyborg's own API lists, unchanged (the bound ones still Bound)",
+    ] {
+        assert_eq!(check(&report, name)["passed"], true, "{name}");
+    }
 }
 
 /// The same upgrade with accel's database on MariaDB, as a Cyborg deployment's is:
@@ -242,6 +252,8 @@ async fn the_rolling_upgrade_from_cyborg_17_passes_with_accel_on_mariadb() {
         .starts_with("mysql://"));
     assert_from_cyborg_passed(&report, &timeline);
     assert!(timeline.contains("accel db import-cyborg: "), "{timeline}");
+    // Imported, Cyborg's API would read the old database: it is not started again.
+    assert!(!timeline.contains("Cyborg's own API"), "{timeline}");
 }
 
 /// `accel demo --from cyborg --agents 2` on the test broker, with `extra` arguments.

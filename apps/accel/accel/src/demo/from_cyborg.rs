@@ -841,6 +841,18 @@ async fn control_plane(
         "accel conductor software/apparent version (pre-finalized: Cyborg 17 is release N)",
     )
     .await?;
+    if in_place {
+        // The control plane can move a service at a time: Cyborg 17's own API, started
+        // again on the database taken in place, works on accel's conductor (which serves
+        // Cyborg's whole conductor API) beside accel's API.
+        cy.start_api().await?;
+        t.note("Cyborg 17's own API started again on the database taken in place, beside accel's API: its calls go to accel's conductor");
+        let checked = rust_conductor_checks(cy, t, base, "Cyborg's own API").await;
+        if let Some(p) = cy.api.take() {
+            p.stop().await;
+        }
+        checked?;
+    }
     t.expect_eq(
         "devices accel's API lists are Cyborg's (same UUIDs)",
         accel_devices(d).await? == base.devices,

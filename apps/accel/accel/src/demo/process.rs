@@ -27,6 +27,9 @@ pub struct Process {
     name: String,
     child: Child,
     log: PathBuf,
+    /// Where its own lines start in `log`: a process started again under the same name
+    /// appends to the log of the one before.
+    log_start: u64,
     /// It leads a process group of its own, signalled whole (a service that forks
     /// workers, as oslo.service's do).
     group: bool,
@@ -105,6 +108,7 @@ impl Launcher {
         group: bool,
     ) -> Result<Process, Error> {
         let (mut command, log) = self.command(program, name, args)?;
+        let log_start = std::fs::metadata(&log).map_or(0, |m| m.len());
         if group {
             command.process_group(0);
         }
@@ -115,6 +119,7 @@ impl Launcher {
             name: name.to_owned(),
             child,
             log,
+            log_start,
             group,
         })
     }
@@ -162,9 +167,14 @@ impl Process {
         &self.name
     }
 
-    /// What it has written to its log so far.
+    /// What it has written to its log so far (not what an earlier process of its name
+    /// wrote there).
     pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        let all = std::fs::read(&self.log).unwrap_or_default();
+        let start = usize::try_from(self.log_start)
+            .unwrap_or(usize::MAX)
+            .min(all.len());
+        String::from_utf8_lossy(&all[start..]).into_owned()
     }
 
     /// Whether it has exited (and with what).
@@ -233,5 +243,33 @@ impl Process {
         }
         self.signal(Signal::SIGKILL);
         let _ = self.child.kill().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process started again under a name sees only its own lines: waiting for a line
+    /// the one before wrote would find it at once.
+    #[tokio::test]
+    async fn a_restarted_process_reads_only_its_own_log() {
+        let dir = tempfile::tempdir().expect("dir");
+        let launcher =
+            Launcher::new(PathBuf::from("/bin/sh"), dir.path().to_owned()).expect("launcher");
+        let sh = Path::new("/bin/sh");
+        let script = |text: &str| vec!["-c".to_owned(), format!("echo {text}")];
+        let mut first = launcher
+            .spawn_group(sh, "svc", &script("first-run"))
+            .expect("starts");
+        first.child.wait().await.expect("ends");
+        assert_eq!(first.log_text(), "first-run\n");
+        let mut second = launcher
+            .spawn_group(sh, "svc", &script("second-run"))
+            .expect("starts");
+        second.child.wait().await.expect("ends");
+        assert_eq!(second.log_text(), "second-run\n");
+        let whole = std::fs::read_to_string(second.log()).expect("the log");
+        assert_eq!(whole, "first-run\nsecond-run\n");
     }
 }
