@@ -83,7 +83,7 @@ pub(super) enum ApiServer {
         stop: tokio::sync::oneshot::Sender<()>,
         task: tokio::task::JoinHandle<()>,
     },
-    Process(Process),
+    Process(Box<Process>),
 }
 
 /// Everything the demo runs, and its handles on it.
@@ -426,7 +426,7 @@ impl Deployment {
                 let p = l.spawn("api", &a)?;
                 self.api = Some(ApiNode {
                     base: format!("http://{listen}"),
-                    server: ApiServer::Process(p),
+                    server: ApiServer::Process(Box::new(p)),
                 });
             }
         }
