@@ -656,11 +656,26 @@ impl Default for Fpga {
 service_user_section! {
     /// `[glance]`: the service user `accel agent` downloads bitstreams from Glance with
     /// (keystoneauth's option names, as Cyborg's `[glance]`; the user must be able to
-    /// read the bitstream images). Needed with `[fpga] program_command`.
+    /// read the bitstream images), and `accel conductor` reads their metadata with for
+    /// FPGAs programmed at bind. Needed with `[fpga] program_command`.
     pub struct Glance {}
 }
 
 impl AccelConfig {
+    /// The conductor's Glance (`[glance]`), for FPGAs programmed at bind; `None`
+    /// without `[glance] auth_url`. Incomplete credentials are refused, naming the
+    /// option.
+    pub fn conductor_glance(&self) -> Result<Option<accel_conductor::fpga::Glance>, String> {
+        let g = &self.glance;
+        if g.auth_url.as_deref().is_none_or(str::is_empty) {
+            return Ok(None);
+        }
+        let user = g.service_user("glance", "with auth_url");
+        Ok(user.session()?.map(|session| {
+            accel_conductor::fpga::Glance::new(session, g.endpoint_override.clone())
+        }))
+    }
+
     /// The agent's FPGA programmer from `[fpga]` and `[glance]`, working in `work_dir`;
     /// `None` without `[fpga] program_command`. A program command without `[glance]
     /// auth_url` (or with incomplete credentials) is refused, naming the option.

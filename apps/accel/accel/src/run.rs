@@ -87,6 +87,7 @@ async fn start_conductor(
                 .layers
                 .cap(accel_conductor::runtime::CYBORG_AGENT_CAP),
         }),
+        glance: config.conductor_glance()?,
         ..StartOptions::default()
     };
     Ok(

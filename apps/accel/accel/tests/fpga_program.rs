@@ -155,3 +155,196 @@ async fn the_api_programs_an_fpga_with_a_bitstream_from_glance() {
     );
     assert!(!record.exists(), "the tool ran above the cap");
 }
+
+/// `method path` on the API with `body`: the status and the JSON answered.
+async fn call(api: &str, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+    let mut request = reqwest::Client::new().request(method, format!("{api}{path}"));
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.expect("the API answers");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// A profile of one FPGA group with `extra` keys, and one request of it: its UUID.
+async fn request_of(api: &str, name: &str, extra: &[(&str, &str)]) -> String {
+    let mut group = json!({"resources:FPGA": "1"});
+    for (k, v) in extra {
+        group[*k] = json!(v);
+    }
+    let (status, body) = call(
+        api,
+        reqwest::Method::POST,
+        "/v2/device_profiles",
+        Some(json!([{"name": name, "groups": [group]}])),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = call(
+        api,
+        reqwest::Method::POST,
+        "/v2/accelerator_requests",
+        Some(json!({"device_profile_name": name})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    body["arqs"][0]["uuid"]
+        .as_str()
+        .expect("a request")
+        .to_owned()
+}
+
+/// Binds `arq` to host 2's FPGA as Nova does; the status.
+async fn bind(api: &str, arq: &str) -> (u16, Value) {
+    let rp = accel_conductor::db::rp_uuid(&format!("host2_{FPGA}"));
+    let instance = uuid::Uuid::new_v4().to_string();
+    let patch = json!({ arq: [
+        {"path": "/hostname", "op": "add", "value": "host2"},
+        {"path": "/device_rp_uuid", "op": "add", "value": rp},
+        {"path": "/instance_uuid", "op": "add", "value": instance},
+    ]});
+    call(
+        api,
+        reqwest::Method::PATCH,
+        "/v2/accelerator_requests",
+        Some(patch),
+    )
+    .await
+}
+
+async fn unbind(api: &str, arq: &str) {
+    let patch = json!({ arq: [
+        {"path": "/hostname", "op": "remove"},
+        {"path": "/device_rp_uuid", "op": "remove"},
+        {"path": "/instance_uuid", "op": "remove"},
+    ]});
+    let (status, body) = call(
+        api,
+        reqwest::Method::PATCH,
+        "/v2/accelerator_requests",
+        Some(patch),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+}
+
+async fn state_of(api: &str, arq: &str) -> Value {
+    let (status, body) = call(
+        api,
+        reqwest::Method::GET,
+        &format!("/v2/accelerator_requests/{arq}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    body["state"].clone()
+}
+
+/// The function trait attribute (only host 2's FPGA can have one), if any.
+async fn function_attribute(api: &str) -> Option<String> {
+    let (status, body) = call(api, reqwest::Method::GET, "/v2/attributes", None).await;
+    assert_eq!(status, 200, "{body}");
+    body["attributes"]
+        .as_array()
+        .expect("attributes")
+        .iter()
+        .find(|a| a["key"] == "trait_fpga_function")
+        .and_then(|a| a["value"].as_str())
+        .map(str::to_owned)
+}
+
+/// Cyborg 17's `FPGAExtARQ`: a bind whose profile group names a bitstream or a function
+/// programs the FPGA first (Glance's image, the host's agent, the operator's tool), the
+/// deployable keeps the bitstream and its function's trait; a deployable that holds the
+/// bitstream is not programmed again; a group naming both, or an image Glance does not
+/// have, binds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bind_programs_the_fpga_its_profile_group_names() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (tool, record) = support::fpga_tool(dir.path());
+    let data: Vec<u8> = (0..20_000u32).map(|i| (i % 241) as u8).collect();
+    let function = format!("fn-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    let image = accel_keystone::testing::glance_image_with(
+        &support::service_session(),
+        &support::env("VERSO_TEST_GLANCE_URL"),
+        Some(&data),
+        &[("accel:function_id", &function)],
+    )
+    .await
+    .expect("an image in Glance");
+    let (_aio, api) = all_in_one(dir.path(), &tool, "1.2");
+    assert_eq!(function_attribute(&api).await, None);
+    let trait_name = format!(
+        "CUSTOM_FPGA_FUNCTION_ID_XCLMGMT_{}",
+        function.to_uppercase().replace('-', "_")
+    );
+    let programmed = format!("{FPGA} {:x}\n", Sha256::digest(&data));
+
+    // By bitstream: programmed, then bound.
+    let by_bitstream = request_of(&api, "fpga-bitstream", &[("accel:bitstream_id", &image)]).await;
+    let (status, body) = bind(&api, &by_bitstream).await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(state_of(&api, &by_bitstream).await, "Bound");
+    assert_eq!(
+        std::fs::read_to_string(&record).expect("the tool ran"),
+        programmed
+    );
+    assert_eq!(
+        function_attribute(&api).await.as_deref(),
+        Some(trait_name.as_str())
+    );
+
+    // Bound again: the FPGA holds the bitstream, so it is not programmed again.
+    unbind(&api, &by_bitstream).await;
+    std::fs::remove_file(&record).expect("reset");
+    let (status, body) = bind(&api, &by_bitstream).await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(state_of(&api, &by_bitstream).await, "Bound");
+    assert!(
+        !record.exists(),
+        "programmed again with the bitstream it holds"
+    );
+    unbind(&api, &by_bitstream).await;
+
+    // By function: the one image of that function, programmed (a function is always
+    // programmed, as Cyborg 17 does).
+    let by_function = request_of(&api, "fpga-function", &[("accel:function_id", &function)]).await;
+    let (status, body) = bind(&api, &by_function).await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(state_of(&api, &by_function).await, "Bound");
+    assert_eq!(
+        std::fs::read_to_string(&record).expect("the tool ran"),
+        programmed
+    );
+    unbind(&api, &by_function).await;
+    std::fs::remove_file(&record).expect("reset");
+
+    // A bitstream Glance does not have: nothing programmed, the request released.
+    let missing = uuid::Uuid::new_v4().to_string();
+    let by_missing = request_of(&api, "fpga-missing", &[("accel:bitstream_id", &missing)]).await;
+    let (status, body) = bind(&api, &by_missing).await;
+    assert_eq!(status, 500, "{body}");
+    assert!(body.to_string().contains("not found in Glance"), "{body}");
+    assert_eq!(state_of(&api, &by_missing).await, "Unbound");
+    assert!(!record.exists(), "the tool ran for a missing bitstream");
+    // The device was given back: another request binds it.
+    let (status, body) = bind(&api, &by_function).await;
+    assert_eq!(status, 202, "the FPGA was not given back: {body}");
+    unbind(&api, &by_function).await;
+
+    // A group naming both: refused before anything changes.
+    let both = request_of(
+        &api,
+        "fpga-both",
+        &[
+            ("accel:bitstream_id", &image),
+            ("accel:function_id", &function),
+        ],
+    )
+    .await;
+    let (status, body) = bind(&api, &both).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.to_string().contains("only one may be set"), "{body}");
+    assert_eq!(state_of(&api, &both).await, "Initial");
+}

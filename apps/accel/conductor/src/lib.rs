@@ -18,6 +18,8 @@
 //! - [`versions`]: the conductor's component versions (verso-upgrade), kept in the database.
 //! - [`cyborg`]: real Cyborg 17 agents' `report_data`, served into the same inventory.
 //! - [`cyborg_import`]: `accel db import-cyborg`, a Cyborg 17 database taken over.
+//! - [`fpga`]: FPGAs programmed at bind (a profile group's bitstream or function), with
+//!   Glance's image metadata, as Cyborg 17 programs them.
 //! - [`groups`]: device profile groups, checked and counted as Cyborg 17 does.
 //! - [`placement`]: the Placement reconciler (one provider per deployable, under a lease).
 //! - [`keystone`]: the service user's Keystone session (re-exported `accel-keystone`).
@@ -29,6 +31,7 @@ pub mod cyborg;
 pub mod cyborg_import;
 pub mod db;
 pub mod fleet;
+pub mod fpga;
 pub mod groups;
 pub mod handles;
 /// The Keystone session (its own crate, shared with the agent, which has no database).

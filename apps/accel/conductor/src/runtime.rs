@@ -53,6 +53,10 @@ pub struct StartOptions {
     /// control exchange and `[upgrade_levels] cyborg_agent`, for their
     /// `cleanup_device`; unset: only accel's agent API is told.
     pub cyborg_agents: Option<CyborgAgents>,
+    /// Glance, where the bitstreams of FPGAs programmed at bind are read from
+    /// (`[glance]`): without it a bind whose profile group names a bitstream or a
+    /// function is refused.
+    pub glance: Option<crate::fpga::Glance>,
 }
 
 /// The `[upgrade_levels]` option capping the conductor's casts of Cyborg's agent API
@@ -85,6 +89,7 @@ impl Default for StartOptions {
             fresh_at: None,
             nova: None,
             cyborg_agents: None,
+            glance: None,
         }
     }
 }
@@ -324,6 +329,7 @@ pub async fn start_with(
         agents: Some(agents),
         witness: Some(coordinator.clone()),
         nova: options.nova.clone(),
+        glance: options.glance.clone(),
     };
     let conductor = RpcServer::new(transport.clone(), Target::new(CONDUCTOR_TOPIC))
         .endpoint(endpoint_over(

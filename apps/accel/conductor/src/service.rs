@@ -10,6 +10,7 @@
 //! database failure is logged here and sent as `DatabaseError` without its details.
 
 use crate::db::{ArqRow, Db, DbError, DeviceProfileRow, Release, ReportedDevice};
+use crate::fpga::{Glance, Programming};
 use crate::nova::{BindStatus, Notifier};
 use accel_objects::errors::ErrorKind;
 use accel_objects::rpc::{
@@ -603,6 +604,39 @@ async fn remove_mdev(
     ))
 }
 
+/// Has `host`'s agent program the FPGA at `control_path_id` with `bitstream`: through
+/// Cyborg's agent API (`fpga_program`, with `driver_name`) when the fleet record knows
+/// the host only from Cyborg's reports (a Cyborg 17 agent, or accel's reporting as one),
+/// through accel's (`program_fpga`) otherwise. `ProgramFailed` with the reason when it
+/// was not.
+async fn program_on_host(
+    agents: Option<&AgentNotifier>,
+    witness: Option<&ReportWitness>,
+    host: &str,
+    control_path_id: &str,
+    bitstream: &str,
+    driver_name: &str,
+) -> Result<(), RemoteError> {
+    let Some(agents) = agents else {
+        return Err(RemoteError::new(
+            ErrorKind::ProgramFailed.as_str(),
+            ERROR_MODULE,
+            "this conductor has no client of the agents".to_owned(),
+        ));
+    };
+    let cyborg_host = match witness {
+        Some(w) => reports_only(w, host).await,
+        None => false,
+    };
+    if cyborg_host && agents.reaches_cyborg_agents() {
+        agents
+            .program_cyborg(host, control_path_id, bitstream, driver_name)
+            .await
+    } else {
+        agents.program(host, control_path_id, bitstream).await
+    }
+}
+
 /// Whether `host`'s agent is known only from Cyborg's reports (it sends no heartbeat:
 /// Cyborg's agent API is all it serves). A fleet record that cannot be read says no.
 async fn reports_only(witness: &ReportWitness, host: &str) -> bool {
@@ -717,6 +751,7 @@ pub struct Shared {
     pub(crate) agents: Option<AgentNotifier>,
     pub(crate) witness: Option<ReportWitness>,
     pub(crate) nova: Option<Notifier>,
+    pub(crate) glance: Option<Glance>,
 }
 
 impl Shared {
@@ -728,6 +763,7 @@ impl Shared {
             agents: None,
             witness: None,
             nova: None,
+            glance: None,
         }
     }
 
@@ -744,8 +780,11 @@ impl Shared {
 
     /// Binds request `uuid` (as [`Db::bind_for`]), then makes its mediated device on the
     /// host when its handle is one (a failure releases the request: `MdevFailed`), then
-    /// tells Nova when this bind resolved the instance's last request. A bind that found
-    /// no free device (`NoFreeHandle`) has ended too, `BindFailed`: Nova is told.
+    /// programs its FPGA when its profile group names a bitstream or function
+    /// ([`crate::fpga`]; a failure releases the request: `ProgramFailed`; without Glance
+    /// such a bind is refused before anything changes), then tells Nova when this bind
+    /// resolved the instance's last request. A bind that found no free device
+    /// (`NoFreeHandle`) has ended too, `BindFailed`: Nova is told.
     pub(crate) async fn bind(
         &self,
         uuid: &str,
@@ -754,20 +793,163 @@ impl Shared {
         device_rp_uuid: Option<&str>,
         project_id: Option<&str>,
     ) -> Result<ArqRow, RemoteError> {
+        let programming = self.programming_of(uuid).await?;
         let bound = self
             .db
             .bind_for(uuid, hostname, instance_uuid, device_rp_uuid, project_id)
             .await;
         // A mediated device (a vGPU) is made on its host before the bind counts, as
-        // Cyborg's conductor makes it; failing that, the request is released.
+        // Cyborg's conductor makes it; failing that, the request is released. So is an
+        // FPGA programmed.
         if let Ok(row) = &bound {
             make_mdev(&self.db, self.agents.as_ref(), row).await?;
+            self.program_bound(row, &programming).await?;
         }
         // Both end the bind (Bound or BindFailed): Nova may be waiting for either.
         if matches!(bound, Ok(_) | Err(DbError::NoFreeHandle { .. })) {
             notify_nova(&self.db, self.nova.as_ref(), instance_uuid).await;
         }
         bound.map_err(to_remote)
+    }
+
+    /// What request `uuid`'s profile group asks to be programmed at bind; `Invalid` when
+    /// it names both a bitstream and a function, or when it names either and this
+    /// conductor has no Glance (`[glance]`) to read the image from.
+    async fn programming_of(&self, uuid: &str) -> Result<Programming, RemoteError> {
+        let arq = self.db.arq(uuid).await.map_err(to_remote)?;
+        let profile = self
+            .db
+            .profile_by_name(&arq.device_profile_name)
+            .await
+            .map_err(to_remote)?;
+        let Some(group) = usize::try_from(arq.device_profile_group_id)
+            .ok()
+            .and_then(|g| profile.groups.get(g))
+        else {
+            // bind_for names the missing group.
+            return Ok(Programming::None);
+        };
+        let invalid = |why: String| {
+            RemoteError::new(
+                ErrorKind::Invalid.as_str(),
+                ERROR_MODULE,
+                format!("request {uuid}: {why}"),
+            )
+        };
+        let programming = Programming::of(group).map_err(invalid)?;
+        if programming != Programming::None && self.glance.is_none() {
+            return Err(invalid(format!(
+                "its profile group names {} or {}, and this conductor reads bitstreams from \
+                 no Glance ([glance] auth_url)",
+                crate::fpga::BITSTREAM_ID,
+                crate::fpga::FUNCTION_ID
+            )));
+        }
+        Ok(programming)
+    }
+
+    /// Programs the FPGA of bound request `row` as `programming` asks: the image's
+    /// metadata from Glance, the host's agent, the deployable's record
+    /// ([`Db::record_programmed`]). Nothing when it asks nothing or the deployable already
+    /// holds the bitstream. On failure the request is released (its device free again)
+    /// and the error is `ProgramFailed`.
+    async fn program_bound(
+        &self,
+        row: &ArqRow,
+        programming: &Programming,
+    ) -> Result<(), RemoteError> {
+        if *programming == Programming::None {
+            return Ok(());
+        }
+        let Err(why) = self.try_program(row, programming).await else {
+            return Ok(());
+        };
+        tracing::error!(arq = %row.uuid, error = %why, "FPGA not programmed: the request is released");
+        if let Err(e) = self.db.unbind_with(&row.uuid, Release::Immediate).await {
+            tracing::error!(arq = %row.uuid, error = %e, "releasing the request after the failed programming failed");
+        }
+        Err(RemoteError::new(
+            ErrorKind::ProgramFailed.as_str(),
+            ERROR_MODULE,
+            format!("binding {}: the FPGA was not programmed: {why}", row.uuid),
+        ))
+    }
+
+    async fn try_program(&self, row: &ArqRow, programming: &Programming) -> Result<(), String> {
+        let glance = self.glance.as_ref().ok_or("this conductor has no Glance")?;
+        let handle = row
+            .attach_handle_uuid
+            .as_deref()
+            .ok_or("the bound request holds no attach handle")?;
+        let handle = self
+            .db
+            .host_handle(handle)
+            .await
+            .map_err(|e| e.to_string())?;
+        if handle.device_type != "FPGA" {
+            return Err(format!(
+                "its device is a {}, not an FPGA",
+                handle.device_type
+            ));
+        }
+        let held = self
+            .db
+            .deployable_bitstream(handle.deployable_id)
+            .await
+            .map_err(|e| e.to_string())?;
+        let image = match programming {
+            Programming::None => return Ok(()),
+            Programming::Bitstream(b) if held.as_deref() == Some(b.as_str()) => {
+                tracing::info!(arq = %row.uuid, bitstream = %b, "the FPGA holds the bitstream already");
+                return Ok(());
+            }
+            Programming::Bitstream(b) => glance.image(b).await?,
+            Programming::Function(f) => glance.image_of_function(f).await?,
+        };
+        let image_id = image["id"]
+            .as_str()
+            .ok_or_else(|| format!("Glance's image has no id: {image}"))?
+            .to_owned();
+        let function = match programming {
+            Programming::Function(f) => Some(f.clone()),
+            _ => image[crate::fpga::FUNCTION_ID].as_str().map(str::to_owned),
+        };
+        let dep = self
+            .db
+            .deployables(&crate::db::ListFilter {
+                host: Some(handle.hostname.clone()),
+                limit: Some(u32::MAX),
+                ..crate::db::ListFilter::default()
+            })
+            .await
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .find(|d| d.id == handle.deployable_id)
+            .ok_or("the handle's deployable is gone")?;
+        let driver = dep.driver_name.clone().unwrap_or_default();
+        program_on_host(
+            self.agents.as_ref(),
+            self.witness.as_ref(),
+            &handle.hostname,
+            &handle.control_path_id,
+            &image_id,
+            &driver,
+        )
+        .await
+        .map_err(|e| e.message)?;
+        let function_trait = function.map(|f| crate::fpga::function_trait(&driver, &f));
+        self.db
+            .record_programmed(
+                dep.id,
+                &image_id,
+                crate::fpga::FUNCTION_ATTRIBUTE,
+                function_trait.as_deref(),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        tracing::info!(arq = %row.uuid, host = %handle.hostname, deployable = %dep.uuid,
+            bitstream = %image_id, function_trait, "FPGA programmed at bind");
+        Ok(())
     }
 
     /// Unbinds request `uuid`: its mediated device removed on the host first (when it
@@ -832,6 +1014,7 @@ pub fn endpoint_with_agents(
         agents,
         witness,
         nova,
+        glance: None,
     };
     endpoint_over(shared, registry, prepare)
 }
@@ -925,32 +1108,16 @@ pub fn endpoint_over(
                     )))
                 }
             }
-            let Some(agents) = agents else {
-                return Err(RemoteError::new(
-                    ErrorKind::ProgramFailed.as_str(),
-                    ERROR_MODULE,
-                    "this conductor has no client of the agents".to_owned(),
-                ));
-            };
-            // A host known only from Cyborg's reports runs Cyborg's agent API (a Cyborg
-            // 17 agent, or accel's reporting as one): Cyborg's fpga_program there.
-            let cyborg_host = match &witness {
-                Some(w) => reports_only(w, &d.hostname).await,
-                None => false,
-            };
-            if cyborg_host && agents.reaches_cyborg_agents() {
-                agents
-                    .program_cyborg(
-                        &d.hostname,
-                        &d.control_path_id,
-                        &m.bitstream_uuid,
-                        d.driver_name.as_deref().unwrap_or_default(),
-                    )
-                    .await?;
-            } else {
-                agents.program(&d.hostname, &d.control_path_id, &m.bitstream_uuid).await?;
-            }
-            tracing::info!(deployable = %d.uuid, host = %d.hostname, bitstream = %m.bitstream_uuid, cyborg_host, "FPGA programmed");
+            program_on_host(
+                agents.as_ref(),
+                witness.as_ref(),
+                &d.hostname,
+                &d.control_path_id,
+                &m.bitstream_uuid,
+                d.driver_name.as_deref().unwrap_or_default(),
+            )
+            .await?;
+            tracing::info!(deployable = %d.uuid, host = %d.hostname, bitstream = %m.bitstream_uuid, "FPGA programmed");
             Ok(())
         })
         .handle(|Shared { db, .. }, _ctx, m: SetDeviceMaintaining| async move {

@@ -357,8 +357,21 @@ pub mod testing {
         glance: &str,
         data: Option<&[u8]>,
     ) -> Result<String, SessionError> {
+        glance_image_with(session, glance, data, &[]).await
+    }
+
+    /// [`glance_image`] with custom `properties` (`accel:function_id`, ...).
+    pub async fn glance_image_with(
+        session: &Session,
+        glance: &str,
+        data: Option<&[u8]>,
+        properties: &[(&str, &str)],
+    ) -> Result<String, SessionError> {
         let http = session.http().clone();
-        let body = json!({"name": "accel-test-bitstream", "disk_format": "raw", "container_format": "bare"});
+        let mut body = json!({"name": "accel-test-bitstream", "disk_format": "raw", "container_format": "bare"});
+        for (key, value) in properties {
+            body[*key] = json!(value);
+        }
         let created: Value = session
             .send(|token| {
                 http.post(format!("{glance}/v2/images"))

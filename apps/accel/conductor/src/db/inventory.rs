@@ -170,6 +170,75 @@ impl Db {
         sql.fetch_all("controlpath_ids", &self.pool).await
     }
 
+    /// The bitstream a deployable was last programmed with (Cyborg's
+    /// `deployables.bitstream_id`), `None` when none is recorded.
+    pub async fn deployable_bitstream(
+        &self,
+        deployable_id: i64,
+    ) -> Result<Option<String>, DbError> {
+        let d = self.dialect();
+        let stored: Option<Option<String>> = sqlx::query_scalar(&d.sql(&format!(
+            "SELECT {} FROM deployables WHERE id = $1",
+            d.text("bitstream_id")
+        )))
+        .bind(deployable_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        stored.ok_or_else(|| DbError::NotFound {
+            kind: "deployable",
+            id: deployable_id.to_string(),
+        })
+    }
+
+    /// Records that a deployable now holds `bitstream`: Cyborg's `bitstream_id`, and its
+    /// function's trait as the attribute `function_attribute` (`function_trait`; `None`:
+    /// the attribute removed, the image naming no function). One transaction; the
+    /// attribute's change marks the host for the Placement sync.
+    pub async fn record_programmed(
+        &self,
+        deployable_id: i64,
+        bitstream: &str,
+        function_attribute: &str,
+        function_trait: Option<&str>,
+    ) -> Result<(), DbError> {
+        let d = self.dialect();
+        let at = d.now();
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query(&d.sql(&format!(
+            "UPDATE deployables SET bitstream_id = $1, updated_at = $2{} WHERE id = $3",
+            d.ts()
+        )))
+        .bind(bitstream)
+        .bind(&at)
+        .bind(deployable_id)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(DbError::NotFound {
+                kind: "deployable",
+                id: deployable_id.to_string(),
+            });
+        }
+        sqlx::query(&d.sql("DELETE FROM attributes WHERE deployable_id = $1 AND \"key\" = $2"))
+            .bind(deployable_id)
+            .bind(function_attribute)
+            .execute(&mut *tx)
+            .await?;
+        if let Some(value) = function_trait {
+            super::attributes::insert_attribute(
+                &mut tx,
+                d,
+                deployable_id,
+                function_attribute,
+                value,
+                &at,
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
     /// Takes a device out of service or puts it back (Cyborg's disable and enable):
     /// a device in maintenance is given to no new request, and the requests bound to it
     /// keep it. Idempotent; the device as it is now.
