@@ -416,10 +416,17 @@ pub enum CyborgReportError {
     Conductor(#[from] RpcError),
 }
 
-/// Reports a host's devices to a Cyborg 17 conductor, as Cyborg 17's agent does.
+/// Reports a host's devices to a Cyborg 17 conductor, as Cyborg 17's agent does; with
+/// [`CyborgReporter::with_digests`], an unchanged inventory goes by digest to a
+/// conductor that serves accel's `report_unchanged` (1.2).
 #[derive(Clone)]
 pub struct CyborgReporter {
     conductor: RpcClient,
+    /// A client of the seed spec's conductor API under the operator's cap, when
+    /// unchanged inventories may go by digest.
+    digests: Option<RpcClient>,
+    /// The digest of the last inventory the conductor took in full.
+    last: Arc<std::sync::Mutex<Option<String>>>,
     host: String,
     sysfs_root: PathBuf,
 }
@@ -439,9 +446,29 @@ impl CyborgReporter {
         CyborgReporter {
             conductor: RpcClient::for_api::<ConductorApi>(transport, CONDUCTOR_TOPIC)
                 .timeout(timeout),
+            digests: None,
+            last: Arc::default(),
             host: host.into(),
             sysfs_root,
         }
+    }
+
+    /// This reporter, sending an inventory unchanged since the last one the conductor
+    /// took in full as its digest (`report_unchanged`,
+    /// [`accel_objects::cyborg::ReportUnchanged`]) through `client` (the seed spec's
+    /// conductor API, [`accel_objects::cyborg::ConductorApi`], under `[upgrade_levels]
+    /// cyborg_conductor`) when its cap allows 1.2; in full otherwise, and when the
+    /// conductor asks for it.
+    pub fn with_digests(mut self, client: RpcClient) -> CyborgReporter {
+        self.digests = Some(client);
+        self
+    }
+
+    /// The client unchanged inventories go through, when the cap allows it.
+    fn digest_client(&self) -> Option<&RpcClient> {
+        self.digests
+            .as_ref()
+            .filter(|c| c.can_send_version(accel_objects::cyborg::REPORT_UNCHANGED_VERSION))
     }
 
     /// Discovers the host's devices and reports them; returns how many were reported.
@@ -465,6 +492,32 @@ impl CyborgReporter {
         }
         let n = devices.len();
         let ctx = RequestContext::new(format!("req-cyborg-report-{}", self.host));
+        let digest = self
+            .digest_client()
+            .map(|_| accel_objects::cyborg::report_digest(&devices));
+        let last = self
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        if let (Some(client), Some(digest)) = (self.digest_client(), &digest) {
+            if last.as_ref() == Some(digest) {
+                let known = client
+                    .call_method(
+                        &ctx,
+                        accel_objects::cyborg::ReportUnchanged {
+                            hostname: self.host.clone(),
+                            digest: digest.clone(),
+                        },
+                    )
+                    .await?;
+                if known.is_some() {
+                    tracing::debug!(host = %self.host, devices = n, "inventory unchanged (by digest)");
+                    return Ok(n);
+                }
+                tracing::debug!(host = %self.host, "the conductor asked for the full inventory");
+            }
+        }
         self.conductor
             .call_method(
                 &ctx,
@@ -474,6 +527,10 @@ impl CyborgReporter {
                 },
             )
             .await?;
+        *self
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = digest;
         tracing::info!(host = %self.host, devices = n, "inventory reported to Cyborg's conductor");
         Ok(n)
     }

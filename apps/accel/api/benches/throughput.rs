@@ -12,7 +12,9 @@
 //!   and the same report handled by real Cyborg 17's conductor (`ConductorManager.
 //!   report_data`, openstack-cyborg from `VERSO_TEST_PYTHON`, on SQLite, with its real
 //!   Placement lookups: `python/cyborg_conductor_bench.py` of accel-cyborg17), timed by
-//!   the process CPU of `VERSO_BENCH_CYBORG_CALLS` calls (default 5; each takes seconds).
+//!   the process CPU of `VERSO_BENCH_CYBORG_CALLS` calls (default 5; each takes seconds);
+//! - `cyborg_report_unchanged/100_devices`: the same inventory from an accel agent on
+//!   Cyborg's wire, by its digest (`report_unchanged`, accel's Cyborg conductor API 1.2).
 //!
 //! Calls per second are 1 / the time criterion reports. PostgreSQL is the test cluster
 //! (`scripts/start-postgres.sh`, or `VERSO_TEST_POSTGRES_URL`), MariaDB the test server
@@ -244,6 +246,8 @@ struct Stack {
     client: RpcClient,
     /// A client of the conductor's Cyborg endpoint (what a Cyborg 17 agent calls).
     cyborg: RpcClient,
+    /// The same endpoint as accel's agents on Cyborg's wire call it (with 1.2).
+    cyborg_next: RpcClient,
     _cyborg_server: verso_rpc::ServerHandle,
     api: String,
     http: reqwest::Client,
@@ -264,6 +268,10 @@ async fn stack(db: Db) -> Stack {
     .await
     .expect("the Cyborg endpoint");
     let cyborg = RpcClient::for_api::<accel_cyborg17::rpc::ConductorApi>(
+        transport.clone(),
+        accel_conductor::cyborg::TOPIC,
+    );
+    let cyborg_next = RpcClient::for_api::<accel_objects::cyborg::ConductorApi>(
         transport,
         accel_conductor::cyborg::TOPIC,
     );
@@ -279,6 +287,7 @@ async fn stack(db: Db) -> Stack {
         conductor,
         client,
         cyborg,
+        cyborg_next,
         _cyborg_server: cyborg_server,
         api,
         http: reqwest::Client::new(),
@@ -323,6 +332,22 @@ async fn send_cyborg_report(s: &Stack, devices: &[accel_cyborg17::objects::Drive
         )
         .await
         .expect("Cyborg report");
+}
+
+async fn send_cyborg_unchanged(s: &Stack, digest: &str) {
+    let ctx = RequestContext::new("req-bench");
+    let known = s
+        .cyborg_next
+        .call_method(
+            &ctx,
+            accel_objects::cyborg::ReportUnchanged {
+                hostname: CYBORG_HOST.into(),
+                digest: digest.to_owned(),
+            },
+        )
+        .await
+        .expect("Cyborg report by digest");
+    assert!(known.is_some(), "the conductor did not know the digest");
 }
 
 /// A request of a GPU profile, ready to bind on the bench host.
@@ -377,6 +402,7 @@ fn bench(c: &mut Criterion) {
         .expect("runtime");
     let reports: Vec<(usize, DriverDeviceList)> = SIZES.iter().map(|&n| (n, report(n))).collect();
     let cyborg = cyborg_report(CYBORG_HOST, CYBORG_DEVICES);
+    let cyborg_digest = accel_objects::cyborg::report_digest(&cyborg);
     let (sqlite, _dir) = rt.block_on(accel_conductor::testing::sqlite());
     let postgres = rt.block_on(accel_conductor::testing::postgres());
     let mysql = rt.block_on(accel_conductor::testing::mysql());
@@ -406,6 +432,12 @@ fn bench(c: &mut Criterion) {
         let id = format!("cyborg_report_data/{CYBORG_DEVICES}_devices/{name}");
         c.bench_function(&id, |b| {
             timed(b, &id, || rt.block_on(send_cyborg_report(&s, &cyborg)))
+        });
+        let id = format!("cyborg_report_unchanged/{CYBORG_DEVICES}_devices/{name}");
+        c.bench_function(&id, |b| {
+            timed(b, &id, || {
+                rt.block_on(send_cyborg_unchanged(&s, &cyborg_digest))
+            })
         });
     }
     // Last, beside accel's figures of the same run: seconds per call, so few calls.
@@ -470,6 +502,30 @@ fn result() -> BenchResult {
             cell(v, &|v| format!("{v:.2}")),
             cell(v, &|v| format!("{:.0}", 1e3 / v)),
         ]);
+        let v = ms(&format!(
+            "cyborg_report_unchanged/{CYBORG_DEVICES}_devices/{db}"
+        ));
+        rows.push(vec![
+            format!(
+                "an accel agent on Cyborg's wire, {CYBORG_DEVICES} devices unchanged (by digest)"
+            ),
+            db.into(),
+            cell(v, &|v| format!("{v:.2}")),
+            cell(v, &|v| format!("{:.0}", 1e3 / v)),
+        ]);
+    }
+    if let Some(v) = ms(&format!(
+        "cyborg_report_unchanged/{CYBORG_DEVICES}_devices/sqlite"
+    )) {
+        r.targets.push(Target::new(
+            format!(
+                "an unchanged {CYBORG_DEVICES}-device report on Cyborg's wire (by digest), SQLite"
+            ),
+            v,
+            1.0,
+            "ms",
+            Better::Lower,
+        ));
     }
     let cyborg = CYBORG.get();
     let cyborg_cpu = cyborg.and_then(|c| median(&c.cpu_ms));

@@ -187,28 +187,6 @@ fn reported_device(i: usize, d: &DriverDevice) -> Result<ReportedDevice, CyborgR
     Ok(device.with_deployables(reported))
 }
 
-/// The digest of a Cyborg report's rows (in control-path order, so the order a driver
-/// lists its devices in does not matter), stored as the host's last applied report.
-/// Its prefix keeps it from ever matching an accel agent's digest (`v2:`), which hashes
-/// another form of a report. `None` if a row does not serialize (it always does: text
-/// and maps of text): then no digest is stored and every report is diffed.
-pub fn rows_digest(rows: &[ReportedDevice]) -> Option<String> {
-    use sha2::{Digest, Sha256};
-    let mut sorted: Vec<&ReportedDevice> = rows.iter().collect();
-    sorted.sort_by(|a, b| a.control_path_id.cmp(&b.control_path_id));
-    let mut hash = Sha256::new();
-    for row in sorted {
-        // serde_json writes a row's fields in declaration order and its maps sorted,
-        // so equal rows give equal bytes; each row is ended by a byte JSON never has.
-        hash.update(serde_json::to_vec(row).ok()?);
-        hash.update([0xff]);
-    }
-    Some(accel_objects::rpc::digest_text(
-        "cyborg-v1:",
-        &hash.finalize(),
-    ))
-}
-
 /// Cyborg's `cpid_info` of the PCI address `DDDD:BB:DD.F`, decoded, as Cyborg's API
 /// sends it to `fpga_program` (`{"bus", "device", "domain", "function"}`).
 pub(crate) fn cpid_info(address: &str) -> Option<Value> {
@@ -280,30 +258,30 @@ pub fn endpoint(db: Db, witness: Option<ReportWitness>) -> Endpoint {
 pub fn endpoint_with(shared: Shared) -> Endpoint {
     let versions = shared.witness.as_ref().map(|w| w.manager().clone());
     let store: Arc<dyn CyborgStore> = Arc::new(DbCyborgStore::new(shared.db.clone(), versions));
-    let endpoint = Endpoint::new(INDIRECTION_VERSION)
+    let endpoint = Endpoint::new(<cyborg::ConductorApi as verso_rpc::RpcApi>::VERSION)
         .with_state(shared)
         .handle(|Shared { db, witness, .. }, _ctx, report: ReportData| async move {
+            // A Cyborg 17 agent reports its whole inventory every period and sends no
+            // digest: the conductor's own digest of the report lets an unchanged one skip
+            // the mapping and the diff, as `report_unchanged` does for an agent that
+            // names it. The stored digest is forgotten by every write to the host's
+            // devices (migration 101's triggers), so a match means the rows still say
+            // what this report says, and it was valid when applied.
+            let digest = cyborg::report_digest(&report.driver_device_list);
+            let stored = db.report_digest(&report.hostname).await.map_err(to_remote)?;
+            if let Some((_, devices)) = stored.filter(|(d, _)| *d == digest) {
+                witness_report(witness.as_ref(), &report.hostname).await?;
+                tracing::debug!(host = %report.hostname, devices, %digest,
+                    "a Cyborg agent's report is unchanged");
+                return Ok(());
+            }
             let rows = reported(&report.driver_device_list).map_err(|e| {
                 tracing::warn!(host = %report.hostname, error = %e, "a Cyborg agent's report was refused");
                 e.to_remote()
             })?;
             witness_report(witness.as_ref(), &report.hostname).await?;
-            // A Cyborg agent reports its whole inventory every period and sends no
-            // digest: the conductor's own digest of the mapped rows lets an unchanged
-            // report skip the diff, as an accel agent's `report_unchanged` does. The
-            // stored digest is forgotten by every write to the host's devices
-            // (migration 101's triggers), so a match means the rows still say this.
-            let digest = rows_digest(&rows);
-            if let Some(digest) = &digest {
-                let stored = db.report_digest(&report.hostname).await.map_err(to_remote)?;
-                if let Some((stored, devices)) = stored.filter(|(d, _)| d == digest) {
-                    tracing::debug!(host = %report.hostname, devices, digest = %stored,
-                        "a Cyborg agent's report is unchanged");
-                    return Ok(());
-                }
-            }
             let outcome = db
-                .report_with_digest(&report.hostname, &rows, digest.as_deref())
+                .report_with_digest(&report.hostname, &rows, Some(&digest))
                 .await
                 .map_err(to_remote)?;
             tracing::info!(
@@ -315,6 +293,19 @@ pub fn endpoint_with(shared: Shared) -> Endpoint {
             );
             // Cyborg's conductor replies None.
             Ok(())
+        })
+        .handle(|Shared { db, .. }, _ctx, m: cyborg::ReportUnchanged| async move {
+            // Not witnessed, as accel's own `report_unchanged`: only an agent of this
+            // release calls 1.2, it heartbeats, and a digest matches only a full report
+            // of its host this conductor applied, which was witnessed.
+            let stored = db.report_digest(&m.hostname).await.map_err(to_remote)?;
+            Ok(match stored {
+                Some((digest, devices)) if digest == m.digest => {
+                    tracing::debug!(host = %m.hostname, devices, "report unchanged");
+                    Some(i64::try_from(devices).unwrap_or(i64::MAX))
+                }
+                _ => None,
+            })
         });
     let endpoint = api::methods(endpoint).into_endpoint();
     verso_rpc::conductor::add_object_endpoints(

@@ -121,7 +121,7 @@ async fn a_cyborg_agents_report_lands_in(db: Db) {
         .await
         .expect("read the digest")
         .expect("a digest is stored after the report");
-    assert!(digest.starts_with("cyborg-v1:"), "{digest}");
+    assert!(digest.starts_with("cyborg-v2:"), "{digest}");
     assert_eq!(count, 1);
 
     // The same report again: nothing changes (recognised by its digest).

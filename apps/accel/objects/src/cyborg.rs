@@ -13,6 +13,11 @@
 //!   included: an agent whose `Device` is 1.4 (Cyborg 16) gets its devices without
 //!   `device_state`.
 //!
+//! And, accel's own addition to the seed spec (not a change of Cyborg's), **conductor
+//! RPC 1.2**: [`ReportUnchanged`], an agent's unchanged inventory named by its
+//! [`report_digest`] instead of sent whole, as accel's own conductor API has had since
+//! its 1.2.
+//!
 //! [`registry`] is Cyborg 17's registry with [`DeviceList`]; `cyborg.lock` beside
 //! this crate pins both APIs and the new class (`tests/cyborg.rs`), which also checks the class's fingerprint against oslo.versionedobjects'
 //! fingerprint of the spec's example class declared over Cyborg 17's own registry.
@@ -313,20 +318,139 @@ impl Device {
     }
 }
 
+/// The conductor RPC version accel adds [`ReportUnchanged`] at.
+pub const REPORT_UNCHANGED_VERSION: Version = Version::new(1, 2);
+
+/// An agent's inventory unchanged since its last full `report_data` the conductor
+/// applied, named by its [`report_digest`]: the conductor answers the number of devices
+/// when the digest is the one it stored for the host, `None` (send the inventory in
+/// full) otherwise.
+#[derive(RpcMethod, Debug, Clone)]
+#[rpc(name = "report_unchanged", since = "1.2", reply = Option<i64>)]
+pub struct ReportUnchanged {
+    /// The reporting host.
+    pub hostname: String,
+    /// [`report_digest`] of the inventory.
+    pub digest: String,
+}
+
+/// The digest of a Cyborg inventory (`report_data`'s `driver_device_list`) as the
+/// conductor's mapping reads it: SHA-256 over every field of each device, its control
+/// path, deployables, attributes and attach handles, devices in control-path order (the
+/// order a driver lists them in does not matter), each value length-prefixed so no two
+/// inventories share a text. Object metadata is left out, so the agent and the conductor
+/// compute the same digest from the objects they built and decoded. `cyborg-v2:` names
+/// this rule (`cyborg-v1:` hashed the conductor's mapped rows): a digest of another rule
+/// never matches, which costs a full report, never a wrong skip.
+pub fn report_digest(devices: &[n::DriverDevice]) -> String {
+    use sha2::{Digest, Sha256};
+    use verso::VersionedEnum;
+    fn text(hash: &mut Sha256, t: Option<&str>) {
+        match t {
+            Some(t) => {
+                hash.update((t.len() as u64 + 1).to_le_bytes());
+                hash.update(t.as_bytes());
+            }
+            None => hash.update(0u64.to_le_bytes()),
+        }
+    }
+    fn count(hash: &mut Sha256, n: Option<usize>) {
+        hash.update(n.map_or(0, |n| n as u64 + 1).to_le_bytes());
+    }
+    fn number(hash: &mut Sha256, n: Option<i64>) {
+        match n {
+            Some(n) => {
+                hash.update([1]);
+                hash.update(n.to_le_bytes());
+            }
+            None => hash.update([0]),
+        }
+    }
+    let cpid = |d: &n::DriverDevice| {
+        d.controlpath_id
+            .get()
+            .and_then(|c| c.cpid_info.get().cloned())
+    };
+    let mut rows: Vec<&n::DriverDevice> = devices.iter().collect();
+    rows.sort_by_key(|d| cpid(d));
+    let mut hash = Sha256::new();
+    hash.update((rows.len() as u64).to_le_bytes());
+    for d in rows {
+        text(&mut hash, d.r#type.get().map(|t| t.as_str()));
+        text(&mut hash, d.vendor.get().map(String::as_str));
+        text(&mut hash, d.model.get().map(String::as_str));
+        text(&mut hash, d.std_board_info.get().and_then(Option::as_deref));
+        text(
+            &mut hash,
+            d.vendor_board_info.get().and_then(Option::as_deref),
+        );
+        number(&mut hash, d.stub.get().map(|s| i64::from(*s)));
+        text(
+            &mut hash,
+            d.device_state
+                .get()
+                .and_then(|s| s.as_ref())
+                .map(|s| s.as_str()),
+        );
+        let path = d.controlpath_id.get();
+        text(
+            &mut hash,
+            path.and_then(|c| c.cpid_type.get()).map(String::as_str),
+        );
+        text(
+            &mut hash,
+            path.and_then(|c| c.cpid_info.get()).map(String::as_str),
+        );
+        let deployables = d.deployable_list.get();
+        count(&mut hash, deployables.map(Vec::len));
+        for dep in deployables.into_iter().flatten() {
+            text(&mut hash, dep.name.get().map(String::as_str));
+            number(&mut hash, dep.num_accelerators.get().copied());
+            text(&mut hash, dep.driver_name.get().and_then(Option::as_deref));
+            let attributes = dep.attribute_list.get().and_then(Option::as_ref);
+            let mut pairs: Vec<(Option<&str>, Option<&str>)> = attributes
+                .into_iter()
+                .flatten()
+                .map(|a| {
+                    (
+                        a.key.get().map(String::as_str),
+                        a.value.get().map(String::as_str),
+                    )
+                })
+                .collect();
+            pairs.sort();
+            count(&mut hash, attributes.map(|_| pairs.len()));
+            for (k, v) in pairs {
+                text(&mut hash, k);
+                text(&mut hash, v);
+            }
+            let handles = dep.attach_handle_list.get().and_then(Option::as_ref);
+            count(&mut hash, handles.map(Vec::len));
+            for h in handles.into_iter().flatten() {
+                text(&mut hash, h.attach_type.get().map(String::as_str));
+                text(&mut hash, h.attach_info.get().map(String::as_str));
+                number(&mut hash, h.in_use.get().map(|u| i64::from(*u)));
+            }
+        }
+    }
+    crate::rpc::digest_text("cyborg-v2:", &hash.finalize())
+}
+
 /// Cyborg's conductor API with the seed spec: 1.1, Cyborg 17's methods and the three
-/// object-indirection methods.
+/// object-indirection methods; 1.2, accel's [`ReportUnchanged`].
 #[derive(Debug, Clone, Copy)]
 pub struct ConductorApi;
 
 impl RpcApi for ConductorApi {
     const NAME: &'static str = "conductor";
-    const VERSION: Version = INDIRECTION_VERSION;
+    const VERSION: Version = REPORT_UNCHANGED_VERSION;
 
     fn methods() -> Vec<&'static MethodSpec> {
         let mut methods = <rpc::ConductorApi as RpcApi>::methods();
         methods.extend(verso_rpc::conductor::object_methods_since(
             INDIRECTION_VERSION,
         ));
+        methods.push(ReportUnchanged::spec());
         methods
     }
 }

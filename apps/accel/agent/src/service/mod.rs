@@ -214,7 +214,8 @@ pub async fn start(
                 host.clone(),
                 config.sysfs_root.clone(),
                 wire.report_timeout,
-            );
+            )
+            .with_digests(client.clone().timeout(wire.report_timeout));
             (
                 Indirection::new(client, accel_objects::cyborg::INDIRECTION_VERSION)
                     .cap_option(CYBORG_CONDUCTOR_CAP),
