@@ -731,7 +731,7 @@ pub struct Cyborg {
     /// still running during a migration.
     pub serve_conductor: bool,
     /// Whether `accel agent` speaks Cyborg's wire (default true) rather than accel's
-    /// own. With `[upgrade_levels] cyborg_conductor` unset or 1.1 (accel's conductor),
+    /// own. With `[upgrade_levels] cyborg_conductor` unset or 1.1 and above (accel's conductor),
     /// it is release N+1 on Cyborg's wire: Cyborg's `report_data` on
     /// `cyborg-conductor`, the PCI managed mode and NVMe cleanups through the seed
     /// spec's object indirection, Cyborg's agent API with `cleanup_device` served, and
@@ -799,8 +799,8 @@ pub struct AccelConfig {
 /// once every agent runs release N+1 (1.1 `cleanup_device`, 1.2 `program_fpga`).
 ///
 /// An agent on Cyborg's wire (`[cyborg] report_to_cyborg`, the default) calls Cyborg's
-/// conductor API under `[upgrade_levels] cyborg_conductor`, at its newest (1.1, the seed
-/// spec, served by accel's conductor) by default as every conductor API is (conductors
+/// conductor API under `[upgrade_levels] cyborg_conductor`, at its newest (1.2: 1.1 the
+/// seed spec, 1.2 accel's `report_unchanged`, both served by accel's conductor) by default as every conductor API is (conductors
 /// are upgraded first); 1.0 when the host's agent is replaced while a Cyborg 17
 /// conductor still runs (it serves only 1.0). The conductor casts Cyborg's agent
 /// API 1.1 `cleanup_device` to such agents under `[upgrade_levels] cyborg_agent`, 1.0 by

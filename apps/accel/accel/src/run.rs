@@ -187,7 +187,7 @@ async fn conductor_parts(
 /// conductor at `what` (a first heartbeat, or a first report).
 fn cyborg_wire_hint(what: &str) -> &'static str {
     if what.contains("heartbeat") {
-        "on Cyborg's wire at [upgrade_levels] cyborg_conductor 1.1 the agent needs accel's conductor (its upgrade API); while this host's conductor is still Cyborg 17's, set cyborg_conductor = \"1.0\""
+        "on Cyborg's wire at [upgrade_levels] cyborg_conductor 1.1 or above the agent needs accel's conductor (its upgrade API); while this host's conductor is still Cyborg 17's, set cyborg_conductor = \"1.0\""
     } else {
         "on Cyborg's wire the agent reports to accel's conductor on cyborg-conductor: check that it serves Cyborg's conductor API ([cyborg] serve_agents, on by default) on the same [cyborg] control_exchange"
     }
