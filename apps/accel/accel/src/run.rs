@@ -184,9 +184,9 @@ async fn conductor_parts(
 }
 
 /// What to check when an agent on Cyborg's wire (release N+1 there) found no accel
-/// conductor at `what` (a first heartbeat, or a first report).
-fn cyborg_wire_hint(what: &str) -> &'static str {
-    if what.contains("heartbeat") {
+/// conductor at `step` (a first heartbeat, or a first report).
+fn cyborg_wire_hint(step: accel_agent::service::StartStep) -> &'static str {
+    if step.is_heartbeat() {
         "on Cyborg's wire at [upgrade_levels] cyborg_conductor 1.1 or above the agent needs accel's conductor (its upgrade API); while this host's conductor is still Cyborg 17's, set cyborg_conductor = \"1.0\""
     } else {
         "on Cyborg's wire the agent reports to accel's conductor on cyborg-conductor: check that it serves Cyborg's conductor API ([cyborg] serve_agents, on by default) on the same [cyborg] control_exchange"
@@ -323,8 +323,8 @@ pub async fn agent(
     let running = match accel_agent::service::start(library_config, transport.clone()).await {
         Ok(r) => r,
         Err(e) => {
-            if let (Some(_), AgentStartError::Conductor { what, .. }) = (&cyborg_transport, &e) {
-                eprintln!("accel agent {host}: {}", cyborg_wire_hint(what));
+            if let (Some(_), AgentStartError::Conductor { step, .. }) = (&cyborg_transport, &e) {
+                eprintln!("accel agent {host}: {}", cyborg_wire_hint(*step));
             }
             return Ok(not_started(&host, &e));
         }
@@ -845,4 +845,24 @@ pub async fn upgrade_finalize(
         }
     }
     Ok(ExitCode::from(code))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cyborg_wire_hint;
+    use accel_agent::service::StartStep;
+
+    /// A heartbeat that found no accel conductor points at the cap (the host's
+    /// conductor may still be Cyborg 17's); a report that found none, at the conductor's
+    /// Cyborg side.
+    #[test]
+    fn the_hint_follows_the_step_that_failed() {
+        for step in [StartStep::ApparentVersion, StartStep::FirstHeartbeat] {
+            assert!(
+                cyborg_wire_hint(step).contains("cyborg_conductor = \"1.0\""),
+                "{step:?}"
+            );
+        }
+        assert!(cyborg_wire_hint(StartStep::FirstReport).contains("[cyborg] serve_agents"));
+    }
 }

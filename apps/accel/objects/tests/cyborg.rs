@@ -23,8 +23,9 @@ fn app() -> Application {
 /// `cyborg.lock` pins what the seed spec adds, and it adds only: two new list
 /// classes; `Device` and `AttachHandle` bumped by a minor version with their fields
 /// unchanged (their new remotable methods are the change); every other class of Cyborg
-/// 17 as it is; the conductor API's seven methods at 1.0 beside the three of 1.1; the
-/// agent API's three at 1.0 beside the NVMe feature's `cleanup_device` at 1.1.
+/// 17 as it is; the conductor API's seven methods at 1.0 beside the three of 1.1 (and
+/// accel's `report_unchanged` at 1.2); the agent API's three at 1.0 beside the NVMe
+/// feature's `cleanup_device` at 1.1.
 #[test]
 fn the_seed_specs_lock_matches_the_code_and_only_adds_to_cyborg_17() {
     let mut out = Vec::new();
@@ -93,6 +94,8 @@ fn the_seed_specs_lock_matches_the_code_and_only_adds_to_cyborg_17() {
             ("object_action", "1.1".to_owned()),
             ("object_backport_versions", "1.1".to_owned()),
             ("object_class_action_versions", "1.1".to_owned()),
+            // accel's own addition, after the seed spec's.
+            ("report_unchanged", "1.2".to_owned()),
         ]
     );
     // The agent API: Cyborg 17's three methods at 1.0, the NVMe feature's one at 1.1.

@@ -113,6 +113,41 @@ impl AgentConfig {
     }
 }
 
+/// The step of an agent's start that calls the conductor ([`AgentStartError::Conductor`]):
+/// a caller that knows the deployment (which conductor the agent was pointed at) says
+/// what to check by it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartStep {
+    /// Asking the conductor's apparent version (the first heartbeat, on accel's upgrade
+    /// API).
+    ApparentVersion,
+    /// The first heartbeat (accel's upgrade API).
+    FirstHeartbeat,
+    /// The first inventory report (`report_data`).
+    FirstReport,
+}
+
+impl StartStep {
+    /// What the step's call was for, in words.
+    pub fn what(self) -> &'static str {
+        match self {
+            StartStep::ApparentVersion => {
+                "asking the conductor's apparent version (first heartbeat on accel-upgrade)"
+            }
+            StartStep::FirstHeartbeat => {
+                "the first heartbeat to the conductor's upgrade API (accel-upgrade)"
+            }
+            StartStep::FirstReport => "the first inventory report (report_data)",
+        }
+    }
+
+    /// Whether the call went to accel's upgrade API (a heartbeat), which only accel's
+    /// conductor serves.
+    pub fn is_heartbeat(self) -> bool {
+        matches!(self, StartStep::ApparentVersion | StartStep::FirstHeartbeat)
+    }
+}
+
 /// Why an agent did not start.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentStartError {
@@ -132,10 +167,10 @@ pub enum AgentStartError {
     #[error("agent version record: {0}")]
     Versions(#[source] UpgradeError),
     /// The conductor did not answer (or refused) a call the start needs.
-    #[error("{what}: {source}")]
+    #[error("{}: {source}", step.what())]
     Conductor {
-        /// What the call was for.
-        what: &'static str,
+        /// The step whose call failed.
+        step: StartStep,
         /// The RPC error.
         #[source]
         source: RpcError,

@@ -73,8 +73,8 @@ mod cyborg_handles;
 mod handles;
 
 pub use config::{
-    AgentConfig, AgentStartError, AgentStop, CyborgWire, NvmeConfig, ReportError, ERROR_MODULE,
-    UNMANAGED_PCI_FEATURE,
+    AgentConfig, AgentStartError, AgentStop, CyborgWire, NvmeConfig, ReportError, StartStep,
+    ERROR_MODULE, UNMANAGED_PCI_FEATURE,
 };
 
 /// A started agent.
@@ -245,7 +245,7 @@ pub async fn start(
         Err(HeartbeatError::Versions(e)) => return Err(AgentStartError::Versions(e)),
         Err(HeartbeatError::Rpc(source)) => {
             return Err(AgentStartError::Conductor {
-                what: "the first heartbeat to the conductor's upgrade API (accel-upgrade)",
+                step: StartStep::FirstHeartbeat,
                 source,
             })
         }
@@ -327,7 +327,7 @@ async fn bring_up(
         .send_report(devices)
         .await
         .map_err(|source| AgentStartError::Conductor {
-            what: "the first inventory report (report_data)",
+            step: StartStep::FirstReport,
             source,
         })?;
     if agent.indirection.is_some() && !agent.config.pci_managed {
@@ -426,7 +426,7 @@ pub async fn open_versions(
             .map_err(|source| match fenced(&source) {
                 Some(f) => AgentStartError::Fenced(f),
                 None => AgentStartError::Conductor {
-                    what: "asking the conductor's apparent version (first heartbeat on accel-upgrade)",
+                    step: StartStep::ApparentVersion,
                     source,
                 },
             })?;
