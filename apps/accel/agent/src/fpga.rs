@@ -14,7 +14,7 @@
 //! the same way; a wrapper script adapts the arguments to the card's tool.
 
 use crate::cleanup::{run, CleanupError};
-use accel_keystone::{Session, SessionError};
+use accel_keystone::{Service, Session, SessionError};
 use sha2::{Digest, Sha512};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -91,24 +91,23 @@ pub struct FpgaOptions {
 /// Glance as the agent's service user sees it.
 #[derive(Clone, Debug)]
 pub struct Glance {
-    session: Session,
-    endpoint_override: Option<String>,
+    service: Service,
 }
 
 impl Glance {
     /// Glance through `session`'s catalog (`image`), or at `endpoint_override`.
     pub fn new(session: Session, endpoint_override: Option<String>) -> Glance {
         Glance {
-            session,
-            endpoint_override: endpoint_override.map(|u| u.trim_end_matches('/').to_owned()),
+            service: Service::new(session, "image", endpoint_override),
         }
     }
 
+    fn session(&self) -> &Session {
+        self.service.session()
+    }
+
     async fn endpoint(&self) -> Result<String, ProgramError> {
-        match &self.endpoint_override {
-            Some(url) => Ok(url.clone()),
-            None => self.session.endpoint("image").await.map_err(glance_error),
-        }
+        self.service.endpoint().await.map_err(glance_error)
     }
 }
 
@@ -163,10 +162,10 @@ impl Programmer {
     /// recorded of them.
     async fn download(&self, image: &str) -> Result<TempFile, ProgramError> {
         let base = format!("{}/v2/images/{image}", self.glance.endpoint().await?);
-        let http = self.glance.session.http().clone();
+        let http = self.glance.session().http().clone();
         let response = self
             .glance
-            .session
+            .session()
             .send(|token| http.get(&base).header("X-Auth-Token", token))
             .await
             .map_err(glance_error)?;
@@ -205,7 +204,7 @@ impl Programmer {
         let file_url = format!("{base}/file");
         let mut response = self
             .glance
-            .session
+            .session()
             .send(|token| http.get(&file_url).header("X-Auth-Token", token))
             .await
             .map_err(glance_error)?;

@@ -11,7 +11,7 @@
 //!
 //! [`crate::service::Shared::bind`] does it; [`Programming::of`] reads what a group asks.
 
-use accel_keystone::Session;
+use accel_keystone::{Service, Session};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -71,32 +71,27 @@ impl Programming {
 /// Glance's image metadata, as the conductor's `[glance]` service user reads it.
 #[derive(Clone, Debug)]
 pub struct Glance {
-    session: Session,
-    endpoint_override: Option<String>,
+    service: Service,
 }
 
 impl Glance {
     /// Glance at `endpoint_override`, or the catalog's `image` service.
     pub fn new(session: Session, endpoint_override: Option<String>) -> Glance {
         Glance {
-            session,
-            endpoint_override: endpoint_override.map(|e| e.trim_end_matches('/').to_owned()),
+            service: Service::new(session, "image", endpoint_override),
         }
     }
 
     async fn get(&self, path: &str) -> Result<(u16, Value), String> {
-        let endpoint = match &self.endpoint_override {
-            Some(e) => e.clone(),
-            None => self
-                .session
-                .endpoint("image")
-                .await
-                .map_err(|e| format!("Glance's endpoint: {e}"))?,
-        };
+        let endpoint = self
+            .service
+            .endpoint()
+            .await
+            .map_err(|e| format!("Glance's endpoint: {e}"))?;
         let url = format!("{endpoint}{path}");
-        let http = self.session.http();
-        let response = self
-            .session
+        let session = self.service.session();
+        let http = session.http();
+        let response = session
             .send(|token| http.get(&url).header("X-Auth-Token", token))
             .await
             .map_err(|e| format!("Glance: GET {path}: {e}"))?;

@@ -14,6 +14,44 @@ use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+/// An OpenStack service as a service user calls it: the session, and the service's
+/// endpoint, from the session's catalog by service type or at the operator's
+/// `endpoint_override`.
+#[derive(Clone, Debug)]
+pub struct Service {
+    session: Session,
+    service_type: &'static str,
+    endpoint_override: Option<String>,
+}
+
+impl Service {
+    /// `service_type` (`image`, ...) through `session`, or at `endpoint_override`.
+    pub fn new(
+        session: Session,
+        service_type: &'static str,
+        endpoint_override: Option<String>,
+    ) -> Service {
+        Service {
+            session,
+            service_type,
+            endpoint_override: endpoint_override.map(|u| u.trim_end_matches('/').to_owned()),
+        }
+    }
+
+    /// The session its calls go through.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// Its endpoint's URL, without a trailing slash.
+    pub async fn endpoint(&self) -> Result<String, SessionError> {
+        match &self.endpoint_override {
+            Some(url) => Ok(url.clone()),
+            None => self.session.endpoint(self.service_type).await,
+        }
+    }
+}
+
 /// How to authenticate to Keystone as a service user (the password plugin).
 #[derive(Clone, Debug)]
 pub struct AuthOptions {
