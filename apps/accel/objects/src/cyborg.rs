@@ -345,15 +345,7 @@ pub struct ReportUnchanged {
 pub fn report_digest(devices: &[n::DriverDevice]) -> String {
     use sha2::{Digest, Sha256};
     use verso::VersionedEnum;
-    fn text(hash: &mut Sha256, t: Option<&str>) {
-        match t {
-            Some(t) => {
-                hash.update((t.len() as u64 + 1).to_le_bytes());
-                hash.update(t.as_bytes());
-            }
-            None => hash.update(0u64.to_le_bytes()),
-        }
-    }
+    let text = crate::rpc::hash_text;
     fn count(hash: &mut Sha256, n: Option<usize>) {
         hash.update(n.map_or(0, |n| n as u64 + 1).to_le_bytes());
     }

@@ -88,15 +88,7 @@ pub const REPORT_UNCHANGED_VERSION: Version = Version::new(1, 2);
 /// matches, which costs a full report, never a wrong skip. (`v1:` had no attributes.)
 pub fn report_digest(devices: &DriverDeviceList) -> String {
     use sha2::{Digest, Sha256};
-    fn text(hash: &mut Sha256, t: Option<&str>) {
-        match t {
-            Some(t) => {
-                hash.update((t.len() as u64 + 1).to_le_bytes());
-                hash.update(t.as_bytes());
-            }
-            None => hash.update(0u64.to_le_bytes()),
-        }
-    }
+    let text = hash_text;
     let mut rows: Vec<&crate::DriverDevice> = devices.iter().collect();
     rows.sort_by(|a, b| a.control_path_id.get().cmp(&b.control_path_id.get()));
     let mut hash = Sha256::new();
@@ -136,6 +128,19 @@ pub fn report_digest(devices: &DriverDeviceList) -> String {
         }
     }
     digest_text("v2:", &hash.finalize())
+}
+
+/// Hashes `t` into a report digest, length-prefixed (0 for unset, length + 1 otherwise),
+/// so no two sequences of texts hash alike.
+pub(crate) fn hash_text(hash: &mut sha2::Sha256, t: Option<&str>) {
+    use sha2::Digest;
+    match t {
+        Some(t) => {
+            hash.update((t.len() as u64 + 1).to_le_bytes());
+            hash.update(t.as_bytes());
+        }
+        None => hash.update(0u64.to_le_bytes()),
+    }
 }
 
 /// A digest as the text reports store and compare: `prefix` (which names the rule that
