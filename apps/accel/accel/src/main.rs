@@ -237,6 +237,9 @@ enum Bench {
         /// Also write the results (JSON, the benchmark schema) to this file.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
+        /// The wire the agents report on: Cyborg's (the agents' default) or accel's own.
+        #[arg(long, value_enum, default_value = "cyborg")]
+        wire: bench::fleet::FleetWire,
     },
 }
 
@@ -413,12 +416,14 @@ fn main() -> ExitCode {
                 heartbeat_window,
                 duration,
                 json,
+                wire,
             }) => {
                 let seconds = |what: &str, s: f64| {
                     Duration::try_from_secs_f64(s)
                         .map_err(|_| format!("--{what} {s}: not a number of seconds"))
                 };
                 let options = bench::fleet::FleetOptions {
+                    wire,
                     agents,
                     conductors,
                     database: database

@@ -88,6 +88,14 @@ fn a_tiny_fleet_writes_sane_figures() {
     assert!(file["command"]
         .as_str()
         .is_some_and(|c| c.contains("bench fleet --agents 20")));
+    // The agents' default wire: Cyborg's.
+    assert!(
+        file["title"]
+            .as_str()
+            .is_some_and(|t| t.contains("on Cyborg's wire")),
+        "{}",
+        file["title"]
+    );
 
     let table = &file["tables"][0];
     let columns: Vec<&str> = table["columns"]

@@ -195,10 +195,14 @@ async fn request_of(api: &str, name: &str, extra: &[(&str, &str)]) -> String {
         .to_owned()
 }
 
-/// Binds `arq` to host 2's FPGA as Nova does; the status.
+/// Binds `arq` to host 2's FPGA for a new instance as Nova does; the status.
 async fn bind(api: &str, arq: &str) -> (u16, Value) {
+    bind_for(api, arq, &uuid::Uuid::new_v4().to_string()).await
+}
+
+/// Binds `arq` to host 2's FPGA for `instance`; the status.
+async fn bind_for(api: &str, arq: &str, instance: &str) -> (u16, Value) {
     let rp = accel_conductor::db::rp_uuid(&format!("host2_{FPGA}"));
-    let instance = uuid::Uuid::new_v4().to_string();
     let patch = json!({ arq: [
         {"path": "/hostname", "op": "add", "value": "host2"},
         {"path": "/device_rp_uuid", "op": "add", "value": rp},
@@ -310,15 +314,24 @@ async fn a_bind_programs_the_fpga_its_profile_group_names() {
     // By function: the one image of that function, programmed (a function is always
     // programmed, as Cyborg 17 does).
     let by_function = request_of(&api, "fpga-function", &[("accel:function_id", &function)]).await;
-    let (status, body) = bind(&api, &by_function).await;
+    let instance = uuid::Uuid::new_v4().to_string();
+    let (status, body) = bind_for(&api, &by_function, &instance).await;
     assert_eq!(status, 202, "{body}");
     assert_eq!(state_of(&api, &by_function).await, "Bound");
     assert_eq!(
         std::fs::read_to_string(&record).expect("the tool ran"),
         programmed
     );
-    unbind(&api, &by_function).await;
+    // The same bind again (Nova retrying): nothing changes, the FPGA in use is not
+    // programmed again.
     std::fs::remove_file(&record).expect("reset");
+    let (status, body) = bind_for(&api, &by_function, &instance).await;
+    assert_eq!(status, 202, "{body}");
+    assert!(
+        !record.exists(),
+        "a repeated bind programmed the FPGA again"
+    );
+    unbind(&api, &by_function).await;
 
     // A bitstream Glance does not have: nothing programmed, the request released.
     let missing = uuid::Uuid::new_v4().to_string();

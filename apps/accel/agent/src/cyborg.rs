@@ -416,6 +416,15 @@ pub enum CyborgReportError {
     Conductor(#[from] RpcError),
 }
 
+/// What a report to Cyborg's conductor sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Delivered {
+    /// How many devices the inventory has.
+    pub devices: usize,
+    /// Whether it went by digest (`report_unchanged`, the conductor knew it).
+    pub by_digest: bool,
+}
+
 /// Reports a host's devices to a Cyborg 17 conductor, as Cyborg 17's agent does; with
 /// [`CyborgReporter::with_digests`], an unchanged inventory goes by digest to a
 /// conductor that serves accel's `report_unchanged` (1.2).
@@ -486,6 +495,11 @@ impl CyborgReporter {
     /// Reports `devices` (accel's report form, [`crate::report::driver_devices`]) in
     /// Cyborg's form; returns how many were reported.
     pub async fn send(&self, devices: &DriverDeviceList) -> Result<usize, RpcError> {
+        self.deliver(devices).await.map(|d| d.devices)
+    }
+
+    /// [`CyborgReporter::send`], saying whether the inventory went by digest.
+    pub async fn deliver(&self, devices: &DriverDeviceList) -> Result<Delivered, RpcError> {
         let (devices, left_out) = driver_devices(&self.host, devices);
         for address in &left_out {
             tracing::warn!(host = %self.host, %address, "device left out of the report to Cyborg's conductor: no Cyborg form");
@@ -513,7 +527,10 @@ impl CyborgReporter {
                     .await?;
                 if known.is_some() {
                     tracing::debug!(host = %self.host, devices = n, "inventory unchanged (by digest)");
-                    return Ok(n);
+                    return Ok(Delivered {
+                        devices: n,
+                        by_digest: true,
+                    });
                 }
                 tracing::debug!(host = %self.host, "the conductor asked for the full inventory");
             }
@@ -532,7 +549,10 @@ impl CyborgReporter {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = digest;
         tracing::info!(host = %self.host, devices = n, "inventory reported to Cyborg's conductor");
-        Ok(n)
+        Ok(Delivered {
+            devices: n,
+            by_digest: false,
+        })
     }
 }
 

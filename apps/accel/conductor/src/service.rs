@@ -793,7 +793,7 @@ impl Shared {
         device_rp_uuid: Option<&str>,
         project_id: Option<&str>,
     ) -> Result<ArqRow, RemoteError> {
-        let programming = self.programming_of(uuid).await?;
+        let programming = self.programming_of(uuid, instance_uuid).await?;
         let bound = self
             .db
             .bind_for(uuid, hostname, instance_uuid, device_rp_uuid, project_id)
@@ -812,11 +812,22 @@ impl Shared {
         bound.map_err(to_remote)
     }
 
-    /// What request `uuid`'s profile group asks to be programmed at bind; `Invalid` when
-    /// it names both a bitstream and a function, or when it names either and this
-    /// conductor has no Glance (`[glance]`) to read the image from.
-    async fn programming_of(&self, uuid: &str) -> Result<Programming, RemoteError> {
+    /// What request `uuid`'s profile group asks to be programmed at its bind to
+    /// `instance_uuid`; nothing when it is bound to that instance already (a repeated
+    /// bind changes nothing, and the device may be in use). `Invalid` when the group
+    /// names both a bitstream and a function, or either and this conductor has no
+    /// Glance (`[glance]`) to read the image from.
+    async fn programming_of(
+        &self,
+        uuid: &str,
+        instance_uuid: &str,
+    ) -> Result<Programming, RemoteError> {
         let arq = self.db.arq(uuid).await.map_err(to_remote)?;
+        if arq.state == crate::lifecycle::ArqState::Bound
+            && arq.instance_uuid.as_deref() == Some(instance_uuid)
+        {
+            return Ok(Programming::None);
+        }
         let profile = self
             .db
             .profile_by_name(&arq.device_profile_name)

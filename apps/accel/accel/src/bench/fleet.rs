@@ -13,9 +13,12 @@
 //!    identity, as a real agent: its own host name, its version record
 //!    (`accel_agent::service::open_versions`, a file), its server on `accel-agent` with
 //!    the host as server, and the agent's own client code for its calls
-//!    (`accel_agent::client::heartbeat` and `Reporter`, which sends an unchanged
-//!    inventory by digest). Registration is what an agent's start does: the version
-//!    probe, a heartbeat, the first (full) report of `--devices` devices;
+//!    (`accel_agent::client::heartbeat`; reports on the wire `--wire` names: Cyborg's,
+//!    the agents' default, through `accel_agent::cyborg::CyborgReporter` on
+//!    `cyborg-conductor` under a Cyborg control exchange of the case's own, or accel's
+//!    through `accel_agent::client::Reporter`; each sends an unchanged inventory by
+//!    digest). Registration is what an agent's start does: the version probe, a
+//!    heartbeat, the first (full) report of `--devices` devices;
 //! 4. the heartbeat window: every agent heartbeats every `--heartbeat-interval`, phases
 //!    spread evenly; the conductors' CPU (each process's CPU-time clock, in nanoseconds)
 //!    over the window, less what they spend idle (measured for 5 s before the agents start: timers, the
@@ -24,8 +27,9 @@
 //! 5. the steady window (`--duration`): heartbeats as before and one report per agent
 //!    per `--report-interval`; the conductors' CPU over it, less the heartbeats' share
 //!    at the rate the heartbeat window measured, divided by the reports, is the CPU per
-//!    report. The broker's depth of the conductors' two queues (`accel-conductor`,
-//!    `accel-upgrade`; a passive declare's message count) is sampled every 500 ms;
+//!    report. The broker's depth of the conductors' queues (`accel-conductor`,
+//!    `accel-upgrade`, `cyborg-conductor`; a passive declare's message count) is
+//!    sampled every 500 ms;
 //! 6. finalization, started as `accel upgrade finalize` starts it (the `upgrade` API's
 //!    `finalize`), timed until every simulated agent's version record is finalized.
 //!
@@ -36,6 +40,7 @@ use super::proc::{cpu_seconds, rss_bytes};
 use super::{quantile, Error};
 use crate::demo::process::{Launcher, Process};
 use accel_agent::client::{heartbeat, Reported, Reporter};
+use accel_agent::cyborg::CyborgReporter;
 use accel_agent::report::pci_attach_info;
 use accel_agent::service::{conductor_client, open_versions};
 use accel_conductor::{Db, DbVersionStore};
@@ -66,9 +71,30 @@ const IDLE_WINDOW: Duration = Duration::from_secs(5);
 /// Registrations in flight at once.
 const REGISTER_CONCURRENCY: usize = 16;
 
+/// The wire the simulated agents report on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FleetWire {
+    /// Cyborg's (`report_data` and `report_unchanged` on `cyborg-conductor`): the
+    /// agents' default.
+    Cyborg,
+    /// accel's own (`[cyborg] report_to_cyborg = false`).
+    Accel,
+}
+
+impl FleetWire {
+    fn label(self) -> &'static str {
+        match self {
+            FleetWire::Cyborg => "Cyborg's wire",
+            FleetWire::Accel => "accel's own wire",
+        }
+    }
+}
+
 /// `accel bench fleet`'s options.
 #[derive(Clone, Debug)]
 pub struct FleetOptions {
+    /// The wire the agents report on.
+    pub wire: FleetWire,
     /// Fleet sizes.
     pub agents: Vec<u64>,
     /// Numbers of conductors.
@@ -164,8 +190,27 @@ struct SimAgent {
     host: String,
     upgrade: RpcClient,
     versions: VersionManager<AccelVersion>,
-    reporter: Reporter,
+    reporter: SimReporter,
     devices: DriverDeviceList,
+}
+
+/// A simulated agent's reports, on the wire of the case.
+enum SimReporter {
+    Accel(Reporter),
+    Cyborg(CyborgReporter),
+}
+
+impl SimReporter {
+    /// Reports `devices`; whether the conductor took them by digest.
+    async fn report(&self, devices: &DriverDeviceList) -> Result<bool, verso_rpc::RpcError> {
+        match self {
+            SimReporter::Accel(r) => r
+                .report(devices)
+                .await
+                .map(|r| matches!(r, Reported::Unchanged(_))),
+            SimReporter::Cyborg(r) => r.deliver(devices).await.map(|d| d.by_digest),
+        }
+    }
 }
 
 /// A synthetic inventory of `n` PCI devices, each its own attach handle.
@@ -433,13 +478,7 @@ async fn agent_loop(
             next_report = Some(due + options.report_interval);
             let start = Instant::now();
             let r = agent.reporter.report(&agent.devices).await;
-            recorder.record(
-                current,
-                true,
-                start.elapsed(),
-                r.map(|r| matches!(r, Reported::Unchanged(_)))
-                    .map_err(|e| e.to_string()),
-            );
+            recorder.record(current, true, start.elapsed(), r.map_err(|e| e.to_string()));
         }
     }
 }
@@ -493,10 +532,12 @@ async fn run_case_on(
     std::fs::write(
         &config,
         format!(
-            "[database]\nurl = {}\n\n[transport]\nurl = {}\ncontrol_exchange = {}\n",
+            "[database]\nurl = {}\n\n[transport]\nurl = {}\ncontrol_exchange = {}\n\n\
+             [cyborg]\ncontrol_exchange = {}\n",
             toml_string(db_url),
             toml_string(&options.transport_url),
-            toml_string(&exchange)
+            toml_string(&exchange),
+            toml_string(&cyborg_exchange(&exchange)),
         ),
     )?;
     let launcher = Launcher::new(std::env::current_exe()?, dir.join("logs"))?;
@@ -514,6 +555,12 @@ async fn run_case_on(
         p.stop().await;
     }
     outcome.map(|()| result)
+}
+
+/// The case's Cyborg control exchange (its conductors serve Cyborg's conductor API
+/// there; agents on Cyborg's wire report there).
+fn cyborg_exchange(exchange: &str) -> String {
+    format!("{exchange}-cyborg")
 }
 
 fn toml_string(s: &str) -> String {
@@ -541,8 +588,13 @@ async fn drive(
         idle1.iter().zip(&idle0).map(|(a, b)| a - b).sum::<f64>() * 1e3 / t.elapsed().as_secs_f64();
     // 3. The agents, registered as their start does.
     let mut transports: Vec<Arc<dyn Transport>> = Vec::new();
+    let mut cyborg_transports: Vec<Arc<dyn Transport>> = Vec::new();
     for _ in 0..agents.div_ceil(AGENTS_PER_CONNECTION) {
         transports.push(transport_from_url(&options.transport_url, Some(exchange)).await?);
+        if options.wire == FleetWire::Cyborg {
+            let on = cyborg_exchange(exchange);
+            cyborg_transports.push(transport_from_url(&options.transport_url, Some(&on)).await?);
+        }
     }
     let state = dir.join("agents");
     let devices = inventory(options.devices);
@@ -552,17 +604,37 @@ async fn drive(
         futures::stream::iter(0..agents)
             .map(|i| {
                 let transport = transports[i / AGENTS_PER_CONNECTION].clone();
+                let cyborg = cyborg_transports.get(i / AGENTS_PER_CONNECTION).cloned();
                 let (state, devices, progress) = (state.clone(), devices.clone(), progress.clone());
                 async move {
                     let host = format!("fleet-{i:05}");
                     let upgrade =
                         RpcClient::for_api::<UpgradeApi>(transport.clone(), UPGRADE_TOPIC);
                     let versions = open_versions(&upgrade, &host, &state).await?;
-                    let agent = Arc::new(SimAgent {
-                        reporter: Reporter::new(
+                    let reporter = match cyborg {
+                        // As an agent on Cyborg's wire reports: Cyborg's report_data, by
+                        // digest while unchanged (no cap: accel's conductor).
+                        Some(t) => SimReporter::Cyborg(
+                            CyborgReporter::new(
+                                t.clone(),
+                                host.clone(),
+                                PathBuf::new(),
+                                Duration::from_secs(60),
+                            )
+                            .with_digests(RpcClient::for_api::<
+                                accel_objects::cyborg::ConductorApi,
+                            >(
+                                t,
+                                accel_cyborg17::rpc::CONDUCTOR_TOPIC,
+                            )),
+                        ),
+                        None => SimReporter::Accel(Reporter::new(
                             host.clone(),
                             conductor_client(transport.clone(), None),
-                        ),
+                        )),
+                    };
+                    let agent = Arc::new(SimAgent {
+                        reporter,
                         host: host.clone(),
                         upgrade,
                         versions,
@@ -641,7 +713,11 @@ async fn measure(
                 }
                 if matches!(current, Phase::Heartbeats | Phase::Steady) {
                     let d = probe
-                        .depth(&[accel_objects::rpc::CONDUCTOR_TOPIC, UPGRADE_TOPIC])
+                        .depth(&[
+                            accel_objects::rpc::CONDUCTOR_TOPIC,
+                            UPGRADE_TOPIC,
+                            accel_cyborg17::rpc::CONDUCTOR_TOPIC,
+                        ])
                         .await;
                     depths
                         .lock()
@@ -961,8 +1037,8 @@ fn bench_file(options: &FleetOptions, started: String, results: &[CaseResult]) -
     let summary = format!(
         "Simulated accel agents (each its own host name, version record and agent-API \
          server, using the agent's own client code) heartbeat every {} s and report {} \
-         devices every {} s over the local RabbitMQ to real `accel conductor` processes \
-         on {}. A heartbeat-only window gives the conductors' CPU per heartbeat; a \
+         devices every {} s on {} over the local RabbitMQ to real `accel conductor` \
+         processes on {}. A heartbeat-only window gives the conductors' CPU per heartbeat; a \
          steady window with reports (unchanged inventories, sent by digest) gives the \
          CPU per report after the heartbeats' share; then `finalize` is timed until \
          every agent has finalized. CPU is the conductor processes' CPU-time clocks \
@@ -971,6 +1047,7 @@ fn bench_file(options: &FleetOptions, started: String, results: &[CaseResult]) -
         options.heartbeat_interval.as_secs_f64(),
         options.devices,
         options.report_interval.as_secs_f64(),
+        options.wire.label(),
         database
     );
     let conductors = match (
@@ -984,7 +1061,10 @@ fn bench_file(options: &FleetOptions, started: String, results: &[CaseResult]) -
     };
     let mut file = BenchResult::new(
         "fleet",
-        format!("accel fleet: simulated agents, {conductors} on {database} and RabbitMQ"),
+        format!(
+            "accel fleet: simulated agents on {}, {conductors} on {database} and RabbitMQ",
+            options.wire.label()
+        ),
         options.command.clone(),
     );
     file.started = started;
