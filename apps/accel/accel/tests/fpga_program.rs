@@ -279,6 +279,31 @@ async fn a_bind_programs_the_fpga_its_profile_group_names() {
     .expect("an image in Glance");
     let (_aio, api) = all_in_one(dir.path(), &tool, "1.2");
     assert_eq!(function_attribute(&api).await, None);
+    let fpga = deployable_at(&api, &format!("host2_{FPGA}")).await;
+    let bitstream_shown = |api: String, fpga: String| async move {
+        let (status, one) = call(
+            &api,
+            reqwest::Method::GET,
+            &format!("/v2/deployables/{fpga}"),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{one}");
+        let (_, all) = call(&api, reqwest::Method::GET, "/v2/deployables", None).await;
+        let listed = all["deployables"]
+            .as_array()
+            .expect("deployables")
+            .iter()
+            .find(|d| d["uuid"] == fpga.as_str())
+            .expect("listed")["bitstream_id"]
+            .clone();
+        assert_eq!(one["bitstream_id"], listed, "one and the list agree");
+        listed
+    };
+    assert_eq!(
+        bitstream_shown(api.clone(), fpga.clone()).await,
+        Value::Null
+    );
     let trait_name = format!(
         "CUSTOM_FPGA_FUNCTION_ID_XCLMGMT_{}",
         function.to_uppercase().replace('-', "_")
@@ -297,6 +322,11 @@ async fn a_bind_programs_the_fpga_its_profile_group_names() {
     assert_eq!(
         function_attribute(&api).await.as_deref(),
         Some(trait_name.as_str())
+    );
+    // The API shows the bitstream it holds, as Cyborg's does.
+    assert_eq!(
+        bitstream_shown(api.clone(), fpga.clone()).await,
+        Value::String(image.clone())
     );
 
     // Bound again: the FPGA holds the bitstream, so it is not programmed again.

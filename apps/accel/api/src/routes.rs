@@ -508,13 +508,15 @@ async fn list_deployables(
     caller.may("cyborg:deployable:get_all")?;
     let query = list_query(&query_pairs(raw)?, &limits)?;
     let rows = service.deployables(&query).await?;
+    let ids: Vec<i64> = rows.iter().map(|d| d.id).collect();
+    let bitstreams = service.bitstreams(&ids).await?;
     Ok(page(
         &base,
         "deployables",
         "deployables",
         &query,
         &rows,
-        |d| views::deployable(d, &base),
+        |d| views::deployable(d, bitstreams.get(&d.id).map(String::as_str), &base),
         &[],
     ))
 }
@@ -527,7 +529,9 @@ async fn get_deployable(
 ) -> Result<Json<Value>> {
     caller.may("cyborg:deployable:get_one")?;
     let d = service.deployable(&uuid).await?;
-    Ok(Json(views::deployable(&d, &base)))
+    let bitstreams = service.bitstreams(&[d.id]).await?;
+    let bitstream = bitstreams.get(&d.id).map(String::as_str);
+    Ok(Json(views::deployable(&d, bitstream, &base)))
 }
 
 /// `PATCH /v2/deployables/{uuid}/program`, Cyborg's body: `[{"path": "/bitstream_id",
@@ -559,7 +563,9 @@ async fn program_deployable(
         .to_string();
     service.program_deployable(&uuid, &image).await?;
     let d = service.deployable(&uuid).await?;
-    Ok(Json(views::deployable(&d, &base)))
+    let bitstreams = service.bitstreams(&[d.id]).await?;
+    let bitstream = bitstreams.get(&d.id).map(String::as_str);
+    Ok(Json(views::deployable(&d, bitstream, &base)))
 }
 
 // ---- attributes ----------------------------------------------------------------------

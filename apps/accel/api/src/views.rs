@@ -71,10 +71,10 @@ pub fn device(d: &DeviceRow, version: ApiVersion, base: &str) -> Value {
 
 /// A deployable; `attributes_list` is Cyborg's: JSON text of a list of one-key objects
 /// in Python's `json.dumps` form, `"[{\"rc\": \"FPGA\"}, ...]"` (by key: Cyborg lists
-/// them in the order they were stored). accel keeps no deployable trees and no
-/// programmed bitstream, so `parent_id`, `root_id` and `bitstream_id` are null. Links:
-/// `self` and, as Cyborg, an unversioned `bookmark`.
-pub fn deployable(d: &DeployableRow, base: &str) -> Value {
+/// them in the order they were stored). accel keeps no deployable trees, so `parent_id`
+/// and `root_id` are null; `bitstream_id` is the bitstream a bind last programmed it
+/// with, if any. Links: `self` and, as Cyborg, an unversioned `bookmark`.
+pub fn deployable(d: &DeployableRow, bitstream: Option<&str>, base: &str) -> Value {
     let attributes: Vec<String> = d
         .attributes
         .iter()
@@ -90,7 +90,7 @@ pub fn deployable(d: &DeployableRow, base: &str) -> Value {
         "rp_uuid": d.rp_uuid,
         "parent_id": null,
         "root_id": null,
-        "bitstream_id": null,
+        "bitstream_id": bitstream,
         "attributes_list": format!("[{}]", attributes.join(", ")),
         "created_at": time(&d.created_at),
         "updated_at": time(&d.updated_at),
