@@ -92,19 +92,19 @@ fn refused(method: &'static str) -> impl Fn(RemoteError) -> RemoteError {
     }
 }
 
-/// A time as the database layer shows it (`YYYY-MM-DDTHH:MM:SS[.ffffff]+00:00`, empty
-/// when unset) as an object's field.
-fn time(table: &'static str, shown: Option<&str>) -> Result<Option<DateTime>, DbError> {
-    match shown {
-        None | Some("") => Ok(None),
-        Some(text) => chrono::DateTime::parse_from_rfc3339(text)
-            .map(|t| Some(DateTime::from(t.with_timezone(&chrono::Utc))))
-            .map_err(|e| DbError::Corrupt {
-                table,
-                column: "created_at".into(),
-                why: format!("{text:?}: {e}"),
-            }),
-    }
+/// `table`'s time column `column` as the database layer reads it, as an object's field
+/// (`crate::db::shown_time_value`); one that does not parse is `Corrupt`, naming it.
+fn time(
+    table: &'static str,
+    column: &str,
+    shown: Option<&str>,
+) -> Result<Option<DateTime>, DbError> {
+    let text = shown.unwrap_or_default();
+    crate::db::shown_time_value(text).map_err(|e| DbError::Corrupt {
+        table,
+        column: column.into(),
+        why: format!("{text:?}: {e}"),
+    })
 }
 
 /// A stored profile as Cyborg's `DeviceProfile` (1.1).
@@ -125,7 +125,7 @@ fn cyborg_profile(p: &DeviceProfileRow) -> Result<DeviceProfile, DbError> {
     );
     out.description.set(p.description.clone());
     out.created_at
-        .set(time("device_profiles", Some(&p.created_at))?);
+        .set(time("device_profiles", "created_at", Some(&p.created_at))?);
     out.updated_at.set(None);
     out.reset_changes();
     Ok(out)
@@ -146,8 +146,16 @@ fn cyborg_new_arq(row: &ArqRow, profile: &DeviceProfileRow) -> Result<ExtArq, Db
         .map_err(|e| corrupt("uuid", format!("{:?}: {e}", row.uuid)))?;
     let state = ArqState::from_str(row.state.as_str())
         .ok_or_else(|| corrupt("state", format!("{:?} is no Cyborg 17 state", row.state)))?;
-    let created_at = time("extended_accelerator_requests", row.created_at.as_deref())?;
-    let updated_at = time("extended_accelerator_requests", row.updated_at.as_deref())?;
+    let created_at = time(
+        "extended_accelerator_requests",
+        "created_at",
+        row.created_at.as_deref(),
+    )?;
+    let updated_at = time(
+        "extended_accelerator_requests",
+        "updated_at",
+        row.updated_at.as_deref(),
+    )?;
     let group = usize::try_from(row.device_profile_group_id)
         .ok()
         .and_then(|i| profile.groups.get(i))

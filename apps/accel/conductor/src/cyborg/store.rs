@@ -294,15 +294,8 @@ pub fn device_state<'a>(handles: impl IntoIterator<Item = &'a HostHandle>) -> De
 /// `CorruptRecord` naming it, never an unset field.
 fn device(row: &DeviceRow, state: DeviceState) -> Result<Device, CallError> {
     let corrupt = |field: &str, value: &str| corrupt_record("device", &row.uuid, field, value);
-    // Unset on a row Cyborg's own conductor wrote (its times may be null: `updated_at`
-    // until a change), which the database layer reads as empty.
     let time = |field: &str, text: &str| -> Result<Option<DateTime>, CallError> {
-        if text.is_empty() {
-            return Ok(None);
-        }
-        chrono::DateTime::parse_from_rfc3339(text)
-            .map(|t| Some(DateTime::from_fixed(t)))
-            .map_err(|_| corrupt(field, text))
+        crate::db::shown_time_value(text).map_err(|_| corrupt(field, text))
     };
     let mut obj = Device {
         id: row.id.into(),

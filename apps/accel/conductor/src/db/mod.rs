@@ -334,6 +334,16 @@ pub(crate) fn timestamp(t: chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
+/// A time as the queries read it (`Dialect::time`: `YYYY-MM-DDTHH:MM:SS[.ffffff]+00:00`,
+/// empty for a null column, which Cyborg's writers leave in `updated_at` until a change)
+/// as an object's field; the parse error when it is neither.
+pub(crate) fn shown_time_value(text: &str) -> Result<Option<verso::DateTime>, chrono::ParseError> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    chrono::DateTime::parse_from_rfc3339(text).map(|t| Some(verso::DateTime::from_fixed(t)))
+}
+
 fn new_uuid() -> String {
     uuid::Uuid::new_v4().to_string()
 }
