@@ -268,8 +268,11 @@ pub fn endpoint_with(shared: Shared) -> Endpoint {
             // devices (migration 101's triggers), so a match means the rows still say
             // what this report says, and it was valid when applied.
             let digest = cyborg::report_digest(&report.driver_device_list);
-            let stored = db.report_digest(&report.hostname).await.map_err(to_remote)?;
-            if let Some((_, devices)) = stored.filter(|(d, _)| *d == digest) {
+            let known = db
+                .unchanged_report(&report.hostname, &digest)
+                .await
+                .map_err(to_remote)?;
+            if let Some(devices) = known {
                 witness_report(witness.as_ref(), &report.hostname).await?;
                 tracing::debug!(host = %report.hostname, devices, %digest,
                     "a Cyborg agent's report is unchanged");
@@ -298,14 +301,14 @@ pub fn endpoint_with(shared: Shared) -> Endpoint {
             // Not witnessed, as accel's own `report_unchanged`: only an agent of this
             // release calls 1.2, it heartbeats, and a digest matches only a full report
             // of its host this conductor applied, which was witnessed.
-            let stored = db.report_digest(&m.hostname).await.map_err(to_remote)?;
-            Ok(match stored {
-                Some((digest, devices)) if digest == m.digest => {
-                    tracing::debug!(host = %m.hostname, devices, "report unchanged");
-                    Some(i64::try_from(devices).unwrap_or(i64::MAX))
-                }
-                _ => None,
-            })
+            let known = db
+                .unchanged_report(&m.hostname, &m.digest)
+                .await
+                .map_err(to_remote)?;
+            Ok(known.map(|devices| {
+                tracing::debug!(host = %m.hostname, devices, "report unchanged");
+                i64::try_from(devices).unwrap_or(i64::MAX)
+            }))
         });
     let endpoint = api::methods(endpoint).into_endpoint();
     verso_rpc::conductor::add_object_endpoints(

@@ -1066,17 +1066,17 @@ pub fn endpoint_over(
             // can neither block finalization nor be fenced as older), it heartbeats
             // (its liveness), and a digest matches only a full report of its host
             // this conductor applied, which was witnessed.
-            let stored = db.report_digest(&m.hostname).await.map_err(to_remote)?;
-            Ok(match stored {
-                Some((digest, devices)) if digest == m.digest => {
-                    tracing::debug!(host = %m.hostname, devices, "report unchanged");
-                    Some(ReportSummary {
-                        unchanged: devices,
-                        ..ReportSummary::default()
-                    })
+            let known = db
+                .unchanged_report(&m.hostname, &m.digest)
+                .await
+                .map_err(to_remote)?;
+            Ok(known.map(|devices| {
+                tracing::debug!(host = %m.hostname, devices, "report unchanged");
+                ReportSummary {
+                    unchanged: devices,
+                    ..ReportSummary::default()
                 }
-                _ => None,
-            })
+            }))
         })
         .handle(|Shared { db, .. }, _ctx, m: CreateAttribute| async move {
             let a = db

@@ -300,6 +300,17 @@ impl Db {
         Ok(out)
     }
 
+    /// How many devices the host's last applied report had, when that report's digest
+    /// is `digest` and nothing changed the host's devices since: the report `digest`
+    /// names needs no diff. `None` otherwise (send, or diff, the report whole).
+    pub async fn unchanged_report(&self, host: &str, digest: &str) -> Result<Option<u64>, DbError> {
+        Ok(self
+            .report_digest(host)
+            .await?
+            .filter(|(stored, _)| stored == digest)
+            .map(|(_, devices)| devices))
+    }
+
     /// The digest of the host's last applied report and how many devices it had, if
     /// nothing changed the host's devices since ([`Db::report_with_digest`]).
     pub async fn report_digest(&self, host: &str) -> Result<Option<(String, u64)>, DbError> {
