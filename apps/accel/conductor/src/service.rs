@@ -903,14 +903,14 @@ impl Shared {
                 handle.device_type
             ));
         }
-        let held = self
+        let dep = self
             .db
-            .deployable_bitstream(handle.deployable_id)
+            .fpga_target(handle.deployable_id)
             .await
             .map_err(|e| e.to_string())?;
         let image = match programming {
             Programming::None => return Ok(()),
-            Programming::Bitstream(b) if held.as_deref() == Some(b.as_str()) => {
+            Programming::Bitstream(b) if dep.bitstream_id.as_deref() == Some(b.as_str()) => {
                 tracing::info!(arq = %row.uuid, bitstream = %b, "the FPGA holds the bitstream already");
                 return Ok(());
             }
@@ -925,18 +925,6 @@ impl Shared {
             Programming::Function(f) => Some(f.clone()),
             _ => image[crate::fpga::FUNCTION_ID].as_str().map(str::to_owned),
         };
-        let dep = self
-            .db
-            .deployables(&crate::db::ListFilter {
-                host: Some(handle.hostname.clone()),
-                limit: Some(u32::MAX),
-                ..crate::db::ListFilter::default()
-            })
-            .await
-            .map_err(|e| e.to_string())?
-            .into_iter()
-            .find(|d| d.id == handle.deployable_id)
-            .ok_or("the handle's deployable is gone")?;
         let driver = dep.driver_name.clone().unwrap_or_default();
         program_on_host(
             self.agents.as_ref(),
@@ -951,7 +939,7 @@ impl Shared {
         let function_trait = function.map(|f| crate::fpga::function_trait(&driver, &f));
         self.db
             .record_programmed(
-                dep.id,
+                handle.deployable_id,
                 &image_id,
                 crate::fpga::FUNCTION_ATTRIBUTE,
                 function_trait.as_deref(),

@@ -2,7 +2,7 @@
 //! operator's maintenance switch.
 
 use super::sql::Sql;
-use super::{rp_uuid, shown};
+use super::{read_error, rp_uuid, shown};
 use super::{AttachHandleRow, ControlPathRow, Db, DbError, DeployableRow, DeviceRow, ListFilter};
 use std::collections::BTreeMap;
 
@@ -14,6 +14,17 @@ struct Attribute {
     key: String,
     #[sqlx(try_from = "super::rows::Text")]
     value: String,
+}
+
+/// What programming a deployable's FPGA needs of it ([`Db::fpga_target`]).
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct FpgaTarget {
+    /// Its UUID.
+    pub uuid: String,
+    /// Its driver (Cyborg's `fpga_program` names it).
+    pub driver_name: Option<String>,
+    /// The bitstream it was last programmed with at bind.
+    pub bitstream_id: Option<String>,
 }
 
 /// A deployable's recorded bitstream.
@@ -200,21 +211,22 @@ impl Db {
         sql.fetch_all("controlpath_ids", &self.pool).await
     }
 
-    /// The bitstream a deployable was last programmed with (Cyborg's
-    /// `deployables.bitstream_id`), `None` when none is recorded.
-    pub async fn deployable_bitstream(
-        &self,
-        deployable_id: i64,
-    ) -> Result<Option<String>, DbError> {
+    /// What programming the deployable of database id `deployable_id` needs: its UUID,
+    /// driver and the bitstream it was last programmed with (Cyborg's
+    /// `deployables.bitstream_id`). One read.
+    pub async fn fpga_target(&self, deployable_id: i64) -> Result<FpgaTarget, DbError> {
         let d = self.dialect();
-        let stored: Option<Option<String>> = sqlx::query_scalar(&d.sql(&format!(
-            "SELECT {} FROM deployables WHERE id = $1",
-            d.text("bitstream_id")
+        sqlx::query_as(&d.sql(&format!(
+            "SELECT {}, {}, {} FROM deployables WHERE id = $1",
+            d.text_as("uuid"),
+            d.text_as("driver_name"),
+            d.text_as("bitstream_id")
         )))
         .bind(deployable_id)
         .fetch_optional(&self.pool)
-        .await?;
-        stored.ok_or_else(|| DbError::NotFound {
+        .await
+        .map_err(read_error("deployables"))?
+        .ok_or_else(|| DbError::NotFound {
             kind: "deployable",
             id: deployable_id.to_string(),
         })

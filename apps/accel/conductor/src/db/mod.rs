@@ -41,6 +41,7 @@ mod attributes;
 mod changes;
 mod dialect;
 mod inventory;
+pub use inventory::FpgaTarget;
 mod leases;
 mod on_cyborg17;
 mod profiles;
