@@ -528,10 +528,16 @@ async fn get_deployable(
     Id(uuid): Id,
 ) -> Result<Json<Value>> {
     caller.may("cyborg:deployable:get_one")?;
-    let d = service.deployable(&uuid).await?;
+    Ok(Json(deployable_view(&service, &uuid, &base).await?))
+}
+
+/// The deployable `uuid` as Cyborg shows it, with the bitstream a bind programmed it
+/// with ([`AccelService::bitstreams`]).
+async fn deployable_view(service: &Service, uuid: &str, base: &str) -> Result<Value> {
+    let d = service.deployable(uuid).await?;
     let bitstreams = service.bitstreams(&[d.id]).await?;
     let bitstream = bitstreams.get(&d.id).map(String::as_str);
-    Ok(Json(views::deployable(&d, bitstream, &base)))
+    Ok(views::deployable(&d, bitstream, base))
 }
 
 /// `PATCH /v2/deployables/{uuid}/program`, Cyborg's body: `[{"path": "/bitstream_id",
@@ -562,10 +568,7 @@ async fn program_deployable(
         .map_err(|_| ApiError::bad_request(format!("image_uuid {image:?} is not a UUID")))?
         .to_string();
     service.program_deployable(&uuid, &image).await?;
-    let d = service.deployable(&uuid).await?;
-    let bitstreams = service.bitstreams(&[d.id]).await?;
-    let bitstream = bitstreams.get(&d.id).map(String::as_str);
-    Ok(Json(views::deployable(&d, bitstream, &base)))
+    Ok(Json(deployable_view(&service, &uuid, &base).await?))
 }
 
 // ---- attributes ----------------------------------------------------------------------
