@@ -506,15 +506,14 @@ impl CyborgReporter {
         }
         let n = devices.len();
         let ctx = RequestContext::new(format!("req-cyborg-report-{}", self.host));
-        let digest = self
-            .digest_client()
-            .map(|_| accel_objects::cyborg::report_digest(&devices));
-        let last = self
-            .last
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
-        if let (Some(client), Some(digest)) = (self.digest_client(), &digest) {
+        let client = self.digest_client();
+        let digest = client.map(|_| accel_objects::cyborg::report_digest(&devices));
+        if let (Some(client), Some(digest)) = (client, &digest) {
+            let last = self
+                .last
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone();
             if last.as_ref() == Some(digest) {
                 let known = client
                     .call_method(
