@@ -160,7 +160,7 @@ fn db_sync_and_upgrade_check_say_what_to_do() {
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
         said.contains(
-            "made OpenStack Cyborg 17's schema with accel's additions [101] in the empty database"
+            "made OpenStack Cyborg 17's schema with accel's additions [101, 102] in the empty database"
         ),
         "{said}"
     );

@@ -105,7 +105,7 @@ fn the_rolling_upgrade_passes_on_the_embedded_defaults() {
     );
     assert_eq!(
         check(&report, "accel db sync took Cyborg 17's database in place")["evidence"],
-        "Cyborg17 [101], at release N"
+        "Cyborg17 [101, 102], at release N"
     );
     // The rollback before finalization: Cyborg 17 frees the handle accel allocated.
     assert_eq!(

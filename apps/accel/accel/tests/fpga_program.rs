@@ -1,10 +1,11 @@
 //! Cyborg's `PATCH /v2/deployables/{uuid}/program` through accel end to end: the API
 //! (policy `cyborg:deployable:program`), the conductor (RPC 1.5 `program_deployable`:
-//! an FPGA only, the agent cap checked), the host's agent (RPC 1.2 `program_fpga`: an
-//! FPGA it reported), the bitstream downloaded from a real Glance 33 (found in the real
-//! Keystone's catalog) and checked against Glance's sha512, and the operator's tool run
-//! with the card's PCI address and the file. An `accel all-in-one` (two fixture hosts;
-//! host 2 has a Xilinx FPGA) serves it.
+//! an FPGA only), the host's agent on the wire it reports on (Cyborg's agent API 1.0
+//! `fpga_program` on Cyborg's wire, the default; accel's agent API 1.2 `program_fpga`,
+//! under `[upgrade_levels] agent`, on accel's), the bitstream downloaded from a real
+//! Glance 33 (found in the real Keystone's catalog) and checked against Glance's sha512,
+//! and the operator's tool run with the card's PCI address and the file. An `accel
+//! all-in-one` (two fixture hosts; host 2 has a Xilinx FPGA) serves it.
 //!
 //! Uses `VERSO_TEST_KEYSTONE_URL` and `VERSO_TEST_GLANCE_URL` (scripts/test.sh starts the
 //! services and sets them).
@@ -22,10 +23,16 @@ use std::process::{Command, Stdio};
 /// Host 2's FPGA in `accel_agent::fixture::sample_host(2)`.
 const FPGA: &str = "0000:3d:00.0";
 
-/// `accel all-in-one` with two hosts, the FPGA tool `tool` and the agent cap `agent_cap`;
-/// the API's URL.
-fn all_in_one(dir: &Path, tool: &Path, agent_cap: &str) -> (support::Killed, String) {
-    let sets = [
+/// `accel all-in-one` with two hosts, the FPGA tool `tool`, the agent cap `agent_cap`
+/// and the settings `extra` (`section.key=value`), on a database of its own; the API's
+/// URL.
+fn all_in_one(
+    dir: &Path,
+    tool: &Path,
+    agent_cap: &str,
+    extra: &[&str],
+) -> (support::Killed, String) {
+    let mut sets = vec![
         "api.listen=127.0.0.1:0".to_owned(),
         format!("fpga.program_command={}", tool.display()),
         format!(
@@ -38,9 +45,11 @@ fn all_in_one(dir: &Path, tool: &Path, agent_cap: &str) -> (support::Killed, Str
         format!("upgrade_levels.agent={agent_cap}"),
         format!(
             "database.url=sqlite://{}",
-            dir.join(format!("accel-{agent_cap}.db")).display()
+            dir.join(format!("accel-{}.db", uuid::Uuid::new_v4()))
+                .display()
         ),
     ];
+    sets.extend(extra.iter().map(|s| (*s).to_owned()));
     let mut args = vec!["all-in-one".to_owned(), "--agents".into(), "2".into()];
     for set in sets {
         args.extend(["--set".to_owned(), set]);
@@ -100,7 +109,7 @@ async fn the_api_programs_an_fpga_with_a_bitstream_from_glance() {
     let data: Vec<u8> = (0..50_000u32).map(|i| (i % 251) as u8).collect();
     let image = support::bitstream(&data).await;
 
-    let (_aio, api) = all_in_one(dir.path(), &tool, "1.2");
+    let (first, api) = all_in_one(dir.path(), &tool, "1.2", &[]);
     let fpga = deployable_at(&api, &format!("host2_{FPGA}")).await;
     let (status, body) = patch(&api, &fpga, &program_body(&image)).await;
     assert_eq!(status, 200, "{body}");
@@ -142,8 +151,22 @@ async fn the_api_programs_an_fpga_with_a_bitstream_from_glance() {
     assert_eq!(status, 404);
     assert!(!record.exists(), "the tool ran for a refused request");
 
-    // While agents may run an older release (the agent cap below 1.2), nothing is sent.
-    let (_aio, api) = all_in_one(dir.path(), &tool, "1.1");
+    // While agents may run an older release (accel's agent cap below 1.2): a host on
+    // Cyborg's wire is programmed through Cyborg's `fpga_program` (its agent API 1.0,
+    // which every release serves; the conductor recorded the wire from its reports)...
+    drop(first);
+    let (cyborg_wire, api) = all_in_one(dir.path(), &tool, "1.1", &[]);
+    let fpga = deployable_at(&api, &format!("host2_{FPGA}")).await;
+    let (status, body) = patch(&api, &fpga, &program_body(&image)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        std::fs::read_to_string(&record).expect("the tool ran"),
+        format!("{FPGA} {:x}\n", Sha256::digest(&data))
+    );
+    std::fs::remove_file(&record).expect("reset");
+    drop(cyborg_wire);
+    // ... and to one on accel's wire nothing is sent: accel's `program_fpga` is 1.2.
+    let (_aio, api) = all_in_one(dir.path(), &tool, "1.1", &["cyborg.report_to_cyborg=false"]);
     let fpga = deployable_at(&api, &format!("host2_{FPGA}")).await;
     let (status, body) = patch(&api, &fpga, &program_body(&image)).await;
     assert_eq!(status, 500, "{body}");
@@ -277,7 +300,7 @@ async fn a_bind_programs_the_fpga_its_profile_group_names() {
     )
     .await
     .expect("an image in Glance");
-    let (_aio, api) = all_in_one(dir.path(), &tool, "1.2");
+    let (_aio, api) = all_in_one(dir.path(), &tool, "1.2", &[]);
     assert_eq!(function_attribute(&api).await, None);
     let fpga = deployable_at(&api, &format!("host2_{FPGA}")).await;
     let bitstream_shown = |api: String, fpga: String| async move {

@@ -25,7 +25,7 @@ mod store;
 
 pub use store::{device_state, DbCyborgStore};
 
-use crate::db::{Db, ReportedDeployable, ReportedDevice};
+use crate::db::{AgentWire, Db, ReportedDeployable, ReportedDevice};
 use crate::service::{to_remote, witness_report, ReportWitness, Shared};
 use accel_cyborg17::objects::{DeviceType, DriverDevice};
 use accel_cyborg17::rpc::{ReportData, CONDUCTOR_TOPIC};
@@ -269,7 +269,7 @@ pub fn endpoint_with(shared: Shared) -> Endpoint {
             // what this report says, and it was valid when applied.
             let digest = cyborg::report_digest(&report.driver_device_list);
             let known = db
-                .unchanged_report(&report.hostname, &digest)
+                .unchanged_report(&report.hostname, &digest, AgentWire::Cyborg)
                 .await
                 .map_err(to_remote)?;
             if let Some(devices) = known {
@@ -284,7 +284,7 @@ pub fn endpoint_with(shared: Shared) -> Endpoint {
             })?;
             witness_report(witness.as_ref(), &report.hostname).await?;
             let outcome = db
-                .report_with_digest(&report.hostname, &rows, Some(&digest))
+                .report_on(&report.hostname, Some(AgentWire::Cyborg), &rows, Some(&digest))
                 .await
                 .map_err(to_remote)?;
             tracing::info!(
@@ -302,7 +302,7 @@ pub fn endpoint_with(shared: Shared) -> Endpoint {
             // release calls 1.2, it heartbeats, and a digest matches only a full report
             // of its host this conductor applied, which was witnessed.
             let known = db
-                .unchanged_report(&m.hostname, &m.digest)
+                .unchanged_report(&m.hostname, &m.digest, AgentWire::Cyborg)
                 .await
                 .map_err(to_remote)?;
             Ok(known.map(|devices| {

@@ -9,7 +9,7 @@
 //! `Invalid`, `DatabaseUnavailable`, `DatabaseError`), module `accel`, so a client matches on `kind`; a
 //! database failure is logged here and sent as `DatabaseError` without its details.
 
-use crate::db::{ArqRow, Db, DbError, DeviceProfileRow, Release, ReportedDevice};
+use crate::db::{AgentWire, ArqRow, Db, DbError, DeviceProfileRow, Release, ReportedDevice};
 use crate::fpga::{Glance, Programming};
 use crate::nova::{BindStatus, Notifier};
 use accel_objects::errors::ErrorKind;
@@ -270,9 +270,9 @@ impl AgentNotifier {
     /// agent API 1.1 `cleanup_device(device_uuid)` on `cyborg-agent`, the device now
     /// `pending_cleaning`. `None` without [`AgentNotifier::with_cyborg`].
     ///
-    /// The conductor casts to both APIs: an agent on accel's wire listens only on
-    /// `accel-agent` (the broker drops this cast), one on Cyborg's wire on both, and
-    /// runs one cleanup per device whichever cast arrives first.
+    /// The conductor casts on the wire the host reports on (`host_wires`), and to both
+    /// APIs for a host whose wire is not recorded: an agent listens on one (the broker
+    /// drops the other cast), and a device is cleaned once whichever cast arrives.
     pub async fn cyborg_cleanup_released(
         &self,
         host: &str,
@@ -604,12 +604,14 @@ async fn remove_mdev(
     ))
 }
 
-/// Has `host`'s agent program the FPGA at `control_path_id` with `bitstream`: through
-/// Cyborg's agent API (`fpga_program`, with `driver_name`) when the fleet record knows
-/// the host only from Cyborg's reports (a Cyborg 17 agent, or accel's reporting as one),
-/// through accel's (`program_fpga`) otherwise. `ProgramFailed` with the reason when it
-/// was not.
+/// Has `host`'s agent program the FPGA at `control_path_id` with `bitstream` on the wire
+/// it reports on ([`host_wire`]): Cyborg's agent API (`fpga_program`, with
+/// `driver_name`) for a host on Cyborg's, accel's (`program_fpga`) for one on accel's.
+/// A host with no recorded wire is programmed through Cyborg's when the fleet record
+/// knows it only from Cyborg's reports (a Cyborg 17 agent heartbeats nowhere), through
+/// accel's otherwise. `ProgramFailed` with the reason when it was not.
 async fn program_on_host(
+    db: &Db,
     agents: Option<&AgentNotifier>,
     witness: Option<&ReportWitness>,
     host: &str,
@@ -624,17 +626,30 @@ async fn program_on_host(
             "this conductor has no client of the agents".to_owned(),
         ));
     };
-    let cyborg_host = match witness {
-        Some(w) => reports_only(w, host).await,
-        None => false,
+    let on_cyborg = match host_wire(db, host).await {
+        Some(wire) => wire == AgentWire::Cyborg,
+        None => match witness {
+            Some(w) => reports_only(w, host).await && agents.reaches_cyborg_agents(),
+            None => false,
+        },
     };
-    if cyborg_host && agents.reaches_cyborg_agents() {
+    if on_cyborg {
         agents
             .program_cyborg(host, control_path_id, bitstream, driver_name)
             .await
     } else {
         agents.program(host, control_path_id, bitstream).await
     }
+}
+
+/// The wire `host`'s agent reports on, as recorded; `None` when none is, or when the
+/// record cannot be read (logged: the caller falls back as for a host without one).
+async fn host_wire(db: &Db, host: &str) -> Option<AgentWire> {
+    db.host_wire(host)
+        .await
+        .inspect_err(|e| tracing::warn!(host, error = %e, "cannot read the host's agent wire"))
+        .ok()
+        .flatten()
 }
 
 /// Whether `host`'s agent is known only from Cyborg's reports (it sends no heartbeat:
@@ -660,12 +675,24 @@ async fn notify_released(db: &Db, agents: Option<&AgentNotifier>, handle: Option
     };
     match db.host_handle(&handle).await {
         Ok(h) if h.cleanup_state == Some(accel_objects::CleanupState::Cleaning) => {
+            let wire = host_wire(db, &h.hostname).await;
             let agents = agents.clone();
             tokio::spawn(async move {
-                agents.cleanup_released(&h.hostname, &h.uuid).await;
-                agents
-                    .cyborg_cleanup_released(&h.hostname, &h.device_uuid)
-                    .await;
+                // On the host's wire only; both when it is not known (an agent listens
+                // on one, the broker drops the other cast).
+                if wire != Some(AgentWire::Cyborg) {
+                    agents.cleanup_released(&h.hostname, &h.uuid).await;
+                }
+                if wire != Some(AgentWire::Accel)
+                    && agents
+                        .cyborg_cleanup_released(&h.hostname, &h.device_uuid)
+                        .await
+                        .is_none()
+                    && wire.is_some()
+                {
+                    tracing::warn!(host = %h.hostname, handle = %h.uuid,
+                        "the host's agent is on Cyborg's wire and this conductor has no client of it ([cyborg] serve_agents): left for the agent's scan");
+                }
             });
         }
         Ok(_) => {}
@@ -927,6 +954,7 @@ impl Shared {
         };
         let driver = dep.driver_name.clone().unwrap_or_default();
         program_on_host(
+            &self.db,
             self.agents.as_ref(),
             self.witness.as_ref(),
             &handle.hostname,
@@ -1034,7 +1062,7 @@ pub fn endpoint_over(
             // `report_unchanged` later skips only what this conductor verified.
             let digest = accel_objects::rpc::report_digest(&m.devices);
             let out = db
-                .report_with_digest(&m.hostname, &devices, Some(&digest))
+                .report_on(&m.hostname, Some(AgentWire::Accel), &devices, Some(&digest))
                 .await
                 .map_err(to_remote)?;
             tracing::info!(host = %m.hostname, added = out.added.len(), updated = out.updated.len(),
@@ -1055,7 +1083,7 @@ pub fn endpoint_over(
             // (its liveness), and a digest matches only a full report of its host
             // this conductor applied, which was witnessed.
             let known = db
-                .unchanged_report(&m.hostname, &m.digest)
+                .unchanged_report(&m.hostname, &m.digest, AgentWire::Accel)
                 .await
                 .map_err(to_remote)?;
             Ok(known.map(|devices| {
@@ -1108,6 +1136,7 @@ pub fn endpoint_over(
                 }
             }
             program_on_host(
+                &db,
                 agents.as_ref(),
                 witness.as_ref(),
                 &d.hostname,

@@ -11,7 +11,7 @@
 // A failed set-up step fails the test with its message.
 #![allow(clippy::expect_used)]
 
-use accel_conductor::db::{DbError, FIRST_ADDITION};
+use accel_conductor::db::{addition_versions, DbError};
 use accel_conductor::testing as support;
 use accel_conductor::Db;
 use accel_cyborg17::testing::{cyborg_schema_apply, cyborg_schema_compare};
@@ -36,6 +36,7 @@ const ACCEL_TABLES: &[&str] = &[
     "component_versions",
     "fleet_members",
     "host_reports",
+    "host_wires",
     "leases",
     "placement_changes",
 ];
@@ -79,11 +80,11 @@ async fn empty_database_gets_cyborgs_schema_and_accels_additions(
     let db = Db::connect(url).await.expect("open");
     assert_eq!(
         db.pending_migrations().await.expect("pending"),
-        vec![FIRST_ADDITION]
+        addition_versions()
     );
     let first = db.sync_on_cyborg17().await.expect("sync");
     assert!(first.made_cyborg_schema, "{first:?}");
-    assert_eq!(first.applied, vec![FIRST_ADDITION]);
+    assert_eq!(first.applied, addition_versions());
     // accel made it, empty: the deployment will start at the newest release.
     assert!(!first.at_release_n, "{first:?}");
     assert!(!db.starts_at_release_n().await.expect("reads"));
@@ -254,7 +255,7 @@ async fn a_handle_connected_before_cyborgs_schema_was_made_takes_it_in_place() {
     let other = Db::connect(&url).await.expect("open it again");
     assert_eq!(
         other.migrate().await.expect("the schema made"),
-        [FIRST_ADDITION]
+        addition_versions()
     );
     assert!(early.migrate().await.expect("taken in place").is_empty());
     assert!(tables(&url).await.contains("extended_accelerator_requests"));

@@ -403,8 +403,8 @@ pub(super) async fn sync_in_place(d: &mut Deployment, t: &mut Timeline) -> Resul
         "accel db sync took Cyborg 17's database in place (accel's additions applied, the deployment at release N)",
         synced,
         format!(
-            "Cyborg17 [{}], at release N",
-            accel_conductor::db::FIRST_ADDITION
+            "Cyborg17 {:?}, at release N",
+            accel_conductor::db::addition_versions()
         ),
     )?;
     Ok(())
@@ -552,7 +552,7 @@ async fn upgrade_agents(
     t.step(
         5,
         format!(
-            "replace Cyborg 17's agents by accel's N+1 in batches of {size}; then raise the agent cap"
+            "replace Cyborg 17's agents by accel's N+1 in batches of {size}; then raise the agent caps"
         ),
     );
     let hosts = d.hosts.clone();
@@ -589,7 +589,7 @@ async fn upgrade_agents(
     d.start_conductor_next(Some(Version::new(1, 1))).await?;
     let reported = d.report_all().await?;
     t.expect_eq(
-        "conductor restarted with [upgrade_levels] agent = 1.1; every agent answers",
+        "conductor restarted with [upgrade_levels] agent and cyborg_agent = 1.1; every agent answers",
         reported,
         base.devices,
     )?;

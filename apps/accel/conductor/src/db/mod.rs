@@ -53,7 +53,7 @@ pub(crate) use leases::now_ms;
 pub use arqs::Release;
 pub use changes::ChangeMarks;
 pub use dialect::Dialect;
-pub use on_cyborg17::{OnCyborg17, FIRST_ADDITION};
+pub use on_cyborg17::{addition_versions, OnCyborg17, FIRST_ADDITION};
 
 /// Cyborg's table of accelerator requests, which accel's requests are.
 pub const ARQS: &str = "extended_accelerator_requests";
@@ -63,9 +63,9 @@ pub const ARQS: &str = "extended_accelerator_requests";
 pub const INVENTORY_STATUS: &str = "inventory_status";
 
 pub use rows::{
-    rp_uuid, ArqRow, AttachHandleRow, AttributeRow, ControlPathRow, DeployableReport,
+    rp_uuid, AgentWire, ArqRow, AttachHandleRow, AttributeRow, ControlPathRow, DeployableReport,
     DeployableRow, DeviceProfileRow, DeviceRow, DeviceStatus, ListFilter, ReportOutcome,
-    ReportedDeployable, ReportedDevice, UnknownDeviceStatus,
+    ReportedDeployable, ReportedDevice, UnknownAgentWire, UnknownDeviceStatus,
 };
 pub(crate) use rows::{text_compatible, text_of, IntFlag, ParsedOption};
 

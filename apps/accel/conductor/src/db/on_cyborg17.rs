@@ -45,6 +45,15 @@ pub struct OnCyborg17 {
 /// (migrations 1-13) stays below it, so the two are never mistaken for each other.
 pub const FIRST_ADDITION: i64 = 101;
 
+/// The versions of accel's additions to Cyborg's schema, in order: what `accel db sync`
+/// applies to a Cyborg 17 database it takes in place (every backend has the same).
+pub fn addition_versions() -> Vec<i64> {
+    sqlx::migrate!("migrations-cyborg17/sqlite")
+        .iter()
+        .map(|m| m.version)
+        .collect()
+}
+
 impl Db {
     pub(super) fn additions(&self) -> Migrator {
         match self.backend {

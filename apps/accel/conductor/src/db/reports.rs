@@ -3,7 +3,9 @@
 
 use super::attributes::insert_attribute;
 use super::rows::{IntFlag, Text, TextOption};
-use super::{new_uuid, read_error, Backend, Db, DbError, DeviceStatus, Dialect, INVENTORY_STATUS};
+use super::{
+    new_uuid, read_error, AgentWire, Backend, Db, DbError, DeviceStatus, Dialect, INVENTORY_STATUS,
+};
 use super::{DeployableReport, ReportOutcome, ReportedDevice};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -38,6 +40,23 @@ struct Handle {
 struct Digest {
     digest: String,
     devices: i64,
+}
+
+/// A host's stored report digest and the wire its agent last reported on.
+#[derive(sqlx::FromRow)]
+struct DigestOnWire {
+    digest: String,
+    devices: i64,
+    wire: Option<AgentWire>,
+}
+
+/// `host_reports.devices` as a count: a negative one is a corrupt row.
+fn device_count(stored: i64) -> Result<u64, DbError> {
+    u64::try_from(stored).map_err(|_| DbError::Corrupt {
+        table: "host_reports",
+        column: "devices".into(),
+        why: format!("{stored} devices"),
+    })
 }
 
 /// An attribute row of one of the host's deployables.
@@ -87,6 +106,19 @@ impl Db {
         devices: &[ReportedDevice],
         digest: Option<&str>,
     ) -> Result<ReportOutcome, DbError> {
+        self.report_on(host, None, devices, digest).await
+    }
+
+    /// [`Db::report_with_digest`] of a report that came on `wire`: in the same
+    /// transaction the host's wire is recorded (`host_wires`), for [`Db::host_wire`].
+    /// `None` leaves it as it was (a report not from an agent: tools, tests).
+    pub async fn report_on(
+        &self,
+        host: &str,
+        wire: Option<AgentWire>,
+        devices: &[ReportedDevice],
+        digest: Option<&str>,
+    ) -> Result<ReportOutcome, DbError> {
         let mut seen = BTreeSet::new();
         for d in devices {
             if !seen.insert(d.control_path_id.as_str()) {
@@ -112,7 +144,7 @@ impl Db {
         const ATTEMPTS: u32 = 3;
         let mut attempt = 1;
         loop {
-            match self.report_once(host, devices, digest).await {
+            match self.report_once(host, wire, devices, digest).await {
                 Err(DbError::Query(sqlx::Error::Database(e)))
                     if e.is_unique_violation() && attempt < ATTEMPTS =>
                 {
@@ -127,6 +159,7 @@ impl Db {
     async fn report_once(
         &self,
         host: &str,
+        wire: Option<AgentWire>,
         devices: &[ReportedDevice],
         digest: Option<&str>,
     ) -> Result<ReportOutcome, DbError> {
@@ -296,6 +329,9 @@ impl Db {
                 .await?;
             }
         }
+        if let Some(wire) = wire {
+            self.record_wire(&mut *tx, host, wire, &at).await?;
+        }
         tx.commit().await?;
         Ok(out)
     }
@@ -303,12 +339,73 @@ impl Db {
     /// How many devices the host's last applied report had, when that report's digest
     /// is `digest` and nothing changed the host's devices since: the report `digest`
     /// names needs no diff. `None` otherwise (send, or diff, the report whole).
-    pub async fn unchanged_report(&self, host: &str, digest: &str) -> Result<Option<u64>, DbError> {
-        Ok(self
-            .report_digest(host)
-            .await?
-            .filter(|(stored, _)| stored == digest)
-            .map(|(_, devices)| devices))
+    ///
+    /// The report came on `wire`: when the host's recorded wire is another or none (a
+    /// host whose full report was applied before migration 102), it is recorded. One read
+    /// otherwise: an unchanged report is the common case and stays cheap.
+    pub async fn unchanged_report(
+        &self,
+        host: &str,
+        digest: &str,
+        wire: AgentWire,
+    ) -> Result<Option<u64>, DbError> {
+        let row: Option<DigestOnWire> = sqlx::query_as(&self.backend.sql(
+            "SELECT r.digest, r.devices, w.wire FROM host_reports r \
+             LEFT JOIN host_wires w ON w.hostname = r.hostname WHERE r.hostname = $1",
+        ))
+        .bind(host)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(read_error("host_reports"))?;
+        let Some(row) = row.filter(|r| r.digest == digest) else {
+            return Ok(None);
+        };
+        let devices = device_count(row.devices)?;
+        if row.wire != Some(wire) {
+            let at = self.dialect().now();
+            self.record_wire(&self.pool, host, wire, &at).await?;
+        }
+        Ok(Some(devices))
+    }
+
+    /// Records that `host`'s agent reports on `wire`.
+    async fn record_wire<'e, E>(
+        &self,
+        executor: E,
+        host: &str,
+        wire: AgentWire,
+        at: &str,
+    ) -> Result<(), DbError>
+    where
+        E: sqlx::Executor<'e, Database = sqlx::Any>,
+    {
+        let upsert = self
+            .backend
+            .replace_on_conflict("hostname", &["wire", "updated_at"]);
+        sqlx::query(&self.backend.sql(&format!(
+            "INSERT INTO host_wires (hostname, wire, updated_at) VALUES ($1, $2, $3) {upsert}"
+        )))
+        .bind(host)
+        .bind(wire.as_str())
+        .bind(at)
+        .execute(executor)
+        .await?;
+        Ok(())
+    }
+
+    /// The wire `host`'s agent last reported on, as this conductor's database recorded it
+    /// ([`Db::report_on`]); `None` for a host no accel conductor applied a report of since
+    /// migration 102.
+    pub async fn host_wire(&self, host: &str) -> Result<Option<AgentWire>, DbError> {
+        sqlx::query_scalar(
+            &self
+                .backend
+                .sql("SELECT wire FROM host_wires WHERE hostname = $1"),
+        )
+        .bind(host)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(read_error("host_wires"))
     }
 
     /// The digest of the host's last applied report and how many devices it had, if
@@ -323,15 +420,8 @@ impl Db {
         .fetch_optional(&self.pool)
         .await
         .map_err(read_error("host_reports"))?;
-        row.map(|r| match u64::try_from(r.devices) {
-            Ok(n) => Ok((r.digest, n)),
-            Err(_) => Err(DbError::Corrupt {
-                table: "host_reports",
-                column: "devices".into(),
-                why: format!("{} devices", r.devices),
-            }),
-        })
-        .transpose()
+        row.map(|r| Ok((r.digest, device_count(r.devices)?)))
+            .transpose()
     }
 }
 

@@ -421,6 +421,51 @@ impl FromStr for DeviceStatus {
     }
 }
 
+/// The RPC wire a host's agent reports on (`host_wires.wire`, migration 102), and so the
+/// agent API it serves: the conductor calls a host's agent on that wire only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentWire {
+    /// Cyborg's: reports on `cyborg-conductor`, serves Cyborg's agent API
+    /// (`cyborg-agent`: `fpga_program`, the mdevs, and at 1.1 `cleanup_device` of a
+    /// device). A Cyborg 17 agent, or accel's with `[cyborg] report_to_cyborg`.
+    Cyborg,
+    /// accel's own: reports on `accel-conductor`, serves accel's agent API
+    /// (`accel-agent`: `program_fpga`, `cleanup_device` of a handle).
+    Accel,
+}
+
+impl AgentWire {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentWire::Cyborg => "cyborg",
+            AgentWire::Accel => "accel",
+        }
+    }
+}
+
+impl fmt::Display for AgentWire {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A wire name that is not one.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown agent wire {0:?} (cyborg or accel)")]
+pub struct UnknownAgentWire(pub String);
+
+impl FromStr for AgentWire {
+    type Err = UnknownAgentWire;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [AgentWire::Cyborg, AgentWire::Accel]
+            .into_iter()
+            .find(|w| w.as_str() == s)
+            .ok_or_else(|| UnknownAgentWire(s.to_owned()))
+    }
+}
+
 /// Decodes a text column by parsing it: a value the type does not have is the column's
 /// decode error, which the queries report as [`super::DbError::Corrupt`].
 macro_rules! decode_parsed {
@@ -443,6 +488,7 @@ macro_rules! decode_parsed {
 
 decode_parsed!(DeviceStatus);
 decode_parsed!(ArqState);
+decode_parsed!(AgentWire);
 
 /// An integer column that holds a flag (`0` or `1`, as both schemas store booleans),
 /// read as `bool` (`#[sqlx(try_from = "IntFlag")]`); any other value is refused rather
