@@ -263,7 +263,7 @@ impl Deployment {
 
     /// `accel db sync` on release N's database: Cyborg 17's taken in place (accel's
     /// additions only, every row kept; `migrate` reads the schema Cyborg made after the
-    /// demo's connection was opened). What it did, as `Cyborg17 [101]` (`Empty [101]`
+    /// demo's connection was opened). What it did, as `Cyborg17 [101, 102]` (`Empty [101, 102]`
     /// had it made Cyborg's schema: release N's conductor had made none).
     pub(super) async fn sync_in_place(&mut self) -> Result<String, Error> {
         let done = self.db.sync_on_cyborg17().await?;
@@ -280,6 +280,9 @@ impl Deployment {
         Ok(format!("{found} {:?}{at}", done.applied))
     }
 
+    /// Starts release N+1's conductor; `agent_cap` is both `[upgrade_levels] agent` and
+    /// `cyborg_agent` (the agent APIs of the two wires, raised together once every agent
+    /// runs N+1: the conductor calls each host on the wire it reports on).
     pub(super) async fn start_conductor_next(
         &mut self,
         agent_cap: Option<Version>,
@@ -295,7 +298,7 @@ impl Deployment {
                     agent_liveness: self.agent_liveness,
                     cyborg_agents: Some(accel_conductor::runtime::CyborgAgents {
                         transport: self.cyborg_transport.clone(),
-                        cap: None,
+                        cap: agent_cap,
                     }),
                     ..accel_conductor::runtime::StartOptions::default()
                 };
@@ -322,7 +325,9 @@ impl Deployment {
                     format!("conductor.agent_liveness={}", self.agent_liveness.as_secs()),
                 ]);
                 if let Some(cap) = agent_cap {
-                    a.extend(["--set".to_owned(), format!("upgrade_levels.agent={cap}")]);
+                    for option in ["agent", "cyborg_agent"] {
+                        a.extend(["--set".to_owned(), format!("upgrade_levels.{option}={cap}")]);
+                    }
                 }
                 ConductorNode::Process(l.spawn("conductor", &a)?)
             }
