@@ -857,6 +857,9 @@ pub async fn import(source: &str, db: &Db, dry_run: bool) -> Result<Imported, Im
         return Ok(Imported::Already(plan.summary()));
     }
     let mut tx = db.pool().begin().await.map_err(DbError::from)?;
+    // Held to commit: a conductor starting meanwhile decides its release on these rows
+    // (`DbVersionStore::creating`), never on the empty database under them.
+    db.lock_version_record(&mut tx).await?;
     write(&mut tx, db.dialect(), &plan).await?;
     if dry_run {
         tx.rollback().await.map_err(DbError::from)?;

@@ -42,10 +42,10 @@ pub struct StartOptions {
     /// process id, [`conductor_id`]).
     pub conductor_id: Option<String>,
     /// The apparent version a database without a version record starts at. Default:
-    /// decided by the database ([`Db::starts_at_release_n`]): release N
-    /// ([`AccelVersion::Initial`]) on one holding Cyborg's rows (a Cyborg deployment
-    /// taken over: its hosts are release N until replaced), this build's (a fresh
-    /// install) otherwise.
+    /// decided by the database under the version-record lock
+    /// ([`crate::DbVersionStore::creating`]): release N ([`AccelVersion::Initial`]) on one
+    /// holding Cyborg's rows (a Cyborg deployment taken over: its hosts are release N
+    /// until replaced), this build's (a fresh install) otherwise.
     pub fresh_at: Option<AccelVersion>,
     /// Nova's `accelerator-request-bound` events (`[nova]`); unset: Nova is not told.
     pub nova: Option<crate::nova::Notifier>,
@@ -275,21 +275,14 @@ pub async fn start_with(
     }
     // Over the database as a transactional store: every record write is a locked
     // read-modify-write, so conductors sharing the database cannot undo each other's.
-    let mut builder = VersionManager::<AccelVersion>::builder_tx(DbVersionStore::new(
+    // A database without a record gets it from the store, decided under the lock that
+    // `accel db import-cyborg` takes too (`DbVersionStore::creating`).
+    let versions = VersionManager::<AccelVersion>::builder_tx(DbVersionStore::creating(
         db.clone(),
-        AccelVersion::COMPONENT,
-    ));
-    let fresh_at = match options.fresh_at {
-        Some(v) => Some(v),
-        None => db
-            .starts_at_release_n()
-            .await?
-            .then_some(AccelVersion::Initial),
-    };
-    if let Some(v) = fresh_at {
-        builder = builder.fresh_at(v);
-    }
-    let versions = builder.open().await?;
+        options.fresh_at,
+    ))
+    .open()
+    .await?;
     let cleanup = versions.gate(AccelVersion::DriverFeatures, "NVMe secure cleanup");
     // Registered so `status` lists it; AttachHandle.update_managed's body checks it.
     let _unmanaged = versions.gate(

@@ -9,8 +9,10 @@
 //! same transaction, so a crash leaves both or neither.
 
 use crate::db::{Backend, Db};
+use accel_objects::AccelVersion;
 use async_trait::async_trait;
 use verso_upgrade::store::{PersistedState, StoreError, TransactionalStore, VersionStore};
+use verso_upgrade::ComponentVersion;
 
 /// The transaction a transactional upgrade step receives: write with `&mut **tx`.
 pub type DbTransaction = sqlx::Transaction<'static, sqlx::Any>;
@@ -20,6 +22,18 @@ pub type DbTransaction = sqlx::Transaction<'static, sqlx::Any>;
 pub struct DbVersionStore {
     db: Db,
     component: String,
+    fresh: Fresh,
+}
+
+/// Who makes the record of a database that has none.
+#[derive(Clone, Copy, Debug)]
+enum Fresh {
+    /// The version manager, from its builder's `fresh_at` ([`DbVersionStore::new`]).
+    Manager,
+    /// The store, at this version ([`DbVersionStore::creating`]).
+    At(AccelVersion),
+    /// The store, at release N when the database holds Cyborg's rows, else at the newest.
+    ByDatabase,
 }
 
 impl DbVersionStore {
@@ -52,7 +66,70 @@ impl DbVersionStore {
         DbVersionStore {
             db,
             component: component.to_owned(),
+            fresh: Fresh::Manager,
         }
+    }
+
+    /// accel's record in `db` as a conductor opens it: when the database has none, the
+    /// store's first `load` makes it, in one transaction under the version-record lock
+    /// ([`Db::lock_version_record`]): at `at` when given, else at release N when the
+    /// database holds Cyborg's rows (a Cyborg deployment taken in place or imported:
+    /// its hosts run Cyborg 17) and at the newest release otherwise. Deciding under the
+    /// lock, from what the database holds then, is what keeps a conductor that starts
+    /// while `accel db import-cyborg` writes Cyborg's rows (the import takes the same
+    /// lock) from opening the deployment at the newest release: it waits for the import
+    /// and sees its rows, or makes its record first and the import is refused
+    /// (`TargetPastReleaseN`).
+    pub fn creating(db: Db, at: Option<AccelVersion>) -> Self {
+        DbVersionStore {
+            db,
+            component: AccelVersion::COMPONENT.to_owned(),
+            fresh: at.map_or(Fresh::ByDatabase, Fresh::At),
+        }
+    }
+
+    /// The stored record, or the one this store makes under the lock (see
+    /// [`DbVersionStore::creating`]).
+    async fn load_or_create(&self, at: Option<AccelVersion>) -> Result<PersistedState, StoreError> {
+        let mut tx = self.db.pool().begin().await.map_err(backend)?;
+        self.db
+            .lock_version_record(&mut tx)
+            .await
+            .map_err(backend)?;
+        let held = sqlx::query_scalar(
+            &self
+                .db
+                .backend()
+                .sql("SELECT record FROM component_versions WHERE component = $1"),
+        )
+        .bind(&self.component)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(backend)?;
+        if let Some(state) = self.parse(held)? {
+            tx.commit().await.map_err(backend)?;
+            return Ok(state);
+        }
+        let start = match at {
+            Some(v) => v,
+            None if crate::db::holds_cyborg_rows(&mut tx)
+                .await
+                .map_err(backend)? =>
+            {
+                AccelVersion::Initial
+            }
+            None => AccelVersion::software(),
+        };
+        let state = PersistedState {
+            format: 1,
+            component: self.component.clone(),
+            apparent: start.number(),
+            finalizing: None,
+        };
+        self.write(&state, &mut *tx).await?;
+        tx.commit().await.map_err(backend)?;
+        tracing::info!(component = %self.component, version = %start.label(), "fresh install: version record made");
+        Ok(state)
     }
 }
 
@@ -86,7 +163,11 @@ impl VersionStore for DbVersionStore {
         .fetch_optional(self.db.pool())
         .await
         .map_err(backend)?;
-        self.parse(row)
+        match (row, self.fresh) {
+            (None, Fresh::At(v)) => self.load_or_create(Some(v)).await.map(Some),
+            (None, Fresh::ByDatabase) => self.load_or_create(None).await.map(Some),
+            (row, _) => self.parse(row),
+        }
     }
 
     async fn save(&self, state: &PersistedState) -> Result<(), StoreError> {
@@ -106,6 +187,11 @@ impl TransactionalStore for DbVersionStore {
     /// and PostgreSQL holds the record's row lock until commit.
     async fn begin(&self) -> Result<DbTransaction, StoreError> {
         let mut tx = self.db.pool().begin().await.map_err(backend)?;
+        // First, as every writer of the record takes it (no two orders, no deadlock).
+        self.db
+            .lock_version_record(&mut tx)
+            .await
+            .map_err(backend)?;
         sqlx::query(
             &self
                 .db

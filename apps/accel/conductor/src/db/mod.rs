@@ -53,6 +53,7 @@ pub(crate) use leases::now_ms;
 pub use arqs::Release;
 pub use changes::ChangeMarks;
 pub use dialect::Dialect;
+pub(crate) use on_cyborg17::holds_cyborg_rows;
 pub use on_cyborg17::{addition_versions, OnCyborg17, FIRST_ADDITION};
 
 /// Cyborg's table of accelerator requests, which accel's requests are.

@@ -54,6 +54,18 @@ pub fn addition_versions() -> Vec<i64> {
         .collect()
 }
 
+/// Whether the database holds Cyborg's rows (devices, device profiles or requests): a
+/// Cyborg deployment's, whose hosts run release N ([`Db::starts_at_release_n`]).
+pub(crate) async fn holds_cyborg_rows(conn: &mut sqlx::AnyConnection) -> Result<bool, DbError> {
+    let rows: i64 = sqlx::query_scalar(&format!(
+        "SELECT (SELECT COUNT(*) FROM devices) + (SELECT COUNT(*) FROM device_profiles) \
+         + (SELECT COUNT(*) FROM {ARQS})"
+    ))
+    .fetch_one(conn)
+    .await?;
+    Ok(rows > 0)
+}
+
 impl Db {
     pub(super) fn additions(&self) -> Migrator {
         match self.backend {
@@ -96,13 +108,41 @@ impl Db {
         if record > 0 {
             return Ok(false);
         }
-        let rows: i64 = sqlx::query_scalar(&format!(
-            "SELECT (SELECT COUNT(*) FROM devices) + (SELECT COUNT(*) FROM device_profiles) \
-             + (SELECT COUNT(*) FROM {ARQS})"
-        ))
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(rows > 0)
+        let mut conn = self.pool.acquire().await?;
+        holds_cyborg_rows(&mut conn).await
+    }
+
+    /// Takes, in `tx`, the lock that serializes writers of the version record: a
+    /// conductor making the record of a database that has none
+    /// ([`crate::DbVersionStore::creating`]), every locked read-modify-write of it (its
+    /// `begin`), and `accel db import-cyborg`, whose rows decide the release a fresh
+    /// record starts at. Held until `tx` ends. PostgreSQL: a transaction-scoped advisory
+    /// lock; MySQL: a row of `report_locks` (migration 101) no host name can be; SQLite:
+    /// the database's write lock, taken by a first write.
+    pub async fn lock_version_record(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    ) -> Result<(), DbError> {
+        const KEY: &str = "~accel-version-record";
+        let sql = match self.backend {
+            Backend::Postgres => {
+                "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))::text AS locked"
+            }
+            Backend::Mysql => {
+                "INSERT INTO report_locks (hostname) VALUES ($1) \
+                 ON DUPLICATE KEY UPDATE hostname = hostname"
+            }
+            Backend::Sqlite => {
+                "UPDATE component_versions SET updated_at = updated_at WHERE component = $1"
+            }
+        };
+        let query = self.backend.sql(sql);
+        if self.backend == Backend::Postgres {
+            sqlx::query(&query).bind(KEY).fetch_one(&mut **tx).await?;
+        } else {
+            sqlx::query(&query).bind(KEY).execute(&mut **tx).await?;
+        }
+        Ok(())
     }
 
     /// accel's additions the database (at Cyborg 17's revision) lacks, applied; their
