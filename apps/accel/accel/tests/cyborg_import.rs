@@ -56,7 +56,7 @@ async fn db_sync_takes_cyborgs_database_in_place(cyborg_url: &str, conf: &Path, 
     assert!(out.status.success(), "{}", text(&out));
     assert!(
         text(&out).contains(
-            "took OpenStack Cyborg 17's database in place: applied accel's additions [101]; the deployment is at release N (Cyborg 17)"
+            "took OpenStack Cyborg 17's database in place: applied accel's additions [101, 102]; the deployment is at release N (Cyborg 17)"
         ),
         "{}",
         text(&out)
