@@ -32,7 +32,7 @@ pub struct ApiConfig {
 impl ApiConfig {
     /// Reads `path`.
     pub fn load(path: &Path) -> Result<ApiConfig, ConfigError> {
-        let ini = accel_keystone::oslo::load(path)?;
+        let ini = accel_cyborg17::keystone::oslo::load(path)?;
         ApiConfig::from_ini(&ini)
     }
 
@@ -75,7 +75,15 @@ impl ApiConfig {
                     &s.auth.password,
                     &s.auth.project_name,
                 );
-                options.auth = s.auth;
+                // accel-api's Keystone layer takes accel-keystone's options.
+                options.auth.user_domain_name = s.auth.user_domain_name;
+                options.auth.project_domain_name = s.auth.project_domain_name;
+                options.auth.region_name = s.auth.region_name;
+                options.auth.interface = s.auth.interface;
+                options.auth.cafile = s.auth.cafile;
+                options.auth.connect_timeout = s.auth.connect_timeout;
+                options.auth.request_timeout = s.auth.request_timeout;
+                options.auth.max_retries = s.auth.max_retries;
                 options.www_authenticate_uri =
                     get(ini, "keystone_authtoken", "www_authenticate_uri").map(str::to_owned);
                 if let Some(roles) = get(ini, "keystone_authtoken", "service_token_roles") {
@@ -118,7 +126,7 @@ mod tests {
         project_name = service\n";
 
     fn read(extra: &str) -> Result<ApiConfig, ConfigError> {
-        let ini = accel_keystone::oslo::parse(&format!("{BASE}{extra}"), "test")?;
+        let ini = accel_cyborg17::keystone::oslo::parse(&format!("{BASE}{extra}"), "test")?;
         ApiConfig::from_ini(&ini)
     }
 

@@ -5,10 +5,10 @@
 use crate::config::ApiConfig;
 use crate::service::CyborgApi;
 use accel_api::{Authenticator, Limits, Policy, ServeOptions};
+use accel_cyborg17::keystone::Session;
 use accel_cyborg17::service::{connect, ConnectError};
 use accel_cyborg17_conductor::db::{DbError, Store};
 use accel_cyborg17_conductor::placement::Placement;
-use accel_keystone::Session;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::sync::oneshot;

@@ -19,12 +19,12 @@ use accel_cyborg17::objects::{
     DriverDeployable, DriverDevice, ExtArq,
 };
 use accel_cyborg17::testing::cyborg_transport;
+use accel_cyborg17::testing::glance_image;
 use accel_cyborg17_conductor::binds::Nova;
 use accel_cyborg17_conductor::fpga::{function_trait, Glance, Programming};
 use accel_cyborg17_conductor::placement::rp_uuid;
 use accel_cyborg17_conductor::requests::{Agents, RequestError};
 use accel_cyborg17_conductor::{Reports, Requests, Store};
-use accel_keystone::testing::glance_image;
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -173,7 +173,16 @@ async fn an_fpga_is_programmed_at_bind_with_its_bitstream_from_glance() {
     // The host's agent, programming with a recording tool.
     let record = dir.path().join("programmed");
     let programmer = Programmer::new(
-        AgentGlance::new(session(), None),
+        AgentGlance::new(
+            accel_keystone::Session::new(accel_keystone::AuthOptions::new(
+                &env("VERSO_TEST_KEYSTONE_URL"),
+                "accel",
+                "verso-accel",
+                "service",
+            ))
+            .expect("a Keystone session"),
+            None,
+        ),
         FpgaOptions {
             program_command: vec![recording_tool(dir.path(), &record).display().to_string()],
             program_timeout: Duration::from_secs(30),

@@ -22,6 +22,8 @@
 //! Cyborg's wire, the seed spec's version bumps and object indirection, is
 //! `accel_objects::cyborg`, which only adds to these classes and APIs.
 
+#[cfg(feature = "keystone")]
+pub mod keystone;
 pub mod objects;
 pub mod rpc;
 pub mod schema;
