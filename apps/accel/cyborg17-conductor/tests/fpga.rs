@@ -12,7 +12,6 @@
 // A failed set-up step fails the test with its message.
 #![allow(clippy::expect_used)]
 
-use accel_agent::fpga::{FpgaOptions, Glance as AgentGlance, Programmer};
 use accel_conductor::testing::nova::Nova as TestNova;
 use accel_cyborg17::objects::{
     Arq, DeviceProfile, DeviceType, DriverAttachHandle, DriverAttribute, DriverControlPathID,
@@ -20,6 +19,7 @@ use accel_cyborg17::objects::{
 };
 use accel_cyborg17::testing::cyborg_transport;
 use accel_cyborg17::testing::glance_image;
+use accel_cyborg17_agent::fpga::{FpgaOptions, Glance as AgentGlance, Programmer};
 use accel_cyborg17_conductor::binds::Nova;
 use accel_cyborg17_conductor::fpga::{function_trait, Glance, Programming};
 use accel_cyborg17_conductor::placement::rp_uuid;
@@ -173,16 +173,7 @@ async fn an_fpga_is_programmed_at_bind_with_its_bitstream_from_glance() {
     // The host's agent, programming with a recording tool.
     let record = dir.path().join("programmed");
     let programmer = Programmer::new(
-        AgentGlance::new(
-            accel_keystone::Session::new(accel_keystone::AuthOptions::new(
-                &env("VERSO_TEST_KEYSTONE_URL"),
-                "accel",
-                "verso-accel",
-                "service",
-            ))
-            .expect("a Keystone session"),
-            None,
-        ),
+        AgentGlance::new(session(), None),
         FpgaOptions {
             program_command: vec![recording_tool(dir.path(), &record).display().to_string()],
             program_timeout: Duration::from_secs(30),
@@ -192,7 +183,7 @@ async fn an_fpga_is_programmed_at_bind_with_its_bitstream_from_glance() {
     )
     .expect("a tool");
     let transport = cyborg_transport().await;
-    let agent = accel_agent::cyborg::serve(
+    let agent = accel_cyborg17_agent::cyborg::serve(
         transport.clone(),
         &host,
         dir.path().to_path_buf(),
