@@ -10,7 +10,7 @@
 //! | `[keystone_authtoken]` | keystonemiddleware's `auth_url`, `username`, `password`, `project_name`, domains, `www_authenticate_uri`, `service_token_roles`, `service_token_roles_required` | callers' tokens checked with Keystone |
 //! | `[api]` | `auth_strategy = noauth` (accel's; Cyborg chooses by its paste pipeline) | no authentication: every caller an administrator; only without `[keystone_authtoken]` |
 
-use accel_api::{AuthStrategy, KeystoneOptions, PublicEndpoint};
+use crate::http::{AuthStrategy, KeystoneOptions, PublicEndpoint};
 use accel_cyborg17_conductor::config::{self as conductor, get, service, ConfigError};
 use ini::Ini;
 use std::net::SocketAddr;
@@ -75,15 +75,7 @@ impl ApiConfig {
                     &s.auth.password,
                     &s.auth.project_name,
                 );
-                // accel-api's Keystone layer takes accel-keystone's options.
-                options.auth.user_domain_name = s.auth.user_domain_name;
-                options.auth.project_domain_name = s.auth.project_domain_name;
-                options.auth.region_name = s.auth.region_name;
-                options.auth.interface = s.auth.interface;
-                options.auth.cafile = s.auth.cafile;
-                options.auth.connect_timeout = s.auth.connect_timeout;
-                options.auth.request_timeout = s.auth.request_timeout;
-                options.auth.max_retries = s.auth.max_retries;
+                options.auth = s.auth;
                 options.www_authenticate_uri =
                     get(ini, "keystone_authtoken", "www_authenticate_uri").map(str::to_owned);
                 if let Some(roles) = get(ini, "keystone_authtoken", "service_token_roles") {
