@@ -1,6 +1,7 @@
 //! Who is calling: Keystone tokens (`[keystone_authtoken]`) or no authentication
 //! (`[api] auth_strategy = noauth`), as a layer in front of every handler. Release N's
-//! frozen copy of `accel_api::auth` (N+1's), on release N's own Keystone session.
+//! frozen copy of `accel_api::auth` (N+1's), on release N's own Keystone session, so who
+//! may call release N does not change when N+1's authentication does.
 //!
 //! # Keystone
 //!

@@ -1,6 +1,6 @@
 //! Errors: [`ServiceError`], what an [`AccelService`](crate::http::AccelService) returns, and
 //! [`ApiError`], the JSON error a client receives (release N's frozen copy of
-//! `accel_api::error`, N+1's):
+//! `accel_api::error`, N+1's, so release N's errors do not change when N+1's do):
 //!
 //! ```json
 //! {"error": {"status": 404, "type": "NotFound", "message": "device 1b3e... not found"},

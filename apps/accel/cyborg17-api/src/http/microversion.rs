@@ -1,5 +1,6 @@
 //! Microversion negotiation: the `OpenStack-API-Version: accelerator 2.x` header.
-//! Release N's frozen copy of `accel_api::microversion` (N+1's).
+//! Release N's frozen copy of `accel_api::microversion` (N+1's), so the versions release
+//! N serves do not change when N+1's do.
 //!
 //! The supported range is declared once, here ([`MIN`], [`MAX`]); everything else (the
 //! version documents, the 406 message, the response headers) reads it from here.

@@ -1,6 +1,6 @@
 //! Who may do what: Cyborg's policy rules, in oslo.policy's language. Release N's
-//! frozen copy of `accel_api::policy` (N+1's), without policy files: release N holds
-//! callers to Cyborg 17's defaults.
+//! frozen copy of `accel_api::policy` (N+1's), so release N's rules do not change when
+//! N+1's do; without policy files: release N holds callers to Cyborg 17's defaults.
 //!
 //! Every handler names the rule it needs (Cyborg's names: `cyborg:arq:create`,
 //! `cyborg:device_profile:get_all`, ...) and asks [`Policy::enforce`] with the

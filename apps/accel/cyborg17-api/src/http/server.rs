@@ -1,6 +1,6 @@
 //! Serving the API: HTTP/1.1 over TCP, with a bound on every edge. Release N's frozen
-//! copy of `accel_api::server` (N+1's), without TLS (release N serves plain HTTP, as
-//! `cyborg-api` does behind its WSGI server).
+//! copy of `accel_api::server` (N+1's), so release N's limits do not change when N+1's
+//! do; without TLS (release N serves plain HTTP).
 //!
 //! axum's own `serve` has no timeouts and accepts every connection, so a client that
 //! sends half a header, stalls a body or opens thousands of idle connections holds a

@@ -1,5 +1,6 @@
 //! The JSON shapes of responses (Cyborg's v2 field names), per microversion: release
-//! N's frozen copy of `accel_api::views` (N+1's).
+//! N's frozen copy of `accel_api::views` (N+1's), so release N's answers do not change
+//! when N+1's do.
 
 use crate::http::microversion::{self, ApiVersion};
 use crate::http::service::{ArqRow, AttributeRow, DeployableRow, DeviceProfileRow, DeviceRow};
