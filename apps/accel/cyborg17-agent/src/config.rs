@@ -10,9 +10,9 @@
 //! | `[fpga]` | `program_command` (accel's), `program_timeout` (600 s), `max_bitstream_bytes` (1 GiB), `work_dir` (the system's temporary directory) | `fpga_program`: the bitstream from Glance handed to the operator's tool; unset: `NotSupported` |
 //! | `[glance]` | keystoneauth's password options, `endpoint_override` | where bitstreams are downloaded from (needed with `[fpga] program_command`) |
 
-use accel_agent::fpga::FpgaOptions;
-pub use accel_keystone::oslo::ConfigError;
-use accel_keystone::oslo::{get, service, ServiceAuth};
+use crate::fpga::FpgaOptions;
+pub use accel_cyborg17::keystone::oslo::ConfigError;
+use accel_cyborg17::keystone::oslo::{get, service, ServiceAuth};
 use ini::Ini;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -75,7 +75,7 @@ fn machine_host() -> String {
 impl AgentConfig {
     /// Reads `path`.
     pub fn load(path: &Path) -> Result<AgentConfig, ConfigError> {
-        let ini = accel_keystone::oslo::load(path)?;
+        let ini = accel_cyborg17::keystone::oslo::load(path)?;
         AgentConfig::from_ini(&ini)
     }
 
@@ -136,7 +136,7 @@ mod tests {
     use super::*;
 
     fn read(text: &str) -> Result<AgentConfig, ConfigError> {
-        let ini = accel_keystone::oslo::parse(text, "test")?;
+        let ini = accel_cyborg17::keystone::oslo::parse(text, "test")?;
         AgentConfig::from_ini(&ini)
     }
 

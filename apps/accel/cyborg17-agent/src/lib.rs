@@ -11,11 +11,19 @@
 //!   `fpga_program` with the bitstream from Glance and the operator's tool.
 //!
 //! What differs from Cyborg's agent is below the wire: devices are found by accel's
-//! sysfs discovery (`accel_agent::discovery`: PCI functions with their drivers, SR-IOV
-//! virtual functions, NVMe namespaces) instead of Cyborg's per-vendor drivers, and
-//! turned into Cyborg's report form by `accel_agent::cyborg::driver_devices` (the form
-//! accel's release N+1 agent sends on Cyborg's wire, so a host keeps its devices' keys
-//! when its agent is upgraded); FPGAs are programmed by a command the operator names.
+//! sysfs discovery ([`discovery`]: PCI functions with their drivers, SR-IOV virtual
+//! functions, NVMe namespaces) instead of Cyborg's per-vendor drivers, and turned into
+//! Cyborg's report form by [`report`] (the form accel's release N+1 agent sends on
+//! Cyborg's wire, so a host keeps its devices' keys when its agent is upgraded); FPGAs
+//! are programmed by a command the operator names ([`fpga`]).
+//!
+//! [`discovery`], [`report`], [`cyborg`] and [`fpga`] are release N's own copies of
+//! what accel's N+1 agent (`accel-agent`) had when release N was frozen: release N
+//! depends on no N+1 crate, so it does not change when N+1's agent does.
 
 pub mod config;
+pub mod cyborg;
+pub mod discovery;
+pub mod fpga;
+pub mod report;
 pub mod run;

@@ -6,10 +6,10 @@
 //! Placement); the agent keeps serving.
 
 use crate::config::AgentConfig;
-use accel_agent::cyborg::{serve, CyborgReporter};
-use accel_agent::fpga::{Glance, Programmer};
+use crate::cyborg::{serve, CyborgReporter};
+use crate::fpga::{Glance, Programmer};
+use accel_cyborg17::keystone::Session;
 use accel_cyborg17::service::{connect, ConnectError};
-use accel_keystone::Session;
 use std::sync::Arc;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;

@@ -10,7 +10,7 @@
 //! | `[keystone_authtoken]` | keystonemiddleware's `auth_url`, `username`, `password`, `project_name`, domains, `www_authenticate_uri`, `service_token_roles`, `service_token_roles_required` | callers' tokens checked with Keystone |
 //! | `[api]` | `auth_strategy = noauth` (accel's; Cyborg chooses by its paste pipeline) | no authentication: every caller an administrator; only without `[keystone_authtoken]` |
 
-use accel_api::{AuthStrategy, KeystoneOptions, PublicEndpoint};
+use crate::http::{AuthStrategy, KeystoneOptions, PublicEndpoint};
 use accel_cyborg17_conductor::config::{self as conductor, get, service, ConfigError};
 use ini::Ini;
 use std::net::SocketAddr;
@@ -32,7 +32,7 @@ pub struct ApiConfig {
 impl ApiConfig {
     /// Reads `path`.
     pub fn load(path: &Path) -> Result<ApiConfig, ConfigError> {
-        let ini = accel_keystone::oslo::load(path)?;
+        let ini = accel_cyborg17::keystone::oslo::load(path)?;
         ApiConfig::from_ini(&ini)
     }
 
@@ -118,7 +118,7 @@ mod tests {
         project_name = service\n";
 
     fn read(extra: &str) -> Result<ApiConfig, ConfigError> {
-        let ini = accel_keystone::oslo::parse(&format!("{BASE}{extra}"), "test")?;
+        let ini = accel_cyborg17::keystone::oslo::parse(&format!("{BASE}{extra}"), "test")?;
         ApiConfig::from_ini(&ini)
     }
 

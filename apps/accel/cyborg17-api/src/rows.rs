@@ -1,12 +1,11 @@
-//! Cyborg 17's rows as accel-api's row types, its times as Cyborg's API shows them, and
+//! Cyborg 17's rows as the HTTP layer's row types ([`crate::http::service`]), its times as Cyborg's API shows them, and
 //! the failures of the database, the conductor and the conductor crate's code as the
 //! API's errors.
 
-use accel_api::service::{
+use crate::http::service::{
     ArqRow, ArqState, AttributeRow, DeployableRow, DeviceProfileRow, DeviceRow,
 };
-use accel_api::{ErrorKind, ServiceError};
-use accel_conductor::db::DeviceStatus;
+use crate::http::{ErrorKind, ServiceError};
 use accel_cyborg17::objects::{Arq, ExtArq};
 use accel_cyborg17_conductor::db::{text, DbError};
 use accel_cyborg17_conductor::requests::RequestError;
@@ -81,9 +80,6 @@ pub(crate) fn device_row(row: &AnyRow) -> Result<DeviceRow, ServiceError> {
         std_board_info: optional(row, 5)?,
         hostname: required(row, 6)?,
         vendor_board_info: optional(row, 7)?,
-        // Cyborg 17 keeps no inventory state apart from the operator's: every stored
-        // device is one its host's last report had.
-        status: DeviceStatus::Available,
         maintaining,
         created_at: api_time(optional(row, 9)?.as_deref())?,
         updated_at: api_time(optional(row, 10)?.as_deref())?,
@@ -97,11 +93,8 @@ pub(crate) fn deployable_row(row: &AnyRow) -> Result<DeployableRow, ServiceError
         name: required(row, 2)?,
         device_id: int(row, 3)?,
         hostname: required(row, 4)?,
-        // Cyborg keeps the control path on the device, not the deployable.
-        control_path_id: String::new(),
         num_accelerators: int(row, 5)?,
         driver_name: optional(row, 6)?,
-        enabled: true,
         rp_uuid: optional(row, 7)?.unwrap_or_default(),
         attributes: BTreeMap::new(),
         created_at: api_time(optional(row, 8)?.as_deref())?,

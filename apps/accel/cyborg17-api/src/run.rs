@@ -3,12 +3,12 @@
 //! built, the listener bound.
 
 use crate::config::ApiConfig;
+use crate::http::{Authenticator, Limits, Policy, ServeOptions};
 use crate::service::CyborgApi;
-use accel_api::{Authenticator, Limits, Policy, ServeOptions};
+use accel_cyborg17::keystone::Session;
 use accel_cyborg17::service::{connect, ConnectError};
 use accel_cyborg17_conductor::db::{DbError, Store};
 use accel_cyborg17_conductor::placement::Placement;
-use accel_keystone::Session;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::sync::oneshot;
@@ -106,7 +106,7 @@ pub async fn start_with(
         }
     })?;
     let service = CyborgApi::new(store, transport, config.common.agent_timeout, placement);
-    let router = accel_api::router_with(Arc::new(service), Limits::default(), auth);
+    let router = crate::http::router_with(Arc::new(service), Limits::default(), auth);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|source| StartError::Listen {
@@ -122,8 +122,13 @@ pub async fn start_with(
         ..ServeOptions::default()
     };
     let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(accel_api::server::serve(listener, router, options, async {
-        let _ = stopped.await;
-    }));
+    let task = tokio::spawn(crate::http::server::serve(
+        listener,
+        router,
+        options,
+        async {
+            let _ = stopped.await;
+        },
+    ));
     Ok(Running { addr, stop, task })
 }

@@ -1,5 +1,5 @@
 //! [`CyborgApi`]: the operations of Cyborg 17's v2 API (`cyborg/api/controllers/v2`) on
-//! Cyborg 17's own tables and conductor, behind accel-api's HTTP layer.
+//! Cyborg 17's own tables and conductor, behind the HTTP layer ([`crate::http`]).
 //!
 //! Who does what is Cyborg's split, kept exactly because a Cyborg 17 service may share the
 //! database and the broker with this one:
@@ -18,15 +18,15 @@
 //! Times are shown as Cyborg's API shows them (Python's `isoformat()` of a UTC time:
 //! `2026-12-06T12:00:00.123456+00:00`, no fraction when it is zero).
 
+use crate::http::groups;
+use crate::http::service::{
+    ArqRow, ArqState, AttributeRow, DeployableRow, DeviceProfileRow, DeviceRow,
+};
+use crate::http::{AccelService, Binding, ErrorKind, ListQuery, NewProfile, ServiceError};
 use crate::rows::{
     arq_row, attribute_row, corrupt, db_error, deployable_row, device_row, profile_row,
     request_error, required, rpc_error,
 };
-use accel_api::service::{
-    ArqRow, ArqState, AttributeRow, DeployableRow, DeviceProfileRow, DeviceRow,
-};
-use accel_api::{AccelService, Binding, ErrorKind, ListQuery, NewProfile, ServiceError};
-use accel_conductor::groups;
 use accel_cyborg17::objects::{Arq, DeviceProfile, ExtArq};
 use accel_cyborg17::rpc::{
     ArqApplyPatch, ArqCreate, DeviceProfileCreate, DeviceProfileDelete, CONDUCTOR_TOPIC,
@@ -238,7 +238,7 @@ impl CyborgApi {
             .collect()
     }
 
-    /// The request `uuid` as accel-api's row.
+    /// The request `uuid` as the HTTP layer's row.
     async fn arq_row(&self, uuid: &str) -> Result<ArqRow, ServiceError> {
         let ext = self.requests.arq(uuid).await.map_err(request_error)?;
         arq_row(&ext)
@@ -298,7 +298,7 @@ enum Bind<'a> {
 /// classes (`resources:QAT`, which accel's API takes) are refused, as Cyborg refuses
 /// them.
 pub fn checked_profile(profile: NewProfile) -> Result<NewProfile, ServiceError> {
-    let invalid = |e: accel_conductor::db::DbError| ServiceError::bad_request(e.to_string());
+    let invalid = |e: groups::Invalid| ServiceError::bad_request(e.to_string());
     groups::check_name(&profile.name).map_err(invalid)?;
     if profile.groups.is_empty() {
         return Err(ServiceError::bad_request(

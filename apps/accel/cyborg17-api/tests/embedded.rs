@@ -16,8 +16,8 @@
 use accel_agent::fixture::{sample_host, write_tree};
 use accel_conductor::testing::nova::Nova as TestNova;
 use accel_cyborg17::testing::cyborg_conductor_config_on;
+use accel_cyborg17::testing::glance_image;
 use accel_cyborg17_agent::run::Reported;
-use accel_keystone::testing::glance_image;
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::sync::Arc;

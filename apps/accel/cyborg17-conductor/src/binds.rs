@@ -29,13 +29,16 @@ struct Target {
 /// (`accelerator-request-bound`, compute microversion 2.82).
 #[derive(Clone, Debug)]
 pub struct Nova {
-    session: accel_keystone::Session,
+    session: accel_cyborg17::keystone::Session,
     endpoint_override: Option<String>,
 }
 
 impl Nova {
     /// Nova at `endpoint_override`, or the catalog's `compute`.
-    pub fn new(session: accel_keystone::Session, endpoint_override: Option<String>) -> Nova {
+    pub fn new(
+        session: accel_cyborg17::keystone::Session,
+        endpoint_override: Option<String>,
+    ) -> Nova {
         Nova {
             session,
             endpoint_override: endpoint_override.map(|e| e.trim_end_matches('/').to_owned()),

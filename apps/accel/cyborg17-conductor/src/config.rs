@@ -22,7 +22,7 @@
 //! `user_domain_name` (or `user_domain_id`), `project_domain_name` (or
 //! `project_domain_id`), `region_name`, `valid_interfaces` (first one), `cafile`.
 
-pub use accel_keystone::oslo::{get, service, ConfigError, ServiceAuth};
+pub use accel_cyborg17::keystone::oslo::{get, service, ConfigError, ServiceAuth};
 use ini::Ini;
 use std::path::Path;
 use std::time::Duration;
@@ -97,7 +97,7 @@ impl Config {
 
     /// Reads `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let ini = accel_keystone::oslo::load(path)?;
+        let ini = accel_cyborg17::keystone::oslo::load(path)?;
         Config::from_ini(&ini)
     }
 

@@ -17,7 +17,7 @@
 
 use crate::placement::Placement;
 use crate::requests::RequestError;
-use accel_keystone::Session;
+use accel_cyborg17::keystone::Session;
 use reqwest::Method;
 use serde_json::Value;
 

@@ -5,7 +5,7 @@
 //! `total` = `max_unit` = its accelerators; its `trait*` attributes as traits. Each call
 //! and its order are Cyborg's, so Placement ends where Cyborg's own conductor leaves it.
 
-use accel_keystone::{Session, SessionError};
+use accel_cyborg17::keystone::{Session, SessionError};
 use reqwest::Method;
 use serde_json::{json, Value};
 

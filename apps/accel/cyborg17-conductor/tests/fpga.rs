@@ -12,19 +12,19 @@
 // A failed set-up step fails the test with its message.
 #![allow(clippy::expect_used)]
 
-use accel_agent::fpga::{FpgaOptions, Glance as AgentGlance, Programmer};
 use accel_conductor::testing::nova::Nova as TestNova;
 use accel_cyborg17::objects::{
     Arq, DeviceProfile, DeviceType, DriverAttachHandle, DriverAttribute, DriverControlPathID,
     DriverDeployable, DriverDevice, ExtArq,
 };
 use accel_cyborg17::testing::cyborg_transport;
+use accel_cyborg17::testing::glance_image;
+use accel_cyborg17_agent::fpga::{FpgaOptions, Glance as AgentGlance, Programmer};
 use accel_cyborg17_conductor::binds::Nova;
 use accel_cyborg17_conductor::fpga::{function_trait, Glance, Programming};
 use accel_cyborg17_conductor::placement::rp_uuid;
 use accel_cyborg17_conductor::requests::{Agents, RequestError};
 use accel_cyborg17_conductor::{Reports, Requests, Store};
-use accel_keystone::testing::glance_image;
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -183,7 +183,7 @@ async fn an_fpga_is_programmed_at_bind_with_its_bitstream_from_glance() {
     )
     .expect("a tool");
     let transport = cyborg_transport().await;
-    let agent = accel_agent::cyborg::serve(
+    let agent = accel_cyborg17_agent::cyborg::serve(
         transport.clone(),
         &host,
         dir.path().to_path_buf(),

@@ -42,7 +42,7 @@ async fn a_vgpu_is_made_at_bind_and_removed_at_unbind_on_its_host() {
     let host = format!("cyborg17-vgpu-{suffix}");
     let instance = "6a7b8c9d-0e1f-4a2b-8c3d-4e5f6a7b8c9d";
     let transport = cyborg_transport().await;
-    let agent = accel_agent::cyborg::serve(transport.clone(), &host, sysfs.clone(), None)
+    let agent = accel_cyborg17_agent::cyborg::serve(transport.clone(), &host, sysfs.clone(), None)
         .await
         .expect("the host's agent serves cyborg-agent");
     let nova = TestNova::builder().server(instance, "vm").start().await;

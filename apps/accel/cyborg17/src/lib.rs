@@ -16,12 +16,19 @@
 //! data contracts. Its serial namespace is `cyborg_object` (its primitives' keys read
 //! `cyborg_object.name`, ...), its project namespace `cyborg`.
 //!
+//! With feature `keystone`, module `keystone` is release N's own Keystone session and
+//! `cyborg.conf` reader, which its three services share (a copy of N+1's
+//! `accel-keystone`: release N depends on no N+1 crate). Without it this crate is
+//! declarations only, as N+1's crates that use them take it.
+//!
 //! Release N is frozen: this crate's own files (not its tests or its Python test
 //! peers) are hashed in `FROZEN.sha256` with the other three crates of Cyborg 17 in
 //! Rust (`tests/frozen.rs` says how to re-freeze on purpose). Release N+1's side of
 //! Cyborg's wire, the seed spec's version bumps and object indirection, is
 //! `accel_objects::cyborg`, which only adds to these classes and APIs.
 
+#[cfg(feature = "keystone")]
+pub mod keystone;
 pub mod objects;
 pub mod rpc;
 pub mod schema;

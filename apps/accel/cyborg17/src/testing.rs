@@ -1,7 +1,8 @@
 //! Test support (feature `testing`) for the crates whose tests run Cyborg 17's own code
 //! as a peer: the test virtualenv's Python (`VERSO_TEST_PYTHON`, default the
 //! workspace's `.venv`), the test broker (`VERSO_TEST_RABBIT_URL`), a transport on
-//! Cyborg's control exchange, and `python/cyborg_peer.py`. A missing Python or broker
+//! Cyborg's control exchange, `python/cyborg_peer.py`, and (with `keystone`) a
+//! bitstream uploaded to the test Glance. A missing Python or broker
 //! fails the test with what to start; nothing is skipped.
 
 #![allow(clippy::expect_used)]
@@ -736,4 +737,53 @@ pub async fn cyborg_agent_answers_fpga_program(
             }),
         )
         .await
+}
+
+/// A new image in the Glance at `glance` (its URL), made as `session`'s user; with
+/// `data`, uploaded (Glance then hashes it and makes it active). Its id.
+#[cfg(feature = "keystone")]
+pub async fn glance_image(
+    session: &crate::keystone::Session,
+    glance: &str,
+    data: Option<&[u8]>,
+) -> Result<String, crate::keystone::SessionError> {
+    let http = session.http().clone();
+    let body = serde_json::json!({"name": "accel-test-bitstream", "disk_format": "raw", "container_format": "bare"});
+    let created: serde_json::Value = session
+        .send(|token| {
+            http.post(format!("{glance}/v2/images"))
+                .header("X-Auth-Token", token)
+                .json(&body)
+        })
+        .await?
+        .json()
+        .await
+        .map_err(|e| {
+            crate::keystone::SessionError::Malformed(format!("Glance's new image: {e}"))
+        })?;
+    let id = created["id"]
+        .as_str()
+        .ok_or_else(|| {
+            crate::keystone::SessionError::Malformed(format!(
+                "Glance's new image has no id: {created}"
+            ))
+        })?
+        .to_owned();
+    if let Some(data) = data {
+        let uploaded = session
+            .send(|token| {
+                http.put(format!("{glance}/v2/images/{id}/file"))
+                    .header("X-Auth-Token", token)
+                    .header("Content-Type", "application/octet-stream")
+                    .body(data.to_vec())
+            })
+            .await?;
+        if uploaded.status().as_u16() != 204 {
+            return Err(crate::keystone::SessionError::Malformed(format!(
+                "Glance refused the upload of {id}: HTTP {}",
+                uploaded.status()
+            )));
+        }
+    }
+    Ok(id)
 }

@@ -397,7 +397,7 @@ impl Deployment {
             common: self.cyborg_config(),
             listen: "127.0.0.1:0".parse()?,
             public_endpoint: None,
-            auth: accel_api::AuthStrategy::Noauth,
+            auth: accel_cyborg17_api::AuthStrategy::Noauth,
         };
         let api =
             accel_cyborg17_api::run::start_with(&config, self.cyborg_transport.clone()).await?;

@@ -3,8 +3,8 @@
 // A failed set-up step fails the test with its message.
 #![allow(clippy::expect_used, dead_code)]
 
+use accel_cyborg17::keystone::{AuthOptions, Session};
 use accel_cyborg17_conductor::{Placement, Requests};
-use accel_keystone::{AuthOptions, Session};
 use reqwest::Method;
 use serde_json::json;
 use serde_json::Value;
