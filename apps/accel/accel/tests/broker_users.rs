@@ -201,10 +201,11 @@ fn the_documented_broker_users_run_a_deployment_and_refuse_the_rest() {
         ),
         format!("transport.control_exchange={EXCHANGE}"),
         format!("agent.state_dir={}", dir.path().display()),
-        // Only the conductor's cast (agent API 1.1, allowed by the cap) can start the
-        // cleanup this test waits for.
+        // Only the conductor's cast (agent API 1.1, allowed by the cap of the wire the
+        // agent reports on: Cyborg's, by default) can start the cleanup this test waits
+        // for.
         "agent.scan_interval=3600".to_owned(),
-        "upgrade_levels.agent=1.1".to_owned(),
+        "upgrade_levels.cyborg_agent=1.1".to_owned(),
         format!("nvme.cleanup_command={}", cleanup.display()),
         format!("api.listen=127.0.0.1:{api_port}"),
     ];
