@@ -1,5 +1,8 @@
 //! The conductor's database on SQLite and on PostgreSQL: report diffing, profiles, the
 //! accelerator request lifecycle, binds that race across two conductors.
+//!
+//! Over 1,000 lines on purpose: each file under `tests/` is a test binary of its own
+//! that links the whole crate; the database's table families share these fixtures.
 // A failed set-up step fails the test (or bench) with its message.
 #![allow(clippy::expect_used)]
 

@@ -22,6 +22,10 @@
 //! It needs a broker (`--transport-url`), Keystone with Placement in its catalog and a
 //! Python with openstack-cyborg 17.0.0 (`scripts/demo-from-cyborg.sh` starts and
 //! installs them all).
+//!
+//! (Long on purpose: the Cyborg services this demo starts and the steps that drive
+//! them are read together, top to bottom, as the operator's procedure; the parts shared
+//! with `accel demo` are in `deployment.rs` and `scenario.rs`.)
 
 use super::deployment::{bind_patch, discovered, Deployment};
 use super::process::{Launcher, Process};
