@@ -339,7 +339,11 @@ mod tests {
             "2024-03-01t12:34:56Z",
             "2024-03-01T12:34:56z",
         ] {
-            assert!(bad.parse::<DateTime>().is_err(), "{bad}");
+            assert_eq!(
+                bad.parse::<DateTime>(),
+                Err(DateTimeError { text: bad.into() }),
+                "{bad}"
+            );
         }
     }
 }

@@ -574,7 +574,7 @@ mod tests {
         assert!(check_type("nvidia-35").is_ok());
         assert!(check_type("i915-GVTg_V5_4").is_ok());
         for bad in ["", ".", "..", "a/b", "a b"] {
-            assert!(check_type(bad).is_err(), "{bad}");
+            assert_eq!(check_type(bad).expect_err(bad).0, "InvalidParameterValue");
         }
         assert_eq!(check_uuid("x").expect_err("x").0, "InvalidUUID");
         let cpid =

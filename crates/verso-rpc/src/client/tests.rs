@@ -430,9 +430,12 @@ async fn serializer_hooks_run_on_both_sides() {
     let (_, _, msg) = t.last().expect("sent");
     assert_eq!(msg["args"], json!({"text": {"s": "hi"}}));
     // A server-side serializer failure comes back as an error, not a hang.
-    assert!(c
+    let err = c
         .call(&ctx(), "upper", "1.0", json!({"text": {"bad": 1}}))
         .await
-        .is_err());
+        .expect_err("the server's serializer refuses it");
+    let remote = err.as_remote().expect("the server's answer");
+    assert_eq!(remote.kind, "RpcError", "{err}");
+    assert!(remote.message.contains("bad"), "{err}");
     server.stop().await;
 }
