@@ -88,24 +88,39 @@ impl DbVersionStore {
         }
     }
 
-    /// The stored record, or the one this store makes under the lock (see
-    /// [`DbVersionStore::creating`]).
-    async fn load_or_create(&self, at: Option<AccelVersion>) -> Result<PersistedState, StoreError> {
+    /// A transaction holding the version-record lock, taken first as every writer of
+    /// the record takes it (one order, no deadlock).
+    async fn begin_locked(&self) -> Result<DbTransaction, StoreError> {
         let mut tx = self.db.pool().begin().await.map_err(backend)?;
         self.db
             .lock_version_record(&mut tx)
             .await
             .map_err(backend)?;
-        let held = sqlx::query_scalar(
+        Ok(tx)
+    }
+
+    /// The stored record's text, through `e`.
+    async fn read_record<'c, E>(&self, e: E) -> Result<Option<String>, StoreError>
+    where
+        E: sqlx::Executor<'c, Database = sqlx::Any>,
+    {
+        sqlx::query_scalar(
             &self
                 .db
                 .backend()
                 .sql("SELECT record FROM component_versions WHERE component = $1"),
         )
         .bind(&self.component)
-        .fetch_optional(&mut *tx)
+        .fetch_optional(e)
         .await
-        .map_err(backend)?;
+        .map_err(backend)
+    }
+
+    /// The stored record, or the one this store makes under the lock (see
+    /// [`DbVersionStore::creating`]).
+    async fn load_or_create(&self, at: Option<AccelVersion>) -> Result<PersistedState, StoreError> {
+        let mut tx = self.begin_locked().await?;
+        let held = self.read_record(&mut *tx).await?;
         if let Some(state) = self.parse(held)? {
             tx.commit().await.map_err(backend)?;
             return Ok(state);
@@ -153,16 +168,7 @@ impl DbVersionStore {
 #[async_trait]
 impl VersionStore for DbVersionStore {
     async fn load(&self) -> Result<Option<PersistedState>, StoreError> {
-        let row = sqlx::query_scalar(
-            &self
-                .db
-                .backend()
-                .sql("SELECT record FROM component_versions WHERE component = $1"),
-        )
-        .bind(&self.component)
-        .fetch_optional(self.db.pool())
-        .await
-        .map_err(backend)?;
+        let row = self.read_record(self.db.pool()).await?;
         match (row, self.fresh) {
             (None, Fresh::At(v)) => self.load_or_create(Some(v)).await.map(Some),
             (None, Fresh::ByDatabase) => self.load_or_create(None).await.map(Some),
@@ -186,12 +192,7 @@ impl TransactionalStore for DbVersionStore {
     /// busy timeout, like `BEGIN IMMEDIATE`, where a read first would fail to upgrade),
     /// and PostgreSQL holds the record's row lock until commit.
     async fn begin(&self) -> Result<DbTransaction, StoreError> {
-        let mut tx = self.db.pool().begin().await.map_err(backend)?;
-        // First, as every writer of the record takes it (no two orders, no deadlock).
-        self.db
-            .lock_version_record(&mut tx)
-            .await
-            .map_err(backend)?;
+        let mut tx = self.begin_locked().await?;
         sqlx::query(
             &self
                 .db
