@@ -30,10 +30,9 @@ pub struct DbVersionStore {
 enum Fresh {
     /// The version manager, from its builder's `fresh_at` ([`DbVersionStore::new`]).
     Manager,
-    /// The store, at this version ([`DbVersionStore::creating`]).
-    At(AccelVersion),
-    /// The store, at release N when the database holds Cyborg's rows, else at the newest.
-    ByDatabase,
+    /// The store ([`DbVersionStore::creating`]): at this version when given, else at
+    /// release N when the database holds Cyborg's rows and at the newest otherwise.
+    Store(Option<AccelVersion>),
 }
 
 impl DbVersionStore {
@@ -84,7 +83,7 @@ impl DbVersionStore {
         DbVersionStore {
             db,
             component: AccelVersion::COMPONENT.to_owned(),
-            fresh: at.map_or(Fresh::ByDatabase, Fresh::At),
+            fresh: Fresh::Store(at),
         }
     }
 
@@ -170,8 +169,7 @@ impl VersionStore for DbVersionStore {
     async fn load(&self) -> Result<Option<PersistedState>, StoreError> {
         let row = self.read_record(self.db.pool()).await?;
         match (row, self.fresh) {
-            (None, Fresh::At(v)) => self.load_or_create(Some(v)).await.map(Some),
-            (None, Fresh::ByDatabase) => self.load_or_create(None).await.map(Some),
+            (None, Fresh::Store(at)) => self.load_or_create(at).await.map(Some),
             (row, _) => self.parse(row),
         }
     }
