@@ -195,6 +195,24 @@ impl RawPeer {
             .unwrap_or_else(|e| panic!("queue {name} is not declared as oslo does: {e}"));
     }
 
+    /// How many messages wait, ready, on queue `name` (declared passively): a message a
+    /// closed connection had received and not acknowledged is back among them.
+    pub async fn ready(&self, name: &str) -> u32 {
+        let ch = self._conn.create_channel().await.expect("channel");
+        let q = ch
+            .queue_declare(
+                name,
+                QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("queue {name} is not there: {e}"));
+        q.message_count()
+    }
+
     /// Declares a durable topic exchange.
     pub async fn declare_durable_topic_exchange(&self, name: &str) {
         self.ch
