@@ -175,13 +175,6 @@ impl AccelService for ConductorService {
         self.reads.deployable(uuid).await
     }
 
-    async fn bitstreams(
-        &self,
-        ids: &[i64],
-    ) -> Result<std::collections::BTreeMap<i64, String>, ServiceError> {
-        self.reads.bitstreams(ids).await
-    }
-
     async fn profiles(&self, query: &ListQuery) -> Result<Vec<DeviceProfileRow>, ServiceError> {
         self.reads.profiles(query).await
     }

@@ -230,13 +230,6 @@ impl AccelService for DbService {
         Ok(self.db.deployable(uuid).await?)
     }
 
-    async fn bitstreams(
-        &self,
-        ids: &[i64],
-    ) -> Result<std::collections::BTreeMap<i64, String>, ServiceError> {
-        Ok(self.db.deployable_bitstreams(ids).await?)
-    }
-
     async fn profiles(&self, query: &ListQuery) -> Result<Vec<DeviceProfileRow>, ServiceError> {
         self.check_marker(query.marker.as_deref(), |m| async move {
             self.db.profile_by_uuid(&m).await

@@ -508,15 +508,13 @@ async fn list_deployables(
     caller.may("cyborg:deployable:get_all")?;
     let query = list_query(&query_pairs(raw)?, &limits)?;
     let rows = service.deployables(&query).await?;
-    let ids: Vec<i64> = rows.iter().map(|d| d.id).collect();
-    let bitstreams = service.bitstreams(&ids).await?;
     Ok(page(
         &base,
         "deployables",
         "deployables",
         &query,
         &rows,
-        |d| views::deployable(d, bitstreams.get(&d.id).map(String::as_str), &base),
+        |d| views::deployable(d, &base),
         &[],
     ))
 }
@@ -531,13 +529,9 @@ async fn get_deployable(
     Ok(Json(deployable_view(&service, &uuid, &base).await?))
 }
 
-/// The deployable `uuid` as Cyborg shows it, with the bitstream a bind programmed it
-/// with ([`AccelService::bitstreams`]).
+/// The deployable `uuid` as Cyborg shows it.
 async fn deployable_view(service: &Service, uuid: &str, base: &str) -> Result<Value> {
-    let d = service.deployable(uuid).await?;
-    let bitstreams = service.bitstreams(&[d.id]).await?;
-    let bitstream = bitstreams.get(&d.id).map(String::as_str);
-    Ok(views::deployable(&d, bitstream, base))
+    Ok(views::deployable(&service.deployable(uuid).await?, base))
 }
 
 /// `PATCH /v2/deployables/{uuid}/program`, Cyborg's body: `[{"path": "/bitstream_id",

@@ -113,13 +113,6 @@ pub trait AccelService: Send + Sync + 'static {
     }
     /// A page of deployables, oldest first.
     async fn deployables(&self, query: &ListQuery) -> Result<Vec<DeployableRow>, ServiceError>;
-    /// The bitstreams the deployables of `ids` were last programmed with (Cyborg's
-    /// `bitstream_id`), by database id; none by default (a release that does not record
-    /// them shows `null`).
-    async fn bitstreams(&self, ids: &[i64]) -> Result<BTreeMap<i64, String>, ServiceError> {
-        let _ = ids;
-        Ok(BTreeMap::new())
-    }
     /// One deployable.
     async fn deployable(&self, uuid: &str) -> Result<DeployableRow, ServiceError>;
 

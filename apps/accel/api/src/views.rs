@@ -74,7 +74,7 @@ pub fn device(d: &DeviceRow, version: ApiVersion, base: &str) -> Value {
 /// them in the order they were stored). accel keeps no deployable trees, so `parent_id`
 /// and `root_id` are null; `bitstream_id` is the bitstream a bind last programmed it
 /// with, if any. Links: `self` and, as Cyborg, an unversioned `bookmark`.
-pub fn deployable(d: &DeployableRow, bitstream: Option<&str>, base: &str) -> Value {
+pub fn deployable(d: &DeployableRow, base: &str) -> Value {
     let attributes: Vec<String> = d
         .attributes
         .iter()
@@ -90,7 +90,7 @@ pub fn deployable(d: &DeployableRow, bitstream: Option<&str>, base: &str) -> Val
         "rp_uuid": d.rp_uuid,
         "parent_id": null,
         "root_id": null,
-        "bitstream_id": bitstream,
+        "bitstream_id": d.bitstream_id,
         "attributes_list": format!("[{}]", attributes.join(", ")),
         "created_at": time(&d.created_at),
         "updated_at": time(&d.updated_at),

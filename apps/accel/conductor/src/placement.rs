@@ -794,6 +794,7 @@ mod tests {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
+            bitstream_id: None,
             created_at: String::new(),
             updated_at: String::new(),
         }

@@ -27,37 +27,7 @@ pub struct FpgaTarget {
     pub bitstream_id: Option<String>,
 }
 
-/// A deployable's recorded bitstream.
-#[derive(sqlx::FromRow)]
-struct Bitstream {
-    id: i64,
-    #[sqlx(try_from = "super::rows::Text")]
-    bitstream_id: String,
-}
-
 impl Db {
-    /// The bitstreams the deployables of `ids` were last programmed with at bind
-    /// (Cyborg's `deployables.bitstream_id`), by id; a deployable with none is absent.
-    pub async fn deployable_bitstreams(
-        &self,
-        ids: &[i64],
-    ) -> Result<BTreeMap<i64, String>, DbError> {
-        if ids.is_empty() {
-            return Ok(BTreeMap::new());
-        }
-        let mut sql = Sql::new(
-            self.backend,
-            "SELECT id, bitstream_id FROM deployables WHERE bitstream_id IS NOT NULL AND id IN ",
-        );
-        sql.bind_list(ids.to_vec());
-        Ok(sql
-            .fetch_all::<Bitstream, _>("deployables", &self.pool)
-            .await?
-            .into_iter()
-            .map(|b| (b.id, b.bitstream_id))
-            .collect())
-    }
-
     /// Devices, oldest first.
     pub async fn devices(&self, filter: &ListFilter) -> Result<Vec<DeviceRow>, DbError> {
         self.page("devices", &self.dialect().device_columns(), filter)

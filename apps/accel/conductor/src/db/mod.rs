@@ -453,7 +453,8 @@ impl Dialect {
     pub(crate) fn deployable_columns(self) -> String {
         format!(
             "id, uuid, name, device_id, hostname, control_path_id, num_accelerators, \
-             driver_name, enabled, {}, {}",
+             driver_name, enabled, {}, {}, {}",
+            self.text_as("bitstream_id"),
             self.time_as("created_at"),
             self.time_as("updated_at"),
         )

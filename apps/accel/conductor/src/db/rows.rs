@@ -220,6 +220,10 @@ pub struct DeployableRow {
     #[serde(default)]
     #[sqlx(skip)]
     pub attributes: BTreeMap<String, String>,
+    /// The bitstream (a Glance image UUID) a bind last programmed its FPGA with
+    /// (Cyborg's `bitstream_id`); none for a deployable never programmed so.
+    #[serde(default)]
+    pub bitstream_id: Option<String>,
     /// Creation time.
     #[serde(default)]
     pub created_at: String,
