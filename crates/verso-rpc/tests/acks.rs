@@ -9,20 +9,10 @@
 mod support;
 
 use serde_json::json;
-use std::sync::Arc;
 use std::time::Duration;
 use support::*;
 use verso::RequestContext;
-use verso_rpc::transport::amqp::AmqpTransport;
 use verso_rpc::{RpcClient, Target};
-
-async fn server_transport(env: &Env) -> Arc<AmqpTransport> {
-    Arc::new(
-        AmqpTransport::connect(&env.url)
-            .await
-            .unwrap_or_else(|e| panic!("{e}")),
-    )
-}
 
 /// Messages ready on `queue`, once the broker has had `settle` to requeue what a closed
 /// connection left unacknowledged.
@@ -35,7 +25,7 @@ async fn ready_after(raw: &RawPeer, queue: &str, settle: Duration) -> u32 {
 async fn a_taken_cast_is_acknowledged_though_nothing_follows_it() {
     let env = Env::get();
     let topic = unique_topic("ack-cast");
-    let t = server_transport(&env).await;
+    let t = env.amqp().await;
     let (server, mut casts) = start_verso_server(t.clone(), &topic, "a1").await;
     let raw = RawPeer::connect(&env.url).await;
     let msg = json!({"method": "record", "args": {"arg": "once"}, "version": "1.0",
@@ -57,7 +47,7 @@ async fn a_taken_cast_is_acknowledged_though_nothing_follows_it() {
 async fn an_answered_call_is_not_redelivered_when_its_server_goes_away() {
     let env = Env::get();
     let topic = unique_topic("ack-call");
-    let t = server_transport(&env).await;
+    let t = env.amqp().await;
     let (server, _casts) = start_verso_server(t.clone(), &topic, "a1").await;
     let client = RpcClient::new(env.transport().await, Target::new(topic.as_str()))
         .timeout(Duration::from_secs(20));
@@ -77,13 +67,14 @@ async fn an_answered_call_is_not_redelivered_when_its_server_goes_away() {
     // take), and one connection's frames reach the broker in order.
     t.close().await;
     assert_eq!(
-        ready_after(&raw_peer(&env).await, &topic, Duration::from_millis(300)).await,
+        ready_after(
+            &RawPeer::connect(&env.url).await,
+            &topic,
+            Duration::from_millis(300)
+        )
+        .await,
         0,
         "an answered call was left unacknowledged: the broker requeued it"
     );
     drop(server);
-}
-
-async fn raw_peer(env: &Env) -> RawPeer {
-    RawPeer::connect(&env.url).await
 }

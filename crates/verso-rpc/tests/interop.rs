@@ -552,7 +552,7 @@ fn a_transport_dropped_outside_any_runtime_closes_quietly() {
     let env = Env::get();
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let transport = rt.block_on(async {
-        let t = Arc::new(AmqpTransport::connect(&env.url).await.expect("RabbitMQ"));
+        let t = env.amqp().await;
         serves_and_calls(&t).await;
         t
     });
@@ -570,7 +570,7 @@ fn a_transport_dropped_outside_any_runtime_closes_quietly() {
 async fn concurrent_calls_each_get_their_own_reply() {
     let env = Env::get();
     let topic = unique_topic("concurrent");
-    let server_t = Arc::new(AmqpTransport::connect(&env.url).await.expect("RabbitMQ"));
+    let server_t = env.amqp().await;
     let (s1, _c1) = start_verso_server(server_t.clone(), &topic, "a").await;
     let (s2, _c2) = start_verso_server(server_t.clone(), &topic, "b").await;
     let client =
@@ -600,7 +600,7 @@ async fn concurrent_calls_each_get_their_own_reply() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_closed_transport_stays_closed_and_ends_its_listeners() {
     let env = Env::get();
-    let t = Arc::new(AmqpTransport::connect(&env.url).await.expect("RabbitMQ"));
+    let t = env.amqp().await;
     let target = Target::new(unique_topic("closed")).with_server("c1");
     let mut listener = verso_rpc::transport::Transport::listen(&*t, &target)
         .await
@@ -652,7 +652,7 @@ async fn refused_declarations_carry_the_brokers_reason() {
         .await
         .declare_durable_topic_exchange(&format!("{topic}_fanout"))
         .await;
-    let t = Arc::new(AmqpTransport::connect(&env.url).await.expect("RabbitMQ"));
+    let t = env.amqp().await;
     let client = RpcClient::new(t.clone(), Target::new(topic.clone()));
     let ctx = RequestContext::new("req-refused");
     for _ in 0..80 {
@@ -683,7 +683,7 @@ async fn refused_declarations_carry_the_brokers_reason() {
 async fn a_server_whose_queue_is_deleted_declares_it_again() {
     let env = Env::get();
     let topic = unique_topic("deleted");
-    let server_t = Arc::new(AmqpTransport::connect(&env.url).await.expect("RabbitMQ"));
+    let server_t = env.amqp().await;
     let (server, _casts) = start_verso_server(server_t.clone(), &topic, "d1").await;
     let client = RpcClient::new(env.transport().await, Target::new(topic.clone()))
         .timeout(Duration::from_secs(3));
@@ -705,7 +705,7 @@ async fn a_server_whose_queue_is_deleted_declares_it_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn names_amqp_cannot_carry_are_typed_errors() {
     let env = Env::get();
-    let t = Arc::new(AmqpTransport::connect(&env.url).await.expect("RabbitMQ"));
+    let t = env.amqp().await;
     let long = "t".repeat(300);
     let client =
         RpcClient::new(t.clone(), Target::new(long.clone())).timeout(Duration::from_secs(5));

@@ -228,10 +228,12 @@ impl Bench {
         let log = self.dir.path().join("cyborg.log");
         let mut logged = String::new();
         for _ in 0..3 {
-            let before = std::fs::read(&log).map(|l| l.len()).unwrap_or(0);
+            let before = std::fs::metadata(&log).map_or(0, |m| m.len());
             let accepted = cyborg_report(conf, &self.host, file).is_ok();
             let after = std::fs::read(&log).unwrap_or_default();
-            logged = String::from_utf8_lossy(after.get(before..).unwrap_or_default()).into_owned();
+            let new =
+                usize::try_from(before).map_or(&[][..], |b| after.get(b..).unwrap_or_default());
+            logged = String::from_utf8_lossy(new).into_owned();
             if !accepted || !logged.lines().any(|l| l.contains(" ERROR ")) {
                 return accepted;
             }

@@ -68,12 +68,18 @@ impl Env {
         }
     }
 
-    pub async fn transport(&self) -> Arc<dyn Transport> {
+    /// A new connection to the broker; panics with the reason when it cannot connect.
+    pub async fn amqp(&self) -> Arc<AmqpTransport> {
         Arc::new(
             AmqpTransport::connect(&self.url)
                 .await
                 .unwrap_or_else(|e| panic!("{e}")),
         )
+    }
+
+    /// [`Env::amqp`] as the transport trait object the servers and clients take.
+    pub async fn transport(&self) -> Arc<dyn Transport> {
+        self.amqp().await
     }
 
     /// One oslo.messaging client call or cast; its JSON line.
