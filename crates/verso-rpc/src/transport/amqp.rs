@@ -38,7 +38,10 @@
 //! Threads: the connections' reader and writer tasks, their channels' dispatchers, the
 //! consumer loops and the reconnect supervisor of every transport run on one thread,
 //! `verso-amqp`, whatever runtime the application uses. Handlers and callers stay on the
-//! application's runtime.
+//! application's runtime. A process whose runtime is one thread can put the broker's
+//! tasks on it too ([`run_io_on`]): a call then costs that thread one wake-up instead of
+//! two threads two each; its handlers must then never block, or the connection stalls
+//! with them.
 //!
 //! The modules, one concern each (this file holds [`AmqpTransport`] and its
 //! [`Transport`] methods, over all of them):
@@ -100,6 +103,7 @@ mod url;
 /// Kept here for the code that found it here; it masks any URL (`transport::redact`).
 pub use crate::transport::redact;
 pub use error::{AmqpError, ConnectKind};
+pub use io::{run_io_on, IoRuntimeChosen};
 pub use tls::TlsOptions;
 pub use url::{AmqpConfig, BrokerHost, DEFAULT_CONTROL_EXCHANGE};
 

@@ -42,9 +42,33 @@ impl<T> Drop for OnIo<T> {
     }
 }
 
+/// Where the broker-side tasks run: set once, by [`run_io_on`] before the first
+/// connection or by the first connection (the `verso-amqp` thread).
+static IO: std::sync::OnceLock<tokio::runtime::Handle> = std::sync::OnceLock::new();
+
+/// The transport's I/O runtime was already chosen when [`run_io_on`] was called: a
+/// connection was opened first.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the AMQP I/O runtime was already chosen (a connection was opened first)")]
+pub struct IoRuntimeChosen;
+
+/// Runs every connection's tasks of this process on `handle`'s runtime instead of the
+/// `verso-amqp` thread. Call it before the first connection.
+///
+/// For a process whose runtime is one thread (`new_current_thread`): a request then
+/// reaches its handler, and its reply the socket, without leaving that thread, where
+/// with the `verso-amqp` thread each call wakes two threads twice (the I/O thread for the
+/// delivery, the runtime for the handler, the I/O thread again for the reply). On a
+/// multi-threaded runtime keep the default: amqprs's tasks would hand frames between
+/// workers.
+pub fn run_io_on(handle: tokio::runtime::Handle) -> Result<(), IoRuntimeChosen> {
+    IO.set(handle).map_err(|_| IoRuntimeChosen)
+}
+
 /// The runtime of the broker-side tasks: one thread per process ("verso-amqp") runs
 /// amqprs's tasks (each connection's reader and writer, each channel's dispatcher), the
-/// reconnect supervisor and the consumer loops, whatever runtime the application uses.
+/// reconnect supervisor and the consumer loops, whatever runtime the application uses
+/// (unless the application chose its own runtime with [`run_io_on`]).
 ///
 /// amqprs spawns its tasks on the runtime that opens the connection or the channel, and
 /// passes every frame between them through channels: on one thread those hand-offs are
@@ -54,7 +78,6 @@ impl<T> Drop for OnIo<T> {
 /// awaited from elsewhere: one cancelled halfway (a caller's timeout) would otherwise
 /// leave its channel's dispatcher without the answer it expects.
 pub(super) fn io_handle() -> &'static tokio::runtime::Handle {
-    static IO: std::sync::OnceLock<tokio::runtime::Handle> = std::sync::OnceLock::new();
     IO.get_or_init(|| {
         let (tx, rx) = std::sync::mpsc::channel();
         let spawned = std::thread::Builder::new()
