@@ -67,13 +67,23 @@ pub struct Conductor {
     /// took to finish and be answered before it exits anyway. It takes no new call
     /// meanwhile: the broker gives those to the other conductors.
     pub stop_timeout: u64,
+    /// Threads that run the conductor: its handlers, its database calls and its broker
+    /// connection. 1: one thread does all of it, and a call costs that one thread one
+    /// wake-up (the cheapest per call; a conductor then uses at most one core, so give a
+    /// deployment one conductor per core it should use: conductors share their queues).
+    /// 0: one worker per core, and the broker connection on a thread of its own.
+    pub threads: usize,
 }
+
+/// `[conductor] threads` unset.
+pub const CONDUCTOR_THREADS: usize = 1;
 
 impl Default for Conductor {
     fn default() -> Self {
         Conductor {
             agent_liveness: accel_conductor::runtime::AGENT_LIVENESS.as_secs(),
             stop_timeout: accel_conductor::runtime::STOP_TIMEOUT.as_secs(),
+            threads: CONDUCTOR_THREADS,
         }
     }
 }

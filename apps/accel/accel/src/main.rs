@@ -240,6 +240,9 @@ enum Bench {
         /// The wire the agents report on: Cyborg's (the agents' default) or accel's own.
         #[arg(long, value_enum, default_value = "cyborg")]
         wire: bench::fleet::FleetWire,
+        /// The conductors' `[conductor] threads` (default: theirs).
+        #[arg(long)]
+        conductor_threads: Option<usize>,
     },
 }
 
@@ -314,6 +317,26 @@ enum ConfigCmd {
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// The process's runtime: `threads` workers, 0 one per core. One thread runs the broker
+/// connection's tasks too (`run_io_on`), so that a call never leaves it.
+fn runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    match threads {
+        0 => tokio::runtime::Runtime::new(),
+        1 => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            // Fails only when a connection was opened before: none is, this early.
+            let _ = verso_rpc::transport::amqp::run_io_on(rt.handle().clone());
+            Ok(rt)
+        }
+        n => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .enable_all()
+            .build(),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The demo's timeline is its output; its components' logs stay quiet unless asked.
@@ -337,7 +360,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Runtime::new() {
+    let threads = match cli.command {
+        Command::Conductor => config.conductor.threads,
+        _ => 0,
+    };
+    let runtime = match runtime(threads) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("accel: cannot start the runtime: {e}");
@@ -417,6 +444,7 @@ fn main() -> ExitCode {
                 duration,
                 json,
                 wire,
+                conductor_threads,
             }) => {
                 let seconds = |what: &str, s: f64| {
                     Duration::try_from_secs_f64(s)
@@ -438,6 +466,7 @@ fn main() -> ExitCode {
                     heartbeat_window: seconds("heartbeat-window", heartbeat_window)?,
                     duration: seconds("duration", duration)?,
                     json,
+                    conductor_threads,
                     command: std::env::args()
                         .map(|a| if a.contains(' ') { format!("{a:?}") } else { a })
                         .collect::<Vec<_>>()

@@ -571,7 +571,8 @@ fn accel_with(sets: &[String], args: &[&str]) -> (Option<i32>, String, String) {
 /// interval is 60 s) and sends no heartbeat, so one conductor heard it: `accel upgrade
 /// finalize`, whichever conductor takes it, is refused naming the agent (exit 1), and
 /// `accel upgrade status` from any conductor shows it. Once the host runs release N+1's agent, `finalize --wait` finalizes the
-/// whole deployment (exit 0). Without a broker configured, exit 2.
+/// whole deployment (exit 0). Without a broker configured, exit 2. One conductor runs
+/// with `[conductor] threads = 0`, the others on one thread.
 #[test]
 fn accel_upgrade_finalize_decides_on_the_agents_every_conductor_heard() {
     let _broker = broker();
@@ -612,10 +613,15 @@ fn accel_upgrade_finalize_decides_on_the_agents_every_conductor_heard() {
         db.close().await;
     });
     let mut conductors = Vec::new();
-    for _ in 0..3 {
+    for i in 0..3 {
         let mut c = accel();
         for s in &sets {
             c.args(["--set", s]);
+        }
+        // The first on a runtime of a worker per core, the others on one thread (the
+        // default): both serve, and one deployment may mix them.
+        if i == 0 {
+            c.args(["--set", "conductor.threads=0"]);
         }
         let mut child = c
             .arg("conductor")

@@ -116,6 +116,8 @@ pub struct FleetOptions {
     pub duration: Duration,
     /// Where to write the JSON too.
     pub json: Option<PathBuf>,
+    /// The conductors' `[conductor] threads`; `None`: their default.
+    pub conductor_threads: Option<usize>,
     /// The command line, for the result file.
     pub command: String,
 }
@@ -529,17 +531,18 @@ async fn run_case_on(
     // 2. The conductors.
     let exchange = format!("accel-fleet-{}", uuid::Uuid::new_v4().simple());
     let config = dir.join("accel.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[database]\nurl = {}\n\n[transport]\nurl = {}\ncontrol_exchange = {}\n\n\
-             [cyborg]\ncontrol_exchange = {}\n",
-            toml_string(db_url),
-            toml_string(&options.transport_url),
-            toml_string(&exchange),
-            toml_string(&cyborg_exchange(&exchange)),
-        ),
-    )?;
+    let mut text = format!(
+        "[database]\nurl = {}\n\n[transport]\nurl = {}\ncontrol_exchange = {}\n\n\
+         [cyborg]\ncontrol_exchange = {}\n",
+        toml_string(db_url),
+        toml_string(&options.transport_url),
+        toml_string(&exchange),
+        toml_string(&cyborg_exchange(&exchange)),
+    );
+    if let Some(threads) = options.conductor_threads {
+        text.push_str(&format!("\n[conductor]\nthreads = {threads}\n"));
+    }
+    std::fs::write(&config, text)?;
     let launcher = Launcher::new(std::env::current_exe()?, dir.join("logs"))?;
     let mut running = Vec::new();
     for i in 0..conductors {
