@@ -14,7 +14,8 @@
 # running); the Python peers are VERSO_TEST_PYTHON, else the .venv
 # scripts/test.sh creates (this script creates it the same way when it is missing).
 # Each benchmark writes <bench>.json into VERSO_BENCH_OUT (default target/bench-results;
-# results of earlier runs there are kept, so a partial run updates its sections only).
+# results of earlier runs there are kept, so a partial run updates its sections only;
+# BENCHMARKS.md is written only when every section has a result file there).
 # VERSO_BENCH_LOCK=FILE runs every cargo command under `flock FILE` (a machine shared by
 # several builders).
 set -euo pipefail
@@ -112,4 +113,16 @@ if wants fleet; then
 fi
 
 say "BENCHMARKS.md"
+# BENCHMARKS.md is made of every result file in VERSO_BENCH_OUT: a partial run where the
+# other sections' files are missing (a fresh checkout, a new VERSO_BENCH_OUT) would write
+# a BENCHMARKS.md without them, so it is not written; the results of this run are kept.
+missing=()
+for section in codec:codec rpc:rpc-inflight service:service placement:placement fleet:fleet; do
+    [ -f "$VERSO_BENCH_OUT/${section#*:}.json" ] || missing+=("${section%%:*}")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "bench.sh: no results in $VERSO_BENCH_OUT for: ${missing[*]}; BENCHMARKS.md left as it is" >&2
+    echo "bench.sh: run scripts/bench.sh ${missing[*]} to complete it (this run's results are kept)" >&2
+    exit 1
+fi
 cargo_ run --release -q -p bench-report -- "$VERSO_BENCH_OUT" --out "$root"
