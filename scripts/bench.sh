@@ -22,16 +22,22 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
 
+# The parts, each as name:result file (<file>.json in VERSO_BENCH_OUT), in report order.
+parts=(codec:codec rpc:rpc-inflight service:service placement:placement fleet:fleet)
+names=("${parts[@]%%:*}")
 quick=""
 which=()
 for arg in "$@"; do
-    case "$arg" in
-        --quick) quick=1 ;;
-        codec | rpc | service | placement | fleet) which+=("$arg") ;;
-        *) echo "bench.sh: unknown argument $arg (--quick, codec, rpc, service, placement, fleet)" >&2; exit 2 ;;
-    esac
+    if [ "$arg" = --quick ]; then
+        quick=1
+    elif [[ " ${names[*]} " == *" $arg "* ]]; then
+        which+=("$arg")
+    else
+        echo "bench.sh: unknown argument $arg (--quick, ${names[*]})" >&2
+        exit 2
+    fi
 done
-[ ${#which[@]} -gt 0 ] || which=(codec rpc service placement fleet)
+[ ${#which[@]} -gt 0 ] || which=("${names[@]}")
 wants() { [[ " ${which[*]} " == *" $1 "* ]]; }
 
 say() { printf '\n== %s\n' "$*"; }
@@ -117,8 +123,8 @@ say "BENCHMARKS.md"
 # other sections' files are missing (a fresh checkout, a new VERSO_BENCH_OUT) would write
 # a BENCHMARKS.md without them, so it is not written; the results of this run are kept.
 missing=()
-for section in codec:codec rpc:rpc-inflight service:service placement:placement fleet:fleet; do
-    [ -f "$VERSO_BENCH_OUT/${section#*:}.json" ] || missing+=("${section%%:*}")
+for part in "${parts[@]}"; do
+    [ -f "$VERSO_BENCH_OUT/${part#*:}.json" ] || missing+=("${part%%:*}")
 done
 if [ ${#missing[@]} -gt 0 ]; then
     echo "bench.sh: no results in $VERSO_BENCH_OUT for: ${missing[*]}; BENCHMARKS.md left as it is" >&2
