@@ -227,13 +227,23 @@ enum Bench {
         /// Devices in each agent's inventory.
         #[arg(long, default_value_t = 100)]
         devices: u32,
-        /// Seconds of the heartbeat-only window.
-        #[arg(long, default_value_t = 30.0)]
+        /// Seconds of the heartbeat-only window. The default is one period of the
+        /// conductors' fleet-record writes at the default intervals (a member's row is
+        /// written again by its first heartbeat a quarter of the agent liveness, 45 s,
+        /// after the last write: every 50 s at 10 s heartbeats), so the window holds
+        /// one write per agent whatever the phase of those writes.
+        #[arg(long, default_value_t = 50.0)]
         heartbeat_window: f64,
         /// Seconds of the steady window (heartbeats and reports); at least one report
-        /// interval, so every agent reports in it.
-        #[arg(long, default_value_t = 70.0)]
+        /// interval, so every agent reports in it. The default is two periods of the
+        /// fleet-record writes (see `--heartbeat-window`).
+        #[arg(long, default_value_t = 100.0)]
         duration: f64,
+        /// Seconds of each of the two quiet windows (every agent registered and silent)
+        /// that measure the conductors' idle CPU; whole periods of their 5 s version
+        /// refresh.
+        #[arg(long, default_value_t = 20.0)]
+        idle_window: f64,
         /// Also write the results (JSON, the benchmark schema) to this file.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
@@ -442,6 +452,7 @@ fn main() -> ExitCode {
                 devices,
                 heartbeat_window,
                 duration,
+                idle_window,
                 json,
                 wire,
                 conductor_threads,
@@ -465,6 +476,7 @@ fn main() -> ExitCode {
                     devices,
                     heartbeat_window: seconds("heartbeat-window", heartbeat_window)?,
                     duration: seconds("duration", duration)?,
+                    idle_window: seconds("idle-window", idle_window)?,
                     json,
                     conductor_threads,
                     command: std::env::args()

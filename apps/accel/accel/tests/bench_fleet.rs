@@ -36,6 +36,8 @@ fn a_tiny_fleet_writes_sane_figures() {
             "3",
             "--duration",
             "4",
+            "--idle-window",
+            "1",
             "--devices",
             "20",
             "--json",
@@ -124,6 +126,22 @@ fn a_tiny_fleet_writes_sane_figures() {
     assert!(number(&cell("reports/s")) > 0.0);
     let p50 = number(&cell("heartbeat p50 ms"));
     assert!(p50 > 0.0 && p50 <= number(&cell("heartbeat p99 ms")));
+    // Idle CPU: both quiet windows, then each ("0.9 (1.0/0.8)"): the conductors'
+    // timers and refresh spend something, and the whole is between its parts.
+    let idle = cell("idle CPU ms/s (before/after)");
+    let idle: Vec<f64> = idle
+        .as_str()
+        .expect("idle")
+        .split(['(', '/', ')', ' '])
+        .filter(|s| !s.is_empty())
+        .map(|m| m.parse().expect("ms/s"))
+        .collect();
+    assert_eq!(idle.len(), 3, "{idle:?}");
+    assert!(idle[0] > 0.0, "{idle:?}");
+    assert!(
+        idle[0] >= idle[1].min(idle[2]) - 0.05 && idle[0] <= idle[1].max(idle[2]) + 0.05,
+        "{idle:?}"
+    );
     assert!(number(&cell("CPU ms/heartbeat")) > 0.0);
     assert!(number(&cell("CPU ms/report")) >= 0.0);
     // Every agent reported at least once in the steady window, by digest.

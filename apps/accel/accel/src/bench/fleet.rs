@@ -19,19 +19,25 @@
 //!    through `accel_agent::client::Reporter`; each sends an unchanged inventory by
 //!    digest). Registration is what an agent's start does: the version probe, a
 //!    heartbeat, the first (full) report of `--devices` devices;
-//! 4. the heartbeat window: every agent heartbeats every `--heartbeat-interval`, phases
-//!    spread evenly; the conductors' CPU (each process's CPU-time clock, in nanoseconds)
-//!    over the window, less what they spend idle (measured for 5 s before the agents start: timers, the
-//!    version refresh, the broker's and the pool's upkeep), divided by the heartbeats in
-//!    it is the CPU per heartbeat;
-//! 5. the steady window (`--duration`): heartbeats as before and one report per agent
+//! 4. a quiet window: the agents, registered and warmed up (one heartbeat interval), fall
+//!    silent (`--idle-window`, 20 s), and the conductors' CPU (each process's CPU-time clock, in
+//!    nanoseconds) over it is what they spend idle (timers, the version refresh, learning
+//!    the fleet record, the broker's and the pool's upkeep); measured again after the
+//!    steady window, and the two together are taken off the windows' CPU. (At 100 agents
+//!    the idle CPU is of the order of the calls' own, and 5 s of it, measured once
+//!    before the agents started, moved the per-call figures by a third between runs);
+//! 5. the heartbeat window: every agent heartbeats every `--heartbeat-interval`, phases
+//!    spread evenly; the conductors' CPU over the window, less the idle share, divided
+//!    by the heartbeats in it is the CPU per heartbeat;
+//! 6. the steady window (`--duration`): heartbeats as before and one report per agent
 //!    per `--report-interval`; the conductors' CPU over it, less the heartbeats' share
 //!    at the rate the heartbeat window measured, divided by the reports, is the CPU per
 //!    report. The broker's depth of the conductors' queues (`accel-conductor`,
 //!    `accel-upgrade`, `cyborg-conductor`; a passive declare's message count) is
 //!    sampled every 500 ms;
-//! 6. finalization, started as `accel upgrade finalize` starts it (the `upgrade` API's
-//!    `finalize`), timed until every simulated agent's version record is finalized.
+//! 7. the second quiet window, then finalization, started as `accel upgrade finalize`
+//!    starts it (the `upgrade` API's `finalize`), timed until every simulated agent's
+//!    version record is finalized.
 //!
 //! (Long on purpose: one case end to end, set-up, simulated agents, measurement and
 //! report, used by this command only.)
@@ -66,8 +72,8 @@ use verso_upgrade::{ComponentVersion, VersionManager};
 
 /// Agents sharing one broker connection (each agent's server takes a channel).
 const AGENTS_PER_CONNECTION: usize = 500;
-/// How long the idle conductors are measured.
-const IDLE_WINDOW: Duration = Duration::from_secs(5);
+/// From the agents falling silent to the idle measurement: the calls in flight end.
+const QUIET_SETTLE: Duration = Duration::from_secs(2);
 /// Registrations in flight at once.
 const REGISTER_CONCURRENCY: usize = 16;
 
@@ -114,6 +120,9 @@ pub struct FleetOptions {
     pub heartbeat_window: Duration,
     /// The steady window (heartbeats and reports).
     pub duration: Duration,
+    /// Each quiet window (the conductors' idle CPU): best whole periods of the
+    /// conductors' version refresh (5 s), so each holds the same number of its runs.
+    pub idle_window: Duration,
     /// Where to write the JSON too.
     pub json: Option<PathBuf>,
     /// The conductors' `[conductor] threads`; `None`: their default.
@@ -126,6 +135,8 @@ pub struct FleetOptions {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
     Warmup,
+    /// No calls: what the conductors spend with the fleet registered and silent.
+    Quiet,
     Heartbeats,
     Steady,
     Finalize,
@@ -364,8 +375,11 @@ struct CaseResult {
     agents: u64,
     conductors: u64,
     register_s: f64,
-    /// The conductors' CPU with nothing to do, ms per second, summed.
+    /// The conductors' CPU with the fleet silent, ms per second, summed over the
+    /// conductors: both quiet windows, and each.
     idle_ms_per_s: f64,
+    idle_before_ms_per_s: f64,
+    idle_after_ms_per_s: f64,
     hb_count: u64,
     hb_errors: u64,
     hb_per_s: f64,
@@ -385,6 +399,43 @@ struct CaseResult {
     queue_mean: f64,
     finalize_s: Option<f64>,
     last_error: Option<String>,
+}
+
+/// The conductors' CPU over a quiet window.
+#[derive(Clone, Copy, Debug)]
+struct Idle {
+    cpu_s: f64,
+    span_s: f64,
+}
+
+impl Idle {
+    fn per_second(self) -> f64 {
+        if self.span_s > 0.0 {
+            self.cpu_s / self.span_s
+        } else {
+            0.0
+        }
+    }
+}
+
+/// A quiet window: the agents stop calling; once the calls in flight are answered
+/// ([`QUIET_SETTLE`]), the conductors' CPU over `span`.
+async fn quiet(
+    conductors: &[Process],
+    phase: &watch::Sender<(Phase, Instant)>,
+    span: Duration,
+    what: &str,
+) -> Result<Idle, Error> {
+    let _ = phase.send((Phase::Quiet, Instant::now()));
+    tokio::time::sleep(QUIET_SETTLE).await;
+    let cpu0 = cpu_of(conductors)?;
+    let t = Instant::now();
+    window(span, what).await;
+    let cpu1 = cpu_of(conductors)?;
+    Ok(Idle {
+        cpu_s: cpu1.iter().zip(&cpu0).map(|(a, b)| a - b).sum(),
+        span_s: t.elapsed().as_secs_f64(),
+    })
 }
 
 fn cpu_of(conductors: &[Process]) -> Result<Vec<f64>, Error> {
@@ -450,6 +501,15 @@ async fn agent_loop(
         let (current, since) = *phase.borrow_and_update();
         match current {
             Phase::Stop => return,
+            Phase::Quiet => {
+                if phase.changed().await.is_err() {
+                    return;
+                }
+                // Spread evenly again from the next phase's start, as at the first.
+                let (_, since) = *phase.borrow();
+                next_hb = since + share(options.heartbeat_interval);
+                continue;
+            }
             Phase::Steady if next_report.is_none() => {
                 next_report = Some(since + share(options.report_interval));
             }
@@ -581,14 +641,6 @@ async fn drive(
     for p in conductors.iter_mut() {
         wait_ready(p, Duration::from_secs(60)).await?;
     }
-    // What the conductors spend with nothing to do (timers, the version refresh, the
-    // broker's and the pool's upkeep): taken off the windows' CPU before dividing.
-    let idle0 = cpu_of(conductors)?;
-    let t = Instant::now();
-    window(IDLE_WINDOW, "idle conductors").await;
-    let idle1 = cpu_of(conductors)?;
-    result.idle_ms_per_s =
-        idle1.iter().zip(&idle0).map(|(a, b)| a - b).sum::<f64>() * 1e3 / t.elapsed().as_secs_f64();
     // 3. The agents, registered as their start does.
     let mut transports: Vec<Arc<dyn Transport>> = Vec::new();
     let mut cyborg_transports: Vec<Arc<dyn Transport>> = Vec::new();
@@ -770,6 +822,11 @@ async fn windows(
     // Every agent heartbeats once before anything is measured.
     window(options.heartbeat_interval, "warming up").await;
 
+    // What the conductors spend with the fleet registered and silent (timers, the
+    // version refresh, learning the fleet record, the broker's and the pool's upkeep),
+    // before the windows and after them; taken off the windows' CPU before dividing.
+    let idle_before = quiet(conductors, phase, options.idle_window, "idle before").await?;
+
     // 4. Heartbeats only.
     let cpu0 = cpu_of(conductors)?;
     let t0 = Instant::now();
@@ -779,7 +836,28 @@ async fn windows(
     let hb_span = t0.elapsed().as_secs_f64();
     let cpu1 = cpu_of(conductors)?;
     let hb = recorder.take(false, 0);
-    let idle = result.idle_ms_per_s / 1e3;
+
+    // 5. Heartbeats and reports.
+    let cpu2 = cpu_of(conductors)?;
+    let t2 = Instant::now();
+    let _ = phase.send((Phase::Steady, t2));
+    window(options.duration, "steady window").await;
+    let _ = phase.send((Phase::Quiet, Instant::now()));
+    let steady_span = t2.elapsed().as_secs_f64();
+    let cpu3 = cpu_of(conductors)?;
+    let hb2 = recorder.take(false, 1);
+    let reps = recorder.take(true, 1);
+
+    let idle_after = quiet(conductors, phase, options.idle_window, "idle after").await?;
+    let _ = phase.send((Phase::Finalize, Instant::now()));
+    result.idle_before_ms_per_s = idle_before.per_second() * 1e3;
+    result.idle_after_ms_per_s = idle_after.per_second() * 1e3;
+    let idle = Idle {
+        cpu_s: idle_before.cpu_s + idle_after.cpu_s,
+        span_s: idle_before.span_s + idle_after.span_s,
+    }
+    .per_second();
+    result.idle_ms_per_s = idle * 1e3;
     let hb_cpu: f64 =
         (cpu1.iter().zip(&cpu0).map(|(a, b)| a - b).sum::<f64>() - idle * hb_span).max(0.0);
     let hb_count = hb.latencies_ms.len() as u64;
@@ -788,17 +866,6 @@ async fn windows(
     } else {
         hb_cpu / hb_count as f64
     };
-
-    // 5. Heartbeats and reports.
-    let cpu2 = cpu_of(conductors)?;
-    let t2 = Instant::now();
-    let _ = phase.send((Phase::Steady, t2));
-    window(options.duration, "steady window").await;
-    let _ = phase.send((Phase::Finalize, Instant::now()));
-    let steady_span = t2.elapsed().as_secs_f64();
-    let cpu3 = cpu_of(conductors)?;
-    let hb2 = recorder.take(false, 1);
-    let reps = recorder.take(true, 1);
     let steady_cpu: f64 =
         cpu3.iter().zip(&cpu2).map(|(a, b)| a - b).sum::<f64>() - idle * steady_span;
     let rep_count = reps.latencies_ms.len() as u64;
@@ -873,7 +940,7 @@ fn table(results: &[CaseResult]) -> Table {
         "agents",
         "conductors",
         "register s",
-        "idle CPU ms/s",
+        "idle CPU ms/s (before/after)",
         "heartbeats/s",
         "heartbeat p50 ms",
         "heartbeat p99 ms",
@@ -896,7 +963,10 @@ fn table(results: &[CaseResult]) -> Table {
                 r.agents.to_string(),
                 r.conductors.to_string(),
                 format!("{:.1}", r.register_s),
-                format!("{:.1}", r.idle_ms_per_s),
+                format!(
+                    "{:.1} ({:.1}/{:.1})",
+                    r.idle_ms_per_s, r.idle_before_ms_per_s, r.idle_after_ms_per_s
+                ),
                 format!("{:.1}", r.hb_per_s),
                 format!("{:.2}", r.hb_p50),
                 format!("{:.2}", r.hb_p99),
@@ -1041,17 +1111,21 @@ fn bench_file(options: &FleetOptions, started: String, results: &[CaseResult]) -
         "Simulated accel agents (each its own host name, version record and agent-API \
          server, using the agent's own client code) heartbeat every {} s and report {} \
          devices every {} s on {} over the local RabbitMQ to real `accel conductor` \
-         processes on {}. A heartbeat-only window gives the conductors' CPU per heartbeat; a \
-         steady window with reports (unchanged inventories, sent by digest) gives the \
-         CPU per report after the heartbeats' share; then `finalize` is timed until \
+         processes on {}. A heartbeat-only window ({} s) gives the conductors' CPU per \
+         heartbeat; a steady window with reports ({} s; unchanged inventories, sent by \
+         digest) gives the CPU per report after the heartbeats' share; then `finalize` is timed until \
          every agent has finalized. CPU is the conductor processes' CPU-time clocks \
-         (clock_getcpuclockid, nanoseconds), summed over the conductors, less what they spend idle (measured for 5 s \
-         before the agents start), divided by the calls they served.",
+         (clock_getcpuclockid, nanoseconds), summed over the conductors, less what they \
+         spend idle (measured for {} s with every agent registered and silent, before the \
+         windows and again after them), divided by the calls they served.",
         options.heartbeat_interval.as_secs_f64(),
         options.devices,
         options.report_interval.as_secs_f64(),
         options.wire.label(),
-        database
+        database,
+        options.heartbeat_window.as_secs_f64(),
+        options.duration.as_secs_f64(),
+        options.idle_window.as_secs_f64(),
     );
     let conductors = match (
         options.conductors.iter().min(),
