@@ -2,7 +2,10 @@
 //!
 //! Each case (a fleet size and a number of conductors) runs on a database of its own
 //! (a new PostgreSQL or MariaDB database on the `--database` server, dropped at the end,
-//! or a SQLite file) and the real broker, under a control exchange of its own:
+//! or a SQLite file) and the real broker, under a control exchange of its own. (The
+//! exchange does not keep two runs apart: queues are named by topic alone, as
+//! oslo.messaging names them, so two runs on one broker vhost consume each other's
+//! requests. Run one at a time, or each on a vhost of its own in `--transport-url`.)
 //!
 //! 1. the database is migrated and its version record created at release N's apparent
 //!    version (1) under release N+1's software (2): a deployment inside its upgrade
