@@ -23,8 +23,8 @@
 //!    digest). Registration is what an agent's start does: the version probe, a
 //!    heartbeat, the first (full) report of `--devices` devices;
 //! 4. a quiet window: the agents, registered and warmed up (one heartbeat interval), fall
-//!    silent (`--idle-window`, 20 s), and the conductors' CPU (each process's CPU-time clock, in
-//!    nanoseconds) over it is what they spend idle (timers, the version refresh, learning
+//!    silent (`--idle-window`, 20 s), and the conductors' CPU (each process's CPU-time
+//!    clock, in nanoseconds) over it is what they spend idle (timers, the version refresh, learning
 //!    the fleet record, the broker's and the pool's upkeep); measured again after the
 //!    steady window, and the two together are taken off the windows' CPU. (At 100 agents
 //!    the idle CPU is of the order of the calls' own, and 5 s of it, measured once
@@ -436,9 +436,14 @@ async fn quiet(
     window(span, what).await;
     let cpu1 = cpu_of(conductors)?;
     Ok(Idle {
-        cpu_s: cpu1.iter().zip(&cpu0).map(|(a, b)| a - b).sum(),
+        cpu_s: spent(&cpu0, &cpu1),
         span_s: t.elapsed().as_secs_f64(),
     })
+}
+
+/// CPU seconds the conductors spent between two [`cpu_of`] readings, summed.
+fn spent(before: &[f64], after: &[f64]) -> f64 {
+    after.iter().zip(before).map(|(a, b)| a - b).sum()
 }
 
 fn cpu_of(conductors: &[Process]) -> Result<Vec<f64>, Error> {
@@ -861,16 +866,14 @@ async fn windows(
     }
     .per_second();
     result.idle_ms_per_s = idle * 1e3;
-    let hb_cpu: f64 =
-        (cpu1.iter().zip(&cpu0).map(|(a, b)| a - b).sum::<f64>() - idle * hb_span).max(0.0);
+    let hb_cpu = (spent(&cpu0, &cpu1) - idle * hb_span).max(0.0);
     let hb_count = hb.latencies_ms.len() as u64;
     let cpu_per_hb = if hb_count == 0 {
         0.0
     } else {
         hb_cpu / hb_count as f64
     };
-    let steady_cpu: f64 =
-        cpu3.iter().zip(&cpu2).map(|(a, b)| a - b).sum::<f64>() - idle * steady_span;
+    let steady_cpu = spent(&cpu2, &cpu3) - idle * steady_span;
     let rep_count = reps.latencies_ms.len() as u64;
     let report_cpu = (steady_cpu - hb2.latencies_ms.len() as f64 * cpu_per_hb).max(0.0);
 
@@ -1116,8 +1119,8 @@ fn bench_file(options: &FleetOptions, started: String, results: &[CaseResult]) -
          devices every {} s on {} over the local RabbitMQ to real `accel conductor` \
          processes on {}. A heartbeat-only window ({} s) gives the conductors' CPU per \
          heartbeat; a steady window with reports ({} s; unchanged inventories, sent by \
-         digest) gives the CPU per report after the heartbeats' share; then `finalize` is timed until \
-         every agent has finalized. CPU is the conductor processes' CPU-time clocks \
+         digest) gives the CPU per report after the heartbeats' share; then `finalize` \
+         is timed until every agent has finalized. CPU is the conductor processes' CPU-time clocks \
          (clock_getcpuclockid, nanoseconds), summed over the conductors, less what they \
          spend idle (measured for {} s with every agent registered and silent, before the \
          windows and again after them), divided by the calls they served.",
